@@ -1,0 +1,8 @@
+-- TRUNCATE in the loading transaction is what makes COPY ... FREEZE legal (the table
+-- is new in this transaction), and with wal_level=minimal it also skips WAL.
+TRUNCATE {{ qn(staging_schema, s.staging_table) }};
+COPY {{ qn(staging_schema, s.staging_table) }} ({% for c in columns %}{{ q(c.name) }}{{ ", " if eol_column or not loop.last }}{% endfor %}{% if eol_column %}{{ q(eol_column) }}{% endif %})
+    FROM STDIN (FORMAT text, DELIMITER '{{ delimiter }}', ENCODING '{{ encoding }}', FREEZE);
+{% if eol_column %}
+ALTER TABLE {{ qn(staging_schema, s.staging_table) }} DROP COLUMN {{ q(eol_column) }};
+{% endif %}

@@ -1,0 +1,29 @@
+-- Objects a load needs, created only when missing: safe on every run.
+CREATE SCHEMA IF NOT EXISTS {{ q(schema) }};
+CREATE SCHEMA IF NOT EXISTS {{ q(staging_schema) }};
+CREATE SCHEMA IF NOT EXISTS {{ q(control_schema) }};
+{% for t in tables %}
+-- Columns NOT NULL: a partition's constraint includes "key IS NOT NULL", and staging
+-- tables copy these definitions, so ATTACH can prove the bound without a scan.
+CREATE TABLE IF NOT EXISTS {{ qn(schema, t.name) }} (
+{% for c in t.columns %}
+    {{ q(c.name) }} {{ c.type }} NOT NULL{{ "," if not loop.last }}
+{% endfor %}
+){% if t.partitioned %} PARTITION BY RANGE ({{ q(t.key) }}){% endif %};
+{% endfor %}
+-- One row per load, like the record runs' work queue.
+CREATE TABLE IF NOT EXISTS {{ qn(control_schema, "load_stats") }} (
+    run_id        text NOT NULL,
+    batch         text NOT NULL,
+    table_name    text NOT NULL,
+    stream        integer NOT NULL,
+    file          text NOT NULL,
+    bytes         bigint,
+    rows_loaded   bigint,
+    started_at    timestamptz,
+    ended_at      timestamptz,
+    seconds       double precision,
+    validation    text,
+    backend_pid   integer,
+    PRIMARY KEY (run_id, table_name, stream)
+);

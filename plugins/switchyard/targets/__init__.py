@@ -1,0 +1,10 @@
+"""Target adapters: one per database engine over a small shared base.
+
+The DAG and the operators speak only to `TargetAdapter`; each engine's SQL lives in
+`include/sql/<engine>/` and its quirks in its own module here.
+"""
+from __future__ import annotations
+
+from .base import LoadResult, TargetAdapter, TargetError, adapter_for, adapter_class
+
+__all__ = ["LoadResult", "TargetAdapter", "TargetError", "adapter_for", "adapter_class"]
