@@ -1,0 +1,142 @@
+"""Renders a load spec into an Airflow DAG: setup, one task group per (table, stream), stats.
+
+The rendering is separate from the operators that run: this module only decides the
+graph (which groups, which pool, which priorities); it imports nothing heavy, because
+every task process imports the DAG file again.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from airflow.sdk import DAG, Param, TaskGroup, TriggerRule
+
+from .operators import (LoadOperator, PlanBatchOperator, PrepareOperator, StatsOperator, SwitchOperator,
+                        ValidateOperator, WaitForBatchSensor)
+from .planner import group_id, streams_of
+from .spec import LoadSpec, load_spec
+
+# Bigger tables start first: the run lasts as long as its slowest stream, so the long
+# loads must not be left for last (relative sizes of the TPC-H tables).
+_WEIGHT = {"lineitem": 100, "orders": 25, "partsupp": 15, "customer": 4, "part": 3, "supplier": 1}
+
+DOC = """
+### Switchyard: parallel, validated, partition-switched loads
+
+Each **(table, stream)** task group runs the record-load method on one stream file:
+
+1. **prepare**: a fresh staging table on the stream's filegroup / tablespace, with a
+   CHECK constraint equal to its partition's key range;
+2. **load**: bulk load of the file into the staging table (PostgreSQL `COPY ... FREEZE`;
+   SQL Server `BULK INSERT ... TABLOCK` or TDS bulk copy), in the pool `{pool}` whose
+   size is the target's scheduler count: one load per core;
+3. **validate**: Great Expectations on the staging table: row count equals the manifest,
+   key not null, key range inside the partition. A failure stops the group here;
+4. **switch**: the staging table becomes the partition (`ATTACH PARTITION` / `SWITCH`),
+   replacing the previous one atomically on a rerun.
+
+`setup` waits for the batch's `manifest.json`, plans the partitions and creates what is
+missing; `stats` writes the run's `stats.json` whatever happened upstream.
+
+**Params**: *batch*: a folder under the data root (empty: the logical date, `YYYY-MM-DD`);
+*tables*: the tables to load; *conn_id*: the Airflow connection of the target.
+This DAG is built for **{streams} streams** (`SWITCHYARD_STREAMS`).
+"""
+
+
+@dataclass(frozen=True)
+class DagConfig:
+    dag_id: str = "switchyard_tpch"
+    spec: str = "tpch"
+    streams: int = 4
+    conn_id: str = "switchyard_target"
+    schema: str = "tpch"
+    pool: str = "switchyard_loads"
+    schedule: str | None = "0 2 * * *"
+    batch_wait_seconds: int = 6 * 3600
+    max_active_tasks: int = 16
+    lock_timeout_seconds: int = 60
+    tags: tuple[str, ...] = field(default=("switchyard",))
+
+    @classmethod
+    def from_env(cls, **overrides) -> "DagConfig":
+        env = os.environ
+        values = dict(
+            dag_id=env.get("SWITCHYARD_DAG_ID", cls.dag_id),
+            spec=env.get("SWITCHYARD_SPEC", cls.spec),
+            streams=int(env.get("SWITCHYARD_STREAMS", cls.streams)),
+            conn_id=env.get("SWITCHYARD_CONN_ID", cls.conn_id),
+            schema=env.get("SWITCHYARD_SCHEMA", cls.schema),
+            pool=env.get("SWITCHYARD_POOL", cls.pool),
+            batch_wait_seconds=int(env.get("SWITCHYARD_BATCH_WAIT_SECONDS", cls.batch_wait_seconds)),
+            max_active_tasks=int(env.get("SWITCHYARD_MAX_ACTIVE_TASKS", cls.max_active_tasks)),
+        )
+        values.update(overrides)
+        return cls(**values)
+
+
+def _params(spec: LoadSpec, config: DagConfig) -> dict[str, Param]:
+    return {
+        "batch": Param(
+            "", type="string", title="Batch",
+            description="Folder of the batch under the data root (e.g. 2026-11-21 or tpch/sf1). "
+                        "Empty: the run's logical date as YYYY-MM-DD.",
+            pattern=r"^$|^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)*$",
+            section="What to load"),
+        "tables": Param(
+            list(spec.table_names), type="array", title="Tables",
+            description="Tables to load; the others' task groups are skipped.",
+            items={"type": "string", "enum": list(spec.table_names)}, examples=list(spec.table_names),
+            minItems=1, uniqueItems=True, section="What to load"),
+        "conn_id": Param(
+            config.conn_id, type="string", title="Target connection",
+            description="Airflow connection id of the target (PostgreSQL or SQL Server).",
+            pattern=r"^[A-Za-z0-9_.-]+$", section="Where to load"),
+    }
+
+
+def build_dag(config: DagConfig | None = None) -> DAG:
+    config = config or DagConfig.from_env()
+    spec = load_spec(config.spec)
+    common = dict(spec=config.spec, schema=config.schema, lock_timeout_seconds=config.lock_timeout_seconds)
+    with DAG(
+        dag_id=config.dag_id,
+        schedule=config.schedule,
+        start_date=datetime(2026, 1, 1),
+        catchup=False,
+        # Two runs of one DAG interleaving their switches could leave a partition from each;
+        # runs (manual, nightly, backfill) go one at a time.
+        max_active_runs=1,
+        max_active_tasks=config.max_active_tasks,
+        params=_params(spec, config),
+        doc_md=DOC.format(pool=config.pool, streams=config.streams),
+        tags=list(config.tags),
+        default_args={"retries": 1, "retry_delay": timedelta(seconds=10)},
+    ) as dag:
+        with TaskGroup("setup", tooltip="Wait for the batch, plan partitions, create missing objects") as setup:
+            wait = WaitForBatchSensor(task_id="wait_for_batch", timeout=config.batch_wait_seconds,
+                                      poke_interval=60, retries=0)
+            plan = PlanBatchOperator(task_id="plan", streams=config.streams, retries=0, **common)
+            wait >> plan
+
+        groups: list[tuple[str, int]] = []
+        switches = []
+        for table in spec.tables:
+            for k in streams_of(table, config.streams):
+                gid = group_id(table.name, k)
+                groups.append((table.name, k))
+                weight = _WEIGHT.get(table.name, 1)
+                with TaskGroup(gid, tooltip=f"{table.name}, stream {k}: prepare, load, validate, switch"):
+                    args = dict(table=table.name, stream=k, priority_weight=weight, weight_rule="absolute", **common)
+                    prepare = PrepareOperator(task_id="prepare", **args)
+                    load = LoadOperator(task_id="load", pool=config.pool, **args)
+                    # A failed expectation is a fact about the data; retrying cannot change it.
+                    validate = ValidateOperator(task_id="validate", retries=0, **args)
+                    switch = SwitchOperator(task_id="switch", **args)
+                    setup >> prepare >> load >> validate >> switch
+                switches.append(switch)
+
+        stats = StatsOperator(task_id="stats", groups=groups, trigger_rule=TriggerRule.ALL_DONE, **common)
+        switches >> stats
+    return dag

@@ -1,0 +1,231 @@
+"""A local Airflow for Switchyard: configuration, services and a small REST client.
+
+Everything lives under `.switchyard/` in the project (override: SWITCHYARD_STATE_DIR):
+the SQLite metadata database, logs, generated secrets, pid files. The demo, the tests
+and the Makefile all take their Airflow settings from `airflow_env()`, so they agree.
+"""
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from .embedded import state_dir
+
+PROJECT = Path(__file__).resolve().parents[2]
+SERVICES = ("scheduler", "dag-processor", "api-server")
+DEFAULT_API_PORT = 28080
+ADMIN_USER = "admin"
+
+
+def airflow_home() -> Path:
+    return state_dir() / "airflow"
+
+
+def api_port() -> int:
+    return int(os.environ.get("SWITCHYARD_AIRFLOW_PORT", DEFAULT_API_PORT))
+
+
+def api_url() -> str:
+    return f"http://127.0.0.1:{api_port()}"
+
+
+def _secret(name: str, make) -> str:
+    path = airflow_home() / name
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(make())
+        path.chmod(0o600)
+    return path.read_text().strip()
+
+
+def _fernet_key() -> str:
+    from cryptography.fernet import Fernet
+    return Fernet.generate_key().decode()
+
+
+def admin_password() -> str:
+    """The UI login's password, generated once and kept in the simple auth manager's file."""
+    passwords = airflow_home() / "passwords.json"
+    if not passwords.exists():
+        passwords.parent.mkdir(parents=True, exist_ok=True)
+        passwords.write_text(json.dumps({ADMIN_USER: secrets.token_urlsafe(12)}))
+        passwords.chmod(0o600)
+    return json.loads(passwords.read_text())[ADMIN_USER]
+
+
+def airflow_env(streams: int | None = None, extra: dict[str, str] | None = None) -> dict[str, str]:
+    home = airflow_home()
+    home.mkdir(parents=True, exist_ok=True)
+    admin_password()
+    env = dict(os.environ)
+    env.update({
+        "AIRFLOW_HOME": str(home),
+        "AIRFLOW__CORE__DAGS_FOLDER": str(PROJECT / "dags"),
+        "AIRFLOW__CORE__PLUGINS_FOLDER": str(PROJECT / "plugins"),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+        "AIRFLOW__CORE__PARALLELISM": os.environ.get("SWITCHYARD_PARALLELISM", "8"),
+        "AIRFLOW__CORE__FERNET_KEY": _secret("fernet_key", _fernet_key),
+        "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{api_url()}/execution/",
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{ADMIN_USER}:admin",
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(home / "passwords.json"),
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home / 'airflow.db'}",
+        "AIRFLOW__API__PORT": str(api_port()),
+        "AIRFLOW__API__HOST": "127.0.0.1",
+        "AIRFLOW__API__BASE_URL": api_url(),
+        "AIRFLOW__API_AUTH__JWT_SECRET": _secret("jwt_secret", lambda: secrets.token_urlsafe(32)),
+        "AIRFLOW__LOGGING__BASE_LOG_FOLDER": str(home / "logs"),
+        "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "10",
+        "AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC": "2",
+        "GX_ANALYTICS_ENABLED": "False",
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(PROJECT / "plugins"), os.environ.get("PYTHONPATH")])),
+    })
+    env.setdefault("SWITCHYARD_DATA_ROOT", str(state_dir() / "data"))
+    env.setdefault("SWITCHYARD_RUNS_DIR", str(state_dir() / "runs"))
+    if streams is not None:
+        env["SWITCHYARD_STREAMS"] = str(streams)
+    env.update(extra or {})
+    return env
+
+
+def airflow_bin() -> str:
+    return str(Path(sys.executable).with_name("airflow"))
+
+
+def airflow(*args: str, env: dict[str, str] | None = None, check: bool = True,
+            capture: bool = True, timeout: float | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([airflow_bin(), *args], env=env or airflow_env(), check=check, text=True,
+                          capture_output=capture, timeout=timeout)
+
+
+def migrate(env: dict[str, str]) -> None:
+    """Create or upgrade the metadata database (a no-op when it is current)."""
+    stamp = airflow_home() / ".migrated"
+    if not stamp.exists():
+        airflow("db", "migrate", env=env)
+        stamp.write_text(time.strftime("%Y-%m-%dT%H:%M:%S"))
+
+
+# --- services ------------------------------------------------------------------------
+def _pidfile(service: str) -> Path:
+    return airflow_home() / f"{service}.pid"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+        return True
+    except OSError:
+        return False
+
+
+def service_pid(service: str) -> int | None:
+    path = _pidfile(service)
+    if path.exists():
+        pid = int(path.read_text().split()[0])
+        if _alive(pid):
+            return pid
+    return None
+
+
+def running_streams() -> int | None:
+    """The stream count the running services were started with."""
+    path = _pidfile("scheduler")
+    if path.exists() and service_pid("scheduler"):
+        parts = path.read_text().split()
+        return int(parts[1]) if len(parts) > 1 else None
+    return None
+
+
+def start_services(env: dict[str, str], streams: int) -> None:
+    logs = airflow_home() / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    for service in SERVICES:
+        if service_pid(service):
+            continue
+        out = open(logs / f"{service}.out", "ab")
+        proc = subprocess.Popen([airflow_bin(), service], env=env, stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True, cwd=str(PROJECT))
+        _pidfile(service).write_text(f"{proc.pid} {streams}\n")
+
+
+def stop_services(timeout: float = 30) -> None:
+    for service in SERVICES:
+        pid = service_pid(service)
+        if not pid:
+            continue
+        try:
+            os.killpg(pid, signal.SIGTERM)
+        except OSError:
+            pass
+        deadline = time.monotonic() + timeout
+        while _alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.3)
+        if _alive(pid):
+            os.killpg(pid, signal.SIGKILL)
+        _pidfile(service).unlink(missing_ok=True)
+
+
+# --- REST API --------------------------------------------------------------------------
+class Api:
+    """The few calls the demo needs, against the local api-server, as the admin user."""
+
+    def __init__(self, base: str | None = None):
+        self.base = base or api_url()
+        self._token: str | None = None
+
+    def _request(self, method: str, path: str, body: Any = None, auth: bool = True) -> Any:
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(self.base + path, data=data, method=method)
+        req.add_header("Content-Type", "application/json")
+        if auth:
+            req.add_header("Authorization", f"Bearer {self.token()}")
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            text = resp.read().decode()
+            return json.loads(text) if text else None
+
+    def token(self) -> str:
+        if self._token is None:
+            out = self._request("POST", "/auth/token",
+                                {"username": ADMIN_USER, "password": admin_password()}, auth=False)
+            self._token = out["access_token"]
+        return self._token
+
+    def wait_ready(self, timeout: float = 180) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                self._request("GET", "/api/v2/monitor/health", auth=False)
+                return
+            except (urllib.error.URLError, ConnectionError, OSError):
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"the Airflow api-server did not answer on {self.base} "
+                                       f"(see {airflow_home() / 'logs' / 'api-server.out'})")
+                time.sleep(1)
+
+    def get(self, path: str) -> Any:
+        return self._request("GET", path)
+
+    def post(self, path: str, body: Any) -> Any:
+        return self._request("POST", path, body)
+
+    def patch(self, path: str, body: Any) -> Any:
+        return self._request("PATCH", path, body)
+
+    def exists(self, path: str) -> bool:
+        try:
+            self.get(path)
+            return True
+        except urllib.error.HTTPError as exc:
+            if exc.code == 404:
+                return False
+            raise

@@ -1,0 +1,166 @@
+"""A run's statistics: per group, per table and for the whole run, written as stats.json.
+
+Total time is the slowest stream's time, so per-stream throughput is kept next to the
+totals: a straggler shows as a group far below its table's median.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import statistics
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+STEPS = ("prepare", "load", "validate", "switch")
+
+
+def runs_dir() -> Path:
+    configured = os.environ.get("SWITCHYARD_RUNS_DIR")
+    if configured:
+        return Path(configured).resolve()
+    from .embedded import state_dir
+    return state_dir() / "runs"
+
+
+def task_states(context: Any) -> dict[str, str]:
+    """{task_id: state} of this run's task instances, through the Task SDK (no ORM in tasks)."""
+    ti = context["ti"]
+    try:
+        raw = ti.get_task_states(dag_id=ti.dag_id, run_ids=[ti.run_id])
+    except Exception:  # an older API server: stats still come from XComs
+        return {}
+    states = raw.get(ti.run_id, raw) if isinstance(raw, dict) else {}
+    return {k: (str(v.value) if hasattr(v, "value") else str(v)) if v is not None else None
+            for k, v in states.items()}
+
+
+def _ts(value: str | None) -> datetime | None:
+    return datetime.fromisoformat(value) if value else None
+
+
+def _outcome(group: dict) -> str:
+    states = group.get("states") or {}
+    if group.get("switch"):
+        return "switched"
+    for step in STEPS:
+        state = states.get(step)
+        if state in ("failed", "upstream_failed"):
+            return f"failed at {step}" if state == "failed" else "not run (upstream failed)"
+        if state == "skipped":
+            return "skipped"
+    for step in STEPS:
+        if states.get(step) in ("running", "queued", "scheduled", "up_for_retry", None):
+            return f"incomplete at {step}"
+    return "unknown"
+
+
+def _rate(amount: float, seconds: float | None) -> float | None:
+    return round(amount / seconds, 1) if seconds else None
+
+
+def group_record(gid: str, group: dict) -> dict:
+    load = group.get("load") or {}
+    validate = group.get("validate") or {}
+    switch = group.get("switch") or {}
+    seconds = load.get("seconds")
+    record = {
+        "group": gid, "table": group["table"], "stream": group["stream"],
+        "file": load.get("file"), "rows": load.get("rows"), "bytes": load.get("bytes"),
+        "started": load.get("started"), "ended": load.get("ended"), "seconds": seconds,
+        "mb_per_s": _rate((load.get("bytes") or 0) / 1e6, seconds),
+        "rows_per_s": _rate(load.get("rows") or 0, seconds),
+        "validation": None if not validate else ("passed" if validate.get("success") else "failed"),
+        "validation_checks": validate.get("checks"),
+        "partition": switch.get("partition"), "replaced": switch.get("replaced"),
+        "switched": switch.get("switched"), "outcome": _outcome(group),
+        "states": group.get("states"),
+    }
+    for key in ("backend_pid", "session_id", "scheduler_id", "cpu_id", "node_id", "port"):
+        if key in load:
+            record[key] = load[key]
+    return record
+
+
+def table_totals(records: list[dict]) -> dict[str, dict]:
+    tables: dict[str, dict] = {}
+    for r in records:
+        t = tables.setdefault(r["table"], {"rows": 0, "bytes": 0, "partitions": 0, "groups": 0,
+                                           "first_start": None, "last_end": None})
+        t["groups"] += 1
+        if r["outcome"] == "switched":
+            t["rows"] += r["rows"] or 0
+            t["bytes"] += r["bytes"] or 0
+            t["partitions"] += 1
+        if r["started"]:
+            t["first_start"] = min(filter(None, [t["first_start"], r["started"]]))
+            t["last_end"] = max(filter(None, [t["last_end"], r["ended"]]))
+    for t in tables.values():
+        wall = ((_ts(t["last_end"]) - _ts(t["first_start"])).total_seconds()
+                if t["first_start"] and t["last_end"] else None)
+        t["seconds"] = round(wall, 3) if wall is not None else None
+        t["mb_per_s"] = _rate(t["bytes"] / 1e6, wall)
+        t["rows_per_s"] = _rate(t["rows"], wall)
+    return tables
+
+
+def stragglers(records: list[dict], threshold: float = 0.7) -> list[dict]:
+    """Groups whose throughput is under `threshold` x the median of their table's groups."""
+    out = []
+    by_table: dict[str, list[dict]] = {}
+    for r in records:
+        if r["mb_per_s"]:
+            by_table.setdefault(r["table"], []).append(r)
+    for table, rs in by_table.items():
+        if len(rs) < 3:
+            continue
+        median = statistics.median(r["mb_per_s"] for r in rs)
+        for r in rs:
+            if r["mb_per_s"] < threshold * median:
+                out.append({"group": r["group"], "mb_per_s": r["mb_per_s"], "table_median_mb_per_s": median,
+                            "ratio": round(r["mb_per_s"] / median, 2), "bytes": r["bytes"]})
+    return out
+
+
+def assemble(plan: dict, groups: dict[str, dict], context: Any) -> dict:
+    records = [group_record(gid, g) for gid, g in groups.items()]
+    tables = table_totals(records)
+    starts = [r["started"] for r in records if r["started"]]
+    ends = [r["ended"] for r in records if r["ended"]]
+    makespan = (_ts(max(ends)) - _ts(min(starts))).total_seconds() if starts and ends else None
+    switched = [r for r in records if r["outcome"] == "switched"]
+    failed = [r["group"] for r in records if r["outcome"].startswith(("failed", "not run", "incomplete"))]
+    total_rows = sum(r["rows"] or 0 for r in switched)
+    total_bytes = sum(r["bytes"] or 0 for r in switched)
+    ti = context["ti"]
+    summary = [f"{'table':<10} {'rows':>12} {'parts':>5} {'seconds':>8} {'MB/s':>8}"]
+    for name, t in tables.items():
+        summary.append(f"{name:<10} {t['rows']:>12,} {t['partitions']:>5} "
+                       f"{t['seconds'] if t['seconds'] is not None else '-':>8} "
+                       f"{t['mb_per_s'] if t['mb_per_s'] is not None else '-':>8}")
+    return {
+        "dag_id": ti.dag_id, "run_id": ti.run_id, "batch": plan.get("batch"), "batch_dir": plan.get("batch_dir"),
+        "target": plan.get("target"), "schema": plan.get("schema"), "streams": plan.get("streams"),
+        "generated_at": datetime.now().astimezone().isoformat(timespec="seconds"),
+        "makespan_seconds": round(makespan, 3) if makespan is not None else None,
+        "totals": {"rows": total_rows, "bytes": total_bytes, "groups": len(records),
+                   "switched": len(switched), "failed": len(failed),
+                   "mb_per_s": _rate(total_bytes / 1e6, makespan), "rows_per_s": _rate(total_rows, makespan)},
+        "tables": tables, "groups": records, "failed_groups": failed,
+        "stragglers": stragglers(records), "summary_lines": summary,
+    }
+
+
+def stats_path(dag_id: str, run_id: str) -> Path:
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", run_id)
+    return runs_dir() / dag_id / safe / "stats.json"
+
+
+def write_stats(stats: dict, context: Any) -> Path:
+    path = stats_path(stats["dag_id"], stats["run_id"])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(stats, indent=2, default=str) + "\n")
+    tmp.replace(path)
+    return path
