@@ -1,5 +1,67 @@
+"""Shared fixtures: the real embedded PostgreSQL, a test Airflow home, batches of real data."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
 import sys
+import uuid
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "plugins"))
+
+# Tests get an Airflow home of their own, so a running demo is never disturbed.
+TEST_STATE = ROOT / ".switchyard" / "test"
+os.environ.setdefault("SWITCHYARD_AIRFLOW_HOME", str(TEST_STATE / "airflow"))
+os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")
+
+
+@pytest.fixture(scope="session")
+def pg_uri() -> str:
+    from switchyard.embedded import EmbeddedPostgres
+    return EmbeddedPostgres().start()
+
+
+@pytest.fixture(scope="session")
+def data_root(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("data")
+    os.environ["SWITCHYARD_DATA_ROOT"] = str(root)
+    return root
+
+
+@pytest.fixture(scope="session")
+def tpch_batch(data_root) -> tuple[str, Path]:
+    """A real TPC-H batch at scale 0.01 in 3 streams, with the producer's manifest."""
+    from switchyard.datagen import generate_tpch
+    from switchyard.spec import load_spec
+    name = "tpch-sf0.01-s3"
+    generate_tpch(data_root / name, load_spec("tpch"), 0.01, 3)
+    return name, data_root / name
+
+
+@pytest.fixture
+def schema(pg_uri):
+    """A fresh target schema per test, dropped afterwards."""
+    import psycopg
+    name = f"t_{uuid.uuid4().hex[:10]}"
+    yield name
+    with psycopg.connect(pg_uri, autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+        conn.execute(f'DROP SCHEMA IF EXISTS "{name}_staging" CASCADE')
+
+
+def copy_batch(src: Path, dst: Path) -> Path:
+    shutil.copytree(src, dst)
+    return dst
+
+
+def edit_manifest(batch_dir: Path, table: str, stream: int, **changes) -> None:
+    path = batch_dir / "manifest.json"
+    raw = json.loads(path.read_text())
+    for entry in raw["files"]:
+        if entry["table"] == table and entry["stream"] == stream:
+            entry.update(changes)
+    path.write_text(json.dumps(raw, indent=2))

@@ -27,7 +27,8 @@ ADMIN_USER = "admin"
 
 
 def airflow_home() -> Path:
-    return state_dir() / "airflow"
+    configured = os.environ.get("SWITCHYARD_AIRFLOW_HOME")
+    return Path(configured).resolve() if configured else state_dir() / "airflow"
 
 
 def api_port() -> int:
