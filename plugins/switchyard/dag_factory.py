@@ -71,9 +71,17 @@ class DagConfig:
             pool=env.get("SWITCHYARD_POOL", cls.pool),
             batch_wait_seconds=int(env.get("SWITCHYARD_BATCH_WAIT_SECONDS", cls.batch_wait_seconds)),
             max_active_tasks=int(env.get("SWITCHYARD_MAX_ACTIVE_TASKS", cls.max_active_tasks)),
+            schedule=_schedule(env.get("SWITCHYARD_SCHEDULE", cls.schedule)),
         )
         values.update(overrides)
         return cls(**values)
+
+
+def _schedule(value: str | None) -> str | None:
+    """A cron expression, or none/off for manual runs only."""
+    if value is None or value.strip().lower() in ("", "none", "off", "manual"):
+        return None
+    return value.strip()
 
 
 def _params(spec: LoadSpec, config: DagConfig) -> dict[str, Param]:
@@ -137,6 +145,7 @@ def build_dag(config: DagConfig | None = None) -> DAG:
                     setup >> prepare >> load >> validate >> switch
                 switches.append(switch)
 
-        stats = StatsOperator(task_id="stats", groups=groups, trigger_rule=TriggerRule.ALL_DONE, **common)
+        stats = StatsOperator(task_id="stats", groups=groups, trigger_rule=TriggerRule.ALL_DONE, retries=0,
+                              **common)
         switches >> stats
     return dag

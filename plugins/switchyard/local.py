@@ -190,9 +190,15 @@ class Api:
         req.add_header("Content-Type", "application/json")
         if auth:
             req.add_header("Authorization", f"Bearer {self.token()}")
-        with urllib.request.urlopen(req, timeout=30) as resp:
-            text = resp.read().decode()
-            return json.loads(text) if text else None
+        try:
+            with urllib.request.urlopen(req, timeout=30) as resp:
+                text = resp.read().decode()
+                return json.loads(text) if text else None
+        except urllib.error.HTTPError as exc:
+            if exc.code == 404:
+                raise
+            raise RuntimeError(f"Airflow API {method} {path}: HTTP {exc.code}: "
+                               f"{exc.read().decode(errors='replace')[:1000]}") from exc
 
     def token(self) -> str:
         if self._token is None:
@@ -215,6 +221,16 @@ class Api:
 
     def get(self, path: str) -> Any:
         return self._request("GET", path)
+
+    def get_all(self, path: str, key: str, page: int = 100) -> list:
+        """Every item of a paged list (the API caps a page at 100)."""
+        items: list = []
+        while True:
+            sep = "&" if "?" in path else "?"
+            chunk = self.get(f"{path}{sep}limit={page}&offset={len(items)}")
+            items.extend(chunk[key])
+            if len(chunk[key]) < page or len(items) >= chunk.get("total_entries", 0):
+                return items
 
     def post(self, path: str, body: Any) -> Any:
         return self._request("POST", path, body)

@@ -266,4 +266,9 @@ class StatsOperator(_TargetOperator):
         log.info("run statistics: %s", path)
         for line in stats["summary_lines"]:
             log.info(line)
+        ti.xcom_push(key="stats_path", value=str(path))
+        if stats["failed_groups"]:
+            # The last task decides the run's state: a run with a failed group is a failed run.
+            raise AirflowFailException(f"{len(stats['failed_groups'])} of {stats['totals']['groups']} groups "
+                                       f"did not switch: {', '.join(stats['failed_groups'])} (statistics: {path})")
         return {"path": str(path), "totals": stats["totals"], "failed_groups": stats["failed_groups"]}

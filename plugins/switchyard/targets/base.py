@@ -104,6 +104,23 @@ class TargetAdapter(ABC):
     def switch_sql(self, stream: StreamPlan, replace_existing: bool) -> list[str]:
         """Put the validated staging table in place of the partition (or table)."""
 
+    def load_sql(self, stream: StreamPlan) -> list[str]:
+        """The load's statements, where the load is SQL (server-side bulk load)."""
+        return []
+
+    def script(self, plan: LoadPlan) -> str:
+        """The whole load as one reviewable script, in execution order."""
+        out = [f"-- Switchyard load plan: spec {self.spec.name}, {plan.streams} streams, target {self.engine}",
+               "-- objects"]
+        out += [stmt + ";" for stmt in self.setup_sql(plan)]
+        for s in plan.all_streams():
+            if s.empty:
+                continue
+            out.append(f"\n-- {s.group_id}: {s.file}, keys {s.key_min}..{s.key_max}")
+            for stmt in [*self.prepare_sql(s), *self.load_sql(s), *self.switch_sql(s, replace_existing=False)]:
+                out.append(stmt + ";")
+        return "\n".join(out) + "\n"
+
     # --- execution ----------------------------------------------------------------------
     @abstractmethod
     def setup(self, plan: LoadPlan) -> None: ...

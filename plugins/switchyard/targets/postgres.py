@@ -182,6 +182,13 @@ class PostgresAdapter(TargetAdapter):
         return {"partition": f"{self.schema}.{stream.partition_table}" if stream.partitioned else None,
                 "replaced": replace, "attach_scan_skipped": scan_skipped if stream.partitioned else None}
 
+    def partitions(self, table: str) -> list[str]:
+        """Names of the table's partitions (none when the table does not exist)."""
+        rows = self.fetch(
+            "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
+            "WHERE i.inhparent = to_regclass(%s) ORDER BY 1", (self.qualified(self.schema, table),))
+        return [r[0] for r in rows]
+
     def row_count(self, table: str) -> int:
         return self.fetch(f"SELECT count(*) FROM {self.qualified(self.schema, table)}")[0][0]
 

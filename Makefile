@@ -1,0 +1,50 @@
+# Switchyard: `make demo` runs the main job end to end, `make test` runs the tests.
+# Both set up what they need: a virtualenv from requirements.txt + constraints.txt,
+# the embedded PostgreSQL, generated TPC-H data, a local Airflow.
+SCALE ?= 0.1
+STREAMS ?= 4
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+PYTEST_ARGS ?=
+
+export PYTHONPATH := $(CURDIR)/plugins
+export GX_ANALYTICS_ENABLED := False
+
+.PHONY: help demo test bench db-uri psql stop clean lock
+
+help:
+	@echo "make demo [SCALE=0.1 STREAMS=4]   load a generated TPC-H batch through the real DAG"
+	@echo "make test                          run the tests (embedded PostgreSQL, real Airflow)"
+	@echo "make db-uri | make psql            the embedded target's URI / a SQL prompt on it"
+	@echo "make stop                          stop the local Airflow and the embedded PostgreSQL"
+
+$(STAMP): requirements.txt constraints.txt
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Switchyard needs Python 3.11 or newer (set PYTHON=python3.11)")'
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check -r requirements.txt -c constraints.txt
+	@touch $(STAMP)
+
+demo: $(STAMP)
+	$(PY) -m switchyard demo --scale $(SCALE) --streams $(STREAMS)
+
+test: $(STAMP)
+	$(PY) -m pytest tests $(PYTEST_ARGS)
+
+db-uri: $(STAMP)
+	@$(PY) -m switchyard db uri
+
+psql: $(STAMP)
+	$(PY) -m switchyard db psql
+
+stop:
+	-@$(PY) -m switchyard services stop
+	-@$(PY) -m switchyard db stop
+
+# Re-lock the resolved set after changing requirements.txt.
+lock: $(STAMP)
+	$(VENV)/bin/pip freeze --exclude-editable | sort > constraints.txt
+
+clean: stop
+	rm -rf .switchyard
