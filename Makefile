@@ -17,6 +17,7 @@ export GX_ANALYTICS_ENABLED := False
 help:
 	@echo "make demo [SCALE=0.1 STREAMS=4]   load a generated TPC-H batch through the real DAG"
 	@echo "make test                          run the tests (embedded PostgreSQL, real Airflow)"
+	@echo "make bench [BENCH_SCALE=1 BENCH_STREAMS=4]  throughput side by side (writes JSON and PNG)"
 	@echo "make db-uri | make psql            the embedded target's URI / a SQL prompt on it"
 	@echo "make stop                          stop the local Airflow and the embedded PostgreSQL"
 
@@ -31,6 +32,10 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest tests $(PYTEST_ARGS)
+
+# Side-by-side throughput: raw COPY floor, the loader alone, the DAG end to end, peers.
+bench: $(STAMP)
+	$(PY) -m switchyard.bench --scale $(or $(BENCH_SCALE),1) --streams $(or $(BENCH_STREAMS),4)
 
 db-uri: $(STAMP)
 	@$(PY) -m switchyard db uri
