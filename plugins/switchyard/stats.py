@@ -133,9 +133,78 @@ def stragglers(records: list[dict], threshold: float = 0.7) -> list[dict]:
         median = statistics.median(r["mb_per_s"] for r in rs)
         for r in rs:
             if r["mb_per_s"] < threshold * median:
-                out.append({"group": r["group"], "mb_per_s": r["mb_per_s"], "table_median_mb_per_s": median,
-                            "ratio": round(r["mb_per_s"] / median, 2), "bytes": r["bytes"]})
+                entry = {"group": r["group"], "mb_per_s": r["mb_per_s"], "table_median_mb_per_s": median,
+                         "ratio": round(r["mb_per_s"] / median, 2), "bytes": r["bytes"]}
+                entry.update(_what_differs(r, rs, records, median))
+                out.append(entry)
     return out
+
+
+def _overlap_loads(r: dict, records: list[dict]) -> float | None:
+    """Mean number of other loads running while `r` loaded: contention the stream had to share."""
+    start, end = _ts(r.get("started")), _ts(r.get("ended"))
+    if not start or not end or end <= start:
+        return None
+    busy = 0.0
+    for other in records:
+        if other is r:
+            continue
+        o_start, o_end = _ts(other.get("started")), _ts(other.get("ended"))
+        if o_start and o_end:
+            busy += max(0.0, (min(end, o_end) - max(start, o_start)).total_seconds())
+    return busy / (end - start).total_seconds()
+
+
+def _what_differs(r: dict, table_records: list[dict], records: list[dict], median_mb_per_s: float) -> dict:
+    """Why one stream may be slow: its file size, row width and concurrency against its table's median.
+
+    When none of these differ, the cause lies outside the data (the record run's slow streams
+    came from one fragmented source disk), and the note says where to look.
+    """
+    def median_of(values):
+        values = [v for v in values if v is not None]
+        return statistics.median(values) if values else None
+
+    def ratio(value, median):
+        return round(value / median, 2) if value is not None and median else None
+
+    bytes_median = median_of(t.get("bytes") for t in table_records)
+    width = lambda t: t["bytes"] / t["rows"] if t.get("bytes") and t.get("rows") else None  # noqa: E731
+    width_median = median_of(width(t) for t in table_records)
+    rows_rate_median = median_of(t.get("rows_per_s") for t in table_records)
+    seconds_median = median_of(t.get("seconds") for t in table_records)
+    overlap = _overlap_loads(r, records)
+    overlap_median = median_of(_overlap_loads(t, records) for t in table_records)
+    # Time this stream cost beyond loading its bytes at its table's median rate.
+    at_median = (r["bytes"] or 0) / (median_mb_per_s * 1e6) if median_mb_per_s else None
+    lost = round(r["seconds"] - at_median, 3) if r.get("seconds") is not None and at_median is not None else None
+
+    notes = []
+    size = ratio(r.get("bytes"), bytes_median)
+    if size is not None and size < 0.5:
+        notes.append(f"small file ({size:.0%} of the table's median size): the fixed cost of a load weighs more")
+    elif size is not None and size > 1.5:
+        notes.append(f"large file ({size:.1f}x the table's median size)")
+    row_width = ratio(width(r), width_median)
+    if row_width is not None and abs(row_width - 1) > 0.2:
+        notes.append(f"rows {row_width:.1f}x as wide as the table's median")
+    if overlap is not None and overlap_median is not None and overlap - overlap_median >= 1:
+        notes.append(f"shared the target with {overlap:.1f} other loads on average "
+                     f"(table median {overlap_median:.1f})")
+    if not notes:
+        notes.append("same file size, row width and concurrency as its table's other streams: "
+                     "look at this stream's source (disk, host, network) or the target's waits during its load")
+    return {
+        "table": r.get("table"), "stream": r.get("stream"), "seconds": r.get("seconds"),
+        "rows_per_s": r.get("rows_per_s"), "table_median_rows_per_s": rows_rate_median,
+        "table_median_seconds": seconds_median, "seconds_lost": lost,
+        "table_median_bytes": bytes_median, "bytes_vs_median": size,
+        "bytes_per_row": round(width(r), 1) if width(r) else None,
+        "table_median_bytes_per_row": round(width_median, 1) if width_median else None,
+        "concurrent_loads": round(overlap, 2) if overlap is not None else None,
+        "table_median_concurrent_loads": round(overlap_median, 2) if overlap_median is not None else None,
+        "what_differs": notes,
+    }
 
 
 def assemble(plan: dict, groups: dict[str, dict], context: Any) -> dict:
