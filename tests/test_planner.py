@@ -84,7 +84,7 @@ def test_plan_for_96_streams_at_scale_1000_is_fast():
     orders = plan.table("orders")
     assert len(orders.streams) == 96
     assert orders.streams[-1].key_max == tpch.sparse_key(1_500_000_000)
-    assert all(a.upper + 1 == b.lower for a, b in zip(orders.streams, orders.streams[1:]))
+    assert all(a.upper < b.lower for a, b in zip(orders.streams, orders.streams[1:]))
     print(f"plan of 96 streams x 8 tables at scale 1000: {elapsed * 1000:.1f} ms")
 
 

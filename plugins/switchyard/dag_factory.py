@@ -55,6 +55,7 @@ class DagConfig:
     pool: str = "switchyard_loads"
     schedule: str | None = "0 2 * * *"
     batch_wait_seconds: int = 6 * 3600
+    batch_poke_seconds: float = 60.0
     max_active_tasks: int = 16
     lock_timeout_seconds: int = 60
     tags: tuple[str, ...] = field(default=("switchyard",))
@@ -70,6 +71,7 @@ class DagConfig:
             schema=env.get("SWITCHYARD_SCHEMA", cls.schema),
             pool=env.get("SWITCHYARD_POOL", cls.pool),
             batch_wait_seconds=int(env.get("SWITCHYARD_BATCH_WAIT_SECONDS", cls.batch_wait_seconds)),
+            batch_poke_seconds=float(env.get("SWITCHYARD_BATCH_POKE_SECONDS", cls.batch_poke_seconds)),
             max_active_tasks=int(env.get("SWITCHYARD_MAX_ACTIVE_TASKS", cls.max_active_tasks)),
             schedule=_schedule(env.get("SWITCHYARD_SCHEDULE", cls.schedule)),
         )
@@ -123,8 +125,8 @@ def build_dag(config: DagConfig | None = None) -> DAG:
         default_args={"retries": 1, "retry_delay": timedelta(seconds=10)},
     ) as dag:
         with TaskGroup("setup", tooltip="Wait for the batch, plan partitions, create missing objects") as setup:
-            wait = WaitForBatchSensor(task_id="wait_for_batch", timeout=config.batch_wait_seconds,
-                                      poke_interval=60, retries=0)
+            wait = WaitForBatchSensor(task_id="wait_for_batch", wait_seconds=config.batch_wait_seconds,
+                                      poke_interval=config.batch_poke_seconds, retries=0)
             plan = PlanBatchOperator(task_id="plan", streams=config.streams, retries=0, **common)
             wait >> plan
 

@@ -21,7 +21,7 @@ from typing import Any
 from .embedded import state_dir
 
 PROJECT = Path(__file__).resolve().parents[2]
-SERVICES = ("scheduler", "dag-processor", "api-server")
+SERVICES = ("scheduler", "dag-processor", "api-server", "triggerer")
 DEFAULT_API_PORT = 28080
 ADMIN_USER = "admin"
 

@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Sequence
 
-from airflow.sdk import BaseOperator, BaseSensorOperator
+from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from .batch import MANIFEST, BatchError, resolve_batch, resolve_file
@@ -58,29 +58,47 @@ class _TargetOperator(BaseOperator):
                            lock_timeout_seconds=self.lock_timeout_seconds)
 
 
-class WaitForBatchSensor(BaseSensorOperator):
+class WaitForBatchSensor(BaseOperator):
     """Waits for the batch's manifest: a nightly run whose files are late waits, then fails clearly.
 
     The producer writes `manifest.json` last, so its presence means the batch is complete.
+    The wait is deferred to the triggerer (no worker slot is held) and bounded by `timeout`.
     """
 
     template_fields: Sequence[str] = ("batch",)
 
-    def __init__(self, *, batch: str = "{{ params.batch }}", **kwargs: Any):
-        kwargs.setdefault("mode", "reschedule")
+    def __init__(self, *, batch: str = "{{ params.batch }}", wait_seconds: int = 6 * 3600,
+                 poke_interval: float = 60.0, **kwargs: Any):
         super().__init__(**kwargs)
         self.batch = batch
+        self.wait_seconds = wait_seconds
+        self.poke_interval = poke_interval
 
-    def poke(self, context: Any) -> bool:
-        name = batch_name(self.batch, context)
+    def _manifest(self, context: Any) -> Path:
         try:
-            folder = resolve_batch(name)
+            return resolve_batch(batch_name(self.batch, context)) / MANIFEST
         except BatchError as exc:
             raise AirflowFailException(str(exc)) from exc
-        ready = (folder / MANIFEST).is_file()
-        if not ready:
-            log.info("waiting for %s", folder / MANIFEST)
-        return ready
+
+    def execute(self, context: Any) -> None:
+        from datetime import timedelta
+        from .triggers import BatchReadyTrigger
+        manifest = self._manifest(context)
+        if manifest.is_file():
+            log.info("batch ready: %s", manifest)
+            return
+        deadline = datetime.now(timezone.utc) + timedelta(seconds=self.wait_seconds)
+        log.info("waiting up to %ss for %s", self.wait_seconds, manifest)
+        self.defer(trigger=BatchReadyTrigger(str(manifest), deadline.isoformat(), self.poke_interval),
+                   method_name="execute_complete")
+
+    def execute_complete(self, context: Any, event: dict | None = None) -> None:
+        event = event or {}
+        if event.get("status") != "ready":
+            raise AirflowFailException(
+                f"{event.get('manifest', self._manifest(context))}: the batch did not arrive within "
+                f"{self.wait_seconds}s (its producer writes manifest.json last; is the extract late?)")
+        log.info("batch ready: %s", event["manifest"])
 
 
 class PlanBatchOperator(_TargetOperator):
@@ -140,6 +158,19 @@ class _GroupOperator(_TargetOperator):
         self.table = table
         self.stream = stream
 
+    def execute(self, context: Any) -> dict:
+        try:
+            return self.step(context)
+        except AirflowSkipException:
+            raise
+        except Exception as exc:
+            # Kept for the run's statistics: a failed task pushes no return value.
+            context["ti"].xcom_push(key="error", value=f"{type(exc).__name__}: {exc}"[:4000])
+            raise
+
+    def step(self, context: Any) -> dict:
+        raise NotImplementedError
+
     def run_plan(self, context: Any) -> dict:
         plan = context["ti"].xcom_pull(task_ids=PLAN_TASK)
         if not plan:
@@ -161,7 +192,7 @@ class _GroupOperator(_TargetOperator):
 class PrepareOperator(_GroupOperator):
     """Fresh staging table on the stream's filegroup, with its partition's range CHECK."""
 
-    def execute(self, context: Any) -> dict:
+    def step(self, context: Any) -> dict:
         plan, s = self.stream_plan(context)
         path = resolve_file(Path(plan["batch_dir"]), s.file)
         if not path.is_file():
@@ -175,7 +206,7 @@ class LoadOperator(_GroupOperator):
 
     progress_every_seconds = 5.0
 
-    def execute(self, context: Any) -> dict:
+    def step(self, context: Any) -> dict:
         from .targets import TargetError
         plan, s = self.stream_plan(context)
         path = resolve_file(Path(plan["batch_dir"]), s.file)
@@ -194,7 +225,9 @@ class LoadOperator(_GroupOperator):
         try:
             result = self.adapter().load(s, path, progress)
         except TargetError as exc:
-            raise AirflowFailException(str(exc)) from exc
+            if exc.permanent:  # bad data: a retry would fail the same way
+                raise AirflowFailException(str(exc)) from exc
+            raise
         log.info("%s: %d rows, %.1f MB in %.2f s (%.1f MB/s, %.0f rows/s)", s.group_id, result.rows,
                  result.bytes / 1e6, result.seconds, result.bytes / 1e6 / max(result.seconds, 1e-9),
                  result.rows / max(result.seconds, 1e-9))
@@ -205,7 +238,7 @@ class LoadOperator(_GroupOperator):
 class ValidateOperator(_GroupOperator):
     """Great Expectations on the staging table: row count, key not null, key range."""
 
-    def execute(self, context: Any) -> dict:
+    def step(self, context: Any) -> dict:
         from .validation import describe_failures, validate_table
         plan, s = self.stream_plan(context)
         adapter = self.adapter()
@@ -228,7 +261,7 @@ class ValidateOperator(_GroupOperator):
 class SwitchOperator(_GroupOperator):
     """Switches the validated staging table in as the stream's partition, atomically."""
 
-    def execute(self, context: Any) -> dict:
+    def step(self, context: Any) -> dict:
         plan, s = self.stream_plan(context)
         # A TargetError here (a lock wait that timed out, a server restart) is retried.
         result = self.adapter().switch(s)
@@ -259,6 +292,8 @@ class StatsOperator(_TargetOperator):
                 "validate": ti.xcom_pull(task_ids=f"{gid}.validate")
                 or ti.xcom_pull(task_ids=f"{gid}.validate", key="failure"),
                 "switch": ti.xcom_pull(task_ids=f"{gid}.switch"),
+                "errors": {step: err for step in ("prepare", "load", "validate", "switch")
+                           if (err := ti.xcom_pull(task_ids=f"{gid}.{step}", key="error"))},
                 "states": {step: states.get(f"{gid}.{step}") for step in ("prepare", "load", "validate", "switch")},
             }
         stats = assemble(plan, results, context)

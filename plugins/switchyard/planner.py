@@ -2,9 +2,11 @@
 
 Pure Python, no database. For every (table, stream) it gives the staging table, the
 filegroup (tablespace), the partition bounds and the expected rows. Bounds follow the
-record runs' RANGE LEFT layout: the boundary of stream k is its largest key, and
-stream k's partition holds (boundary k-1, boundary k]; the first partition starts at
-the first stream's smallest key.
+record runs' RANGE LEFT layout: the boundary of stream k is its largest key. The
+stream's staging table is checked against its own key range [smallest key, largest key],
+which lies inside (boundary k-1, boundary k]; PostgreSQL partitions take exactly that
+range, so one stream's bounds never depend on another stream's file (a bad manifest
+entry fails its own group only).
 
 Key ranges come either from the producer's rules (`plan_tpch`: no data needed, used to
 plan and to print T-SQL ahead of time) or from a batch's manifest (`plan_batch`: what a
@@ -31,7 +33,7 @@ class StreamPlan:
     key_min: int | None         # None: an empty stream
     key_max: int | None
     rows: int | None            # expected rows; None when only the data can tell
-    lower: int | None           # inclusive lower bound of the stream's partition
+    lower: int | None           # inclusive lower bound of the stream's partition (its smallest key)
     upper: int | None           # inclusive upper bound (the RANGE LEFT boundary value)
     partition_number: int | None  # 1-based position among the table's partitions
     staging_table: str
@@ -114,8 +116,7 @@ def _table_plan(spec: LoadSpec, table: Table, ranges: Mapping[int, tuple[int | N
                     raise PlanError(
                         f"{table.name} stream {stream}: keys start at {key_min}, not above the previous "
                         f"stream's last key {previous_upper}; each stream must hold one increasing key range")
-                lower = key_min if previous_upper is None else previous_upper + 1
-                upper = key_max
+                lower, upper = key_min, key_max
                 previous_upper = key_max
                 number += 1
                 part_no = number

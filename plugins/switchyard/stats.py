@@ -75,7 +75,7 @@ def group_record(gid: str, group: dict) -> dict:
         "validation_checks": validate.get("checks"),
         "partition": switch.get("partition"), "replaced": switch.get("replaced"),
         "switched": switch.get("switched"), "outcome": _outcome(group),
-        "states": group.get("states"),
+        "states": group.get("states"), "errors": group.get("errors") or {},
     }
     for key in ("backend_pid", "session_id", "scheduler_id", "cpu_id", "node_id", "port"):
         if key in load:

@@ -24,7 +24,15 @@ _INTERNAL_IDENTIFIER = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 
 
 class TargetError(RuntimeError):
-    """A target operation failed; the message names table, stream and file."""
+    """A target operation failed; the message names table, stream and file.
+
+    `permanent` marks failures a retry cannot fix (bad data); the others (a lost
+    connection, a lock wait that timed out) are worth retrying.
+    """
+
+    def __init__(self, message: str, permanent: bool = False):
+        super().__init__(message)
+        self.permanent = permanent
 
 
 @dataclass

@@ -136,8 +136,18 @@ class PostgresAdapter(TargetAdapter):
                     for stmt in after:
                         cur.execute(stmt)
                     pid = conn.info.backend_pid
+            except psycopg.OperationalError as exc:
+                raise TargetError(f"{path}: connection lost while loading [table {stream.table}, stream "
+                                  f"{stream.stream}]: {exc}; nothing was committed") from exc
             except psycopg.Error as exc:
-                raise TargetError(copy_error_message(exc, path, stream)) from exc
+                message = copy_error_message(exc, path, stream)
+                hint = field_count_hint(exc, path, len(self.spec.table(stream.table).columns),
+                                        self.spec.format.delimiter, self.spec.format.trailing_delimiter)
+                if (exc.diag.constraint_name or "").endswith("_range"):
+                    key = self.spec.table(stream.table).key
+                    hint += (f"; {key} must lie in {stream.lower}..{stream.upper}, "
+                             f"this stream's key range in the manifest")
+                raise TargetError(message + hint, permanent=True) from exc
         return LoadResult(rows=rows, bytes=total, seconds=time.monotonic() - started,
                           details={"backend_pid": pid})
 
@@ -203,3 +213,24 @@ def copy_error_message(exc: Any, path: Path, stream: StreamPlan) -> str:
     detail = f" ({diag.message_detail})" if diag.message_detail else ""
     return (f"{path}: {where}: {primary}{detail} [table {stream.table}, stream {stream.stream}; "
             f"staging table {stream.staging_table} kept for inspection]").replace(": :", ":")
+
+
+def field_count_hint(exc, path: Path, columns: int, delimiter: str, trailing: bool) -> str:
+    """When the failing line has the wrong number of fields, say so: the engine's own message
+    then names whichever column the shifted values first broke, which misleads."""
+    import re
+    match = re.search(r"line (\d+)", exc.diag.context or "")
+    if not match:
+        return ""
+    wanted = int(match.group(1))
+    with path.open("rb") as fh:
+        for number, line in enumerate(fh, 1):
+            if number == wanted:
+                break
+        else:
+            return ""
+    body = line.rstrip(b"\r\n")
+    fields = body.count(delimiter.encode()) + (0 if trailing and body.endswith(delimiter.encode()) else 1)
+    if fields == columns:
+        return ""
+    return f"; line {wanted} has {fields} fields, the spec expects {columns}"
