@@ -1,0 +1,83 @@
+-- Objects a load needs, created only when missing: safe on every run. Each statement is
+-- its own batch (GO in the script), so none relies on a variable of another.
+-- Minimal logging of a bulk load needs SIMPLE or BULK_LOGGED recovery; FULL logs every row.
+IF (SELECT recovery_model_desc FROM sys.databases WHERE database_id = DB_ID()) = N'FULL'
+    PRINT N'switchyard: recovery model is FULL, bulk loads will be fully logged (use SIMPLE or BULK_LOGGED)';
+{% for fg in filegroups %}
+{% if loop.first %}
+-- One filegroup per stream: a staging table and its partition must share a filegroup for
+-- SWITCH, and separate filegroups spread allocation (PFS/GAM) contention over their files.
+{% endif %}
+IF NOT EXISTS (SELECT 1 FROM sys.filegroups WHERE name = {{ nstr(fg.name) }})
+    ALTER DATABASE CURRENT ADD FILEGROUP {{ q(fg.name) }};
+{% for f in fg.files %}
+{% if fg is sameas filegroups[0] and loop.first %}
+-- A filegroup holds tables only once it has a file. ALTER DATABASE CURRENT (2012+) keeps
+-- the database name out of the script.
+{% endif %}
+IF NOT EXISTS (SELECT 1 FROM sys.database_files WHERE name = {{ nstr(f.name) }})
+    ALTER DATABASE CURRENT ADD FILE (NAME = {{ nstr(f.name) }}, FILENAME = {{ nstr(f.path) }}, SIZE = {{ lit(file_size_mb) }}MB, FILEGROWTH = {{ lit(file_growth_mb) }}MB) TO FILEGROUP {{ q(fg.name) }};
+{% endfor %}
+{% endfor %}
+-- CREATE SCHEMA must be alone in its batch, hence EXEC of a constant string.
+IF SCHEMA_ID({{ nstr(schema) }}) IS NULL EXEC (N'CREATE SCHEMA {{ q(schema) }}');
+IF SCHEMA_ID({{ nstr(staging_schema) }}) IS NULL EXEC (N'CREATE SCHEMA {{ q(staging_schema) }}');
+IF SCHEMA_ID({{ nstr(control_schema) }}) IS NULL EXEC (N'CREATE SCHEMA {{ q(control_schema) }}');
+{% for t in tables %}
+{% if t.partitioned %}
+-- RANGE LEFT: a boundary value belongs to the partition on its left, so boundary k is the
+-- largest key of stream k. The first boundary is one below the first stream's smallest key:
+-- partition 1 (everything below) stays empty and partition k + 1 holds exactly stream k.
+IF NOT EXISTS (SELECT 1 FROM sys.partition_functions WHERE name = {{ nstr(t.function) }})
+    CREATE PARTITION FUNCTION {{ q(t.function) }} ({{ t.key_type }}) AS RANGE LEFT FOR VALUES ({% for b in t.boundaries %}{{ lit(b) }}{{ ", " if not loop.last }}{% endfor %});
+-- A scheme names one more filegroup than the function has boundaries: the empty edge
+-- partitions (below the first stream, above the last) stay on PRIMARY.
+IF NOT EXISTS (SELECT 1 FROM sys.partition_schemes WHERE name = {{ nstr(t.scheme) }})
+    CREATE PARTITION SCHEME {{ q(t.scheme) }} AS PARTITION {{ q(t.function) }} TO ([PRIMARY], {% for fg in t.scheme_filegroups %}{{ q(fg) }}, {% endfor %}[PRIMARY]);
+{% for e in t.extend %}
+{% if loop.first %}
+-- A later batch may bring key ranges the function does not have yet: each boundary is
+-- checked in sys.partition_range_values when the statement runs. SPLIT RANGE needs a
+-- NEXT USED filegroup, which (RANGE LEFT) receives the new partition left of the value.
+-- Splits land above the table's keys or in empty gaps, so no rows move.
+{% endif %}
+IF NOT EXISTS (SELECT 1 FROM sys.partition_range_values AS rv JOIN sys.partition_functions AS pf ON pf.function_id = rv.function_id WHERE pf.name = {{ nstr(t.function) }} AND CONVERT({{ t.key_type }}, rv.value) = {{ lit(e.value) }})
+BEGIN
+    ALTER PARTITION SCHEME {{ q(t.scheme) }} NEXT USED {{ e.filegroup_sql }}
+    ALTER PARTITION FUNCTION {{ q(t.function) }}() SPLIT RANGE ({{ lit(e.value) }})
+END;
+{% endfor %}
+{% endif %}
+-- All columns NOT NULL, in the file's order: BULK INSERT without a format file maps fields
+-- by position, and SWITCH needs staging and target identical column for column.
+IF OBJECT_ID({{ nstr(qn(schema, t.name)) }}, N'U') IS NULL
+    CREATE TABLE {{ qn(schema, t.name) }} (
+{% for c in t.columns %}
+        {{ q(c.name) }} {{ c.type }} NOT NULL{{ "," if not loop.last }}
+{% endfor %}
+    ) ON {% if t.partitioned %}{{ q(t.scheme) }}({{ q(t.key) }}){% else %}[PRIMARY]{% endif %};
+{% endfor %}
+-- One row per load, like the record runs' work queue, with where on the server it ran.
+IF OBJECT_ID({{ nstr(qn(control_schema, "load_stats")) }}, N'U') IS NULL
+    CREATE TABLE {{ qn(control_schema, "load_stats") }} (
+        run_id        nvarchar(250) NOT NULL,
+        batch         nvarchar(250) NOT NULL,
+        table_name    nvarchar(128) NOT NULL,
+        stream        int NOT NULL,
+        [file]        nvarchar(1000) NOT NULL,
+        bytes         bigint NULL,
+        rows_loaded   bigint NULL,
+        started_at    datetime2(3) NULL,
+        ended_at      datetime2(3) NULL,
+        seconds       float NULL,
+        validation    nvarchar(max) NULL,
+        session_id    int NULL,
+        scheduler_id  int NULL,
+        cpu_id        int NULL,
+        node_id       int NULL,
+        local_tcp_port int NULL,
+        reads         bigint NULL,
+        writes        bigint NULL,
+        cpu_time_ms   bigint NULL,
+        CONSTRAINT [load_stats_pk] PRIMARY KEY (run_id, table_name, stream)
+    );

@@ -1,0 +1,36 @@
+{% if replace_existing %}
+-- The partition's current rows go to an empty table on the same filegroup (SWITCH out
+-- needs an empty target there), so the switch in finds an empty partition.
+DROP TABLE IF EXISTS {{ qn(staging_schema, old_table) }};
+CREATE TABLE {{ qn(staging_schema, old_table) }} (
+{% for c in columns %}
+    {{ q(c.name) }} {{ c.type }} NOT NULL{{ "," if not loop.last }}
+{% endfor %}
+) ON {{ q(s.filegroup) }};
+{% endif %}
+-- One batch, one transaction (XACT_ABORT rolls back on any error): readers see the old
+-- partition or the new one, never neither. The partition number is looked up by
+-- $PARTITION at run time, so it is right after any SPLIT. WAIT_AT_LOW_PRIORITY (2014+)
+-- queues the schema-modification lock behind readers for at most MAX_DURATION minutes,
+-- then gives up (ABORT_AFTER_WAIT = SELF) instead of blocking every new reader.
+SET XACT_ABORT ON
+DECLARE @partition int = $PARTITION.{{ q(function) }}({{ lit(s.lower) }})
+BEGIN TRY
+    BEGIN TRANSACTION
+{% if replace_existing %}
+    ALTER TABLE {{ qn(schema, s.table) }} SWITCH PARTITION @partition TO {{ qn(staging_schema, old_table) }}
+        WITH (WAIT_AT_LOW_PRIORITY (MAX_DURATION = {{ lit(wait_minutes) }} MINUTES, ABORT_AFTER_WAIT = SELF))
+{% endif %}
+    ALTER TABLE {{ qn(staging_schema, s.staging_table) }} SWITCH TO {{ qn(schema, s.table) }} PARTITION @partition
+        WITH (WAIT_AT_LOW_PRIORITY (MAX_DURATION = {{ lit(wait_minutes) }} MINUTES, ABORT_AFTER_WAIT = SELF))
+    COMMIT TRANSACTION
+END TRY
+BEGIN CATCH
+    IF @@TRANCOUNT > 0 ROLLBACK TRANSACTION
+    ;THROW
+END CATCH;
+-- Empty now (its rows were switched in); dropping it is metadata only.
+DROP TABLE {{ qn(staging_schema, s.staging_table) }};
+{% if replace_existing %}
+DROP TABLE {{ qn(staging_schema, old_table) }};
+{% endif %}

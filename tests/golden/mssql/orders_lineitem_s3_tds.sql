@@ -1,0 +1,529 @@
+-- Switchyard load plan: spec tpch, 3 streams, target mssql, load mode tds
+-- database switchyard; stream k connects to port 2000 + (k - 1) mod 3
+USE [switchyard];
+GO
+
+-- objects
+-- Objects a load needs, created only when missing: safe on every run. Each statement is
+-- its own batch (GO in the script), so none relies on a variable of another.
+-- Minimal logging of a bulk load needs SIMPLE or BULK_LOGGED recovery; FULL logs every row.
+IF (SELECT recovery_model_desc FROM sys.databases WHERE database_id = DB_ID()) = N'FULL'
+    PRINT N'switchyard: recovery model is FULL, bulk loads will be fully logged (use SIMPLE or BULK_LOGGED)';
+GO
+-- One filegroup per stream: a staging table and its partition must share a filegroup for
+-- SWITCH, and separate filegroups spread allocation (PFS/GAM) contention over their files.
+IF NOT EXISTS (SELECT 1 FROM sys.filegroups WHERE name = N'fg1')
+    ALTER DATABASE CURRENT ADD FILEGROUP [fg1];
+GO
+-- A filegroup holds tables only once it has a file. ALTER DATABASE CURRENT (2012+) keeps
+-- the database name out of the script.
+IF NOT EXISTS (SELECT 1 FROM sys.database_files WHERE name = N'fg1_1')
+    ALTER DATABASE CURRENT ADD FILE (NAME = N'fg1_1', FILENAME = N'/mnt/v1/switchyard_fg1_1.ndf', SIZE = 64MB, FILEGROWTH = 256MB) TO FILEGROUP [fg1];
+GO
+IF NOT EXISTS (SELECT 1 FROM sys.database_files WHERE name = N'fg1_2')
+    ALTER DATABASE CURRENT ADD FILE (NAME = N'fg1_2', FILENAME = N'/mnt/v2/switchyard_fg1_2.ndf', SIZE = 64MB, FILEGROWTH = 256MB) TO FILEGROUP [fg1];
+GO
+IF NOT EXISTS (SELECT 1 FROM sys.filegroups WHERE name = N'fg2')
+    ALTER DATABASE CURRENT ADD FILEGROUP [fg2];
+GO
+IF NOT EXISTS (SELECT 1 FROM sys.database_files WHERE name = N'fg2_1')
+    ALTER DATABASE CURRENT ADD FILE (NAME = N'fg2_1', FILENAME = N'/mnt/v1/switchyard_fg2_1.ndf', SIZE = 64MB, FILEGROWTH = 256MB) TO FILEGROUP [fg2];
+GO
+IF NOT EXISTS (SELECT 1 FROM sys.database_files WHERE name = N'fg2_2')
+    ALTER DATABASE CURRENT ADD FILE (NAME = N'fg2_2', FILENAME = N'/mnt/v2/switchyard_fg2_2.ndf', SIZE = 64MB, FILEGROWTH = 256MB) TO FILEGROUP [fg2];
+GO
+IF NOT EXISTS (SELECT 1 FROM sys.filegroups WHERE name = N'fg3')
+    ALTER DATABASE CURRENT ADD FILEGROUP [fg3];
+GO
+IF NOT EXISTS (SELECT 1 FROM sys.database_files WHERE name = N'fg3_1')
+    ALTER DATABASE CURRENT ADD FILE (NAME = N'fg3_1', FILENAME = N'/mnt/v1/switchyard_fg3_1.ndf', SIZE = 64MB, FILEGROWTH = 256MB) TO FILEGROUP [fg3];
+GO
+IF NOT EXISTS (SELECT 1 FROM sys.database_files WHERE name = N'fg3_2')
+    ALTER DATABASE CURRENT ADD FILE (NAME = N'fg3_2', FILENAME = N'/mnt/v2/switchyard_fg3_2.ndf', SIZE = 64MB, FILEGROWTH = 256MB) TO FILEGROUP [fg3];
+GO
+-- CREATE SCHEMA must be alone in its batch, hence EXEC of a constant string.
+IF SCHEMA_ID(N'tpch') IS NULL EXEC (N'CREATE SCHEMA [tpch]');
+GO
+IF SCHEMA_ID(N'tpch_staging') IS NULL EXEC (N'CREATE SCHEMA [tpch_staging]');
+GO
+IF SCHEMA_ID(N'switchyard') IS NULL EXEC (N'CREATE SCHEMA [switchyard]');
+GO
+-- RANGE LEFT: a boundary value belongs to the partition on its left, so boundary k is the
+-- largest key of stream k. The first boundary is one below the first stream's smallest key:
+-- partition 1 (everything below) stays empty and partition k + 1 holds exactly stream k.
+IF NOT EXISTS (SELECT 1 FROM sys.partition_functions WHERE name = N'pf_orders')
+    CREATE PARTITION FUNCTION [pf_orders] (bigint) AS RANGE LEFT FOR VALUES (0, 20000, 40000, 60000);
+GO
+-- A scheme names one more filegroup than the function has boundaries: the empty edge
+-- partitions (below the first stream, above the last) stay on PRIMARY.
+IF NOT EXISTS (SELECT 1 FROM sys.partition_schemes WHERE name = N'ps_orders')
+    CREATE PARTITION SCHEME [ps_orders] AS PARTITION [pf_orders] TO ([PRIMARY], [fg1], [fg2], [fg3], [PRIMARY]);
+GO
+-- A later batch may bring key ranges the function does not have yet: each boundary is
+-- checked in sys.partition_range_values when the statement runs. SPLIT RANGE needs a
+-- NEXT USED filegroup, which (RANGE LEFT) receives the new partition left of the value.
+-- Splits land above the table's keys or in empty gaps, so no rows move.
+IF NOT EXISTS (SELECT 1 FROM sys.partition_range_values AS rv JOIN sys.partition_functions AS pf ON pf.function_id = rv.function_id WHERE pf.name = N'pf_orders' AND CONVERT(bigint, rv.value) = 0)
+BEGIN
+    ALTER PARTITION SCHEME [ps_orders] NEXT USED [PRIMARY]
+    ALTER PARTITION FUNCTION [pf_orders]() SPLIT RANGE (0)
+END;
+GO
+IF NOT EXISTS (SELECT 1 FROM sys.partition_range_values AS rv JOIN sys.partition_functions AS pf ON pf.function_id = rv.function_id WHERE pf.name = N'pf_orders' AND CONVERT(bigint, rv.value) = 20000)
+BEGIN
+    ALTER PARTITION SCHEME [ps_orders] NEXT USED [fg1]
+    ALTER PARTITION FUNCTION [pf_orders]() SPLIT RANGE (20000)
+END;
+GO
+IF NOT EXISTS (SELECT 1 FROM sys.partition_range_values AS rv JOIN sys.partition_functions AS pf ON pf.function_id = rv.function_id WHERE pf.name = N'pf_orders' AND CONVERT(bigint, rv.value) = 40000)
+BEGIN
+    ALTER PARTITION SCHEME [ps_orders] NEXT USED [fg2]
+    ALTER PARTITION FUNCTION [pf_orders]() SPLIT RANGE (40000)
+END;
+GO
+IF NOT EXISTS (SELECT 1 FROM sys.partition_range_values AS rv JOIN sys.partition_functions AS pf ON pf.function_id = rv.function_id WHERE pf.name = N'pf_orders' AND CONVERT(bigint, rv.value) = 60000)
+BEGIN
+    ALTER PARTITION SCHEME [ps_orders] NEXT USED [fg3]
+    ALTER PARTITION FUNCTION [pf_orders]() SPLIT RANGE (60000)
+END;
+GO
+-- All columns NOT NULL, in the file's order: BULK INSERT without a format file maps fields
+-- by position, and SWITCH needs staging and target identical column for column.
+IF OBJECT_ID(N'[tpch].[orders]', N'U') IS NULL
+    CREATE TABLE [tpch].[orders] (
+        [o_orderkey] bigint NOT NULL,
+        [o_custkey] bigint NOT NULL,
+        [o_orderstatus] char(1) NOT NULL,
+        [o_totalprice] money NOT NULL,
+        [o_orderdate] date NOT NULL,
+        [o_orderpriority] char(15) NOT NULL,
+        [o_clerk] char(15) NOT NULL,
+        [o_shippriority] integer NOT NULL,
+        [o_comment] varchar(79) NOT NULL
+    ) ON [ps_orders]([o_orderkey]);
+GO
+-- RANGE LEFT: a boundary value belongs to the partition on its left, so boundary k is the
+-- largest key of stream k. The first boundary is one below the first stream's smallest key:
+-- partition 1 (everything below) stays empty and partition k + 1 holds exactly stream k.
+IF NOT EXISTS (SELECT 1 FROM sys.partition_functions WHERE name = N'pf_lineitem')
+    CREATE PARTITION FUNCTION [pf_lineitem] (bigint) AS RANGE LEFT FOR VALUES (0, 20000, 40000, 60000);
+GO
+-- A scheme names one more filegroup than the function has boundaries: the empty edge
+-- partitions (below the first stream, above the last) stay on PRIMARY.
+IF NOT EXISTS (SELECT 1 FROM sys.partition_schemes WHERE name = N'ps_lineitem')
+    CREATE PARTITION SCHEME [ps_lineitem] AS PARTITION [pf_lineitem] TO ([PRIMARY], [fg1], [fg2], [fg3], [PRIMARY]);
+GO
+-- A later batch may bring key ranges the function does not have yet: each boundary is
+-- checked in sys.partition_range_values when the statement runs. SPLIT RANGE needs a
+-- NEXT USED filegroup, which (RANGE LEFT) receives the new partition left of the value.
+-- Splits land above the table's keys or in empty gaps, so no rows move.
+IF NOT EXISTS (SELECT 1 FROM sys.partition_range_values AS rv JOIN sys.partition_functions AS pf ON pf.function_id = rv.function_id WHERE pf.name = N'pf_lineitem' AND CONVERT(bigint, rv.value) = 0)
+BEGIN
+    ALTER PARTITION SCHEME [ps_lineitem] NEXT USED [PRIMARY]
+    ALTER PARTITION FUNCTION [pf_lineitem]() SPLIT RANGE (0)
+END;
+GO
+IF NOT EXISTS (SELECT 1 FROM sys.partition_range_values AS rv JOIN sys.partition_functions AS pf ON pf.function_id = rv.function_id WHERE pf.name = N'pf_lineitem' AND CONVERT(bigint, rv.value) = 20000)
+BEGIN
+    ALTER PARTITION SCHEME [ps_lineitem] NEXT USED [fg1]
+    ALTER PARTITION FUNCTION [pf_lineitem]() SPLIT RANGE (20000)
+END;
+GO
+IF NOT EXISTS (SELECT 1 FROM sys.partition_range_values AS rv JOIN sys.partition_functions AS pf ON pf.function_id = rv.function_id WHERE pf.name = N'pf_lineitem' AND CONVERT(bigint, rv.value) = 40000)
+BEGIN
+    ALTER PARTITION SCHEME [ps_lineitem] NEXT USED [fg2]
+    ALTER PARTITION FUNCTION [pf_lineitem]() SPLIT RANGE (40000)
+END;
+GO
+IF NOT EXISTS (SELECT 1 FROM sys.partition_range_values AS rv JOIN sys.partition_functions AS pf ON pf.function_id = rv.function_id WHERE pf.name = N'pf_lineitem' AND CONVERT(bigint, rv.value) = 60000)
+BEGIN
+    ALTER PARTITION SCHEME [ps_lineitem] NEXT USED [fg3]
+    ALTER PARTITION FUNCTION [pf_lineitem]() SPLIT RANGE (60000)
+END;
+GO
+-- All columns NOT NULL, in the file's order: BULK INSERT without a format file maps fields
+-- by position, and SWITCH needs staging and target identical column for column.
+IF OBJECT_ID(N'[tpch].[lineitem]', N'U') IS NULL
+    CREATE TABLE [tpch].[lineitem] (
+        [l_orderkey] bigint NOT NULL,
+        [l_partkey] bigint NOT NULL,
+        [l_suppkey] bigint NOT NULL,
+        [l_linenumber] integer NOT NULL,
+        [l_quantity] money NOT NULL,
+        [l_extendedprice] money NOT NULL,
+        [l_discount] money NOT NULL,
+        [l_tax] money NOT NULL,
+        [l_returnflag] char(1) NOT NULL,
+        [l_linestatus] char(1) NOT NULL,
+        [l_shipdate] date NOT NULL,
+        [l_commitdate] date NOT NULL,
+        [l_receiptdate] date NOT NULL,
+        [l_shipinstruct] char(25) NOT NULL,
+        [l_shipmode] char(10) NOT NULL,
+        [l_comment] varchar(44) NOT NULL
+    ) ON [ps_lineitem]([l_orderkey]);
+GO
+-- One row per load, like the record runs' work queue, with where on the server it ran.
+IF OBJECT_ID(N'[switchyard].[load_stats]', N'U') IS NULL
+    CREATE TABLE [switchyard].[load_stats] (
+        run_id        nvarchar(250) NOT NULL,
+        batch         nvarchar(250) NOT NULL,
+        table_name    nvarchar(128) NOT NULL,
+        stream        int NOT NULL,
+        [file]        nvarchar(1000) NOT NULL,
+        bytes         bigint NULL,
+        rows_loaded   bigint NULL,
+        started_at    datetime2(3) NULL,
+        ended_at      datetime2(3) NULL,
+        seconds       float NULL,
+        validation    nvarchar(max) NULL,
+        session_id    int NULL,
+        scheduler_id  int NULL,
+        cpu_id        int NULL,
+        node_id       int NULL,
+        local_tcp_port int NULL,
+        reads         bigint NULL,
+        writes        bigint NULL,
+        cpu_time_ms   bigint NULL,
+        CONSTRAINT [load_stats_pk] PRIMARY KEY (run_id, table_name, stream)
+    );
+GO
+
+-- orders_1: orders/orders.1.tbl, keys 1..20000, filegroup fg1, port 2000
+-- A failed earlier attempt's staging table is replaced, never appended to (DROP ... IF EXISTS: 2016+).
+DROP TABLE IF EXISTS [tpch_staging].[orders_1];
+GO
+-- A heap with no index, on the stream's filegroup: BULK INSERT with TABLOCK into an empty
+-- heap is minimally logged, and SWITCH needs the partition's filegroup and the target's
+-- columns (types, nullability, order) exactly.
+CREATE TABLE [tpch_staging].[orders_1] (
+    [o_orderkey] bigint NOT NULL,
+    [o_custkey] bigint NOT NULL,
+    [o_orderstatus] char(1) NOT NULL,
+    [o_totalprice] money NOT NULL,
+    [o_orderdate] date NOT NULL,
+    [o_orderpriority] char(15) NOT NULL,
+    [o_clerk] char(15) NOT NULL,
+    [o_shippriority] integer NOT NULL,
+    [o_comment] varchar(79) NOT NULL
+) ON [fg1];
+GO
+-- The partition's range, inclusive at both ends. Added WITH CHECK on the empty table, so it
+-- is trusted from the start; SWITCH refuses an untrusted one.
+ALTER TABLE [tpch_staging].[orders_1] WITH CHECK
+    ADD CONSTRAINT [orders_1_range] CHECK ([o_orderkey] >= 1 AND [o_orderkey] <= 20000);
+GO
+-- load: TDS bulk copy of orders/orders.1.tbl into tpch_staging.orders_1 (table lock, check constraints, batch size 100000, packet size 32767)
+-- SWITCH refuses an untrusted CHECK constraint. The load checked every row, so this finds
+-- the constraint trusted and costs nothing; after a load that bypassed the check (another
+-- tool, a TDS copy without check_constraints) it re-validates once, with one scan.
+IF EXISTS (SELECT 1 FROM sys.check_constraints WHERE parent_object_id = OBJECT_ID(N'[tpch_staging].[orders_1]') AND name = N'orders_1_range' AND is_not_trusted = 1)
+    ALTER TABLE [tpch_staging].[orders_1] WITH CHECK CHECK CONSTRAINT [orders_1_range];
+GO
+-- One batch, one transaction (XACT_ABORT rolls back on any error): readers see the old
+-- partition or the new one, never neither. The partition number is looked up by
+-- $PARTITION at run time, so it is right after any SPLIT. WAIT_AT_LOW_PRIORITY (2014+)
+-- queues the schema-modification lock behind readers for at most MAX_DURATION minutes,
+-- then gives up (ABORT_AFTER_WAIT = SELF) instead of blocking every new reader.
+SET XACT_ABORT ON
+DECLARE @partition int = $PARTITION.[pf_orders](1)
+BEGIN TRY
+    BEGIN TRANSACTION
+    ALTER TABLE [tpch_staging].[orders_1] SWITCH TO [tpch].[orders] PARTITION @partition
+        WITH (WAIT_AT_LOW_PRIORITY (MAX_DURATION = 1 MINUTES, ABORT_AFTER_WAIT = SELF))
+    COMMIT TRANSACTION
+END TRY
+BEGIN CATCH
+    IF @@TRANCOUNT > 0 ROLLBACK TRANSACTION
+    ;THROW
+END CATCH;
+GO
+-- Empty now (its rows were switched in); dropping it is metadata only.
+DROP TABLE [tpch_staging].[orders_1];
+GO
+
+-- orders_2: orders/orders.2.tbl, keys 20001..40000, filegroup fg2, port 2001
+-- A failed earlier attempt's staging table is replaced, never appended to (DROP ... IF EXISTS: 2016+).
+DROP TABLE IF EXISTS [tpch_staging].[orders_2];
+GO
+-- A heap with no index, on the stream's filegroup: BULK INSERT with TABLOCK into an empty
+-- heap is minimally logged, and SWITCH needs the partition's filegroup and the target's
+-- columns (types, nullability, order) exactly.
+CREATE TABLE [tpch_staging].[orders_2] (
+    [o_orderkey] bigint NOT NULL,
+    [o_custkey] bigint NOT NULL,
+    [o_orderstatus] char(1) NOT NULL,
+    [o_totalprice] money NOT NULL,
+    [o_orderdate] date NOT NULL,
+    [o_orderpriority] char(15) NOT NULL,
+    [o_clerk] char(15) NOT NULL,
+    [o_shippriority] integer NOT NULL,
+    [o_comment] varchar(79) NOT NULL
+) ON [fg2];
+GO
+-- The partition's range, inclusive at both ends. Added WITH CHECK on the empty table, so it
+-- is trusted from the start; SWITCH refuses an untrusted one.
+ALTER TABLE [tpch_staging].[orders_2] WITH CHECK
+    ADD CONSTRAINT [orders_2_range] CHECK ([o_orderkey] >= 20001 AND [o_orderkey] <= 40000);
+GO
+-- load: TDS bulk copy of orders/orders.2.tbl into tpch_staging.orders_2 (table lock, check constraints, batch size 100000, packet size 32767)
+-- SWITCH refuses an untrusted CHECK constraint. The load checked every row, so this finds
+-- the constraint trusted and costs nothing; after a load that bypassed the check (another
+-- tool, a TDS copy without check_constraints) it re-validates once, with one scan.
+IF EXISTS (SELECT 1 FROM sys.check_constraints WHERE parent_object_id = OBJECT_ID(N'[tpch_staging].[orders_2]') AND name = N'orders_2_range' AND is_not_trusted = 1)
+    ALTER TABLE [tpch_staging].[orders_2] WITH CHECK CHECK CONSTRAINT [orders_2_range];
+GO
+-- One batch, one transaction (XACT_ABORT rolls back on any error): readers see the old
+-- partition or the new one, never neither. The partition number is looked up by
+-- $PARTITION at run time, so it is right after any SPLIT. WAIT_AT_LOW_PRIORITY (2014+)
+-- queues the schema-modification lock behind readers for at most MAX_DURATION minutes,
+-- then gives up (ABORT_AFTER_WAIT = SELF) instead of blocking every new reader.
+SET XACT_ABORT ON
+DECLARE @partition int = $PARTITION.[pf_orders](20001)
+BEGIN TRY
+    BEGIN TRANSACTION
+    ALTER TABLE [tpch_staging].[orders_2] SWITCH TO [tpch].[orders] PARTITION @partition
+        WITH (WAIT_AT_LOW_PRIORITY (MAX_DURATION = 1 MINUTES, ABORT_AFTER_WAIT = SELF))
+    COMMIT TRANSACTION
+END TRY
+BEGIN CATCH
+    IF @@TRANCOUNT > 0 ROLLBACK TRANSACTION
+    ;THROW
+END CATCH;
+GO
+-- Empty now (its rows were switched in); dropping it is metadata only.
+DROP TABLE [tpch_staging].[orders_2];
+GO
+
+-- orders_3: orders/orders.3.tbl, keys 40001..60000, filegroup fg3, port 2002
+-- A failed earlier attempt's staging table is replaced, never appended to (DROP ... IF EXISTS: 2016+).
+DROP TABLE IF EXISTS [tpch_staging].[orders_3];
+GO
+-- A heap with no index, on the stream's filegroup: BULK INSERT with TABLOCK into an empty
+-- heap is minimally logged, and SWITCH needs the partition's filegroup and the target's
+-- columns (types, nullability, order) exactly.
+CREATE TABLE [tpch_staging].[orders_3] (
+    [o_orderkey] bigint NOT NULL,
+    [o_custkey] bigint NOT NULL,
+    [o_orderstatus] char(1) NOT NULL,
+    [o_totalprice] money NOT NULL,
+    [o_orderdate] date NOT NULL,
+    [o_orderpriority] char(15) NOT NULL,
+    [o_clerk] char(15) NOT NULL,
+    [o_shippriority] integer NOT NULL,
+    [o_comment] varchar(79) NOT NULL
+) ON [fg3];
+GO
+-- The partition's range, inclusive at both ends. Added WITH CHECK on the empty table, so it
+-- is trusted from the start; SWITCH refuses an untrusted one.
+ALTER TABLE [tpch_staging].[orders_3] WITH CHECK
+    ADD CONSTRAINT [orders_3_range] CHECK ([o_orderkey] >= 40001 AND [o_orderkey] <= 60000);
+GO
+-- load: TDS bulk copy of orders/orders.3.tbl into tpch_staging.orders_3 (table lock, check constraints, batch size 100000, packet size 32767)
+-- SWITCH refuses an untrusted CHECK constraint. The load checked every row, so this finds
+-- the constraint trusted and costs nothing; after a load that bypassed the check (another
+-- tool, a TDS copy without check_constraints) it re-validates once, with one scan.
+IF EXISTS (SELECT 1 FROM sys.check_constraints WHERE parent_object_id = OBJECT_ID(N'[tpch_staging].[orders_3]') AND name = N'orders_3_range' AND is_not_trusted = 1)
+    ALTER TABLE [tpch_staging].[orders_3] WITH CHECK CHECK CONSTRAINT [orders_3_range];
+GO
+-- One batch, one transaction (XACT_ABORT rolls back on any error): readers see the old
+-- partition or the new one, never neither. The partition number is looked up by
+-- $PARTITION at run time, so it is right after any SPLIT. WAIT_AT_LOW_PRIORITY (2014+)
+-- queues the schema-modification lock behind readers for at most MAX_DURATION minutes,
+-- then gives up (ABORT_AFTER_WAIT = SELF) instead of blocking every new reader.
+SET XACT_ABORT ON
+DECLARE @partition int = $PARTITION.[pf_orders](40001)
+BEGIN TRY
+    BEGIN TRANSACTION
+    ALTER TABLE [tpch_staging].[orders_3] SWITCH TO [tpch].[orders] PARTITION @partition
+        WITH (WAIT_AT_LOW_PRIORITY (MAX_DURATION = 1 MINUTES, ABORT_AFTER_WAIT = SELF))
+    COMMIT TRANSACTION
+END TRY
+BEGIN CATCH
+    IF @@TRANCOUNT > 0 ROLLBACK TRANSACTION
+    ;THROW
+END CATCH;
+GO
+-- Empty now (its rows were switched in); dropping it is metadata only.
+DROP TABLE [tpch_staging].[orders_3];
+GO
+
+-- lineitem_1: lineitem/lineitem.1.tbl, keys 1..20000, filegroup fg1, port 2000
+-- A failed earlier attempt's staging table is replaced, never appended to (DROP ... IF EXISTS: 2016+).
+DROP TABLE IF EXISTS [tpch_staging].[lineitem_1];
+GO
+-- A heap with no index, on the stream's filegroup: BULK INSERT with TABLOCK into an empty
+-- heap is minimally logged, and SWITCH needs the partition's filegroup and the target's
+-- columns (types, nullability, order) exactly.
+CREATE TABLE [tpch_staging].[lineitem_1] (
+    [l_orderkey] bigint NOT NULL,
+    [l_partkey] bigint NOT NULL,
+    [l_suppkey] bigint NOT NULL,
+    [l_linenumber] integer NOT NULL,
+    [l_quantity] money NOT NULL,
+    [l_extendedprice] money NOT NULL,
+    [l_discount] money NOT NULL,
+    [l_tax] money NOT NULL,
+    [l_returnflag] char(1) NOT NULL,
+    [l_linestatus] char(1) NOT NULL,
+    [l_shipdate] date NOT NULL,
+    [l_commitdate] date NOT NULL,
+    [l_receiptdate] date NOT NULL,
+    [l_shipinstruct] char(25) NOT NULL,
+    [l_shipmode] char(10) NOT NULL,
+    [l_comment] varchar(44) NOT NULL
+) ON [fg1];
+GO
+-- The partition's range, inclusive at both ends. Added WITH CHECK on the empty table, so it
+-- is trusted from the start; SWITCH refuses an untrusted one.
+ALTER TABLE [tpch_staging].[lineitem_1] WITH CHECK
+    ADD CONSTRAINT [lineitem_1_range] CHECK ([l_orderkey] >= 1 AND [l_orderkey] <= 20000);
+GO
+-- load: TDS bulk copy of lineitem/lineitem.1.tbl into tpch_staging.lineitem_1 (table lock, check constraints, batch size 100000, packet size 32767)
+-- SWITCH refuses an untrusted CHECK constraint. The load checked every row, so this finds
+-- the constraint trusted and costs nothing; after a load that bypassed the check (another
+-- tool, a TDS copy without check_constraints) it re-validates once, with one scan.
+IF EXISTS (SELECT 1 FROM sys.check_constraints WHERE parent_object_id = OBJECT_ID(N'[tpch_staging].[lineitem_1]') AND name = N'lineitem_1_range' AND is_not_trusted = 1)
+    ALTER TABLE [tpch_staging].[lineitem_1] WITH CHECK CHECK CONSTRAINT [lineitem_1_range];
+GO
+-- One batch, one transaction (XACT_ABORT rolls back on any error): readers see the old
+-- partition or the new one, never neither. The partition number is looked up by
+-- $PARTITION at run time, so it is right after any SPLIT. WAIT_AT_LOW_PRIORITY (2014+)
+-- queues the schema-modification lock behind readers for at most MAX_DURATION minutes,
+-- then gives up (ABORT_AFTER_WAIT = SELF) instead of blocking every new reader.
+SET XACT_ABORT ON
+DECLARE @partition int = $PARTITION.[pf_lineitem](1)
+BEGIN TRY
+    BEGIN TRANSACTION
+    ALTER TABLE [tpch_staging].[lineitem_1] SWITCH TO [tpch].[lineitem] PARTITION @partition
+        WITH (WAIT_AT_LOW_PRIORITY (MAX_DURATION = 1 MINUTES, ABORT_AFTER_WAIT = SELF))
+    COMMIT TRANSACTION
+END TRY
+BEGIN CATCH
+    IF @@TRANCOUNT > 0 ROLLBACK TRANSACTION
+    ;THROW
+END CATCH;
+GO
+-- Empty now (its rows were switched in); dropping it is metadata only.
+DROP TABLE [tpch_staging].[lineitem_1];
+GO
+
+-- lineitem_2: lineitem/lineitem.2.tbl, keys 20001..40000, filegroup fg2, port 2001
+-- A failed earlier attempt's staging table is replaced, never appended to (DROP ... IF EXISTS: 2016+).
+DROP TABLE IF EXISTS [tpch_staging].[lineitem_2];
+GO
+-- A heap with no index, on the stream's filegroup: BULK INSERT with TABLOCK into an empty
+-- heap is minimally logged, and SWITCH needs the partition's filegroup and the target's
+-- columns (types, nullability, order) exactly.
+CREATE TABLE [tpch_staging].[lineitem_2] (
+    [l_orderkey] bigint NOT NULL,
+    [l_partkey] bigint NOT NULL,
+    [l_suppkey] bigint NOT NULL,
+    [l_linenumber] integer NOT NULL,
+    [l_quantity] money NOT NULL,
+    [l_extendedprice] money NOT NULL,
+    [l_discount] money NOT NULL,
+    [l_tax] money NOT NULL,
+    [l_returnflag] char(1) NOT NULL,
+    [l_linestatus] char(1) NOT NULL,
+    [l_shipdate] date NOT NULL,
+    [l_commitdate] date NOT NULL,
+    [l_receiptdate] date NOT NULL,
+    [l_shipinstruct] char(25) NOT NULL,
+    [l_shipmode] char(10) NOT NULL,
+    [l_comment] varchar(44) NOT NULL
+) ON [fg2];
+GO
+-- The partition's range, inclusive at both ends. Added WITH CHECK on the empty table, so it
+-- is trusted from the start; SWITCH refuses an untrusted one.
+ALTER TABLE [tpch_staging].[lineitem_2] WITH CHECK
+    ADD CONSTRAINT [lineitem_2_range] CHECK ([l_orderkey] >= 20001 AND [l_orderkey] <= 40000);
+GO
+-- load: TDS bulk copy of lineitem/lineitem.2.tbl into tpch_staging.lineitem_2 (table lock, check constraints, batch size 100000, packet size 32767)
+-- SWITCH refuses an untrusted CHECK constraint. The load checked every row, so this finds
+-- the constraint trusted and costs nothing; after a load that bypassed the check (another
+-- tool, a TDS copy without check_constraints) it re-validates once, with one scan.
+IF EXISTS (SELECT 1 FROM sys.check_constraints WHERE parent_object_id = OBJECT_ID(N'[tpch_staging].[lineitem_2]') AND name = N'lineitem_2_range' AND is_not_trusted = 1)
+    ALTER TABLE [tpch_staging].[lineitem_2] WITH CHECK CHECK CONSTRAINT [lineitem_2_range];
+GO
+-- One batch, one transaction (XACT_ABORT rolls back on any error): readers see the old
+-- partition or the new one, never neither. The partition number is looked up by
+-- $PARTITION at run time, so it is right after any SPLIT. WAIT_AT_LOW_PRIORITY (2014+)
+-- queues the schema-modification lock behind readers for at most MAX_DURATION minutes,
+-- then gives up (ABORT_AFTER_WAIT = SELF) instead of blocking every new reader.
+SET XACT_ABORT ON
+DECLARE @partition int = $PARTITION.[pf_lineitem](20001)
+BEGIN TRY
+    BEGIN TRANSACTION
+    ALTER TABLE [tpch_staging].[lineitem_2] SWITCH TO [tpch].[lineitem] PARTITION @partition
+        WITH (WAIT_AT_LOW_PRIORITY (MAX_DURATION = 1 MINUTES, ABORT_AFTER_WAIT = SELF))
+    COMMIT TRANSACTION
+END TRY
+BEGIN CATCH
+    IF @@TRANCOUNT > 0 ROLLBACK TRANSACTION
+    ;THROW
+END CATCH;
+GO
+-- Empty now (its rows were switched in); dropping it is metadata only.
+DROP TABLE [tpch_staging].[lineitem_2];
+GO
+
+-- lineitem_3: lineitem/lineitem.3.tbl, keys 40001..60000, filegroup fg3, port 2002
+-- A failed earlier attempt's staging table is replaced, never appended to (DROP ... IF EXISTS: 2016+).
+DROP TABLE IF EXISTS [tpch_staging].[lineitem_3];
+GO
+-- A heap with no index, on the stream's filegroup: BULK INSERT with TABLOCK into an empty
+-- heap is minimally logged, and SWITCH needs the partition's filegroup and the target's
+-- columns (types, nullability, order) exactly.
+CREATE TABLE [tpch_staging].[lineitem_3] (
+    [l_orderkey] bigint NOT NULL,
+    [l_partkey] bigint NOT NULL,
+    [l_suppkey] bigint NOT NULL,
+    [l_linenumber] integer NOT NULL,
+    [l_quantity] money NOT NULL,
+    [l_extendedprice] money NOT NULL,
+    [l_discount] money NOT NULL,
+    [l_tax] money NOT NULL,
+    [l_returnflag] char(1) NOT NULL,
+    [l_linestatus] char(1) NOT NULL,
+    [l_shipdate] date NOT NULL,
+    [l_commitdate] date NOT NULL,
+    [l_receiptdate] date NOT NULL,
+    [l_shipinstruct] char(25) NOT NULL,
+    [l_shipmode] char(10) NOT NULL,
+    [l_comment] varchar(44) NOT NULL
+) ON [fg3];
+GO
+-- The partition's range, inclusive at both ends. Added WITH CHECK on the empty table, so it
+-- is trusted from the start; SWITCH refuses an untrusted one.
+ALTER TABLE [tpch_staging].[lineitem_3] WITH CHECK
+    ADD CONSTRAINT [lineitem_3_range] CHECK ([l_orderkey] >= 40001 AND [l_orderkey] <= 60000);
+GO
+-- load: TDS bulk copy of lineitem/lineitem.3.tbl into tpch_staging.lineitem_3 (table lock, check constraints, batch size 100000, packet size 32767)
+-- SWITCH refuses an untrusted CHECK constraint. The load checked every row, so this finds
+-- the constraint trusted and costs nothing; after a load that bypassed the check (another
+-- tool, a TDS copy without check_constraints) it re-validates once, with one scan.
+IF EXISTS (SELECT 1 FROM sys.check_constraints WHERE parent_object_id = OBJECT_ID(N'[tpch_staging].[lineitem_3]') AND name = N'lineitem_3_range' AND is_not_trusted = 1)
+    ALTER TABLE [tpch_staging].[lineitem_3] WITH CHECK CHECK CONSTRAINT [lineitem_3_range];
+GO
+-- One batch, one transaction (XACT_ABORT rolls back on any error): readers see the old
+-- partition or the new one, never neither. The partition number is looked up by
+-- $PARTITION at run time, so it is right after any SPLIT. WAIT_AT_LOW_PRIORITY (2014+)
+-- queues the schema-modification lock behind readers for at most MAX_DURATION minutes,
+-- then gives up (ABORT_AFTER_WAIT = SELF) instead of blocking every new reader.
+SET XACT_ABORT ON
+DECLARE @partition int = $PARTITION.[pf_lineitem](40001)
+BEGIN TRY
+    BEGIN TRANSACTION
+    ALTER TABLE [tpch_staging].[lineitem_3] SWITCH TO [tpch].[lineitem] PARTITION @partition
+        WITH (WAIT_AT_LOW_PRIORITY (MAX_DURATION = 1 MINUTES, ABORT_AFTER_WAIT = SELF))
+    COMMIT TRANSACTION
+END TRY
+BEGIN CATCH
+    IF @@TRANCOUNT > 0 ROLLBACK TRANSACTION
+    ;THROW
+END CATCH;
+GO
+-- Empty now (its rows were switched in); dropping it is metadata only.
+DROP TABLE [tpch_staging].[lineitem_3];
+GO

@@ -1,0 +1,393 @@
+"""The SQL Server target without a server: its T-SQL, checked statement by statement.
+
+Golden files hold the complete script of a small configuration; regenerate them after an
+intended change with `SWITCHYARD_UPDATE_GOLDEN=1 pytest tests/test_mssql_tsql.py` and
+review the diff. Every generated statement goes through sqlfluff's T-SQL grammar; the
+numbers are checked against the TPC-H key rules in switchyard.tpch.
+"""
+from __future__ import annotations
+
+import os
+import re
+import time
+from datetime import date
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+from switchyard import tpch
+from switchyard.mssql_server_config import cpu_mask, server_config, tcp_port_value
+from switchyard.planner import plan_tpch
+from switchyard.spec import load_spec
+from switchyard.targets import TargetError, adapter_class
+from switchyard.targets.mssql import FileRows, MssqlAdapter, converter, parse_uri, plan_script, stats_delta
+
+SPEC = load_spec("tpch")
+GOLDEN = Path(__file__).parent / "golden" / "mssql"
+UPDATE = os.environ.get("SWITCHYARD_UPDATE_GOLDEN") == "1"
+LOCAL_ROOT = "/srv/switchyard/data"
+SERVER_ROOT = "/var/opt/mssql/switchyard"
+
+
+def adapter(**options) -> MssqlAdapter:
+    base = dict(local_data_root=LOCAL_ROOT, server_data_root=SERVER_ROOT, base_port=2000, port_count=3,
+                files_per_filegroup=2, file_dirs=["/mnt/v1", "/mnt/v2"], batch_size=100_000)
+    base.update(options)
+    return MssqlAdapter(SPEC, **base)
+
+
+def small_plan():
+    return plan_tpch(SPEC, 0.01, 3, tables=["orders", "lineitem"])
+
+
+def check_golden(name: str, text: str) -> None:
+    path = GOLDEN / name
+    if UPDATE or not path.exists():
+        if not UPDATE:
+            pytest.fail(f"{path} is missing; create it with SWITCHYARD_UPDATE_GOLDEN=1 and review it")
+        path.write_text(text)
+    assert text == path.read_text(), f"{path} differs; if intended, regenerate with SWITCHYARD_UPDATE_GOLDEN=1"
+
+
+# --- golden files ---------------------------------------------------------------------------
+def test_script_matches_golden_bulk_insert():
+    check_golden("orders_lineitem_s3_bulk_insert.sql", adapter().script(small_plan()))
+
+
+def test_script_matches_golden_tds():
+    check_golden("orders_lineitem_s3_tds.sql", adapter(load_mode="tds").script(small_plan()))
+
+
+def test_rerun_switch_matches_golden():
+    s = small_plan().stream("orders", 2)
+    text = "\n".join(stmt + ";\nGO" for stmt in adapter().switch_sql(s, replace_existing=True)) + "\n"
+    check_golden("orders_2_switch_replace.sql", text)
+
+
+def test_server_config_matches_golden():
+    check_golden("server_config_4_nodes.sql", server_config(4, cpus_per_node=2))
+
+
+# --- statements through a T-SQL parser -------------------------------------------------------
+def all_statements(a: MssqlAdapter) -> list[tuple[str, str]]:
+    plan = plan_tpch(SPEC, 0.01, 3, tables=["orders", "lineitem", "nation"])
+    out = [("setup", s) for s in a.setup_sql(plan)]
+    for s in plan.all_streams():
+        out += [("prepare", x) for x in a.prepare_sql(s)]
+        out += [("load", x) for x in a.load_sql(s)]
+        out += [("constraint", x) for x in a.constraint_sql(s)]
+        out += [("switch", x) for x in a.switch_sql(s, replace_existing=False)]
+        out += [("switch-replace", x) for x in a.switch_sql(s, replace_existing=True)]
+    return out
+
+
+def sqlfluff_parses(sql: str) -> bool:
+    import sqlfluff
+    from sqlfluff.api.simple import APIParsingError
+    try:
+        sqlfluff.parse(sql + ";\n", dialect="tsql")
+        return True
+    except APIParsingError:
+        return False
+
+
+# sqlfluff's grammar takes SWITCH ... WITH (WAIT_AT_LOW_PRIORITY ...) only with a literal
+# partition number; ours is a variable set from $PARTITION. For those statements the rest
+# of the grammar is checked with a literal in the variable's place.
+_PARTITION_VARIABLE = re.compile(r"PARTITION @partition\b")
+
+
+def test_every_statement_parses_as_tsql():
+    a = adapter()
+    failed, with_literal = [], []
+    for step, stmt in all_statements(a):
+        if sqlfluff_parses(stmt):
+            continue
+        if _PARTITION_VARIABLE.search(stmt) and sqlfluff_parses(_PARTITION_VARIABLE.sub("PARTITION 2", stmt)):
+            with_literal.append(step)
+            continue
+        failed.append((step, stmt))
+    assert not failed, "not T-SQL by sqlfluff:\n\n" + "\n\n".join(f"[{k}]\n{s}" for k, s in failed)
+    # Exactly the partition switches need the literal stand-in; anything else must parse as is.
+    assert set(with_literal) == {"switch", "switch-replace"}
+
+
+def test_tds_mode_statements_parse_too():
+    assert all(sqlfluff_parses(stmt) or _PARTITION_VARIABLE.search(stmt)
+               for _, stmt in all_statements(adapter(load_mode="tds", scheduler_guard=False)))
+
+
+def test_the_parser_check_can_fail():
+    assert not sqlfluff_parses("ALTER TABLE [s].[o] SWICH TO [t].[o] PARTITION 3")
+    assert not sqlfluff_parses("CREATE PARTITION FUNCTION [pf] (bigint) AS RANGE LEFT FOR VALUE (0, 1)")
+    assert not sqlfluff_parses("BULK INSERT [s].[o] FROM N'/x' WITH (TABLOCK)")
+
+
+def test_sqlglot_parses_the_plain_statements():
+    # sqlglot's tsql dialect is the common choice; it falls back to an unparsed Command for
+    # partition DDL, filegroups and SWITCH, so it can vouch only for the plain statements.
+    import sqlglot
+    from sqlglot import exp
+    a = adapter()
+    s = small_plan().stream("orders", 2)
+    create, constraint = a.prepare_sql(s)[1:]
+    assert isinstance(sqlglot.parse_one(a.prepare_sql(s)[0], read="tsql"), exp.Drop)
+    created = sqlglot.parse_one(create, read="tsql")
+    assert isinstance(created, exp.Create)
+    assert [c.name for c in created.find_all(exp.ColumnDef)] == list(SPEC.table("orders").column_names)
+    assert isinstance(sqlglot.parse_one(constraint, read="tsql"), exp.Alter)
+
+
+# --- the method, statement by statement ------------------------------------------------------
+def test_bulk_insert_statement_follows_the_method():
+    a = adapter(batch_size=250_000)
+    s = small_plan().stream("lineitem", 3)
+    (stmt,) = a.load_sql(s, Path(LOCAL_ROOT) / "nightly" / s.file)
+    assert f"FROM '{SERVER_ROOT}/nightly/lineitem/lineitem.3.tbl'" in stmt
+    assert "BULK INSERT [tpch_staging].[lineitem_3]" in stmt
+    assert "DATAFILETYPE = 'char'" in stmt and "FIELDTERMINATOR = '|'" in stmt
+    # '|' then a real line feed: the trailing delimiter folded into the row terminator.
+    assert "ROWTERMINATOR = '|\n'" in stmt and "\\n" not in stmt.split("ROWTERMINATOR")[1]
+    for option in ("TABLOCK", "CHECK_CONSTRAINTS", "BATCHSIZE = 250000", "MAXERRORS = 0"):
+        assert option in stmt
+    # The scheduler claim comes before the load, in the same batch.
+    assert stmt.index("sp_getapplock") < stmt.index("BULK INSERT [")
+    assert "@LockOwner = N'Session'" in stmt and "@LockTimeout = 0" in stmt
+    (unguarded,) = adapter(scheduler_guard=False).load_sql(s, Path(LOCAL_ROOT) / "x" / s.file)
+    assert "sp_getapplock" not in unguarded
+
+
+def test_staging_table_is_on_its_filegroup_with_the_partition_range():
+    s = small_plan().stream("orders", 2)
+    drop, create, check = adapter().prepare_sql(s)
+    assert drop == "DROP TABLE IF EXISTS [tpch_staging].[orders_2]" or drop.endswith(
+        "DROP TABLE IF EXISTS [tpch_staging].[orders_2]")
+    assert create.rstrip().endswith(") ON [fg2]")
+    cols = re.findall(r"^\s+\[(\w+)\] (.+?) NOT NULL,?$", create, re.M)
+    assert cols == [(c.name, c.sql_type("mssql")) for c in SPEC.table("orders").columns]
+    assert "WITH CHECK" in check
+    assert f"CHECK ([o_orderkey] >= {s.lower} AND [o_orderkey] <= {s.upper})" in check
+
+
+def test_partition_layout_puts_each_stream_in_its_own_partition_on_its_filegroup():
+    plan = small_plan()
+    a = adapter()
+    setup = "\n".join(a.setup_sql(plan))
+    for table in ("orders", "lineitem"):
+        values = [int(v) for v in re.search(
+            rf"CREATE PARTITION FUNCTION \[pf_{table}\] \(bigint\) AS RANGE LEFT FOR VALUES \(([^)]*)\)",
+            setup).group(1).split(", ")]
+        scheme = re.search(rf"CREATE PARTITION SCHEME \[ps_{table}\] AS PARTITION \[pf_{table}\] TO \(([^)]*)\)",
+                           setup).group(1).split(", ")
+        assert len(scheme) == len(values) + 1
+
+        def partition(key: int) -> int:  # RANGE LEFT: the boundary belongs to the left partition
+            return 1 + sum(1 for b in values if key > b)
+
+        for s in plan.table(table).streams:
+            assert partition(s.lower) == partition(s.upper) == s.stream + 1
+            assert partition(s.lower - 1) != partition(s.lower) and partition(s.upper + 1) != partition(s.upper)
+            assert scheme[partition(s.lower) - 1] == f"[{s.filegroup}]"
+            switch = "\n".join(a.switch_sql(s, replace_existing=False))
+            assert f"$PARTITION.[pf_{table}]({s.lower})" in switch
+        assert scheme[0] == scheme[-1] == "[PRIMARY]"
+    assert re.search(r"CREATE TABLE \[tpch\]\.\[orders\] \(.*\) ON \[ps_orders\]\(\[o_orderkey\]\)", setup, re.S)
+
+
+def test_filegroups_get_files_round_robin_and_only_when_missing():
+    setup = adapter().setup_sql(small_plan())
+    files = [s for s in setup if "ADD FILE (" in s]
+    assert len(files) == 3 * 2
+    assert all(s.lstrip().splitlines()[-2].startswith("IF NOT EXISTS (SELECT 1 FROM sys.database_files")
+               for s in files)
+    paths = [re.search(r"FILENAME = N'([^']+)'", s).group(1) for s in files]
+    assert paths[:3] == ["/mnt/v1/switchyard_fg1_1.ndf", "/mnt/v2/switchyard_fg1_2.ndf",
+                         "/mnt/v1/switchyard_fg2_1.ndf"]
+    groups = [s for s in setup if "ADD FILEGROUP" in s]
+    assert [re.search(r"ADD FILEGROUP \[(\w+)\]", s).group(1) for s in groups] == ["fg1", "fg2", "fg3"]
+    assert all("IF NOT EXISTS (SELECT 1 FROM sys.filegroups" in s for s in groups)
+    assert any("recovery_model_desc" in s and "N'FULL'" in s for s in setup)
+
+
+def test_later_batch_splits_new_boundaries_with_next_used_filegroups():
+    from switchyard.batch import Manifest, ManifestEntry
+    from switchyard.planner import plan_batch
+    # A second batch whose keys lie above the first batch's, plus a gap below its first stream.
+    entries = tuple(ManifestEntry("orders", k, f"orders/orders.{k}.tbl", 10, 10, lo, hi)
+                    for k, (lo, hi) in enumerate([(100_001, 120_000), (120_001, 140_000)], start=1))
+    plan = plan_batch(SPEC, Manifest(spec="tpch", streams=2, entries=entries), ["orders"])
+    setup = adapter().setup_sql(plan)
+    splits = [s for s in setup if "SPLIT RANGE" in s]
+    found = [(int(re.search(r"SPLIT RANGE \((\d+)\)", s).group(1)), re.search(r"NEXT USED (\[\w+\])", s).group(1))
+             for s in splits]
+    # In ascending order: each split's new (left) partition is exactly the stream's range.
+    assert found == [(100_000, "[PRIMARY]"), (120_000, "[fg1]"), (140_000, "[fg2]")]
+    for s in splits:
+        value = re.search(r"SPLIT RANGE \((\d+)\)", s).group(1)
+        assert "IF NOT EXISTS (SELECT 1 FROM sys.partition_range_values" in s
+        assert f"CONVERT(bigint, rv.value) = {value})" in s
+        assert s.index("ALTER PARTITION SCHEME [ps_orders] NEXT USED") < s.index("ALTER PARTITION FUNCTION [pf_orders]()")
+
+
+def test_rerun_switches_the_old_partition_out_first_in_one_transaction():
+    s = small_plan().stream("orders", 2)
+    stmts = adapter(lock_timeout_seconds=150).switch_sql(s, replace_existing=True)
+    body = next(x for x in stmts if "SWITCH TO [tpch].[orders]" in x)
+    out_at = body.index("SWITCH PARTITION @partition TO [tpch_staging].[orders_2_old]")
+    in_at = body.index("ALTER TABLE [tpch_staging].[orders_2] SWITCH TO [tpch].[orders] PARTITION @partition")
+    assert body.index("BEGIN TRANSACTION") < out_at < in_at < body.index("COMMIT TRANSACTION")
+    assert "SET XACT_ABORT ON" in body and "ROLLBACK TRANSACTION" in body
+    assert body.count("WAIT_AT_LOW_PRIORITY (MAX_DURATION = 3 MINUTES, ABORT_AFTER_WAIT = SELF)") == 2
+    old = next(x for x in stmts if x.lstrip().startswith("CREATE TABLE") or "\nCREATE TABLE" in x)
+    assert old.rstrip().endswith("ON [fg2]")
+    assert stmts[-1] == "DROP TABLE [tpch_staging].[orders_2_old]"
+
+
+def test_unpartitioned_table_is_replaced_whole_in_one_transaction():
+    plan = plan_tpch(SPEC, 0.01, 3, tables=["nation"])
+    (s,) = plan.table("nation").streams
+    a = adapter()
+    assert a.constraint_sql(s) == []
+    body = "\n".join(a.switch_sql(s, replace_existing=True))
+    assert body.index("BEGIN TRANSACTION") < body.index("TRUNCATE TABLE [tpch].[nation]") \
+        < body.index("INSERT INTO [tpch].[nation] WITH (TABLOCK)") < body.index("COMMIT TRANSACTION")
+    assert "SWITCH" not in body and "SET LOCK_TIMEOUT 60000" in body
+
+
+# --- numbers: orders at scale 1000 in 56 streams ------------------------------------------
+def test_orders_sf1000_56_streams_bounds_equal_the_tpch_rules():
+    scale, n = 1000, 56
+    a = adapter(port_count=8)
+    plan = plan_tpch(SPEC, scale, n, tables=["orders"])
+    setup = "\n".join(a.setup_sql(plan))
+    values = [int(v) for v in re.search(r"CREATE PARTITION FUNCTION \[pf_orders\] \(bigint\) AS RANGE LEFT "
+                                        r"FOR VALUES \(([^)]*)\)", setup).group(1).split(", ")]
+    keys = [tpch.stream_keys("orders", scale, n, k) for k in range(1, n + 1)]
+    assert values == [keys[0].key_min - 1] + [k.key_max for k in keys]
+    # Stream 1's last key by hand: tpchgen-cli cuts a part into C ~15 MiB chunks of 114-byte
+    # rows, C = 1_500_000_000 // 56 * 114 // 15 MiB + 1 = 195, so stream 1 ends at generator row
+    # (1_500_000_000 // (56 * 195)) * 195 = 26,785,590, whose sparse key is 107,142,342.
+    assert values[:2] == [0, 107_142_342]
+    for k, s in enumerate(plan.table("orders").streams, start=1):
+        check = a.prepare_sql(s)[-1]
+        lo, hi = map(int, re.search(r"CHECK \(\[o_orderkey\] >= (\d+) AND \[o_orderkey\] <= (\d+)\)", check).groups())
+        assert lo == (keys[k - 2].key_max + 1 if k > 1 else keys[0].key_min)
+        assert hi == keys[k - 1].key_max
+        assert lo <= keys[k - 1].key_min  # the file's smallest key lies inside its partition
+
+
+def test_script_for_96_streams_at_scale_1000_without_a_server():
+    started = time.monotonic()
+    text = plan_script(1000, 96)
+    assert time.monotonic() - started < 20
+    assert text.count("\nGO\n") > 96 * 6 * 4
+    for k in (1, 96):
+        assert f"BULK INSERT [tpch_staging].[lineitem_{k}]" in text
+        assert f"ADD FILEGROUP [fg{k}]" in text
+    assert "orders_97" not in text
+
+
+# --- configuration and safety --------------------------------------------------------------
+def test_adapter_class_and_ports():
+    assert adapter_class("mssql") is MssqlAdapter
+    a = MssqlAdapter(SPEC, ports=[2000, 2001, 2002, 2003])
+    assert [a.port_for(k) for k in (1, 2, 4, 5, 56)] == [2000, 2001, 2003, 2000, 2003]
+    b = adapter(base_port=3000, port_count=2)
+    assert [b.port_for(k) for k in (1, 2, 3)] == [3000, 3001, 3000]
+    assert "SERVER=localhost,3001;" in b.odbc_connection_string(b.port_for(2), driver="d")
+    assert "Server=localhost,3000;" in b.tds_connection_string(b.port_for(3))
+    assert "PacketSize=32767" in b.tds_connection_string(3000)
+
+
+def test_uri_options_and_urls():
+    endpoint, options = parse_uri("mssql://sa:p%40ss%3Bw@db.example:2000/warehouse"
+                                  "?load_mode=tds&port_count=4&TrustServerCertificate=yes")
+    assert (endpoint.host, endpoint.port, endpoint.user, endpoint.password, endpoint.database) == \
+        ("db.example", 2000, "sa", "p@ss;w", "warehouse")
+    a = MssqlAdapter(SPEC, uri="mssql://sa:p%40ss%3Bw@db.example:2000/warehouse?load_mode=tds&port_count=4"
+                               "&TrustServerCertificate=yes", odbc_driver="ODBC Driver 18 for SQL Server")
+    assert a.load_mode == "tds" and a.ports == [2000, 2001, 2002, 2003]
+    conn = a.odbc_connection_string(2001)
+    assert "PWD={p@ss;w}" in conn and "TrustServerCertificate=yes" in conn
+    url = a.sqlalchemy_url()
+    assert url.startswith("mssql+pyodbc://sa:p%40ss%3Bw@db.example:2000/warehouse?")
+    with pytest.raises(TargetError):
+        parse_uri("mssql://h/db?Driver=evil")
+    with pytest.raises(TargetError):
+        MssqlAdapter(SPEC, load_mode="insert")
+
+
+def test_nothing_unvalidated_reaches_the_sql():
+    with pytest.raises(TargetError):
+        adapter(server_data_root="/x'; DROP TABLE t; --")
+    with pytest.raises(TargetError):
+        adapter(file_dirs=["/data'x"])
+    with pytest.raises(TargetError):
+        MssqlAdapter(SPEC, schema="tpch]; DROP")
+    a = adapter()
+    s = small_plan().stream("orders", 1)
+    with pytest.raises(TargetError, match="outside the data root"):
+        a.load_sql(s, Path("/etc/passwd"))
+
+
+def test_server_path_mapping():
+    a = adapter()
+    assert a.server_path(Path(LOCAL_ROOT) / "b" / "orders" / "orders.1.tbl") == f"{SERVER_ROOT}/b/orders/orders.1.tbl"
+    w = adapter(server_data_root="D:\\loads")
+    assert w.server_path(Path(LOCAL_ROOT) / "b" / "x.tbl") == "D:\\loads\\b\\x.tbl"
+    same = MssqlAdapter(SPEC, local_data_root=LOCAL_ROOT)
+    assert same.server_path(Path(LOCAL_ROOT) / "b" / "x.tbl") == f"{LOCAL_ROOT}/b/x.tbl"
+
+
+def test_server_config_values():
+    assert tcp_port_value(3) == "2000[0x1],2001[0x2],2002[0x4]"
+    assert tcp_port_value(64).endswith("2063[0x8000000000000000]")
+    assert cpu_mask(2, 2) == "0xC"
+    text = server_config(2, cpus_per_node=4)
+    assert "PROCESS AFFINITY CPU = 0 TO 7;" in text and "2000[0x1],2001[0x2]" in text
+    assert "Windows" in text
+
+
+def test_stats_delta():
+    before = {"PAGEIOLATCH_EX": (10, 100, 5), "WRITELOG": (1, 2, 0)}
+    after = {"PAGEIOLATCH_EX": (15, 400, 9), "WRITELOG": (1, 2, 0), "BULKOP": (2, 50, 1)}
+    assert stats_delta(before, after) == {"PAGEIOLATCH_EX": (5, 300, 4), "BULKOP": (2, 50, 1)}
+
+
+# --- the TDS path's parser --------------------------------------------------------------------
+def test_converters_parse_without_locale_rules():
+    assert converter("bigint")("-42") == -42
+    assert converter("money")("1234.56") == Decimal("1234.56")
+    assert converter("date")("1998-08-02") == date(1998, 8, 2)
+    assert converter("char(1)")("F") == "F"
+    for sql_type, bad in [("bigint", "1_000"), ("bigint", " 1"), ("integer", "99999999999"),
+                          ("money", "1,5"), ("money", "NaN"), ("date", "02/08/1998"), ("char(1)", "FO")]:
+        with pytest.raises(ValueError):
+            converter(sql_type)(bad)
+
+
+def test_file_rows_read_a_real_batch(tpch_batch):
+    name, folder = tpch_batch
+    import json
+    manifest = json.loads((folder / "manifest.json").read_text())
+    entry = next(e for e in manifest["files"] if e["table"] == "lineitem" and e["stream"] == 2)
+    rows = FileRows(folder / entry["file"], SPEC.table("lineitem"), "mssql", "|", True)
+    out = list(rows)
+    assert len(out) == entry["rows"] == rows.rows
+    assert out[0][0] == entry["key_min"] and out[-1][0] == entry["key_max"]
+    assert isinstance(out[0][4], Decimal) and isinstance(out[0][10], date)
+
+
+def test_a_bad_line_names_file_line_and_column(tmp_path):
+    good = "1|36901|O|173665.47|1996-01-02|5-LOW|Clerk#000000951|0|nstructions sleep furiously among |\n"
+    bad = "2|78002|O|46929.18|1996-13-01|1-URGENT|Clerk#000000880|0| foxes. pending accounts|\n"
+    path = tmp_path / "orders.1.tbl"
+    path.write_text(good + bad)
+    rows = FileRows(path, SPEC.table("orders"), "mssql", "|", True)
+    with pytest.raises(TargetError, match=r"orders\.1\.tbl: line 2: column o_orderdate: .*'1996-13-01'"):
+        list(rows)
+    assert rows.error is not None
+    path.write_text(good + "3|1|O|1.00|1996-01-02|x|y|0|z\n")
+    with pytest.raises(TargetError, match=r"line 2: 8 fields, expected 9"):
+        list(FileRows(path, SPEC.table("orders"), "mssql", "|", True))
