@@ -51,6 +51,7 @@ def group(table: str, stream: int, start: float, seconds: float, nbytes: int, ro
     lo, hi = (stream - 1) * 1000 + 1, stream * 1000
     if load_failed:
         return {"table": table, "stream": stream, "load": None, "validate": None, "switch": None,
+                "errors": {"load": f"TargetError: {table}.{stream}.tbl line 17, column 3: invalid integer"},
                 "states": {"prepare": "success", "load": "failed", "validate": "upstream_failed",
                            "switch": "upstream_failed"}}
     load = {"rows": rows, "bytes": nbytes, "seconds": seconds, "started": iso(start),
@@ -165,6 +166,8 @@ def test_failed_validation_is_flagged_with_expected_and_observed(written):
 
 def test_untimed_group_is_reported_not_charted(written):
     page = written["html"].read_text()
+    error = "load: TargetError: customer.4.tbl line 17, column 3: invalid integer"
+    assert error in page and error in written["markdown"].read_text()
     assert "Without load timings (not charted): customer_4" in page
     gantt = ET.fromstring(written["gantt_svg"].read_text())
     charted = {r.get("data-group") for r in gantt.iter(f"{SVG}rect") if r.get("class") == "gantt-bar"}
