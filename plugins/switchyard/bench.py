@@ -1,0 +1,785 @@
+"""`make bench`: Switchyard's throughput side by side with the floor and with the usual ways.
+
+One command, one machine, one batch, measured in the same run:
+
+1. floor: the batch's files loaded by as many raw `COPY ... FREEZE` sessions as the pool
+   has slots (psycopg, no Airflow): what the server allows;
+2. loader alone: the adapter's own prepare + load per file, one process per slot;
+3. end to end: the DAG through the real scheduler, LocalExecutor and the pool, with the
+   task overhead taken from the Airflow API (task wall time minus reported work);
+4. peers: what a user writes with stock Airflow (PostgresHook.insert_rows, pandas
+   to_sql, PostgresHook.copy_expert), on a sample, extrapolated.
+
+`--levers` adds side-by-side measurements of the options that move these numbers: COPY
+FREEZE or not, three ways of handling TPC-H's trailing '|', the bulk-load server settings
+against PostgreSQL's defaults, the scheduler preloading Great Expectations, and the
+DAG's priority weights. Each is repeated (`--repeat`) in rotating order: the spread is
+reported next to the median, because a shared machine is noisy.
+
+The end-to-end part runs an Airflow of its own (own home, port and schema), so a
+running demo Airflow and its schema are left alone; it is stopped at the end unless
+`--keep-airflow` is given. Results: `.switchyard/bench/<timestamp>/bench.json` and PNGs.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable
+
+FLOOR_SCHEMA = "bench_floor"
+LOADER_SCHEMA = "bench_loader"
+DAG_SCHEMA = "bench"
+PEER_SCHEMA = "bench_peers"
+BENCH_AIRFLOW_PORT = 28090
+DEFAULTS_PG_PORT = 54339
+PEER_CONN_ID = "switchyard_bench_peer"
+STEPS = ("prepare", "load", "validate", "switch")
+_CHUNK = 1 << 20
+
+# PostgreSQL's own defaults for what embedded.BULK_LOAD_SETTINGS changes (PostgreSQL 18).
+POSTGRES_DEFAULTS = {
+    "wal_level": "replica", "max_wal_senders": "10", "max_wal_size": "'1GB'",
+    "checkpoint_timeout": "'5min'", "synchronous_commit": "on", "shared_buffers": "'128MB'",
+    "maintenance_work_mem": "'64MB'",
+}
+
+# The floor's variants: how the file reaches the table. `dummy` takes the empty field
+# after each line's trailing '|'; `strip` removes that '|' while streaming instead.
+VARIANTS = {
+    "freeze_dummy": {"format": "text", "freeze": True, "eol": "dummy"},
+    "nofreeze_dummy": {"format": "text", "freeze": False, "eol": "dummy"},
+    "csv_dummy": {"format": "csv", "freeze": True, "eol": "dummy"},
+    "strip_stream": {"format": "text", "freeze": True, "eol": "strip"},
+}
+
+
+def say(text: str) -> None:
+    print(f"==> {text}", flush=True)
+
+
+def now() -> float:
+    """Wall-clock seconds since the epoch: comparable across processes."""
+    return time.time()
+
+
+def _median(values: list[float]) -> float | None:
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
+
+
+def spread(values: list[float]) -> dict:
+    values = [v for v in values if v is not None]
+    if not values:
+        return {"n": 0}
+    return {"n": len(values), "median": round(statistics.median(values), 4), "min": round(min(values), 4),
+            "max": round(max(values), 4)}
+
+
+# --- the batch ------------------------------------------------------------------------
+def batch_files(folder: Path, manifest, spec) -> list[dict]:
+    """The batch's non-empty files, biggest first (the order the DAG's weights ask for)."""
+    from .batch import resolve_file
+    files = [{"table": e.table, "stream": e.stream, "path": str(resolve_file(folder, e.file)),
+              "bytes": e.bytes, "rows": e.rows,
+              "columns": [(c.name, c.sql_type("postgres")) for c in spec.table(e.table).columns]}
+             for e in manifest.entries if e.rows]
+    return sorted(files, key=lambda f: -f["bytes"])
+
+
+def _pool(slots: int):
+    import multiprocessing
+    return multiprocessing.get_context("fork").Pool(slots)
+
+
+def run_parallel(worker: Callable, jobs: list[tuple], slots: int) -> tuple[list[dict], float, float]:
+    """Jobs in `slots` processes, in the given order; (records, start, end) in epoch seconds."""
+    with _pool(slots) as pool:
+        # A warm pool: process start-up is not part of a load.
+        pool.map(abs, range(slots))
+        started = now()
+        records = list(pool.imap_unordered(worker, jobs, chunksize=1))
+        ended = now()
+    return records, started, ended
+
+
+def summarise(name: str, records: list[dict], started: float, ended: float, **extra: Any) -> dict:
+    rows = sum(r["rows"] for r in records)
+    nbytes = sum(r["bytes"] for r in records)
+    wall = ended - started
+    return {"name": name, "rows": rows, "bytes": nbytes, "wall_seconds": round(wall, 3),
+            "rows_per_s": round(rows / wall, 1), "mb_per_s": round(nbytes / 1e6 / wall, 2),
+            "started": started, "ended": ended, "files": sorted(records, key=lambda r: r["start"]), **extra}
+
+
+# --- 1. the floor: raw COPY sessions ---------------------------------------------------
+def _stripped(fh):
+    """The file's bytes with each line's trailing '|' removed, in chunks of whole lines."""
+    carry = b""
+    while chunk := fh.read(_CHUNK):
+        buf = carry + chunk
+        cut = buf.rfind(b"\n") + 1
+        carry = buf[cut:]
+        yield buf[:cut].replace(b"|\n", b"\n")
+    if carry:
+        yield carry[:-1] if carry.endswith(b"|") else carry
+
+
+def floor_one(job: tuple) -> dict:
+    """One file into a fresh table by one COPY session, created in the loading transaction."""
+    import psycopg
+    uri, schema, f, variant = job
+    v = VARIANTS[variant]
+    table = f'"{schema}"."{f["table"]}_{f["stream"]}"'
+    cols = [f'"{n}" {t}' for n, t in f["columns"]]
+    if v["eol"] == "dummy":
+        cols.append('"eol" text')
+    options = "FORMAT text, DELIMITER '|'" if v["format"] == "text" else "FORMAT csv, DELIMITER '|'"
+    if v["freeze"]:
+        options += ", FREEZE"
+    start = now()
+    with psycopg.connect(uri, application_name="switchyard-bench") as conn:
+        with conn.transaction(), conn.cursor() as cur:
+            cur.execute(f"DROP TABLE IF EXISTS {table}")
+            cur.execute(f"CREATE TABLE {table} ({', '.join(cols)})")
+            with open(f["path"], "rb") as fh, cur.copy(f"COPY {table} FROM STDIN ({options})") as cp:
+                for chunk in (_stripped(fh) if v["eol"] == "strip" else iter(lambda: fh.read(_CHUNK), b"")):
+                    cp.write(chunk)
+            rows = cur.rowcount
+    end = now()
+    return {"table": f["table"], "stream": f["stream"], "rows": rows, "bytes": f["bytes"], "start": start,
+            "end": end, "seconds": round(end - start, 4), "pid": os.getpid()}
+
+
+def reset_schema(uri: str, *schemas: str, create: bool = True) -> None:
+    import psycopg
+    with psycopg.connect(uri, autocommit=True) as conn:
+        for s in schemas:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{s}" CASCADE')
+            if create:
+                conn.execute(f'CREATE SCHEMA "{s}"')
+
+
+def run_floor(uri: str, files: list[dict], slots: int, variant: str = "freeze_dummy", label: str = "floor") -> dict:
+    reset_schema(uri, FLOOR_SCHEMA)
+    try:
+        records, started, ended = run_parallel(floor_one, [(uri, FLOOR_SCHEMA, f, variant) for f in files], slots)
+    finally:
+        reset_schema(uri, FLOOR_SCHEMA, create=False)
+    bad = [r for r in records if r["rows"] != next(f["rows"] for f in files
+                                                    if (f["table"], f["stream"]) == (r["table"], r["stream"]))]
+    if bad:
+        raise RuntimeError(f"{label}: row counts differ from the manifest for {bad[:3]}")
+    return summarise(label, records, started, ended, variant=variant, sessions=slots)
+
+
+# --- 2. the loader alone ----------------------------------------------------------------
+def loader_one(job: tuple) -> dict:
+    """The adapter's own code path for one file: prepare (fresh staging table), then load."""
+    from .planner import StreamPlan
+    from .spec import load_spec
+    from .targets.postgres import PostgresAdapter
+    uri, schema, raw, path = job
+    s = StreamPlan(**raw)
+    adapter = PostgresAdapter(load_spec("tpch"), uri=uri, schema=schema)
+    start = now()
+    adapter.prepare(s)
+    prepared = now()
+    result = adapter.load(s, Path(path))
+    end = now()
+    return {"table": s.table, "stream": s.stream, "rows": result.rows, "bytes": result.bytes, "start": start,
+            "end": end, "seconds": round(end - start, 4), "prepare_seconds": round(prepared - start, 4),
+            "load_seconds": round(result.seconds, 4), "pid": os.getpid()}
+
+
+def run_loader(uri: str, folder: Path, files: list[dict], slots: int) -> dict:
+    from .batch import read_manifest
+    from .planner import plan_batch
+    from .spec import load_spec
+    from .targets.postgres import PostgresAdapter
+    spec = load_spec("tpch")
+    plan = plan_batch(spec, read_manifest(folder, spec))
+    adapter = PostgresAdapter(spec, uri=uri, schema=LOADER_SCHEMA)
+    reset_schema(uri, LOADER_SCHEMA, adapter.staging_schema, create=False)
+    adapter.setup(plan)
+    order = {(f["table"], f["stream"]): i for i, f in enumerate(files)}
+    streams = sorted((s for t in plan.tables for s in t.streams if not s.empty and (s.table, s.stream) in order),
+                     key=lambda s: order[(s.table, s.stream)])
+    jobs = [(uri, LOADER_SCHEMA, s.to_dict(), str(resolve(folder, s.file))) for s in streams]
+    try:
+        records, started, ended = run_parallel(loader_one, jobs, slots)
+    finally:
+        reset_schema(uri, LOADER_SCHEMA, adapter.staging_schema, create=False)
+    return summarise("loader alone", records, started, ended, sessions=slots,
+                     prepare_seconds_median=_median([r["prepare_seconds"] for r in records]))
+
+
+def resolve(folder: Path, relative: str) -> Path:
+    from .batch import resolve_file
+    return resolve_file(folder, relative)
+
+
+# --- 3. end to end through Airflow ------------------------------------------------------
+def bench_airflow_home() -> Path:
+    from .embedded import state_dir
+    return state_dir() / "bench" / "airflow"
+
+
+def use_bench_airflow() -> None:
+    """Point this process's `local` helpers at the benchmark's own Airflow."""
+    os.environ["SWITCHYARD_AIRFLOW_HOME"] = str(bench_airflow_home())
+    os.environ["SWITCHYARD_AIRFLOW_PORT"] = os.environ.get("SWITCHYARD_BENCH_AIRFLOW_PORT", str(BENCH_AIRFLOW_PORT))
+    os.environ["SWITCHYARD_RUNS_DIR"] = str(bench_airflow_home().parent / "runs")
+
+
+def airflow_settings(streams: int, preload: bool, flat_priorities: bool) -> dict[str, str]:
+    from .batch import data_root
+    return {"SWITCHYARD_SCHEMA": DAG_SCHEMA, "SWITCHYARD_SCHEDULE": "none", "SWITCHYARD_STREAMS": str(streams),
+            "SWITCHYARD_DATA_ROOT": str(data_root()), "SWITCHYARD_RUNS_DIR": os.environ["SWITCHYARD_RUNS_DIR"],
+            "SWITCHYARD_PRELOAD": "1" if preload else "0",
+            "SWITCHYARD_FLAT_PRIORITIES": "1" if flat_priorities else "0"}
+
+
+def ensure_airflow(streams: int, preload: bool, flat_priorities: bool) -> tuple[Any, float]:
+    """The benchmark's Airflow running with these settings (restarted when they differ)."""
+    from . import local
+    use_bench_airflow()
+    extra = airflow_settings(streams, preload, flat_priorities)
+    env = local.airflow_env(streams=streams, extra=extra)
+    local.migrate(env)
+    marker = local.airflow_home() / "bench-settings.json"
+    current = json.loads(marker.read_text()) if marker.exists() else None
+    started = time.monotonic()
+    running = all(local.service_pid(s) for s in local.SERVICES)
+    if running and current != extra:
+        local.stop_services()
+        running = False
+    if not running:
+        local.stop_services()
+        local.start_services(env, streams)
+        marker.write_text(json.dumps(extra))
+    api = local.Api()
+    api.wait_ready()
+    return api, time.monotonic() - started
+
+
+def _quoted(run_id: str) -> str:
+    return run_id.replace("+", "%2B").replace(":", "%3A")
+
+
+def _ts(value: str | None) -> float | None:
+    return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp() if value else None
+
+
+def run_dag(uri: str, pg, batch: str, streams: int, slots: int, preload: bool = True,
+            flat_priorities: bool = False, timeout: float = 7200) -> dict:
+    from . import demo
+    from .dag_factory import DagConfig, build_dag
+    api, startup = ensure_airflow(streams, preload, flat_priorities)
+    demo.ensure_connection(api, pg)
+    demo.ensure_pool(api, slots)
+    expected = len(build_dag(DagConfig(streams=streams)).tasks)
+    demo.wait_for_dag(api, expected)
+    weights = wait_for_weights(api, flat_priorities)
+    # A fresh schema each time: every run is the same first load, no partitions to replace.
+    reset_schema(uri, DAG_SCHEMA, f"{DAG_SCHEMA}_staging", create=False)
+    api.patch(f"/api/v2/dags/{demo.DAG_ID}", {"is_paused": False})
+    run = api.post(f"/api/v2/dags/{demo.DAG_ID}/dagRuns",
+                   {"logical_date": None, "conf": {"batch": batch}, "note": "switchyard bench"})
+    run_id = run["dag_run_id"]
+    state = demo.follow(api, run_id, timeout)
+    run = api.get(f"/api/v2/dags/{demo.DAG_ID}/dagRuns/{_quoted(run_id)}")
+    tis = api.get_all(f"/api/v2/dags/{demo.DAG_ID}/dagRuns/{_quoted(run_id)}/taskInstances", "task_instances")
+    tasks = []
+    for ti in tis:
+        step = ti["task_id"].rsplit(".", 1)[-1]
+        value = None
+        if step in ("load", "validate") and ti.get("state") == "success":
+            value = api.get(f"/api/v2/dags/{demo.DAG_ID}/dagRuns/{_quoted(run_id)}/taskInstances/"
+                            f"{ti['task_id']}/xcomEntries/return_value").get("value")
+        tasks.append(task_record(ti, step, value))
+    from .stats import stats_path
+    stats_file = stats_path(demo.DAG_ID, run_id)
+    stats = json.loads(stats_file.read_text()) if stats_file.exists() else None
+    reset_schema(uri, DAG_SCHEMA, f"{DAG_SCHEMA}_staging", create=False)
+    return analyse_dag(run, state, tasks, slots, stats, preload=preload, flat_priorities=flat_priorities,
+                       services_start_seconds=round(startup, 2), priority_weights=weights)
+
+
+def wait_for_weights(api, flat: bool, timeout: float = 120) -> dict:
+    """The parsed DAG's load weights, once they match the wanted setting (the dag-processor re-parses)."""
+    from . import demo
+    deadline = time.monotonic() + timeout
+    while True:
+        tasks = api.get(f"/api/v2/dags/{demo.DAG_ID}/tasks")["tasks"]
+        weights = {t["task_id"]: t.get("priority_weight") for t in tasks if t["task_id"].endswith(".load")}
+        flat_now = len(set(weights.values())) == 1
+        if flat_now == flat or time.monotonic() > deadline:
+            return {"flat": flat_now, "distinct": sorted(set(w for w in weights.values() if w is not None))}
+        time.sleep(2)
+
+
+def task_record(ti: dict, step: str, value: dict | None) -> dict:
+    start, end = _ts(ti.get("start_date")), _ts(ti.get("end_date"))
+    wall = end - start if start and end else None
+    work = gx_import = None
+    if step == "load" and value:
+        work = value.get("seconds")
+    elif step == "validate" and value:
+        work = value.get("seconds")
+        gx_import = value.get("import_seconds")
+    return {"task_id": ti["task_id"], "step": step, "state": ti.get("state"), "try_number": ti.get("try_number"),
+            "priority_weight": ti.get("priority_weight"), "pool": ti.get("pool"),
+            "queued": _ts(ti.get("queued_when")), "start": start, "end": end,
+            "wall_seconds": round(wall, 4) if wall is not None else None,
+            "work_seconds": work, "gx_import_seconds": gx_import,
+            "overhead_seconds": round(wall - work, 4) if wall is not None and work is not None else None,
+            "rows": (value or {}).get("rows") if step == "load" else None,
+            "bytes": (value or {}).get("bytes") if step == "load" else None,
+            "work_start": _ts((value or {}).get("started")) if step == "load" else None,
+            "work_end": _ts((value or {}).get("ended")) if step == "load" else None}
+
+
+def schedule_efficiency(loads: list[dict], slots: int, makespan: float | None) -> dict:
+    """max(total work / slots, longest task) over the actual makespan: 1.0 is a perfect schedule."""
+    work = [t["work_seconds"] for t in loads if t["work_seconds"] is not None]
+    if not work or not makespan:
+        return {}
+    bound = max(sum(work) / slots, max(work))
+    return {"lower_bound_seconds": round(bound, 3), "makespan_seconds": round(makespan, 3),
+            "efficiency": round(bound / makespan, 3), "total_work_seconds": round(sum(work), 3),
+            "longest_task_seconds": round(max(work), 3)}
+
+
+def analyse_dag(run: dict, state: str, tasks: list[dict], slots: int, stats: dict | None, **extra: Any) -> dict:
+    run_start, run_end = _ts(run.get("start_date")), _ts(run.get("end_date"))
+    wall = run_end - run_start if run_start and run_end else None
+    loads = [t for t in tasks if t["step"] == "load" and t["state"] == "success"]
+    rows = sum(t["rows"] or 0 for t in loads)
+    nbytes = sum(t["bytes"] or 0 for t in loads)
+    load_span = None
+    if loads:
+        load_span = max(t["end"] for t in loads) - min(t["start"] for t in loads)
+    # The gap from a task's upstream end to its own start: scheduler latency, queueing for
+    # a slot and process start, which task wall time alone does not show.
+    ends = {t["task_id"]: t["end"] for t in tasks}
+    for t in tasks:
+        if t["step"] in STEPS:
+            group = t["task_id"].rsplit(".", 1)[0]
+            i = STEPS.index(t["step"])
+            up = ends.get(f"{group}.{STEPS[i - 1]}") if i else ends.get("setup.plan")
+            t["start_gap_seconds"] = _r(t["start"] - up) if t["start"] and up else None
+    per_step = {}
+    for step in ("wait_for_batch", "plan", *STEPS, "stats"):
+        ts = [t for t in tasks if t["step"] == step and t["wall_seconds"] is not None]
+        if not ts:
+            continue
+        per_step[step] = {
+            "tasks": len(ts),
+            "wall_median": _r(_median([t["wall_seconds"] for t in ts])),
+            "work_median": _r(_median([t["work_seconds"] for t in ts])),
+            "overhead_median": _r(_median([t["overhead_seconds"] if t["overhead_seconds"] is not None
+                                           else t["wall_seconds"] for t in ts])),
+            "queue_wait_median": _r(_median([t["start"] - t["queued"] for t in ts if t["queued"]])),
+            "gx_import_median": _r(_median([t["gx_import_seconds"] for t in ts])),
+            "start_gap_median": _r(_median([t.get("start_gap_seconds") for t in ts])),
+            "work_reported": any(t["work_seconds"] is not None for t in ts),
+        }
+    pool_busy = sum(t["wall_seconds"] for t in loads) / (slots * load_span) if load_span else None
+    return {"name": "DAG end to end", "state": state, "run_id": run.get("dag_run_id"), "rows": rows,
+            "bytes": nbytes, "wall_seconds": _r(wall), "rows_per_s": _r(rows / wall if wall else None, 1),
+            "mb_per_s": _r(nbytes / 1e6 / wall if wall else None, 2), "started": run_start, "ended": run_end,
+            "load_window_seconds": _r(load_span),
+            "load_window_rows_per_s": _r(rows / load_span if load_span else None, 1),
+            "per_step": per_step, "pool_busy_fraction": _r(pool_busy),
+            "efficiency_run": schedule_efficiency(loads, slots, wall),
+            "efficiency_loads": schedule_efficiency(loads, slots, load_span),
+            "stats_makespan_seconds": (stats or {}).get("makespan_seconds"),
+            "failed_groups": (stats or {}).get("failed_groups"), "tasks": tasks, **extra}
+
+
+def _r(value: float | None, digits: int = 3) -> float | None:
+    return round(value, digits) if value is not None else None
+
+
+# --- 4. peers: what a user writes with stock Airflow -----------------------------------
+def _sample_lines(path: str, n: int) -> list[bytes]:
+    out = []
+    with open(path, "rb") as fh:
+        for line in fh:
+            out.append(line)
+            if len(out) >= n:
+                break
+    return out
+
+
+def _peer_table(uri: str, columns: list[tuple[str, str]]) -> str:
+    import psycopg
+    with psycopg.connect(uri, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{PEER_SCHEMA}"')
+        conn.execute(f'DROP TABLE IF EXISTS "{PEER_SCHEMA}"."sample"')
+        conn.execute(f'CREATE TABLE "{PEER_SCHEMA}"."sample" ({", ".join(f"{n} {t}" for n, t in columns)})')
+    return f"{PEER_SCHEMA}.sample"
+
+
+def peer_insert_rows(uri: str, lines: list[bytes], columns, executemany: bool) -> float:
+    from airflow.providers.postgres.hooks.postgres import PostgresHook
+    table = _peer_table(uri, columns)
+    started = time.monotonic()
+    rows = [tuple(line.decode().rstrip("\n").rstrip("|").split("|")) for line in lines]
+    PostgresHook(postgres_conn_id=PEER_CONN_ID).insert_rows(
+        table, rows, target_fields=[n for n, _ in columns], commit_every=1000, executemany=executemany)
+    return time.monotonic() - started
+
+
+def peer_to_sql(uri: str, lines: list[bytes], columns) -> float:
+    import io
+    import pandas as pd
+    from sqlalchemy import create_engine
+    _peer_table(uri, columns)
+    engine = create_engine(uri.replace("postgresql://", "postgresql+psycopg://", 1))
+    names = [n for n, _ in columns]
+    started = time.monotonic()
+    dates = [n for n, t in columns if t == "date"]
+    frame = pd.read_csv(io.BytesIO(b"".join(lines)), sep="|", header=None, names=names + ["_eol"],
+                        usecols=names, parse_dates=dates)
+    frame.to_sql("sample", engine, schema=PEER_SCHEMA, if_exists="append", index=False)
+    seconds = time.monotonic() - started
+    engine.dispose()
+    return seconds
+
+
+def peer_copy_expert(uri: str, path: str, columns) -> float:
+    """The hook's COPY (one session, no FREEZE): the stock way that does use COPY."""
+    from airflow.providers.postgres.hooks.postgres import PostgresHook
+    import psycopg
+    with psycopg.connect(uri, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{PEER_SCHEMA}"')
+        conn.execute(f'DROP TABLE IF EXISTS "{PEER_SCHEMA}"."sample"')
+        conn.execute(f'CREATE TABLE "{PEER_SCHEMA}"."sample" '
+                     f'({", ".join(f"{n} {t}" for n, t in columns)}, eol text)')
+    started = time.monotonic()
+    PostgresHook(postgres_conn_id=PEER_CONN_ID).copy_expert(
+        f"COPY {PEER_SCHEMA}.sample FROM STDIN (FORMAT text, DELIMITER '|')", path)
+    return time.monotonic() - started
+
+
+def run_peers(uri: str, files: list[dict], slots: int, seconds_each: float) -> list[dict]:
+    """Each peer on a sample of lineitem sized to take about `seconds_each`, as one session."""
+    import logging
+    os.environ[f"AIRFLOW_CONN_{PEER_CONN_ID.upper()}"] = uri
+    # insert_rows logs every commit; thousands of lines would bury the report.
+    logging.getLogger("airflow.task.hooks").setLevel(logging.WARNING)
+    big = next(f for f in files if f["table"] == "lineitem")
+    columns = big["columns"]
+    avg_line = big["bytes"] / big["rows"]
+    peers = {
+        "PostgresHook.insert_rows": lambda lines: peer_insert_rows(uri, lines, columns, executemany=False),
+        "PostgresHook.insert_rows(executemany)": lambda lines: peer_insert_rows(uri, lines, columns, True),
+        "pandas read_csv + to_sql": lambda lines: peer_to_sql(uri, lines, columns),
+    }
+    out = []
+    for name, fn in peers.items():
+        probe_rows = 3000
+        probe = fn(_sample_lines(big["path"], probe_rows))
+        n = int(min(big["rows"], max(probe_rows, seconds_each * probe_rows / max(probe, 1e-6))))
+        seconds = fn(_sample_lines(big["path"], n))
+        out.append(peer_record(name, n, n * avg_line, seconds, slots))
+    seconds = peer_copy_expert(uri, big["path"], columns)
+    out.append(peer_record("PostgresHook.copy_expert", big["rows"], big["bytes"], seconds, slots))
+    reset_schema(uri, PEER_SCHEMA, create=False)
+    return out
+
+
+def peer_record(name: str, rows: int, nbytes: float, seconds: float, slots: int) -> dict:
+    # One session measured; the batch rate assumes `slots` such sessions scale perfectly,
+    # which flatters the peers.
+    return {"name": name, "sample_rows": rows, "sample_seconds": round(seconds, 3),
+            "session_rows_per_s": round(rows / seconds, 1), "session_mb_per_s": round(nbytes / 1e6 / seconds, 3),
+            "rows_per_s": round(slots * rows / seconds, 1), "mb_per_s": round(slots * nbytes / 1e6 / seconds, 3),
+            "extrapolated": True, "sessions": slots}
+
+
+# --- levers -------------------------------------------------------------------------------
+def defaults_server():
+    """A second embedded PostgreSQL with PostgreSQL's default settings, for the settings lever."""
+    from .embedded import EmbeddedPostgres, state_dir
+    pg = EmbeddedPostgres(root=state_dir() / "bench" / "pg-defaults", port=DEFAULTS_PG_PORT)
+    fresh = not (pg.pgdata / "PG_VERSION").exists()
+    pg.start()
+    if fresh:
+        with open(pg.pgdata / "postgresql.auto.conf", "a") as fh:
+            fh.write("# the benchmark's reference: PostgreSQL's defaults (later lines win)\n")
+            for key, value in POSTGRES_DEFAULTS.items():
+                fh.write(f"{key} = {value}\n")
+        pg.stop()
+        pg.start()
+    return pg
+
+
+def run_copy_levers(uri: str, files: list[dict], slots: int, repeat: int) -> dict:
+    """The floor's variants and server settings, side by side, in rotating order."""
+    say("levers: defaults server (PostgreSQL's own settings)")
+    other = defaults_server()
+    try:
+        cases = {name: (uri, name) for name in VARIANTS}
+        cases["server_defaults"] = (other.uri(), "freeze_dummy")
+        runs: dict[str, list[dict]] = {name: [] for name in cases}
+        names = list(cases)
+        for r in range(repeat):
+            order = names[r % len(names):] + names[:r % len(names)]
+            for name in order:
+                target, variant = cases[name]
+                result = run_floor(target, files, slots, variant, label=name)
+                runs[name].append({k: result[k] for k in ("rows_per_s", "mb_per_s", "wall_seconds")})
+                print(f"    round {r + 1} {name:<16} {result['rows_per_s']:>12,.0f} rows/s "
+                      f"{result['wall_seconds']:7.2f} s", flush=True)
+    finally:
+        other.stop()
+    base = runs["freeze_dummy"]
+    out = {}
+    for name, rs in runs.items():
+        ratios = [x["rows_per_s"] / b["rows_per_s"] for x, b in zip(rs, base)]
+        out[name] = {"rows_per_s": spread([x["rows_per_s"] for x in rs]),
+                     "wall_seconds": spread([x["wall_seconds"] for x in rs]),
+                     "ratio_to_freeze_dummy": spread(ratios), "variant": cases[name][1],
+                     "server": "defaults" if name == "server_defaults" else "bulk-load settings"}
+    return out
+
+
+def run_dag_levers(uri: str, pg, batch: str, streams: int, slots: int, repeat: int) -> dict:
+    configs = {"no preload": (False, False), "preload": (True, False), "preload, flat priorities": (True, True)}
+    runs: dict[str, list[dict]] = {name: [] for name in configs}
+    names = list(configs)
+    for r in range(repeat):
+        order = names[r % len(names):] + names[:r % len(names)]
+        for name in order:
+            preload, flat = configs[name]
+            say(f"levers: DAG run, {name} (round {r + 1})")
+            result = run_dag(uri, pg, batch, streams, slots, preload=preload, flat_priorities=flat)
+            runs[name].append(compact_dag(result))
+            print(f"    {name}: {result['wall_seconds']} s, validate overhead "
+                  f"{result['per_step'].get('validate', {}).get('overhead_median')} s", flush=True)
+    out = {}
+    base = runs["no preload"]
+    for name, rs in runs.items():
+        out[name] = {
+            "wall_seconds": spread([x["wall_seconds"] for x in rs]),
+            "ratio_to_no_preload": spread([x["wall_seconds"] / b["wall_seconds"] for x, b in zip(rs, base)]),
+            "validate_overhead_median": spread([x["validate_overhead"] for x in rs]),
+            "validate_gx_import_median": spread([x["validate_gx_import"] for x in rs]),
+            "bare_task_overhead_median": spread([x["bare_overhead"] for x in rs]),
+            "efficiency_run": spread([x["efficiency_run"] for x in rs]),
+            "runs": rs,
+        }
+    return out
+
+
+def compact_dag(result: dict) -> dict:
+    steps = result["per_step"]
+    return {"wall_seconds": result["wall_seconds"], "state": result["state"],
+            "validate_overhead": steps.get("validate", {}).get("overhead_median"),
+            "validate_gx_import": steps.get("validate", {}).get("gx_import_median"),
+            "bare_overhead": _median([steps.get(s, {}).get("overhead_median") for s in ("prepare", "switch")]),
+            "load_overhead": steps.get("load", {}).get("overhead_median"),
+            "efficiency_run": result["efficiency_run"].get("efficiency"),
+            "efficiency_loads": result["efficiency_loads"].get("efficiency"),
+            "priority_weights": result.get("priority_weights"), "run_id": result["run_id"]}
+
+
+# --- the report -----------------------------------------------------------------------------
+def table_lines(result: dict) -> list[str]:
+    floor = result["floor"]["rows_per_s"]
+    lines = [f"{'method':<52} {'rows/s':>12} {'MB/s':>8} {'wall s':>9} {'x floor':>8}"]
+
+    def row(name: str, r: dict, wall: float | None) -> None:
+        w = f"{wall:.2f}" if wall is not None else "-"
+        lines.append(f"{name:<52} {r['rows_per_s']:>12,.0f} {r['mb_per_s']:>8.1f} {w:>9} "
+                     f"{r['rows_per_s'] / floor:>8.3f}")
+
+    n = result["slots"]
+    row(f"floor: {n} raw COPY FREEZE sessions", result["floor"], result["floor"]["wall_seconds"])
+    if result.get("loader"):
+        row(f"Switchyard loader alone ({n} processes)", result["loader"], result["loader"]["wall_seconds"])
+    dag = result.get("dag")
+    if dag and dag.get("rows_per_s"):
+        row("Switchyard DAG end to end (run wall)", dag, dag["wall_seconds"])
+        window = {"rows_per_s": dag["load_window_rows_per_s"],
+                  "mb_per_s": dag["bytes"] / 1e6 / dag["load_window_seconds"]}
+        row("  first load start to last load end", window, dag["load_window_seconds"])
+    for p in result.get("peers") or []:
+        wall = result["batch"]["rows"] / p["rows_per_s"]
+        row(f"{p['name']} (x{n}, extrap.)", p, wall)
+    return lines
+
+
+def overhead_lines(dag: dict) -> list[str]:
+    lines = [f"{'step':<16} {'tasks':>5} {'wall med':>9} {'work med':>9} {'overhead':>9} {'queued':>8} {'gap':>6} {'GX import':>9}"]
+    for step, s in dag["per_step"].items():
+        def f(v):
+            return f"{v:.2f}" if v is not None else "-"
+        work = f(s["work_median"]) if s["work_reported"] else "n/r"
+        lines.append(f"{step:<16} {s['tasks']:>5} {f(s['wall_median']):>9} {work:>9} {f(s['overhead_median']):>9} "
+                     f"{f(s['queue_wait_median']):>8} {f(s.get('start_gap_median')):>6} {f(s['gx_import_median']):>9}")
+    for key, label in (("efficiency_run", "run"), ("efficiency_loads", "loads window")):
+        e = dag[key]
+        if e:
+            lines.append(f"schedule efficiency ({label}): {e['efficiency']:.3f} = lower bound "
+                         f"{e['lower_bound_seconds']:.2f} s (max(work {e['total_work_seconds']:.2f} s / slots, "
+                         f"longest {e['longest_task_seconds']:.2f} s)) / makespan {e['makespan_seconds']:.2f} s")
+    if dag.get("pool_busy_fraction") is not None:
+        lines.append(f"pool busy (load task wall / slots / loads window): {dag['pool_busy_fraction']:.3f}")
+    return lines
+
+
+def machine() -> dict:
+    import platform
+    info = {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()}
+    try:
+        with open("/proc/meminfo") as fh:
+            info["mem_gb"] = round(int(fh.readline().split()[1]) / 1e6, 1)
+        with open("/proc/cpuinfo") as fh:
+            info["cpu"] = next((line.split(":", 1)[1].strip() for line in fh if line.startswith("model name")), None)
+    except OSError:
+        pass
+    return info
+
+
+def output_dir(base: Path | None = None) -> Path:
+    from .embedded import state_dir
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    out = (base or state_dir() / "bench") / stamp
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+def run(scale: float, streams: int, slots: int | None = None, parts: tuple[str, ...] = ("floor", "loader", "dag",
+        "peers"), levers: bool = False, repeat: int = 3, peer_seconds: float = 15.0, out: Path | None = None,
+        keep_airflow: bool = False, preload: bool = True, plot: bool = True) -> dict:
+    from .batch import data_root
+    from .datagen import generate_tpch
+    from .demo import batch_name
+    from .embedded import EmbeddedPostgres
+    from .spec import load_spec
+    spec = load_spec("tpch")
+    slots = slots or os.cpu_count() or 1
+    out = output_dir(out)
+    result: dict[str, Any] = {"format": "switchyard-bench/1",
+                              "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                              "command": " ".join(["python -m switchyard.bench", *sys.argv[1:]]),
+                              "machine": machine(), "scale": scale, "streams": streams, "slots": slots}
+    say("embedded PostgreSQL")
+    pg = EmbeddedPostgres()
+    uri = pg.start()
+    say(f"TPC-H batch, scale {scale:g}, {streams} streams")
+    name = batch_name(scale, streams)
+    folder = data_root() / name
+    t0 = time.monotonic()
+    manifest = generate_tpch(folder, spec, scale, streams)
+    files = batch_files(folder, manifest, spec)
+    result["batch"] = {"name": name, "folder": str(folder), "files": len(files),
+                       "rows": sum(f["rows"] for f in files), "bytes": sum(f["bytes"] for f in files),
+                       "generate_or_reuse_seconds": round(time.monotonic() - t0, 2)}
+    print(f"    {folder}: {len(files)} files, {result['batch']['rows']:,} rows, "
+          f"{result['batch']['bytes'] / 1e6:,.1f} MB", flush=True)
+    try:
+        say(f"floor: {slots} raw COPY FREEZE sessions")
+        result["floor"] = run_floor(uri, files, slots)
+        print(f"    {result['floor']['rows_per_s']:,.0f} rows/s in {result['floor']['wall_seconds']:.2f} s", flush=True)
+        if "loader" in parts:
+            say(f"Switchyard loader alone: PostgresAdapter prepare + load, {slots} processes")
+            result["loader"] = run_loader(uri, folder, files, slots)
+            print(f"    {result['loader']['rows_per_s']:,.0f} rows/s in {result['loader']['wall_seconds']:.2f} s",
+                  flush=True)
+        if "dag" in parts:
+            say(f"Switchyard end to end: the DAG through the scheduler, LocalExecutor, pool of {slots}")
+            result["dag"] = run_dag(uri, pg, name, streams, slots, preload=preload)
+        if "peers" in parts:
+            say(f"peers: stock Airflow ways on a lineitem sample (about {peer_seconds:g} s each)")
+            result["peers"] = run_peers(uri, files, slots, peer_seconds)
+        if levers:
+            say(f"levers: COPY variants and server settings, {repeat} rounds")
+            result["levers"] = {"copy": run_copy_levers(uri, files, slots, repeat)}
+            if "dag" in parts:
+                say(f"levers: DAG runs (GX preload, priority weights), {repeat} rounds")
+                result["levers"]["dag"] = run_dag_levers(uri, pg, name, streams, slots, repeat)
+    finally:
+        if not keep_airflow and ("dag" in parts):
+            from . import local
+            use_bench_airflow()
+            local.stop_services()
+    report(result, out, plot)
+    return result
+
+
+def report(result: dict, out: Path, plot: bool = True) -> None:
+    path = out / "bench.json"
+    result["out_dir"] = str(out)
+    if plot:
+        try:
+            from .bench_plot import plot_all
+            result["plots"] = [str(p) for p in plot_all(result, out)]
+        except ImportError as exc:
+            result["plots"] = []
+            print(f"    no plots ({exc}; pip install matplotlib)", flush=True)
+    path.write_text(json.dumps(result, indent=1, default=str) + "\n")
+    b = result["batch"]
+    print(f"\nTPC-H scale {result['scale']:g}, {result['streams']} streams: {b['rows']:,} rows, "
+          f"{b['bytes'] / 1e6:,.1f} MB; {result['slots']} slots; {result['machine'].get('cpus')} CPUs\n")
+    for line in table_lines(result):
+        print(line)
+    if result.get("peers"):
+        print(f"(peers: one session measured on a lineitem sample, rate x{result['slots']} sessions assumed "
+              f"to scale perfectly)")
+    if result.get("dag"):
+        print("\nper-task overhead (task wall time minus reported work; medians; n/r = no work reported, "
+              "overhead = wall;\n queued = start - queued; gap = start - upstream task's end)")
+        for line in overhead_lines(result["dag"]):
+            print(line)
+    if result.get("levers"):
+        print("\nlevers (median [min, max] over rounds)")
+        for name, lv in result["levers"].get("copy", {}).items():
+            r = lv["ratio_to_freeze_dummy"]
+            rs = lv["rows_per_s"]
+            print(f"  {name:<28} {rs['median']:>12,.0f} rows/s  x{r['median']:.3f} [{r['min']:.3f}, {r['max']:.3f}] "
+                  f"of freeze_dummy")
+        for name, lv in result["levers"].get("dag", {}).items():
+            w, r = lv["wall_seconds"], lv["ratio_to_no_preload"]
+            v = lv["validate_overhead_median"]
+            print(f"  DAG {name:<24} {w['median']:>8.1f} s [{w['min']:.1f}, {w['max']:.1f}]  "
+                  f"x{r['median']:.3f} of no preload; validate overhead {v.get('median')} s")
+    print(f"\nresults: {path}")
+    for p in result.get("plots", []):
+        print(f"plot: {p}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m switchyard.bench", description=__doc__.split("\n")[0])
+    p.add_argument("--scale", type=float, default=1.0)
+    p.add_argument("--streams", type=int, default=4)
+    p.add_argument("--slots", type=int, help="concurrent loads (default: the pool size, one per core)")
+    p.add_argument("--parts", default="floor,loader,dag,peers",
+                   help="comma-separated subset of floor,loader,dag,peers (the floor always runs)")
+    p.add_argument("--levers", action="store_true", help="also measure the levers (COPY options, settings, "
+                   "GX preload, priority weights)")
+    p.add_argument("--repeat", type=int, default=3, help="rounds per lever (default 3)")
+    p.add_argument("--peer-seconds", type=float, default=15.0, help="target seconds per peer sample")
+    p.add_argument("--no-preload", action="store_true", help="end-to-end run without the scheduler's GX preload")
+    p.add_argument("--keep-airflow", action="store_true", help="leave the benchmark's Airflow running")
+    p.add_argument("--no-plot", action="store_true")
+    p.add_argument("--out", type=Path, help="results folder (default .switchyard/bench)")
+    a = p.parse_args(argv)
+    parts = tuple(x.strip() for x in a.parts.split(",") if x.strip())
+    result = run(a.scale, a.streams, a.slots, parts, a.levers, a.repeat, a.peer_seconds, a.out,
+                 a.keep_airflow, not a.no_preload, not a.no_plot)
+    dag = result.get("dag")
+    return 1 if dag and dag.get("state") != "success" else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
