@@ -90,6 +90,8 @@ def airflow_env(streams: int | None = None, extra: dict[str, str] | None = None)
         "GX_ANALYTICS_ENABLED": "False",
         "PYTHONPATH": os.pathsep.join(filter(None, [str(PROJECT / "plugins"), os.environ.get("PYTHONPATH")])),
     })
+    # airflow_local_settings.py: the scheduler preloads GX for the task processes it forks.
+    env["PYTHONPATH"] = os.pathsep.join([str(PROJECT / "plugins" / "switchyard" / "airflow_settings"), env["PYTHONPATH"]])
     env.setdefault("SWITCHYARD_DATA_ROOT", str(state_dir() / "data"))
     env.setdefault("SWITCHYARD_RUNS_DIR", str(state_dir() / "runs"))
     if streams is not None:
