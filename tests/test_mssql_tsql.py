@@ -1,6 +1,6 @@
 """The SQL Server target without a server: its T-SQL, checked statement by statement.
 
-Golden files hold the complete script of a small configuration; regenerate them after an
+Also the docker-compose file, validated. Golden files hold the complete script of a small configuration; regenerate them after an
 intended change with `SWITCHYARD_UPDATE_GOLDEN=1 pytest tests/test_mssql_tsql.py` and
 review the diff. Every generated statement goes through sqlfluff's T-SQL grammar; the
 numbers are checked against the TPC-H key rules in switchyard.tpch.
@@ -391,3 +391,121 @@ def test_a_bad_line_names_file_line_and_column(tmp_path):
     path.write_text(good + "3|1|O|1.00|1996-01-02|x|y|0|z\n")
     with pytest.raises(TargetError, match=r"line 2: 8 fields, expected 9"):
         list(FileRows(path, SPEC.table("orders"), "mssql", "|", True))
+
+
+# --- the docker-compose stack's file, validated without Docker ---------------------------------
+# Interpolated as `docker compose` does (${VAR}, ${VAR:-default}, ${VAR:?error}, $$), anchors
+# and merge keys resolved by PyYAML, then parsed by compose-spec (the Rust compose_spec crate,
+# a validating parser of the Compose Specification); then the structure the stack relies on.
+import json  # noqa: E402
+
+import yaml  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+COMPOSE = ROOT / "docker-compose.yaml"
+ENV = {"MSSQL_SA_PASSWORD": "Example-Passw0rd", "AIRFLOW_DB_PASSWORD": "example", "AIRFLOW_JWT_SECRET": "x" * 32,
+       "AIRFLOW_UID": "1000"}
+_VAR = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-?])([^}]*))?\}|\$([A-Za-z_][A-Za-z0-9_]*)")
+
+
+def interpolate(value, env):
+    if isinstance(value, dict):
+        return {k: interpolate(v, env) for k, v in value.items()}
+    if isinstance(value, list):
+        return [interpolate(v, env) for v in value]
+    if not isinstance(value, str):
+        return value
+
+    def sub(m):
+        if m.group(0) == "$$":
+            return "$"
+        name = m.group(1) or m.group(4)
+        op, arg = m.group(2), m.group(3)
+        current = env.get(name)
+        if op and op.endswith("-"):
+            return current if current else arg
+        if op and op.endswith("?"):
+            if not current:
+                raise KeyError(f"{name}: {arg}")
+            return current
+        return current or ""
+    return _VAR.sub(sub, value)
+
+
+def load(env=ENV) -> dict:
+    raw = yaml.safe_load(COMPOSE.read_text())
+    return interpolate({k: v for k, v in raw.items() if not k.startswith("x-")}, env)
+
+
+def test_compose_file_is_valid_compose():
+    from compose_spec import PyCompose
+    compose = PyCompose.from_json(json.dumps(load()))
+    assert {"postgres", "mssql", "mssql-ports", "airflow-init", "airflow-apiserver", "airflow-scheduler",
+            "airflow-dag-processor", "airflow-triggerer"} == set(compose.service_names())
+
+
+def test_the_validator_rejects_a_broken_file():
+    from compose_spec import PyCompose
+    broken = load()
+    broken["services"]["airflow-scheduler"]["depends_on"]["mssql-ports"]["condition"] = "service_ready"
+    with pytest.raises(ValueError):
+        PyCompose.from_json(json.dumps(broken))
+
+
+def test_secrets_come_from_env_and_are_required():
+    text = COMPOSE.read_text()
+    assert "Example-Passw0rd" not in text
+    assert "${MSSQL_SA_PASSWORD:?" in text and "${AIRFLOW_DB_PASSWORD:?" in text
+    with pytest.raises(KeyError, match="MSSQL_SA_PASSWORD"):
+        load({k: v for k, v in ENV.items() if k != "MSSQL_SA_PASSWORD"})
+    example = (ROOT / ".env.example").read_text()
+    for name in ("MSSQL_SA_PASSWORD", "AIRFLOW_DB_PASSWORD", "AIRFLOW_JWT_SECRET"):
+        assert re.search(rf"^{name}=$", example, re.M), f"{name} must be listed empty in .env.example"
+    assert ".env" in (ROOT / ".gitignore").read_text().split()
+
+
+def test_services_structure():
+    services = load()["services"]
+    for name, svc in services.items():
+        if name != "airflow-init":
+            assert "healthcheck" in svc, f"{name} has no health check"
+    mssql = services["mssql"]
+    assert mssql["image"] == "mcr.microsoft.com/mssql/server:2022-latest"
+    assert mssql["environment"]["ACCEPT_EULA"] == "Y"
+    assert "sqlcmd" in mssql["healthcheck"]["test"][-1]
+    host_ports = [p.split(":") for p in mssql["ports"]]
+    assert len(host_ports) >= 2 and all(p[0] == "127.0.0.1" and p[-1] == "1433" for p in host_ports)
+    assert len({p[1] for p in host_ports}) == len(host_ports)
+    for name in ("airflow-apiserver", "airflow-scheduler", "airflow-dag-processor", "airflow-triggerer"):
+        svc = services[name]
+        assert svc["depends_on"]["airflow-init"]["condition"] == "service_completed_successfully"
+        assert svc["depends_on"]["postgres"]["condition"] == "service_healthy"
+        assert svc["depends_on"]["mssql"]["condition"] == "service_healthy"
+        assert svc["environment"]["AIRFLOW__CORE__EXECUTOR"] == "LocalExecutor"
+        assert svc["environment"]["SWITCHYARD_DATA_ROOT"] == "/switchyard/data"
+        assert svc["build"]["dockerfile"] == "include/docker/Dockerfile"
+    assert "airflow-worker" not in services and "redis" not in services
+
+
+def test_data_volume_is_shared_at_the_same_path():
+    services = load()["services"]
+    mount = "./.switchyard/data:/switchyard/data"
+    assert any(v.startswith(mount) for v in services["mssql"]["volumes"])
+    assert mount in services["airflow-scheduler"]["volumes"]
+    init = (ROOT / "include" / "docker" / "init-switchyard.sh").read_text()
+    assert '"server_data_root": "/switchyard/data"' in init
+    assert "airflow pools set switchyard_loads" in init
+    assert '"conn_type": "mssql"' in init and "switchyard_target" in init
+
+
+def test_forwarder_ports_match_the_connection():
+    services = load()["services"]
+    fwd = services["mssql-ports"]
+    assert fwd["command"][fwd["command"].index("--listen") + 1] == "2000-2003"
+    assert services["airflow-init"]["environment"]["SWITCHYARD_MSSQL_PORTS"] == "2000,2001,2002,2003"
+
+
+def test_dockerfile_extends_the_official_image():
+    text = (ROOT / "include" / "docker" / "Dockerfile").read_text()
+    assert re.search(r"^FROM apache/airflow:3\.3\.2-python3\.11$", text, re.M)
+    assert "unixodbc" in text and "requirements.txt" in text
