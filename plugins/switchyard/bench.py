@@ -29,6 +29,7 @@ import statistics
 import sys
 import time
 from datetime import datetime, timezone
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable
 
@@ -133,7 +134,7 @@ def _stripped(fh):
 def floor_one(job: tuple) -> dict:
     """One file into a fresh table by one COPY session, created in the loading transaction."""
     import psycopg
-    uri, schema, f, variant = job
+    uri, schema, f, variant, scan = job
     v = VARIANTS[variant]
     table = f'"{schema}"."{f["table"]}_{f["stream"]}"'
     cols = [f'"{n}" {t}' for n, t in f["columns"]]
@@ -151,9 +152,15 @@ def floor_one(job: tuple) -> dict:
                 for chunk in (_stripped(fh) if v["eol"] == "strip" else iter(lambda: fh.read(_CHUNK), b"")):
                     cp.write(chunk)
             rows = cur.rowcount
-    end = now()
+        end = now()
+        scan_seconds = None
+        if scan:
+            # The first read after a load without FREEZE sets hint bits and writes every page
+            # again: a load option is only cheaper if it stays cheaper through this scan.
+            conn.execute(f"SELECT count(*) FROM {table}").fetchone()
+            scan_seconds = round(now() - end, 4)
     return {"table": f["table"], "stream": f["stream"], "rows": rows, "bytes": f["bytes"], "start": start,
-            "end": end, "seconds": round(end - start, 4), "pid": os.getpid()}
+            "end": end, "seconds": round(end - start, 4), "scan_seconds": scan_seconds, "pid": os.getpid()}
 
 
 def reset_schema(uri: str, *schemas: str, create: bool = True) -> None:
@@ -165,17 +172,23 @@ def reset_schema(uri: str, *schemas: str, create: bool = True) -> None:
                 conn.execute(f'CREATE SCHEMA "{s}"')
 
 
-def run_floor(uri: str, files: list[dict], slots: int, variant: str = "freeze_dummy", label: str = "floor") -> dict:
+def run_floor(uri: str, files: list[dict], slots: int, variant: str = "freeze_dummy", label: str = "floor",
+              scan: bool = False) -> dict:
     reset_schema(uri, FLOOR_SCHEMA)
     try:
-        records, started, ended = run_parallel(floor_one, [(uri, FLOOR_SCHEMA, f, variant) for f in files], slots)
+        records, started, ended = run_parallel(floor_one, [(uri, FLOOR_SCHEMA, f, variant, scan) for f in files],
+                                               slots)
     finally:
         reset_schema(uri, FLOOR_SCHEMA, create=False)
     bad = [r for r in records if r["rows"] != next(f["rows"] for f in files
                                                     if (f["table"], f["stream"]) == (r["table"], r["stream"]))]
     if bad:
         raise RuntimeError(f"{label}: row counts differ from the manifest for {bad[:3]}")
-    return summarise(label, records, started, ended, variant=variant, sessions=slots)
+    extra = {}
+    if scan:
+        extra["scan_seconds_total"] = round(sum(r["scan_seconds"] for r in records), 3)
+        extra["load_and_scan_wall_seconds"] = round(max(r["end"] + r["scan_seconds"] for r in records) - started, 3)
+    return summarise(label, records, started, ended, variant=variant, sessions=slots, **extra)
 
 
 # --- 2. the loader alone ----------------------------------------------------------------
@@ -471,10 +484,7 @@ def peer_copy_expert(uri: str, path: str, columns) -> float:
 
 def run_peers(uri: str, files: list[dict], slots: int, seconds_each: float) -> list[dict]:
     """Each peer on a sample of lineitem sized to take about `seconds_each`, as one session."""
-    import logging
     os.environ[f"AIRFLOW_CONN_{PEER_CONN_ID.upper()}"] = uri
-    # insert_rows logs every commit; thousands of lines would bury the report.
-    logging.getLogger("airflow.task.hooks").setLevel(logging.WARNING)
     big = next(f for f in files if f["table"] == "lineitem")
     columns = big["columns"]
     avg_line = big["bytes"] / big["rows"]
@@ -494,6 +504,26 @@ def run_peers(uri: str, files: list[dict], slots: int, seconds_each: float) -> l
     out.append(peer_record("PostgresHook.copy_expert", big["rows"], big["bytes"], seconds, slots))
     reset_schema(uri, PEER_SCHEMA, create=False)
     return out
+
+
+@contextmanager
+def output_to(path: Path):
+    """This process's stdout and stderr into a file: insert_rows logs a line per commit."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    with open(path, "ab") as fh:
+        os.dup2(fh.fileno(), 1)
+        os.dup2(fh.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os.dup2(saved[0], 1)
+            os.dup2(saved[1], 2)
+            os.close(saved[0])
+            os.close(saved[1])
 
 
 def peer_record(name: str, rows: int, nbytes: float, seconds: float, slots: int) -> dict:
@@ -535,10 +565,12 @@ def run_copy_levers(uri: str, files: list[dict], slots: int, repeat: int) -> dic
             order = names[r % len(names):] + names[:r % len(names)]
             for name in order:
                 target, variant = cases[name]
-                result = run_floor(target, files, slots, variant, label=name)
-                runs[name].append({k: result[k] for k in ("rows_per_s", "mb_per_s", "wall_seconds")})
+                result = run_floor(target, files, slots, variant, label=name, scan=True)
+                runs[name].append({k: result[k] for k in ("rows_per_s", "mb_per_s", "wall_seconds",
+                                                          "scan_seconds_total", "load_and_scan_wall_seconds")})
                 print(f"    round {r + 1} {name:<16} {result['rows_per_s']:>12,.0f} rows/s "
-                      f"{result['wall_seconds']:7.2f} s", flush=True)
+                      f"{result['wall_seconds']:7.2f} s; first scan after it {result['scan_seconds_total']:.2f} s",
+                      flush=True)
     finally:
         other.stop()
     base = runs["freeze_dummy"]
@@ -548,6 +580,10 @@ def run_copy_levers(uri: str, files: list[dict], slots: int, repeat: int) -> dic
         out[name] = {"rows_per_s": spread([x["rows_per_s"] for x in rs]),
                      "wall_seconds": spread([x["wall_seconds"] for x in rs]),
                      "ratio_to_freeze_dummy": spread(ratios), "variant": cases[name][1],
+                     "first_scan_seconds_total": spread([x["scan_seconds_total"] for x in rs]),
+                     "load_and_scan_wall_seconds": spread([x["load_and_scan_wall_seconds"] for x in rs]),
+                     "load_and_scan_ratio_to_freeze_dummy": spread(
+                         [b["load_and_scan_wall_seconds"] / x["load_and_scan_wall_seconds"] for x, b in zip(rs, base)]),
                      "server": "defaults" if name == "server_defaults" else "bulk-load settings"}
     return out
 
@@ -696,16 +732,19 @@ def run(scale: float, streams: int, slots: int | None = None, parts: tuple[str, 
             result["loader"] = run_loader(uri, folder, files, slots)
             print(f"    {result['loader']['rows_per_s']:,.0f} rows/s in {result['loader']['wall_seconds']:.2f} s",
                   flush=True)
+        if "peers" in parts:
+            say(f"peers: stock Airflow ways on a lineitem sample (about {peer_seconds:g} s each; "
+                f"their log: {out / 'peers.log'})")
+            with output_to(out / "peers.log"):
+                result["peers"] = run_peers(uri, files, slots, peer_seconds)
+        if levers:
+            # Before Airflow starts: its idle services take CPU from the COPY sessions.
+            say(f"levers: COPY variants and server settings, {repeat} rounds")
+            result["levers"] = {"copy": run_copy_levers(uri, files, slots, repeat)}
         if "dag" in parts:
             say(f"Switchyard end to end: the DAG through the scheduler, LocalExecutor, pool of {slots}")
             result["dag"] = run_dag(uri, pg, name, streams, slots, preload=preload)
-        if "peers" in parts:
-            say(f"peers: stock Airflow ways on a lineitem sample (about {peer_seconds:g} s each)")
-            result["peers"] = run_peers(uri, files, slots, peer_seconds)
-        if levers:
-            say(f"levers: COPY variants and server settings, {repeat} rounds")
-            result["levers"] = {"copy": run_copy_levers(uri, files, slots, repeat)}
-            if "dag" in parts:
+            if levers:
                 say(f"levers: DAG runs (GX preload, priority weights), {repeat} rounds")
                 result["levers"]["dag"] = run_dag_levers(uri, pg, name, streams, slots, repeat)
     finally:
@@ -746,8 +785,10 @@ def report(result: dict, out: Path, plot: bool = True) -> None:
         for name, lv in result["levers"].get("copy", {}).items():
             r = lv["ratio_to_freeze_dummy"]
             rs = lv["rows_per_s"]
+            ls = lv.get("load_and_scan_ratio_to_freeze_dummy") or {}
             print(f"  {name:<28} {rs['median']:>12,.0f} rows/s  x{r['median']:.3f} [{r['min']:.3f}, {r['max']:.3f}] "
-                  f"of freeze_dummy")
+                  f"of freeze_dummy" + (f"; with the first scan x{ls['median']:.3f} [{ls['min']:.3f}, {ls['max']:.3f}]"
+                                         if ls.get("n") else ""))
         for name, lv in result["levers"].get("dag", {}).items():
             w, r = lv["wall_seconds"], lv["ratio_to_no_preload"]
             v = lv["validate_overhead_median"]
