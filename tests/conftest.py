@@ -19,6 +19,11 @@ os.environ.setdefault("SWITCHYARD_AIRFLOW_HOME", str(TEST_STATE / "airflow"))
 os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")
 
 
+def pytest_configure(config):
+    config.addinivalue_line("markers", "mssql: needs a real SQL Server (SWITCHYARD_MSSQL_URI); skipped without one")
+    config.addinivalue_line("markers", "chaos: fault injection on a real server (killed loads, restarts, lock waits)")
+
+
 @pytest.fixture(scope="session")
 def pg_uri() -> str:
     from switchyard.embedded import EmbeddedPostgres
