@@ -10,10 +10,10 @@ import os
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from airflow.sdk import DAG, Param, TaskGroup, TriggerRule
+from airflow.sdk import DAG, Asset, Param, TaskGroup, TriggerRule
 
-from .operators import (LoadOperator, PlanBatchOperator, PrepareOperator, StatsOperator, SwitchOperator,
-                        ValidateOperator, WaitForBatchSensor)
+from .operators import (LoadOperator, PlanBatchOperator, PrepareOperator, PublishOperator, StatsOperator,
+                        SwitchOperator, ValidateOperator, WaitForBatchSensor)
 from .planner import group_id, streams_of
 from .spec import LoadSpec, load_spec
 
@@ -132,6 +132,7 @@ def build_dag(config: DagConfig | None = None) -> DAG:
 
         groups: list[tuple[str, int]] = []
         switches = []
+        by_table: dict[str, list] = {}
         for table in spec.tables:
             for k in streams_of(table, config.streams):
                 gid = group_id(table.name, k)
@@ -146,8 +147,25 @@ def build_dag(config: DagConfig | None = None) -> DAG:
                     switch = SwitchOperator(task_id="switch", **args)
                     setup >> prepare >> load >> validate >> switch
                 switches.append(switch)
+                by_table.setdefault(table.name, []).append(switch)
+
+        # Which switch of a table comes last is not known in advance (streams finish in any
+        # order), so one task per table waits for all of them and carries the table's Asset.
+        with TaskGroup("publish", tooltip="One Asset event per table once all its partitions are switched in"):
+            publishes = [
+                PublishOperator(task_id=name, table=name, asset_conn_id=config.conn_id, groups=[t.task_id.split(".")[0] for t in table_switches],
+                                outlets=[table_asset(config.conn_id, config.schema, name)], retries=0, **common)
+                for name, table_switches in by_table.items()]
+            for publish, table_switches in zip(publishes, by_table.values()):
+                table_switches >> publish
 
         stats = StatsOperator(task_id="stats", groups=groups, trigger_rule=TriggerRule.ALL_DONE, retries=0,
                               **common)
         switches >> stats
+        publishes >> stats
     return dag
+
+
+def table_asset(conn_id: str, schema: str, table: str) -> Asset:
+    """The Asset of a target table, e.g. switchyard://switchyard_target/tpch/orders: schedule on it."""
+    return Asset(f"switchyard://{conn_id}/{schema}/{table}", group="switchyard")

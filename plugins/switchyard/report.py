@@ -208,7 +208,7 @@ def build(stats: dict) -> dict:
     # Judged on unrounded rates: at 0.1 MB/s resolution a small table's streams look 50% apart.
     precise = [{**r, "mb_per_s": _load_rate(r), "rows_per_s": _rows_rate(r)} for r in records]
     try:
-        flagged_list = stragglers(precise, THRESHOLD) if records else list(stats.get("stragglers") or [])
+        flagged_list = stragglers(precise, THRESHOLD, waits=_waits(stats)) if records else list(stats.get("stragglers") or [])
     except (KeyError, TypeError, ValueError):  # a stats.json from an older layout
         flagged_list = list(stats.get("stragglers") or [])
     makespan = stats.get("makespan_seconds")
@@ -510,7 +510,7 @@ def _html(model: dict, svgs: dict[str, str]) -> str:
     p.append('<h2 id="stragglers">Long tail: stragglers</h2>')
     if model["stragglers"]:
         p.append(f'<p class="note">Loads under {THRESHOLD:.0%} of their table\'s median MB/s (tables with at '
-                 f'least 3 loads). The run takes as long as its slowest stream; "time lost" is this load\'s '
+                 f'least 2 loads). The run takes as long as its slowest stream; "time lost" is this load\'s '
                  f'time beyond what its bytes take at the table\'s median rate.</p><table>')
         p.append(_th("group", "#MB/s", "#table median", "#share", "#seconds", "#time lost", "what differs"))
         for x in model["stragglers"]:
