@@ -156,3 +156,85 @@ def test_run_writes_load_stats_report_and_asset_events(pg_uri, data_root, tpch_b
     again = load_stats_rows(pg_uri, run_id)
     assert len(again) == 7
     assert again[(first["table"], first["stream"])]["rows_loaded"] == 1
+
+
+# --- SQL Server: waits, per-load details, the upsert's T-SQL ----------------------------------
+
+def _group(table, stream, start, seconds, nbytes, rows, **load_details):
+    t0 = datetime.fromisoformat("2026-11-21T02:00:00+00:00")
+    from datetime import timedelta
+    iso = lambda s: (t0 + timedelta(seconds=s)).isoformat(timespec="milliseconds")  # noqa: E731
+    load = {"rows": rows, "bytes": nbytes, "seconds": seconds, "started": iso(start), "ended": iso(start + seconds),
+            "file": f"/data/{table}.{stream}.tbl", **load_details}
+    return {"table": table, "stream": stream, "load": load, "validate": {"success": True, "checks": []},
+            "switch": {"partition": f"dbo.{table}", "switched": iso(start + seconds + 1)},
+            "states": {"prepare": "success", "load": "success", "validate": "success", "switch": "success"}}
+
+
+def _context():
+    from types import SimpleNamespace
+    return {"ti": SimpleNamespace(dag_id="switchyard_tpch", run_id="manual__1")}
+
+
+def test_mssql_load_details_reach_the_group_records_and_the_table_rows():
+    from switchyard.stats import assemble, load_stats_columns, load_stats_rows
+    details = dict(session_id=61, scheduler_id=3, cpu_id=3, node_id=0, local_tcp_port=2002, port=2002,
+                   reads=12, writes=4_100, cpu_time_ms=900, mode="bulk_insert")
+    stats = assemble({"batch": "b"}, {"orders_3": _group("orders", 3, 0, 1.0, 4_000_000, 37_500, **details)},
+                     _context())
+    record = stats["groups"][0]
+    assert {k: record[k] for k in details} == details
+    row = dict(zip(load_stats_columns("mssql"), load_stats_rows(stats, "mssql")[0]))
+    assert {k: row[k] for k in ("session_id", "scheduler_id", "cpu_id", "node_id", "local_tcp_port", "port",
+                                "reads", "writes", "cpu_time_ms")} == {k: v for k, v in details.items() if k != "mode"}
+    assert row["mb_per_s"] == 4.0 and row["rows_per_s"] == 37_500 and row["outcome"] == "switched"
+
+
+def test_server_waits_go_to_stats_and_into_the_stragglers_notes():
+    from switchyard.stats import assemble
+    waits = [{"wait_type": "PAGEIOLATCH_EX", "wait_ms": 48_210, "signal_ms": 310, "waiting_tasks": 5_120},
+             {"wait_type": "WRITELOG", "wait_ms": 9_000, "signal_ms": 80, "waiting_tasks": 700}]
+    latches = [{"latch_class": "ALLOC_FREESPACE_CACHE", "wait_ms": 1_200, "waiting_requests": 40}]
+    groups = {f"lineitem_{k}": _group("lineitem", k, 0, 2.0 if k == 2 else 1.0, 18_000_000, 150_000,
+                                      cpu_time_ms=400 if k == 2 else 900)
+              for k in (1, 2)}
+    stats = assemble({"batch": "b"}, groups, _context(), server={"waits": waits, "latches": latches})
+    assert stats["waits"] == waits and stats["latches"] == latches
+    # Two streams: the slow one (half the rate of the other) is flagged against their median.
+    [slow] = stats["stragglers"]
+    assert slow["group"] == "lineitem_2" and slow["ratio"] == pytest.approx(0.67, abs=0.01)
+    notes = " | ".join(slow["what_differs"])
+    assert "read its file at 9.0 MB/s against the table's median 13.5 MB/s" in notes
+    assert "on CPU 20% of the load (table median 55%)" in notes
+    assert "PAGEIOLATCH_EX 48,210 ms" in notes and "WRITELOG 9,000 ms" in notes
+
+
+def test_two_streams_close_together_are_not_stragglers():
+    from switchyard.stats import assemble
+    groups = {f"orders_{k}": _group("orders", k, 0, 1.0 if k == 1 else 1.3, 4_000_000, 37_500) for k in (1, 2)}
+    assert assemble({"batch": "b"}, groups, _context())["stragglers"] == []
+
+
+def test_postgres_has_no_server_snapshot_and_stats_carry_no_waits(pg_uri):
+    from switchyard.operators import server_delta, server_snapshot
+    adapter = PostgresAdapter(SPEC, uri=pg_uri)
+    assert server_snapshot(adapter) is None
+    assert server_delta(adapter, None, None) == {}
+
+
+def test_mssql_upsert_of_load_stats_is_one_parameterised_merge():
+    sqlfluff = pytest.importorskip("sqlfluff")
+    from switchyard.stats import LOAD_STATS_KEYS, load_stats_columns
+    from switchyard.targets.mssql import MssqlAdapter
+    adapter = MssqlAdapter(SPEC, base_port=2000, port_count=1)
+    statement, = adapter.render("record_load_stats.sql", columns=load_stats_columns("mssql"), keys=LOAD_STATS_KEYS)
+    columns = load_stats_columns("mssql")
+    assert statement.count("?") == len(columns)
+    assert "MERGE [switchyard].[load_stats] WITH (HOLDLOCK) AS t" in statement
+    assert "ON t.[run_id] = s.[run_id] AND t.[table_name] = s.[table_name] AND t.[stream] = s.[stream]" in statement
+    assert "[file]" in statement
+    # MERGE is the one T-SQL statement that must end with a semicolon (error 10713).
+    assert re.search(r"\);[^\n]*$", statement)
+    # The grammar has no ODBC parameter markers: variables stand in for them.
+    numbered = iter(range(1, len(columns) + 1))
+    sqlfluff.parse(re.sub(r"\?", lambda _: f"@p{next(numbered)}", statement) + "\n", dialect="tsql")
