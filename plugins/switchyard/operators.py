@@ -67,7 +67,7 @@ class WaitForBatchSensor(BaseOperator):
 
     template_fields: Sequence[str] = ("batch",)
 
-    def __init__(self, *, batch: str = "{{ params.batch }}", wait_seconds: int = 6 * 3600,
+    def __init__(self, *, batch: str = "{{ params.batch or '' }}", wait_seconds: int = 6 * 3600,
                  poke_interval: float = 60.0, **kwargs: Any):
         super().__init__(**kwargs)
         self.batch = batch
@@ -106,7 +106,7 @@ class PlanBatchOperator(_TargetOperator):
 
     template_fields: Sequence[str] = ("conn_id", "batch", "tables")
 
-    def __init__(self, *, streams: int, batch: str = "{{ params.batch }}",
+    def __init__(self, *, streams: int, batch: str = "{{ params.batch or '' }}",
                  tables: Any = "{{ params.tables }}", **kwargs: Any):
         super().__init__(**kwargs)
         self.streams = streams
