@@ -136,6 +136,22 @@ def test_run_writes_load_stats_report_and_asset_events(pg_uri, data_root, tpch_b
     assert run_id in page and 'id="chart-gantt"' in page and 'data-step="validate"' in page
     assert all(set(g["steps"]) == {"prepare", "load", "validate", "switch"} for g in loaded)
 
+    # The real run's report renders with its charts: no console errors, no broken images.
+    from test_report import browser
+    driver, profile = browser()
+    try:
+        driver.get(report.as_uri())
+        assert not [e for e in driver.get_log("browser") if e.get("level") in ("SEVERE", "ERROR")]
+        assert driver.execute_script("return Array.from(document.images).filter(i => !i.complete || "
+                                     "i.naturalWidth === 0).length") == 0
+        charts = driver.execute_script(
+            "return Array.from(document.querySelectorAll('.chart svg')).map(s => {"
+            " const r = s.getBoundingClientRect(); return [s.parentElement.id, r.width > 300 && r.height > 100]; })")
+        assert dict(charts) == {"chart-streams": True, "chart-throughput": True, "chart-gantt": True}
+    finally:
+        driver.quit()
+        __import__("shutil").rmtree(profile, ignore_errors=True)
+
     # Progress lines from the loads (interval 0 here: every chunk logs one).
     assert PROGRESS.search(run.output), "no progress line in the run's log"
 
