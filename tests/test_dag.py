@@ -80,3 +80,10 @@ def test_stats_task_links_the_run_report():
     assert [link.name for link in dag.get_task("stats").operator_extra_links] == ["Run report"]
     assert report_url("switchyard_tpch", "manual__2026-11-21T02:00:00+00:00", "http://x:8080/") == (
         "http://x:8080/switchyard/reports/switchyard_tpch/manual__2026-11-21T02_00_00_00_00/report.html")
+
+
+def test_trigger_form_does_not_require_a_batch():
+    # The UI marks a param required unless its type admits null; an empty batch means the run's date.
+    batch = build_dag(DagConfig(streams=1)).params.get_param("batch")
+    assert "null" in batch.schema["type"] and batch.value == ""
+    assert batch.schema["section"] == "What to load" and batch.schema["title"] == "Batch"
