@@ -8,7 +8,6 @@ heavy is imported at module level: every task process imports this module.
 from __future__ import annotations
 
 import logging
-import time
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Sequence
@@ -377,7 +376,7 @@ class StatsOperator(_TargetOperator):
 
     def execute(self, context: Any) -> dict:
         from .report import write_report
-        from .stats import assemble, task_states, write_load_stats, write_stats
+        from .stats import assemble, task_states, write_stats
         ti = context["ti"]
         plan = ti.xcom_pull(task_ids=PLAN_TASK) or {}
         states = task_states(context)
