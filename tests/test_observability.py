@@ -76,7 +76,7 @@ def test_progress_without_a_server_sample_logs_bytes_only(caplog):
         progress(20_000_000, 40_000_000)   # 2 s in: too soon
         progress(30_000_000, 40_000_000)   # 6 s in: a line
     assert [r.getMessage() for r in caplog.records] == [
-        "orders_2: progress 30.0 of 40.0 MB (75%), 5.0 MB/s after 6 s"]
+        "orders_2: progress 30.0 of 40.0 MB (75%), 5.0 MB/s after 6.0 s"]
 
 
 def load_stats_rows(uri: str, run_id: str) -> dict[tuple[str, int], dict]:

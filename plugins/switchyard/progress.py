@@ -97,4 +97,4 @@ class LoadProgress:
         counted = f"{rows:,} rows, " if rows is not None else ""
         rows_rate = f", {rows / elapsed:,.0f} rows/s" if rows is not None else ""
         return (f"{self.group_id}: progress {counted}{mb:,.1f} of {total / 1e6:,.1f} MB "
-                f"({100.0 * sent / max(total, 1):.0f}%), {mb / elapsed:,.1f} MB/s{rows_rate} after {elapsed:,.0f} s")
+                f"({100.0 * sent / max(total, 1):.0f}%), {mb / elapsed:,.1f} MB/s{rows_rate} after {elapsed:,.1f} s")
