@@ -1,4 +1,5 @@
-"""DAG integrity: imports cleanly, no cycles, one group of four tasks per (table, stream)."""
+"""DAG integrity: imports cleanly, no cycles, one group of four tasks per (table, stream), one
+publish task per table carrying its Asset."""
 from __future__ import annotations
 
 import importlib.util
@@ -15,7 +16,7 @@ ROOT_DAG = __import__("pathlib").Path(__file__).resolve().parents[1] / "dags" / 
 def expected_tasks(streams: int) -> int:
     spec = load_spec("tpch")
     groups = sum(streams if t.partitioned else 1 for t in spec.tables)
-    return 4 * groups + 2 + 1  # setup (wait_for_batch, plan) + stats
+    return 4 * groups + 2 + len(spec.tables) + 1  # setup (wait_for_batch, plan), publish per table, stats
 
 
 @pytest.mark.parametrize("streams", [1, 3, 8, 56])
@@ -23,7 +24,7 @@ def test_task_count_and_no_cycles(streams):
     dag = build_dag(DagConfig(streams=streams))
     dag.check_cycle()
     assert len(dag.tasks) == expected_tasks(streams)
-    assert 4 * (6 * streams + 2) + 3 == len(dag.tasks)
+    assert 4 * (6 * streams + 2) + 3 + 8 == len(dag.tasks)
     group = dag.task_group_dict["orders_1"]
     assert [t.task_id for t in group] == ["orders_1.prepare", "orders_1.load", "orders_1.validate",
                                          "orders_1.switch"]
@@ -55,3 +56,34 @@ def test_parse_time_of_large_dags_is_reported(streams):
     elapsed = time.perf_counter() - start
     print(f"DAG with {streams} streams: {len(dag.tasks)} tasks built in {elapsed:.2f} s")
     assert len(dag.tasks) == expected_tasks(streams)
+
+
+def test_every_table_has_an_asset_updated_after_all_its_switches():
+    streams = 3
+    dag = build_dag(DagConfig(streams=streams, conn_id="warehouse", schema="dw"))
+    spec = load_spec("tpch")
+    for table in spec.tables:
+        publish = dag.get_task(f"publish.{table.name}")
+        assert [a.uri for a in publish.outlets] == [f"switchyard://warehouse/dw/{table.name}"]
+        n = streams if table.partitioned else 1
+        assert publish.upstream_task_ids == {f"{table.name}_{k}.switch" for k in range(1, n + 1)}
+        assert publish.trigger_rule == "all_success"
+        assert "stats" in publish.downstream_task_ids
+    # Only the publish tasks update Assets: a switch alone is not the table's new batch.
+    outlets = {t.task_id for t in dag.tasks if t.outlets}
+    assert outlets == {f"publish.{t.name}" for t in spec.tables}
+
+
+def test_stats_task_links_the_run_report():
+    from switchyard.operators import report_url
+    dag = build_dag(DagConfig(streams=1))
+    assert [link.name for link in dag.get_task("stats").operator_extra_links] == ["Run report"]
+    assert report_url("switchyard_tpch", "manual__2026-11-21T02:00:00+00:00", "http://x:8080/") == (
+        "http://x:8080/switchyard/reports/switchyard_tpch/manual__2026-11-21T02_00_00_00_00/report.html")
+
+
+def test_trigger_form_does_not_require_a_batch():
+    # The UI marks a param required unless its type admits null; an empty batch means the run's date.
+    batch = build_dag(DagConfig(streams=1)).params.get_param("batch")
+    assert "null" in batch.schema["type"] and batch.value == ""
+    assert batch.schema["section"] == "What to load" and batch.schema["title"] == "Batch"

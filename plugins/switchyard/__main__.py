@@ -70,6 +70,21 @@ def cmd_services(args) -> int:
     return 0
 
 
+def cmd_screenshots(args) -> int:
+    from . import local
+    from .embedded import state_dir
+    from .screenshots import capture
+    run_id = args.run_id
+    if not run_id:
+        runs = local.Api().get(f"/api/v2/dags/{args.dag_id}/dagRuns?order_by=-run_after&limit=1")["dag_runs"]
+        if not runs:
+            print(f"no run of {args.dag_id} yet: run the demo first")
+            return 1
+        run_id = runs[0]["dag_run_id"]
+    capture(args.dag_id, run_id, state_dir() / "screenshots")
+    return 0
+
+
 def cmd_airflow(args) -> int:
     """Any airflow command with the project's local Airflow settings."""
     from . import local
@@ -113,6 +128,11 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("services", help="the local Airflow services")
     p.add_argument("action", choices=["status", "stop"])
     p.set_defaults(func=cmd_services)
+
+    p = sub.add_parser("screenshots", help="PNGs of the local Airflow UI and a run's report (headless Chromium)")
+    p.add_argument("--dag-id", default="switchyard_tpch")
+    p.add_argument("--run-id", help="default: the DAG's latest run")
+    p.set_defaults(func=cmd_screenshots)
 
     p = sub.add_parser("airflow", help="run an airflow command with the local settings")
     p.add_argument("rest", nargs=argparse.REMAINDER)

@@ -10,10 +10,10 @@ import os
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from airflow.sdk import DAG, Param, TaskGroup, TriggerRule
+from airflow.sdk import DAG, Asset, Param, TaskGroup, TriggerRule
 
-from .operators import (LoadOperator, PlanBatchOperator, PrepareOperator, StatsOperator, SwitchOperator,
-                        ValidateOperator, WaitForBatchSensor)
+from .operators import (LoadOperator, PlanBatchOperator, PrepareOperator, PublishOperator, StatsOperator,
+                        SwitchOperator, ValidateOperator, WaitForBatchSensor)
 from .planner import group_id, streams_of
 from .spec import LoadSpec, load_spec
 
@@ -24,23 +24,37 @@ _WEIGHT = {"lineitem": 100, "orders": 25, "partsupp": 15, "customer": 4, "part":
 DOC = """
 ### Switchyard: parallel, validated, partition-switched loads
 
-Each **(table, stream)** task group runs the record-load method on one stream file:
+The record-load method as a DAG: the batch is split into **streams** (one file per table
+per stream, each one contiguous key range); every **(table, stream)** task group loads its
+file into its own staging table and switches it in as one partition of the big table:
 
 1. **prepare**: a fresh staging table on the stream's filegroup / tablespace, with a
    CHECK constraint equal to its partition's key range;
 2. **load**: bulk load of the file into the staging table (PostgreSQL `COPY ... FREEZE`;
    SQL Server `BULK INSERT ... TABLOCK` or TDS bulk copy), in the pool `{pool}` whose
-   size is the target's scheduler count: one load per core;
+   size is the target's scheduler count: one load per core. Long loads log their progress
+   (rows, MB, MB/s, percent of the file) every few seconds;
 3. **validate**: Great Expectations on the staging table: row count equals the manifest,
-   key not null, key range inside the partition. A failure stops the group here;
+   key not null, key range inside the partition. A failure stops the group here and the
+   target keeps its previous data;
 4. **switch**: the staging table becomes the partition (`ATTACH PARTITION` / `SWITCH`),
    replacing the previous one atomically on a rerun.
 
 `setup` waits for the batch's `manifest.json`, plans the partitions and creates what is
-missing; `stats` writes the run's `stats.json` whatever happened upstream.
+missing. **publish** updates one Asset per table, `switchyard://<connection>/<schema>/<table>`,
+once all of that table's partitions are switched in: schedule downstream DAGs on it.
+**stats** runs whatever happened upstream: it writes `stats.json` and the run report
+(its **Run report** button; per-stream throughput, stragglers, charts, validation) and one
+row per load into the target's `switchyard.load_stats` table.
 
-**Params**: *batch*: a folder under the data root (empty: the logical date, `YYYY-MM-DD`);
-*tables*: the tables to load; *conn_id*: the Airflow connection of the target.
+**Params** (trigger form):
+
+| param | meaning |
+|---|---|
+| *Batch* | folder of the batch under the data root; empty: the run's logical date, `YYYY-MM-DD` |
+| *Tables* | the tables to load; the other groups are skipped |
+| *Target connection* | Airflow connection of the target (PostgreSQL or SQL Server) |
+
 This DAG is built for **{streams} streams** (`SWITCHYARD_STREAMS`).
 """
 
@@ -88,8 +102,10 @@ def _schedule(value: str | None) -> str | None:
 
 def _params(spec: LoadSpec, config: DagConfig) -> dict[str, Param]:
     return {
+        # "null" in the type: the trigger form marks a param required unless it may be empty,
+        # and an empty batch is meaningful (the run's date).
         "batch": Param(
-            "", type="string", title="Batch",
+            "", type=["string", "null"], title="Batch",
             description="Folder of the batch under the data root (e.g. 2026-11-21 or tpch/sf1). "
                         "Empty: the run's logical date as YYYY-MM-DD.",
             pattern=r"^$|^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)*$",
@@ -132,6 +148,7 @@ def build_dag(config: DagConfig | None = None) -> DAG:
 
         groups: list[tuple[str, int]] = []
         switches = []
+        by_table: dict[str, list] = {}
         for table in spec.tables:
             for k in streams_of(table, config.streams):
                 gid = group_id(table.name, k)
@@ -146,8 +163,25 @@ def build_dag(config: DagConfig | None = None) -> DAG:
                     switch = SwitchOperator(task_id="switch", **args)
                     setup >> prepare >> load >> validate >> switch
                 switches.append(switch)
+                by_table.setdefault(table.name, []).append(switch)
+
+        # Which switch of a table comes last is not known in advance (streams finish in any
+        # order), so one task per table waits for all of them and carries the table's Asset.
+        with TaskGroup("publish", tooltip="One Asset event per table once all its partitions are switched in"):
+            publishes = [
+                PublishOperator(task_id=name, table=name, asset_conn_id=config.conn_id, groups=[t.task_id.split(".")[0] for t in table_switches],
+                                outlets=[table_asset(config.conn_id, config.schema, name)], retries=0, **common)
+                for name, table_switches in by_table.items()]
+            for publish, table_switches in zip(publishes, by_table.values()):
+                table_switches >> publish
 
         stats = StatsOperator(task_id="stats", groups=groups, trigger_rule=TriggerRule.ALL_DONE, retries=0,
                               **common)
         switches >> stats
+        publishes >> stats
     return dag
+
+
+def table_asset(conn_id: str, schema: str, table: str) -> Asset:
+    """The Asset of a target table, e.g. switchyard://switchyard_target/tpch/orders: schedule on it."""
+    return Asset(f"switchyard://{conn_id}/{schema}/{table}", group="switchyard")

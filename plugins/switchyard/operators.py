@@ -8,12 +8,11 @@ heavy is imported at module level: every task process imports this module.
 from __future__ import annotations
 
 import logging
-import time
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Sequence
 
-from airflow.sdk import BaseOperator
+from airflow.sdk import BaseOperator, BaseOperatorLink
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from .batch import MANIFEST, BatchError, resolve_batch, resolve_file
@@ -67,7 +66,7 @@ class WaitForBatchSensor(BaseOperator):
 
     template_fields: Sequence[str] = ("batch",)
 
-    def __init__(self, *, batch: str = "{{ params.batch }}", wait_seconds: int = 6 * 3600,
+    def __init__(self, *, batch: str = "{{ params.batch or '' }}", wait_seconds: int = 6 * 3600,
                  poke_interval: float = 60.0, **kwargs: Any):
         super().__init__(**kwargs)
         self.batch = batch
@@ -106,7 +105,7 @@ class PlanBatchOperator(_TargetOperator):
 
     template_fields: Sequence[str] = ("conn_id", "batch", "tables")
 
-    def __init__(self, *, streams: int, batch: str = "{{ params.batch }}",
+    def __init__(self, *, streams: int, batch: str = "{{ params.batch or '' }}",
                  tables: Any = "{{ params.tables }}", **kwargs: Any):
         super().__init__(**kwargs)
         self.streams = streams
@@ -146,8 +145,38 @@ class PlanBatchOperator(_TargetOperator):
         adapter.setup(plan)
         out = plan.to_dict()
         out.update(batch=name, batch_dir=str(folder), tables=tables, target=adapter.engine,
-                   schema=adapter.schema, staging_schema=adapter.staging_schema)
+                   schema=adapter.schema, staging_schema=adapter.staging_schema,
+                   control_schema=adapter.control_schema)
+        snapshot = server_snapshot(adapter)
+        if snapshot is not None:
+            # The run's first look at the server's cumulative counters (SQL Server: wait and
+            # latch statistics); the stats task takes the second and reports the difference.
+            out["server_snapshot"] = snapshot
         return out
+
+
+def server_snapshot(adapter: Any) -> dict | None:
+    """The target's cumulative server counters, where its adapter has them (else None)."""
+    take = getattr(adapter, "server_snapshot", None)
+    if not callable(take):
+        return None
+    try:
+        return take()
+    except Exception as exc:  # statistics must never fail a load
+        log.warning("server statistics snapshot failed: %s", exc)
+        return None
+
+
+def server_delta(adapter: Any, before: dict | None, after: dict | None) -> dict:
+    """What accrued on the server between two snapshots: {"waits": [...], "latches": [...]}."""
+    delta = getattr(adapter, "server_delta", None)
+    if before is None or after is None or not callable(delta):
+        return {}
+    try:
+        return delta(before, after, top=10) or {}
+    except Exception as exc:
+        log.warning("server statistics delta failed: %s", exc)
+        return {}
 
 
 class _GroupOperator(_TargetOperator):
@@ -159,8 +188,13 @@ class _GroupOperator(_TargetOperator):
         self.stream = stream
 
     def execute(self, context: Any) -> dict:
+        started = now_iso()
         try:
-            return self.step(context)
+            result = self.step(context)
+            # Kept for the run's Gantt chart: the stats task reads every step's span.
+            if isinstance(result, dict):
+                result.update(step_started=started, step_ended=now_iso())
+            return result
         except AirflowSkipException:
             raise
         except Exception as exc:
@@ -202,32 +236,36 @@ class PrepareOperator(_GroupOperator):
 
 
 class LoadOperator(_GroupOperator):
-    """Bulk-loads one stream file into its staging table, logging progress on long loads."""
+    """Bulk-loads one stream file into its staging table, logging progress on long loads.
 
-    progress_every_seconds = 5.0
+    Every `progress_every_seconds` (default SWITCHYARD_PROGRESS_SECONDS, 5 s) the log gets
+    rows, MB, MB/s and percent of the file; rows come from the server where it reports them
+    (PostgreSQL: pg_stat_progress_copy).
+    """
+
+    def __init__(self, *, progress_every_seconds: float | None = None, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.progress_every_seconds = progress_every_seconds
 
     def step(self, context: Any) -> dict:
+        from .progress import LoadProgress, ServerProgress
         from .targets import TargetError
         plan, s = self.stream_plan(context)
         path = resolve_file(Path(plan["batch_dir"]), s.file)
-        last = [time.monotonic()]
-        begun = last[0]
-
-        def progress(sent: int, total: int) -> None:
-            now = time.monotonic()
-            if now - last[0] >= self.progress_every_seconds:
-                last[0] = now
-                mb = sent / 1e6
-                log.info("%s: %.1f MB of %.1f MB (%.0f%%), %.1f MB/s", s.group_id, mb, total / 1e6,
-                         100.0 * sent / max(total, 1), mb / max(now - begun, 1e-9))
-
+        adapter = self.adapter()
+        server = (ServerProgress(adapter, adapter.staging_schema, s.staging_table)
+                  if ServerProgress.available(adapter) else None)
+        progress = LoadProgress(s.group_id, self.progress_every_seconds, server=server)
         started = now_iso()
         try:
-            result = self.adapter().load(s, path, progress)
+            result = adapter.load(s, path, progress)
         except TargetError as exc:
             if exc.permanent:  # bad data: a retry would fail the same way
                 raise AirflowFailException(str(exc)) from exc
             raise
+        finally:
+            if server is not None:
+                server.close()
         log.info("%s: %d rows, %.1f MB in %.2f s (%.1f MB/s, %.0f rows/s)", s.group_id, result.rows,
                  result.bytes / 1e6, result.seconds, result.bytes / 1e6 / max(result.seconds, 1e-9),
                  result.rows / max(result.seconds, 1e-9))
@@ -271,14 +309,73 @@ class SwitchOperator(_GroupOperator):
         return result
 
 
+class PublishOperator(_TargetOperator):
+    """Marks a table's new data as published: its Asset gets an event once all its partitions switched.
+
+    Runs after every switch of its table (all_success), so the event means the whole batch of
+    that table is in place; a table not loaded in this run (or with a failed group) gets none.
+    """
+
+    def __init__(self, *, table: str, groups: list[str], asset_conn_id: str, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.table = table
+        self.groups = groups
+        self.asset_conn_id = asset_conn_id
+
+    def execute(self, context: Any) -> dict:
+        if self.conn_id != self.asset_conn_id:
+            # The Asset names the DAG's default target; a run into another one is not its update.
+            raise AirflowSkipException(f"this run loaded connection {self.conn_id!r}; the Asset of "
+                                       f"{self.table} is the table behind {self.asset_conn_id!r}")
+        ti = context["ti"]
+        plan = ti.xcom_pull(task_ids=PLAN_TASK) or {}
+        switched = [ti.xcom_pull(task_ids=f"{gid}.switch") or {} for gid in self.groups]
+        loads = [ti.xcom_pull(task_ids=f"{gid}.load") or {} for gid in self.groups]
+        extra = {"batch": plan.get("batch"), "schema": plan.get("schema"), "table": self.table,
+                 "partitions": len(switched), "rows": sum(int(x.get("rows") or 0) for x in loads),
+                 "bytes": sum(int(x.get("bytes") or 0) for x in loads)}
+        for outlet in self.outlets:
+            context["outlet_events"][outlet].extra = extra
+        log.info("%s.%s published: %d partitions, %s rows (batch %s)", extra["schema"], self.table,
+                 extra["partitions"], f"{extra['rows']:,}", extra["batch"])
+        return extra
+
+
+def report_url(dag_id: str, run_id: str, base_url: str | None = None) -> str:
+    """Where the api-server serves a run's report (the switchyard_reports plugin)."""
+    from urllib.parse import quote
+    from .stats import run_folder_name
+    if base_url is None:
+        from airflow.sdk.configuration import conf
+        base_url = conf.get("api", "base_url", fallback="") or ""
+    return f"{base_url.rstrip('/')}/switchyard/reports/{quote(dag_id)}/{quote(run_folder_name(run_id))}/report.html"
+
+
+class ReportLink(BaseOperatorLink):
+    """The stats task's button to the run's report, as served by the api-server."""
+
+    name = "Run report"
+
+    def get_link(self, operator: BaseOperator, *, ti_key: Any) -> str:
+        return report_url(ti_key.dag_id, ti_key.run_id)
+
+
 class StatsOperator(_TargetOperator):
-    """Assembles the run's statistics from every group, whatever happened upstream."""
+    """Assembles the run's statistics from every group, whatever happened upstream.
+
+    Writes stats.json, report.html and report.md into the run's folder, one row per load
+    into the target's control table `load_stats` (one transaction, after the run: a failed
+    load gets its row too), and fails the run if any group did not switch.
+    """
+
+    operator_extra_links = (ReportLink(),)
 
     def __init__(self, *, groups: list[tuple[str, int]], **kwargs: Any):
         super().__init__(**kwargs)
         self.groups = groups
 
     def execute(self, context: Any) -> dict:
+        from .report import write_report
         from .stats import assemble, task_states, write_stats
         ti = context["ti"]
         plan = ti.xcom_pull(task_ids=PLAN_TASK) or {}
@@ -286,8 +383,12 @@ class StatsOperator(_TargetOperator):
         results = {}
         for table, stream in self.groups:
             gid = f"{table}_{stream}"
+            planned = (plan.get("groups") or {}).get(gid) or {}
             results[gid] = {
                 "table": table, "stream": stream,
+                "planned_file": str(Path(plan["batch_dir"]) / planned["file"])
+                if planned.get("file") and plan.get("batch_dir") else None,
+                "prepare": ti.xcom_pull(task_ids=f"{gid}.prepare"),
                 "load": ti.xcom_pull(task_ids=f"{gid}.load"),
                 "validate": ti.xcom_pull(task_ids=f"{gid}.validate")
                 or ti.xcom_pull(task_ids=f"{gid}.validate", key="failure"),
@@ -296,14 +397,39 @@ class StatsOperator(_TargetOperator):
                            if (err := ti.xcom_pull(task_ids=f"{gid}.{step}", key="error"))},
                 "states": {step: states.get(f"{gid}.{step}") for step in ("prepare", "load", "validate", "switch")},
             }
-        stats = assemble(plan, results, context)
+        adapter = self.adapter() if plan else None
+        server = {}
+        if adapter is not None and plan.get("server_snapshot") is not None:
+            server = server_delta(adapter, plan["server_snapshot"], server_snapshot(adapter))
+        stats = assemble(plan, results, context, server=server)
+        if adapter is not None:
+            stats["load_stats_table"] = self._record(adapter, stats)
         path = write_stats(stats, context)
+        report = write_report(stats, path.parent)
         log.info("run statistics: %s", path)
+        log.info("run report: %s (Markdown: %s)", report["html"], report["markdown"])
+        log.info("run report in the UI: %s", report_url(ti.dag_id, ti.run_id))
         for line in stats["summary_lines"]:
             log.info(line)
         ti.xcom_push(key="stats_path", value=str(path))
+        ti.xcom_push(key="report_path", value=str(report["html"]))
         if stats["failed_groups"]:
             # The last task decides the run's state: a run with a failed group is a failed run.
             raise AirflowFailException(f"{len(stats['failed_groups'])} of {stats['totals']['groups']} groups "
-                                       f"did not switch: {', '.join(stats['failed_groups'])} (statistics: {path})")
-        return {"path": str(path), "totals": stats["totals"], "failed_groups": stats["failed_groups"]}
+                                       f"did not switch: {', '.join(stats['failed_groups'])} (statistics: {path}, "
+                                       f"report: {report['html']})")
+        return {"path": str(path), "report": str(report["html"]), "totals": stats["totals"],
+                "failed_groups": stats["failed_groups"]}
+
+    @staticmethod
+    def _record(adapter: Any, stats: dict) -> dict:
+        """The run's rows in <control schema>.load_stats; a target that refuses them is logged, not fatal."""
+        from .stats import write_load_stats
+        table = f"{adapter.control_schema}.load_stats"
+        try:
+            rows = write_load_stats(adapter, stats)
+        except Exception as exc:
+            log.error("could not write %s on the target: %s", table, exc)
+            return {"table": table, "rows": 0, "error": f"{type(exc).__name__}: {exc}"[:1000]}
+        log.info("%s: %d rows for run %s", table, rows, stats["run_id"])
+        return {"table": table, "rows": rows}

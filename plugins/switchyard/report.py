@@ -109,6 +109,13 @@ def _table_rate(t: dict) -> float | None:
     return t.get("mb_per_s")
 
 
+def _stream_rate(t: dict) -> float | None:
+    """A table's MB/s per stream, unrounded where bytes and load seconds allow (tiny tables read 0.0 otherwise)."""
+    if t.get("bytes") and t.get("load_seconds"):
+        return t["bytes"] / 1e6 / t["load_seconds"]
+    return t.get("mb_per_s_per_stream")
+
+
 def _rows_rate(r: dict) -> float | None:
     if r.get("rows") and r.get("seconds"):
         return r["rows"] / r["seconds"]
@@ -208,7 +215,7 @@ def build(stats: dict) -> dict:
     # Judged on unrounded rates: at 0.1 MB/s resolution a small table's streams look 50% apart.
     precise = [{**r, "mb_per_s": _load_rate(r), "rows_per_s": _rows_rate(r)} for r in records]
     try:
-        flagged_list = stragglers(precise, THRESHOLD) if records else list(stats.get("stragglers") or [])
+        flagged_list = stragglers(precise, THRESHOLD, waits=_waits(stats)) if records else list(stats.get("stragglers") or [])
     except (KeyError, TypeError, ValueError):  # a stats.json from an older layout
         flagged_list = list(stats.get("stragglers") or [])
     makespan = stats.get("makespan_seconds")
@@ -389,7 +396,7 @@ def gantt_svg(model: dict, width: int = 960) -> str | None:
     key = ("bars: prepare, load, validate, switch" if has_steps
            else "bar: load; line to ◆: until switched (validate, switch, task start-up)")
     body.append(f'<text x="{left + w / 2}" y="{height - 4}" text-anchor="middle" fill="#333">'
-                f'seconds since the run\'s first load started · {_esc(key)}</text>')
+                f'seconds since the run\'s first {"step" if has_steps else "load"} started · {_esc(key)}</text>')
     for i, (r, start, end, spans) in enumerate(rows):
         yy = top + i * (bar + gap)
         slow = r.get("group") in {s["group"] for s in model["stragglers"]}
@@ -510,7 +517,7 @@ def _html(model: dict, svgs: dict[str, str]) -> str:
     p.append('<h2 id="stragglers">Long tail: stragglers</h2>')
     if model["stragglers"]:
         p.append(f'<p class="note">Loads under {THRESHOLD:.0%} of their table\'s median MB/s (tables with at '
-                 f'least 3 loads). The run takes as long as its slowest stream; "time lost" is this load\'s '
+                 f'least 2 loads). The run takes as long as its slowest stream; "time lost" is this load\'s '
                  f'time beyond what its bytes take at the table\'s median rate.</p><table>')
         p.append(_th("group", "#MB/s", "#table median", "#share", "#seconds", "#time lost", "what differs"))
         for x in model["stragglers"]:
@@ -576,7 +583,7 @@ def _html(model: dict, svgs: dict[str, str]) -> str:
         p.append(f"<tr><td>{_esc(name)}</td>" + _td(_int(t.get("rows")), True) + _td(_bytes(t.get("bytes")), True)
                  + _td(_int(t.get("partitions")), True) + _td(_int(t.get("groups")), True)
                  + _td(_secs(t.get("seconds")), True) + _td(_rate(_table_rate(t)), True)
-                 + _td(_rate(t.get("mb_per_s_per_stream")), True) + _td(_int(t.get("rows_per_s")), True) + "</tr>")
+                 + _td(_rate(_stream_rate(t)), True) + _td(_int(t.get("rows_per_s")), True) + "</tr>")
     p.append('</table><p class="note">seconds: from the table\'s first load start to its last load end; MB/s per '
              'stream: the rate of one load while it runs.</p>')
 
@@ -686,7 +693,7 @@ def _markdown(model: dict, chart_files: dict[str, str]) -> str:
                     "#rows/s"],
                    [[name, _int(t.get("rows")), _bytes(t.get("bytes")), _int(t.get("partitions")),
                      _int(t.get("groups")), _secs(t.get("seconds")), _rate(_table_rate(t)),
-                     _rate(t.get("mb_per_s_per_stream")), _int(t.get("rows_per_s"))]
+                     _rate(_stream_rate(t)), _int(t.get("rows_per_s"))]
                     for name, t in (s.get("tables") or {}).items()])
     m += ["## Streams, slowest first", ""]
     m += _md_table(["group", "#MB/s", "#share of median", "#rows/s", "#seconds", "#input", "#rows", "outcome"],

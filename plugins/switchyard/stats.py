@@ -60,6 +60,12 @@ def _rate(amount: float, seconds: float | None) -> float | None:
     return round(amount / seconds, 1) if seconds else None
 
 
+# Where on the server a load ran and what it cost there, as the target adapters report it
+# (PostgreSQL: the backend; SQL Server: session, scheduler, CPU, NUMA node, port, I/O, CPU time).
+LOAD_DETAILS = ("backend_pid", "session_id", "scheduler_id", "cpu_id", "node_id", "port", "local_tcp_port",
+                "reads", "writes", "cpu_time_ms", "mode")
+
+
 def group_record(gid: str, group: dict) -> dict:
     load = group.get("load") or {}
     validate = group.get("validate") or {}
@@ -67,7 +73,7 @@ def group_record(gid: str, group: dict) -> dict:
     seconds = load.get("seconds")
     record = {
         "group": gid, "table": group["table"], "stream": group["stream"],
-        "file": load.get("file"), "rows": load.get("rows"), "bytes": load.get("bytes"),
+        "file": load.get("file") or group.get("planned_file"), "rows": load.get("rows"), "bytes": load.get("bytes"),
         "started": load.get("started"), "ended": load.get("ended"), "seconds": seconds,
         "mb_per_s": _rate((load.get("bytes") or 0) / 1e6, seconds),
         "rows_per_s": _rate(load.get("rows") or 0, seconds),
@@ -77,9 +83,14 @@ def group_record(gid: str, group: dict) -> dict:
         "switched": switch.get("switched"), "outcome": _outcome(group),
         "states": group.get("states"), "errors": group.get("errors") or {},
     }
-    for key in ("backend_pid", "session_id", "scheduler_id", "cpu_id", "node_id", "port"):
+    for key in LOAD_DETAILS:
         if key in load:
             record[key] = load[key]
+    steps = {step: {"started": (group.get(step) or {}).get("step_started"),
+                    "ended": (group.get(step) or {}).get("step_ended")}
+             for step in STEPS if (group.get(step) or {}).get("step_started")}
+    if steps:
+        record["steps"] = steps
     return record
 
 
@@ -120,22 +131,29 @@ def summary_table(tables: dict[str, dict]) -> list[str]:
     return lines
 
 
-def stragglers(records: list[dict], threshold: float = 0.7) -> list[dict]:
-    """Groups whose throughput is under `threshold` x the median of their table's groups."""
+def stragglers(records: list[dict], threshold: float = 0.7, waits: list[dict] | None = None) -> list[dict]:
+    """Groups whose throughput is under `threshold` x the median of their table's groups.
+
+    A table of two loads counts too: the median of two is their mean, so one is flagged only
+    when it ran under 54% of the other's rate (0.7 x the mean); a pair that far apart costs
+    the run as much as a straggler among many. One load alone has nothing to compare with.
+    `waits`, the server's top waits over the run where the target has them, go into each
+    straggler's notes: they are server-wide, not the stream's own.
+    """
     out = []
     by_table: dict[str, list[dict]] = {}
     for r in records:
         if r["mb_per_s"]:
             by_table.setdefault(r["table"], []).append(r)
     for table, rs in by_table.items():
-        if len(rs) < 3:
+        if len(rs) < 2:
             continue
         median = statistics.median(r["mb_per_s"] for r in rs)
         for r in rs:
             if r["mb_per_s"] < threshold * median:
                 entry = {"group": r["group"], "mb_per_s": r["mb_per_s"], "table_median_mb_per_s": median,
                          "ratio": round(r["mb_per_s"] / median, 2), "bytes": r["bytes"]}
-                entry.update(_what_differs(r, rs, records, median))
+                entry.update(_what_differs(r, rs, records, median, waits))
                 out.append(entry)
     return out
 
@@ -155,8 +173,17 @@ def _overlap_loads(r: dict, records: list[dict]) -> float | None:
     return busy / (end - start).total_seconds()
 
 
-def _what_differs(r: dict, table_records: list[dict], records: list[dict], median_mb_per_s: float) -> dict:
-    """Why one stream may be slow: its file size, row width and concurrency against its table's median.
+def _cpu_share(t: dict) -> float | None:
+    """Share of a load's wall time its server session spent on CPU (SQL Server: sys.dm_exec_sessions)."""
+    if t.get("cpu_time_ms") is None or not t.get("seconds"):
+        return None
+    return t["cpu_time_ms"] / 1000.0 / t["seconds"]
+
+
+def _what_differs(r: dict, table_records: list[dict], records: list[dict], median_mb_per_s: float,
+                  waits: list[dict] | None = None) -> dict:
+    """Why one stream may be slow: its file size, row width, read rate, CPU share and concurrency
+    against its table's median, and the server's waits where the target reports them.
 
     When none of these differ, the cause lies outside the data (the record run's slow streams
     came from one fragmented source disk), and the note says where to look.
@@ -191,9 +218,23 @@ def _what_differs(r: dict, table_records: list[dict], records: list[dict], media
     if overlap is not None and overlap_median is not None and overlap - overlap_median >= 1:
         notes.append(f"shared the target with {overlap:.1f} other loads on average "
                      f"(table median {overlap_median:.1f})")
-    if not notes:
-        notes.append("same file size, row width and concurrency as its table's other streams: "
-                     "look at this stream's source (disk, host, network) or the target's waits during its load")
+    cpu = _cpu_share(r)
+    cpu_median = median_of(_cpu_share(t) for t in table_records)
+    if cpu is not None and cpu_median is not None and cpu_median - cpu >= 0.2:
+        notes.append(f"its server session was on CPU {cpu:.0%} of the load (table median {cpu_median:.0%}): "
+                     f"the rest it waited, for I/O, locks or its client")
+    data_alike = len(notes) == 0
+    # The file is read and sent in one loop (COPY FROM STDIN, TDS bulk copy) or read by the
+    # server (BULK INSERT): either way the load's input rate is the rate its file was read at.
+    notes.append(f"read its file at {r['mb_per_s']:.1f} MB/s against the table's median "
+                 f"{median_mb_per_s:.1f} MB/s")
+    top = [w for w in (waits or []) if isinstance(w, dict) and w.get("wait_type")][:3]
+    if top:
+        notes.append("the server's top waits over the run (all loads): " + ", ".join(
+            f"{w['wait_type']} {w.get('wait_ms') or 0:,.0f} ms" for w in top))
+    if data_alike:
+        notes.insert(0, "same file size, row width and concurrency as its table's other streams: "
+                        "look at this stream's source (disk, host, network) or the target's waits during its load")
     return {
         "table": r.get("table"), "stream": r.get("stream"), "seconds": r.get("seconds"),
         "rows_per_s": r.get("rows_per_s"), "table_median_rows_per_s": rows_rate_median,
@@ -201,13 +242,19 @@ def _what_differs(r: dict, table_records: list[dict], records: list[dict], media
         "table_median_bytes": bytes_median, "bytes_vs_median": size,
         "bytes_per_row": round(width(r), 1) if width(r) else None,
         "table_median_bytes_per_row": round(width_median, 1) if width_median else None,
+        "cpu_share": round(cpu, 2) if cpu is not None else None,
+        "table_median_cpu_share": round(cpu_median, 2) if cpu_median is not None else None,
         "concurrent_loads": round(overlap, 2) if overlap is not None else None,
         "table_median_concurrent_loads": round(overlap_median, 2) if overlap_median is not None else None,
         "what_differs": notes,
     }
 
 
-def assemble(plan: dict, groups: dict[str, dict], context: Any) -> dict:
+def assemble(plan: dict, groups: dict[str, dict], context: Any, server: dict | None = None) -> dict:
+    """The run's statistics; `server` holds what the target saw over the run (SQL Server: the
+    deltas of its wait and latch statistics, `{"waits": [...], "latches": [...]}`)."""
+    server = server or {}
+    waits = list(server.get("waits") or [])
     records = [group_record(gid, g) for gid, g in groups.items()]
     tables = table_totals(records)
     starts = [r["started"] for r in records if r["started"]]
@@ -228,13 +275,18 @@ def assemble(plan: dict, groups: dict[str, dict], context: Any) -> dict:
                    "switched": len(switched), "failed": len(failed),
                    "mb_per_s": _rate(total_bytes / 1e6, makespan), "rows_per_s": _rate(total_rows, makespan)},
         "tables": tables, "groups": records, "failed_groups": failed,
-        "stragglers": stragglers(records), "summary_lines": summary,
+        "stragglers": stragglers(records, waits=waits), "summary_lines": summary,
+        "waits": waits, "latches": list(server.get("latches") or []),
     }
 
 
+def run_folder_name(run_id: str) -> str:
+    """A run's folder under the runs directory: its run id with anything but [A-Za-z0-9._-] as _."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", run_id)
+
+
 def stats_path(dag_id: str, run_id: str) -> Path:
-    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", run_id)
-    return runs_dir() / dag_id / safe / "stats.json"
+    return runs_dir() / dag_id / run_folder_name(run_id) / "stats.json"
 
 
 def write_stats(stats: dict, context: Any) -> Path:
@@ -244,3 +296,54 @@ def write_stats(stats: dict, context: Any) -> Path:
     tmp.write_text(json.dumps(stats, indent=2, default=str) + "\n")
     tmp.replace(path)
     return path
+
+
+# --- the control schema's load_stats table ------------------------------------------------
+LOAD_STATS_KEYS = ("run_id", "table_name", "stream")
+LOAD_STATS_COLUMNS = ("run_id", "batch", "table_name", "stream", "file", "bytes", "rows_loaded", "started_at",
+                      "ended_at", "seconds", "mb_per_s", "rows_per_s", "validation", "outcome", "dag_id", "port")
+# Where each engine's table keeps where a load ran (include/sql/<engine>/setup.sql).
+LOAD_STATS_ENGINE_COLUMNS = {
+    "postgres": ("backend_pid",),
+    "mssql": ("session_id", "scheduler_id", "cpu_id", "node_id", "local_tcp_port", "reads", "writes", "cpu_time_ms"),
+}
+
+
+def load_stats_columns(engine: str) -> tuple[str, ...]:
+    return LOAD_STATS_COLUMNS + LOAD_STATS_ENGINE_COLUMNS.get(engine, ())
+
+
+def load_stats_rows(stats: dict, engine: str) -> list[tuple]:
+    """One row per group that has a file to load (a skipped table's groups have none)."""
+    columns = load_stats_columns(engine)
+    rows = []
+    for r in stats.get("groups") or []:
+        if r.get("outcome") == "skipped":
+            continue
+        values = {
+            "run_id": stats["run_id"], "batch": stats.get("batch") or "", "table_name": r["table"],
+            "stream": r["stream"], "file": r.get("file") or r.get("planned_file") or "",
+            "bytes": r.get("bytes"), "rows_loaded": r.get("rows"), "started_at": _ts(r.get("started")),
+            "ended_at": _ts(r.get("ended")), "seconds": r.get("seconds"), "mb_per_s": r.get("mb_per_s"),
+            "rows_per_s": r.get("rows_per_s"), "validation": r.get("validation"), "outcome": r.get("outcome"),
+            "dag_id": stats.get("dag_id"),
+        }
+        rows.append(tuple(values.get(c, r.get(c)) for c in columns))
+    return rows
+
+
+def write_load_stats(adapter: Any, stats: dict) -> int:
+    """Upserts the run's rows into <control schema>.load_stats, all in one transaction."""
+    columns = load_stats_columns(adapter.engine)
+    rows = load_stats_rows(stats, adapter.engine)
+    if not rows:
+        return 0
+    statement, = adapter.render("record_load_stats.sql", columns=columns, keys=LOAD_STATS_KEYS)
+    with adapter.connection() as conn:
+        # Both drivers (psycopg 3, pyodbc) take autocommit as a settable attribute; off, the
+        # rows commit together or not at all.
+        conn.autocommit = False
+        cur = conn.cursor()
+        cur.executemany(statement, rows)
+        conn.commit()
+    return len(rows)

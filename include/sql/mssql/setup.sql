@@ -57,7 +57,8 @@ IF OBJECT_ID({{ nstr(qn(schema, t.name)) }}, N'U') IS NULL
 {% endfor %}
     ) ON {% if t.partitioned %}{{ q(t.scheme) }}({{ q(t.key) }}){% else %}[PRIMARY]{% endif %};
 {% endfor %}
--- One row per load, like the record runs' work queue, with where on the server it ran.
+-- One row per load, like the record runs' work queue, with where on the server it ran
+-- (port: the one the client dialled; local_tcp_port: the one the connection landed on).
 IF OBJECT_ID({{ nstr(qn(control_schema, "load_stats")) }}, N'U') IS NULL
     CREATE TABLE {{ qn(control_schema, "load_stats") }} (
         run_id        nvarchar(250) NOT NULL,
@@ -79,5 +80,10 @@ IF OBJECT_ID({{ nstr(qn(control_schema, "load_stats")) }}, N'U') IS NULL
         reads         bigint NULL,
         writes        bigint NULL,
         cpu_time_ms   bigint NULL,
+        dag_id        nvarchar(250) NULL,
+        mb_per_s      float NULL,
+        rows_per_s    float NULL,
+        port          int NULL,
+        outcome       nvarchar(100) NULL,
         CONSTRAINT [load_stats_pk] PRIMARY KEY (run_id, table_name, stream)
     );

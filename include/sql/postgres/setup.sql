@@ -11,7 +11,8 @@ CREATE TABLE IF NOT EXISTS {{ qn(schema, t.name) }} (
 {% endfor %}
 ){% if t.partitioned %} PARTITION BY RANGE ({{ q(t.key) }}){% endif %};
 {% endfor %}
--- One row per load, like the record runs' work queue.
+-- One row per load, like the record runs' work queue; written by the run's stats task.
+-- PostgreSQL has one listening port and no schedulers: the backend pid is the session.
 CREATE TABLE IF NOT EXISTS {{ qn(control_schema, "load_stats") }} (
     run_id        text NOT NULL,
     batch         text NOT NULL,
@@ -25,5 +26,17 @@ CREATE TABLE IF NOT EXISTS {{ qn(control_schema, "load_stats") }} (
     seconds       double precision,
     validation    text,
     backend_pid   integer,
+    dag_id        text,
+    mb_per_s      double precision,
+    rows_per_s    double precision,
+    port          integer,
+    outcome       text,
     PRIMARY KEY (run_id, table_name, stream)
 );
+-- Tables created by an earlier version lack the later columns (nullable: no table rewrite).
+ALTER TABLE {{ qn(control_schema, "load_stats") }}
+    ADD COLUMN IF NOT EXISTS dag_id text,
+    ADD COLUMN IF NOT EXISTS mb_per_s double precision,
+    ADD COLUMN IF NOT EXISTS rows_per_s double precision,
+    ADD COLUMN IF NOT EXISTS port integer,
+    ADD COLUMN IF NOT EXISTS outcome text;

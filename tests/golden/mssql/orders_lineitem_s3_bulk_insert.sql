@@ -163,7 +163,8 @@ IF OBJECT_ID(N'[tpch].[lineitem]', N'U') IS NULL
         [l_comment] varchar(44) NOT NULL
     ) ON [ps_lineitem]([l_orderkey]);
 GO
--- One row per load, like the record runs' work queue, with where on the server it ran.
+-- One row per load, like the record runs' work queue, with where on the server it ran
+-- (port: the one the client dialled; local_tcp_port: the one the connection landed on).
 IF OBJECT_ID(N'[switchyard].[load_stats]', N'U') IS NULL
     CREATE TABLE [switchyard].[load_stats] (
         run_id        nvarchar(250) NOT NULL,
@@ -185,6 +186,11 @@ IF OBJECT_ID(N'[switchyard].[load_stats]', N'U') IS NULL
         reads         bigint NULL,
         writes        bigint NULL,
         cpu_time_ms   bigint NULL,
+        dag_id        nvarchar(250) NULL,
+        mb_per_s      float NULL,
+        rows_per_s    float NULL,
+        port          int NULL,
+        outcome       nvarchar(100) NULL,
         CONSTRAINT [load_stats_pk] PRIMARY KEY (run_id, table_name, stream)
     );
 GO
