@@ -241,7 +241,23 @@ def test_rerun_switches_the_old_partition_out_first_in_one_transaction():
     assert body.count("WAIT_AT_LOW_PRIORITY (MAX_DURATION = 3 MINUTES, ABORT_AFTER_WAIT = SELF)") == 2
     old = next(x for x in stmts if x.lstrip().startswith("CREATE TABLE") or "\nCREATE TABLE" in x)
     assert old.rstrip().endswith("ON [fg2]")
-    assert stmts[-1] == "DROP TABLE [tpch_staging].[orders_2_old]"
+    # Both drops commit with the switches (DROP TABLE is transactional): none after COMMIT.
+    commit = body.index("COMMIT TRANSACTION")
+    assert in_at < body.index("DROP TABLE [tpch_staging].[orders_2]\n") < commit
+    assert in_at < body.index("DROP TABLE [tpch_staging].[orders_2_old]") < commit
+    assert stmts[-1] is body and "DROP" not in body[commit:]
+
+
+def test_a_load_starts_by_emptying_its_staging_table():
+    """A retried load task (prepare is not rerun) must not append to a half-loaded table."""
+    s = small_plan().stream("orders", 2)
+    (bulk,) = adapter().load_sql(s, Path(LOCAL_ROOT) / "b" / s.file)
+    truncate = bulk.index("TRUNCATE TABLE [tpch_staging].[orders_2]\n")
+    assert bulk.index("THROW 51001") < truncate < bulk.index("BULK INSERT [tpch_staging].[orders_2]")
+    (unguarded,) = adapter(scheduler_guard=False).load_sql(s, Path(LOCAL_ROOT) / "b" / s.file)
+    assert unguarded.index("TRUNCATE TABLE [tpch_staging].[orders_2]") < unguarded.index("BULK INSERT [")
+    assert [x.splitlines()[-1] for x in adapter(load_mode="tds").load_sql(s)] == [
+        "TRUNCATE TABLE [tpch_staging].[orders_2]"]
 
 
 def test_unpartitioned_table_is_replaced_whole_in_one_transaction():
