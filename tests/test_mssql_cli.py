@@ -105,6 +105,11 @@ def test_plan_refuses_what_the_server_cannot_do():
     assert out.returncode != 0 and "straddle processor groups" in out.stderr
 
 
+def cli_json(stdout: str):
+    """The JSON line of an airflow CLI answer (warnings may print before it on stdout)."""
+    return json.loads(next(line for line in reversed(stdout.splitlines()) if line.startswith("[")))
+
+
 # --- pool sync ------------------------------------------------------------------------------------
 @pytest.fixture
 def pool_name():
@@ -119,7 +124,7 @@ def pool_slots(name: str) -> int | None:
     result = airflow("pools", "get", name, "-o", "json", env=airflow_env(), check=False)
     if result.returncode != 0:
         return None
-    return int(json.loads(result.stdout)[0]["slots"])
+    return int(cli_json(result.stdout)[0]["slots"])
 
 
 def test_pool_sync_sets_the_pool_from_the_server(pg_uri, pool_name):
@@ -158,3 +163,28 @@ def test_pool_sync_names_a_missing_connection(pool_name):
     out = switchyard("pool", "sync", "--conn-id", "sy_missing_conn", "--pool", pool_name)
     assert out.returncode != 0 and "no Airflow connection 'sy_missing_conn'" in out.stderr
     assert pool_slots(pool_name) is None
+
+
+# --- the docker-compose stack's unpause step, against this Airflow ---------------------------------
+def test_the_stacks_unpause_script_unpauses_the_parsed_dag():
+    """include/docker/unpause-switchyard.sh with the real airflow CLI (3.3.2): the DAG once stored."""
+    from switchyard.local import airflow, airflow_env, migrate
+    env = airflow_env()
+    migrate(env)
+    airflow("dags", "reserialize", env=env, timeout=300)
+    airflow("dags", "pause", "-y", "switchyard_tpch", env=env)
+
+    def paused() -> bool:
+        out = airflow("dags", "details", "switchyard_tpch", "-o", "json", env=env)
+        return str(cli_json(out.stdout)[0]["is_paused"]) == "True"  # the CLI prints it as a string
+    assert paused() is True
+    try:
+        run_env = {**env, "SWITCHYARD_UNPAUSE_ATTEMPTS": "3",
+                   "PATH": os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])}
+        result = subprocess.run(["bash", str(ROOT / "include" / "docker" / "unpause-switchyard.sh")],
+                                env=run_env, text=True, capture_output=True, timeout=120)
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert paused() is False
+        assert """airflow dags trigger switchyard_tpch -c '{"batch": "demo"}'""" in result.stdout
+    finally:
+        airflow("dags", "pause", "-y", "switchyard_tpch", env=env, check=False)

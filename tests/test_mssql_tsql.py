@@ -456,8 +456,8 @@ def load(env=ENV) -> dict:
 def test_compose_file_is_valid_compose():
     from compose_spec import PyCompose
     compose = PyCompose.from_json(json.dumps(load()))
-    assert {"postgres", "mssql", "mssql-ports", "airflow-init", "airflow-apiserver", "airflow-scheduler",
-            "airflow-dag-processor", "airflow-triggerer"} == set(compose.service_names())
+    assert {"postgres", "mssql", "mssql-ports", "airflow-init", "switchyard-demo", "airflow-apiserver",
+            "airflow-scheduler", "airflow-dag-processor", "airflow-triggerer"} == set(compose.service_names())
 
 
 def test_the_validator_rejects_a_broken_file():
@@ -482,8 +482,10 @@ def test_secrets_come_from_env_and_are_required():
 
 def test_services_structure():
     services = load()["services"]
+    one_shot = {name for name, svc in services.items() if svc.get("restart") == "no"}
+    assert one_shot == {"airflow-init", "switchyard-demo"}
     for name, svc in services.items():
-        if name != "airflow-init":
+        if name not in one_shot:
             assert "healthcheck" in svc, f"{name} has no health check"
     mssql = services["mssql"]
     assert mssql["image"] == "mcr.microsoft.com/mssql/server:2022-latest"
@@ -510,8 +512,48 @@ def test_data_volume_is_shared_at_the_same_path():
     assert mount in services["airflow-scheduler"]["volumes"]
     init = (ROOT / "include" / "docker" / "init-switchyard.sh").read_text()
     assert '"server_data_root": "/switchyard/data"' in init
-    assert "airflow pools set switchyard_loads" in init
+    assert "python -m switchyard pool sync --conn-id switchyard_target" in init
     assert '"conn_type": "mssql"' in init and "switchyard_target" in init
+    runs = "./.switchyard/runs:/switchyard/runs"
+    assert runs in services["airflow-scheduler"]["volumes"]
+    assert services["airflow-scheduler"]["environment"]["SWITCHYARD_RUNS_DIR"] == "/switchyard/runs"
+
+
+def test_init_generates_the_demo_batch_and_the_demo_service_unpauses_the_dag():
+    services = load()["services"]
+    init = (ROOT / "include" / "docker" / "init-switchyard.sh").read_text()
+    generate = re.search(r"python -m switchyard generate (.*?)\n\s*--batch \"\$\{SWITCHYARD_DEMO_BATCH:-demo\}\"",
+                         init, re.S)
+    assert generate and '--streams "${SWITCHYARD_STREAMS:-4}"' in generate.group(1)
+    env = services["airflow-init"]["environment"]
+    assert env["SWITCHYARD_DEMO_BATCH"] == services["switchyard-demo"]["environment"]["SWITCHYARD_DEMO_BATCH"]
+    assert env["SWITCHYARD_STREAMS"] == services["airflow-scheduler"]["environment"]["SWITCHYARD_STREAMS"]
+    # The init connects through the forwarder (the connection's host), so it waits for it.
+    assert services["airflow-init"]["depends_on"]["mssql-ports"]["condition"] == "service_healthy"
+    demo = services["switchyard-demo"]
+    assert demo["depends_on"]["airflow-init"]["condition"] == "service_completed_successfully"
+    assert "airflow-dag-processor" in demo["depends_on"]
+    assert demo["entrypoint"][-1] == "/opt/airflow/include/docker/unpause-switchyard.sh"
+
+
+def test_init_scripts_are_valid_bash_and_python():
+    import subprocess
+    for name in ("init-switchyard.sh", "unpause-switchyard.sh"):
+        path = ROOT / "include" / "docker" / name
+        assert subprocess.run(["bash", "-n", str(path)], capture_output=True).returncode == 0, name
+    init = (ROOT / "include" / "docker" / "init-switchyard.sh").read_text()
+    (python,) = re.findall(r"python - <<'PY'\n(.*?)\nPY\n", init, re.S)
+    compile(python, "init-switchyard.sh:python", "exec")
+    # The database name is checked by every statement that carries it.
+    uses = re.findall(r'cur\.execute\(f"[^"]*\{([^}]*)\}', python)
+    assert uses and all(u == "db(database)" for u in uses), uses
+
+
+def test_odbc_password_braces_are_escaped():
+    from switchyard.targets.mssql import odbc_value
+    assert odbc_value("plain") == "plain"
+    assert odbc_value("pa}ss;w") == "{pa}}ss;w}"
+    assert odbc_value("{x}") == "{{x}}}"
 
 
 def test_forwarder_ports_match_the_connection():

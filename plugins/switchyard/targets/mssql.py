@@ -128,7 +128,7 @@ def _odbc_attributes(raw: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
     return tuple(out)
 
 
-def _odbc_value(value: str) -> str:
+def odbc_value(value: str) -> str:
     """An ODBC connection-string value, braced when it holds anything special."""
     if re.search(r"[;{}=\s]", value) or value != value.strip():
         return "{" + value.replace("}", "}}") + "}"
@@ -560,7 +560,7 @@ class MssqlAdapter(TargetAdapter):
         else:
             parts.append(("Trusted_Connection", "yes"))
         parts += [("APP", "switchyard"), ("PacketSize", str(self.packet_size)), *e.attributes]
-        return ";".join(f"{k}={v if k == 'DRIVER' else _odbc_value(v)}" for k, v in parts)
+        return ";".join(f"{k}={v if k == 'DRIVER' else odbc_value(v)}" for k, v in parts)
 
     def tds_connection_string(self, port: int) -> str:
         """For mssql-python, which brings its own driver; its bulk copy reads Server and PacketSize."""
@@ -569,7 +569,7 @@ class MssqlAdapter(TargetAdapter):
         if e.user:
             parts += [("UID", e.user), ("PWD", e.password or "")]
         parts += [("PacketSize", str(self.packet_size)), *e.attributes]
-        return ";".join(f"{k}={_odbc_value(v)}" for k, v in parts)
+        return ";".join(f"{k}={odbc_value(v)}" for k, v in parts)
 
     def sqlalchemy_url(self) -> str:
         from sqlalchemy.engine import URL
