@@ -118,6 +118,16 @@ def test_tds_mode_statements_parse_too():
                for _, stmt in all_statements(adapter(load_mode="tds", scheduler_guard=False)))
 
 
+def test_the_contract_suites_own_queries_parse():
+    """The SQL Server contract suite runs only against a server; its own queries are checked
+    here (pyodbc's ? placeholders read as a T-SQL variable)."""
+    from test_mssql_contract import suite_sql
+    statements = suite_sql(adapter(schema="c_0123abcd"))
+    failed = [x for x in statements if not sqlfluff_parses(re.sub(r"\?", "@p", x))]
+    assert not failed, "not T-SQL by sqlfluff:\n\n" + "\n\n".join(failed)
+    assert len(statements) > 20
+
+
 def test_the_parser_check_can_fail():
     assert not sqlfluff_parses("ALTER TABLE [s].[o] SWICH TO [t].[o] PARTITION 3")
     assert not sqlfluff_parses("CREATE PARTITION FUNCTION [pf] (bigint) AS RANGE LEFT FOR VALUE (0, 1)")
