@@ -8,14 +8,28 @@ Runs only when SWITCHYARD_MSSQL_URI names a server, e.g. the docker-compose stac
 URI: mssql://user:password@host:port/database?option=value&..., options as in
 switchyard.targets.mssql.ADAPTER_OPTIONS (load_mode, server_data_root, ports or
 base_port + port_count, ...) plus Encrypt / TrustServerCertificate. The database must
-exist. With load_mode=bulk_insert the server must see the test's data folder:
-set SWITCHYARD_MSSQL_SERVER_DATA_ROOT to where the server sees SWITCHYARD_DATA_ROOT
-(a shared volume); without it the suite loads over TDS bulk copy.
+exist. With load_mode=bulk_insert the server must see the files: set
+SWITCHYARD_MSSQL_SHARED_DIR to a folder of this machine that the server sees at
+SWITCHYARD_MSSQL_SERVER_DATA_ROOT (a shared volume); the suite copies its batch there.
+Without them it loads over TDS bulk copy (the worker sends the rows). With the
+docker-compose stack, from the project folder:
+
+    SWITCHYARD_MSSQL_SHARED_DIR=$PWD/.switchyard/data SWITCHYARD_MSSQL_SERVER_DATA_ROOT=/switchyard/data
+
+(the folder must be writable by you; the server only reads it). The scheduler-guard test
+needs bulk_insert; test_the_whole_dag runs the real DAG with `airflow dags test` and an
+Airflow connection built from the URI (AIRFLOW_CONN_SWITCHYARD_TARGET), in the tests'
+Airflow home. Every statement the suite sends is the adapter's, or one of the queries
+below, which tests/test_mssql_tsql.py parses as T-SQL without a server.
 """
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import uuid
+from pathlib import Path
+from urllib.parse import parse_qsl, urlsplit
 
 import pytest
 
@@ -32,33 +46,88 @@ pytestmark = [
 ]
 SPEC = load_spec("tpch")
 TABLES = ["orders", "lineitem", "nation"]
+SHARED_DIR = os.environ.get("SWITCHYARD_MSSQL_SHARED_DIR")
+SERVER_DATA_ROOT = os.environ.get("SWITCHYARD_MSSQL_SERVER_DATA_ROOT")
+
+
+# --- the suite's own queries (parsed as T-SQL by tests/test_mssql_tsql.py) ----------------------
+def rows_in_partition_sql(a, table: str) -> str:
+    """Rows of a table whose key the partition function puts in partition ? (by $PARTITION)."""
+    return (f"SELECT COUNT_BIG(*) FROM {a.qualified(a.schema, table)} "
+            f"WHERE $PARTITION.{a.q(a.function_name(table))}({a.q(SPEC.table(table).key)}) = ?")
+
+
+TABLES_NAMED_SQL = "SELECT COUNT(*) FROM sys.tables WHERE schema_id = SCHEMA_ID(?) AND name IN (?, ?)"
+TABLES_IN_SCHEMA_SQL = "SELECT COUNT(*) FROM sys.tables WHERE schema_id = SCHEMA_ID(?)"
+# Range constraints of the staging tables (before the switch: all trusted; after: none left).
+STAGING_CONSTRAINTS_SQL = ("SELECT OBJECT_NAME(parent_object_id), is_not_trusted FROM sys.check_constraints "
+                           "WHERE schema_id = SCHEMA_ID(?) ORDER BY 1")
+UNTRUSTED_IN_SCHEMA_SQL = ("SELECT COUNT(*) FROM sys.check_constraints "
+                           "WHERE schema_id = SCHEMA_ID(?) AND is_not_trusted = 1")
+# Each partition's storage: a switched-in partition brings the staging table's partition_id.
+PARTITION_IDS_SQL = ("SELECT partition_number, partition_id FROM sys.partitions "
+                     "WHERE object_id = OBJECT_ID(?) AND index_id IN (0, 1) ORDER BY partition_number")
+FINGERPRINT_SQL = "SELECT COUNT_BIG(*), CHECKSUM_AGG(BINARY_CHECKSUM(*)) FROM {table}"
+COUNT_SQL = "SELECT COUNT_BIG(*) FROM {table}"
+VISIBLE_SCHEDULERS_SQL = "SELECT scheduler_id FROM sys.dm_os_schedulers WHERE status = 'VISIBLE ONLINE'"
+CLAIM_SCHEDULER_SQL = ("EXEC sp_getapplock @Resource = ?, @LockMode = N'Exclusive', @LockOwner = N'Session', "
+                       "@LockTimeout = 0")
+
+
+def drop_sql(a, tables, streams: int = 3) -> list[str]:
+    """Tables, then schemas; partition functions, schemes and filegroups stay for the next run."""
+    drops = [f"DROP TABLE IF EXISTS {a.qualified(s, t)}" for s in (a.schema, a.staging_schema)
+             for t in [*tables, *(f"{t}_{k}" for t in tables for k in range(1, streams + 1)),
+                       *(f"{t}_{k}_old" for t in tables for k in range(1, streams + 1))]]
+    return drops + [f"DROP SCHEMA IF EXISTS {a.q(a.staging_schema)}", f"DROP SCHEMA IF EXISTS {a.q(a.schema)}"]
+
+
+def suite_sql(a) -> list[str]:
+    """Every statement of the suite's own, for the parser check."""
+    return [*(rows_in_partition_sql(a, t) for t in ("orders", "lineitem")), TABLES_NAMED_SQL, TABLES_IN_SCHEMA_SQL,
+            STAGING_CONSTRAINTS_SQL, UNTRUSTED_IN_SCHEMA_SQL, PARTITION_IDS_SQL,
+            FINGERPRINT_SQL.format(table=a.qualified(a.schema, "orders")),
+            COUNT_SQL.format(table=a.qualified(a.staging_schema, "orders_1")), VISIBLE_SCHEDULERS_SQL,
+            CLAIM_SCHEDULER_SQL, *drop_sql(a, TABLES)]
+
+
+def load_options() -> dict:
+    """bulk_insert where the server sees the shared folder, else TDS bulk copy."""
+    if SHARED_DIR and SERVER_DATA_ROOT:
+        return {"load_mode": "bulk_insert", "local_data_root": str(Path(SHARED_DIR).resolve()),
+                "server_data_root": SERVER_DATA_ROOT}
+    if "load_mode=" in (URI or ""):
+        return {}
+    return {"load_mode": "tds"}
+
+
+def shared_batch(folder: Path) -> tuple[Path, Path]:
+    """(data root, batch folder) the loads read: a copy in the shared folder for bulk_insert."""
+    if load_options().get("load_mode") != "bulk_insert":
+        return folder.parent, folder
+    root = Path(SHARED_DIR).resolve()
+    target = root / f"contract-{uuid.uuid4().hex[:8]}"
+    shutil.copytree(folder, target)
+    return root, target
 
 
 @pytest.fixture(scope="module")
 def batch(tpch_batch):
     name, folder = tpch_batch
+    root, folder = shared_batch(folder)
     manifest = read_manifest(folder, SPEC)
-    return folder, manifest, plan_batch(SPEC, manifest, TABLES)
+    yield folder, manifest, plan_batch(SPEC, manifest, TABLES)
+    if folder.name.startswith("contract-"):
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
 def adapter(batch):
     from switchyard.targets.mssql import MssqlAdapter
     schema = f"c_{uuid.uuid4().hex[:8]}"
-    options = {}
-    server_root = os.environ.get("SWITCHYARD_MSSQL_SERVER_DATA_ROOT")
-    if server_root:
-        options.update(load_mode="bulk_insert", server_data_root=server_root)
-    elif "load_mode=" not in URI:
-        options["load_mode"] = "tds"
-    a = MssqlAdapter(SPEC, uri=URI, schema=schema, **options)
+    a = MssqlAdapter(SPEC, uri=URI, schema=schema, **load_options())
     yield a
-    # Tables, then schemas; partition functions, schemes and filegroups stay for the next run.
-    drops = [f"DROP TABLE IF EXISTS {a.qualified(s, t)}" for s in (a.schema, a.staging_schema)
-             for t in [*TABLES, *(f"{t}_{k}" for t in TABLES for k in range(1, 4)),
-                       *(f"{t}_{k}_old" for t in TABLES for k in range(1, 4))]]
-    drops += [f"DROP SCHEMA IF EXISTS {a.q(a.staging_schema)}", f"DROP SCHEMA IF EXISTS {a.q(a.schema)}"]
-    a.execute(drops)
+    a.execute(drop_sql(a, TABLES))
 
 
 def _load_stream(adapter, folder, s):
@@ -99,9 +168,7 @@ def test_load_validate_switch_every_stream(adapter, batch):
             # $PARTITION of both ends gives the partition the rows now sit in.
             assert adapter.partition_number(s) == s.stream + 1
             assert adapter.partition_rows(s) == expected
-            n = adapter.fetch(f"SELECT COUNT_BIG(*) FROM {adapter.qualified(adapter.schema, s.table)} "
-                              f"WHERE $PARTITION.{adapter.q(adapter.function_name(s.table))}({adapter.q(SPEC.table(s.table).key)}) = ?",
-                              (s.stream + 1,))[0][0]
+            n = adapter.fetch(rows_in_partition_sql(adapter, s.table), (s.stream + 1,))[0][0]
             assert n == expected
     for table in TABLES:
         total = sum(e.rows for e in manifest.entries if e.table == table)
@@ -120,8 +187,7 @@ def test_rerun_replaces_a_partition(adapter, batch):
     assert switched["replaced"] is True
     assert adapter.row_count("orders") == before
     assert adapter.partition_rows(s) == manifest.entry("orders", 2).rows
-    left = adapter.fetch("SELECT COUNT(*) FROM sys.tables WHERE schema_id = SCHEMA_ID(?) AND name IN (?, ?)",
-                         (adapter.staging_schema, s.staging_table, f"{s.staging_table}_old"))[0][0]
+    left = adapter.fetch(TABLES_NAMED_SQL, (adapter.staging_schema, s.staging_table, f"{s.staging_table}_old"))[0][0]
     assert left == 0
 
 
@@ -147,3 +213,131 @@ def test_a_bad_file_fails_naming_the_file(adapter, batch, tmp_path):
             adapter.load(s, bad)
     finally:
         bad.unlink()
+
+
+# --- one load per scheduler, on the server -----------------------------------------------------
+def test_scheduler_guard_reconnects_then_loads_shared(adapter, batch):
+    """A second session holds every scheduler's claim: each attempt gets the server's busy
+    error, the loader reconnects guard_retries times, then loads without the claim."""
+    if adapter.load_mode != "bulk_insert":
+        pytest.skip("the scheduler guard is part of the BULK INSERT batch: set SWITCHYARD_MSSQL_SHARED_DIR "
+                    "and SWITCHYARD_MSSQL_SERVER_DATA_ROOT")
+    folder, manifest, plan = batch
+    s = plan.stream("orders", 1)
+    adapter.setup(plan)
+    expected = manifest.entry("orders", 1).rows
+    retries = adapter.guard_retries
+    adapter.guard_retries = 2
+    blocker = adapter.connect_odbc()
+    try:
+        cur = blocker.cursor()
+        schedulers = [r[0] for r in cur.execute(VISIBLE_SCHEDULERS_SQL).fetchall()]
+        for scheduler in schedulers:
+            cur.execute(CLAIM_SCHEDULER_SQL, f"switchyard.scheduler.{scheduler}")
+        adapter.prepare(s)
+        shared = adapter.load(s, folder / s.file)
+    finally:
+        blocker.close()  # ends the session: its claims go with it
+        adapter.guard_retries = retries
+    assert shared.rows == expected
+    assert shared.details["attempts"] == 4  # the first try, 2 reconnects, then without the claim
+    assert shared.details["scheduler_shared"] is True and shared.details["scheduler_claimed"] is False
+    # With the schedulers free, a retried load claims one at once and still loads each row once.
+    again = adapter.load(s, folder / s.file)
+    assert again.rows == expected and again.details["attempts"] == 1 and again.details["scheduler_claimed"]
+    staging = adapter.qualified(adapter.staging_schema, s.staging_table)
+    assert adapter.fetch(COUNT_SQL.format(table=staging))[0][0] == expected
+
+
+# --- the whole DAG on SQL Server ---------------------------------------------------------------
+def airflow_connection(options: dict) -> str:
+    """The Airflow connection (JSON form of AIRFLOW_CONN_*) for the server named by the URI."""
+    from switchyard.targets.mssql import parse_uri
+    endpoint, _ = parse_uri(URI)
+    extra = {**dict(parse_qsl(urlsplit(URI).query)), **options}
+    return json.dumps({"conn_type": "mssql", "host": endpoint.host, "port": endpoint.port,
+                       "login": endpoint.user, "password": endpoint.password, "schema": endpoint.database,
+                       "extra": extra})
+
+
+def line_count(path: Path) -> int:
+    with open(path, "rb") as fh:
+        return sum(chunk.count(b"\n") for chunk in iter(lambda: fh.read(1 << 20), b""))
+
+
+def fingerprint(a, tables) -> dict:
+    return {t: tuple(a.fetch(FINGERPRINT_SQL.format(table=a.qualified(a.schema, t)))[0]) for t in tables}
+
+
+def test_the_whole_dag(tpch_batch, tmp_path):
+    """`airflow dags test` of the real DAG at scale 0.01 in 3 streams: loaded, validated,
+    switched; then a run that stops before the switches (trusted constraints on staging);
+    then a full rerun that replaces every partition with the same rows."""
+    from switchyard.local import airflow, airflow_env, migrate
+    from switchyard.targets.mssql import MssqlAdapter
+    name, folder = tpch_batch
+    root, folder = shared_batch(folder)
+    options = {**load_options(), "local_data_root": str(root)}
+    schema = f"d_{uuid.uuid4().hex[:8]}"
+    env = airflow_env(streams=3, extra={
+        "AIRFLOW_CONN_SWITCHYARD_TARGET": airflow_connection(options),
+        "SWITCHYARD_DATA_ROOT": str(root), "SWITCHYARD_SCHEMA": schema,
+        "SWITCHYARD_RUNS_DIR": str(tmp_path / "runs"), "SWITCHYARD_SCHEDULE": "none"})
+    migrate(env)
+    a = MssqlAdapter(SPEC, uri=URI, schema=schema, **options)
+    manifest = read_manifest(folder, SPEC)
+    plan = plan_batch(SPEC, manifest)
+    conf = json.dumps({"batch": folder.name})
+
+    def dags_test(*extra: str):
+        return airflow("dags", "test", "switchyard_tpch", "-c", conf, *extra, env=env, check=False, timeout=3600)
+
+    try:
+        first = dags_test()
+        assert first.returncode == 0, (first.stdout + first.stderr)[-4000:]
+        for table in SPEC.tables:
+            files = sorted((folder / table.name).glob("*.tbl"))
+            assert a.row_count(table.name) == sum(line_count(f) for f in files), table.name
+        for s in plan.all_streams():
+            if s.partitioned and not s.empty:
+                lines = line_count(folder / s.file)
+                assert a.partition_number(s) == s.stream + 1, s.group_id
+                assert a.fetch(rows_in_partition_sql(a, s.table), (s.stream + 1,))[0][0] == lines, s.group_id
+                assert a.partition_rows(s) == lines, s.group_id
+        # Switched: no staging table is left, and with them their constraints.
+        assert a.fetch(TABLES_IN_SCHEMA_SQL, (a.staging_schema,))[0][0] == 0
+        assert a.fetch(STAGING_CONSTRAINTS_SQL, (a.staging_schema,)) == []
+        assert a.fetch(UNTRUSTED_IN_SCHEMA_SQL, (a.schema,))[0][0] == 0
+        before = fingerprint(a, SPEC.table_names)
+        ids_before = {t: a.fetch(PARTITION_IDS_SQL, (a.qualified(a.schema, t),)) for t in ("orders", "lineitem")}
+
+        # Loaded and validated, switches not run: every staging table holds its file, under
+        # a trusted range constraint (SWITCH would refuse an untrusted one); the target is as it was.
+        dags_test("--mark-success-pattern", r".*\.switch")
+        constraints = a.fetch(STAGING_CONSTRAINTS_SQL, (a.staging_schema,))
+        partitioned = [s for s in plan.all_streams() if s.partitioned and not s.empty]
+        assert sorted(r[0] for r in constraints) == sorted(s.staging_table for s in partitioned)
+        assert all(r[1] == 0 for r in constraints), constraints
+        for s in partitioned:
+            staged = a.fetch(COUNT_SQL.format(table=a.qualified(a.staging_schema, s.staging_table)))[0][0]
+            assert staged == line_count(folder / s.file), s.group_id
+        assert fingerprint(a, SPEC.table_names) == before
+
+        # A full rerun replaces every partition (new storage) with the same rows.
+        second = dags_test()
+        assert second.returncode == 0, (second.stdout + second.stderr)[-4000:]
+        assert fingerprint(a, SPEC.table_names) == before
+        for t, old in ids_before.items():
+            new = a.fetch(PARTITION_IDS_SQL, (a.qualified(a.schema, t),))
+            assert [n for n, _ in new] == [n for n, _ in old]
+            changed = [n for (n, pid), (_, old_pid) in zip(new, old) if pid != old_pid]
+            assert changed == [s.stream + 1 for s in plan.table(t).streams if not s.empty], t
+        assert a.fetch(TABLES_IN_SCHEMA_SQL, (a.staging_schema,))[0][0] == 0
+        stats = json.loads(max((tmp_path / "runs").glob("switchyard_tpch/*/stats.json"),
+                               key=lambda p: p.stat().st_mtime).read_text())
+        assert stats["failed_groups"] == []
+        assert all(g["replaced"] for g in stats["groups"] if g["table"] in ("orders", "lineitem"))
+    finally:
+        a.execute(drop_sql(a, SPEC.table_names))
+        if folder.name.startswith("contract-"):
+            shutil.rmtree(folder, ignore_errors=True)

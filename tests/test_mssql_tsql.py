@@ -118,6 +118,16 @@ def test_tds_mode_statements_parse_too():
                for _, stmt in all_statements(adapter(load_mode="tds", scheduler_guard=False)))
 
 
+def test_the_contract_suites_own_queries_parse():
+    """The SQL Server contract suite runs only against a server; its own queries are checked
+    here (pyodbc's ? placeholders read as a T-SQL variable)."""
+    from test_mssql_contract import suite_sql
+    statements = suite_sql(adapter(schema="c_0123abcd"))
+    failed = [x for x in statements if not sqlfluff_parses(re.sub(r"\?", "@p", x))]
+    assert not failed, "not T-SQL by sqlfluff:\n\n" + "\n\n".join(failed)
+    assert len(statements) > 20
+
+
 def test_the_parser_check_can_fail():
     assert not sqlfluff_parses("ALTER TABLE [s].[o] SWICH TO [t].[o] PARTITION 3")
     assert not sqlfluff_parses("CREATE PARTITION FUNCTION [pf] (bigint) AS RANGE LEFT FOR VALUE (0, 1)")
@@ -241,7 +251,23 @@ def test_rerun_switches_the_old_partition_out_first_in_one_transaction():
     assert body.count("WAIT_AT_LOW_PRIORITY (MAX_DURATION = 3 MINUTES, ABORT_AFTER_WAIT = SELF)") == 2
     old = next(x for x in stmts if x.lstrip().startswith("CREATE TABLE") or "\nCREATE TABLE" in x)
     assert old.rstrip().endswith("ON [fg2]")
-    assert stmts[-1] == "DROP TABLE [tpch_staging].[orders_2_old]"
+    # Both drops commit with the switches (DROP TABLE is transactional): none after COMMIT.
+    commit = body.index("COMMIT TRANSACTION")
+    assert in_at < body.index("DROP TABLE [tpch_staging].[orders_2]\n") < commit
+    assert in_at < body.index("DROP TABLE [tpch_staging].[orders_2_old]") < commit
+    assert stmts[-1] is body and "DROP" not in body[commit:]
+
+
+def test_a_load_starts_by_emptying_its_staging_table():
+    """A retried load task (prepare is not rerun) must not append to a half-loaded table."""
+    s = small_plan().stream("orders", 2)
+    (bulk,) = adapter().load_sql(s, Path(LOCAL_ROOT) / "b" / s.file)
+    truncate = bulk.index("TRUNCATE TABLE [tpch_staging].[orders_2]\n")
+    assert bulk.index("THROW 51001") < truncate < bulk.index("BULK INSERT [tpch_staging].[orders_2]")
+    (unguarded,) = adapter(scheduler_guard=False).load_sql(s, Path(LOCAL_ROOT) / "b" / s.file)
+    assert unguarded.index("TRUNCATE TABLE [tpch_staging].[orders_2]") < unguarded.index("BULK INSERT [")
+    assert [x.splitlines()[-1] for x in adapter(load_mode="tds").load_sql(s)] == [
+        "TRUNCATE TABLE [tpch_staging].[orders_2]"]
 
 
 def test_unpartitioned_table_is_replaced_whole_in_one_transaction():
@@ -440,8 +466,8 @@ def load(env=ENV) -> dict:
 def test_compose_file_is_valid_compose():
     from compose_spec import PyCompose
     compose = PyCompose.from_json(json.dumps(load()))
-    assert {"postgres", "mssql", "mssql-ports", "airflow-init", "airflow-apiserver", "airflow-scheduler",
-            "airflow-dag-processor", "airflow-triggerer"} == set(compose.service_names())
+    assert {"postgres", "mssql", "mssql-ports", "airflow-init", "switchyard-demo", "airflow-apiserver",
+            "airflow-scheduler", "airflow-dag-processor", "airflow-triggerer"} == set(compose.service_names())
 
 
 def test_the_validator_rejects_a_broken_file():
@@ -466,8 +492,10 @@ def test_secrets_come_from_env_and_are_required():
 
 def test_services_structure():
     services = load()["services"]
+    one_shot = {name for name, svc in services.items() if svc.get("restart") == "no"}
+    assert one_shot == {"airflow-init", "switchyard-demo"}
     for name, svc in services.items():
-        if name != "airflow-init":
+        if name not in one_shot:
             assert "healthcheck" in svc, f"{name} has no health check"
     mssql = services["mssql"]
     assert mssql["image"] == "mcr.microsoft.com/mssql/server:2022-latest"
@@ -494,8 +522,48 @@ def test_data_volume_is_shared_at_the_same_path():
     assert mount in services["airflow-scheduler"]["volumes"]
     init = (ROOT / "include" / "docker" / "init-switchyard.sh").read_text()
     assert '"server_data_root": "/switchyard/data"' in init
-    assert "airflow pools set switchyard_loads" in init
+    assert "python -m switchyard pool sync --conn-id switchyard_target" in init
     assert '"conn_type": "mssql"' in init and "switchyard_target" in init
+    runs = "./.switchyard/runs:/switchyard/runs"
+    assert runs in services["airflow-scheduler"]["volumes"]
+    assert services["airflow-scheduler"]["environment"]["SWITCHYARD_RUNS_DIR"] == "/switchyard/runs"
+
+
+def test_init_generates_the_demo_batch_and_the_demo_service_unpauses_the_dag():
+    services = load()["services"]
+    init = (ROOT / "include" / "docker" / "init-switchyard.sh").read_text()
+    generate = re.search(r"python -m switchyard generate (.*?)\n\s*--batch \"\$\{SWITCHYARD_DEMO_BATCH:-demo\}\"",
+                         init, re.S)
+    assert generate and '--streams "${SWITCHYARD_STREAMS:-4}"' in generate.group(1)
+    env = services["airflow-init"]["environment"]
+    assert env["SWITCHYARD_DEMO_BATCH"] == services["switchyard-demo"]["environment"]["SWITCHYARD_DEMO_BATCH"]
+    assert env["SWITCHYARD_STREAMS"] == services["airflow-scheduler"]["environment"]["SWITCHYARD_STREAMS"]
+    # The init connects through the forwarder (the connection's host), so it waits for it.
+    assert services["airflow-init"]["depends_on"]["mssql-ports"]["condition"] == "service_healthy"
+    demo = services["switchyard-demo"]
+    assert demo["depends_on"]["airflow-init"]["condition"] == "service_completed_successfully"
+    assert "airflow-dag-processor" in demo["depends_on"]
+    assert demo["entrypoint"][-1] == "/opt/airflow/include/docker/unpause-switchyard.sh"
+
+
+def test_init_scripts_are_valid_bash_and_python():
+    import subprocess
+    for name in ("init-switchyard.sh", "unpause-switchyard.sh"):
+        path = ROOT / "include" / "docker" / name
+        assert subprocess.run(["bash", "-n", str(path)], capture_output=True).returncode == 0, name
+    init = (ROOT / "include" / "docker" / "init-switchyard.sh").read_text()
+    (python,) = re.findall(r"python - <<'PY'\n(.*?)\nPY\n", init, re.S)
+    compile(python, "init-switchyard.sh:python", "exec")
+    # The database name is checked by every statement that carries it.
+    uses = re.findall(r'cur\.execute\(f"[^"]*\{([^}]*)\}', python)
+    assert uses and all(u == "db(database)" for u in uses), uses
+
+
+def test_odbc_password_braces_are_escaped():
+    from switchyard.targets.mssql import odbc_value
+    assert odbc_value("plain") == "plain"
+    assert odbc_value("pa}ss;w") == "{pa}}ss;w}"
+    assert odbc_value("{x}") == "{{x}}}"
 
 
 def test_forwarder_ports_match_the_connection():

@@ -9,9 +9,10 @@ DECLARE @resource nvarchar(255) = CONCAT(N'switchyard.scheduler.', @scheduler)
 DECLARE @rc int
 EXEC @rc = sp_getapplock @Resource = @resource, @LockMode = N'Exclusive', @LockOwner = N'Session', @LockTimeout = 0
 IF @rc < 0
-    THROW {{ busy_error }}, N'switchyard: another load holds this scheduler', 1
+    THROW {{ busy_error }}, {{ nstr(busy_message) }}, 1
 EXEC sp_set_session_context N'switchyard.scheduler', @scheduler
 {% endif %}
+{% include "truncate.sql" %}
 -- DATAFILETYPE 'char': text fields converted by the server, dates as ISO yyyy-mm-dd (read
 -- the same under every DATEFORMAT for the date type). The row terminator is '|' followed by
 -- a real line feed inside the literal: '\n' would mean CR LF to SQL Server, and '|0x0a' is

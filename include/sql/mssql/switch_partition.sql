@@ -23,14 +23,19 @@ BEGIN TRY
 {% endif %}
     ALTER TABLE {{ qn(staging_schema, s.staging_table) }} SWITCH TO {{ qn(schema, s.table) }} PARTITION @partition
         WITH (WAIT_AT_LOW_PRIORITY (MAX_DURATION = {{ lit(wait_minutes) }} MINUTES, ABORT_AFTER_WAIT = SELF))
+    -- DROP TABLE is transactional in SQL Server, so the drops commit with the switch: a
+    -- staging table exists exactly while its rows are not switched in. Were they dropped
+    -- after COMMIT, a task killed in between would leave an empty staging table behind, and
+    -- its retry would switch the new partition out and that empty table in. The staging
+    -- table is empty now (metadata only); the old partition's pages are freed after COMMIT
+    -- (deferred drop for large tables).
+    DROP TABLE {{ qn(staging_schema, s.staging_table) }}
+{% if replace_existing %}
+    DROP TABLE {{ qn(staging_schema, old_table) }}
+{% endif %}
     COMMIT TRANSACTION
 END TRY
 BEGIN CATCH
     IF @@TRANCOUNT > 0 ROLLBACK TRANSACTION
     ;THROW
 END CATCH;
--- Empty now (its rows were switched in); dropping it is metadata only.
-DROP TABLE {{ qn(staging_schema, s.staging_table) }};
-{% if replace_existing %}
-DROP TABLE {{ qn(staging_schema, old_table) }};
-{% endif %}

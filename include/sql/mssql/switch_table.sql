@@ -7,10 +7,11 @@ BEGIN TRY
     TRUNCATE TABLE {{ qn(schema, s.table) }}
     INSERT INTO {{ qn(schema, s.table) }} WITH (TABLOCK) ({% for c in columns %}{{ q(c.name) }}{{ ", " if not loop.last }}{% endfor %})
         SELECT {% for c in columns %}{{ q(c.name) }}{{ ", " if not loop.last }}{% endfor %} FROM {{ qn(staging_schema, s.staging_table) }}
+    -- DROP TABLE is transactional: the staging table goes with the commit that used it.
+    DROP TABLE {{ qn(staging_schema, s.staging_table) }}
     COMMIT TRANSACTION
 END TRY
 BEGIN CATCH
     IF @@TRANCOUNT > 0 ROLLBACK TRANSACTION
     ;THROW
 END CATCH;
-DROP TABLE {{ qn(staging_schema, s.staging_table) }};

@@ -150,6 +150,15 @@ class TargetAdapter(ABC):
     def scheduler_count(self) -> int:
         """How many loads the server runs side by side at full speed: the pool size."""
 
+    def server_snapshot(self) -> dict | None:
+        """The server's cumulative wait counters now, JSON-serialisable (it travels through
+        XCom); None where the engine keeps none worth comparing."""
+        return None
+
+    def server_delta(self, before: dict, after: dict, top: int = 10) -> dict:
+        """What the server waited on between two `server_snapshot()`s, busiest first."""
+        return {}
+
 
 def split_statements(text: str) -> list[str]:
     """Statements end with ';' at the end of a line (templates never put one inside a literal)."""

@@ -50,6 +50,7 @@ MAX_PACKET_SIZE = 32767
 DEFAULT_PORT = 1433
 DEFAULT_FILE_DIR = "/var/opt/mssql/data"
 SCHEDULER_BUSY_ERROR = 51001
+SCHEDULER_BUSY_MESSAGE = "switchyard: another load holds this scheduler"
 ODBC_DRIVER_NAME = "ODBC Driver 18 for SQL Server"
 # Settings read from a connection's extras or a URI's query, besides the constructor's.
 ADAPTER_OPTIONS = ("load_mode", "server_data_root", "local_data_root", "ports", "base_port", "port_count",
@@ -127,7 +128,7 @@ def _odbc_attributes(raw: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
     return tuple(out)
 
 
-def _odbc_value(value: str) -> str:
+def odbc_value(value: str) -> str:
     """An ODBC connection-string value, braced when it holds anything special."""
     if re.search(r"[;{}=\s]", value) or value != value.strip():
         return "{" + value.replace("}", "}}") + "}"
@@ -257,7 +258,7 @@ class FileRows:
         self.error: TargetError | None = None
 
     def _fail(self, lineno: int, message: str) -> TargetError:
-        self.error = TargetError(f"{self.path}: line {lineno}: {message}{self.context}")
+        self.error = TargetError(f"{self.path}: line {lineno}: {message}{self.context}", permanent=True)
         return self.error
 
     def __iter__(self) -> Iterator[tuple]:
@@ -337,6 +338,130 @@ def stats_delta(before: Mapping[str, tuple], after: Mapping[str, tuple]) -> dict
         if any(delta):
             out[key] = delta
     return dict(sorted(out.items(), key=lambda kv: -kv[1][1] if len(kv[1]) > 1 else 0))
+
+
+# Waits of background tasks that sleep by design (the lazy writer, checkpoint, Service
+# Broker, extended events, WAITFOR ...): they grow with wall time whatever the load does,
+# so they would top every delta and hide the waits a load causes.
+IDLE_WAITS = frozenset({
+    "BROKER_EVENTHANDLER", "BROKER_RECEIVE_WAITFOR", "BROKER_TASK_STOP", "BROKER_TO_FLUSH",
+    "BROKER_TRANSMITTER", "CHECKPOINT_QUEUE", "CHKPT", "CLR_AUTO_EVENT", "CLR_MANUAL_EVENT",
+    "CLR_SEMAPHORE", "DIRTY_PAGE_POLL", "DISPATCHER_QUEUE_SEMAPHORE", "FT_IFTS_SCHEDULER_IDLE_WAIT",
+    "FT_IFTSHC_MUTEX", "HADR_FILESTREAM_IOMGR_IOCOMPLETION", "HADR_WORK_QUEUE", "KSOURCE_WAKEUP",
+    "LAZYWRITER_SLEEP", "LOGMGR_QUEUE", "ONDEMAND_TASK_QUEUE", "PWAIT_ALL_COMPONENTS_INITIALIZED",
+    "PVS_PREALLOCATE", "QDS_ASYNC_QUEUE", "QDS_CLEANUP_STALE_QUERIES_TASK_MAIN_LOOP_SLEEP",
+    "QDS_PERSIST_TASK_MAIN_LOOP_SLEEP", "REQUEST_FOR_DEADLOCK_SEARCH", "RESOURCE_QUEUE",
+    "SERVER_IDLE_CHECK", "SLEEP_BPOOL_FLUSH", "SLEEP_DBSTARTUP", "SLEEP_DCOMSTARTUP",
+    "SLEEP_MASTERDBREADY", "SLEEP_MASTERMDREADY", "SLEEP_MASTERUPGRADED", "SLEEP_MSDBSTARTUP",
+    "SLEEP_SYSTEMTASK", "SLEEP_TASK", "SLEEP_TEMPDBSTARTUP", "SNI_HTTP_ACCEPT", "SOS_WORK_DISPATCHER",
+    "SP_SERVER_DIAGNOSTICS_SLEEP", "SQLTRACE_BUFFER_FLUSH", "SQLTRACE_INCREMENTAL_FLUSH_SLEEP",
+    "WAITFOR", "WAIT_XTP_CKPT_CLOSE", "WAIT_XTP_HOST_WAIT", "WAIT_XTP_OFFLINE_CKPT_NEW_LOG",
+    "XE_DISPATCHER_JOIN", "XE_DISPATCHER_WAIT", "XE_LIVE_TARGET_TVF", "XE_TIMER_EVENT",
+})
+
+
+def snapshot_delta(before: Mapping[str, Any], after: Mapping[str, Any], top: int = 10) -> dict[str, list[dict]]:
+    """`server_delta`: the waits and latches that accrued between two server snapshots.
+
+    Snapshots are `{"waits": {wait_type: [waiting_tasks, wait_ms, signal_ms]}, "latches":
+    {latch_class: [waiting_requests, wait_ms, max_wait_ms]}}` (lists: they come back from
+    JSON). A counter lower after than before means the counters were reset in between (a
+    restart, DBCC SQLPERF ... CLEAR): the after value alone is then what accrued since.
+    """
+    def accrued(kind: str) -> dict[str, tuple]:
+        prior = {k: tuple(v) for k, v in (before.get(kind) or {}).items()}
+        now = {k: tuple(v) for k, v in (after.get(kind) or {}).items()}
+        reset = {k for k, v in now.items() if k in prior and any(a < b for a, b in zip(v, prior[k]))}
+        return stats_delta({k: v for k, v in prior.items() if k not in reset}, now)
+
+    waits = [{"wait_type": k, "wait_ms": v[1], "signal_ms": v[2], "waiting_tasks": v[0]}
+             for k, v in accrued("waits").items() if k not in IDLE_WAITS and v[1] > 0]
+    latches = [{"latch_class": k, "wait_ms": v[1], "waiting_requests": v[0]}
+               for k, v in accrued("latches").items() if v[1] > 0]
+    order = lambda row: (-row["wait_ms"], row.get("wait_type") or row.get("latch_class"))  # noqa: E731
+    return {"waits": sorted(waits, key=order)[:top], "latches": sorted(latches, key=order)[:top]}
+
+
+# --- what a failed load means for a retry -------------------------------------------------
+# SQL Server errors about the data itself: the same file fails the same way on every try.
+DATA_ERRORS = frozenset({
+    241, 242, 245, 8114, 8115,  # conversion of a value (date, number) failed or overflowed
+    515,                        # NULL into a NOT NULL column
+    547,                        # CHECK constraint violated: a key outside the partition's range
+    2601, 2627,                 # duplicate key
+    2628, 8152,                 # string or binary data would be truncated
+    4815, 4816,                 # bulk copy: invalid column length / type from the client
+    4832,                       # bulk load: unexpected end of file
+    4863, 4864, 4867,           # bulk load conversion error (truncation, type, overflow) at row, column
+    4865,                       # bulk load: more errors than MAXERRORS
+    4866,                       # bulk load: a field too long (wrong terminators) at row, column
+    4879,                       # bulk load: invalid column value in a CSV file
+})
+# ODBC SQLSTATE classes: 22 data exception, 23 integrity constraint violation; 08 and the
+# timeouts are connection troubles, worth a retry whatever else the message says.
+_NATIVE_ERROR = re.compile(r"\((\d+)\)(?=\s*(?:;|\(SQL\w+\)|$))")
+_CONNECTION_LOST = re.compile(r"communication link failure|connection (?:is )?(?:broken|reset|closed)|"
+                              r"transport-level error|TCP Provider", re.I)
+
+
+def error_numbers(exc: BaseException) -> set[int]:
+    """SQL Server's native error numbers in a driver error (pyodbc ends each record with `(n)`)."""
+    return {int(n) for n in _NATIVE_ERROR.findall(str(exc))}
+
+
+def is_data_error(exc: BaseException) -> bool:
+    """True when a load failed on the data (a retry cannot help), False for everything else."""
+    args = getattr(exc, "args", ())
+    sqlstate = str(args[0]) if args and isinstance(args[0], str) and len(args[0]) == 5 else ""
+    if sqlstate.startswith("08") or sqlstate in ("HYT00", "HYT01") or _CONNECTION_LOST.search(str(exc)):
+        return False
+    if error_numbers(exc) & DATA_ERRORS or sqlstate[:2] in ("22", "23"):
+        return True
+    # DB-API classes (mssql-python's bulk copy raises these): DataError, IntegrityError.
+    return any(c.__name__ in ("DataError", "IntegrityError") for c in type(exc).__mro__)
+
+
+# --- one load per scheduler: the retry policy of the guard -----------------------------------
+class SchedulerBusy(Exception):
+    """The scheduler claim failed (SCHEDULER_BUSY_ERROR): another load runs on this scheduler."""
+
+
+def is_scheduler_busy(exc: BaseException) -> bool:
+    """Our THROW, by its number and its text (a bare number could be a row number in a message)."""
+    return SCHEDULER_BUSY_ERROR in error_numbers(exc) and SCHEDULER_BUSY_MESSAGE in str(exc)
+
+
+@dataclass(frozen=True)
+class GuardOutcome:
+    attempts: int
+    claimed: bool   # the load ran holding its scheduler alone
+    shared: bool    # every reconnect landed on a busy scheduler: loaded without the claim
+
+
+def with_scheduler_guard(attempt: Callable[[bool], Any], guard: bool, retries: int,
+                         label: str = "load") -> tuple[Any, GuardOutcome]:
+    """Run `attempt(guard)` on fresh connections until a scheduler is free.
+
+    Each attempt opens its own session (the scheduler is picked per connection), so a busy
+    answer means: close, reconnect, try again, up to `retries` times. Then the load runs
+    anyway without the claim, and the outcome records that it shared a scheduler: a load
+    late by a busy scheduler is better than no load.
+    """
+    attempts, shared = 0, False
+    while True:
+        attempts += 1
+        try:
+            return attempt(guard), GuardOutcome(attempts, guard, shared)
+        except SchedulerBusy:
+            if not guard:
+                raise
+            if attempts <= retries:
+                log.info("%s: scheduler taken by another load, reconnecting (attempt %d of %d)",
+                         label, attempts, retries)
+                continue
+            log.warning("%s: %d reconnects all landed on busy schedulers; loading without the claim",
+                        label, retries)
+            guard, shared = False, True
 
 
 class MssqlAdapter(TargetAdapter):
@@ -435,7 +560,7 @@ class MssqlAdapter(TargetAdapter):
         else:
             parts.append(("Trusted_Connection", "yes"))
         parts += [("APP", "switchyard"), ("PacketSize", str(self.packet_size)), *e.attributes]
-        return ";".join(f"{k}={v if k == 'DRIVER' else _odbc_value(v)}" for k, v in parts)
+        return ";".join(f"{k}={v if k == 'DRIVER' else odbc_value(v)}" for k, v in parts)
 
     def tds_connection_string(self, port: int) -> str:
         """For mssql-python, which brings its own driver; its bulk copy reads Server and PacketSize."""
@@ -444,7 +569,7 @@ class MssqlAdapter(TargetAdapter):
         if e.user:
             parts += [("UID", e.user), ("PWD", e.password or "")]
         parts += [("PacketSize", str(self.packet_size)), *e.attributes]
-        return ";".join(f"{k}={_odbc_value(v)}" for k, v in parts)
+        return ";".join(f"{k}={odbc_value(v)}" for k, v in parts)
 
     def sqlalchemy_url(self) -> str:
         from sqlalchemy.engine import URL
@@ -526,9 +651,13 @@ class MssqlAdapter(TargetAdapter):
             raise TargetError(f"{server}: the server path has characters that are not allowed in a load path")
         return server
 
+    def truncate_sql(self, stream: StreamPlan) -> list[str]:
+        return self.render("truncate.sql", s=stream)
+
     def load_sql(self, stream: StreamPlan, path: Path | None = None, guard: bool | None = None) -> list[str]:
+        """bulk_insert: one batch (claim, TRUNCATE, BULK INSERT); tds: the TRUNCATE before the copy."""
         if self.load_mode != "bulk_insert":
-            return []
+            return self.truncate_sql(stream)
         if path is None:
             path = self.local_data_root / self.script_batch / stream.file
         fmt = self.spec.format
@@ -538,7 +667,7 @@ class MssqlAdapter(TargetAdapter):
         return self.render("load.sql", s=stream, server_path=self.server_path(path), delimiter=delimiter,
                            row_terminator=row_terminator, batch_size=self.batch_size, codepage=self.codepage,
                            guard=self.scheduler_guard if guard is None else guard,
-                           busy_error=SCHEDULER_BUSY_ERROR)
+                           busy_error=SCHEDULER_BUSY_ERROR, busy_message=SCHEDULER_BUSY_MESSAGE)
 
     def constraint_sql(self, stream: StreamPlan) -> list[str]:
         if not stream.partitioned:
@@ -576,9 +705,8 @@ class MssqlAdapter(TargetAdapter):
             out.append(f"\n-- {s.group_id}: {s.file}, keys {s.key_min}..{s.key_max}, "
                        f"filegroup {s.filegroup}, port {self.port_for(s.stream)}")
             emit(self.prepare_sql(s))
-            if self.load_mode == "bulk_insert":
-                emit(self.load_sql(s))
-            else:
+            emit(self.load_sql(s))
+            if self.load_mode != "bulk_insert":
                 out.append(f"-- load: TDS bulk copy of {s.file} into {self.staging_schema}.{s.staging_table} "
                            f"(table lock, check constraints, batch size {self.batch_size}, "
                            f"packet size {self.packet_size})")
@@ -673,50 +801,48 @@ class MssqlAdapter(TargetAdapter):
         return (f" [table {stream.table}, stream {stream.stream}; staging table "
                 f"{self.staging_schema}.{stream.staging_table} kept for inspection]")
 
+    def _load_error(self, path: Path, stream: StreamPlan, exc: BaseException, line: str = "") -> TargetError:
+        """A failed load as TargetError: permanent when the data is at fault, else retryable."""
+        permanent = is_data_error(exc)
+        hint = "" if permanent else " (not a data error: the task's retry starts the load again)"
+        return TargetError(f"{path}: {line}{_message(exc)}{hint}{self._where(stream)}", permanent=permanent)
+
     def _load_bulk_insert(self, stream: StreamPlan, path: Path, progress: ProgressCallback | None) -> LoadResult:
         import pyodbc
         total = Path(path).stat().st_size
         started = time.monotonic()
-        guard = self.scheduler_guard
-        attempts = 0
-        shared = False
-        while True:
-            attempts += 1
+
+        def attempt(guard: bool) -> tuple[int, dict, dict]:
             conn = self.connect_odbc(stream.stream)
             try:
                 cur = conn.cursor()
-                before = self.session_stats(cur)
                 statement, = self.load_sql(stream, path, guard=guard)
                 try:
+                    before = self.session_stats(cur)
                     cur.execute(statement)
                     counts = drain(cur)
+                    rows = next((c for c in reversed(counts) if c >= 0), -1)
+                    if rows < 0:
+                        staging = self.qualified(self.staging_schema, stream.staging_table)
+                        rows = int(cur.execute(f"SELECT COUNT_BIG(*) FROM {staging}").fetchone()[0])
+                    for stmt in self.constraint_sql(stream):
+                        cur.execute(stmt)
+                        drain(cur)
+                    return rows, before, self.session_stats(cur)
                 except pyodbc.Error as exc:
-                    if guard and str(SCHEDULER_BUSY_ERROR) in str(exc):
-                        if attempts <= self.guard_retries:
-                            log.info("%s: scheduler taken by another load, reconnecting (attempt %d)",
-                                     stream.group_id, attempts)
-                            continue
-                        log.warning("%s: every reconnect landed on a busy scheduler; loading anyway",
-                                    stream.group_id)
-                        guard, shared = False, True
-                        continue
-                    raise TargetError(f"{path}: {_message(exc)}{self._where(stream)}") from exc
-                rows = next((c for c in reversed(counts) if c >= 0), -1)
-                if rows < 0:
-                    staging = self.qualified(self.staging_schema, stream.staging_table)
-                    rows = int(cur.execute(f"SELECT COUNT_BIG(*) FROM {staging}").fetchone()[0])
-                for stmt in self.constraint_sql(stream):
-                    cur.execute(stmt)
-                    drain(cur)
-                after = self.session_stats(cur)
+                    if is_scheduler_busy(exc):
+                        raise SchedulerBusy(_message(exc)) from exc
+                    raise self._load_error(path, stream, exc) from exc
             finally:
                 # Closing the unpooled session also releases its scheduler claim.
                 conn.close()
-            break
+
+        (rows, before, after), guard = with_scheduler_guard(attempt, self.scheduler_guard, self.guard_retries,
+                                                            stream.group_id)
         if progress:
             progress(total, total)
         details = _load_details(before, after, port=self.port_for(stream.stream), mode="bulk_insert")
-        details.update(attempts=attempts, scheduler_claimed=bool(guard), scheduler_shared=shared)
+        details.update(attempts=guard.attempts, scheduler_claimed=guard.claimed, scheduler_shared=guard.shared)
         return LoadResult(rows=rows, bytes=total, seconds=time.monotonic() - started, details=details)
 
     def _load_tds(self, stream: StreamPlan, path: Path, progress: ProgressCallback | None) -> LoadResult:
@@ -727,6 +853,10 @@ class MssqlAdapter(TargetAdapter):
                         fmt.trailing_delimiter, fmt.encoding, progress, context=self._where(stream))
         staging = self.qualified(self.staging_schema, stream.staging_table)
         started = time.monotonic()
+        try:
+            self.execute(self.load_sql(stream), stream.stream)
+        except pyodbc.Error as exc:
+            raise self._load_error(path, stream, exc) from exc
         watcher = _BulkSessionWatcher(self, stream, staging)
         conn = self.connect_tds(stream.stream)
         watcher.start()
@@ -741,9 +871,10 @@ class MssqlAdapter(TargetAdapter):
         except Exception as exc:  # the driver may wrap an error raised by our row iterator
             if rows.error is not None:
                 raise rows.error from exc
-            if isinstance(exc, (mssql_python.Error, RuntimeError, ValueError)):
-                raise TargetError(f"{path}: line {rows.rows + 1} or before: {_message(exc)}"
-                                  f"{self._where(stream)}") from exc
+            # mssql-python's errors, and those of its Rust core (mssql_py_core: DB-API classes).
+            if (isinstance(exc, (mssql_python.Error, RuntimeError, ValueError))
+                    or type(exc).__module__.startswith("mssql_py")):
+                raise self._load_error(path, stream, exc, line=f"line {rows.rows + 1} or before: ") from exc
             raise
         finally:
             conn.close()
@@ -754,7 +885,7 @@ class MssqlAdapter(TargetAdapter):
         try:
             self.execute(self.constraint_sql(stream), stream.stream)
         except pyodbc.Error as exc:
-            raise TargetError(f"{path}: {_message(exc)}{self._where(stream)}") from exc
+            raise self._load_error(path, stream, exc) from exc
         details = dict(watcher.sample or {})
         details.update(mode="tds", port=self.port_for(stream.stream), packet_size=self.packet_size,
                        batch_size=self.batch_size, parsed_rows=rows.rows,
@@ -806,6 +937,14 @@ class MssqlAdapter(TargetAdapter):
 
     def latch_stats_snapshot(self) -> dict[str, tuple]:
         return {r[0]: tuple(int(v) for v in r[1:]) for r in self.fetch(LATCH_STATS_SQL)}
+
+    def server_snapshot(self) -> dict:
+        """Cumulative waits and latches now, as JSON types (lists, not tuples) for XCom."""
+        return {"waits": {k: list(v) for k, v in self.wait_stats_snapshot().items() if k not in IDLE_WAITS},
+                "latches": {k: list(v) for k, v in self.latch_stats_snapshot().items()}}
+
+    def server_delta(self, before: dict, after: dict, top: int = 10) -> dict:
+        return snapshot_delta(before, after, top)
 
     def row_count(self, table: str) -> int:
         return int(self.fetch(f"SELECT COUNT_BIG(*) FROM {self.qualified(self.schema, table)}")[0][0])

@@ -27,15 +27,18 @@ BEGIN TRY
         WITH (WAIT_AT_LOW_PRIORITY (MAX_DURATION = 1 MINUTES, ABORT_AFTER_WAIT = SELF))
     ALTER TABLE [tpch_staging].[orders_2] SWITCH TO [tpch].[orders] PARTITION @partition
         WITH (WAIT_AT_LOW_PRIORITY (MAX_DURATION = 1 MINUTES, ABORT_AFTER_WAIT = SELF))
+    -- DROP TABLE is transactional in SQL Server, so the drops commit with the switch: a
+    -- staging table exists exactly while its rows are not switched in. Were they dropped
+    -- after COMMIT, a task killed in between would leave an empty staging table behind, and
+    -- its retry would switch the new partition out and that empty table in. The staging
+    -- table is empty now (metadata only); the old partition's pages are freed after COMMIT
+    -- (deferred drop for large tables).
+    DROP TABLE [tpch_staging].[orders_2]
+    DROP TABLE [tpch_staging].[orders_2_old]
     COMMIT TRANSACTION
 END TRY
 BEGIN CATCH
     IF @@TRANCOUNT > 0 ROLLBACK TRANSACTION
     ;THROW
 END CATCH;
-GO
--- Empty now (its rows were switched in); dropping it is metadata only.
-DROP TABLE [tpch_staging].[orders_2];
-GO
-DROP TABLE [tpch_staging].[orders_2_old];
 GO

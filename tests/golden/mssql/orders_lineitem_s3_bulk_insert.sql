@@ -231,6 +231,11 @@ EXEC @rc = sp_getapplock @Resource = @resource, @LockMode = N'Exclusive', @LockO
 IF @rc < 0
     THROW 51001, N'switchyard: another load holds this scheduler', 1
 EXEC sp_set_session_context N'switchyard.scheduler', @scheduler
+-- A retried load starts from an empty table: BULK INSERT and bulk copy commit every BATCHSIZE
+-- rows, so a failed attempt leaves its first batches behind, and the retry reruns this step
+-- alone (not prepare). TRUNCATE TABLE deallocates the pages (minimally logged, so the load
+-- that follows still fills an empty heap) and keeps the range CHECK constraint trusted.
+TRUNCATE TABLE [tpch_staging].[orders_1]
 -- DATAFILETYPE 'char': text fields converted by the server, dates as ISO yyyy-mm-dd (read
 -- the same under every DATEFORMAT for the date type). The row terminator is '|' followed by
 -- a real line feed inside the literal: '\n' would mean CR LF to SQL Server, and '|0x0a' is
@@ -260,15 +265,19 @@ BEGIN TRY
     BEGIN TRANSACTION
     ALTER TABLE [tpch_staging].[orders_1] SWITCH TO [tpch].[orders] PARTITION @partition
         WITH (WAIT_AT_LOW_PRIORITY (MAX_DURATION = 1 MINUTES, ABORT_AFTER_WAIT = SELF))
+    -- DROP TABLE is transactional in SQL Server, so the drops commit with the switch: a
+    -- staging table exists exactly while its rows are not switched in. Were they dropped
+    -- after COMMIT, a task killed in between would leave an empty staging table behind, and
+    -- its retry would switch the new partition out and that empty table in. The staging
+    -- table is empty now (metadata only); the old partition's pages are freed after COMMIT
+    -- (deferred drop for large tables).
+    DROP TABLE [tpch_staging].[orders_1]
     COMMIT TRANSACTION
 END TRY
 BEGIN CATCH
     IF @@TRANCOUNT > 0 ROLLBACK TRANSACTION
     ;THROW
 END CATCH;
-GO
--- Empty now (its rows were switched in); dropping it is metadata only.
-DROP TABLE [tpch_staging].[orders_1];
 GO
 
 -- orders_2: orders/orders.2.tbl, keys 20001..40000, filegroup fg2, port 2001
@@ -307,6 +316,11 @@ EXEC @rc = sp_getapplock @Resource = @resource, @LockMode = N'Exclusive', @LockO
 IF @rc < 0
     THROW 51001, N'switchyard: another load holds this scheduler', 1
 EXEC sp_set_session_context N'switchyard.scheduler', @scheduler
+-- A retried load starts from an empty table: BULK INSERT and bulk copy commit every BATCHSIZE
+-- rows, so a failed attempt leaves its first batches behind, and the retry reruns this step
+-- alone (not prepare). TRUNCATE TABLE deallocates the pages (minimally logged, so the load
+-- that follows still fills an empty heap) and keeps the range CHECK constraint trusted.
+TRUNCATE TABLE [tpch_staging].[orders_2]
 -- DATAFILETYPE 'char': text fields converted by the server, dates as ISO yyyy-mm-dd (read
 -- the same under every DATEFORMAT for the date type). The row terminator is '|' followed by
 -- a real line feed inside the literal: '\n' would mean CR LF to SQL Server, and '|0x0a' is
@@ -336,15 +350,19 @@ BEGIN TRY
     BEGIN TRANSACTION
     ALTER TABLE [tpch_staging].[orders_2] SWITCH TO [tpch].[orders] PARTITION @partition
         WITH (WAIT_AT_LOW_PRIORITY (MAX_DURATION = 1 MINUTES, ABORT_AFTER_WAIT = SELF))
+    -- DROP TABLE is transactional in SQL Server, so the drops commit with the switch: a
+    -- staging table exists exactly while its rows are not switched in. Were they dropped
+    -- after COMMIT, a task killed in between would leave an empty staging table behind, and
+    -- its retry would switch the new partition out and that empty table in. The staging
+    -- table is empty now (metadata only); the old partition's pages are freed after COMMIT
+    -- (deferred drop for large tables).
+    DROP TABLE [tpch_staging].[orders_2]
     COMMIT TRANSACTION
 END TRY
 BEGIN CATCH
     IF @@TRANCOUNT > 0 ROLLBACK TRANSACTION
     ;THROW
 END CATCH;
-GO
--- Empty now (its rows were switched in); dropping it is metadata only.
-DROP TABLE [tpch_staging].[orders_2];
 GO
 
 -- orders_3: orders/orders.3.tbl, keys 40001..60000, filegroup fg3, port 2002
@@ -383,6 +401,11 @@ EXEC @rc = sp_getapplock @Resource = @resource, @LockMode = N'Exclusive', @LockO
 IF @rc < 0
     THROW 51001, N'switchyard: another load holds this scheduler', 1
 EXEC sp_set_session_context N'switchyard.scheduler', @scheduler
+-- A retried load starts from an empty table: BULK INSERT and bulk copy commit every BATCHSIZE
+-- rows, so a failed attempt leaves its first batches behind, and the retry reruns this step
+-- alone (not prepare). TRUNCATE TABLE deallocates the pages (minimally logged, so the load
+-- that follows still fills an empty heap) and keeps the range CHECK constraint trusted.
+TRUNCATE TABLE [tpch_staging].[orders_3]
 -- DATAFILETYPE 'char': text fields converted by the server, dates as ISO yyyy-mm-dd (read
 -- the same under every DATEFORMAT for the date type). The row terminator is '|' followed by
 -- a real line feed inside the literal: '\n' would mean CR LF to SQL Server, and '|0x0a' is
@@ -412,15 +435,19 @@ BEGIN TRY
     BEGIN TRANSACTION
     ALTER TABLE [tpch_staging].[orders_3] SWITCH TO [tpch].[orders] PARTITION @partition
         WITH (WAIT_AT_LOW_PRIORITY (MAX_DURATION = 1 MINUTES, ABORT_AFTER_WAIT = SELF))
+    -- DROP TABLE is transactional in SQL Server, so the drops commit with the switch: a
+    -- staging table exists exactly while its rows are not switched in. Were they dropped
+    -- after COMMIT, a task killed in between would leave an empty staging table behind, and
+    -- its retry would switch the new partition out and that empty table in. The staging
+    -- table is empty now (metadata only); the old partition's pages are freed after COMMIT
+    -- (deferred drop for large tables).
+    DROP TABLE [tpch_staging].[orders_3]
     COMMIT TRANSACTION
 END TRY
 BEGIN CATCH
     IF @@TRANCOUNT > 0 ROLLBACK TRANSACTION
     ;THROW
 END CATCH;
-GO
--- Empty now (its rows were switched in); dropping it is metadata only.
-DROP TABLE [tpch_staging].[orders_3];
 GO
 
 -- lineitem_1: lineitem/lineitem.1.tbl, keys 1..20000, filegroup fg1, port 2000
@@ -466,6 +493,11 @@ EXEC @rc = sp_getapplock @Resource = @resource, @LockMode = N'Exclusive', @LockO
 IF @rc < 0
     THROW 51001, N'switchyard: another load holds this scheduler', 1
 EXEC sp_set_session_context N'switchyard.scheduler', @scheduler
+-- A retried load starts from an empty table: BULK INSERT and bulk copy commit every BATCHSIZE
+-- rows, so a failed attempt leaves its first batches behind, and the retry reruns this step
+-- alone (not prepare). TRUNCATE TABLE deallocates the pages (minimally logged, so the load
+-- that follows still fills an empty heap) and keeps the range CHECK constraint trusted.
+TRUNCATE TABLE [tpch_staging].[lineitem_1]
 -- DATAFILETYPE 'char': text fields converted by the server, dates as ISO yyyy-mm-dd (read
 -- the same under every DATEFORMAT for the date type). The row terminator is '|' followed by
 -- a real line feed inside the literal: '\n' would mean CR LF to SQL Server, and '|0x0a' is
@@ -495,15 +527,19 @@ BEGIN TRY
     BEGIN TRANSACTION
     ALTER TABLE [tpch_staging].[lineitem_1] SWITCH TO [tpch].[lineitem] PARTITION @partition
         WITH (WAIT_AT_LOW_PRIORITY (MAX_DURATION = 1 MINUTES, ABORT_AFTER_WAIT = SELF))
+    -- DROP TABLE is transactional in SQL Server, so the drops commit with the switch: a
+    -- staging table exists exactly while its rows are not switched in. Were they dropped
+    -- after COMMIT, a task killed in between would leave an empty staging table behind, and
+    -- its retry would switch the new partition out and that empty table in. The staging
+    -- table is empty now (metadata only); the old partition's pages are freed after COMMIT
+    -- (deferred drop for large tables).
+    DROP TABLE [tpch_staging].[lineitem_1]
     COMMIT TRANSACTION
 END TRY
 BEGIN CATCH
     IF @@TRANCOUNT > 0 ROLLBACK TRANSACTION
     ;THROW
 END CATCH;
-GO
--- Empty now (its rows were switched in); dropping it is metadata only.
-DROP TABLE [tpch_staging].[lineitem_1];
 GO
 
 -- lineitem_2: lineitem/lineitem.2.tbl, keys 20001..40000, filegroup fg2, port 2001
@@ -549,6 +585,11 @@ EXEC @rc = sp_getapplock @Resource = @resource, @LockMode = N'Exclusive', @LockO
 IF @rc < 0
     THROW 51001, N'switchyard: another load holds this scheduler', 1
 EXEC sp_set_session_context N'switchyard.scheduler', @scheduler
+-- A retried load starts from an empty table: BULK INSERT and bulk copy commit every BATCHSIZE
+-- rows, so a failed attempt leaves its first batches behind, and the retry reruns this step
+-- alone (not prepare). TRUNCATE TABLE deallocates the pages (minimally logged, so the load
+-- that follows still fills an empty heap) and keeps the range CHECK constraint trusted.
+TRUNCATE TABLE [tpch_staging].[lineitem_2]
 -- DATAFILETYPE 'char': text fields converted by the server, dates as ISO yyyy-mm-dd (read
 -- the same under every DATEFORMAT for the date type). The row terminator is '|' followed by
 -- a real line feed inside the literal: '\n' would mean CR LF to SQL Server, and '|0x0a' is
@@ -578,15 +619,19 @@ BEGIN TRY
     BEGIN TRANSACTION
     ALTER TABLE [tpch_staging].[lineitem_2] SWITCH TO [tpch].[lineitem] PARTITION @partition
         WITH (WAIT_AT_LOW_PRIORITY (MAX_DURATION = 1 MINUTES, ABORT_AFTER_WAIT = SELF))
+    -- DROP TABLE is transactional in SQL Server, so the drops commit with the switch: a
+    -- staging table exists exactly while its rows are not switched in. Were they dropped
+    -- after COMMIT, a task killed in between would leave an empty staging table behind, and
+    -- its retry would switch the new partition out and that empty table in. The staging
+    -- table is empty now (metadata only); the old partition's pages are freed after COMMIT
+    -- (deferred drop for large tables).
+    DROP TABLE [tpch_staging].[lineitem_2]
     COMMIT TRANSACTION
 END TRY
 BEGIN CATCH
     IF @@TRANCOUNT > 0 ROLLBACK TRANSACTION
     ;THROW
 END CATCH;
-GO
--- Empty now (its rows were switched in); dropping it is metadata only.
-DROP TABLE [tpch_staging].[lineitem_2];
 GO
 
 -- lineitem_3: lineitem/lineitem.3.tbl, keys 40001..60000, filegroup fg3, port 2002
@@ -632,6 +677,11 @@ EXEC @rc = sp_getapplock @Resource = @resource, @LockMode = N'Exclusive', @LockO
 IF @rc < 0
     THROW 51001, N'switchyard: another load holds this scheduler', 1
 EXEC sp_set_session_context N'switchyard.scheduler', @scheduler
+-- A retried load starts from an empty table: BULK INSERT and bulk copy commit every BATCHSIZE
+-- rows, so a failed attempt leaves its first batches behind, and the retry reruns this step
+-- alone (not prepare). TRUNCATE TABLE deallocates the pages (minimally logged, so the load
+-- that follows still fills an empty heap) and keeps the range CHECK constraint trusted.
+TRUNCATE TABLE [tpch_staging].[lineitem_3]
 -- DATAFILETYPE 'char': text fields converted by the server, dates as ISO yyyy-mm-dd (read
 -- the same under every DATEFORMAT for the date type). The row terminator is '|' followed by
 -- a real line feed inside the literal: '\n' would mean CR LF to SQL Server, and '|0x0a' is
@@ -661,13 +711,17 @@ BEGIN TRY
     BEGIN TRANSACTION
     ALTER TABLE [tpch_staging].[lineitem_3] SWITCH TO [tpch].[lineitem] PARTITION @partition
         WITH (WAIT_AT_LOW_PRIORITY (MAX_DURATION = 1 MINUTES, ABORT_AFTER_WAIT = SELF))
+    -- DROP TABLE is transactional in SQL Server, so the drops commit with the switch: a
+    -- staging table exists exactly while its rows are not switched in. Were they dropped
+    -- after COMMIT, a task killed in between would leave an empty staging table behind, and
+    -- its retry would switch the new partition out and that empty table in. The staging
+    -- table is empty now (metadata only); the old partition's pages are freed after COMMIT
+    -- (deferred drop for large tables).
+    DROP TABLE [tpch_staging].[lineitem_3]
     COMMIT TRANSACTION
 END TRY
 BEGIN CATCH
     IF @@TRANCOUNT > 0 ROLLBACK TRANSACTION
     ;THROW
 END CATCH;
-GO
--- Empty now (its rows were switched in); dropping it is metadata only.
-DROP TABLE [tpch_staging].[lineitem_3];
 GO

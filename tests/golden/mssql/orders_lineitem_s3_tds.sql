@@ -219,6 +219,12 @@ GO
 ALTER TABLE [tpch_staging].[orders_1] WITH CHECK
     ADD CONSTRAINT [orders_1_range] CHECK ([o_orderkey] >= 1 AND [o_orderkey] <= 20000);
 GO
+-- A retried load starts from an empty table: BULK INSERT and bulk copy commit every BATCHSIZE
+-- rows, so a failed attempt leaves its first batches behind, and the retry reruns this step
+-- alone (not prepare). TRUNCATE TABLE deallocates the pages (minimally logged, so the load
+-- that follows still fills an empty heap) and keeps the range CHECK constraint trusted.
+TRUNCATE TABLE [tpch_staging].[orders_1];
+GO
 -- load: TDS bulk copy of orders/orders.1.tbl into tpch_staging.orders_1 (table lock, check constraints, batch size 100000, packet size 32767)
 -- SWITCH refuses an untrusted CHECK constraint. The load checked every row, so this finds
 -- the constraint trusted and costs nothing; after a load that bypassed the check (another
@@ -237,15 +243,19 @@ BEGIN TRY
     BEGIN TRANSACTION
     ALTER TABLE [tpch_staging].[orders_1] SWITCH TO [tpch].[orders] PARTITION @partition
         WITH (WAIT_AT_LOW_PRIORITY (MAX_DURATION = 1 MINUTES, ABORT_AFTER_WAIT = SELF))
+    -- DROP TABLE is transactional in SQL Server, so the drops commit with the switch: a
+    -- staging table exists exactly while its rows are not switched in. Were they dropped
+    -- after COMMIT, a task killed in between would leave an empty staging table behind, and
+    -- its retry would switch the new partition out and that empty table in. The staging
+    -- table is empty now (metadata only); the old partition's pages are freed after COMMIT
+    -- (deferred drop for large tables).
+    DROP TABLE [tpch_staging].[orders_1]
     COMMIT TRANSACTION
 END TRY
 BEGIN CATCH
     IF @@TRANCOUNT > 0 ROLLBACK TRANSACTION
     ;THROW
 END CATCH;
-GO
--- Empty now (its rows were switched in); dropping it is metadata only.
-DROP TABLE [tpch_staging].[orders_1];
 GO
 
 -- orders_2: orders/orders.2.tbl, keys 20001..40000, filegroup fg2, port 2001
@@ -272,6 +282,12 @@ GO
 ALTER TABLE [tpch_staging].[orders_2] WITH CHECK
     ADD CONSTRAINT [orders_2_range] CHECK ([o_orderkey] >= 20001 AND [o_orderkey] <= 40000);
 GO
+-- A retried load starts from an empty table: BULK INSERT and bulk copy commit every BATCHSIZE
+-- rows, so a failed attempt leaves its first batches behind, and the retry reruns this step
+-- alone (not prepare). TRUNCATE TABLE deallocates the pages (minimally logged, so the load
+-- that follows still fills an empty heap) and keeps the range CHECK constraint trusted.
+TRUNCATE TABLE [tpch_staging].[orders_2];
+GO
 -- load: TDS bulk copy of orders/orders.2.tbl into tpch_staging.orders_2 (table lock, check constraints, batch size 100000, packet size 32767)
 -- SWITCH refuses an untrusted CHECK constraint. The load checked every row, so this finds
 -- the constraint trusted and costs nothing; after a load that bypassed the check (another
@@ -290,15 +306,19 @@ BEGIN TRY
     BEGIN TRANSACTION
     ALTER TABLE [tpch_staging].[orders_2] SWITCH TO [tpch].[orders] PARTITION @partition
         WITH (WAIT_AT_LOW_PRIORITY (MAX_DURATION = 1 MINUTES, ABORT_AFTER_WAIT = SELF))
+    -- DROP TABLE is transactional in SQL Server, so the drops commit with the switch: a
+    -- staging table exists exactly while its rows are not switched in. Were they dropped
+    -- after COMMIT, a task killed in between would leave an empty staging table behind, and
+    -- its retry would switch the new partition out and that empty table in. The staging
+    -- table is empty now (metadata only); the old partition's pages are freed after COMMIT
+    -- (deferred drop for large tables).
+    DROP TABLE [tpch_staging].[orders_2]
     COMMIT TRANSACTION
 END TRY
 BEGIN CATCH
     IF @@TRANCOUNT > 0 ROLLBACK TRANSACTION
     ;THROW
 END CATCH;
-GO
--- Empty now (its rows were switched in); dropping it is metadata only.
-DROP TABLE [tpch_staging].[orders_2];
 GO
 
 -- orders_3: orders/orders.3.tbl, keys 40001..60000, filegroup fg3, port 2002
@@ -325,6 +345,12 @@ GO
 ALTER TABLE [tpch_staging].[orders_3] WITH CHECK
     ADD CONSTRAINT [orders_3_range] CHECK ([o_orderkey] >= 40001 AND [o_orderkey] <= 60000);
 GO
+-- A retried load starts from an empty table: BULK INSERT and bulk copy commit every BATCHSIZE
+-- rows, so a failed attempt leaves its first batches behind, and the retry reruns this step
+-- alone (not prepare). TRUNCATE TABLE deallocates the pages (minimally logged, so the load
+-- that follows still fills an empty heap) and keeps the range CHECK constraint trusted.
+TRUNCATE TABLE [tpch_staging].[orders_3];
+GO
 -- load: TDS bulk copy of orders/orders.3.tbl into tpch_staging.orders_3 (table lock, check constraints, batch size 100000, packet size 32767)
 -- SWITCH refuses an untrusted CHECK constraint. The load checked every row, so this finds
 -- the constraint trusted and costs nothing; after a load that bypassed the check (another
@@ -343,15 +369,19 @@ BEGIN TRY
     BEGIN TRANSACTION
     ALTER TABLE [tpch_staging].[orders_3] SWITCH TO [tpch].[orders] PARTITION @partition
         WITH (WAIT_AT_LOW_PRIORITY (MAX_DURATION = 1 MINUTES, ABORT_AFTER_WAIT = SELF))
+    -- DROP TABLE is transactional in SQL Server, so the drops commit with the switch: a
+    -- staging table exists exactly while its rows are not switched in. Were they dropped
+    -- after COMMIT, a task killed in between would leave an empty staging table behind, and
+    -- its retry would switch the new partition out and that empty table in. The staging
+    -- table is empty now (metadata only); the old partition's pages are freed after COMMIT
+    -- (deferred drop for large tables).
+    DROP TABLE [tpch_staging].[orders_3]
     COMMIT TRANSACTION
 END TRY
 BEGIN CATCH
     IF @@TRANCOUNT > 0 ROLLBACK TRANSACTION
     ;THROW
 END CATCH;
-GO
--- Empty now (its rows were switched in); dropping it is metadata only.
-DROP TABLE [tpch_staging].[orders_3];
 GO
 
 -- lineitem_1: lineitem/lineitem.1.tbl, keys 1..20000, filegroup fg1, port 2000
@@ -385,6 +415,12 @@ GO
 ALTER TABLE [tpch_staging].[lineitem_1] WITH CHECK
     ADD CONSTRAINT [lineitem_1_range] CHECK ([l_orderkey] >= 1 AND [l_orderkey] <= 20000);
 GO
+-- A retried load starts from an empty table: BULK INSERT and bulk copy commit every BATCHSIZE
+-- rows, so a failed attempt leaves its first batches behind, and the retry reruns this step
+-- alone (not prepare). TRUNCATE TABLE deallocates the pages (minimally logged, so the load
+-- that follows still fills an empty heap) and keeps the range CHECK constraint trusted.
+TRUNCATE TABLE [tpch_staging].[lineitem_1];
+GO
 -- load: TDS bulk copy of lineitem/lineitem.1.tbl into tpch_staging.lineitem_1 (table lock, check constraints, batch size 100000, packet size 32767)
 -- SWITCH refuses an untrusted CHECK constraint. The load checked every row, so this finds
 -- the constraint trusted and costs nothing; after a load that bypassed the check (another
@@ -403,15 +439,19 @@ BEGIN TRY
     BEGIN TRANSACTION
     ALTER TABLE [tpch_staging].[lineitem_1] SWITCH TO [tpch].[lineitem] PARTITION @partition
         WITH (WAIT_AT_LOW_PRIORITY (MAX_DURATION = 1 MINUTES, ABORT_AFTER_WAIT = SELF))
+    -- DROP TABLE is transactional in SQL Server, so the drops commit with the switch: a
+    -- staging table exists exactly while its rows are not switched in. Were they dropped
+    -- after COMMIT, a task killed in between would leave an empty staging table behind, and
+    -- its retry would switch the new partition out and that empty table in. The staging
+    -- table is empty now (metadata only); the old partition's pages are freed after COMMIT
+    -- (deferred drop for large tables).
+    DROP TABLE [tpch_staging].[lineitem_1]
     COMMIT TRANSACTION
 END TRY
 BEGIN CATCH
     IF @@TRANCOUNT > 0 ROLLBACK TRANSACTION
     ;THROW
 END CATCH;
-GO
--- Empty now (its rows were switched in); dropping it is metadata only.
-DROP TABLE [tpch_staging].[lineitem_1];
 GO
 
 -- lineitem_2: lineitem/lineitem.2.tbl, keys 20001..40000, filegroup fg2, port 2001
@@ -445,6 +485,12 @@ GO
 ALTER TABLE [tpch_staging].[lineitem_2] WITH CHECK
     ADD CONSTRAINT [lineitem_2_range] CHECK ([l_orderkey] >= 20001 AND [l_orderkey] <= 40000);
 GO
+-- A retried load starts from an empty table: BULK INSERT and bulk copy commit every BATCHSIZE
+-- rows, so a failed attempt leaves its first batches behind, and the retry reruns this step
+-- alone (not prepare). TRUNCATE TABLE deallocates the pages (minimally logged, so the load
+-- that follows still fills an empty heap) and keeps the range CHECK constraint trusted.
+TRUNCATE TABLE [tpch_staging].[lineitem_2];
+GO
 -- load: TDS bulk copy of lineitem/lineitem.2.tbl into tpch_staging.lineitem_2 (table lock, check constraints, batch size 100000, packet size 32767)
 -- SWITCH refuses an untrusted CHECK constraint. The load checked every row, so this finds
 -- the constraint trusted and costs nothing; after a load that bypassed the check (another
@@ -463,15 +509,19 @@ BEGIN TRY
     BEGIN TRANSACTION
     ALTER TABLE [tpch_staging].[lineitem_2] SWITCH TO [tpch].[lineitem] PARTITION @partition
         WITH (WAIT_AT_LOW_PRIORITY (MAX_DURATION = 1 MINUTES, ABORT_AFTER_WAIT = SELF))
+    -- DROP TABLE is transactional in SQL Server, so the drops commit with the switch: a
+    -- staging table exists exactly while its rows are not switched in. Were they dropped
+    -- after COMMIT, a task killed in between would leave an empty staging table behind, and
+    -- its retry would switch the new partition out and that empty table in. The staging
+    -- table is empty now (metadata only); the old partition's pages are freed after COMMIT
+    -- (deferred drop for large tables).
+    DROP TABLE [tpch_staging].[lineitem_2]
     COMMIT TRANSACTION
 END TRY
 BEGIN CATCH
     IF @@TRANCOUNT > 0 ROLLBACK TRANSACTION
     ;THROW
 END CATCH;
-GO
--- Empty now (its rows were switched in); dropping it is metadata only.
-DROP TABLE [tpch_staging].[lineitem_2];
 GO
 
 -- lineitem_3: lineitem/lineitem.3.tbl, keys 40001..60000, filegroup fg3, port 2002
@@ -505,6 +555,12 @@ GO
 ALTER TABLE [tpch_staging].[lineitem_3] WITH CHECK
     ADD CONSTRAINT [lineitem_3_range] CHECK ([l_orderkey] >= 40001 AND [l_orderkey] <= 60000);
 GO
+-- A retried load starts from an empty table: BULK INSERT and bulk copy commit every BATCHSIZE
+-- rows, so a failed attempt leaves its first batches behind, and the retry reruns this step
+-- alone (not prepare). TRUNCATE TABLE deallocates the pages (minimally logged, so the load
+-- that follows still fills an empty heap) and keeps the range CHECK constraint trusted.
+TRUNCATE TABLE [tpch_staging].[lineitem_3];
+GO
 -- load: TDS bulk copy of lineitem/lineitem.3.tbl into tpch_staging.lineitem_3 (table lock, check constraints, batch size 100000, packet size 32767)
 -- SWITCH refuses an untrusted CHECK constraint. The load checked every row, so this finds
 -- the constraint trusted and costs nothing; after a load that bypassed the check (another
@@ -523,13 +579,17 @@ BEGIN TRY
     BEGIN TRANSACTION
     ALTER TABLE [tpch_staging].[lineitem_3] SWITCH TO [tpch].[lineitem] PARTITION @partition
         WITH (WAIT_AT_LOW_PRIORITY (MAX_DURATION = 1 MINUTES, ABORT_AFTER_WAIT = SELF))
+    -- DROP TABLE is transactional in SQL Server, so the drops commit with the switch: a
+    -- staging table exists exactly while its rows are not switched in. Were they dropped
+    -- after COMMIT, a task killed in between would leave an empty staging table behind, and
+    -- its retry would switch the new partition out and that empty table in. The staging
+    -- table is empty now (metadata only); the old partition's pages are freed after COMMIT
+    -- (deferred drop for large tables).
+    DROP TABLE [tpch_staging].[lineitem_3]
     COMMIT TRANSACTION
 END TRY
 BEGIN CATCH
     IF @@TRANCOUNT > 0 ROLLBACK TRANSACTION
     ;THROW
 END CATCH;
-GO
--- Empty now (its rows were switched in); dropping it is metadata only.
-DROP TABLE [tpch_staging].[lineitem_3];
 GO

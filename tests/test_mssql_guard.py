@@ -1,0 +1,223 @@
+"""The SQL Server load's retry decisions: the scheduler guard and which failures are permanent.
+
+No SQL Server can run on this machine (no container engine, no image), so the load's
+connections here come from a scripted connection factory: each scripted session answers
+the load batch the way SQL Server does (pyodbc's own exception classes, carrying the
+message format the ODBC driver produces: `[SQLSTATE] [Microsoft][ODBC Driver 18 for SQL
+Server][SQL Server]<text> (<native error>) (SQLExecDirectW)`). Everything else is the
+adapter's real code: the T-SQL it sends, the reconnect loop, the error classification. The
+same path against a real server is in tests/test_mssql_contract.py
+(test_scheduler_guard_reconnects_then_loads_shared), which holds every scheduler's claim
+from a second session.
+"""
+from __future__ import annotations
+
+import pyodbc
+import pytest
+
+from switchyard.planner import plan_tpch
+from switchyard.spec import load_spec
+from switchyard.targets import TargetError
+from switchyard.targets.mssql import (SCHEDULER_BUSY_ERROR, SchedulerBusy, MssqlAdapter, error_numbers,
+                                      is_data_error, is_scheduler_busy, with_scheduler_guard)
+
+SPEC = load_spec("tpch")
+ODBC = "[Microsoft][ODBC Driver 18 for SQL Server]"
+
+
+def server_error(cls, sqlstate: str, text: str, number: int):
+    return cls(sqlstate, f"[{sqlstate}] {ODBC}[SQL Server]{text} ({number}) (SQLExecDirectW)")
+
+
+BUSY = server_error(pyodbc.ProgrammingError, "42000", "switchyard: another load holds this scheduler",
+                    SCHEDULER_BUSY_ERROR)
+# A conversion error at row 51001: the number of the busy error, but as a row number.
+BAD_ROW = server_error(pyodbc.DataError, "22018", "Bulk load data conversion error (type mismatch or invalid "
+                       "character for the specified codepage) for row 51001, column 5 (o_orderdate).", 4864)
+OUT_OF_RANGE = server_error(pyodbc.IntegrityError, "23000", 'The INSERT statement conflicted with the CHECK '
+                            'constraint "orders_2_range". The conflict occurred in database "switchyard", table '
+                            '"tpch_staging.orders_2", column \'o_orderkey\'.', 547)
+LINK_LOST = pyodbc.OperationalError("08S01", f"[08S01] {ODBC}TCP Provider: Error code 0x2746 (10054) "
+                                             "(SQLExecDirectW)")
+
+
+# --- the policy alone ------------------------------------------------------------------------
+def scripted(busy_answers: int):
+    """An attempt function whose first `busy_answers` guarded calls find the scheduler taken."""
+    calls: list[bool] = []
+
+    def attempt(guard: bool) -> str:
+        calls.append(guard)
+        if guard and sum(calls) <= busy_answers:
+            raise SchedulerBusy("taken")
+        return "loaded"
+    return attempt, calls
+
+
+@pytest.mark.parametrize("busy", [0, 1, 3, 8])
+def test_n_busy_answers_give_n_reconnects_then_success(busy):
+    attempt, calls = scripted(busy)
+    result, outcome = with_scheduler_guard(attempt, guard=True, retries=8)
+    assert result == "loaded"
+    assert calls == [True] * (busy + 1)
+    assert (outcome.attempts, outcome.claimed, outcome.shared) == (busy + 1, True, False)
+
+
+def test_exhausted_retries_load_without_the_claim_and_say_so():
+    attempt, calls = scripted(busy_answers=100)
+    result, outcome = with_scheduler_guard(attempt, guard=True, retries=3)
+    assert result == "loaded"
+    assert calls == [True, True, True, True, False]  # 3 reconnects after the first try, then unguarded
+    assert (outcome.attempts, outcome.claimed, outcome.shared) == (5, False, True)
+
+
+def test_without_the_guard_there_is_one_attempt():
+    attempt, calls = scripted(busy_answers=100)
+    _, outcome = with_scheduler_guard(attempt, guard=False, retries=3)
+    assert calls == [False] and (outcome.claimed, outcome.shared) == (False, False)
+
+
+# --- error classification ----------------------------------------------------------------------
+def test_error_classification():
+    assert error_numbers(BAD_ROW) == {4864} and error_numbers(BUSY) == {SCHEDULER_BUSY_ERROR}
+    assert is_scheduler_busy(BUSY) and not is_scheduler_busy(BAD_ROW)
+    assert is_data_error(BAD_ROW) and is_data_error(OUT_OF_RANGE)
+    assert not is_data_error(LINK_LOST) and not is_data_error(BUSY)
+    two = pyodbc.ProgrammingError("42000", f"[42000] {ODBC}[SQL Server]Cannot bulk load because the maximum "
+                                           f"number of errors (0) was exceeded. (4865); [42000] {ODBC}[SQL Server]"
+                                           f"Bulk load: An unexpected end of file was encountered in the data "
+                                           f"file. (4832) (SQLExecDirectW)")
+    assert error_numbers(two) == {4865, 4832} and is_data_error(two)
+    # A lost connection stays retryable even when the message also names a data error.
+    mixed = pyodbc.OperationalError("08S01", f"[08S01] {ODBC}Communication link failure (0); [22018] bad (4864)")
+    assert not is_data_error(mixed)
+
+    class DataError(Exception):  # a DB-API DataError of another driver (mssql-python's core)
+        pass
+    assert is_data_error(DataError("Received an invalid column length from the bcp client for colid 3."))
+
+
+# --- the adapter's load with scripted connections ----------------------------------------------
+class ScriptedCursor:
+    def __init__(self, session: "ScriptedSession"):
+        self.session = session
+        self.rowcount = -1
+        self._row = None
+
+    def execute(self, sql: str, *params):
+        self.session.statements.append(sql)
+        self._row = None
+        if "FROM sys.dm_exec_sessions" in sql:
+            self._row = (self.session.spid, 3, 3, 0, 2000, 10, 20, 30)
+        elif "BULK INSERT" in sql:
+            # Like the server: the busy error comes from the claim, so only a guarded batch gets it.
+            if self.session.answer is BUSY and "sp_getapplock" not in sql:
+                pass
+            elif self.session.answer is not None:
+                raise self.session.answer
+            self.rowcount = self.session.rows
+        return self
+
+    def fetchone(self):
+        return self._row
+
+    def nextset(self):
+        return False
+
+
+class ScriptedSession:
+    def __init__(self, spid: int, answer: Exception | None, rows: int):
+        self.spid, self.answer, self.rows = spid, answer, rows
+        self.statements: list[str] = []
+        self.closed = False
+
+    def cursor(self):
+        return ScriptedCursor(self)
+
+    def close(self):
+        self.closed = True
+
+
+class ScriptedAdapter(MssqlAdapter):
+    """connect_odbc hands out the next scripted session; the answers are for the BULK INSERT batch
+    (BUSY: this session's scheduler is claimed by another load)."""
+
+    def __init__(self, answers: list[Exception | None], **options):
+        super().__init__(SPEC, **options)
+        self.answers = list(answers)
+        self.sessions: list[ScriptedSession] = []
+
+    def connect_odbc(self, stream=None):
+        answer = self.answers.pop(0) if self.answers else None
+        self.sessions.append(ScriptedSession(51 + len(self.sessions), answer, rows=7))
+        return self.sessions[-1]
+
+
+@pytest.fixture
+def stream_file(tmp_path):
+    plan = plan_tpch(SPEC, 0.01, 3, tables=["orders"])
+    s = plan.stream("orders", 2)
+    path = tmp_path / "b" / s.file
+    path.parent.mkdir(parents=True)
+    path.write_text("x\n" * 7)
+    return s, path
+
+
+def load(answers, stream_file, **options):
+    s, path = stream_file
+    a = ScriptedAdapter(answers, local_data_root=path.parents[2], load_mode="bulk_insert", **options)
+    return a, a.load(s, path)
+
+
+def guarded(session: ScriptedSession) -> bool:
+    (batch,) = [x for x in session.statements if "BULK INSERT" in x]
+    assert "TRUNCATE TABLE [tpch_staging].[orders_2]" in batch
+    return "sp_getapplock" in batch
+
+
+def test_load_reconnects_on_each_busy_scheduler_then_loads(stream_file):
+    a, result = load([BUSY, BUSY, BUSY, None], stream_file, guard_retries=8)
+    assert result.rows == 7
+    assert len(a.sessions) == 4 and all(s.closed for s in a.sessions)
+    assert [guarded(s) for s in a.sessions] == [True] * 4
+    assert result.details["attempts"] == 4
+    assert result.details["scheduler_claimed"] is True and result.details["scheduler_shared"] is False
+    assert result.details["session_id"] == 54  # the statistics are the successful session's
+
+
+def test_load_without_a_free_scheduler_loads_anyway_and_records_it(stream_file):
+    a, result = load([BUSY] * 10, stream_file, guard_retries=2)
+    assert result.rows == 7
+    # The first try and 2 reconnects hit busy schedulers; the 4th session loads unguarded.
+    assert [guarded(s) for s in a.sessions] == [True, True, True, False]
+    assert result.details["attempts"] == 4
+    assert result.details["scheduler_shared"] is True and result.details["scheduler_claimed"] is False
+
+
+@pytest.mark.parametrize("error", [BAD_ROW, OUT_OF_RANGE])
+def test_a_data_error_is_permanent_and_not_retried(stream_file, error):
+    s, path = stream_file
+    a = ScriptedAdapter([error], local_data_root=path.parents[2])
+    with pytest.raises(TargetError) as info:
+        a.load(s, path)
+    assert info.value.permanent is True
+    assert str(path) in str(info.value) and "table orders, stream 2" in str(info.value)
+    assert len(a.sessions) == 1 and a.sessions[0].closed
+
+
+def test_a_lost_connection_is_retryable(stream_file):
+    s, path = stream_file
+    a = ScriptedAdapter([LINK_LOST], local_data_root=path.parents[2])
+    with pytest.raises(TargetError) as info:
+        a.load(s, path)
+    assert info.value.permanent is False
+    assert "retry" in str(info.value) and len(a.sessions) == 1
+
+
+def test_a_bad_line_in_the_tds_path_is_permanent(tmp_path):
+    from switchyard.targets.mssql import FileRows
+    path = tmp_path / "orders.1.tbl"
+    path.write_text("1|36901|O|173665.47|1996-13-02|5-LOW|Clerk#000000951|0|x|\n")
+    with pytest.raises(TargetError) as info:
+        list(FileRows(path, SPEC.table("orders"), "mssql", "|", True))
+    assert info.value.permanent is True
