@@ -8,6 +8,7 @@ heavy is imported at module level: every task process imports this module.
 from __future__ import annotations
 
 import logging
+import os
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -52,10 +53,20 @@ class _TargetOperator(BaseOperator):
         from .spec import load_spec
         return load_spec(self.spec)
 
+    _lease: dict[str, Any] = {}
+
+    def bind_run(self, context: Any) -> None:
+        """Steps of this run hold the target's run lease in its name (see targets/postgres.py)."""
+        self._lease = {
+            "lease_holder": f"{context['dag_run'].dag_id}/{context['run_id']}",
+            "lease_batch": batch_name((context.get("params") or {}).get("batch"), context),
+            "lease_ttl_seconds": int(os.environ.get("SWITCHYARD_LEASE_TTL_SECONDS", 1800)),
+        }
+
     def adapter(self):
         from .targets import adapter_for
         return adapter_for(self.conn_id, self.load_spec(), schema=self.schema,
-                           lock_timeout_seconds=self.lock_timeout_seconds)
+                           lock_timeout_seconds=self.lock_timeout_seconds, **self._lease)
 
 
 class WaitForBatchSensor(BaseOperator):
@@ -142,7 +153,9 @@ class PlanBatchOperator(_TargetOperator):
             plan = plan_batch(spec, manifest, tables)
         except (BatchError, PlanError) as exc:
             raise AirflowFailException(str(exc)) from exc
+        self.bind_run(context)
         adapter = self.adapter()
+        # Raises LeaseHeld while another run loads this schema: the task's retries are the wait.
         adapter.setup(plan)
         out = plan.to_dict()
         out.update(batch=name, batch_dir=str(folder), tables=tables, target=adapter.engine,
@@ -159,6 +172,7 @@ class _GroupOperator(_TargetOperator):
         self.stream = stream
 
     def execute(self, context: Any) -> dict:
+        self.bind_run(context)
         try:
             return self.step(context)
         except AirflowSkipException:
@@ -282,6 +296,11 @@ class StatsOperator(_TargetOperator):
         from .stats import assemble, task_states, write_stats
         ti = context["ti"]
         plan = ti.xcom_pull(task_ids=PLAN_TASK) or {}
+        self.bind_run(context)
+        try:
+            self.adapter().release_lease()
+        except Exception as exc:  # noqa: BLE001 - the lease then lapses after its TTL
+            log.warning("could not release the run lease (it lapses by itself): %s", exc)
         states = task_states(context)
         results = {}
         for table, stream in self.groups:
