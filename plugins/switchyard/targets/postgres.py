@@ -223,7 +223,7 @@ class PostgresAdapter(TargetAdapter):
                 raise TargetError(f"{path}: connection lost while loading [table {stream.table}, stream "
                                   f"{stream.stream}]: {exc}; nothing was committed") from exc
             except psycopg.Error as exc:
-                message = copy_error_message(exc, path, stream)
+                message = copy_error_message(exc, path, stream, f"{self.staging_schema}.{stream.staging_table}")
                 hint = field_count_hint(exc, path, len(self.spec.table(stream.table).columns),
                                         self.spec.format.delimiter, self.spec.format.trailing_delimiter)
                 if (exc.diag.constraint_name or "").endswith("_range"):
@@ -292,8 +292,12 @@ def psycopg_errors():
     return psycopg.errors
 
 
-def copy_error_message(exc: Any, path: Path, stream: StreamPlan) -> str:
-    """PostgreSQL's COPY error, with the file and the staging table kept for inspection."""
+def copy_error_message(exc: Any, path: Path, stream: StreamPlan, staging: str) -> str:
+    """PostgreSQL's COPY error, with the file and the staging table kept for inspection.
+
+    The staging table stays until the group's next successful run replaces it, but empty:
+    the COPY is one transaction (what lets FREEZE skip WAL), so nothing of a failed file
+    is in it. What to inspect is the file at the line and column named here."""
     diag = exc.diag
     primary = diag.message_primary or str(exc)
     where = diag.context or ""
@@ -301,7 +305,7 @@ def copy_error_message(exc: Any, path: Path, stream: StreamPlan) -> str:
     where = where.split(", ", 1)[1] if where.startswith("COPY ") and ", " in where else where
     detail = f" ({diag.message_detail})" if diag.message_detail else ""
     return (f"{path}: {where}: {primary}{detail} [table {stream.table}, stream {stream.stream}; "
-            f"staging table {stream.staging_table} kept for inspection]").replace(": :", ":")
+            f"staging table {staging} kept for inspection, empty: the COPY rolled back]").replace(": :", ":")
 
 
 def field_count_hint(exc, path: Path, columns: int, delimiter: str, trailing: bool) -> str:
