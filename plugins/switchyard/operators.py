@@ -156,7 +156,13 @@ class PlanBatchOperator(_TargetOperator):
         self.bind_run(context)
         adapter = self.adapter()
         # Raises LeaseHeld while another run loads this schema: the task's retries are the wait.
-        adapter.setup(plan)
+        from .targets import TargetError
+        try:
+            adapter.setup(plan)
+        except TargetError as exc:
+            if exc.permanent:
+                raise AirflowFailException(str(exc)) from exc
+            raise
         out = plan.to_dict()
         out.update(batch=name, batch_dir=str(folder), tables=tables, target=adapter.engine,
                    schema=adapter.schema, staging_schema=adapter.staging_schema)
@@ -172,6 +178,7 @@ class _GroupOperator(_TargetOperator):
         self.stream = stream
 
     def execute(self, context: Any) -> dict:
+        from .targets import TargetError
         self.bind_run(context)
         try:
             return self.step(context)
@@ -180,6 +187,8 @@ class _GroupOperator(_TargetOperator):
         except Exception as exc:
             # Kept for the run's statistics: a failed task pushes no return value.
             context["ti"].xcom_push(key="error", value=f"{type(exc).__name__}: {exc}"[:4000])
+            if isinstance(exc, TargetError) and exc.permanent:  # a retry would fail the same way
+                raise AirflowFailException(str(exc)) from exc
             raise
 
     def step(self, context: Any) -> dict:

@@ -19,6 +19,7 @@ expires when no step renews it for `lease_ttl_seconds`, so a run that died relea
 from __future__ import annotations
 
 import os
+import re
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -32,6 +33,8 @@ EOL_COLUMN = "switchyard_eol"
 _ENCODINGS = {"utf-8": "UTF8", "utf8": "UTF8", "latin-1": "LATIN1", "latin1": "LATIN1",
               "iso-8859-1": "LATIN1", "ascii": "SQL_ASCII", "cp1252": "WIN1252"}
 _CHUNK = 1 << 20
+_REFUSED = re.compile(r"FATAL:\s+(password authentication failed|no pg_hba\.conf entry|"
+                      r"database \".*\" does not exist|role \".*\" does not exist)")
 
 
 class PostgresAdapter(TargetAdapter):
@@ -76,11 +79,20 @@ class PostgresAdapter(TargetAdapter):
 
     # --- connections --------------------------------------------------------------------
     def _connect(self):
-        if self.uri:
-            import psycopg
-            return psycopg.connect(self.uri, application_name="switchyard")
-        from airflow.providers.postgres.hooks.postgres import PostgresHook
-        return PostgresHook(postgres_conn_id=self.conn_id).get_conn()
+        import psycopg
+        try:
+            if self.uri:
+                return psycopg.connect(self.uri, application_name="switchyard")
+            from airflow.providers.postgres.hooks.postgres import PostgresHook
+            return PostgresHook(postgres_conn_id=self.conn_id).get_conn()
+        except psycopg.OperationalError as exc:
+            # A refused login or an unknown database stays refused: fail at once instead of
+            # retrying. libpq gives no SQLSTATE for a failed connection, only the server's
+            # FATAL message (English unless the server's lc_messages says otherwise).
+            if _REFUSED.search(str(exc)):
+                raise TargetError(f"the target refused the connection {self.conn_id or '(URI)'}: "
+                                  f"{str(exc).split('FATAL:', 1)[-1].strip()}", permanent=True) from exc
+            raise
 
     @contextmanager
     def connection(self) -> Iterator[Any]:
