@@ -151,7 +151,7 @@ def scheduler(request, pg_uri, data_root, schema, tmp_path, monkeypatch):
         local.airflow("dags", "unpause", "switchyard_tpch", env=env)
         yield env, api
     finally:
-        local.stop_services()
+        local.stop_services(timeout=10)
         shutil.rmtree(home, ignore_errors=True)
 
 
