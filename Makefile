@@ -12,11 +12,12 @@ PYTEST_ARGS ?=
 export PYTHONPATH := $(CURDIR)/plugins
 export GX_ANALYTICS_ENABLED := False
 
-.PHONY: help demo test bench db-uri psql stop clean lock
+.PHONY: help demo test chaos bench db-uri psql stop clean lock
 
 help:
 	@echo "make demo [SCALE=0.1 STREAMS=4]   load a generated TPC-H batch through the real DAG"
 	@echo "make test                          run the tests (embedded PostgreSQL, real Airflow)"
+	@echo "make chaos                         the fault, rerun and backfill cases (README: Reliability and security)"
 	@echo "make bench [BENCH_SCALE=1 BENCH_STREAMS=4]  throughput side by side (writes JSON and PNG)"
 	@echo "make db-uri | make psql            the embedded target's URI / a SQL prompt on it"
 	@echo "make stop                          stop the local Airflow and the embedded PostgreSQL"
@@ -32,6 +33,11 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest tests $(PYTEST_ARGS)
+
+# Faults (killed loads, server restarts, lock waits), concurrent runs, backfills with a real
+# scheduler. The fast ones also run in `make test`; the scheduler backfill runs only here.
+chaos: $(STAMP)
+	$(PY) -m pytest tests -m chaos $(PYTEST_ARGS)
 
 # Side-by-side throughput: raw COPY floor, the loader alone, the DAG end to end, peers.
 bench: $(STAMP)

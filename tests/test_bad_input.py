@@ -9,12 +9,17 @@ switch in again. A failed staging table stays for inspection and is named in the
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
+import time
+from datetime import datetime
 from pathlib import Path
 
 import psycopg
 import pytest
 
 from airflow_run import run_dag
+from switchyard.local import airflow_bin, airflow_env, migrate
 from conftest import copy_batch, edit_manifest
 from test_end_to_end import fingerprint, partition_oids
 
@@ -127,8 +132,9 @@ def test_each_bad_input_fails_its_group_only(pg_uri, data_root, tpch_batch, sche
         errors = " ".join(groups[gid]["errors"].values())
         for needle in needles:
             assert needle in errors, f"{gid}: {needle!r} not in {errors!r}"
-        if "line" in " ".join(needles):
-            assert f"staging table {gid} kept for inspection" in errors, errors
+        if gid != "part_3":  # a missing file fails before any staging table exists
+            staging = f"staging table {schema}_staging.{gid}"
+            assert staging in errors and "kept" in errors, f"{gid}: {staging} not named as kept: {errors}"
 
     # Untouched groups switched in again; faulty ones kept the good run's partition.
     ok = [g for g in groups if g not in expect]
@@ -143,18 +149,40 @@ def test_each_bad_input_fails_its_group_only(pg_uri, data_root, tpch_batch, sche
             kept = gid in expect
             assert (after[part] == oids_before[table][part]) == kept, f"{gid} ({part}): kept={kept}"
 
-    # The failed staging tables are there to look at.
-    with psycopg.connect(pg_uri) as conn:
-        staged = {r[0] for r in conn.execute(
+    # The failed staging tables are there to look at, and only those.
+    assert _staged(pg_uri, schema) == set(expect) - {"part_3"}
+
+    # The next successful run of those groups replaces them: switched in, none left behind.
+    fixed = run_dag(pg_uri, data_root, schema, 3, {"batch": name}, tmp_path / "runs-fixed")
+    assert fixed.returncode == 0, fixed.output[-3000:]
+    assert fixed.stats["failed_groups"] == []
+    assert _staged(pg_uri, schema) == set()
+    assert fingerprint(pg_uri, schema) == before
+
+
+def _staged(uri: str, schema: str) -> set[str]:
+    with psycopg.connect(uri) as conn:
+        return {r[0] for r in conn.execute(
             "SELECT tablename FROM pg_tables WHERE schemaname = %s", (f"{schema}_staging",))}
-    assert {"orders_1", "customer_1", "partsupp_2"} <= staged
+
+
+def _logged_at(output: str, needle: str) -> datetime:
+    """The timestamp of the first log line containing `needle`."""
+    for line in output.splitlines():
+        if needle in line:
+            return datetime.fromisoformat(line.split()[0].replace("Z", "+00:00"))
+    raise AssertionError(f"{needle!r} not logged")
 
 
 def test_a_late_batch_is_waited_for_then_fails_clearly(pg_uri, data_root, schema, tmp_path):
     run = run_dag(pg_uri, data_root, schema, 3, {"batch": "2031-01-01"}, tmp_path / "runs",
                   extra_env={"SWITCHYARD_BATCH_WAIT_SECONDS": "3", "SWITCHYARD_BATCH_POKE_SECONDS": "1"})
-    assert run.returncode != 0 or "failed" in run.output
+    assert run.returncode != 0, "a batch that never came must fail the run"
     assert "2031-01-01/manifest.json: the batch did not arrive within 3s" in run.output
+    # The wait was deferred (no worker slot held) and lasted the configured time.
+    deferred = _logged_at(run.output, "Pausing task as DEFERRED")
+    woke = _logged_at(run.output, "Trigger completed")
+    assert 2.9 <= (woke - deferred).total_seconds() < 30
     with psycopg.connect(pg_uri) as conn:
         exists = conn.execute("SELECT to_regclass(%s)", (f'"{schema}"."orders"',)).fetchone()[0]
     assert exists is None, "nothing may be created before the batch is there"
@@ -168,3 +196,34 @@ def test_a_manifest_listing_one_file_twice_fails_the_run_before_any_load(pg_uri,
     run = run_dag(pg_uri, data_root, schema, 3, {"batch": "dup-manifest"}, tmp_path / "runs")
     assert "files[" in run.output and "file orders/orders.2.tbl is listed twice" in run.output
     assert run.stats is not None and run.stats["totals"]["switched"] == 0
+
+
+def test_a_batch_that_arrives_during_the_wait_is_loaded(pg_uri, data_root, tpch_batch, schema, tmp_path):
+    name, folder = tpch_batch
+    env = airflow_env(streams=3, extra={
+        "AIRFLOW_CONN_SWITCHYARD_TARGET": pg_uri, "SWITCHYARD_DATA_ROOT": str(data_root),
+        "SWITCHYARD_SCHEMA": schema, "SWITCHYARD_RUNS_DIR": str(tmp_path / "runs"),
+        "SWITCHYARD_BATCH_WAIT_SECONDS": "240", "SWITCHYARD_BATCH_POKE_SECONDS": "1"})
+    migrate(env)
+    log = tmp_path / "run.log"
+    proc = subprocess.Popen([airflow_bin(), "dags", "test", "switchyard_tpch", "-c",
+                             json.dumps({"batch": "arrives-late", "tables": ["region", "nation"]})],
+                            env=env, stdout=log.open("w"), stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 120
+        while "running trigger in line" not in log.read_text():
+            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
+            time.sleep(0.5)
+        time.sleep(2)
+        # The producer writes its files, then the manifest last.
+        target = data_root / "arrives-late"
+        shutil.copytree(folder, target, ignore=shutil.ignore_patterns("manifest.json"))
+        shutil.copy(folder / "manifest.json", target / "manifest.json")
+        assert proc.wait(300) == 0, log.read_text()[-3000:]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    output = log.read_text()
+    assert "batch ready: " in output and "arrives-late/manifest.json" in output
+    with psycopg.connect(pg_uri) as conn:
+        assert conn.execute(f'SELECT count(*) FROM "{schema}"."nation"').fetchone()[0] == 25

@@ -42,6 +42,13 @@ def partition_oids(uri: str, schema: str, table: str) -> dict[str, int]:
     return dict(rows)
 
 
+def run_lease(uri: str, schema: str):
+    """The run lease on the schema, if a run holds one."""
+    with psycopg.connect(uri) as conn:
+        return conn.execute("SELECT holder FROM switchyard.run_lease WHERE target_schema = %s",
+                            (schema,)).fetchone()
+
+
 def test_full_batch_loads_and_reloads_identically(pg_uri, data_root, tpch_batch, schema, tmp_path):
     name, folder = tpch_batch
     first = run_dag(pg_uri, data_root, schema, 3, {"batch": name}, tmp_path / "runs")
@@ -63,11 +70,21 @@ def test_full_batch_loads_and_reloads_identically(pg_uri, data_root, tpch_batch,
     switched = [g for g in stats["groups"] if g["table"] == "orders"]
     assert all(g["validation"] == "passed" and g["rows_per_s"] > 0 for g in switched)
 
-    second = run_dag(pg_uri, data_root, schema, 3, {"batch": name}, tmp_path / "runs")
-    assert second.returncode == 0, second.output[-4000:]
-    assert fingerprint(pg_uri, schema) == before
-    assert all(g["replaced"] for g in second.stats["groups"] if g["table"] in ("orders", "lineitem"))
-    assert len(partitions(pg_uri, schema, "lineitem")) == 3
+    assert run_lease(pg_uri, schema) is None, "a finished run releases the target's run lease"
+
+    # Three reruns of the finished batch: the same contents every time, every partition replaced.
+    for rerun in range(1, 4):
+        oids = {t: partition_oids(pg_uri, schema, t) for t in ("orders", "lineitem")}
+        again = run_dag(pg_uri, data_root, schema, 3, {"batch": name}, tmp_path / f"runs-{rerun}")
+        assert again.returncode == 0, again.output[-4000:]
+        assert fingerprint(pg_uri, schema) == before, f"rerun {rerun} changed the contents"
+        assert again.stats["failed_groups"] == [] and again.stats["totals"]["switched"] == 6 * 3 + 2
+        assert all(g["replaced"] for g in again.stats["groups"] if g["table"] in ("orders", "lineitem"))
+        for table in ("orders", "lineitem"):
+            now = partition_oids(pg_uri, schema, table)
+            assert now.keys() == oids[table].keys(), table
+            assert all(now[p] != oids[table][p] for p in now), f"rerun {rerun}: {table} not replaced"
+        assert run_lease(pg_uri, schema) is None
 
 
 def test_manifest_disagreeing_with_file_fails_validation_and_keeps_target(pg_uri, data_root, tpch_batch,

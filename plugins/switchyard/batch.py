@@ -40,7 +40,7 @@ def resolve_batch(name: str, root: Path | None = None) -> Path:
     root = (root or data_root()).resolve()
     if not isinstance(name, str) or not name.strip():
         raise BatchError("batch name is empty")
-    segments = name.strip().strip("/").split("/")
+    segments = name.strip().rstrip("/").split("/")  # a leading "/" leaves an empty segment: refused
     for seg in segments:
         if not _BATCH_SEGMENT.match(seg):
             raise BatchError(f"batch {name!r}: segment {seg!r} is not allowed (letters, digits, '.', '_', '-'; "

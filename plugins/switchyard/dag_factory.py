@@ -72,6 +72,8 @@ class DagConfig:
     batch_poke_seconds: float = 60.0
     max_active_tasks: int = 16
     lock_timeout_seconds: int = 60
+    lease_retries: int = 24
+    lease_retry_seconds: float = 300.0
     tags: tuple[str, ...] = field(default=("switchyard",))
 
     @classmethod
@@ -88,6 +90,8 @@ class DagConfig:
             batch_poke_seconds=float(env.get("SWITCHYARD_BATCH_POKE_SECONDS", cls.batch_poke_seconds)),
             max_active_tasks=int(env.get("SWITCHYARD_MAX_ACTIVE_TASKS", cls.max_active_tasks)),
             schedule=_schedule(env.get("SWITCHYARD_SCHEDULE", cls.schedule)),
+            lease_retries=int(env.get("SWITCHYARD_LEASE_RETRIES", cls.lease_retries)),
+            lease_retry_seconds=float(env.get("SWITCHYARD_LEASE_RETRY_SECONDS", cls.lease_retry_seconds)),
         )
         values.update(overrides)
         return cls(**values)
@@ -143,7 +147,10 @@ def build_dag(config: DagConfig | None = None) -> DAG:
         with TaskGroup("setup", tooltip="Wait for the batch, plan partitions, create missing objects") as setup:
             wait = WaitForBatchSensor(task_id="wait_for_batch", wait_seconds=config.batch_wait_seconds,
                                       poke_interval=config.batch_poke_seconds, retries=0)
-            plan = PlanBatchOperator(task_id="plan", streams=config.streams, retries=0, **common)
+            # Retries wait for another run's lease (and ride out a lost connection) without
+            # holding a worker slot; bad batches fail at once (AirflowFailException).
+            plan = PlanBatchOperator(task_id="plan", streams=config.streams, retries=config.lease_retries,
+                                     retry_delay=timedelta(seconds=config.lease_retry_seconds), **common)
             wait >> plan
 
         groups: list[tuple[str, int]] = []
@@ -158,8 +165,9 @@ def build_dag(config: DagConfig | None = None) -> DAG:
                     args = dict(table=table.name, stream=k, priority_weight=weight, weight_rule="absolute", **common)
                     prepare = PrepareOperator(task_id="prepare", **args)
                     load = LoadOperator(task_id="load", pool=config.pool, **args)
-                    # A failed expectation is a fact about the data; retrying cannot change it.
-                    validate = ValidateOperator(task_id="validate", retries=0, **args)
+                    # A failed expectation is a fact about the data and fails at once
+                    # (AirflowFailException); a lost connection is retried.
+                    validate = ValidateOperator(task_id="validate", **args)
                     switch = SwitchOperator(task_id="switch", **args)
                     setup >> prepare >> load >> validate >> switch
                 switches.append(switch)

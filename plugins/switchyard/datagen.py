@@ -41,3 +41,39 @@ def generate_tpch(batch_dir: Path, spec: LoadSpec, scale: float, streams: int,
     manifest = manifest_for(batch_dir, spec, streams, tables=tables, scale=scale)
     write_manifest(batch_dir, manifest)
     return manifest
+
+
+def generate_tpch_day(batch_dir: Path, spec: LoadSpec, scale: float, parts: int, first_part: int,
+                      streams: int) -> Manifest:
+    """A nightly batch: `streams` consecutive parts of a table split into `parts`, one part per
+    stream (day d of a 3-day split into 9 parts holds parts 3d-2..3d), so successive days hold
+    successive key ranges. nation and region come only with part 1; a day without them lists
+    them as empty streams, which the run skips."""
+    import tempfile
+    if first_part < 1 or first_part + streams - 1 > parts:
+        raise ValueError(f"parts {first_part}..{first_part + streams - 1} are not within 1..{parts}")
+    batch_dir.mkdir(parents=True, exist_ok=True)
+    (batch_dir / MANIFEST).unlink(missing_ok=True)
+    with tempfile.TemporaryDirectory(dir=batch_dir) as scratch:
+        for k in range(streams):
+            part = first_part + k
+            out = Path(scratch) / str(part)
+            subprocess.run([tpchgen_binary(), "--scale-factor", repr(scale), "--output-dir", str(out),
+                            "--parts", str(parts), "--part", str(part), "--overwrite"],
+                           check=True, stdout=subprocess.DEVNULL)
+            for table in spec.tables:
+                produced = out / table.name / f"{table.name}.{part}.tbl"
+                if not produced.exists():
+                    continue
+                target = batch_dir / spec.file_for(table.name, k + 1)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                produced.replace(target)
+    for table in spec.tables:  # absent tables become empty files: empty streams
+        for k in range(1, (streams if table.partitioned else 1) + 1):
+            target = batch_dir / spec.file_for(table.name, k)
+            if not target.exists():
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.touch()
+    manifest = manifest_for(batch_dir, spec, streams, scale=scale)
+    write_manifest(batch_dir, manifest)
+    return manifest

@@ -8,6 +8,7 @@ heavy is imported at module level: every task process imports this module.
 from __future__ import annotations
 
 import logging
+import os
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Sequence
@@ -51,10 +52,20 @@ class _TargetOperator(BaseOperator):
         from .spec import load_spec
         return load_spec(self.spec)
 
+    _lease: dict[str, Any] = {}
+
+    def bind_run(self, context: Any) -> None:
+        """Steps of this run hold the target's run lease in its name (see targets/postgres.py)."""
+        self._lease = {
+            "lease_holder": f"{context['dag_run'].dag_id}/{context['run_id']}",
+            "lease_batch": batch_name((context.get("params") or {}).get("batch"), context),
+            "lease_ttl_seconds": int(os.environ.get("SWITCHYARD_LEASE_TTL_SECONDS", 1800)),
+        }
+
     def adapter(self):
         from .targets import adapter_for
         return adapter_for(self.conn_id, self.load_spec(), schema=self.schema,
-                           lock_timeout_seconds=self.lock_timeout_seconds)
+                           lock_timeout_seconds=self.lock_timeout_seconds, **self._lease)
 
 
 class WaitForBatchSensor(BaseOperator):
@@ -141,8 +152,16 @@ class PlanBatchOperator(_TargetOperator):
             plan = plan_batch(spec, manifest, tables)
         except (BatchError, PlanError) as exc:
             raise AirflowFailException(str(exc)) from exc
+        self.bind_run(context)
         adapter = self.adapter()
-        adapter.setup(plan)
+        # Raises LeaseHeld while another run loads this schema: the task's retries are the wait.
+        from .targets import TargetError
+        try:
+            adapter.setup(plan)
+        except TargetError as exc:
+            if exc.permanent:
+                raise AirflowFailException(str(exc)) from exc
+            raise
         out = plan.to_dict()
         out.update(batch=name, batch_dir=str(folder), tables=tables, target=adapter.engine,
                    schema=adapter.schema, staging_schema=adapter.staging_schema,
@@ -188,7 +207,9 @@ class _GroupOperator(_TargetOperator):
         self.stream = stream
 
     def execute(self, context: Any) -> dict:
+        from .targets import TargetError
         started = now_iso()
+        self.bind_run(context)
         try:
             result = self.step(context)
             # Kept for the run's Gantt chart: the stats task reads every step's span.
@@ -200,6 +221,8 @@ class _GroupOperator(_TargetOperator):
         except Exception as exc:
             # Kept for the run's statistics: a failed task pushes no return value.
             context["ti"].xcom_push(key="error", value=f"{type(exc).__name__}: {exc}"[:4000])
+            if isinstance(exc, TargetError) and exc.permanent:  # a retry would fail the same way
+                raise AirflowFailException(str(exc)) from exc
             raise
 
     def step(self, context: Any) -> dict:
@@ -379,6 +402,11 @@ class StatsOperator(_TargetOperator):
         from .stats import assemble, task_states, write_stats
         ti = context["ti"]
         plan = ti.xcom_pull(task_ids=PLAN_TASK) or {}
+        self.bind_run(context)
+        try:
+            self.adapter().release_lease()
+        except Exception as exc:  # noqa: BLE001 - the lease then lapses after its TTL
+            log.warning("could not release the run lease (it lapses by itself): %s", exc)
         states = task_states(context)
         results = {}
         for table, stream in self.groups:

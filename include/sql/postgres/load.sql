@@ -1,3 +1,11 @@
+{% if eol_column %}
+-- A retried load may find the trailing column already dropped: the earlier attempt
+-- committed but its process died before the scheduler heard of it. Putting the column
+-- back (a no-op on a fresh table) lets the retry reload from scratch instead of failing.
+ALTER TABLE {{ qn(staging_schema, s.staging_table) }}
+    ADD COLUMN IF NOT EXISTS {{ q(eol_column) }} text NOT NULL DEFAULT ''
+    CONSTRAINT {{ q(s.staging_table ~ "_eol") }} CHECK ({{ q(eol_column) }} = '');
+{% endif %}
 -- TRUNCATE in the loading transaction is what makes COPY ... FREEZE legal (the table
 -- is new in this transaction), and with wal_level=minimal it also skips WAL.
 TRUNCATE {{ qn(staging_schema, s.staging_table) }};

@@ -35,6 +35,10 @@ class TargetError(RuntimeError):
         self.permanent = permanent
 
 
+class LeaseHeld(TargetError):
+    """Another run holds the target schema: worth retrying later, it is not a data fault."""
+
+
 @dataclass
 class LoadResult:
     rows: int
@@ -61,8 +65,15 @@ class TargetAdapter(ABC):
     quote_close: ClassVar[str]
 
     def __init__(self, spec: LoadSpec, schema: str = "tpch", staging_schema: str | None = None,
-                 control_schema: str = "switchyard", lock_timeout_seconds: int = 60):
+                 control_schema: str = "switchyard", lock_timeout_seconds: int = 60,
+                 lease_holder: str | None = None, lease_batch: str = "",
+                 lease_ttl_seconds: int = 1800):
         self.spec = spec
+        # The run lease (one run at a time per target schema): who we are, for how long a
+        # claim holds without being renewed. None: steps run without a lease (tools, tests).
+        self.lease_holder = lease_holder
+        self.lease_batch = lease_batch
+        self.lease_ttl_seconds = int(lease_ttl_seconds)
         self.schema = self.checked(schema)
         self.staging_schema = self.checked(staging_schema or f"{schema}_staging")
         self.control_schema = self.checked(control_schema)
@@ -141,6 +152,9 @@ class TargetAdapter(ABC):
 
     @abstractmethod
     def switch(self, stream: StreamPlan) -> dict[str, Any]: ...
+
+    def release_lease(self) -> None:
+        """Give up this run's lease on the target schema, if the engine keeps one."""
 
     @abstractmethod
     def sqlalchemy_url(self) -> str:

@@ -7,10 +7,19 @@ The PostgreSQL form of the record-load method:
 * BULK INSERT ... TABLOCK into a heap -> TRUNCATE + COPY ... FREEZE in one transaction
   (with wal_level=minimal the rows are not WAL-logged either);
 * SWITCH -> DETACH the old partition, ATTACH the new one, in one transaction.
+
+One run at a time loads a schema: a row in the control schema's `run_lease` table names
+the run that holds it. Airflow's max_active_runs does not cover backfill runs (they are
+counted per backfill) nor a second DAG or Airflow on the same target, and staging tables
+have one name per (table, stream): two runs at once would drop each other's staging
+tables and mix two batches' partitions. A lease in the target itself covers every case.
+It is a row, not a session lock, because a run's steps are separate processes; it
+expires when no step renews it for `lease_ttl_seconds`, so a run that died releases it.
 """
 from __future__ import annotations
 
 import os
+import re
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -18,12 +27,14 @@ from typing import Any, Iterator
 
 from ..planner import LoadPlan, StreamPlan
 from ..spec import LoadSpec
-from .base import LoadResult, ProgressCallback, TargetAdapter, TargetError
+from .base import LeaseHeld, LoadResult, ProgressCallback, TargetAdapter, TargetError
 
 EOL_COLUMN = "switchyard_eol"
 _ENCODINGS = {"utf-8": "UTF8", "utf8": "UTF8", "latin-1": "LATIN1", "latin1": "LATIN1",
               "iso-8859-1": "LATIN1", "ascii": "SQL_ASCII", "cp1252": "WIN1252"}
 _CHUNK = 1 << 20
+_REFUSED = re.compile(r"FATAL:\s+(password authentication failed|no pg_hba\.conf entry|"
+                      r"database \".*\" does not exist|role \".*\" does not exist)")
 
 
 class PostgresAdapter(TargetAdapter):
@@ -68,16 +79,32 @@ class PostgresAdapter(TargetAdapter):
 
     # --- connections --------------------------------------------------------------------
     def _connect(self):
-        if self.uri:
-            import psycopg
-            return psycopg.connect(self.uri, application_name="switchyard")
-        from airflow.providers.postgres.hooks.postgres import PostgresHook
-        return PostgresHook(postgres_conn_id=self.conn_id).get_conn()
+        import psycopg
+        try:
+            if self.uri:
+                return psycopg.connect(self.uri, application_name="switchyard")
+            from airflow.providers.postgres.hooks.postgres import PostgresHook
+            return PostgresHook(postgres_conn_id=self.conn_id).get_conn()
+        except psycopg.OperationalError as exc:
+            # A refused login or an unknown database stays refused: fail at once instead of
+            # retrying. libpq gives no SQLSTATE for a failed connection, only the server's
+            # FATAL message (English unless the server's lc_messages says otherwise).
+            if _REFUSED.search(str(exc)):
+                raise TargetError(f"the target refused the connection {self.conn_id or '(URI)'}: "
+                                  f"{str(exc).split('FATAL:', 1)[-1].strip()}", permanent=True) from exc
+            raise
 
     @contextmanager
     def connection(self) -> Iterator[Any]:
         conn = self._connect()
         try:
+            # A step reports success only once its commit is on disk: a server tuned for bulk
+            # loads (synchronous_commit=off, as the embedded one) could otherwise lose a
+            # committed load or switch in a crash after Airflow marked the task done. COPY
+            # ... FREEZE with wal_level=minimal syncs its files at commit anyway; this adds
+            # one WAL flush per step.
+            conn.execute("SET synchronous_commit = on")
+            conn.commit()
             yield conn
         finally:
             conn.close()
@@ -103,30 +130,98 @@ class PostgresAdapter(TargetAdapter):
             cur.execute(sql, params)
             return cur.fetchall()
 
+    # --- the run lease ------------------------------------------------------------------
+    def _claim(self, cur) -> None:
+        """Take or renew the lease for this run; LeaseHeld when another live run has it."""
+        lease = self.qualified(self.control_schema, "run_lease")
+        cur.execute(
+            f"INSERT INTO {lease} AS l (target_schema, holder, batch, acquired_at, expires_at) "
+            f"VALUES (%(schema)s, %(holder)s, %(batch)s, now(), now() + make_interval(secs => %(ttl)s)) "
+            f"ON CONFLICT (target_schema) DO UPDATE SET holder = EXCLUDED.holder, "
+            f"    batch = CASE WHEN l.holder = EXCLUDED.holder THEN l.batch ELSE EXCLUDED.batch END, "
+            f"    acquired_at = CASE WHEN l.holder = EXCLUDED.holder THEN l.acquired_at ELSE now() END, "
+            f"    expires_at = EXCLUDED.expires_at "
+            f"WHERE l.holder = EXCLUDED.holder OR l.expires_at < now() RETURNING holder",
+            {"schema": self.schema, "holder": self.lease_holder, "batch": self.lease_batch,
+             "ttl": self.lease_ttl_seconds})
+        if cur.fetchone() is None:
+            cur.execute(f"SELECT holder, batch, acquired_at, expires_at FROM {lease} WHERE target_schema = %s",
+                        (self.schema,))
+            holder, batch, acquired, expires = cur.fetchone()
+            raise LeaseHeld(
+                f"target schema {self.schema} is being loaded by run {holder} (batch {batch}, since "
+                f"{acquired:%Y-%m-%d %H:%M:%S %Z}); this run waits its turn. The lease lapses at "
+                f"{expires:%Y-%m-%d %H:%M:%S %Z} unless that run renews it; if that run is dead: "
+                f"DELETE FROM {lease} WHERE target_schema = '{self.schema}'")
+
+    def hold_lease(self) -> None:
+        """Renew this run's lease before a step, in a short transaction of its own: holding
+        the lease row locked for a whole COPY would serialise the run's own loads."""
+        if not self.lease_holder:
+            return
+        try:
+            with self.connection() as conn, conn.transaction(), conn.cursor() as cur:
+                self._claim(cur)
+        except psycopg_errors().UndefinedTable as exc:
+            raise TargetError(f"{self.control_schema}.run_lease is missing: did setup.plan run?") from exc
+
+    def release_lease(self) -> None:
+        if not self.lease_holder:
+            return
+        with self.connection() as conn, conn.transaction(), conn.cursor() as cur:
+            cur.execute(f"DELETE FROM {self.qualified(self.control_schema, 'run_lease')} "
+                        f"WHERE target_schema = %s AND holder = %s", (self.schema, self.lease_holder))
+
+    def lease(self) -> tuple | None:
+        """(holder, batch, acquired_at, expires_at) of the schema's lease, if any."""
+        rows = self.fetch(f"SELECT holder, batch, acquired_at, expires_at FROM "
+                          f"{self.qualified(self.control_schema, 'run_lease')} WHERE target_schema = %s",
+                          (self.schema,))
+        return rows[0] if rows else None
+
     # --- steps --------------------------------------------------------------------------
     def setup(self, plan: LoadPlan) -> None:
         with self.connection() as conn:
             # Concurrent runs creating the same objects would race on IF NOT EXISTS; an
-            # advisory lock around setup makes it one at a time.
+            # advisory lock around setup makes it one at a time. The lease is taken first
+            # and committed on its own, so a run that must wait creates nothing.
+            if self.lease_holder:
+                with conn.transaction(), conn.cursor() as cur:
+                    cur.execute("SELECT pg_advisory_xact_lock(hashtext('switchyard.setup'))")
+                    for stmt in self.render("lease.sql"):
+                        cur.execute(stmt)
+                    self._claim(cur)
             with conn.transaction(), conn.cursor() as cur:
                 cur.execute("SELECT pg_advisory_xact_lock(hashtext('switchyard.setup'))")
                 for stmt in self.setup_sql(plan):
                     cur.execute(stmt)
 
     def prepare(self, stream: StreamPlan) -> None:
-        self.execute(self.prepare_sql(stream))
+        import psycopg
+        self.hold_lease()
+        try:
+            self.execute(self.prepare_sql(stream))
+        except psycopg.OperationalError as exc:
+            raise TargetError(f"prepare of {stream.group_id}: connection lost: {exc}; nothing was "
+                              f"committed") from exc
 
     def load(self, stream: StreamPlan, path: Path, progress: ProgressCallback | None = None) -> LoadResult:
         import psycopg
-        truncate, copy, *after = self.load_sql(stream)
+        statements = self.load_sql(stream)
+        at = next(i for i, stmt in enumerate(statements) if stmt.startswith("COPY "))
+        before, copy, after = statements[:at], statements[at], statements[at + 1:]
         total = path.stat().st_size
         sent = 0
+        self.hold_lease()
         started = time.monotonic()
         with self.connection() as conn:
             try:
                 with conn.transaction(), conn.cursor() as cur:
-                    cur.execute(truncate)
-                    with path.open("rb") as fh, cur.copy(copy) as cp:
+                    for stmt in before:
+                        cur.execute(stmt)
+                    # Unbuffered: each read returns what is there (a pipe need not fill 1 MiB
+                    # first), so progress and the server see data as it comes.
+                    with path.open("rb", buffering=0) as fh, cur.copy(copy) as cp:
                         while chunk := fh.read(_CHUNK):
                             cp.write(chunk)
                             sent += len(chunk)
@@ -140,7 +235,7 @@ class PostgresAdapter(TargetAdapter):
                 raise TargetError(f"{path}: connection lost while loading [table {stream.table}, stream "
                                   f"{stream.stream}]: {exc}; nothing was committed") from exc
             except psycopg.Error as exc:
-                message = copy_error_message(exc, path, stream)
+                message = copy_error_message(exc, path, stream, f"{self.staging_schema}.{stream.staging_table}")
                 hint = field_count_hint(exc, path, len(self.spec.table(stream.table).columns),
                                         self.spec.format.delimiter, self.spec.format.trailing_delimiter)
                 if (exc.diag.constraint_name or "").endswith("_range"):
@@ -171,6 +266,7 @@ class PostgresAdapter(TargetAdapter):
     def switch(self, stream: StreamPlan) -> dict[str, Any]:
         import psycopg
         notices: list[str] = []
+        self.hold_lease()
         with self.connection() as conn:
             conn.add_notice_handler(lambda d: notices.append(d.message_primary or ""))
             try:
@@ -203,8 +299,17 @@ class PostgresAdapter(TargetAdapter):
         return self.fetch(f"SELECT count(*) FROM {self.qualified(self.schema, table)}")[0][0]
 
 
-def copy_error_message(exc: Any, path: Path, stream: StreamPlan) -> str:
-    """PostgreSQL's COPY error, with the file and the staging table kept for inspection."""
+def psycopg_errors():
+    import psycopg
+    return psycopg.errors
+
+
+def copy_error_message(exc: Any, path: Path, stream: StreamPlan, staging: str) -> str:
+    """PostgreSQL's COPY error, with the file and the staging table kept for inspection.
+
+    The staging table stays until the group's next successful run replaces it, but empty:
+    the COPY is one transaction (what lets FREEZE skip WAL), so nothing of a failed file
+    is in it. What to inspect is the file at the line and column named here."""
     diag = exc.diag
     primary = diag.message_primary or str(exc)
     where = diag.context or ""
@@ -212,7 +317,7 @@ def copy_error_message(exc: Any, path: Path, stream: StreamPlan) -> str:
     where = where.split(", ", 1)[1] if where.startswith("COPY ") and ", " in where else where
     detail = f" ({diag.message_detail})" if diag.message_detail else ""
     return (f"{path}: {where}: {primary}{detail} [table {stream.table}, stream {stream.stream}; "
-            f"staging table {stream.staging_table} kept for inspection]").replace(": :", ":")
+            f"staging table {staging} kept for inspection, empty: the COPY rolled back]").replace(": :", ":")
 
 
 def field_count_hint(exc, path: Path, columns: int, delimiter: str, trailing: bool) -> str:
