@@ -55,3 +55,13 @@ def test_parse_time_of_large_dags_is_reported(streams):
     elapsed = time.perf_counter() - start
     print(f"DAG with {streams} streams: {len(dag.tasks)} tasks built in {elapsed:.2f} s")
     assert len(dag.tasks) == expected_tasks(streams)
+
+
+def test_dag_file_parses_in_a_fresh_process_for_96_streams():
+    """As Airflow's dag-processor and every task process do: the file imported, the stream
+    count from the environment. The time is printed (and judged by `make bench`), not asserted."""
+    from switchyard.bench import parse_seconds
+    r = parse_seconds(96, rounds=1)
+    assert r["tasks"] == expected_tasks(96)
+    print(f"DAG file with 96 streams in a fresh process: {r['dag_file_seconds']['median']:.2f} s "
+          f"(+ airflow.sdk import {r['airflow_sdk_import_seconds']['median']:.2f} s)")
