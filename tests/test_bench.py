@@ -130,3 +130,38 @@ def test_validate_work_excludes_the_gx_import():
     assert r["work_seconds"] == 1.0 and r["overhead_seconds"] == 6.0 and r["gx_preloaded"] is False
     p = task_record(dict(ti, task_id="orders_1.prepare"), "prepare", {"seconds": 0.25})
     assert p["work_seconds"] == 0.25 and p["overhead_seconds"] == 6.75
+
+
+_FORKED = """
+import json, os, sys
+sys.argv = [os.path.join(os.path.dirname(sys.executable), "airflow"), sys.argv[1]]
+import airflow_local_settings  # what Airflow imports at start in each of its processes
+r, w = os.pipe()
+if os.fork() == 0:  # as LocalExecutor starts a task: a bare fork of the scheduler's process
+    os.write(w, json.dumps({"gx": "great_expectations.expectations" in sys.modules}).encode())
+    os._exit(0)
+os.wait()
+from switchyard.preload import report
+print(json.dumps({"child": json.loads(os.read(r, 4096)), "report": report}))
+"""
+
+
+def _forked(role: str, preload: str) -> dict:
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+    plugins = Path(__file__).resolve().parents[1] / "plugins"
+    env = dict(os.environ, SWITCHYARD_PRELOAD=preload, GX_ANALYTICS_ENABLED="False",
+               PYTHONPATH=os.pathsep.join([str(plugins / "switchyard" / "airflow_settings"), str(plugins)]))
+    out = subprocess.run([sys.executable, "-c", _FORKED, role], env=env, check=True, capture_output=True, text=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_a_process_forked_from_the_scheduler_finds_gx_imported():
+    on = _forked("scheduler", "1")
+    assert on["child"]["gx"] is True
+    assert "great_expectations.expectations" in on["report"]["preloaded"] and not on["report"]["failed"]
+    # Only the scheduler pays for it, and SWITCHYARD_PRELOAD=0 turns it off.
+    assert _forked("api-server", "1")["child"]["gx"] is False
+    assert _forked("scheduler", "0")["child"]["gx"] is False
