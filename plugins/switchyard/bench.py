@@ -416,7 +416,8 @@ def analyse_dag(run: dict, state: str, tasks: list[dict], slots: int, stats: dic
             t["start_gap_seconds"] = _r(t["start"] - up) if t["start"] and up else None
     per_step = {}
     for step in ("wait_for_batch", "plan", *STEPS, "stats"):
-        ts = [t for t in tasks if t["step"] == step and t["wall_seconds"] is not None]
+        ts = [t for t in tasks if t["step"] == step and t["wall_seconds"] is not None
+              and t["state"] in ("success", "failed")]
         if not ts:
             continue
         per_step[step] = {
@@ -432,7 +433,9 @@ def analyse_dag(run: dict, state: str, tasks: list[dict], slots: int, stats: dic
             "work_reported": any(t["work_seconds"] is not None for t in ts),
         }
     pool_busy = sum(t["wall_seconds"] for t in loads) / (slots * load_span) if load_span else None
-    group_tasks = [t for t in tasks if t["step"] in STEPS and t["wall_seconds"] is not None]
+    # Tasks that ran: an upstream-failed or skipped task has no process and no overhead.
+    group_tasks = [t for t in tasks if t["step"] in STEPS and t["wall_seconds"] is not None
+                   and t["state"] in ("success", "failed")]
     overheads = [t["overhead_seconds"] if t["overhead_seconds"] is not None else t["wall_seconds"]
                  for t in group_tasks]
     return {"name": "DAG end to end", "state": state, "run_id": run.get("dag_run_id"), "rows": rows,
