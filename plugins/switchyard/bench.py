@@ -274,19 +274,28 @@ def use_bench_airflow() -> None:
     os.environ["SWITCHYARD_RUNS_DIR"] = str(bench_airflow_home().parent / "runs")
 
 
-def airflow_settings(streams: int, preload: bool, flat_priorities: bool) -> dict[str, str]:
+def airflow_settings(streams: int, preload: bool, flat_priorities: bool,
+                     options: dict | None = None) -> dict[str, str]:
     from .batch import data_root
-    return {"SWITCHYARD_SCHEMA": DAG_SCHEMA, "SWITCHYARD_SCHEDULE": "none", "SWITCHYARD_STREAMS": str(streams),
-            "SWITCHYARD_DATA_ROOT": str(data_root()), "SWITCHYARD_RUNS_DIR": os.environ["SWITCHYARD_RUNS_DIR"],
-            "SWITCHYARD_PRELOAD": "1" if preload else "0",
-            "SWITCHYARD_FLAT_PRIORITIES": "1" if flat_priorities else "0"}
+    settings = {"SWITCHYARD_SCHEMA": DAG_SCHEMA, "SWITCHYARD_SCHEDULE": "none", "SWITCHYARD_STREAMS": str(streams),
+                "SWITCHYARD_DATA_ROOT": str(data_root()), "SWITCHYARD_RUNS_DIR": os.environ["SWITCHYARD_RUNS_DIR"],
+                "SWITCHYARD_PRELOAD": "1" if preload else "0",
+                "SWITCHYARD_FLAT_PRIORITIES": "1" if flat_priorities else "0"}
+    options = options or {}
+    if options.get("parallelism"):
+        # How many task processes LocalExecutor runs at once (local.py's default: 8).
+        settings["AIRFLOW__CORE__PARALLELISM"] = str(options["parallelism"])
+    if options.get("validation"):
+        settings["SWITCHYARD_VALIDATION"] = options["validation"]
+    return settings
 
 
-def ensure_airflow(streams: int, preload: bool, flat_priorities: bool) -> tuple[Any, float]:
+def ensure_airflow(streams: int, preload: bool, flat_priorities: bool,
+                   options: dict | None = None) -> tuple[Any, float]:
     """The benchmark's Airflow running with these settings (restarted when they differ)."""
     from . import local
     use_bench_airflow()
-    extra = airflow_settings(streams, preload, flat_priorities)
+    extra = airflow_settings(streams, preload, flat_priorities, options)
     env = local.airflow_env(streams=streams, extra=extra)
     local.migrate(env)
     marker = local.airflow_home() / "bench-settings.json"
@@ -314,10 +323,10 @@ def _ts(value: str | None) -> float | None:
 
 
 def run_dag(uri: str, pg, batch: str, streams: int, slots: int, preload: bool = True,
-            flat_priorities: bool = False, timeout: float = 7200) -> dict:
+            flat_priorities: bool = False, timeout: float = 7200, options: dict | None = None) -> dict:
     from . import demo
     from .dag_factory import DagConfig, build_dag
-    api, startup = ensure_airflow(streams, preload, flat_priorities)
+    api, startup = ensure_airflow(streams, preload, flat_priorities, options)
     demo.ensure_connection(api, pg)
     demo.ensure_pool(api, slots)
     expected = len(build_dag(DagConfig(streams=streams)).tasks)
@@ -747,25 +756,42 @@ def run_validation_lever(uri: str, folder: Path, files: list[dict], repeat: int)
     return out
 
 
-def run_dag_levers(uri: str, pg, batch: str, streams: int, slots: int, repeat: int) -> dict:
-    configs = {"no preload": (False, False), "preload": (True, False), "preload, flat priorities": (True, True)}
+# The DAG levers: (preload, flat priorities, other settings). The first named is the reference.
+DAG_LEVERS = {
+    "no preload": (False, False, {}),
+    "preload": (True, False, {}),
+    "preload, flat priorities": (True, True, {}),
+    "preload, validation full": (True, False, {"validation": "full"}),
+    "preload, parallelism 4": (True, False, {"parallelism": 4}),
+    "preload, parallelism 16": (True, False, {"parallelism": 16}),
+}
+DEFAULT_DAG_LEVERS = ("no preload", "preload", "preload, flat priorities")
+
+
+def run_dag_levers(uri: str, pg, batch: str, streams: int, slots: int, repeat: int,
+                   names: tuple[str, ...] = DEFAULT_DAG_LEVERS) -> dict:
+    unknown = [n for n in names if n not in DAG_LEVERS]
+    if unknown:
+        raise ValueError(f"unknown DAG levers {unknown}; known: {', '.join(DAG_LEVERS)}")
+    configs = {name: DAG_LEVERS[name] for name in names}
     runs: dict[str, list[dict]] = {name: [] for name in configs}
     names = list(configs)
     for r in range(repeat):
         order = names[r % len(names):] + names[:r % len(names)]
         for name in order:
-            preload, flat = configs[name]
+            preload, flat, options = configs[name]
             say(f"levers: DAG run, {name} (round {r + 1})")
-            result = run_dag(uri, pg, batch, streams, slots, preload=preload, flat_priorities=flat)
+            result = run_dag(uri, pg, batch, streams, slots, preload=preload, flat_priorities=flat, options=options)
             runs[name].append(compact_dag(result))
             print(f"    {name}: {result['wall_seconds']} s, validate overhead "
                   f"{result['per_step'].get('validate', {}).get('overhead_median')} s", flush=True)
     out = {}
-    base = runs["no preload"]
+    base = runs[names[0]]
     for name, rs in runs.items():
         out[name] = {
             "wall_seconds": spread([x["wall_seconds"] for x in rs]),
-            "ratio_to_no_preload": spread([x["wall_seconds"] / b["wall_seconds"] for x, b in zip(rs, base)]),
+            "reference": names[0],
+            "ratio_to_reference": spread([x["wall_seconds"] / b["wall_seconds"] for x, b in zip(rs, base)]),
             "validate_overhead_median": spread([x["validate_overhead"] for x in rs]),
             "validate_gx_import_median": spread([x["validate_gx_import"] for x in rs]),
             "bare_task_overhead_median": spread([x["bare_overhead"] for x in rs]),
@@ -969,7 +995,9 @@ def load_average() -> dict:
 
 def run(scale: float, streams: int, slots: int | None = None, parts: tuple[str, ...] = ("floor", "loader", "dag",
         "peers", "parse"), levers: bool = False, repeat: int = 3, peer_seconds: float = 15.0, out: Path | None = None,
-        keep_airflow: bool = False, preload: bool = True, plot: bool = True, dag_repeat: int | None = None) -> dict:
+        keep_airflow: bool = False, preload: bool = True, plot: bool = True, dag_repeat: int | None = None,
+        dag_levers: tuple[str, ...] = DEFAULT_DAG_LEVERS, lever_parts: tuple[str, ...] = ("copy", "validation", "dag")
+        ) -> dict:
     from .batch import data_root
     from .datagen import generate_tpch
     from .demo import batch_name
@@ -1015,18 +1043,21 @@ def run(scale: float, streams: int, slots: int | None = None, parts: tuple[str, 
                 result["peers"] = run_peers(uri, files, slots, peer_seconds)
         if levers:
             # Before Airflow starts: its idle services take CPU from the COPY sessions.
-            say(f"levers: COPY variants and server settings, {repeat} rounds")
-            result["levers"] = {"copy": run_copy_levers(uri, files, slots, repeat, folder)}
-            say(f"levers: validation, all expectations scanning vs the key proven by constraints, {repeat} rounds")
-            result["levers"]["validation"] = run_validation_lever(uri, folder, files, repeat)
+            result["levers"] = {}
+            if "copy" in lever_parts:
+                say(f"levers: COPY variants and server settings, {repeat} rounds")
+                result["levers"]["copy"] = run_copy_levers(uri, files, slots, repeat, folder)
+            if "validation" in lever_parts:
+                say(f"levers: validation, all expectations scanning vs the key proven by constraints, {repeat} rounds")
+                result["levers"]["validation"] = run_validation_lever(uri, folder, files, repeat)
         if "dag" in parts:
             say(f"Switchyard end to end: the DAG through the scheduler, LocalExecutor, pool of {slots}")
             result["dag"] = run_dag(uri, pg, name, streams, slots, preload=preload)
             result["load_average"]["after_dag"] = load_average()
-            if levers:
+            if levers and "dag" in lever_parts:
                 rounds = repeat if dag_repeat is None else dag_repeat
                 say(f"levers: DAG runs (GX preload, priority weights), {rounds} rounds")
-                result["levers"]["dag"] = run_dag_levers(uri, pg, name, streams, slots, rounds)
+                result["levers"]["dag"] = run_dag_levers(uri, pg, name, streams, slots, rounds, dag_levers)
         if "parse" in parts:
             say("DAG parse time: the DAG file imported in fresh processes for 56 and 96 streams")
             result["parse"] = [parse_seconds(n) for n in (56, 96)]
@@ -1103,11 +1134,11 @@ def report(result: dict, out: Path, plot: bool = True) -> None:
                   f"{lv['saved_seconds']['median']:.3f} s [{lv['saved_seconds']['min']:.3f}, "
                   f"{lv['saved_seconds']['max']:.3f}]")
         for name, lv in result["levers"].get("dag", {}).items():
-            w, r = lv["wall_seconds"], lv["ratio_to_no_preload"]
+            w, r = lv["wall_seconds"], lv.get("ratio_to_reference") or lv["ratio_to_no_preload"]
             v = lv["validate_overhead_median"]
             o = lv.get("task_overhead_median") or {}
             print(f"  DAG {name:<24} {w['median']:>8.1f} s [{w['min']:.1f}, {w['max']:.1f}]  "
-                  f"x{r['median']:.3f} of no preload; validate overhead {v.get('median')} s; "
+                  f"x{r['median']:.3f} of {lv.get('reference', 'no preload')}; validate overhead {v.get('median')} s; "
                   f"median task overhead {o.get('median')} s")
     print(f"\nresults: {path}")
     for p in result.get("plots", []):
@@ -1125,6 +1156,9 @@ def main(argv: list[str] | None = None) -> int:
                    "GX preload, priority weights)")
     p.add_argument("--repeat", type=int, default=3, help="rounds per lever (default 3)")
     p.add_argument("--dag-repeat", type=int, help="rounds of the DAG levers (default: --repeat); each is a DAG run")
+    p.add_argument("--lever-parts", default="copy,validation,dag", help="which levers: copy,validation,dag")
+    p.add_argument("--dag-levers", default=";".join(DEFAULT_DAG_LEVERS),
+                   help="';'-separated DAG configurations, the first is the reference; known: " + "; ".join(DAG_LEVERS))
     p.add_argument("--peer-seconds", type=float, default=15.0,
                    help="target seconds per peer sample (default 15: their rates are steady after a few "
                         "seconds, and four peers at a minute each would double the default run)")
@@ -1135,7 +1169,9 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
     parts = tuple(x.strip() for x in a.parts.split(",") if x.strip())
     result = run(a.scale, a.streams, a.slots, parts, a.levers, a.repeat, a.peer_seconds, a.out,
-                 a.keep_airflow, not a.no_preload, not a.no_plot, a.dag_repeat)
+                 a.keep_airflow, not a.no_preload, not a.no_plot, a.dag_repeat,
+                 tuple(x.strip() for x in a.dag_levers.split(";") if x.strip()),
+                 tuple(x.strip() for x in a.lever_parts.split(",") if x.strip()))
     dag = result.get("dag")
     return 1 if dag and dag.get("state") != "success" else 0
 
