@@ -18,7 +18,7 @@ help:
 	@echo "make demo [SCALE=0.1 STREAMS=4]   load a generated TPC-H batch through the real DAG"
 	@echo "make test                          run the tests (embedded PostgreSQL, real Airflow)"
 	@echo "make chaos                         the fault, rerun and backfill cases (README: Reliability and security)"
-	@echo "make bench [BENCH_SCALE=1 BENCH_STREAMS=4]  throughput side by side (writes JSON and PNG)"
+	@echo "make bench [SCALE=1 STREAMS=4 LEVERS=1]  throughput side by side with the floor and the peers (JSON, PNG)"
 	@echo "make db-uri | make psql            the embedded target's URI / a SQL prompt on it"
 	@echo "make stop                          stop the local Airflow and the embedded PostgreSQL"
 
@@ -40,8 +40,14 @@ chaos: $(STAMP)
 	$(PY) -m pytest tests -m chaos $(PYTEST_ARGS)
 
 # Side-by-side throughput: raw COPY floor, the loader alone, the DAG end to end, peers.
+# Its own defaults (scale 1, 4 streams), not the demo's: SCALE / STREAMS count only when
+# given on the command line or in the environment (BENCH_SCALE / BENCH_STREAMS also work).
+# LEVERS=1 adds the levers; BENCH_ARGS passes anything else (e.g. --repeat 1).
+BENCH_SCALE ?= $(if $(filter command line environment,$(origin SCALE)),$(SCALE),1)
+BENCH_STREAMS ?= $(if $(filter command line environment,$(origin STREAMS)),$(STREAMS),4)
+BENCH_ARGS ?=
 bench: $(STAMP)
-	$(PY) -m switchyard.bench --scale $(or $(BENCH_SCALE),1) --streams $(or $(BENCH_STREAMS),4)
+	$(PY) -m switchyard.bench --scale $(BENCH_SCALE) --streams $(BENCH_STREAMS) $(if $(filter 1 yes true,$(LEVERS)),--levers) $(BENCH_ARGS)
 
 db-uri: $(STAMP)
 	@$(PY) -m switchyard db uri

@@ -32,6 +32,11 @@ def test_floor_and_loader_alone(pg_uri, tpch_batch, tmp_path):
     assert saved["loader"]["prepare_seconds_median"] >= 0
     assert "dag" not in saved and "peers" not in saved
     assert result["floor"]["rows_per_s"] == saved["floor"]["rows_per_s"]
+    judged = {t["name"]: t for t in saved["targets"]}
+    assert judged["loader alone / floor, per stream"]["measured"] == round(
+        saved["loader"]["rows_per_s"] / saved["floor"]["rows_per_s"], 3)
+    assert judged["median per-task overhead, seconds"]["met"] is None, "no DAG run, nothing judged"
+    assert set(saved["load_average"]) >= {"start", "end"}
     lines = bench.table_lines(saved)
     assert lines[1].startswith("floor") and lines[2].startswith("Switchyard loader alone")
 
@@ -58,3 +63,105 @@ def test_schedule_efficiency():
     e = schedule_efficiency(loads, slots=2, makespan=8.0)
     assert e["lower_bound_seconds"] == 4.0 and e["efficiency"] == 0.5
     assert schedule_efficiency([{"work_seconds": 10.0}, {"work_seconds": 1.0}], 2, 10.0)["efficiency"] == 1.0
+
+
+def test_server_side_copy_and_tablespace_levers_load_every_row(pg_uri, tpch_batch):
+    """The levers' floor variants: the server reads the files itself; one tablespace per session."""
+    import psycopg
+    from switchyard import bench
+    from switchyard.batch import read_manifest
+    from switchyard.spec import load_spec
+    name, folder = tpch_batch
+    spec = load_spec("tpch")
+    files = bench.batch_files(folder, read_manifest(folder, spec), spec)
+    bench.let_server_read(folder)
+    placement = bench.create_tablespaces(pg_uri, 2)
+    try:
+        assert len(placement["directories"]) == 3 and isinstance(placement["same_device"], bool)
+        for variant in ("server_file", "tablespaces"):
+            r = bench.run_floor(pg_uri, files, 2, variant, label=variant, scan=True)
+            assert r["rows"] == sum(f["rows"] for f in files) and r["variant"] == variant
+            assert r["scan_seconds_total"] >= 0
+    finally:
+        bench.drop_tablespaces(pg_uri, 2)
+    with psycopg.connect(pg_uri) as conn:
+        left = conn.execute("SELECT count(*) FROM pg_tablespace WHERE spcname LIKE %s",
+                            (bench.TABLESPACE_PREFIX + "%",)).fetchone()[0]
+    assert left == 0
+
+
+def _result(**over):
+    base = {"scale": 1.0, "streams": 4, "slots": 2, "machine": {"cpus": 2},
+            "floor": {"rows_per_s": 1_000_000.0, "wall_seconds": 10.0},
+            "loader": {"rows_per_s": 960_000.0, "wall_seconds": 10.4},
+            "dag": {"state": "success", "wall_seconds": 40.0, "task_overhead_median": 1.5, "group_tasks": 104,
+                    "lineitem": {"rows": 6_000_000, "seconds": 10.0, "rows_per_s": 600_000.0}},
+            "parse": [{"streams": 56, "tasks": 1355, "rounds": 3, "dag_file_seconds": {"median": 0.4}},
+                      {"streams": 96, "tasks": 2315, "rounds": 3, "dag_file_seconds": {"median": 2.5}}]}
+    base.update(over)
+    return base
+
+
+def test_targets_judge_the_measured_figures():
+    from switchyard.bench import target_lines, targets
+    t = {x["name"]: x for x in targets(_result())}
+    assert t["loader alone / floor, per stream"]["measured"] == 0.96
+    assert t["loader alone / floor, per stream"]["met"] is True
+    f = t["floor / makespan (end to end)"]
+    assert f["measured"] == 0.25 and f["met"] is None, "judged only at scale 10 with 8 streams"
+    assert t["median per-task overhead, seconds"]["met"] is False
+    assert t["lineitem rows/s per core, end to end"]["measured"] == 300_000.0
+    assert t["lineitem rows/s per core, end to end"]["met"] is False
+    assert t["DAG parse, 56 streams (1355 tasks), seconds"]["met"] is True
+    assert t["DAG parse, 96 streams (2315 tasks), seconds"]["met"] is False
+    big = {x["name"]: x for x in targets(_result(scale=10.0, streams=8))}
+    assert big["floor / makespan (end to end)"]["met"] is False
+    failed = {x["name"]: x for x in targets(_result(dag={"state": "failed", "wall_seconds": 5.0}))}
+    assert failed["floor / makespan (end to end)"]["measured"] is None, "a failed run measures nothing"
+    lines = target_lines(targets(_result()))
+    assert any(line.startswith("median per-task overhead") and line.endswith("NO") for line in lines)
+
+
+def test_validate_work_excludes_the_gx_import():
+    from switchyard.bench import task_record
+    ti = {"task_id": "orders_1.validate", "state": "success", "start_date": "2026-11-22T10:00:00Z",
+          "end_date": "2026-11-22T10:00:07Z"}
+    r = task_record(ti, "validate", {"seconds": 5.5, "import_seconds": 4.5, "gx_preloaded": False})
+    assert r["work_seconds"] == 1.0 and r["overhead_seconds"] == 6.0 and r["gx_preloaded"] is False
+    p = task_record(dict(ti, task_id="orders_1.prepare"), "prepare", {"seconds": 0.25})
+    assert p["work_seconds"] == 0.25 and p["overhead_seconds"] == 6.75
+
+
+_FORKED = """
+import json, os, sys
+sys.argv = [os.path.join(os.path.dirname(sys.executable), "airflow"), sys.argv[1]]
+import airflow_local_settings  # what Airflow imports at start in each of its processes
+r, w = os.pipe()
+if os.fork() == 0:  # as LocalExecutor starts a task: a bare fork of the scheduler's process
+    os.write(w, json.dumps({"gx": "great_expectations.expectations" in sys.modules}).encode())
+    os._exit(0)
+os.wait()
+from switchyard.preload import report
+print(json.dumps({"child": json.loads(os.read(r, 4096)), "report": report}))
+"""
+
+
+def _forked(role: str, preload: str) -> dict:
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+    plugins = Path(__file__).resolve().parents[1] / "plugins"
+    env = dict(os.environ, SWITCHYARD_PRELOAD=preload, GX_ANALYTICS_ENABLED="False",
+               PYTHONPATH=os.pathsep.join([str(plugins / "switchyard" / "airflow_settings"), str(plugins)]))
+    out = subprocess.run([sys.executable, "-c", _FORKED, role], env=env, check=True, capture_output=True, text=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_a_process_forked_from_the_scheduler_finds_gx_imported():
+    on = _forked("scheduler", "1")
+    assert on["child"]["gx"] is True
+    assert "great_expectations.expectations" in on["report"]["preloaded"] and not on["report"]["failed"]
+    # Only the scheduler pays for it, and SWITCHYARD_PRELOAD=0 turns it off.
+    assert _forked("api-server", "1")["child"]["gx"] is False
+    assert _forked("scheduler", "0")["child"]["gx"] is False

@@ -87,3 +87,12 @@ def test_trigger_form_does_not_require_a_batch():
     batch = build_dag(DagConfig(streams=1)).params.get_param("batch")
     assert "null" in batch.schema["type"] and batch.value == ""
     assert batch.schema["section"] == "What to load" and batch.schema["title"] == "Batch"
+
+def test_dag_file_parses_in_a_fresh_process_for_96_streams():
+    """As Airflow's dag-processor and every task process do: the file imported, the stream
+    count from the environment. The time is printed (and judged by `make bench`), not asserted."""
+    from switchyard.bench import parse_seconds
+    r = parse_seconds(96, rounds=1)
+    assert r["tasks"] == expected_tasks(96)
+    print(f"DAG file with 96 streams in a fresh process: {r['dag_file_seconds']['median']:.2f} s "
+          f"(+ airflow.sdk import {r['airflow_sdk_import_seconds']['median']:.2f} s)")

@@ -10,11 +10,19 @@ One command, one machine, one batch, measured in the same run:
 4. peers: what a user writes with stock Airflow (PostgresHook.insert_rows, pandas
    to_sql, PostgresHook.copy_expert), on a sample, extrapolated.
 
+It also times the DAG file's parse for 56 and 96 streams in fresh processes, and checks
+the figures against the project's targets (a `targets` block in the output and the JSON).
+Task overhead is a task's wall time minus the work it reports; importing Great
+Expectations counts as overhead, not as validation work.
+
 `--levers` adds side-by-side measurements of the options that move these numbers: COPY
-FREEZE or not, three ways of handling TPC-H's trailing '|', the bulk-load server settings
-against PostgreSQL's defaults, the scheduler preloading Great Expectations, and the
-DAG's priority weights. Each is repeated (`--repeat`) in rotating order: the spread is
-reported next to the median, because a shared machine is noisy.
+FREEZE or not, three ways of handling TPC-H's trailing '|', server-side `COPY FROM
+'<file>'` against client streaming, one tablespace per session in its own directory, the
+bulk-load server settings against PostgreSQL's defaults, validation with every
+expectation scanning against the key proven by the staging table's constraints, the
+scheduler preloading Great Expectations, and the DAG's priority weights. Each is repeated
+(`--repeat`, `--dag-repeat`) in rotating order: the spread is reported next to the
+median, because a shared machine is noisy.
 
 The end-to-end part runs an Airflow of its own (own home, port and schema), so a
 running demo Airflow and its schema are left alone; it is stopped at the end unless
@@ -38,7 +46,8 @@ LOADER_SCHEMA = "bench_loader"
 DAG_SCHEMA = "bench"
 PEER_SCHEMA = "bench_peers"
 BENCH_AIRFLOW_PORT = 28090
-DEFAULTS_PG_PORT = 54339
+# The settings lever's second server: SWITCHYARD_BENCH_DEFAULTS_PG_PORT, else a free port.
+DEFAULTS_PG_PORT_ENV = "SWITCHYARD_BENCH_DEFAULTS_PG_PORT"
 PEER_CONN_ID = "switchyard_bench_peer"
 STEPS = ("prepare", "load", "validate", "switch")
 _CHUNK = 1 << 20
@@ -57,7 +66,12 @@ VARIANTS = {
     "nofreeze_dummy": {"format": "text", "freeze": False, "eol": "dummy"},
     "csv_dummy": {"format": "csv", "freeze": True, "eol": "dummy"},
     "strip_stream": {"format": "text", "freeze": True, "eol": "strip"},
+    # The server reads the file itself (COPY ... FROM '<file>'), no client streaming.
+    "server_file": {"format": "text", "freeze": True, "eol": "dummy", "source": "server"},
+    # One tablespace per session, each in its own directory (the record's filegroup per stream).
+    "tablespaces": {"format": "text", "freeze": True, "eol": "dummy", "tablespaces": True},
 }
+TABLESPACE_PREFIX = "bench_ts_"
 
 
 def say(text: str) -> None:
@@ -143,14 +157,18 @@ def floor_one(job: tuple) -> dict:
     options = "FORMAT text, DELIMITER '|'" if v["format"] == "text" else "FORMAT csv, DELIMITER '|'"
     if v["freeze"]:
         options += ", FREEZE"
+    where = f' TABLESPACE "{f["tablespace"]}"' if v.get("tablespaces") else ""
     start = now()
     with psycopg.connect(uri, application_name="switchyard-bench") as conn:
         with conn.transaction(), conn.cursor() as cur:
             cur.execute(f"DROP TABLE IF EXISTS {table}")
-            cur.execute(f"CREATE TABLE {table} ({', '.join(cols)})")
-            with open(f["path"], "rb") as fh, cur.copy(f"COPY {table} FROM STDIN ({options})") as cp:
-                for chunk in (_stripped(fh) if v["eol"] == "strip" else iter(lambda: fh.read(_CHUNK), b"")):
-                    cp.write(chunk)
+            cur.execute(f"CREATE TABLE {table} ({', '.join(cols)}){where}")
+            if v.get("source") == "server":
+                cur.execute(f"COPY {table} FROM {_literal(f['path'])} ({options})")
+            else:
+                with open(f["path"], "rb") as fh, cur.copy(f"COPY {table} FROM STDIN ({options})") as cp:
+                    for chunk in (_stripped(fh) if v["eol"] == "strip" else iter(lambda: fh.read(_CHUNK), b"")):
+                        cp.write(chunk)
             rows = cur.rowcount
         end = now()
         scan_seconds = None
@@ -161,6 +179,10 @@ def floor_one(job: tuple) -> dict:
             scan_seconds = round(now() - end, 4)
     return {"table": f["table"], "stream": f["stream"], "rows": rows, "bytes": f["bytes"], "start": start,
             "end": end, "seconds": round(end - start, 4), "scan_seconds": scan_seconds, "pid": os.getpid()}
+
+
+def _literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
 
 
 def reset_schema(uri: str, *schemas: str, create: bool = True) -> None:
@@ -175,6 +197,8 @@ def reset_schema(uri: str, *schemas: str, create: bool = True) -> None:
 def run_floor(uri: str, files: list[dict], slots: int, variant: str = "freeze_dummy", label: str = "floor",
               scan: bool = False) -> dict:
     reset_schema(uri, FLOOR_SCHEMA)
+    if VARIANTS[variant].get("tablespaces"):
+        files = [dict(f, tablespace=f"{TABLESPACE_PREFIX}{i % slots + 1}") for i, f in enumerate(files)]
     try:
         records, started, ended = run_parallel(floor_one, [(uri, FLOOR_SCHEMA, f, variant, scan) for f in files],
                                                slots)
@@ -250,19 +274,28 @@ def use_bench_airflow() -> None:
     os.environ["SWITCHYARD_RUNS_DIR"] = str(bench_airflow_home().parent / "runs")
 
 
-def airflow_settings(streams: int, preload: bool, flat_priorities: bool) -> dict[str, str]:
+def airflow_settings(streams: int, preload: bool, flat_priorities: bool,
+                     options: dict | None = None) -> dict[str, str]:
     from .batch import data_root
-    return {"SWITCHYARD_SCHEMA": DAG_SCHEMA, "SWITCHYARD_SCHEDULE": "none", "SWITCHYARD_STREAMS": str(streams),
-            "SWITCHYARD_DATA_ROOT": str(data_root()), "SWITCHYARD_RUNS_DIR": os.environ["SWITCHYARD_RUNS_DIR"],
-            "SWITCHYARD_PRELOAD": "1" if preload else "0",
-            "SWITCHYARD_FLAT_PRIORITIES": "1" if flat_priorities else "0"}
+    settings = {"SWITCHYARD_SCHEMA": DAG_SCHEMA, "SWITCHYARD_SCHEDULE": "none", "SWITCHYARD_STREAMS": str(streams),
+                "SWITCHYARD_DATA_ROOT": str(data_root()), "SWITCHYARD_RUNS_DIR": os.environ["SWITCHYARD_RUNS_DIR"],
+                "SWITCHYARD_PRELOAD": "1" if preload else "0",
+                "SWITCHYARD_FLAT_PRIORITIES": "1" if flat_priorities else "0"}
+    options = options or {}
+    if options.get("parallelism"):
+        # How many task processes LocalExecutor runs at once (local.py's default: 8).
+        settings["AIRFLOW__CORE__PARALLELISM"] = str(options["parallelism"])
+    if options.get("validation"):
+        settings["SWITCHYARD_VALIDATION"] = options["validation"]
+    return settings
 
 
-def ensure_airflow(streams: int, preload: bool, flat_priorities: bool) -> tuple[Any, float]:
+def ensure_airflow(streams: int, preload: bool, flat_priorities: bool,
+                   options: dict | None = None) -> tuple[Any, float]:
     """The benchmark's Airflow running with these settings (restarted when they differ)."""
     from . import local
     use_bench_airflow()
-    extra = airflow_settings(streams, preload, flat_priorities)
+    extra = airflow_settings(streams, preload, flat_priorities, options)
     env = local.airflow_env(streams=streams, extra=extra)
     local.migrate(env)
     marker = local.airflow_home() / "bench-settings.json"
@@ -290,10 +323,10 @@ def _ts(value: str | None) -> float | None:
 
 
 def run_dag(uri: str, pg, batch: str, streams: int, slots: int, preload: bool = True,
-            flat_priorities: bool = False, timeout: float = 7200) -> dict:
+            flat_priorities: bool = False, timeout: float = 7200, options: dict | None = None) -> dict:
     from . import demo
     from .dag_factory import DagConfig, build_dag
-    api, startup = ensure_airflow(streams, preload, flat_priorities)
+    api, startup = ensure_airflow(streams, preload, flat_priorities, options)
     demo.ensure_connection(api, pg)
     demo.ensure_pool(api, slots)
     expected = len(build_dag(DagConfig(streams=streams)).tasks)
@@ -312,7 +345,7 @@ def run_dag(uri: str, pg, batch: str, streams: int, slots: int, preload: bool = 
     for ti in tis:
         step = ti["task_id"].rsplit(".", 1)[-1]
         value = None
-        if step in ("load", "validate") and ti.get("state") == "success":
+        if step in STEPS and ti.get("state") == "success":
             value = api.get(f"/api/v2/dags/{demo.DAG_ID}/dagRuns/{_quoted(run_id)}/taskInstances/"
                             f"{ti['task_id']}/xcomEntries/return_value").get("value")
         tasks.append(task_record(ti, step, value))
@@ -340,17 +373,20 @@ def wait_for_weights(api, flat: bool, timeout: float = 120) -> dict:
 def task_record(ti: dict, step: str, value: dict | None) -> dict:
     start, end = _ts(ti.get("start_date")), _ts(ti.get("end_date"))
     wall = end - start if start and end else None
-    work = gx_import = None
-    if step == "load" and value:
+    work = gx_import = preloaded = None
+    if step in STEPS and value:
         work = value.get("seconds")
-    elif step == "validate" and value:
-        work = value.get("seconds")
+    if step == "validate" and value:
+        # Importing GX is the price of a task process, not validation work: counted as overhead.
         gx_import = value.get("import_seconds")
+        if work is not None and gx_import is not None:
+            work = round(work - gx_import, 4)
+        preloaded = value.get("gx_preloaded")
     return {"task_id": ti["task_id"], "step": step, "state": ti.get("state"), "try_number": ti.get("try_number"),
             "priority_weight": ti.get("priority_weight"), "pool": ti.get("pool"),
             "queued": _ts(ti.get("queued_when")), "start": start, "end": end,
             "wall_seconds": round(wall, 4) if wall is not None else None,
-            "work_seconds": work, "gx_import_seconds": gx_import,
+            "work_seconds": work, "gx_import_seconds": gx_import, "gx_preloaded": preloaded,
             "overhead_seconds": round(wall - work, 4) if wall is not None and work is not None else None,
             "rows": (value or {}).get("rows") if step == "load" else None,
             "bytes": (value or {}).get("bytes") if step == "load" else None,
@@ -389,7 +425,8 @@ def analyse_dag(run: dict, state: str, tasks: list[dict], slots: int, stats: dic
             t["start_gap_seconds"] = _r(t["start"] - up) if t["start"] and up else None
     per_step = {}
     for step in ("wait_for_batch", "plan", *STEPS, "stats"):
-        ts = [t for t in tasks if t["step"] == step and t["wall_seconds"] is not None]
+        ts = [t for t in tasks if t["step"] == step and t["wall_seconds"] is not None
+              and t["state"] in ("success", "failed")]
         if not ts:
             continue
         per_step[step] = {
@@ -401,19 +438,39 @@ def analyse_dag(run: dict, state: str, tasks: list[dict], slots: int, stats: dic
             "queue_wait_median": _r(_median([t["start"] - t["queued"] for t in ts if t["queued"]])),
             "gx_import_median": _r(_median([t["gx_import_seconds"] for t in ts])),
             "start_gap_median": _r(_median([t.get("start_gap_seconds") for t in ts])),
+            "gx_preloaded": (sum(1 for t in ts if t.get("gx_preloaded")) if step == "validate" else None),
             "work_reported": any(t["work_seconds"] is not None for t in ts),
         }
     pool_busy = sum(t["wall_seconds"] for t in loads) / (slots * load_span) if load_span else None
+    # Tasks that ran: an upstream-failed or skipped task has no process and no overhead.
+    group_tasks = [t for t in tasks if t["step"] in STEPS and t["wall_seconds"] is not None
+                   and t["state"] in ("success", "failed")]
+    overheads = [t["overhead_seconds"] if t["overhead_seconds"] is not None else t["wall_seconds"]
+                 for t in group_tasks]
     return {"name": "DAG end to end", "state": state, "run_id": run.get("dag_run_id"), "rows": rows,
             "bytes": nbytes, "wall_seconds": _r(wall), "rows_per_s": _r(rows / wall if wall else None, 1),
             "mb_per_s": _r(nbytes / 1e6 / wall if wall else None, 2), "started": run_start, "ended": run_end,
             "load_window_seconds": _r(load_span),
             "load_window_rows_per_s": _r(rows / load_span if load_span else None, 1),
             "per_step": per_step, "pool_busy_fraction": _r(pool_busy),
+            "task_overhead_median": _r(_median(overheads)), "group_tasks": len(group_tasks),
+            "lineitem": table_window(tasks, "lineitem"),
             "efficiency_run": schedule_efficiency(loads, slots, wall),
             "efficiency_loads": schedule_efficiency(loads, slots, load_span),
             "stats_makespan_seconds": (stats or {}).get("makespan_seconds"),
             "failed_groups": (stats or {}).get("failed_groups"), "tasks": tasks, **extra}
+
+
+def table_window(tasks: list[dict], table: str) -> dict:
+    """One table end to end: its rows over the time from its first task's start to its last
+    switch's end (other tables' tasks may run meanwhile: the biggest table starts first)."""
+    mine = [t for t in tasks if t["task_id"].split(".")[0].rsplit("_", 1)[0] == table
+            and t["step"] in STEPS and t["start"] and t["end"]]
+    rows = sum(t["rows"] or 0 for t in mine if t["step"] == "load")
+    if not mine or not rows:
+        return {}
+    span = max(t["end"] for t in mine) - min(t["start"] for t in mine)
+    return {"rows": rows, "seconds": _r(span), "rows_per_s": _r(rows / span, 1)}
 
 
 def _r(value: float | None, digits: int = 3) -> float | None:
@@ -536,10 +593,22 @@ def peer_record(name: str, rows: int, nbytes: float, seconds: float, slots: int)
 
 
 # --- levers -------------------------------------------------------------------------------
+def free_port() -> int:
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def defaults_pg_port() -> int:
+    configured = os.environ.get(DEFAULTS_PG_PORT_ENV, "").strip()
+    return int(configured) if configured else free_port()
+
+
 def defaults_server():
     """A second embedded PostgreSQL with PostgreSQL's default settings, for the settings lever."""
     from .embedded import EmbeddedPostgres, state_dir
-    pg = EmbeddedPostgres(root=state_dir() / "bench" / "pg-defaults", port=DEFAULTS_PG_PORT)
+    pg = EmbeddedPostgres(root=state_dir() / "bench" / "pg-defaults", port=defaults_pg_port())
     fresh = not (pg.pgdata / "PG_VERSION").exists()
     pg.start()
     if fresh:
@@ -552,8 +621,47 @@ def defaults_server():
     return pg
 
 
-def run_copy_levers(uri: str, files: list[dict], slots: int, repeat: int) -> dict:
+def let_server_read(folder: Path) -> None:
+    """As root the embedded server runs as its own user: let it read the batch (server-side COPY)."""
+    if os.geteuid() == 0:
+        from .embedded import _open_up
+        _open_up(folder, 0o044)
+
+
+def create_tablespaces(uri: str, slots: int) -> dict:
+    """One tablespace per session in its own directory; where they sit (device ids) is reported."""
+    import psycopg
+    from .embedded import OS_USER, state_dir
+    base = state_dir() / "bench" / "tablespaces"
+    drop_tablespaces(uri, slots)
+    devices = {}
+    with psycopg.connect(uri, autocommit=True) as conn:
+        pgdata = conn.execute("SHOW data_directory").fetchone()[0]
+        for k in range(1, slots + 1):
+            d = base / str(k)
+            d.mkdir(parents=True, exist_ok=True)
+            if os.geteuid() == 0:
+                import shutil
+                shutil.chown(d, OS_USER, OS_USER)
+                for parent in d.parents:
+                    parent.chmod(parent.stat().st_mode | 0o011)
+            conn.execute(f'CREATE TABLESPACE "{TABLESPACE_PREFIX}{k}" LOCATION {_literal(str(d))}')
+            devices[str(d)] = os.stat(d).st_dev
+    devices["data_directory"] = os.stat(pgdata).st_dev
+    return {"directories": devices, "same_device": len(set(devices.values())) == 1}
+
+
+def drop_tablespaces(uri: str, slots: int) -> None:
+    import psycopg
+    with psycopg.connect(uri, autocommit=True) as conn:
+        for k in range(1, slots + 1):
+            conn.execute(f'DROP TABLESPACE IF EXISTS "{TABLESPACE_PREFIX}{k}"')
+
+
+def run_copy_levers(uri: str, files: list[dict], slots: int, repeat: int, folder: Path) -> dict:
     """The floor's variants and server settings, side by side, in rotating order."""
+    let_server_read(folder)
+    tablespaces = create_tablespaces(uri, slots)
     say("levers: defaults server (PostgreSQL's own settings)")
     other = defaults_server()
     try:
@@ -573,6 +681,8 @@ def run_copy_levers(uri: str, files: list[dict], slots: int, repeat: int) -> dic
                       flush=True)
     finally:
         other.stop()
+        reset_schema(uri, FLOOR_SCHEMA, create=False)
+        drop_tablespaces(uri, slots)
     base = runs["freeze_dummy"]
     out = {}
     for name, rs in runs.items():
@@ -583,31 +693,109 @@ def run_copy_levers(uri: str, files: list[dict], slots: int, repeat: int) -> dic
                      "first_scan_seconds_total": spread([x["scan_seconds_total"] for x in rs]),
                      "load_and_scan_wall_seconds": spread([x["load_and_scan_wall_seconds"] for x in rs]),
                      "server": "defaults" if name == "server_defaults" else "bulk-load settings"}
+    out["tablespaces"]["placement"] = tablespaces
     return out
 
 
-def run_dag_levers(uri: str, pg, batch: str, streams: int, slots: int, repeat: int) -> dict:
-    configs = {"no preload": (False, False), "preload": (True, False), "preload, flat priorities": (True, True)}
+# --- validation lever ----------------------------------------------------------------------
+_GX_IMPORT = """
+import json, resource, time
+t = time.perf_counter()
+import great_expectations, great_expectations.expectations
+print(json.dumps({"seconds": time.perf_counter() - t,
+                  "max_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+
+
+def gx_import_cost(rounds: int = 2) -> dict:
+    """Importing GX in a fresh process: the cost every validate task pays without the preload."""
+    import subprocess
+    runs = [json.loads(subprocess.run([sys.executable, "-c", _GX_IMPORT], check=True, capture_output=True,
+                                      text=True, env=dict(os.environ, GX_ANALYTICS_ENABLED="False"))
+                       .stdout.strip().splitlines()[-1]) for _ in range(rounds)]
+    return {"seconds": spread([r["seconds"] for r in runs]), "max_rss_mb": spread([r["max_rss_mb"] for r in runs])}
+
+
+def run_validation_lever(uri: str, folder: Path, files: list[dict], repeat: int) -> dict:
+    """GX with every expectation scanning vs GX counting rows with the key proven by constraints,
+    on the biggest file of each of lineitem and orders, loaded by the adapter (GX imported first)."""
+    from .batch import read_manifest
+    from .planner import plan_batch
+    from .spec import load_spec
+    from .targets.postgres import PostgresAdapter
+    from .validation import validate_table
+    spec = load_spec("tpch")
+    tables = [t for t in ("lineitem", "orders") if any(f["table"] == t for f in files)]
+    plan = plan_batch(spec, read_manifest(folder, spec), tables)
+    adapter = PostgresAdapter(spec, uri=uri, schema=LOADER_SCHEMA)
+    reset_schema(uri, LOADER_SCHEMA, adapter.staging_schema, create=False)
+    adapter.setup(plan)
+    chosen = [max((s for s in t.streams if not s.empty), key=lambda s: s.rows) for t in plan.tables]
+    import great_expectations  # noqa: F401  (import time is not what this lever compares)
+    out: dict[str, Any] = {"gx_import_fresh_process": gx_import_cost()}
+    try:
+        for s in chosen:
+            adapter.prepare(s)
+            adapter.load(s, resolve(folder, s.file))
+            times: dict[str, list[float]] = {"all four through GX": [], "row count through GX, key proven": []}
+            for r in range(repeat):
+                for name in (list(times) if r % 2 == 0 else list(times)[::-1]):
+                    o = validate_table(adapter.sqlalchemy_url(), adapter.staging_schema, s.staging_table,
+                                       spec.table(s.table).key, s.rows, s.key_min, s.key_max,
+                                       trust_constraints=name != "all four through GX")
+                    if not o.success:
+                        raise RuntimeError(f"validation lever: {s.group_id} failed validation: {o.failures()}")
+                    times[name].append(o.seconds - o.import_seconds)
+            full, lean = times.values()
+            out[s.group_id] = {"rows": s.rows, **{k: spread(v) for k, v in times.items()},
+                               "saved_seconds": spread([a - b for a, b in zip(full, lean)])}
+            print(f"    {s.group_id} ({s.rows:,} rows): all four through GX {statistics.median(full):.3f} s, "
+                  f"key proven {statistics.median(lean):.3f} s", flush=True)
+    finally:
+        reset_schema(uri, LOADER_SCHEMA, adapter.staging_schema, create=False)
+    return out
+
+
+# The DAG levers: (preload, flat priorities, other settings). The first named is the reference.
+DAG_LEVERS = {
+    "no preload": (False, False, {}),
+    "preload": (True, False, {}),
+    "preload, flat priorities": (True, True, {}),
+    "preload, validation full": (True, False, {"validation": "full"}),
+    "preload, parallelism 4": (True, False, {"parallelism": 4}),
+    "preload, parallelism 16": (True, False, {"parallelism": 16}),
+}
+DEFAULT_DAG_LEVERS = ("no preload", "preload", "preload, flat priorities")
+
+
+def run_dag_levers(uri: str, pg, batch: str, streams: int, slots: int, repeat: int,
+                   names: tuple[str, ...] = DEFAULT_DAG_LEVERS) -> dict:
+    unknown = [n for n in names if n not in DAG_LEVERS]
+    if unknown:
+        raise ValueError(f"unknown DAG levers {unknown}; known: {', '.join(DAG_LEVERS)}")
+    configs = {name: DAG_LEVERS[name] for name in names}
     runs: dict[str, list[dict]] = {name: [] for name in configs}
     names = list(configs)
     for r in range(repeat):
         order = names[r % len(names):] + names[:r % len(names)]
         for name in order:
-            preload, flat = configs[name]
+            preload, flat, options = configs[name]
             say(f"levers: DAG run, {name} (round {r + 1})")
-            result = run_dag(uri, pg, batch, streams, slots, preload=preload, flat_priorities=flat)
+            result = run_dag(uri, pg, batch, streams, slots, preload=preload, flat_priorities=flat, options=options)
             runs[name].append(compact_dag(result))
             print(f"    {name}: {result['wall_seconds']} s, validate overhead "
                   f"{result['per_step'].get('validate', {}).get('overhead_median')} s", flush=True)
     out = {}
-    base = runs["no preload"]
+    base = runs[names[0]]
     for name, rs in runs.items():
         out[name] = {
             "wall_seconds": spread([x["wall_seconds"] for x in rs]),
-            "ratio_to_no_preload": spread([x["wall_seconds"] / b["wall_seconds"] for x, b in zip(rs, base)]),
+            "reference": names[0],
+            "ratio_to_reference": spread([x["wall_seconds"] / b["wall_seconds"] for x, b in zip(rs, base)]),
             "validate_overhead_median": spread([x["validate_overhead"] for x in rs]),
             "validate_gx_import_median": spread([x["validate_gx_import"] for x in rs]),
             "bare_task_overhead_median": spread([x["bare_overhead"] for x in rs]),
+            "task_overhead_median": spread([x["task_overhead"] for x in rs]),
             "efficiency_run": spread([x["efficiency_run"] for x in rs]),
             "runs": rs,
         }
@@ -622,8 +810,105 @@ def compact_dag(result: dict) -> dict:
             "bare_overhead": _median([steps.get(s, {}).get("overhead_median") for s in ("prepare", "switch")]),
             "load_overhead": steps.get("load", {}).get("overhead_median"),
             "efficiency_run": result["efficiency_run"].get("efficiency"),
+            "task_overhead": result.get("task_overhead_median"),
+            "validate_gx_preloaded": steps.get("validate", {}).get("gx_preloaded"),
             "efficiency_loads": result["efficiency_loads"].get("efficiency"),
             "priority_weights": result.get("priority_weights"), "run_id": result["run_id"]}
+
+
+# --- DAG parse time -------------------------------------------------------------------------
+_PARSE = """
+import importlib.util, json, sys, time
+t0 = time.perf_counter()
+import airflow.sdk  # already imported in Airflow's dag-processor: timed apart
+t1 = time.perf_counter()
+spec = importlib.util.spec_from_file_location("switchyard_dag_file", sys.argv[1])
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+t2 = time.perf_counter()
+print(json.dumps({"dag_file_seconds": t2 - t1, "airflow_sdk_import_seconds": t1 - t0,
+                  "tasks": len(module.dag.tasks)}))
+"""
+
+
+def dag_file() -> Path:
+    return Path(__file__).resolve().parents[2] / "dags" / "switchyard_tpch.py"
+
+
+def parse_seconds(streams: int, rounds: int = 3) -> dict:
+    """The DAG file imported in a fresh process with SWITCHYARD_STREAMS set, `rounds` times."""
+    import subprocess
+    env = dict(os.environ, SWITCHYARD_STREAMS=str(streams),
+               PYTHONPATH=os.pathsep.join(filter(None, [str(dag_file().parents[1] / "plugins"),
+                                                        os.environ.get("PYTHONPATH")])))
+    runs = []
+    for _ in range(rounds):
+        started = time.perf_counter()
+        done = subprocess.run([sys.executable, "-c", _PARSE, str(dag_file())], env=env, check=True,
+                              capture_output=True, text=True)
+        r = json.loads(done.stdout.strip().splitlines()[-1])
+        r["process_seconds"] = time.perf_counter() - started
+        runs.append(r)
+    return {"streams": streams, "tasks": runs[0]["tasks"], "rounds": rounds,
+            "dag_file_seconds": spread([r["dag_file_seconds"] for r in runs]),
+            "airflow_sdk_import_seconds": spread([r["airflow_sdk_import_seconds"] for r in runs]),
+            "process_seconds": spread([r["process_seconds"] for r in runs])}
+
+
+# --- targets ----------------------------------------------------------------------------------
+def _target(name: str, target: str, measured: float | None, ok: bool | None, how: str) -> dict:
+    return {"name": name, "target": target, "measured": measured,
+            "met": None if measured is None or ok is None else bool(ok), "how": how}
+
+
+def targets(result: dict) -> list[dict]:
+    """The feature's targets against this run's figures; met is None where not measured."""
+    out = []
+    floor, loader, dag = result.get("floor") or {}, result.get("loader") or {}, result.get("dag") or {}
+    cores = (result.get("machine") or {}).get("cpus") or result["slots"]
+    ratio = _r(loader["rows_per_s"] / floor["rows_per_s"]) if loader and floor else None
+    out.append(_target("loader alone / floor, per stream", ">= 0.95", ratio, ratio is not None and ratio >= 0.95,
+                       f"rows/s of {result['slots']} loader processes over {result['slots']} raw COPY sessions"))
+    ok_dag = dag.get("state") == "success"
+    fm = _r(floor["wall_seconds"] / dag["wall_seconds"]) if ok_dag and dag.get("wall_seconds") else None
+    size = f"scale {result['scale']:g}, {result['streams']} streams"
+    defined = result["scale"] >= 10 and result["streams"] >= 8
+    out.append(_target("floor / makespan (end to end)", ">= 0.8 at scale 10, 8 streams", fm,
+                       (fm >= 0.8) if fm is not None and defined else None,
+                       f"floor wall over the DAG run's wall ({size}"
+                       + ("" if defined else "; the target is set for scale 10, 8 streams: reported, not judged") + ")"))
+    ov = dag.get("task_overhead_median") if ok_dag else None
+    out.append(_target("median per-task overhead, seconds", "< 1", ov, ov is not None and ov < 1,
+                       f"median over {dag.get('group_tasks', 0)} prepare/load/validate/switch tasks of wall minus "
+                       f"reported work; GX import counted as overhead"))
+    li = (dag.get("lineitem") or {}) if ok_dag else {}
+    per_core = _r(li["rows_per_s"] / cores, 1) if li.get("rows_per_s") else None
+    out.append(_target("lineitem rows/s per core, end to end", ">= 500,000", per_core,
+                       per_core is not None and per_core >= 500_000,
+                       f"lineitem rows over first lineitem task start to last lineitem switch end, / {cores} cores"))
+    for p in result.get("parse") or []:
+        med = p["dag_file_seconds"].get("median")
+        out.append(_target(f"DAG parse, {p['streams']} streams ({p['tasks']} tasks), seconds", "< 2",
+                           _r(med), med is not None and med < 2,
+                           f"median of {p['rounds']} fresh processes importing the DAG file "
+                           f"(airflow.sdk imported first, as in the dag-processor)"))
+    if result["streams"] >= 56 and dag:
+        out.append(_target(f"a run with {result['streams']} streams completes", "success",
+                           None, None, f"run state: {dag.get('state')}"))
+        out[-1]["measured"] = dag.get("state")
+        out[-1]["met"] = ok_dag
+    return out
+
+
+def target_lines(rows: list[dict]) -> list[str]:
+    lines = [f"{'target':<48} {'wanted':<30} {'measured':>12} {'met':>4}"]
+    for t in rows:
+        m = t["measured"]
+        shown = "-" if m is None else (f"{m:,.3f}" if isinstance(m, float) and m < 100 else
+                                       f"{m:,.0f}" if isinstance(m, (int, float)) else str(m))
+        met = {True: "yes", False: "NO", None: "-"}[t["met"]]
+        lines.append(f"{t['name']:<48} {t['target']:<30} {shown:>12} {met:>4}")
+    return lines
 
 
 # --- the report -----------------------------------------------------------------------------
@@ -668,6 +953,15 @@ def overhead_lines(dag: dict) -> list[str]:
                          f"longest {e['longest_task_seconds']:.2f} s)) / makespan {e['makespan_seconds']:.2f} s")
     if dag.get("pool_busy_fraction") is not None:
         lines.append(f"pool busy (load task wall / slots / loads window): {dag['pool_busy_fraction']:.3f}")
+    if dag.get("task_overhead_median") is not None:
+        lines.append(f"median overhead over all {dag['group_tasks']} group tasks: {dag['task_overhead_median']:.2f} s")
+    v = dag["per_step"].get("validate")
+    if v and v.get("gx_preloaded") is not None:
+        lines.append(f"validate tasks that found GX already imported (preload): {v['gx_preloaded']} of {v['tasks']}")
+    li = dag.get("lineitem") or {}
+    if li:
+        lines.append(f"lineitem end to end: {li['rows']:,} rows in {li['seconds']:.2f} s = {li['rows_per_s']:,.0f} rows/s "
+                     f"(first lineitem task start to last lineitem switch end)")
     return lines
 
 
@@ -692,9 +986,18 @@ def output_dir(base: Path | None = None) -> Path:
     return out
 
 
+def load_average() -> dict:
+    """The machine's load when a figure was taken: the machine may be shared."""
+    one, five, fifteen = os.getloadavg()
+    return {"time": datetime.now(timezone.utc).isoformat(timespec="seconds"), "1min": round(one, 2),
+            "5min": round(five, 2), "15min": round(fifteen, 2)}
+
+
 def run(scale: float, streams: int, slots: int | None = None, parts: tuple[str, ...] = ("floor", "loader", "dag",
-        "peers"), levers: bool = False, repeat: int = 3, peer_seconds: float = 15.0, out: Path | None = None,
-        keep_airflow: bool = False, preload: bool = True, plot: bool = True) -> dict:
+        "peers", "parse"), levers: bool = False, repeat: int = 3, peer_seconds: float = 15.0, out: Path | None = None,
+        keep_airflow: bool = False, preload: bool = True, plot: bool = True, dag_repeat: int | None = None,
+        dag_levers: tuple[str, ...] = DEFAULT_DAG_LEVERS, lever_parts: tuple[str, ...] = ("copy", "validation", "dag")
+        ) -> dict:
     from .batch import data_root
     from .datagen import generate_tpch
     from .demo import batch_name
@@ -706,7 +1009,8 @@ def run(scale: float, streams: int, slots: int | None = None, parts: tuple[str, 
     result: dict[str, Any] = {"format": "switchyard-bench/1",
                               "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                               "command": " ".join(["python -m switchyard.bench", *sys.argv[1:]]),
-                              "machine": machine(), "scale": scale, "streams": streams, "slots": slots}
+                              "machine": machine(), "scale": scale, "streams": streams, "slots": slots,
+                              "load_average": {"start": load_average()}}
     say("embedded PostgreSQL")
     pg = EmbeddedPostgres()
     uri = pg.start()
@@ -725,11 +1029,13 @@ def run(scale: float, streams: int, slots: int | None = None, parts: tuple[str, 
         say(f"floor: {slots} raw COPY FREEZE sessions")
         result["floor"] = run_floor(uri, files, slots)
         print(f"    {result['floor']['rows_per_s']:,.0f} rows/s in {result['floor']['wall_seconds']:.2f} s", flush=True)
+        result["load_average"]["after_floor"] = load_average()
         if "loader" in parts:
             say(f"Switchyard loader alone: PostgresAdapter prepare + load, {slots} processes")
             result["loader"] = run_loader(uri, folder, files, slots)
             print(f"    {result['loader']['rows_per_s']:,.0f} rows/s in {result['loader']['wall_seconds']:.2f} s",
                   flush=True)
+            result["load_average"]["after_loader"] = load_average()
         if "peers" in parts:
             say(f"peers: stock Airflow ways on a lineitem sample (about {peer_seconds:g} s each; "
                 f"their log: {out / 'peers.log'})")
@@ -737,19 +1043,31 @@ def run(scale: float, streams: int, slots: int | None = None, parts: tuple[str, 
                 result["peers"] = run_peers(uri, files, slots, peer_seconds)
         if levers:
             # Before Airflow starts: its idle services take CPU from the COPY sessions.
-            say(f"levers: COPY variants and server settings, {repeat} rounds")
-            result["levers"] = {"copy": run_copy_levers(uri, files, slots, repeat)}
+            result["levers"] = {}
+            if "copy" in lever_parts:
+                say(f"levers: COPY variants and server settings, {repeat} rounds")
+                result["levers"]["copy"] = run_copy_levers(uri, files, slots, repeat, folder)
+            if "validation" in lever_parts:
+                say(f"levers: validation, all expectations scanning vs the key proven by constraints, {repeat} rounds")
+                result["levers"]["validation"] = run_validation_lever(uri, folder, files, repeat)
         if "dag" in parts:
             say(f"Switchyard end to end: the DAG through the scheduler, LocalExecutor, pool of {slots}")
             result["dag"] = run_dag(uri, pg, name, streams, slots, preload=preload)
-            if levers:
-                say(f"levers: DAG runs (GX preload, priority weights), {repeat} rounds")
-                result["levers"]["dag"] = run_dag_levers(uri, pg, name, streams, slots, repeat)
+            result["load_average"]["after_dag"] = load_average()
+            if levers and "dag" in lever_parts:
+                rounds = repeat if dag_repeat is None else dag_repeat
+                say(f"levers: DAG runs (GX preload, priority weights), {rounds} rounds")
+                result["levers"]["dag"] = run_dag_levers(uri, pg, name, streams, slots, rounds, dag_levers)
+        if "parse" in parts:
+            say("DAG parse time: the DAG file imported in fresh processes for 56 and 96 streams")
+            result["parse"] = [parse_seconds(n) for n in (56, 96)]
     finally:
         if not keep_airflow and ("dag" in parts):
             from . import local
             use_bench_airflow()
             local.stop_services()
+    result["load_average"]["end"] = load_average()
+    result["targets"] = targets(result)
     report(result, out, plot)
     return result
 
@@ -766,8 +1084,10 @@ def report(result: dict, out: Path, plot: bool = True) -> None:
             print(f"    no plots ({exc}; pip install matplotlib)", flush=True)
     path.write_text(json.dumps(result, indent=1, default=str) + "\n")
     b = result["batch"]
+    la = result.get("load_average") or {}
     print(f"\nTPC-H scale {result['scale']:g}, {result['streams']} streams: {b['rows']:,} rows, "
-          f"{b['bytes'] / 1e6:,.1f} MB; {result['slots']} slots; {result['machine'].get('cpus')} CPUs\n")
+          f"{b['bytes'] / 1e6:,.1f} MB; {result['slots']} slots; {result['machine'].get('cpus')} CPUs; load average "
+          + ", ".join(f"{k} {v['1min']}" for k, v in la.items()) + "\n")
     for line in table_lines(result):
         print(line)
     if result.get("peers"):
@@ -778,6 +1098,16 @@ def report(result: dict, out: Path, plot: bool = True) -> None:
               "overhead = wall;\n queued = start - queued; gap = start - upstream task's end)")
         for line in overhead_lines(result["dag"]):
             print(line)
+    if result.get("parse"):
+        print("\nDAG parse (the DAG file in a fresh process; median [min, max] of rounds)")
+        for p in result["parse"]:
+            d, a = p["dag_file_seconds"], p["airflow_sdk_import_seconds"]
+            print(f"  {p['streams']:>3} streams, {p['tasks']:>5} tasks: {d['median']:.2f} s [{d['min']:.2f}, "
+                  f"{d['max']:.2f}] (+ airflow.sdk import {a['median']:.2f} s, paid once by the dag-processor)")
+    if result.get("targets"):
+        print("\ntargets")
+        for line in target_lines(result["targets"]):
+            print(line)
     if result.get("levers"):
         print("\nlevers (median [min, max] over rounds)")
         for name, lv in result["levers"].get("copy", {}).items():
@@ -787,11 +1117,29 @@ def report(result: dict, out: Path, plot: bool = True) -> None:
             print(f"  {name:<28} {rs['median']:>12,.0f} rows/s  x{r['median']:.3f} [{r['min']:.3f}, {r['max']:.3f}] "
                   f"of freeze_dummy" + (f"; first scan of all tables {sc['median']:.2f} s [{sc['min']:.2f}, "
                                          f"{sc['max']:.2f}]" if sc.get("n") else ""))
+            if lv.get("placement"):
+                print(f"    tablespace directories on one device with the data directory: "
+                      f"{lv['placement']['same_device']}")
+        val = result["levers"].get("validation") or {}
+        if val:
+            gi = val["gx_import_fresh_process"]
+            print(f"  GX import in a fresh process: {gi['seconds']['median']:.2f} s, max RSS "
+                  f"{gi['max_rss_mb']['median']:.0f} MB")
+        for gid, lv in val.items():
+            if gid == "gx_import_fresh_process":
+                continue
+            full, lean = lv["all four through GX"], lv["row count through GX, key proven"]
+            print(f"  validate {gid:<10} ({lv['rows']:,} rows, GX imported): all four through GX "
+                  f"{full['median']:.3f} s, key proven by constraints {lean['median']:.3f} s, saved "
+                  f"{lv['saved_seconds']['median']:.3f} s [{lv['saved_seconds']['min']:.3f}, "
+                  f"{lv['saved_seconds']['max']:.3f}]")
         for name, lv in result["levers"].get("dag", {}).items():
-            w, r = lv["wall_seconds"], lv["ratio_to_no_preload"]
+            w, r = lv["wall_seconds"], lv.get("ratio_to_reference") or lv["ratio_to_no_preload"]
             v = lv["validate_overhead_median"]
+            o = lv.get("task_overhead_median") or {}
             print(f"  DAG {name:<24} {w['median']:>8.1f} s [{w['min']:.1f}, {w['max']:.1f}]  "
-                  f"x{r['median']:.3f} of no preload; validate overhead {v.get('median')} s")
+                  f"x{r['median']:.3f} of {lv.get('reference', 'no preload')}; validate overhead {v.get('median')} s; "
+                  f"median task overhead {o.get('median')} s")
     print(f"\nresults: {path}")
     for p in result.get("plots", []):
         print(f"plot: {p}")
@@ -802,12 +1150,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--scale", type=float, default=1.0)
     p.add_argument("--streams", type=int, default=4)
     p.add_argument("--slots", type=int, help="concurrent loads (default: the pool size, one per core)")
-    p.add_argument("--parts", default="floor,loader,dag,peers",
-                   help="comma-separated subset of floor,loader,dag,peers (the floor always runs)")
+    p.add_argument("--parts", default="floor,loader,dag,peers,parse",
+                   help="comma-separated subset of floor,loader,dag,peers,parse (the floor always runs)")
     p.add_argument("--levers", action="store_true", help="also measure the levers (COPY options, settings, "
                    "GX preload, priority weights)")
     p.add_argument("--repeat", type=int, default=3, help="rounds per lever (default 3)")
-    p.add_argument("--peer-seconds", type=float, default=15.0, help="target seconds per peer sample")
+    p.add_argument("--dag-repeat", type=int, help="rounds of the DAG levers (default: --repeat); each is a DAG run")
+    p.add_argument("--lever-parts", default="copy,validation,dag", help="which levers: copy,validation,dag")
+    p.add_argument("--dag-levers", default=";".join(DEFAULT_DAG_LEVERS),
+                   help="';'-separated DAG configurations, the first is the reference; known: " + "; ".join(DAG_LEVERS))
+    p.add_argument("--peer-seconds", type=float, default=15.0,
+                   help="target seconds per peer sample (default 15: their rates are steady after a few "
+                        "seconds, and four peers at a minute each would double the default run)")
     p.add_argument("--no-preload", action="store_true", help="end-to-end run without the scheduler's GX preload")
     p.add_argument("--keep-airflow", action="store_true", help="leave the benchmark's Airflow running")
     p.add_argument("--no-plot", action="store_true")
@@ -815,7 +1169,9 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
     parts = tuple(x.strip() for x in a.parts.split(",") if x.strip())
     result = run(a.scale, a.streams, a.slots, parts, a.levers, a.repeat, a.peer_seconds, a.out,
-                 a.keep_airflow, not a.no_preload, not a.no_plot)
+                 a.keep_airflow, not a.no_preload, not a.no_plot, a.dag_repeat,
+                 tuple(x.strip() for x in a.dag_levers.split(";") if x.strip()),
+                 tuple(x.strip() for x in a.lever_parts.split(",") if x.strip()))
     dag = result.get("dag")
     return 1 if dag and dag.get("state") != "success" else 0
 

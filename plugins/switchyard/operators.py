@@ -254,8 +254,11 @@ class PrepareOperator(_GroupOperator):
         path = resolve_file(Path(plan["batch_dir"]), s.file)
         if not path.is_file():
             raise AirflowFailException(f"{path}: stream file not found [table {s.table}, stream {s.stream}]")
-        self.adapter().prepare(s)
-        return {"staging_table": f"{plan['staging_schema']}.{s.staging_table}", "file": str(path)}
+        adapter = self.adapter()
+        started = time.monotonic()
+        adapter.prepare(s)
+        return {"staging_table": f"{plan['staging_schema']}.{s.staging_table}", "file": str(path),
+                "seconds": round(time.monotonic() - started, 4)}
 
 
 class LoadOperator(_GroupOperator):
@@ -325,7 +328,10 @@ class SwitchOperator(_GroupOperator):
     def step(self, context: Any) -> dict:
         plan, s = self.stream_plan(context)
         # A TargetError here (a lock wait that timed out, a server restart) is retried.
-        result = self.adapter().switch(s)
+        adapter = self.adapter()
+        started = time.monotonic()
+        result = adapter.switch(s)
+        result["seconds"] = round(time.monotonic() - started, 4)
         result["switched"] = now_iso()
         log.info("%s: switched in as %s%s", s.group_id, result.get("partition") or f"{plan['schema']}.{s.table}",
                  " (replacing the previous one)" if result.get("replaced") else "")
