@@ -65,6 +65,16 @@ def test_rerun_switch_matches_golden():
     check_golden("orders_2_switch_replace.sql", text)
 
 
+def test_lease_and_switch_retry_match_golden():
+    """The run lease's claim and release (values are parameters), the hand-run release the
+    LeaseHeld message prints, and the check a retried switch makes."""
+    a = adapter()
+    s = small_plan().stream("orders", 2)
+    statements = [*a.render("lease_claim.sql"), *a.render("lease_release.sql", schema_literal=None),
+                  *a.render("lease_release.sql", schema_literal=a.schema), *a.switched_in_sql(s)]
+    check_golden("lease_and_switch_retry.sql", "\n".join(stmt + ";\nGO" for stmt in statements) + "\n")
+
+
 def test_server_config_matches_golden():
     check_golden("server_config_4_nodes.sql", server_config(4, cpus_per_node=2))
 
@@ -79,6 +89,11 @@ def all_statements(a: MssqlAdapter) -> list[tuple[str, str]]:
         out += [("constraint", x) for x in a.constraint_sql(s)]
         out += [("switch", x) for x in a.switch_sql(s, replace_existing=False)]
         out += [("switch-replace", x) for x in a.switch_sql(s, replace_existing=True)]
+        out += [("switched-in", x) for x in (a.switched_in_sql(s) if s.partitioned else [])]
+    out += [("lease", x) for x in a.render("lease.sql")]
+    out += [("lease-claim", x) for x in a.render("lease_claim.sql")]
+    out += [("lease-release", x) for x in a.render("lease_release.sql", schema_literal=None)]
+    out += [("lease-release-by-hand", x) for x in a.render("lease_release.sql", schema_literal=a.schema)]
     return out
 
 
@@ -102,7 +117,8 @@ def test_every_statement_parses_as_tsql():
     a = adapter()
     failed, with_literal = [], []
     for step, stmt in all_statements(a):
-        if sqlfluff_parses(stmt):
+        # pyodbc's ? placeholders (values are parameters) read as a T-SQL variable.
+        if sqlfluff_parses(re.sub(r"\?", "@p", stmt)):
             continue
         if _PARTITION_VARIABLE.search(stmt) and sqlfluff_parses(_PARTITION_VARIABLE.sub("PARTITION 2", stmt)):
             with_literal.append(step)
@@ -114,7 +130,7 @@ def test_every_statement_parses_as_tsql():
 
 
 def test_tds_mode_statements_parse_too():
-    assert all(sqlfluff_parses(stmt) or _PARTITION_VARIABLE.search(stmt)
+    assert all(sqlfluff_parses(re.sub(r"\?", "@p", stmt)) or _PARTITION_VARIABLE.search(stmt)
                for _, stmt in all_statements(adapter(load_mode="tds", scheduler_guard=False)))
 
 
