@@ -103,10 +103,13 @@ LOGIN_FAILED = pyodbc.InterfaceError("28000", f"[28000] {ODBC}[SQL Server]Login 
 NO_DATABASE = pyodbc.InterfaceError("42000", f'[42000] {ODBC}[SQL Server]Cannot open database "nope" requested '
                                              f"by the login. The login failed. (4060); [28000] {ODBC}[SQL Server]"
                                              f"Login failed for user 'loader'. (18456) (SQLDriverConnect)")
+OFFLINE_DATABASE = pyodbc.InterfaceError("42000", f'[42000] {ODBC}[SQL Server]Cannot open database "nope" requested '
+                                                  f"by the login. The login failed. (4060) (SQLDriverConnect)")
 UNREACHABLE = pyodbc.OperationalError("HYT00", f"[HYT00] {ODBC}Login timeout expired (0) (SQLDriverConnect)")
 
 
-@pytest.mark.parametrize("answer, permanent", [(LOGIN_FAILED, True), (NO_DATABASE, True), (UNREACHABLE, False)])
+@pytest.mark.parametrize("answer, permanent", [(LOGIN_FAILED, True), (NO_DATABASE, True), (OFFLINE_DATABASE, True),
+                                                (UNREACHABLE, False)])
 def test_a_refused_login_or_database_is_permanent_a_lost_server_is_not(answer, permanent, monkeypatch):
     """The driver's connect raises what the server answered; the adapter's own connect runs."""
     def refuse(*args, **kwargs):
