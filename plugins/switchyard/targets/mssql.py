@@ -12,7 +12,9 @@
 * each stream's connection pinned to a TCP port from a port map (the record runs mapped
   ports to soft-NUMA nodes), and, for BULK INSERT, one load per scheduler claimed with a
   session applock;
-* SWITCH of the validated staging table into its partition, WAIT_AT_LOW_PRIORITY.
+* SWITCH of the validated staging table into its partition, WAIT_AT_LOW_PRIORITY;
+* one run at a time per target schema: the run lease (base.py), a row in the control
+  schema's `run_lease` taken with MERGE ... WITH (HOLDLOCK) (lease_claim.sql).
 
 Drivers: pyodbc with Microsoft ODBC Driver 18 for DDL, BULK INSERT, statistics and for
 Great Expectations (mssql+pyodbc); mssql-python only for its TDS bulk copy. Both are

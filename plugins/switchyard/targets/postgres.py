@@ -15,6 +15,7 @@ have one name per (table, stream): two runs at once would drop each other's stag
 tables and mix two batches' partitions. A lease in the target itself covers every case.
 It is a row, not a session lock, because a run's steps are separate processes; it
 expires when no step renews it for `lease_ttl_seconds`, so a run that died releases it.
+The lease's logic is shared with SQL Server in base.py; its SQL is in lease*.sql here.
 """
 from __future__ import annotations
 
