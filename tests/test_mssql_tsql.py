@@ -75,6 +75,23 @@ def test_lease_and_switch_retry_match_golden():
     check_golden("lease_and_switch_retry.sql", "\n".join(stmt + ";\nGO" for stmt in statements) + "\n")
 
 
+def test_lease_held_names_the_holder_and_the_t_sql_to_free_it():
+    """The shared lease check (targets/base.py) on the SQL Server adapter: the claim's row
+    (naive UTC times from datetime2) decides; the hand-run release is T-SQL."""
+    from datetime import datetime
+    from switchyard.targets import LeaseHeld
+    a = adapter(lease_holder="switchyard_tpch/run-b", lease_batch="2026-01-02")
+    row = ("switchyard_tpch/run-a", "2026-01-01", datetime(2026, 1, 1, 2, 0, 5), datetime(2026, 1, 1, 2, 30, 5))
+    with pytest.raises(LeaseHeld) as held:
+        a.check_lease(row)
+    assert held.value.permanent is False
+    assert str(held.value) == (
+        "target schema tpch is being loaded by run switchyard_tpch/run-a (batch 2026-01-01, since "
+        "2026-01-01 02:00:05 UTC); this run waits its turn. The lease lapses at 2026-01-01 02:30:05 UTC unless "
+        "that run renews it; if that run is dead: DELETE FROM [switchyard].[run_lease] WHERE [target_schema] = N'tpch'")
+    a.check_lease(("switchyard_tpch/run-b", *row[1:]))  # our own lease: no error
+
+
 def test_server_config_matches_golden():
     check_golden("server_config_4_nodes.sql", server_config(4, cpus_per_node=2))
 

@@ -226,12 +226,13 @@ class TargetAdapter(ABC):
             return
         # The hand-run statement for a dead holder: the release template with the schema
         # written in (a validated identifier) and no holder condition.
-        delete = self.render("lease_release.sql", schema_literal=self.schema)[0]
+        delete = [ln for ln in self.render("lease_release.sql", schema_literal=self.schema)[0].splitlines()
+                  if not ln.lstrip().startswith("--")]
         raise LeaseHeld(
             f"target schema {self.schema} is being loaded by run {holder} (batch {batch}, since "
             f"{_utc(acquired):%Y-%m-%d %H:%M:%S} UTC); this run waits its turn. The lease lapses at "
             f"{_utc(expires):%Y-%m-%d %H:%M:%S} UTC unless that run renews it; if that run is dead: "
-            f"{' '.join(delete.split())}")
+            f"{' '.join(' '.join(delete).split())}")
 
     def release_lease(self) -> None:
         """Give up this run's lease on the target schema (the stats task, at the run's end)."""
