@@ -828,7 +828,12 @@ class MssqlAdapter(TargetAdapter):
                     for stmt in self.render("lease.sql"):
                         cur.execute(stmt)
                         drain(cur)
-                    self.check_lease(self._claim(cur))
+                    try:
+                        row = self._claim(cur)
+                    except pyodbc.Error as exc:
+                        raise TargetError(f"claiming the run lease on {self.schema} failed: "
+                                          f"{_message(exc)}") from exc
+                    self.check_lease(row)
                 for stmt in self.setup_sql(plan):
                     cur.execute(stmt)
                     drain(cur)
