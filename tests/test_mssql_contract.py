@@ -70,6 +70,7 @@ PARTITION_IDS_SQL = ("SELECT partition_number, partition_id FROM sys.partitions 
 FINGERPRINT_SQL = "SELECT COUNT_BIG(*), CHECKSUM_AGG(BINARY_CHECKSUM(*)) FROM {table}"
 COUNT_SQL = "SELECT COUNT_BIG(*) FROM {table}"
 VISIBLE_SCHEDULERS_SQL = "SELECT scheduler_id FROM sys.dm_os_schedulers WHERE status = 'VISIBLE ONLINE'"
+LEASE_CLEANUP_SQL = "DELETE FROM [switchyard].[run_lease] WHERE [target_schema] = ?"
 CLAIM_SCHEDULER_SQL = ("EXEC sp_getapplock @Resource = ?, @LockMode = N'Exclusive', @LockOwner = N'Session', "
                        "@LockTimeout = 0")
 
@@ -88,7 +89,7 @@ def suite_sql(a) -> list[str]:
             STAGING_CONSTRAINTS_SQL, UNTRUSTED_IN_SCHEMA_SQL, PARTITION_IDS_SQL,
             FINGERPRINT_SQL.format(table=a.qualified(a.schema, "orders")),
             COUNT_SQL.format(table=a.qualified(a.staging_schema, "orders_1")), VISIBLE_SCHEDULERS_SQL,
-            CLAIM_SCHEDULER_SQL, *drop_sql(a, TABLES)]
+            CLAIM_SCHEDULER_SQL, LEASE_CLEANUP_SQL, *drop_sql(a, TABLES)]
 
 
 def load_options() -> dict:
@@ -213,6 +214,99 @@ def test_a_bad_file_fails_naming_the_file(adapter, batch, tmp_path):
             adapter.load(s, bad)
     finally:
         bad.unlink()
+
+
+def test_a_retried_switch_finds_it_done(adapter, batch):
+    """The switch committed but its task died before reporting: the retry finds no staging
+    table and the stream's partition holding rows, and changes nothing."""
+    folder, manifest, plan = batch
+    adapter.setup(plan)
+    s = plan.stream("orders", 1)
+    _load_stream(adapter, folder, s)
+    first = adapter.switch(s)
+    ids = adapter.fetch(PARTITION_IDS_SQL, (adapter.qualified(adapter.schema, "orders"),))
+    before = fingerprint(adapter, ["orders"])
+    again = adapter.switch(s)
+    assert again["already_switched"] is True and again["partition_number"] == first["partition_number"] == 2
+    assert fingerprint(adapter, ["orders"]) == before
+    assert adapter.fetch(PARTITION_IDS_SQL, (adapter.qualified(adapter.schema, "orders"),)) == ids
+
+
+@pytest.fixture
+def fresh(batch):
+    """Adapters on a schema of their own, bound to runs (lease holders); dropped afterwards."""
+    from switchyard.targets.mssql import MssqlAdapter
+    schema = f"l_{uuid.uuid4().hex[:8]}"
+    made = []
+
+    def make(holder: str | None, ttl: int = 60):
+        made.append(MssqlAdapter(SPEC, uri=URI, schema=schema, lease_holder=holder, lease_batch=f"batch-of-{holder}",
+                                 lease_ttl_seconds=ttl, **load_options()))
+        return made[-1]
+    yield make
+    if made:
+        made[0].execute(drop_sql(made[0], TABLES))
+        with made[0].connection() as conn:
+            conn.cursor().execute(LEASE_CLEANUP_SQL, schema)
+
+
+def test_a_switch_with_nothing_to_switch_fails_clearly(fresh, batch):
+    folder, manifest, plan = batch
+    from switchyard.targets import TargetError
+    a = fresh(None)
+    a.setup(plan)
+    s = plan.stream("orders", 3)  # never prepared: no staging table, an empty partition
+    with pytest.raises(TargetError, match="nothing to switch.*rerun the group from prepare") as caught:
+        a.switch(s)
+    assert caught.value.permanent is True
+
+
+def test_the_run_lease_makes_a_second_run_wait_and_lapses(fresh, batch):
+    import time
+    from switchyard.targets import LeaseHeld
+    folder, manifest, plan = batch
+    s = plan.stream("orders", 2)
+    a, b = fresh("dag/run-a"), fresh("dag/run-b")
+    a.setup(plan)
+    assert a.lease()[:2] == ("dag/run-a", "batch-of-dag/run-a")
+    with pytest.raises(LeaseHeld, match=rf"target schema {a.schema} is being loaded by run dag/run-a "
+                                        rf"\(batch batch-of-dag/run-a") as refused:
+        b.setup(plan)
+    assert refused.value.permanent is False
+    assert str(refused.value).endswith(
+        f"if that run is dead: DELETE FROM [switchyard].[run_lease] WHERE [target_schema] = N'{a.schema}'")
+    with pytest.raises(LeaseHeld):
+        b.prepare(s)
+    acquired, expires = a.lease()[2:]
+    time.sleep(0.05)
+    a.prepare(s)  # the holder's steps renew it
+    assert a.lease()[2] == acquired and a.lease()[3] > expires
+    b.release_lease()  # not the holder's: nothing goes
+    assert a.lease()[0] == "dag/run-a"
+    a.release_lease()
+    assert a.lease() is None
+
+    dead = fresh("dag/run-dead", ttl=1)
+    dead.setup(plan)
+    with pytest.raises(LeaseHeld):
+        b.hold_lease()
+    time.sleep(2)
+    b.prepare(s)  # the lapsed lease is taken over
+    assert b.lease()[:2] == ("dag/run-b", "batch-of-dag/run-b")
+    with pytest.raises(LeaseHeld, match="being loaded by run dag/run-b"):
+        dead.hold_lease()
+
+
+def test_a_refused_login_or_database_fails_at_once(adapter):
+    import dataclasses
+    from switchyard.targets import TargetError
+    for change in ({"password": f"wrong-{uuid.uuid4().hex}"}, {"database": f"no_db_{uuid.uuid4().hex[:8]}"}):
+        refused = dataclasses.replace(adapter.endpoint, **change)
+        other = type(adapter)(SPEC, uri=URI, schema=adapter.schema, **load_options())
+        other.endpoint = refused
+        with pytest.raises(TargetError, match="the target refused the connection") as caught:
+            other.connect_odbc()
+        assert caught.value.permanent is True, change
 
 
 # --- one load per scheduler, on the server -----------------------------------------------------

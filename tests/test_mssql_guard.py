@@ -19,7 +19,7 @@ from switchyard.planner import plan_tpch
 from switchyard.spec import load_spec
 from switchyard.targets import TargetError
 from switchyard.targets.mssql import (SCHEDULER_BUSY_ERROR, SchedulerBusy, MssqlAdapter, error_numbers,
-                                      is_data_error, is_scheduler_busy, with_scheduler_guard)
+                                      is_data_error, is_login_refused, is_scheduler_busy, with_scheduler_guard)
 
 SPEC = load_spec("tpch")
 ODBC = "[Microsoft][ODBC Driver 18 for SQL Server]"
@@ -95,6 +95,33 @@ def test_error_classification():
     class DataError(Exception):  # a DB-API DataError of another driver (mssql-python's core)
         pass
     assert is_data_error(DataError("Received an invalid column length from the bcp client for colid 3."))
+
+
+# --- a refused login or database fails at once ------------------------------------------------
+LOGIN_FAILED = pyodbc.InterfaceError("28000", f"[28000] {ODBC}[SQL Server]Login failed for user 'loader'. "
+                                              f"(18456) (SQLDriverConnect)")
+NO_DATABASE = pyodbc.InterfaceError("42000", f'[42000] {ODBC}[SQL Server]Cannot open database "nope" requested '
+                                             f"by the login. The login failed. (4060); [28000] {ODBC}[SQL Server]"
+                                             f"Login failed for user 'loader'. (18456) (SQLDriverConnect)")
+OFFLINE_DATABASE = pyodbc.InterfaceError("42000", f'[42000] {ODBC}[SQL Server]Cannot open database "nope" requested '
+                                                  f"by the login. The login failed. (4060) (SQLDriverConnect)")
+UNREACHABLE = pyodbc.OperationalError("HYT00", f"[HYT00] {ODBC}Login timeout expired (0) (SQLDriverConnect)")
+
+
+@pytest.mark.parametrize("answer, permanent", [(LOGIN_FAILED, True), (NO_DATABASE, True), (OFFLINE_DATABASE, True),
+                                                (UNREACHABLE, False)])
+def test_a_refused_login_or_database_is_permanent_a_lost_server_is_not(answer, permanent, monkeypatch):
+    """The driver's connect raises what the server answered; the adapter's own connect runs."""
+    def refuse(*args, **kwargs):
+        raise answer
+    monkeypatch.setattr(pyodbc, "connect", refuse)
+    assert is_login_refused(answer) is permanent
+    a = MssqlAdapter(SPEC, uri="mssql://loader:secret@db.example:1433/switchyard")
+    with pytest.raises(TargetError) as caught:
+        a.prepare(plan_tpch(SPEC, 0.01, 3, tables=["orders"]).stream("orders", 1))
+    assert caught.value.permanent is permanent
+    assert ("the target refused the connection" in str(caught.value)) is permanent
+    assert "db.example,1433" in str(caught.value) and "secret" not in str(caught.value)
 
 
 # --- the adapter's load with scripted connections ----------------------------------------------

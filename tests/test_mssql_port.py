@@ -85,8 +85,10 @@ def test_pyodbc_path_sends_prelogin_to_the_streams_port(listeners):
         pytest.skip(reason)
     a = adapter_for(listeners)
     assert a.port_for(2) == listeners[1].port
-    with pytest.raises(TargetError, match=rf"127\.0\.0\.1,{listeners[1].port}"):
+    with pytest.raises(TargetError, match=rf"127\.0\.0\.1,{listeners[1].port}") as caught:
         a.connect_odbc(stream=2)
+    # A server that went away is worth a retry (a refused login is not: tests/test_mssql_guard.py).
+    assert caught.value.permanent is False and "cannot connect to SQL Server" in str(caught.value)
     assert listeners[1].first_bytes and listeners[1].first_bytes[0][0] == TDS_PRELOGIN
     assert not listeners[0].first_bytes and not listeners[2].first_bytes
 
@@ -105,8 +107,9 @@ def test_mssql_python_path_sends_prelogin_to_the_streams_port(listeners):
     if importlib.util.find_spec("mssql_python") is None:
         pytest.skip("mssql-python is not installed")
     a = adapter_for(listeners)
-    with pytest.raises(TargetError, match=rf"127\.0\.0\.1,{listeners[2].port}"):
+    with pytest.raises(TargetError, match=rf"127\.0\.0\.1,{listeners[2].port}") as caught:
         a.connect_tds(stream=3)
+    assert caught.value.permanent is False
     assert listeners[2].first_bytes and listeners[2].first_bytes[0][0] == TDS_PRELOGIN
     assert not listeners[0].first_bytes and not listeners[1].first_bytes
 

@@ -65,6 +65,33 @@ def test_rerun_switch_matches_golden():
     check_golden("orders_2_switch_replace.sql", text)
 
 
+def test_lease_and_switch_retry_match_golden():
+    """The run lease's claim and release (values are parameters), the hand-run release the
+    LeaseHeld message prints, and the check a retried switch makes."""
+    a = adapter()
+    s = small_plan().stream("orders", 2)
+    statements = [*a.render("lease_claim.sql"), *a.render("lease_release.sql", schema_literal=None),
+                  *a.render("lease_release.sql", schema_literal=a.schema), *a.switched_in_sql(s)]
+    check_golden("lease_and_switch_retry.sql", "\n".join(stmt + ";\nGO" for stmt in statements) + "\n")
+
+
+def test_lease_held_names_the_holder_and_the_t_sql_to_free_it():
+    """The shared lease check (targets/base.py) on the SQL Server adapter: the claim's row
+    (naive UTC times from datetime2) decides; the hand-run release is T-SQL."""
+    from datetime import datetime
+    from switchyard.targets import LeaseHeld
+    a = adapter(lease_holder="switchyard_tpch/run-b", lease_batch="2026-01-02")
+    row = ("switchyard_tpch/run-a", "2026-01-01", datetime(2026, 1, 1, 2, 0, 5), datetime(2026, 1, 1, 2, 30, 5))
+    with pytest.raises(LeaseHeld) as held:
+        a.check_lease(row)
+    assert held.value.permanent is False
+    assert str(held.value) == (
+        "target schema tpch is being loaded by run switchyard_tpch/run-a (batch 2026-01-01, since "
+        "2026-01-01 02:00:05 UTC); this run waits its turn. The lease lapses at 2026-01-01 02:30:05 UTC unless "
+        "that run renews it; if that run is dead: DELETE FROM [switchyard].[run_lease] WHERE [target_schema] = N'tpch'")
+    a.check_lease(("switchyard_tpch/run-b", *row[1:]))  # our own lease: no error
+
+
 def test_server_config_matches_golden():
     check_golden("server_config_4_nodes.sql", server_config(4, cpus_per_node=2))
 
@@ -79,6 +106,11 @@ def all_statements(a: MssqlAdapter) -> list[tuple[str, str]]:
         out += [("constraint", x) for x in a.constraint_sql(s)]
         out += [("switch", x) for x in a.switch_sql(s, replace_existing=False)]
         out += [("switch-replace", x) for x in a.switch_sql(s, replace_existing=True)]
+        out += [("switched-in", x) for x in (a.switched_in_sql(s) if s.partitioned else [])]
+    out += [("lease", x) for x in a.render("lease.sql")]
+    out += [("lease-claim", x) for x in a.render("lease_claim.sql")]
+    out += [("lease-release", x) for x in a.render("lease_release.sql", schema_literal=None)]
+    out += [("lease-release-by-hand", x) for x in a.render("lease_release.sql", schema_literal=a.schema)]
     return out
 
 
@@ -102,7 +134,8 @@ def test_every_statement_parses_as_tsql():
     a = adapter()
     failed, with_literal = [], []
     for step, stmt in all_statements(a):
-        if sqlfluff_parses(stmt):
+        # pyodbc's ? placeholders (values are parameters) read as a T-SQL variable.
+        if sqlfluff_parses(re.sub(r"\?", "@p", stmt)):
             continue
         if _PARTITION_VARIABLE.search(stmt) and sqlfluff_parses(_PARTITION_VARIABLE.sub("PARTITION 2", stmt)):
             with_literal.append(step)
@@ -114,7 +147,7 @@ def test_every_statement_parses_as_tsql():
 
 
 def test_tds_mode_statements_parse_too():
-    assert all(sqlfluff_parses(stmt) or _PARTITION_VARIABLE.search(stmt)
+    assert all(sqlfluff_parses(re.sub(r"\?", "@p", stmt)) or _PARTITION_VARIABLE.search(stmt)
                for _, stmt in all_statements(adapter(load_mode="tds", scheduler_guard=False)))
 
 

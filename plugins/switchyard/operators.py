@@ -55,7 +55,7 @@ class _TargetOperator(BaseOperator):
     _lease: dict[str, Any] = {}
 
     def bind_run(self, context: Any) -> None:
-        """Steps of this run hold the target's run lease in its name (see targets/postgres.py)."""
+        """Steps of this run hold the target's run lease in its name (see targets/base.py)."""
         self._lease = {
             "lease_holder": f"{context['dag_run'].dag_id}/{context['run_id']}",
             "lease_batch": batch_name((context.get("params") or {}).get("batch"), context),
@@ -327,14 +327,16 @@ class SwitchOperator(_GroupOperator):
 
     def step(self, context: Any) -> dict:
         plan, s = self.stream_plan(context)
-        # A TargetError here (a lock wait that timed out, a server restart) is retried.
+        # A TargetError here (a lock wait that timed out, a server restart) is retried; a
+        # retry whose earlier attempt committed finds the switch done (already_switched).
         adapter = self.adapter()
         started = time.monotonic()
         result = adapter.switch(s)
         result["seconds"] = round(time.monotonic() - started, 4)
         result["switched"] = now_iso()
         log.info("%s: switched in as %s%s", s.group_id, result.get("partition") or f"{plan['schema']}.{s.table}",
-                 " (replacing the previous one)" if result.get("replaced") else "")
+                 " (already, by an earlier attempt of this task)" if result.get("already_switched")
+                 else " (replacing the previous one)" if result.get("replaced") else "")
         return result
 
 

@@ -22,7 +22,7 @@ IF NOT EXISTS (SELECT 1 FROM sys.database_files WHERE name = {{ nstr(f.name) }})
 -- CREATE SCHEMA must be alone in its batch, hence EXEC of a constant string.
 IF SCHEMA_ID({{ nstr(schema) }}) IS NULL EXEC (N'CREATE SCHEMA {{ q(schema) }}');
 IF SCHEMA_ID({{ nstr(staging_schema) }}) IS NULL EXEC (N'CREATE SCHEMA {{ q(staging_schema) }}');
-IF SCHEMA_ID({{ nstr(control_schema) }}) IS NULL EXEC (N'CREATE SCHEMA {{ q(control_schema) }}');
+{% include "lease.sql" %}
 {% for t in tables %}
 {% if t.partitioned %}
 -- RANGE LEFT: a boundary value belongs to the partition on its left, so boundary k is the

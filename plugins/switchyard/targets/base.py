@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable, ClassVar
@@ -141,20 +142,106 @@ class TargetAdapter(ABC):
         return "\n".join(out) + "\n"
 
     # --- execution ----------------------------------------------------------------------
+    # The steps every engine shares: renew the run lease, then the engine's own work. The
+    # engine implements the hooks below (`create_staging`, `load_staging`, `switch_staging`,
+    # `staging_exists`, `switched_in`, the lease's claim and release).
     @abstractmethod
     def setup(self, plan: LoadPlan) -> None: ...
 
-    @abstractmethod
-    def prepare(self, stream: StreamPlan) -> None: ...
+    def prepare(self, stream: StreamPlan) -> None:
+        """A fresh staging table with its partition's range CHECK, under this run's lease."""
+        self.hold_lease()
+        self.create_staging(stream)
+
+    def load(self, stream: StreamPlan, path: Path, progress: ProgressCallback | None = None) -> LoadResult:
+        """The stream file into its staging table, under this run's lease."""
+        self.hold_lease()
+        return self.load_staging(stream, path, progress)
+
+    def switch(self, stream: StreamPlan) -> dict[str, Any]:
+        """The staging table in place of its partition (or table), under this run's lease.
+
+        Idempotent: a switch commits and drops its staging table in one transaction, so a
+        retried switch whose earlier attempt committed (its process died before Airflow heard
+        of it) finds no staging table and the stream's partition in place, and reports that
+        instead of failing. The lease makes the check safe: no other run touches this
+        schema's staging tables, and a group's switch is its only step that drops them.
+        """
+        self.hold_lease()
+        if self.staging_exists(stream):
+            return self.switch_staging(stream)
+        found = self.switched_in(stream)
+        if found is not None:
+            return {**found, "replaced": None, "already_switched": True}
+        where = (f"partition of {self.schema}.{stream.table} for keys {stream.lower}..{stream.upper}"
+                 if stream.partitioned else f"table {self.schema}.{stream.table}")
+        raise TargetError(
+            f"switch of {stream.group_id}: nothing to switch: the staging table "
+            f"{self.staging_schema}.{stream.staging_table} does not exist and no {where} is in place; "
+            f"rerun the group from prepare", permanent=True)
 
     @abstractmethod
-    def load(self, stream: StreamPlan, path: Path, progress: ProgressCallback | None = None) -> LoadResult: ...
+    def create_staging(self, stream: StreamPlan) -> None: ...
 
     @abstractmethod
-    def switch(self, stream: StreamPlan) -> dict[str, Any]: ...
+    def load_staging(self, stream: StreamPlan, path: Path, progress: ProgressCallback | None) -> LoadResult: ...
+
+    @abstractmethod
+    def switch_staging(self, stream: StreamPlan) -> dict[str, Any]:
+        """The switch itself; the staging table exists."""
+
+    @abstractmethod
+    def staging_exists(self, stream: StreamPlan) -> bool: ...
+
+    @abstractmethod
+    def switched_in(self, stream: StreamPlan) -> dict[str, Any] | None:
+        """What a committed switch of this stream left in the target (the partition with the
+        stream's bound, or the table), as the switch's result would name it; None if absent."""
+
+    # --- the run lease: one run at a time per target schema ----------------------------
+    # A row per target schema in `<control schema>.run_lease` names the run (`lease_holder`)
+    # that loads it. setup takes it, every prepare, load and switch renews it, the stats task
+    # releases it; it lapses after `lease_ttl_seconds` without renewal. The claim's SQL is
+    # the engine's template `lease_claim.sql`: one transaction that takes the row when it is
+    # free, already ours or lapsed, renews it when ours, and ends by selecting the row.
+    def hold_lease(self) -> None:
+        """Renew this run's lease before a step, in a short transaction of its own: holding
+        the lease row locked for a whole load would serialise the run's own loads."""
+        if self.lease_holder:
+            self.check_lease(self.claim_lease())
+
+    @abstractmethod
+    def claim_lease(self) -> tuple:
+        """Run `lease_claim.sql` in a transaction of its own; the lease row after it:
+        (holder, batch, acquired_at, expires_at)."""
+
+    def lease_params(self) -> dict[str, Any]:
+        return {"schema": self.schema, "holder": self.lease_holder, "batch": self.lease_batch,
+                "ttl": self.lease_ttl_seconds}
+
+    def check_lease(self, row: tuple) -> None:
+        """LeaseHeld unless the claim left the lease with this run."""
+        holder, batch, acquired, expires = row
+        if holder == self.lease_holder:
+            return
+        # The hand-run statement for a dead holder: the release template with the schema
+        # written in (a validated identifier) and no holder condition.
+        delete = [ln for ln in self.render("lease_release.sql", schema_literal=self.schema)[0].splitlines()
+                  if not ln.lstrip().startswith("--")]
+        raise LeaseHeld(
+            f"target schema {self.schema} is being loaded by run {holder} (batch {batch}, since "
+            f"{_utc(acquired):%Y-%m-%d %H:%M:%S} UTC); this run waits its turn. The lease lapses at "
+            f"{_utc(expires):%Y-%m-%d %H:%M:%S} UTC unless that run renews it; if that run is dead: "
+            f"{' '.join(' '.join(delete).split())}")
 
     def release_lease(self) -> None:
-        """Give up this run's lease on the target schema, if the engine keeps one."""
+        """Give up this run's lease on the target schema (the stats task, at the run's end)."""
+        if self.lease_holder:
+            self.drop_lease()
+
+    @abstractmethod
+    def drop_lease(self) -> None:
+        """Run `lease_release.sql` for this schema and holder."""
 
     @abstractmethod
     def sqlalchemy_url(self) -> str:
@@ -172,6 +259,11 @@ class TargetAdapter(ABC):
     def server_delta(self, before: dict, after: dict, top: int = 10) -> dict:
         """What the server waited on between two `server_snapshot()`s, busiest first."""
         return {}
+
+
+def _utc(when: datetime) -> datetime:
+    """A lease time in UTC (PostgreSQL returns it in the session's zone, SQL Server naive UTC)."""
+    return when.astimezone(timezone.utc) if when.tzinfo else when
 
 
 def split_statements(text: str) -> list[str]:

@@ -12,7 +12,9 @@
 * each stream's connection pinned to a TCP port from a port map (the record runs mapped
   ports to soft-NUMA nodes), and, for BULK INSERT, one load per scheduler claimed with a
   session applock;
-* SWITCH of the validated staging table into its partition, WAIT_AT_LOW_PRIORITY.
+* SWITCH of the validated staging table into its partition, WAIT_AT_LOW_PRIORITY;
+* one run at a time per target schema: the run lease (base.py), a row in the control
+  schema's `run_lease` taken with MERGE ... WITH (HOLDLOCK) (lease_claim.sql).
 
 Drivers: pyodbc with Microsoft ODBC Driver 18 for DDL, BULK INSERT, statistics and for
 Great Expectations (mssql+pyodbc); mssql-python only for its TDS bulk copy. Both are
@@ -421,6 +423,17 @@ def is_data_error(exc: BaseException) -> bool:
     return any(c.__name__ in ("DataError", "IntegrityError") for c in type(exc).__mro__)
 
 
+# A refused login (18456) or a database the login cannot open (4060): the same on every try.
+LOGIN_REFUSED = frozenset({18456, 4060})
+_LOGIN_REFUSED_TEXT = re.compile(r"Login failed for user|Cannot open database", re.I)
+
+
+def is_login_refused(exc: BaseException) -> bool:
+    """True when the server refused the login or the database, by number (pyodbc) or by the
+    server's own message (mssql-python may not end it with the number)."""
+    return bool(error_numbers(exc) & LOGIN_REFUSED) or bool(_LOGIN_REFUSED_TEXT.search(str(exc)))
+
+
 # --- one load per scheduler: the retry policy of the guard -----------------------------------
 class SchedulerBusy(Exception):
     """The scheduler claim failed (SCHEDULER_BUSY_ERROR): another load runs on this scheduler."""
@@ -724,8 +737,7 @@ class MssqlAdapter(TargetAdapter):
         try:
             return pyodbc.connect(self.odbc_connection_string(port), autocommit=True, timeout=self.login_timeout)
         except pyodbc.Error as exc:
-            raise TargetError(f"cannot connect to SQL Server at {self.endpoint.host},{port} "
-                              f"(database {self.endpoint.database}): {_message(exc)}") from exc
+            raise self._connect_error(port, exc) from exc
 
     def connect_tds(self, stream: int):
         """An mssql-python connection to the stream's pinned port (its bulk copy uses the same server)."""
@@ -735,8 +747,15 @@ class MssqlAdapter(TargetAdapter):
             return mssql_python.connect(self.tds_connection_string(port), autocommit=True,
                                         attrs_before={mssql_python.SQL_ATTR_LOGIN_TIMEOUT: self.login_timeout})
         except mssql_python.Error as exc:
-            raise TargetError(f"cannot connect to SQL Server at {self.endpoint.host},{port} "
-                              f"(database {self.endpoint.database}): {_message(exc)}") from exc
+            raise self._connect_error(port, exc) from exc
+
+    def _connect_error(self, port: int, exc: BaseException) -> TargetError:
+        """A failed connection; permanent when the server refused the login or the database
+        (a retry would be refused the same way), else retryable (server down, network)."""
+        refused = is_login_refused(exc)
+        return TargetError(f"{'the target refused the connection' if refused else 'cannot connect to SQL Server'} "
+                           f"at {self.endpoint.host},{port} (database {self.endpoint.database}): {_message(exc)}",
+                           permanent=refused)
 
     @contextmanager
     def connection(self, stream: int | None = None) -> Iterator[Any]:
@@ -759,6 +778,35 @@ class MssqlAdapter(TargetAdapter):
             cur.execute(sql, *params)
             return [tuple(r) for r in cur.fetchall()]
 
+    # --- the run lease (the shared logic is in base.py) -----------------------------------
+    def _claim(self, cur) -> tuple:
+        statement, = self.render("lease_claim.sql")
+        p = self.lease_params()
+        cur.execute(statement, p["schema"], p["holder"], p["batch"], p["ttl"])
+        return first_row(cur)
+
+    def claim_lease(self) -> tuple:
+        import pyodbc
+        try:
+            with self.connection() as conn:
+                return self._claim(conn.cursor())
+        except pyodbc.Error as exc:
+            if 208 in error_numbers(exc):  # invalid object name
+                raise TargetError(f"{self.control_schema}.run_lease is missing: did setup.plan run?") from exc
+            raise TargetError(f"renewing the run lease on {self.schema} failed: {_message(exc)}") from exc
+
+    def drop_lease(self) -> None:
+        statement, = self.render("lease_release.sql", schema_literal=None)
+        with self.connection() as conn:
+            drain(conn.cursor().execute(statement, self.schema, self.lease_holder))
+
+    def lease(self) -> tuple | None:
+        """(holder, batch, acquired_at, expires_at) of the schema's lease, if any."""
+        rows = self.fetch(f"SELECT [holder], [batch], [acquired_at], [expires_at] FROM "
+                          f"{self.qualified(self.control_schema, 'run_lease')} WHERE [target_schema] = ?",
+                          (self.schema,))
+        return rows[0] if rows else None
+
     # --- steps ----------------------------------------------------------------------------
     def recovery_model(self) -> str:
         return self.fetch("SELECT recovery_model_desc FROM sys.databases WHERE database_id = DB_ID()")[0][0]
@@ -775,13 +823,24 @@ class MssqlAdapter(TargetAdapter):
             cur.execute("EXEC sp_getapplock @Resource = N'switchyard.setup', @LockMode = N'Exclusive', "
                         "@LockOwner = N'Session', @LockTimeout = ?", self.lock_timeout_seconds * 1000)
             try:
+                # The lease first, in a transaction of its own: a run that must wait creates nothing.
+                if self.lease_holder:
+                    for stmt in self.render("lease.sql"):
+                        cur.execute(stmt)
+                        drain(cur)
+                    try:
+                        row = self._claim(cur)
+                    except pyodbc.Error as exc:
+                        raise TargetError(f"claiming the run lease on {self.schema} failed: "
+                                          f"{_message(exc)}") from exc
+                    self.check_lease(row)
                 for stmt in self.setup_sql(plan):
                     cur.execute(stmt)
                     drain(cur)
             except pyodbc.Error as exc:
                 raise TargetError(f"setup of {self.schema} failed: {_message(exc)}\nstatement:\n{stmt}") from exc
 
-    def prepare(self, stream: StreamPlan) -> None:
+    def create_staging(self, stream: StreamPlan) -> None:
         import pyodbc
         try:
             self.execute(self.prepare_sql(stream), stream.stream)
@@ -792,7 +851,7 @@ class MssqlAdapter(TargetAdapter):
         row = cur.execute(SESSION_STATS_SQL).fetchone()
         return dict(zip(_STAT_FIELDS, row)) if row else {}
 
-    def load(self, stream: StreamPlan, path: Path, progress: ProgressCallback | None = None) -> LoadResult:
+    def load_staging(self, stream: StreamPlan, path: Path, progress: ProgressCallback | None) -> LoadResult:
         if self.load_mode == "tds":
             return self._load_tds(stream, path, progress)
         return self._load_bulk_insert(stream, path, progress)
@@ -911,7 +970,31 @@ class MssqlAdapter(TargetAdapter):
                           (self.qualified(self.staging_schema, stream.staging_table), f"{stream.staging_table}_range"))
         return None if not rows else not rows[0][0]
 
-    def switch(self, stream: StreamPlan) -> dict[str, Any]:
+    def staging_exists(self, stream: StreamPlan) -> bool:
+        return self.fetch("SELECT OBJECT_ID(?, N'U')",
+                          (self.qualified(self.staging_schema, stream.staging_table),))[0][0] is not None
+
+    def switched_in_sql(self, stream: StreamPlan) -> list[str]:
+        table = self.spec.table(stream.table)
+        return self.render("switched_in.sql", function=self.function_name(stream.table),
+                           key_type=self._key_type(table))
+
+    def switched_in(self, stream: StreamPlan) -> dict[str, Any] | None:
+        """The stream's partition holding rows (its two boundaries in place); for an
+        unpartitioned table, the table."""
+        target = self.qualified(self.schema, stream.table)
+        if not stream.partitioned:
+            exists = self.fetch("SELECT OBJECT_ID(?, N'U')", (target,))[0][0] is not None
+            return {"partition": None} if exists else None
+        statement, = self.switched_in_sql(stream)
+        rows = self.fetch(statement, (target, stream.lower, self.function_name(stream.table),
+                                      stream.lower - 1, stream.upper))
+        if not rows:
+            return None
+        number = int(rows[0][0])
+        return {"partition_number": number, "partition": f"{self.schema}.{stream.table} partition {number}"}
+
+    def switch_staging(self, stream: StreamPlan) -> dict[str, Any]:
         import pyodbc
         replace = stream.partitioned and self.partition_rows(stream) > 0
         try:
@@ -998,6 +1081,17 @@ def _load_details(before: dict, after: dict, port: int, mode: str) -> dict[str, 
             out[k] = int(after[k]) - int(before[k])
     out.update(port=port, mode=mode)
     return out
+
+
+def first_row(cur) -> tuple | None:
+    """The first row of a batch's first result set (row counts of earlier statements are
+    skipped), then the rest of the batch, whose errors surface only when read."""
+    while cur.description is None:
+        if not cur.nextset():
+            return None
+    row = cur.fetchone()
+    drain(cur)
+    return tuple(row) if row is not None else None
 
 
 def drain(cur) -> list[int]:

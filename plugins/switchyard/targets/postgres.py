@@ -15,6 +15,7 @@ have one name per (table, stream): two runs at once would drop each other's stag
 tables and mix two batches' partitions. A lease in the target itself covers every case.
 It is a row, not a session lock, because a run's steps are separate processes; it
 expires when no step renews it for `lease_ttl_seconds`, so a run that died releases it.
+The lease's logic is shared with SQL Server in base.py; its SQL is in lease*.sql here.
 """
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ from typing import Any, Iterator
 
 from ..planner import LoadPlan, StreamPlan
 from ..spec import LoadSpec
-from .base import LeaseHeld, LoadResult, ProgressCallback, TargetAdapter, TargetError
+from .base import LoadResult, ProgressCallback, TargetAdapter, TargetError
 
 EOL_COLUMN = "switchyard_eol"
 _ENCODINGS = {"utf-8": "UTF8", "utf8": "UTF8", "latin-1": "LATIN1", "latin1": "LATIN1",
@@ -130,47 +131,23 @@ class PostgresAdapter(TargetAdapter):
             cur.execute(sql, params)
             return cur.fetchall()
 
-    # --- the run lease ------------------------------------------------------------------
-    def _claim(self, cur) -> None:
-        """Take or renew the lease for this run; LeaseHeld when another live run has it."""
-        lease = self.qualified(self.control_schema, "run_lease")
-        cur.execute(
-            f"INSERT INTO {lease} AS l (target_schema, holder, batch, acquired_at, expires_at) "
-            f"VALUES (%(schema)s, %(holder)s, %(batch)s, now(), now() + make_interval(secs => %(ttl)s)) "
-            f"ON CONFLICT (target_schema) DO UPDATE SET holder = EXCLUDED.holder, "
-            f"    batch = CASE WHEN l.holder = EXCLUDED.holder THEN l.batch ELSE EXCLUDED.batch END, "
-            f"    acquired_at = CASE WHEN l.holder = EXCLUDED.holder THEN l.acquired_at ELSE now() END, "
-            f"    expires_at = EXCLUDED.expires_at "
-            f"WHERE l.holder = EXCLUDED.holder OR l.expires_at < now() RETURNING holder",
-            {"schema": self.schema, "holder": self.lease_holder, "batch": self.lease_batch,
-             "ttl": self.lease_ttl_seconds})
-        if cur.fetchone() is None:
-            cur.execute(f"SELECT holder, batch, acquired_at, expires_at FROM {lease} WHERE target_schema = %s",
-                        (self.schema,))
-            holder, batch, acquired, expires = cur.fetchone()
-            raise LeaseHeld(
-                f"target schema {self.schema} is being loaded by run {holder} (batch {batch}, since "
-                f"{acquired:%Y-%m-%d %H:%M:%S %Z}); this run waits its turn. The lease lapses at "
-                f"{expires:%Y-%m-%d %H:%M:%S %Z} unless that run renews it; if that run is dead: "
-                f"DELETE FROM {lease} WHERE target_schema = '{self.schema}'")
+    # --- the run lease (the shared logic is in base.py) ----------------------------------
+    def _claim(self, cur) -> tuple:
+        for stmt in self.render("lease_claim.sql"):
+            cur.execute(stmt, self.lease_params())
+        return cur.fetchone()
 
-    def hold_lease(self) -> None:
-        """Renew this run's lease before a step, in a short transaction of its own: holding
-        the lease row locked for a whole COPY would serialise the run's own loads."""
-        if not self.lease_holder:
-            return
+    def claim_lease(self) -> tuple:
         try:
             with self.connection() as conn, conn.transaction(), conn.cursor() as cur:
-                self._claim(cur)
+                return self._claim(cur)
         except psycopg_errors().UndefinedTable as exc:
             raise TargetError(f"{self.control_schema}.run_lease is missing: did setup.plan run?") from exc
 
-    def release_lease(self) -> None:
-        if not self.lease_holder:
-            return
+    def drop_lease(self) -> None:
         with self.connection() as conn, conn.transaction(), conn.cursor() as cur:
-            cur.execute(f"DELETE FROM {self.qualified(self.control_schema, 'run_lease')} "
-                        f"WHERE target_schema = %s AND holder = %s", (self.schema, self.lease_holder))
+            for stmt in self.render("lease_release.sql", schema_literal=None):
+                cur.execute(stmt, self.lease_params())
 
     def lease(self) -> tuple | None:
         """(holder, batch, acquired_at, expires_at) of the schema's lease, if any."""
@@ -190,29 +167,27 @@ class PostgresAdapter(TargetAdapter):
                     cur.execute("SELECT pg_advisory_xact_lock(hashtext('switchyard.setup'))")
                     for stmt in self.render("lease.sql"):
                         cur.execute(stmt)
-                    self._claim(cur)
+                    self.check_lease(self._claim(cur))
             with conn.transaction(), conn.cursor() as cur:
                 cur.execute("SELECT pg_advisory_xact_lock(hashtext('switchyard.setup'))")
                 for stmt in self.setup_sql(plan):
                     cur.execute(stmt)
 
-    def prepare(self, stream: StreamPlan) -> None:
+    def create_staging(self, stream: StreamPlan) -> None:
         import psycopg
-        self.hold_lease()
         try:
             self.execute(self.prepare_sql(stream))
         except psycopg.OperationalError as exc:
             raise TargetError(f"prepare of {stream.group_id}: connection lost: {exc}; nothing was "
                               f"committed") from exc
 
-    def load(self, stream: StreamPlan, path: Path, progress: ProgressCallback | None = None) -> LoadResult:
+    def load_staging(self, stream: StreamPlan, path: Path, progress: ProgressCallback | None) -> LoadResult:
         import psycopg
         statements = self.load_sql(stream)
         at = next(i for i, stmt in enumerate(statements) if stmt.startswith("COPY "))
         before, copy, after = statements[:at], statements[at], statements[at + 1:]
         total = path.stat().st_size
         sent = 0
-        self.hold_lease()
         started = time.monotonic()
         with self.connection() as conn:
             try:
@@ -246,11 +221,14 @@ class PostgresAdapter(TargetAdapter):
         return LoadResult(rows=rows, bytes=total, seconds=time.monotonic() - started,
                           details={"backend_pid": pid})
 
-    def _existing_partition(self, cur, stream: StreamPlan) -> str | None:
-        """The bound of the partition that has this stream's name now, if there is one."""
+    def _existing_partition(self, cur, stream: StreamPlan) -> tuple[str, list[str]] | None:
+        """(bound, [parent schema, parent name]) of the partition that has this stream's name
+        now, if there is one."""
         cur.execute(
             "SELECT pg_get_expr(c.relpartbound, c.oid), c.relispartition, "
-            "       (SELECT inhparent::regclass::text FROM pg_inherits WHERE inhrelid = c.oid) "
+            "       (SELECT ARRAY[pn.nspname::text, p.relname::text] FROM pg_inherits i "
+            "        JOIN pg_class p ON p.oid = i.inhparent JOIN pg_namespace pn ON pn.oid = p.relnamespace "
+            "        WHERE i.inhrelid = c.oid) "
             "FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
             "WHERE n.nspname = %s AND c.relname = %s",
             (self.schema, stream.partition_table))
@@ -261,12 +239,30 @@ class PostgresAdapter(TargetAdapter):
         if not is_partition:
             raise TargetError(f"{self.schema}.{stream.partition_table} exists but is not a partition of "
                               f"{self.schema}.{stream.table}; rename or drop it")
-        return bound
+        return bound, parent
 
-    def switch(self, stream: StreamPlan) -> dict[str, Any]:
+    def staging_exists(self, stream: StreamPlan) -> bool:
+        return self.fetch("SELECT to_regclass(%s) IS NOT NULL",
+                          (self.qualified(self.staging_schema, stream.staging_table),))[0][0]
+
+    def switched_in(self, stream: StreamPlan) -> dict[str, Any] | None:
+        """The partition named stream.partition_table, attached to the stream's table FOR
+        VALUES FROM (lower) TO (upper + 1); for an unpartitioned table, the table."""
+        if not stream.partitioned:
+            exists = self.fetch("SELECT to_regclass(%s) IS NOT NULL", (self.qualified(self.schema, stream.table),))
+            return {"partition": None, "attach_scan_skipped": None} if exists[0][0] else None
+        with self.connection() as conn, conn.cursor() as cur:
+            bound, parent = self._existing_partition(cur, stream) or (None, None)
+        if bound is None or parent != [self.schema, stream.table]:
+            return None
+        found = re.fullmatch(r"FOR VALUES FROM \('?(-?\d+)'?\) TO \('?(-?\d+)'?\)", bound)
+        if not found or (int(found[1]), int(found[2])) != (stream.lower, stream.upper + 1):
+            return None
+        return {"partition": f"{self.schema}.{stream.partition_table}", "attach_scan_skipped": None}
+
+    def switch_staging(self, stream: StreamPlan) -> dict[str, Any]:
         import psycopg
         notices: list[str] = []
-        self.hold_lease()
         with self.connection() as conn:
             conn.add_notice_handler(lambda d: notices.append(d.message_primary or ""))
             try:

@@ -46,7 +46,20 @@ IF SCHEMA_ID(N'tpch') IS NULL EXEC (N'CREATE SCHEMA [tpch]');
 GO
 IF SCHEMA_ID(N'tpch_staging') IS NULL EXEC (N'CREATE SCHEMA [tpch_staging]');
 GO
+-- The run lease: one run at a time loads a target schema (see README, "Reliability and
+-- security"); a row per target schema names the run that holds it. Created before the lease
+-- is first taken, under the setup applock. CREATE SCHEMA must be alone in its batch, hence
+-- EXEC of a constant string.
 IF SCHEMA_ID(N'switchyard') IS NULL EXEC (N'CREATE SCHEMA [switchyard]');
+GO
+IF OBJECT_ID(N'[switchyard].[run_lease]', N'U') IS NULL
+    CREATE TABLE [switchyard].[run_lease] (
+        [target_schema] nvarchar(128) NOT NULL CONSTRAINT [run_lease_pk] PRIMARY KEY,
+        [holder]        nvarchar(520) NOT NULL,
+        [batch]         nvarchar(1000) NOT NULL,
+        [acquired_at]   datetime2(3) NOT NULL,
+        [expires_at]    datetime2(3) NOT NULL
+    );
 GO
 -- RANGE LEFT: a boundary value belongs to the partition on its left, so boundary k is the
 -- largest key of stream k. The first boundary is one below the first stream's smallest key:
