@@ -6,7 +6,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from switchyard.local import airflow, airflow_env, migrate
-from switchyard.stats import stats_path
 
 
 @dataclass

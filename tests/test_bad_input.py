@@ -16,7 +16,6 @@ from datetime import datetime
 from pathlib import Path
 
 import psycopg
-import pytest
 
 from airflow_run import run_dag
 from switchyard.local import airflow_bin, airflow_env, migrate

@@ -4,7 +4,6 @@ from __future__ import annotations
 import json
 
 import psycopg
-import pytest
 
 from airflow_run import run_dag
 from conftest import copy_batch, edit_manifest

@@ -14,7 +14,6 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from airflow_run import run_dag
 from conftest import copy_batch
 from switchyard.local import airflow_bin, airflow_env, airflow_home, migrate
 from test_end_to_end import fingerprint, line_count, run_lease

@@ -7,9 +7,7 @@ runs), and the code behind them refuses them again for callers that bypass the f
 from __future__ import annotations
 
 import json
-import os
 import time
-from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 import psycopg

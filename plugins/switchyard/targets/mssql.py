@@ -26,7 +26,6 @@ import dataclasses
 import glob
 import logging
 import math
-import os
 import platform
 import re
 import threading
