@@ -1,0 +1,103 @@
+"""Every finished Switchyard run gets a note with its figures and the report's link.
+
+The note is set by the plugin's listener (switchyard.run_notes) in the process that ends the
+run; `airflow dags test` ends its run in its own process through the same DagRun.update_state
+the scheduler uses, so these real runs exercise the same path as a nightly run.
+"""
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+
+from airflow_run import run_dag
+from switchyard.local import airflow_home, api_url
+from switchyard.run_notes import NOTE_LIMIT, is_our_note, run_note
+from switchyard.stats import report_url
+
+DAG_ID = "switchyard_tpch"
+HAND_NOTE = "Checked by hand: nation reloaded after the supplier fix. Do not rerun."
+
+
+def _db() -> sqlite3.Connection:
+    return sqlite3.connect(airflow_home() / "airflow.db", timeout=30)
+
+
+def note_of(run_id: str) -> tuple[str | None, str | None, str]:
+    """(content, user_id, run state) straight from the metadata DB."""
+    with _db() as db:
+        row = db.execute(
+            "SELECT n.content, n.user_id, r.state FROM dag_run r LEFT JOIN dag_run_note n ON n.dag_run_id = r.id "
+            "WHERE r.dag_id = ? AND r.run_id = ?", (DAG_ID, run_id)).fetchone()
+    assert row is not None, f"no run {run_id} in the metadata DB"
+    return row
+
+
+def test_a_run_gets_a_note_with_its_figures_and_report_link(pg_uri, data_root, tpch_batch, schema, tmp_path):
+    name, _ = tpch_batch
+    run = run_dag(pg_uri, data_root, schema, 3, {"batch": name, "tables": ["nation", "region"]},
+                  tmp_path / "runs", logical_date="2031-01-01T00:00:00+00:00")
+    assert run.returncode == 0, run.output[-4000:]
+    stats = run.stats
+    content, user, state = note_of(stats["run_id"])
+    assert state == "success"
+    assert content is not None, f"the run has no note; listener output:\n{run.output[-3000:]}"
+    assert user is None  # written by Switchyard, not by a user
+    tot = stats["totals"]
+    assert tot["rows"] == 25 + 5 and tot["switched"] == 2
+    assert content.startswith(f"**Switchyard: batch {name} into postgres {schema}, 3 streams**: run success.")
+    assert f"{tot['rows']:,} rows, {tot['bytes'] / 1e6:,.1f} MB, 2/{tot['groups']} groups switched" in content
+    assert f"[Run report]({report_url(DAG_ID, stats['run_id'], api_url())})" in content
+
+
+def test_a_note_written_by_hand_during_the_run_is_kept(pg_uri, data_root, tpch_batch, schema, tmp_path):
+    name, _ = tpch_batch
+    written = {}
+
+    def write_note_while_running() -> None:
+        # What the UI's note editor does for a logged-in user, on the run while it runs.
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not written:
+            with _db() as db:
+                cur = db.execute(
+                    "INSERT INTO dag_run_note (user_id, dag_run_id, content, created_at, updated_at) "
+                    "SELECT 'admin', id, ?, start_date, start_date FROM dag_run "
+                    "WHERE dag_id = ? AND logical_date LIKE '2031-01-02%' AND state = 'running'",
+                    (HAND_NOTE, DAG_ID))
+                if cur.rowcount == 1:
+                    written["at"] = time.monotonic()
+            time.sleep(0.05)
+
+    writer = threading.Thread(target=write_note_while_running, daemon=True)
+    writer.start()
+    run = run_dag(pg_uri, data_root, schema, 3, {"batch": name, "tables": ["nation"]},
+                  tmp_path / "runs", logical_date="2031-01-02T00:00:00+00:00")
+    writer.join(timeout=5)
+    assert run.returncode == 0, run.output[-4000:]
+    assert written, "the note was not written while the run was running"
+    content, user, state = note_of(run.stats["run_id"])
+    assert state == "success"
+    assert (content, user) == (HAND_NOTE, "admin")
+    # The listener saw the finished run and left the note alone (not merely: it never ran).
+    assert "keeps the note admin wrote" in run.output, run.output[-3000:]
+
+
+def test_only_empty_notes_and_our_own_are_replaced():
+    run_id = "scheduled__2031-01-03T02:00:00+00:00"
+    ours = run_note(None, "failed", "Switchyard switchyard_tpch", report_url(DAG_ID, run_id, "http://h:1"))
+    assert is_our_note(ours, DAG_ID, run_id)
+    assert is_our_note(None, DAG_ID, run_id) and is_our_note("  ", DAG_ID, run_id)
+    assert not is_our_note(HAND_NOTE, DAG_ID, run_id)
+    # Our note of another run (copied by a user into this one) is the user's text here.
+    assert not is_our_note(ours, DAG_ID, "manual__2031-01-03T02:00:00+00:00")
+
+
+def test_a_note_never_exceeds_the_metadata_column_and_keeps_its_link():
+    groups = [f"lineitem_{k}" for k in range(1, 97)]
+    stats = {"totals": {"rows": 10**9, "bytes": 10**12, "switched": 0, "groups": 96}, "makespan_seconds": 600.0,
+             "failed_groups": groups, "stragglers": [{"group": g} for g in groups]}
+    link = report_url(DAG_ID, "manual__" + "x" * 200, "http://a-rather-long-host-name.example.com:8080")
+    note = run_note(stats, "failed", "Switchyard: batch " + "b" * 300, link)
+    assert len(note) <= NOTE_LIMIT
+    assert note.endswith(f"[Run report]({link}) (per-stream throughput, charts, validation).")
+    assert "and 88 more" in run_note({**stats, "stragglers": []}, "failed", "Switchyard", "http://h/r")
