@@ -9,8 +9,12 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
+from urllib.parse import quote
+
+import pytest
 
 from airflow_run import run_dag
+from test_reruns import scheduler  # noqa: F401 - the fixture: a private Airflow with a real scheduler
 from switchyard.local import airflow_home, api_url
 from switchyard.run_notes import NOTE_LIMIT, is_our_note, run_note
 from switchyard.stats import report_url
@@ -46,7 +50,10 @@ def test_a_run_gets_a_note_with_its_figures_and_report_link(pg_uri, data_root, t
     tot = stats["totals"]
     assert tot["rows"] == 25 + 5 and tot["switched"] == 2
     assert content.startswith(f"**Switchyard: batch {name} into postgres {schema}, 3 streams**: run success.")
-    assert f"{tot['rows']:,} rows, {tot['bytes'] / 1e6:,.1f} MB, 2/{tot['groups']} groups switched" in content
+    skipped = tot["groups"] - 2
+    assert skipped == 3 * 6
+    assert f"{tot['rows']:,} rows, {tot['bytes'] / 1e6:,.1f} MB, 2/2 groups switched in " in content
+    assert f" s of loading ({skipped} skipped: tables not asked for)." in content
     assert f"[Run report]({report_url(DAG_ID, stats['run_id'], api_url())})" in content
 
 
@@ -101,3 +108,33 @@ def test_a_note_never_exceeds_the_metadata_column_and_keeps_its_link():
     assert len(note) <= NOTE_LIMIT
     assert note.endswith(f"[Run report]({link}) (per-stream throughput, charts, validation).")
     assert "and 88 more" in run_note({**stats, "stragglers": []}, "failed", "Switchyard", "http://h/r")
+
+
+def _wait_run(api, run_id: str, timeout: float = 600) -> dict:
+    deadline = time.monotonic() + timeout
+    while (run := api.get(f"/api/v2/dags/{DAG_ID}/dagRuns/{quote(run_id, safe='')}"))["state"] not in (
+            "success", "failed"):
+        assert time.monotonic() < deadline, run["state"]
+        time.sleep(2)
+    return run
+
+
+@pytest.mark.chaos
+def test_the_scheduler_notes_a_triggered_run_and_keeps_a_user_note(pg_uri, tpch_batch, schema, scheduler):  # noqa: F811
+    """The path of nightly, triggered and backfill runs: the scheduler ends the run and the
+    note commits in its own transaction; a note a user wrote through the REST API stays."""
+    name, _ = tpch_batch
+    env, api = scheduler
+    runs = {}
+    for label, note in (("plain", None), ("noted", HAND_NOTE)):
+        body = {"logical_date": None, "conf": {"batch": name, "tables": ["nation"]}}
+        if note:
+            body["note"] = note
+        runs[label] = api.post(f"/api/v2/dags/{DAG_ID}/dagRuns", body)["dag_run_id"]
+    plain = _wait_run(api, runs["plain"])
+    noted = _wait_run(api, runs["noted"])
+    assert plain["state"] == noted["state"] == "success"
+    assert plain["note"].startswith(f"**Switchyard: batch {name} into postgres {schema}, 3 streams**: run success.")
+    assert "25 rows" in plain["note"] and "1/1 groups switched" in plain["note"]
+    assert f"[Run report]({report_url(DAG_ID, runs['plain'], api_url())})" in plain["note"]
+    assert noted["note"] == HAND_NOTE

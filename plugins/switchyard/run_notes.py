@@ -52,15 +52,19 @@ def run_note(stats: dict | None, state: str, title: str, report: str) -> str:
     if stats:
         tot = stats["totals"]
         span = stats.get("makespan_seconds")
-        lines.append(f"{tot['rows']:,} rows, {tot['bytes'] / 1e6:,.1f} MB, {tot['switched']}/{tot['groups']} "
-                     f"groups switched" + (f" in {span:,.1f} s of loading" if span else "") + ".")
+        skipped = sum(1 for g in stats.get("groups") or [] if g.get("outcome") == "skipped")
+        lines.append(f"{tot['rows']:,} rows, {tot['bytes'] / 1e6:,.1f} MB, "
+                     f"{tot['switched']}/{tot['groups'] - skipped} groups switched"
+                     + (f" in {span:,.1f} s of loading" if span else "")
+                     + (f" ({skipped} skipped: tables not asked for)" if skipped else "") + ".")
         if stats.get("failed_groups"):
             lines.append(f"Did not switch: {_listed(stats['failed_groups'])}.")
         slow = [s["group"] for s in stats.get("stragglers") or []]
         if slow:
             lines.append(f"Stragglers: {_listed(slow)}.")
     else:
-        lines.append("No statistics: the run ended before its stats task wrote them.")
+        lines.append("No statistics for this run in SWITCHYARD_RUNS_DIR: the run ended before its stats task "
+                     "wrote them, or this Airflow process does not see that folder.")
     body = "\n\n".join(lines)
     # The link is the point of the note: the figures give way if the base URL is very long.
     room = NOTE_LIMIT - len(link) - 2
