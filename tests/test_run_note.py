@@ -37,15 +37,45 @@ def note_of(run_id: str) -> tuple[str | None, str | None, str]:
     return row
 
 
+class NoteDuringRun(threading.Thread):
+    """Writes a note on the run of `logical_date` while it is running, as the UI's note editor
+    would (or as Switchyard did on an earlier attempt of the run)."""
+
+    def __init__(self, logical_date: str, note, user: str | None):
+        super().__init__(daemon=True)
+        self.logical_date, self.note, self.user = logical_date, note, user
+        self.written: str | None = None
+
+    def run(self) -> None:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and self.written is None:
+            with _db() as db:
+                row = db.execute("SELECT id, run_id, start_date FROM dag_run WHERE dag_id = ? AND logical_date LIKE ? "
+                                 "AND state = 'running'", (DAG_ID, self.logical_date[:10] + "%")).fetchone()
+                if row:
+                    content = self.note(row[1])
+                    db.execute("INSERT INTO dag_run_note (user_id, dag_run_id, content, created_at, updated_at) "
+                               "VALUES (?, ?, ?, ?, ?)", (self.user, row[0], content, row[2], row[2]))
+                    self.written = content
+            time.sleep(0.05)
+
+
 def test_a_run_gets_a_note_with_its_figures_and_report_link(pg_uri, data_root, tpch_batch, schema, tmp_path):
     name, _ = tpch_batch
+    when = "2031-01-01T00:00:00+00:00"
+    # A note Switchyard wrote on an earlier attempt of this run (before a clear): replaced.
+    stale = NoteDuringRun(when, lambda run_id: run_note(None, "failed", "Switchyard switchyard_tpch",
+                                                        report_url(DAG_ID, run_id, api_url())), None)
+    stale.start()
     run = run_dag(pg_uri, data_root, schema, 3, {"batch": name, "tables": ["nation", "region"]},
-                  tmp_path / "runs", logical_date="2031-01-01T00:00:00+00:00")
+                  tmp_path / "runs", logical_date=when)
+    stale.join(timeout=5)
     assert run.returncode == 0, run.output[-4000:]
+    assert stale.written and "run failed" in stale.written, "the earlier note was not written during the run"
     stats = run.stats
     content, user, state = note_of(stats["run_id"])
     assert state == "success"
-    assert content is not None, f"the run has no note; listener output:\n{run.output[-3000:]}"
+    assert content != stale.written, f"the note was not renewed; listener output:\n{run.output[-3000:]}"
     assert user is None  # written by Switchyard, not by a user
     tot = stats["totals"]
     assert tot["rows"] == 25 + 5 and tot["switched"] == 2
@@ -59,29 +89,14 @@ def test_a_run_gets_a_note_with_its_figures_and_report_link(pg_uri, data_root, t
 
 def test_a_note_written_by_hand_during_the_run_is_kept(pg_uri, data_root, tpch_batch, schema, tmp_path):
     name, _ = tpch_batch
-    written = {}
-
-    def write_note_while_running() -> None:
-        # What the UI's note editor does for a logged-in user, on the run while it runs.
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and not written:
-            with _db() as db:
-                cur = db.execute(
-                    "INSERT INTO dag_run_note (user_id, dag_run_id, content, created_at, updated_at) "
-                    "SELECT 'admin', id, ?, start_date, start_date FROM dag_run "
-                    "WHERE dag_id = ? AND logical_date LIKE '2031-01-02%' AND state = 'running'",
-                    (HAND_NOTE, DAG_ID))
-                if cur.rowcount == 1:
-                    written["at"] = time.monotonic()
-            time.sleep(0.05)
-
-    writer = threading.Thread(target=write_note_while_running, daemon=True)
-    writer.start()
+    when = "2031-01-02T00:00:00+00:00"
+    hand = NoteDuringRun(when, lambda run_id: HAND_NOTE, "admin")
+    hand.start()
     run = run_dag(pg_uri, data_root, schema, 3, {"batch": name, "tables": ["nation"]},
-                  tmp_path / "runs", logical_date="2031-01-02T00:00:00+00:00")
-    writer.join(timeout=5)
+                  tmp_path / "runs", logical_date=when)
+    hand.join(timeout=5)
     assert run.returncode == 0, run.output[-4000:]
-    assert written, "the note was not written while the run was running"
+    assert hand.written == HAND_NOTE, "the note was not written while the run was running"
     content, user, state = note_of(run.stats["run_id"])
     assert state == "success"
     assert (content, user) == (HAND_NOTE, "admin")
