@@ -3,11 +3,12 @@
 A task cannot set its DAG run's note in Airflow 3.3 (the Task SDK's execution API has no
 call for it), so an Airflow listener does it (registered by the switchyard_reports plugin).
 Airflow calls `on_dag_run_success` / `on_dag_run_failed` in the process that decided the
-run's final state, with the run attached to that process's open session: the scheduler for
-scheduled, triggered and backfill runs, the api-server when a user marks a run, and
-`airflow dags test` itself. The note is written through that same session, so it commits
-with the state change; a second session would wait on the row lock the scheduler holds on
-the run (or on SQLite's database lock) inside its own transaction.
+run's final state: the scheduler for scheduled, triggered and backfill runs (inside its
+scheduling transaction, which holds the run's row locked), the api-server when a user marks
+a run, and `airflow dags test` itself. Where the run comes attached to the caller's session,
+the note is written through it and commits with the state change; a second session would
+wait on the row lock the caller holds (or on SQLite's database lock) while the caller waits
+for the listener.
 
 A note a user wrote is kept: the listener only writes a run without a note, or one whose
 note it wrote itself (a cleared and rerun run gets fresh figures).
