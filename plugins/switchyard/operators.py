@@ -17,7 +17,7 @@ from airflow.sdk import BaseOperator, BaseOperatorLink
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from .batch import MANIFEST, BatchError, resolve_batch, resolve_file
-from .stats import report_url  # noqa: F401 - also imported from here by the demo and tests
+from .stats import report_url
 
 log = logging.getLogger(__name__)
 
