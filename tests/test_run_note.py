@@ -153,3 +153,19 @@ def test_the_scheduler_notes_a_triggered_run_and_keeps_a_user_note(pg_uri, tpch_
     assert "25 rows" in plain["note"] and "1/1 groups switched" in plain["note"]
     assert f"[Run report]({report_url(DAG_ID, runs['plain'], api_url())})" in plain["note"]
     assert noted["note"] == HAND_NOTE
+
+
+def test_only_dags_built_by_switchyard_are_noted():
+    from airflow.sdk import DAG
+    from airflow.providers.standard.operators.empty import EmptyOperator
+    from airflow.serialization.serialized_objects import DagSerialization
+    from switchyard.dag_factory import DagConfig, build_dag
+    from switchyard.run_notes import is_switchyard_dag
+
+    def as_scheduler_sees(dag):
+        return DagSerialization.deserialize_dag(DagSerialization.serialize_dag(dag))
+
+    assert is_switchyard_dag(as_scheduler_sees(build_dag(DagConfig(streams=2, dag_id="nightly_load", tags=()))))
+    with DAG("other", schedule=None, tags=["switchyard"]) as other:
+        EmptyOperator(task_id="stats")
+    assert not is_switchyard_dag(as_scheduler_sees(other))

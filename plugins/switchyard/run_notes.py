@@ -103,7 +103,7 @@ def _read_stats(dag_id: str, run_id: str) -> dict | None:
         stats = json.loads(path.read_text())
     except FileNotFoundError:
         return None
-    # A cleared run whose stats task has not run again yet still has the last attempt's file.
+    # Folder names flatten run ids ([^A-Za-z0-9._-] -> _): another run's file is not this run's.
     return stats if stats.get("run_id") == run_id else None
 
 
