@@ -1,9 +1,11 @@
-"""Airflow plugin: the api-server serves each run's report under /switchyard/reports/.
+"""Airflow plugin: the api-server serves each run's report under /switchyard/reports/, and
+every Switchyard run gets a note linking it when the run ends.
 
 The stats task writes report.html, report.md, the charts and stats.json into
-<SWITCHYARD_RUNS_DIR>/<dag_id>/<run folder>/; its "Run report" button and the demo's run
-note link here. Only those files are served, and only to a user logged in to Airflow who
-may read the DAG's runs (the same JWT cookie or bearer token as the UI).
+<SWITCHYARD_RUNS_DIR>/<dag_id>/<run folder>/; its "Run report" button and the run's note
+(set by the listener in switchyard.run_notes) link here. Only those files are served, and
+only to a user logged in to Airflow who may read the DAG's runs (the same JWT cookie or
+bearer token as the UI).
 """
 from __future__ import annotations
 
@@ -11,6 +13,8 @@ import re
 from pathlib import Path
 
 from airflow.plugins_manager import AirflowPlugin
+
+from switchyard import run_notes
 
 SERVED = re.compile(r"^(report\.html|report\.md|report-[a-z]+\.svg|stats\.json)$")
 SAFE = re.compile(r"^[A-Za-z0-9._-]+$")
@@ -46,6 +50,7 @@ def _app():
 
 class SwitchyardReportsPlugin(AirflowPlugin):
     name = "switchyard_reports"
+    listeners = [run_notes]
 
     @property
     def fastapi_apps(self) -> list[dict]:

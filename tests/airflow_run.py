@@ -16,7 +16,7 @@ class DagRun:
 
 
 def run_dag(pg_uri: str, data_root: Path, schema: str, streams: int, conf: dict,
-            runs_dir: Path, extra_env: dict | None = None) -> DagRun:
+            runs_dir: Path, extra_env: dict | None = None, logical_date: str | None = None) -> DagRun:
     env = airflow_env(streams=streams, extra={
         "AIRFLOW_CONN_SWITCHYARD_TARGET": pg_uri,
         "SWITCHYARD_DATA_ROOT": str(data_root),
@@ -25,7 +25,8 @@ def run_dag(pg_uri: str, data_root: Path, schema: str, streams: int, conf: dict,
         **(extra_env or {}),
     })
     migrate(env)
-    result = airflow("dags", "test", "switchyard_tpch", "-c", json.dumps(conf), env=env, check=False,
+    when = [logical_date] if logical_date else []
+    result = airflow("dags", "test", "switchyard_tpch", *when, "-c", json.dumps(conf), env=env, check=False,
                      timeout=900)
     output = result.stdout + result.stderr
     stats = None

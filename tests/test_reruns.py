@@ -212,6 +212,12 @@ def test_backfill_loads_each_day_once_and_a_cleared_group_reruns_alone(pg_uri, d
     stats = {d: json.loads(local_stats(tmp_path, runs[d]["dag_run_id"]).read_text()) for d in DAYS}
     assert [stats[d]["batch"] for d in DAYS] == DAYS
     assert stats[DAYS[2]]["failed_groups"] == ["lineitem_2"]
+    # The scheduler noted every backfill run when it ended (switchyard.run_notes).
+    for day in DAYS:
+        assert runs[day]["note"].startswith(f"**Switchyard: batch {day} into postgres {schema}, 3 streams**: "
+                                            f"run {runs[day]['state']}."), runs[day]["note"]
+        assert f"{stats[day]['totals']['rows']:,} rows" in runs[day]["note"]
+    assert "Did not switch: lineitem_2." in runs[DAYS[2]]["note"]
     windows = sorted((min(g["started"] for g in s["groups"] if g["started"]),
                       max(g["switched"] or g["ended"] or "" for g in s["groups"])) for s in stats.values())
     assert all(a[1] < b[0] for a, b in zip(windows, windows[1:])), windows
@@ -235,6 +241,9 @@ def test_backfill_loads_each_day_once_and_a_cleared_group_reruns_alone(pg_uri, d
         assert state != "failed" and time.monotonic() < deadline, (
             state, cleared.stdout[-2000:], _task_states(api, run_id))
         time.sleep(3)
+    # The rerun ended the run again: its note, which Switchyard wrote, now tells the new outcome.
+    note = _backfill_runs(api)[DAYS[2]]["note"]
+    assert "run success." in note and "Did not switch" not in note, note
     after = _all_oids(pg_uri, schema)
     assert {p: o for p, o in after.items() if p in oids} == oids, "the rerun touched other groups' partitions"
     (new,) = set(after) - set(oids)

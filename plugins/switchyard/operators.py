@@ -18,6 +18,7 @@ from airflow.sdk import BaseOperator, BaseOperatorLink
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from .batch import MANIFEST, BatchError, resolve_batch, resolve_file
+from .stats import report_url
 
 log = logging.getLogger(__name__)
 
@@ -371,16 +372,6 @@ class PublishOperator(_TargetOperator):
         log.info("%s.%s published: %d partitions, %s rows (batch %s)", extra["schema"], self.table,
                  extra["partitions"], f"{extra['rows']:,}", extra["batch"])
         return extra
-
-
-def report_url(dag_id: str, run_id: str, base_url: str | None = None) -> str:
-    """Where the api-server serves a run's report (the switchyard_reports plugin)."""
-    from urllib.parse import quote
-    from .stats import run_folder_name
-    if base_url is None:
-        from airflow.sdk.configuration import conf
-        base_url = conf.get("api", "base_url", fallback="") or ""
-    return f"{base_url.rstrip('/')}/switchyard/reports/{quote(dag_id)}/{quote(run_folder_name(run_id))}/report.html"
 
 
 class ReportLink(BaseOperatorLink):

@@ -289,6 +289,15 @@ def stats_path(dag_id: str, run_id: str) -> Path:
     return runs_dir() / dag_id / run_folder_name(run_id) / "stats.json"
 
 
+def report_url(dag_id: str, run_id: str, base_url: str | None = None) -> str:
+    """Where the api-server serves a run's report (the switchyard_reports plugin)."""
+    from urllib.parse import quote
+    if base_url is None:
+        from airflow.sdk.configuration import conf
+        base_url = conf.get("api", "base_url", fallback="") or ""
+    return f"{base_url.rstrip('/')}/switchyard/reports/{quote(dag_id)}/{quote(run_folder_name(run_id))}/report.html"
+
+
 def write_stats(stats: dict, context: Any) -> Path:
     path = stats_path(stats["dag_id"], stats["run_id"])
     path.parent.mkdir(parents=True, exist_ok=True)
