@@ -104,17 +104,21 @@ def _retry_load_and_switch(adapter: PostgresAdapter, stream, path: Path) -> int:
     return adapter.fetch(f'SELECT count(*) FROM "{adapter.schema}"."{stream.partition_table}"')[0][0]
 
 
+def _frozen_feed(fifo: Path, source: Path, stop_after: int) -> tuple[Path, threading.Event]:
+    """A named pipe fed with the first `stop_after` bytes of `source`, then held open: the
+    load reading it freezes mid-COPY until the returned event is set."""
+    os.mkfifo(fifo)
+    resume = threading.Event()
+    threading.Thread(target=_slow_feed, args=(fifo, source, stop_after, resume), daemon=True).start()
+    return fifo, resume
+
+
 def test_load_killed_mid_copy_then_retried_loads_exactly_once(fault_server, setup, tmp_path):
     adapter, plan, folder = setup
     stream = plan.stream("orders", 2)
     source = folder / stream.file
     adapter.prepare(stream)
-    fifo = tmp_path / "orders.2.fifo"
-    os.mkfifo(fifo)
-    resume = threading.Event()
-    feeder = threading.Thread(target=_slow_feed, args=(fifo, source, source.stat().st_size // 2, resume),
-                              daemon=True)
-    feeder.start()
+    fifo, resume = _frozen_feed(tmp_path / "orders.2.fifo", source, source.stat().st_size // 2)
     ctx = multiprocessing.get_context("fork")
     child = ctx.Process(target=_load_in_child,
                         args=(fault_server.uri(), adapter.schema, stream.to_dict(), str(fifo), False))
@@ -153,11 +157,7 @@ def test_server_restart_mid_load_is_a_retryable_failure(fault_server, setup, tmp
     stream = plan.stream("orders", 1)
     source = folder / stream.file
     adapter.prepare(stream)
-    fifo = tmp_path / "orders.1.fifo"
-    os.mkfifo(fifo)
-    resume = threading.Event()
-    threading.Thread(target=_slow_feed, args=(fifo, source, source.stat().st_size // 3, resume),
-                     daemon=True).start()
+    fifo, resume = _frozen_feed(tmp_path / "orders.1.fifo", source, source.stat().st_size // 3)
     errors: list[BaseException] = []
 
     def load():
