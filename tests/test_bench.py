@@ -165,3 +165,61 @@ def test_a_process_forked_from_the_scheduler_finds_gx_imported():
     # Only the scheduler pays for it, and SWITCHYARD_PRELOAD=0 turns it off.
     assert _forked("api-server", "1")["child"]["gx"] is False
     assert _forked("scheduler", "0")["child"]["gx"] is False
+
+
+_FORKED_DAG = """
+import importlib.util, json, os, sys, time
+dag_file, touch = sys.argv[1], sys.argv[2]
+sys.argv = [os.path.join(os.path.dirname(sys.executable), "airflow"), "scheduler"]
+import airflow_local_settings  # the scheduler's start: preloads, builds the DAG
+import switchyard.dag_factory
+built_by_scheduler = [id(d) for d in switchyard.dag_factory._BUILT.values()]
+
+
+def task_process():
+    # What a task process does first: import the DAG file to find its task.
+    started = time.perf_counter()
+    spec = importlib.util.spec_from_file_location("the_dag_file", dag_file)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    import switchyard.dag_factory as factory
+    return {"seconds": time.perf_counter() - started, "tasks": len(module.dag.tasks),
+            "prebuilt": id(module.dag) in built_by_scheduler,
+            "edited": factory.__dict__.get("EDITED")}
+
+
+out = []
+for edit in (False, True):
+    if edit:  # the user edits Switchyard's code while the scheduler runs
+        with open(touch, "a") as fh:
+            fh.write("\\nEDITED = 'yes'\\n")
+    r, w = os.pipe()
+    if os.fork() == 0:
+        os.write(w, json.dumps(task_process()).encode())
+        os._exit(0)
+    os.wait()
+    out.append(json.loads(os.read(r, 65536)))
+print(json.dumps(out))
+"""
+
+
+def test_a_task_process_finds_the_dag_built_and_rereads_changed_code(tmp_path):
+    """The scheduler builds the DAG once; a task forked from it does not rebuild it, unless
+    Switchyard's files changed on disk since, then it imports them as they are now."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[1]
+    for part in ("plugins", "dags", "include"):  # a copy: the test edits a file
+        shutil.copytree(root / part, tmp_path / part, ignore=shutil.ignore_patterns("__pycache__"))
+    plugins = tmp_path / "plugins"
+    env = dict(os.environ, SWITCHYARD_PRELOAD="1", SWITCHYARD_STREAMS="3", GX_ANALYTICS_ENABLED="False",
+               PYTHONPATH=os.pathsep.join([str(plugins / "switchyard" / "airflow_settings"), str(plugins)]))
+    done = subprocess.run([sys.executable, "-c", _FORKED_DAG, str(tmp_path / "dags" / "switchyard_tpch.py"),
+                           str(plugins / "switchyard" / "dag_factory.py")],
+                          env=env, check=True, capture_output=True, text=True, cwd=tmp_path)
+    first, after_edit = json.loads(done.stdout.strip().splitlines()[-1])
+    assert first["prebuilt"] is True and first["tasks"] == after_edit["tasks"]
+    assert after_edit["edited"] == "yes" and after_edit["prebuilt"] is False

@@ -190,6 +190,27 @@ def build_dag(config: DagConfig | None = None) -> DAG:
     return dag
 
 
+# The DAG built from the environment, by configuration: see dag_from_env.
+_BUILT: dict[DagConfig, DAG] = {}
+
+
+def dag_from_env() -> DAG:
+    """The DAG file's DAG, built once per process and configuration.
+
+    Every Airflow task process imports the DAG file to find its task, which builds all the
+    run's operators (about 0.1 s per task at 8 streams, most of a small task's work). The
+    scheduler builds it once before LocalExecutor forks its workers (switchyard/preload.py),
+    so a task process forked from it finds the DAG built. The configuration (the
+    environment) is the key; a changed spec file or changed code is handled by the preload,
+    which forgets what it built when Switchyard's files change on disk.
+    """
+    config = DagConfig.from_env()
+    dag = _BUILT.get(config)
+    if dag is None:
+        dag = _BUILT[config] = build_dag(config)
+    return dag
+
+
 def table_asset(conn_id: str, schema: str, table: str) -> Asset:
     """The Asset of a target table, e.g. switchyard://switchyard_target/tpch/orders: schedule on it."""
     return Asset(f"switchyard://{conn_id}/{schema}/{table}", group="switchyard")

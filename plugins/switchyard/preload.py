@@ -11,8 +11,13 @@ PYTHONPATH by `local.airflow_env`) calls `preload()` when Airflow initialises. O
 scheduler acts on it: the api-server, the dag-processor and CLI commands never run
 tasks, and a task process forked from a preloaded worker finds everything imported.
 
-Only third-party modules are preloaded. Switchyard's own modules are not: a long-lived
-scheduler would otherwise hand task processes the code as it was when it started.
+Switchyard's own modules are preloaded too, and the DAG is built once (the task process
+finds it built: `dag_factory.dag_from_env`), because importing the DAG file rebuilds every
+operator of the run, which was most of a small task's CPU. A long-lived scheduler must not
+hand task processes code as it was when it started, though: the preload notes when
+Switchyard's files (code and specs) last changed, and the DAG file calls
+`forget_changed_code()` first, which drops the preloaded Switchyard modules in a task
+process that finds them changed on disk, so it imports them as they are now.
 
 `SWITCHYARD_PRELOAD=0` turns it off (the benchmark measures both ways).
 """
@@ -33,6 +38,17 @@ MODULES = (
     "airflow.providers.postgres.hooks.postgres",
     "airflow.sdk.execution_time.task_runner",
 )
+# Switchyard's own: the DAG's modules and what its tasks import when they run.
+OWN_MODULES = (
+    "switchyard.dag_factory",
+    "switchyard.operators",
+    "switchyard.targets.postgres",
+    "switchyard.validation",
+    "switchyard.progress",
+    "switchyard.stats",
+    "switchyard.report",
+)
+PACKAGE = Path(__file__).resolve().parent
 
 # What the preload cost and when, for the benchmark and for anyone reading the scheduler log.
 report: dict = {}
@@ -47,11 +63,27 @@ def is_scheduler(argv: list[str] | None = None) -> bool:
     return len(argv) >= 2 and Path(argv[0]).name == "airflow" and argv[1] == "scheduler"
 
 
-def preload(argv: list[str] | None = None, modules: tuple[str, ...] = MODULES) -> dict:
-    """Import `modules` if this process is the scheduler and preloading is on; what it did."""
+def code_stamp() -> tuple:
+    """When Switchyard's files last changed: its modules and specs, and the configured spec."""
+    from .spec import spec_file
+    files = [*PACKAGE.rglob("*.py"), *PACKAGE.rglob("*.yaml"),
+             spec_file(os.environ.get("SWITCHYARD_SPEC", "tpch"))]
+    stamps = []
+    for path in files:
+        try:
+            st = path.stat()
+            stamps.append((str(path), st.st_mtime_ns, st.st_size))
+        except OSError:
+            stamps.append((str(path), None, None))
+    return tuple(sorted(stamps))
+
+
+def preload(argv: list[str] | None = None, modules: tuple[str, ...] = MODULES + OWN_MODULES) -> dict:
+    """Import `modules` and build the DAG if this process is the scheduler and preloading is on."""
     if not enabled() or not is_scheduler(argv):
         return {"preloaded": []}
     started = time.monotonic()
+    stamp = code_stamp()
     done, failed = [], {}
     for name in modules:
         try:
@@ -59,7 +91,30 @@ def preload(argv: list[str] | None = None, modules: tuple[str, ...] = MODULES) -
             done.append(name)
         except Exception as exc:  # a missing optional library must never stop the scheduler
             failed[name] = f"{type(exc).__name__}: {exc}"
-    report.update(preloaded=done, failed=failed, seconds=round(time.monotonic() - started, 3), pid=os.getpid())
-    print(f"switchyard preload: {len(done)} modules in {report['seconds']:.2f}s"
+    dag_built = False
+    if "switchyard.dag_factory" in done:
+        try:
+            from .dag_factory import dag_from_env
+            dag_from_env()
+            dag_built = True
+        except Exception as exc:  # a broken DAG is the dag-processor's to report, not a reason to stop
+            failed["dag"] = f"{type(exc).__name__}: {exc}"
+    report.update(preloaded=done, failed=failed, dag_built=dag_built, code_stamp=stamp,
+                  seconds=round(time.monotonic() - started, 3), pid=os.getpid())
+    print(f"switchyard preload: {len(done)} modules{', the DAG' if dag_built else ''} in {report['seconds']:.2f}s"
           + (f"; not preloaded: {failed}" if failed else ""), file=sys.stderr, flush=True)
     return report
+
+
+def forget_changed_code() -> bool:
+    """In a process forked from a preloaded scheduler: if Switchyard's files changed since the
+    preload, drop its preloaded modules (and so the DAG built with them) so that the next
+    import reads them from disk. True if it dropped them."""
+    stamp = report.get("code_stamp")
+    if not stamp or stamp == code_stamp():
+        return False
+    for name in [n for n in sys.modules if n == "switchyard" or n.startswith("switchyard.")]:
+        if name != __name__:
+            del sys.modules[name]
+    report["code_stamp"] = None
+    return True

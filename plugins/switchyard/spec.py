@@ -139,12 +139,16 @@ def parse_spec(raw: Mapping[str, Any], source: str = "<inline>") -> LoadSpec:
                     generator=raw.get("generator"), source=source)
 
 
+def spec_file(name_or_path: str = "tpch") -> Path:
+    """The YAML file of a built-in spec name ("tpch") or of a path."""
+    path = Path(name_or_path)
+    return path if path.suffix else BUILTIN_SPECS / f"{name_or_path}.yaml"
+
+
 @lru_cache(maxsize=8)
 def load_spec(name_or_path: str = "tpch") -> LoadSpec:
     """A built-in spec by name ("tpch"), or a YAML file by path."""
-    path = Path(name_or_path)
-    if not path.suffix:
-        path = BUILTIN_SPECS / f"{name_or_path}.yaml"
+    path = spec_file(name_or_path)
     if not path.is_file():
         raise SpecError(f"{path}: spec file not found")
     with path.open(encoding="utf-8") as fh:
