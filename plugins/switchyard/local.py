@@ -90,7 +90,16 @@ def airflow_env(streams: int | None = None, extra: dict[str, str] | None = None)
         "GX_ANALYTICS_ENABLED": "False",
         "PYTHONPATH": os.pathsep.join(filter(None, [str(PROJECT / "plugins"), os.environ.get("PYTHONPATH")])),
     })
-    # airflow_local_settings.py: the scheduler preloads GX for the task processes it forks.
+    # Two latencies that dominate short tasks (each can be overridden from the environment):
+    # - a task's supervisor notices the task process's exit only at its next wake-up, at most
+    #   [workers] min_heartbeat_interval later (default 5 s): a task process that closes its
+    #   sockets before the kernel has torn it down (about half of them here) kept its
+    #   LocalExecutor worker busy 5 s more; 1 s bounds that, for one heartbeat a second;
+    # - an idle scheduler loop sleeps [scheduler] scheduler_idle_sleep_time (default 1 s)
+    #   before it sees that a task finished and queues the next one.
+    env.setdefault("AIRFLOW__WORKERS__MIN_HEARTBEAT_INTERVAL", "1")
+    env.setdefault("AIRFLOW__SCHEDULER__SCHEDULER_IDLE_SLEEP_TIME", "0.25")
+    # airflow_local_settings.py: the scheduler preloads GX and the DAG for the task processes it forks.
     env["PYTHONPATH"] = os.pathsep.join([str(PROJECT / "plugins" / "switchyard" / "airflow_settings"), env["PYTHONPATH"]])
     env.setdefault("SWITCHYARD_DATA_ROOT", str(state_dir() / "data"))
     env.setdefault("SWITCHYARD_RUNS_DIR", str(state_dir() / "runs"))
