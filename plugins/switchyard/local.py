@@ -134,10 +134,20 @@ def _pidfile(service: str) -> Path:
 
 def _alive(pid: int) -> bool:
     try:
+        # A service this process started and that has exited stays a zombie (and answers
+        # kill 0) until it is reaped: reap it here, so stopping it does not wait for nothing.
+        if os.waitpid(pid, os.WNOHANG)[0] == pid:
+            return False
+    except ChildProcessError:  # not our child: its parent reaps it
+        pass
+    try:
         os.kill(pid, 0)
-        return True
     except OSError:
         return False
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
 
 
 def service_pid(service: str) -> int | None:

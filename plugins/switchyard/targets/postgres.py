@@ -49,6 +49,7 @@ class PostgresAdapter(TargetAdapter):
             raise TargetError("PostgreSQL target needs an Airflow connection id or a URI")
         self.conn_id = conn_id
         self.uri = uri
+        self._hook = None
         self.tablespaces = {k: self.checked(v) for k, v in (tablespaces or {}).items()}
 
     # --- SQL text ---------------------------------------------------------------------
@@ -84,8 +85,7 @@ class PostgresAdapter(TargetAdapter):
         try:
             if self.uri:
                 return psycopg.connect(self.uri, application_name="switchyard")
-            from airflow.providers.postgres.hooks.postgres import PostgresHook
-            return PostgresHook(postgres_conn_id=self.conn_id).get_conn()
+            return self.hook().get_conn()
         except psycopg.OperationalError as exc:
             # A refused login or an unknown database stays refused: fail at once instead of
             # retrying. libpq gives no SQLSTATE for a failed connection, only the server's
@@ -94,6 +94,14 @@ class PostgresAdapter(TargetAdapter):
                 raise TargetError(f"the target refused the connection {self.conn_id or '(URI)'}: "
                                   f"{str(exc).split('FATAL:', 1)[-1].strip()}", permanent=True) from exc
             raise
+
+    def hook(self):
+        """The Airflow hook of the target's connection, one per adapter: it looks the connection
+        up once (an API call from a task), not once per statement batch."""
+        if self._hook is None:
+            from airflow.providers.postgres.hooks.postgres import PostgresHook
+            self._hook = PostgresHook(postgres_conn_id=self.conn_id)
+        return self._hook
 
     @contextmanager
     def connection(self) -> Iterator[Any]:
@@ -113,8 +121,7 @@ class PostgresAdapter(TargetAdapter):
     def sqlalchemy_url(self) -> str:
         if self.uri:
             return self.uri.replace("postgresql://", "postgresql+psycopg://", 1)
-        from airflow.providers.postgres.hooks.postgres import PostgresHook
-        return PostgresHook(postgres_conn_id=self.conn_id).sqlalchemy_url.render_as_string(hide_password=False)
+        return self.hook().sqlalchemy_url.render_as_string(hide_password=False)
 
     def scheduler_count(self) -> int:
         # PostgreSQL has no scheduler DMV; one COPY keeps one core busy, so the server's
