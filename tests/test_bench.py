@@ -223,3 +223,19 @@ def test_a_task_process_finds_the_dag_built_and_rereads_changed_code(tmp_path):
     first, after_edit = json.loads(done.stdout.strip().splitlines()[-1])
     assert first["prebuilt"] is True and first["tasks"] == after_edit["tasks"]
     assert after_edit["edited"] == "yes" and after_edit["prebuilt"] is False
+
+
+def test_cpu_of_a_process_tree_counts_children_that_already_exited():
+    """The benchmark's CPU accounting: a short-lived child's CPU is in its parent's tree
+    after it exited and was reaped, and nothing else's is."""
+    import os
+    import subprocess
+    import sys
+    from switchyard import cputime
+    roots = {"me": os.getpid()}
+    before = cputime.snapshot(roots, split_children=("me",))
+    subprocess.run([sys.executable, "-c", "import time\nt = time.process_time()\n"
+                    "while time.process_time() - t < 0.4: pass"], check=True)
+    spent = cputime.delta(before, cputime.snapshot(roots, split_children=("me",)))
+    assert 0.35 <= spent["me children"] < 2.0, spent
+    assert spent["me"] < 0.3 and spent["machine"] >= spent["me children"] - 0.05, spent

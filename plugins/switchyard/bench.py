@@ -112,15 +112,33 @@ def _pool(slots: int):
     return multiprocessing.get_context("fork").Pool(slots)
 
 
-def run_parallel(worker: Callable, jobs: list[tuple], slots: int) -> tuple[list[dict], float, float]:
-    """Jobs in `slots` processes, in the given order; (records, start, end) in epoch seconds."""
+def postmaster_pid() -> int | None:
+    """The embedded PostgreSQL's postmaster: its process tree is the server's CPU."""
+    from .embedded import EmbeddedPostgres
+    try:
+        return int((EmbeddedPostgres().pgdata / "postmaster.pid").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def run_parallel(worker: Callable, jobs: list[tuple], slots: int) -> tuple[list[dict], float, float, dict]:
+    """Jobs in `slots` processes, in the given order; (records, start, end, cpu): epoch
+    seconds, and the CPU seconds of the server and of the client processes meanwhile."""
+    from . import cputime
+    roots = {"postgres": postmaster_pid(), "bench": os.getpid()}
     with _pool(slots) as pool:
         # A warm pool: process start-up is not part of a load.
         pool.map(abs, range(slots))
+        before = cputime.snapshot(roots, split_children=("bench",))
         started = now()
         records = list(pool.imap_unordered(worker, jobs, chunksize=1))
         ended = now()
-    return records, started, ended
+        pool.close()
+        pool.join()  # reaped: the clients' CPU is now in this process's children's times
+    cpu = cputime.delta(before, cputime.snapshot(roots, split_children=("bench",)))
+    cpu["clients"] = cpu.pop("bench children", None)
+    cpu.pop("bench", None)
+    return records, started, ended, cpu
 
 
 def summarise(name: str, records: list[dict], started: float, ended: float, **extra: Any) -> dict:
@@ -200,8 +218,8 @@ def run_floor(uri: str, files: list[dict], slots: int, variant: str = "freeze_du
     if VARIANTS[variant].get("tablespaces"):
         files = [dict(f, tablespace=f"{TABLESPACE_PREFIX}{i % slots + 1}") for i, f in enumerate(files)]
     try:
-        records, started, ended = run_parallel(floor_one, [(uri, FLOOR_SCHEMA, f, variant, scan) for f in files],
-                                               slots)
+        records, started, ended, cpu = run_parallel(
+            floor_one, [(uri, FLOOR_SCHEMA, f, variant, scan) for f in files], slots)
     finally:
         reset_schema(uri, FLOOR_SCHEMA, create=False)
     bad = [r for r in records if r["rows"] != next(f["rows"] for f in files
@@ -212,7 +230,7 @@ def run_floor(uri: str, files: list[dict], slots: int, variant: str = "freeze_du
     if scan:
         extra["scan_seconds_total"] = round(sum(r["scan_seconds"] for r in records), 3)
         extra["load_and_scan_wall_seconds"] = round(max(r["end"] + r["scan_seconds"] for r in records) - started, 3)
-    return summarise(label, records, started, ended, variant=variant, sessions=slots, **extra)
+    return summarise(label, records, started, ended, variant=variant, sessions=slots, cpu_seconds=cpu, **extra)
 
 
 # --- 2. the loader alone ----------------------------------------------------------------
@@ -249,10 +267,10 @@ def run_loader(uri: str, folder: Path, files: list[dict], slots: int) -> dict:
                      key=lambda s: order[(s.table, s.stream)])
     jobs = [(uri, LOADER_SCHEMA, s.to_dict(), str(resolve(folder, s.file))) for s in streams]
     try:
-        records, started, ended = run_parallel(loader_one, jobs, slots)
+        records, started, ended, cpu = run_parallel(loader_one, jobs, slots)
     finally:
         reset_schema(uri, LOADER_SCHEMA, adapter.staging_schema, create=False)
-    return summarise("loader alone", records, started, ended, sessions=slots,
+    return summarise("loader alone", records, started, ended, sessions=slots, cpu_seconds=cpu,
                      prepare_seconds_median=_median([r["prepare_seconds"] for r in records]))
 
 
@@ -335,10 +353,16 @@ def run_dag(uri: str, pg, batch: str, streams: int, slots: int, preload: bool = 
     # A fresh schema each time: every run is the same first load, no partitions to replace.
     reset_schema(uri, DAG_SCHEMA, f"{DAG_SCHEMA}_staging", create=False)
     api.patch(f"/api/v2/dags/{demo.DAG_ID}", {"is_paused": False})
+    from . import cputime, local
+    roots = {"postgres": postmaster_pid(), **{name: local.service_pid(name) for name in local.SERVICES}}
+    before = cputime.snapshot(roots, split_children=("scheduler",))
     run = api.post(f"/api/v2/dags/{demo.DAG_ID}/dagRuns",
                    {"logical_date": None, "conf": {"batch": batch}, "note": "switchyard bench"})
     run_id = run["dag_run_id"]
     state = demo.follow(api, run_id, timeout)
+    cpu = cputime.delta(before, cputime.snapshot(roots, split_children=("scheduler",)))
+    # Below the scheduler: LocalExecutor's workers, each supervising the task processes it forks.
+    cpu["task processes"] = cpu.pop("scheduler children", None)
     run = api.get(f"/api/v2/dags/{demo.DAG_ID}/dagRuns/{_quoted(run_id)}")
     tis = api.get_all(f"/api/v2/dags/{demo.DAG_ID}/dagRuns/{_quoted(run_id)}/taskInstances", "task_instances")
     tasks = []
@@ -354,7 +378,7 @@ def run_dag(uri: str, pg, batch: str, streams: int, slots: int, preload: bool = 
     stats = json.loads(stats_file.read_text()) if stats_file.exists() else None
     reset_schema(uri, DAG_SCHEMA, f"{DAG_SCHEMA}_staging", create=False)
     return analyse_dag(run, state, tasks, slots, stats, preload=preload, flat_priorities=flat_priorities,
-                       services_start_seconds=round(startup, 2), priority_weights=weights)
+                       services_start_seconds=round(startup, 2), priority_weights=weights, cpu_seconds=cpu)
 
 
 def wait_for_weights(api, flat: bool, timeout: float = 120) -> dict:
@@ -937,6 +961,27 @@ def table_lines(result: dict) -> list[str]:
     return lines
 
 
+CPU_ORDER = ("postgres", "clients", "task processes", "scheduler", "api-server", "dag-processor", "triggerer",
+             "other", "machine")
+
+
+def cpu_lines(result: dict) -> list[str]:
+    """One line per measured part: CPU seconds per process tree, and the machine's cores x wall."""
+    parts = [(name, result.get(key)) for name, key in (("floor", "floor"), ("loader alone", "loader"),
+                                                        ("DAG end to end", "dag"))]
+    parts = [(n, r) for n, r in parts if r and r.get("cpu_seconds")]
+    if not parts:
+        return []
+    cores = (result.get("machine") or {}).get("cpus") or result["slots"]
+    names = [k for k in CPU_ORDER if any(k in r["cpu_seconds"] for _, r in parts)]
+    lines = [f"{'part':<16}" + "".join(f"{k:>15}" for k in names) + f"{'cores x wall':>14}"]
+    for label, r in parts:
+        c = r["cpu_seconds"]
+        lines.append(f"{label:<16}" + "".join(f"{c[k]:>15.1f}" if c.get(k) is not None else f"{'-':>15}"
+                                              for k in names) + f"{cores * r['wall_seconds']:>14.1f}")
+    return lines
+
+
 def overhead_lines(dag: dict) -> list[str]:
     lines = [f"{'step':<16} {'tasks':>5} {'wall med':>9} {'work med':>9} {'overhead':>9} {'queued':>8} {'gap':>6} {'GX import':>9}"]
     for step, s in dag["per_step"].items():
@@ -1097,6 +1142,12 @@ def report(result: dict, out: Path, plot: bool = True) -> None:
         print("\nper-task overhead (task wall time minus reported work; medians; n/r = no work reported, "
               "overhead = wall;\n queued = start - queued; gap = start - upstream task's end)")
         for line in overhead_lines(result["dag"]):
+            print(line)
+    cpu = cpu_lines(result)
+    if cpu:
+        print("\nwhere the CPU went (CPU seconds of each process tree while the part ran; "
+              "other = the rest of the machine)")
+        for line in cpu:
             print(line)
     if result.get("parse"):
         print("\nDAG parse (the DAG file in a fresh process; median [min, max] of rounds)")
