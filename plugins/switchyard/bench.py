@@ -305,6 +305,7 @@ def airflow_settings(streams: int, preload: bool, flat_priorities: bool,
         settings["AIRFLOW__CORE__PARALLELISM"] = str(options["parallelism"])
     if options.get("validation"):
         settings["SWITCHYARD_VALIDATION"] = options["validation"]
+    settings.update(options.get("airflow") or {})  # Airflow settings, as AIRFLOW__SECTION__KEY
     return settings
 
 
@@ -359,7 +360,8 @@ def run_dag(uri: str, pg, batch: str, streams: int, slots: int, preload: bool = 
     run = api.post(f"/api/v2/dags/{demo.DAG_ID}/dagRuns",
                    {"logical_date": None, "conf": {"batch": batch}, "note": "switchyard bench"})
     run_id = run["dag_run_id"]
-    state = demo.follow(api, run_id, timeout)
+    # The run state every 2 s, the task list (the api-server's CPU) every 15 s.
+    state = demo.follow(api, run_id, timeout, progress_every=15)
     cpu = cputime.delta(before, cputime.snapshot(roots, split_children=("scheduler",)))
     # Below the scheduler: LocalExecutor's workers, each supervising the task processes it forks.
     cpu["task processes"] = cpu.pop("scheduler children", None)
@@ -788,6 +790,11 @@ DAG_LEVERS = {
     "preload, validation full": (True, False, {"validation": "full"}),
     "preload, parallelism 4": (True, False, {"parallelism": 4}),
     "preload, parallelism 16": (True, False, {"parallelism": 16}),
+    # The two latencies local.airflow_env shortens, back at Airflow's defaults.
+    "preload, idle sleep 1 s": (True, False, {"airflow": {"AIRFLOW__SCHEDULER__SCHEDULER_IDLE_SLEEP_TIME": "1"}}),
+    "preload, heartbeat 5 s": (True, False, {"airflow": {"AIRFLOW__WORKERS__MIN_HEARTBEAT_INTERVAL": "5"}}),
+    "preload, Airflow's default latencies": (True, False, {"airflow": {
+        "AIRFLOW__SCHEDULER__SCHEDULER_IDLE_SLEEP_TIME": "1", "AIRFLOW__WORKERS__MIN_HEARTBEAT_INTERVAL": "5"}}),
 }
 DEFAULT_DAG_LEVERS = ("no preload", "preload", "preload, flat priorities")
 
@@ -821,6 +828,10 @@ def run_dag_levers(uri: str, pg, batch: str, streams: int, slots: int, repeat: i
             "bare_task_overhead_median": spread([x["bare_overhead"] for x in rs]),
             "task_overhead_median": spread([x["task_overhead"] for x in rs]),
             "efficiency_run": spread([x["efficiency_run"] for x in rs]),
+            "pool_busy": spread([x["pool_busy"] for x in rs]),
+            "airflow_cpu_seconds": spread([sum((x["cpu_seconds"] or {}).get(k) or 0 for k in
+                                               ("scheduler", "api-server", "task processes", "dag-processor",
+                                                "triggerer")) for x in rs]),
             "runs": rs,
         }
     return out
@@ -837,6 +848,7 @@ def compact_dag(result: dict) -> dict:
             "task_overhead": result.get("task_overhead_median"),
             "validate_gx_preloaded": steps.get("validate", {}).get("gx_preloaded"),
             "efficiency_loads": result["efficiency_loads"].get("efficiency"),
+            "pool_busy": result.get("pool_busy_fraction"), "cpu_seconds": result.get("cpu_seconds"),
             "priority_weights": result.get("priority_weights"), "run_id": result["run_id"]}
 
 
@@ -1190,7 +1202,8 @@ def report(result: dict, out: Path, plot: bool = True) -> None:
             o = lv.get("task_overhead_median") or {}
             print(f"  DAG {name:<24} {w['median']:>8.1f} s [{w['min']:.1f}, {w['max']:.1f}]  "
                   f"x{r['median']:.3f} of {lv.get('reference', 'no preload')}; validate overhead {v.get('median')} s; "
-                  f"median task overhead {o.get('median')} s")
+                  f"median task overhead {o.get('median')} s; pool busy {(lv.get('pool_busy') or {}).get('median')}; "
+                  f"Airflow CPU {(lv.get('airflow_cpu_seconds') or {}).get('median')} s")
     print(f"\nresults: {path}")
     for p in result.get("plots", []):
         print(f"plot: {p}")

@@ -291,4 +291,5 @@ def adapter_for(conn_id: str, spec: LoadSpec, **options: Any) -> TargetAdapter:
     """The adapter for an Airflow connection, chosen by its connection type."""
     from airflow.sdk import BaseHook
     conn = BaseHook.get_connection(conn_id)
-    return adapter_class(conn.conn_type)(spec, conn_id=conn_id, **options)
+    # The adapter reuses the connection it was chosen by: one lookup (an API call from a task).
+    return adapter_class(conn.conn_type)(spec, conn_id=conn_id, airflow_connection=conn, **options)

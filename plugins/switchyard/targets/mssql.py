@@ -491,10 +491,11 @@ class MssqlAdapter(TargetAdapter):
                  scheduler_guard: bool | None = None, guard_retries: int | None = None,
                  odbc_driver: str | None = None, codepage: str | None = None,
                  login_timeout: int | None = None, database: str | None = None,
-                 script_batch: str = "batch", **options: Any):
+                 script_batch: str = "batch", airflow_connection: Any = None, **options: Any):
         super().__init__(spec, **options)
         self.conn_id = conn_id
         self.uri = uri
+        self._airflow_connection = airflow_connection
         endpoint, configured = self._endpoint()
         if database:
             endpoint = dataclasses.replace(endpoint, database=database)
@@ -546,8 +547,10 @@ class MssqlAdapter(TargetAdapter):
         if self.uri:
             return parse_uri(self.uri)
         if self.conn_id:
-            from airflow.sdk import BaseHook
-            conn = BaseHook.get_connection(self.conn_id)
+            conn = self._airflow_connection
+            if conn is None:
+                from airflow.sdk import BaseHook
+                conn = BaseHook.get_connection(self.conn_id)
             extra = dict(conn.extra_dejson or {})
             options = {k: extra.pop(k) for k in list(extra) if k in ADAPTER_OPTIONS}
             return Endpoint(host=conn.host or "localhost", port=int(conn.port or DEFAULT_PORT),

@@ -43,13 +43,14 @@ class PostgresAdapter(TargetAdapter):
     quote_open = quote_close = '"'
 
     def __init__(self, spec: LoadSpec, conn_id: str | None = None, uri: str | None = None,
-                 tablespaces: dict[int, str] | None = None, **options: Any):
+                 tablespaces: dict[int, str] | None = None, airflow_connection: Any = None, **options: Any):
         super().__init__(spec, **options)
         if not conn_id and not uri:
             raise TargetError("PostgreSQL target needs an Airflow connection id or a URI")
         self.conn_id = conn_id
         self.uri = uri
         self._hook = None
+        self._airflow_connection = airflow_connection
         self.tablespaces = {k: self.checked(v) for k, v in (tablespaces or {}).items()}
 
     # --- SQL text ---------------------------------------------------------------------
@@ -100,7 +101,7 @@ class PostgresAdapter(TargetAdapter):
         up once (an API call from a task), not once per statement batch."""
         if self._hook is None:
             from airflow.providers.postgres.hooks.postgres import PostgresHook
-            self._hook = PostgresHook(postgres_conn_id=self.conn_id)
+            self._hook = PostgresHook(postgres_conn_id=self.conn_id, connection=self._airflow_connection)
         return self._hook
 
     @contextmanager
