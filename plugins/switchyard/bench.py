@@ -305,6 +305,8 @@ def airflow_settings(streams: int, preload: bool, flat_priorities: bool,
         settings["AIRFLOW__CORE__PARALLELISM"] = str(options["parallelism"])
     if options.get("validation"):
         settings["SWITCHYARD_VALIDATION"] = options["validation"]
+    if options.get("preload_dag") is False:
+        settings["SWITCHYARD_PRELOAD_DAG"] = "0"
     settings.update(options.get("airflow") or {})  # Airflow settings, as AIRFLOW__SECTION__KEY
     return settings
 
@@ -787,6 +789,8 @@ DAG_LEVERS = {
     "no preload": (False, False, {}),
     "preload": (True, False, {}),
     "preload, flat priorities": (True, True, {}),
+    # Great Expectations and the driver preloaded, but each task process builds the DAG itself.
+    "preload, not the DAG": (True, False, {"preload_dag": False}),
     "preload, validation full": (True, False, {"validation": "full"}),
     "preload, parallelism 4": (True, False, {"parallelism": 4}),
     "preload, parallelism 16": (True, False, {"parallelism": 16}),
