@@ -189,12 +189,26 @@ def stop_services(timeout: float = 30) -> None:
             os.killpg(pid, signal.SIGTERM)
         except OSError:
             pass
+        # A service is stopped when its whole process group is gone (the scheduler's
+        # LocalExecutor workers and their tasks, the api-server's workers), not only its
+        # first process; what is left at the deadline is killed.
         deadline = time.monotonic() + timeout
-        while _alive(pid) and time.monotonic() < deadline:
+        while (_alive(pid) or _group_alive(pid)) and time.monotonic() < deadline:
             time.sleep(0.3)
-        if _alive(pid):
-            os.killpg(pid, signal.SIGKILL)
+        if _alive(pid) or _group_alive(pid):
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except OSError:
+                pass
         _pidfile(service).unlink(missing_ok=True)
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+        return True
+    except OSError:
+        return False
 
 
 # --- REST API --------------------------------------------------------------------------
