@@ -183,8 +183,11 @@ def task_process():
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     import switchyard.dag_factory as factory
+    from switchyard.targets import base
+    compiled = {key[1] for key in base._jinja("postgres").cache.keys()}
     return {"seconds": time.perf_counter() - started, "tasks": len(module.dag.tasks),
             "prebuilt": id(module.dag) in built_by_scheduler,
+            "sql_compiled": {"prepare.sql", "load.sql", "switch_partition.sql"} <= compiled,
             "edited": factory.__dict__.get("EDITED")}
 
 
@@ -204,8 +207,9 @@ print(json.dumps(out))
 
 
 def test_a_task_process_finds_the_dag_built_and_rereads_changed_code(tmp_path):
-    """The scheduler builds the DAG once; a task forked from it does not rebuild it, unless
-    Switchyard's files changed on disk since, then it imports them as they are now."""
+    """The scheduler builds the DAG and compiles the SQL templates once; a task forked from it
+    does neither again, unless Switchyard's files changed on disk since, then it imports them
+    as they are now."""
     import os
     import shutil
     import subprocess
@@ -222,6 +226,7 @@ def test_a_task_process_finds_the_dag_built_and_rereads_changed_code(tmp_path):
                           env=env, check=True, capture_output=True, text=True, cwd=tmp_path)
     first, after_edit = json.loads(done.stdout.strip().splitlines()[-1])
     assert first["prebuilt"] is True and first["tasks"] == after_edit["tasks"]
+    assert first["sql_compiled"] is True  # the scheduler compiled the SQL templates too
     assert after_edit["edited"] == "yes" and after_edit["prebuilt"] is False
 
 

@@ -13,7 +13,8 @@ tasks, and a task process forked from a preloaded worker finds everything import
 
 Switchyard's own modules are preloaded too, and the DAG is built once (the task process
 finds it built: `dag_factory.dag_from_env`), because importing the DAG file rebuilds every
-operator of the run, which was most of a small task's CPU. A long-lived scheduler must not
+operator of the run, which was most of a small task's CPU; the SQL templates are compiled
+once too. A long-lived scheduler must not
 hand task processes code as it was when it started, though: the preload notes when
 Switchyard's files (code and specs) last changed, and the DAG file calls
 `forget_changed_code()` first, which drops the preloaded Switchyard modules in a task
@@ -106,6 +107,11 @@ def preload(argv: list[str] | None = None, modules: tuple[str, ...] | None = Non
             dag_built = True
         except Exception as exc:  # a broken DAG is the dag-processor's to report, not a reason to stop
             failed["dag"] = f"{type(exc).__name__}: {exc}"
+        try:
+            from .targets.base import compile_templates
+            report["sql_templates"] = compile_templates()
+        except Exception as exc:  # a broken template fails its task, with the file named
+            failed["sql templates"] = f"{type(exc).__name__}: {exc}"
     report.update(preloaded=done, failed=failed, dag_built=dag_built, code_stamp=stamp,
                   seconds=round(time.monotonic() - started, 3), pid=os.getpid())
     print(f"switchyard preload: {len(done)} modules{', the DAG' if dag_built else ''} in {report['seconds']:.2f}s"

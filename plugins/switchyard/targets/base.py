@@ -58,6 +58,23 @@ def _jinja(engine: str) -> Environment:
     return env
 
 
+def compile_templates() -> int:
+    """Compile every engine's SQL templates now, in this process; returns how many.
+
+    Compiling takes about 2 ms a template, and every task process would pay it for the few it
+    renders; the scheduler calls this when it preloads, and the task processes it forks inherit
+    the compiled templates. Jinja still checks each file's modification time when a template is
+    used, so an edited template is recompiled where it is next rendered.
+    """
+    count = 0
+    for folder in sorted(p for p in SQL_ROOT.iterdir() if p.is_dir()):
+        env = _jinja(folder.name)
+        for name in env.list_templates(extensions=["sql"]):
+            env.get_template(name)
+            count += 1
+    return count
+
+
 class TargetAdapter(ABC):
     """One database engine. Subclasses set `engine` and implement the execution methods."""
 
