@@ -24,6 +24,29 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "chaos: fault injection on a real server (killed loads, restarts, lock waits)")
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    # Kept on the test item, so a fixture's teardown can tell that its test failed.
+    outcome = yield
+    report = outcome.get_result()
+    setattr(item, f"report_{report.when}", report)
+
+
+def keep_service_logs(request, home: Path) -> Path | None:
+    """When the test failed, copy its Airflow services' logs (the home is about to be deleted)
+    to `.switchyard/test/failed/<test>/` and say where; None when it passed."""
+    report = getattr(request.node, "report_call", None)
+    if report is None or not report.failed:
+        return None
+    kept = TEST_STATE / "failed" / request.node.name
+    shutil.rmtree(kept, ignore_errors=True)
+    kept.mkdir(parents=True)
+    for log in (home / "logs").glob("*.out"):
+        shutil.copy2(log, kept / log.name)
+    print(f"the Airflow services' logs of this failed test: {kept}", file=sys.stderr)
+    return kept
+
+
 @pytest.fixture(scope="session")
 def pg_uri() -> str:
     from switchyard.embedded import EmbeddedPostgres

@@ -126,7 +126,7 @@ def scheduler(request, pg_uri, data_root, schema, tmp_path, monkeypatch):
     if "chaos" not in (request.config.getoption("markexpr") or ""):
         pytest.skip("several minutes with a real scheduler: runs in `make chaos` (pytest -m chaos)")
     import uuid
-    from conftest import TEST_STATE
+    from conftest import TEST_STATE, keep_service_logs
     from switchyard import local
     home = TEST_STATE / f"airflow-backfill-{uuid.uuid4().hex[:8]}"
     monkeypatch.setenv("SWITCHYARD_AIRFLOW_HOME", str(home))
@@ -152,6 +152,7 @@ def scheduler(request, pg_uri, data_root, schema, tmp_path, monkeypatch):
         yield env, api
     finally:
         local.stop_services(timeout=10)
+        keep_service_logs(request, home)
         shutil.rmtree(home, ignore_errors=True)
 
 
