@@ -280,16 +280,43 @@ def resolve(folder: Path, relative: str) -> Path:
 
 
 # --- 3. end to end through Airflow ------------------------------------------------------
-def bench_airflow_home() -> Path:
+# The metadata database of the "metadata in PostgreSQL" lever, on the embedded server.
+METADATA_DATABASE = "switchyard_bench_airflow"
+
+
+def bench_airflow_home(metadata: str = "sqlite") -> Path:
+    """The benchmark's Airflow home: one per metadata database (SQLite file or PostgreSQL)."""
     from .embedded import state_dir
-    return state_dir() / "bench" / "airflow"
+    return state_dir() / "bench" / ("airflow" if metadata == "sqlite" else f"airflow-{metadata}")
 
 
-def use_bench_airflow() -> None:
+def use_bench_airflow(metadata: str = "sqlite") -> None:
     """Point this process's `local` helpers at the benchmark's own Airflow."""
-    os.environ["SWITCHYARD_AIRFLOW_HOME"] = str(bench_airflow_home())
+    os.environ["SWITCHYARD_AIRFLOW_HOME"] = str(bench_airflow_home(metadata))
     os.environ["SWITCHYARD_AIRFLOW_PORT"] = os.environ.get("SWITCHYARD_BENCH_AIRFLOW_PORT", str(BENCH_AIRFLOW_PORT))
     os.environ["SWITCHYARD_RUNS_DIR"] = str(bench_airflow_home().parent / "runs")
+
+
+def stop_bench_airflows() -> None:
+    """Stop the benchmark's Airflow services, whichever metadata database they use."""
+    from . import local
+    for metadata in ("postgres", "sqlite"):  # sqlite last: the default stays selected
+        use_bench_airflow(metadata)
+        local.stop_services()
+
+
+def metadata_database_url(uri: str) -> tuple[str, bool]:
+    """The lever's Airflow metadata database on the embedded server (created if missing: True)."""
+    import psycopg
+    from psycopg import sql
+    from sqlalchemy.engine import make_url
+    with psycopg.connect(uri, autocommit=True) as conn:  # CREATE DATABASE cannot run in a transaction
+        created = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s",
+                               (METADATA_DATABASE,)).fetchone() is None
+        if created:
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(METADATA_DATABASE)))
+    url = make_url(uri).set(drivername="postgresql+psycopg2", database=METADATA_DATABASE)
+    return url.render_as_string(hide_password=False), created
 
 
 def airflow_settings(streams: int, preload: bool, flat_priorities: bool,
@@ -312,24 +339,34 @@ def airflow_settings(streams: int, preload: bool, flat_priorities: bool,
 
 
 def ensure_airflow(streams: int, preload: bool, flat_priorities: bool,
-                   options: dict | None = None) -> tuple[Any, float]:
+                   options: dict | None = None, uri: str | None = None) -> tuple[Any, float]:
     """The benchmark's Airflow running with these settings (restarted when they differ)."""
     from . import local
-    use_bench_airflow()
+    metadata = (options or {}).get("metadata", "sqlite")
+    use_bench_airflow("postgres" if metadata == "sqlite" else "sqlite")
+    local.stop_services()  # the other home's services hold the same port
+    use_bench_airflow(metadata)
     extra = airflow_settings(streams, preload, flat_priorities, options)
+    marked = dict(extra, metadata=metadata)  # what the marker keeps: no password
+    if metadata == "postgres":
+        if uri is None:
+            raise ValueError("the PostgreSQL metadata database needs the embedded server's URI")
+        extra["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"], created = metadata_database_url(uri)
+        if created:  # a new, empty database: whatever this home migrated before is gone
+            (local.airflow_home() / ".migrated").unlink(missing_ok=True)
     env = local.airflow_env(streams=streams, extra=extra)
     local.migrate(env)
     marker = local.airflow_home() / "bench-settings.json"
     current = json.loads(marker.read_text()) if marker.exists() else None
     started = time.monotonic()
     running = all(local.service_pid(s) for s in local.SERVICES)
-    if running and current != extra:
+    if running and current != marked:
         local.stop_services()
         running = False
     if not running:
         local.stop_services()
         local.start_services(env, streams)
-        marker.write_text(json.dumps(extra))
+        marker.write_text(json.dumps(marked))
     api = local.Api()
     api.wait_ready()
     return api, time.monotonic() - started
@@ -347,7 +384,7 @@ def run_dag(uri: str, pg, batch: str, streams: int, slots: int, preload: bool = 
             flat_priorities: bool = False, timeout: float = 7200, options: dict | None = None) -> dict:
     from . import demo
     from .dag_factory import DagConfig, build_dag
-    api, startup = ensure_airflow(streams, preload, flat_priorities, options)
+    api, startup = ensure_airflow(streams, preload, flat_priorities, options, uri)
     demo.ensure_connection(api, pg)
     demo.ensure_pool(api, slots)
     expected = len(build_dag(DagConfig(streams=streams)).tasks)
@@ -796,6 +833,8 @@ DAG_LEVERS = {
     "preload, parallelism 16": (True, False, {"parallelism": 16}),
     # The two latencies local.airflow_env shortens, back at Airflow's defaults.
     "preload, idle sleep 1 s": (True, False, {"airflow": {"AIRFLOW__SCHEDULER__SCHEDULER_IDLE_SLEEP_TIME": "1"}}),
+    # Airflow's metadata in a database of the embedded PostgreSQL instead of a SQLite file.
+    "preload, metadata in PostgreSQL": (True, False, {"metadata": "postgres"}),
     "preload, heartbeat 5 s": (True, False, {"airflow": {"AIRFLOW__WORKERS__MIN_HEARTBEAT_INTERVAL": "5"}}),
     "preload, Airflow's default latencies": (True, False, {"airflow": {
         "AIRFLOW__SCHEDULER__SCHEDULER_IDLE_SLEEP_TIME": "1", "AIRFLOW__WORKERS__MIN_HEARTBEAT_INTERVAL": "5"}}),
@@ -1124,9 +1163,7 @@ def run(scale: float, streams: int, slots: int | None = None, parts: tuple[str, 
             result["parse"] = [parse_seconds(n) for n in (56, 96)]
     finally:
         if not keep_airflow and ("dag" in parts):
-            from . import local
-            use_bench_airflow()
-            local.stop_services()
+            stop_bench_airflows()
     result["load_average"]["end"] = load_average()
     result["targets"] = targets(result)
     report(result, out, plot)
