@@ -244,3 +244,26 @@ def test_cpu_of_a_process_tree_counts_children_that_already_exited():
     spent = cputime.delta(before, cputime.snapshot(roots, split_children=("me",)))
     assert 0.35 <= spent["me children"] < 2.0, spent
     assert spent["me"] < 0.3 and spent["machine"] >= spent["me children"] - 0.05, spent
+
+
+def test_the_metadata_lever_gets_its_own_database_on_the_embedded_server(pg_uri):
+    """The "metadata in PostgreSQL" lever: a database of its own, created once, that Airflow's
+    driver reaches with the server's credentials."""
+    import uuid
+    import psycopg
+    from psycopg import sql
+    from sqlalchemy import create_engine, text
+    from switchyard import bench
+    database = f"switchyard_test_meta_{uuid.uuid4().hex[:8]}"
+    try:
+        url, created = bench.metadata_database_url(pg_uri, database)
+        again, created_again = bench.metadata_database_url(pg_uri, database)
+        assert created is True and created_again is False and again == url
+        assert url.startswith("postgresql+psycopg2://")
+        engine = create_engine(url)
+        with engine.connect() as conn:
+            assert conn.execute(text("SELECT current_database()")).scalar_one() == database
+        engine.dispose()
+    finally:
+        with psycopg.connect(pg_uri, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(database)))

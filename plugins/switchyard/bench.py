@@ -305,17 +305,16 @@ def stop_bench_airflows() -> None:
         local.stop_services()
 
 
-def metadata_database_url(uri: str) -> tuple[str, bool]:
+def metadata_database_url(uri: str, database: str = METADATA_DATABASE) -> tuple[str, bool]:
     """The lever's Airflow metadata database on the embedded server (created if missing: True)."""
     import psycopg
     from psycopg import sql
     from sqlalchemy.engine import make_url
     with psycopg.connect(uri, autocommit=True) as conn:  # CREATE DATABASE cannot run in a transaction
-        created = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s",
-                               (METADATA_DATABASE,)).fetchone() is None
+        created = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (database,)).fetchone() is None
         if created:
-            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(METADATA_DATABASE)))
-    url = make_url(uri).set(drivername="postgresql+psycopg2", database=METADATA_DATABASE)
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(database)))
+    url = make_url(uri).set(drivername="postgresql+psycopg2", database=database)
     return url.render_as_string(hide_password=False), created
 
 
@@ -343,6 +342,8 @@ def ensure_airflow(streams: int, preload: bool, flat_priorities: bool,
     """The benchmark's Airflow running with these settings (restarted when they differ)."""
     from . import local
     metadata = (options or {}).get("metadata", "sqlite")
+    if metadata not in ("sqlite", "postgres"):
+        raise ValueError(f"metadata database {metadata!r}: sqlite or postgres")
     use_bench_airflow("postgres" if metadata == "sqlite" else "sqlite")
     local.stop_services()  # the other home's services hold the same port
     use_bench_airflow(metadata)
