@@ -299,3 +299,37 @@ def test_backfill_loads_each_day_once_and_a_cleared_group_reruns_alone(pg_uri, d
 def local_stats(tmp_path: Path, run_id: str) -> Path:
     from switchyard.stats import stats_path
     return stats_path("switchyard_tpch", run_id)
+
+
+_WRITE_BEHIND_A_LOCK = """
+import sqlite3, sys, threading, time
+from pathlib import Path
+from sqlalchemy import text
+from airflow import settings
+db = Path(sys.argv[1])
+with settings.engine.begin() as conn:
+    conn.execute(text("CREATE TABLE IF NOT EXISTS lock_probe (x INTEGER)"))
+# Another process's write transaction, held for `hold` seconds: longer than pysqlite's default wait.
+hold = float(sys.argv[2])
+other = sqlite3.connect(db, isolation_level=None, check_same_thread=False)
+other.execute("BEGIN IMMEDIATE")
+other.execute("INSERT INTO lock_probe VALUES (1)")
+threading.Timer(hold, lambda: other.execute("COMMIT")).start()
+started = time.monotonic()
+with settings.engine.begin() as conn:  # the metadata engine, as every Airflow process makes it
+    conn.execute(text("INSERT INTO lock_probe VALUES (2)"))
+print(round(time.monotonic() - started, 2))
+"""
+
+
+def test_a_metadata_write_waits_out_another_process_lock_on_sqlite(tmp_path, monkeypatch):
+    """The local Airflow's SQLite writers wait for another writer's lock (up to 30 s) instead
+    of failing after pysqlite's 5 s with "database is locked"."""
+    import sys
+    monkeypatch.setenv("SWITCHYARD_AIRFLOW_HOME", str(tmp_path / "airflow"))
+    env = airflow_env()
+    done = subprocess.run([sys.executable, "-c", _WRITE_BEHIND_A_LOCK, str(airflow_home() / "airflow.db"), "7"],
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    waited = float(done.stdout.strip().splitlines()[-1])
+    assert 6.5 <= waited < 20, waited

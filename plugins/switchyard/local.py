@@ -63,6 +63,21 @@ def admin_password() -> str:
     return json.loads(passwords.read_text())[ADMIN_USER]
 
 
+# How long a write to the SQLite metadata database waits for another process's write lock
+# before it fails with "database is locked" (pysqlite's default: 5 s). The scheduler, the
+# dag-processor, the API server and CLI commands all write to the one file. A refused write
+# fails an API request with HTTP 500, and a refused `airflow backfill create` makes Airflow
+# delete the runs it had already committed, which stops a scheduler that is scheduling one
+# of them. Airflow imports these by name (`[database] sql_alchemy_connect_args`).
+SQLITE_LOCK_WAIT_SECONDS = 30
+SQLITE_CONNECT_ARGS = {"timeout": SQLITE_LOCK_WAIT_SECONDS}
+SQLITE_CONNECT_ARGS_ASYNC = {"timeout": SQLITE_LOCK_WAIT_SECONDS}
+_CONNECT_ARGS_SETTINGS = {
+    "AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS": f"{__name__}.SQLITE_CONNECT_ARGS",
+    "AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS_ASYNC": f"{__name__}.SQLITE_CONNECT_ARGS_ASYNC",
+}
+
+
 def airflow_env(streams: int | None = None, extra: dict[str, str] | None = None) -> dict[str, str]:
     home = airflow_home()
     home.mkdir(parents=True, exist_ok=True)
@@ -106,6 +121,13 @@ def airflow_env(streams: int | None = None, extra: dict[str, str] | None = None)
     if streams is not None:
         env["SWITCHYARD_STREAMS"] = str(streams)
     env.update(extra or {})
+    # The lock wait is SQLite's own connect argument: another metadata database gets none.
+    sqlite = env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"].startswith("sqlite")
+    for key, value in _CONNECT_ARGS_SETTINGS.items():
+        if sqlite:
+            env.setdefault(key, value)
+        elif env.get(key) == value:
+            del env[key]
     return env
 
 
