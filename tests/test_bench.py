@@ -138,7 +138,10 @@ sys.argv = [os.path.join(os.path.dirname(sys.executable), "airflow"), sys.argv[1
 import airflow_local_settings  # what Airflow imports at start in each of its processes
 r, w = os.pipe()
 if os.fork() == 0:  # as LocalExecutor starts a task: a bare fork of the scheduler's process
-    os.write(w, json.dumps({"gx": "great_expectations.expectations" in sys.modules}).encode())
+    os.write(w, json.dumps({"gx": "great_expectations.expectations" in sys.modules,
+                            # what a task process otherwise imports itself, after the fork
+                            "task_imports": all(m in sys.modules for m in (
+                                "jinja2.ext", "airflow.dag_processing.bundles.local"))}).encode())
     os._exit(0)
 os.wait()
 from switchyard.preload import report
@@ -160,7 +163,7 @@ def _forked(role: str, preload: str) -> dict:
 
 def test_a_process_forked_from_the_scheduler_finds_gx_imported():
     on = _forked("scheduler", "1")
-    assert on["child"]["gx"] is True
+    assert on["child"]["gx"] is True and on["child"]["task_imports"] is True
     assert "great_expectations.expectations" in on["report"]["preloaded"] and not on["report"]["failed"]
     # Only the scheduler pays for it, and SWITCHYARD_PRELOAD=0 turns it off.
     assert _forked("api-server", "1")["child"]["gx"] is False
