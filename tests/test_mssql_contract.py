@@ -75,6 +75,20 @@ CLAIM_SCHEDULER_SQL = ("EXEC sp_getapplock @Resource = ?, @LockMode = N'Exclusiv
                        "@LockTimeout = 0")
 
 
+# load_stats as the first versions created it: keyed without the DAG, without the later columns.
+EARLIER_LOAD_STATS_SQL = ("CREATE TABLE {table} (run_id nvarchar(250) NOT NULL, batch nvarchar(250) NOT NULL, "
+                          "table_name nvarchar(128) NOT NULL, stream int NOT NULL, [file] nvarchar(1000) NOT NULL, "
+                          "rows_loaded bigint NULL, CONSTRAINT [load_stats_pk] PRIMARY KEY (run_id, table_name, stream))")
+EARLIER_LOAD_STATS_ROW_SQL = ("INSERT INTO {table} (run_id, batch, table_name, stream, [file], rows_loaded) "
+                              "VALUES (N'manual__old', N'b0', N'orders', 1, N'/old/orders.1.tbl', 5)")
+LOAD_STATS_KEY_SQL = ("SELECT COL_NAME(ic.[object_id], ic.column_id) FROM sys.key_constraints AS k "
+                      "JOIN sys.index_columns AS ic ON ic.[object_id] = k.parent_object_id AND ic.index_id = k.unique_index_id "
+                      "WHERE k.parent_object_id = OBJECT_ID(?) AND k.[type] = 'PK' ORDER BY ic.key_ordinal")
+LOAD_STATS_ROWS_SQL = "SELECT dag_id, run_id, rows_loaded FROM {table} ORDER BY dag_id, run_id"
+DROP_TABLE_SQL = "DROP TABLE IF EXISTS {table}"
+DROP_SCHEMA_SQL = "DROP SCHEMA IF EXISTS {schema}"
+
+
 def drop_sql(a, tables, streams: int = 3) -> list[str]:
     """Tables, then schemas; partition functions, schemes and filegroups stay for the next run."""
     drops = [f"DROP TABLE IF EXISTS {a.qualified(s, t)}" for s in (a.schema, a.staging_schema)
@@ -89,7 +103,10 @@ def suite_sql(a) -> list[str]:
             STAGING_CONSTRAINTS_SQL, UNTRUSTED_IN_SCHEMA_SQL, PARTITION_IDS_SQL,
             FINGERPRINT_SQL.format(table=a.qualified(a.schema, "orders")),
             COUNT_SQL.format(table=a.qualified(a.staging_schema, "orders_1")), VISIBLE_SCHEDULERS_SQL,
-            CLAIM_SCHEDULER_SQL, LEASE_CLEANUP_SQL, *drop_sql(a, TABLES)]
+            CLAIM_SCHEDULER_SQL, LEASE_CLEANUP_SQL, *drop_sql(a, TABLES),
+            *(q.format(table=a.qualified(a.schema, "load_stats")) for q in (
+                EARLIER_LOAD_STATS_SQL, EARLIER_LOAD_STATS_ROW_SQL, LOAD_STATS_ROWS_SQL, DROP_TABLE_SQL)),
+            LOAD_STATS_KEY_SQL, DROP_SCHEMA_SQL.format(schema=a.q(a.schema))]
 
 
 def load_options() -> dict:
@@ -295,6 +312,35 @@ def test_the_run_lease_makes_a_second_run_wait_and_lapses(fresh, batch):
     assert b.lease()[:2] == ("dag/run-b", "batch-of-dag/run-b")
     with pytest.raises(LeaseHeld, match="being loaded by run dag/run-b"):
         dead.hold_lease()
+
+
+def test_an_earlier_load_stats_table_is_rekeyed_by_dag_and_keeps_its_rows(batch):
+    """A run id is unique only within its DAG: setup re-keys a load_stats table of the
+    earlier shape, keeps its rows, and then two DAGs' rows with one run id both stay."""
+    from switchyard.stats import write_load_stats
+    from switchyard.targets.mssql import MssqlAdapter
+    control = f"k_{uuid.uuid4().hex[:8]}"
+    a = MssqlAdapter(SPEC, uri=URI, schema=f"c_{uuid.uuid4().hex[:8]}", control_schema=control, **load_options())
+    table = a.qualified(control, "load_stats")
+    _, _, plan = batch
+    try:
+        a.setup(plan)  # the control schema, then load_stats as the first versions left it
+        a.execute([DROP_TABLE_SQL.format(table=table), EARLIER_LOAD_STATS_SQL.format(table=table),
+                   EARLIER_LOAD_STATS_ROW_SQL.format(table=table)])
+        a.setup(plan)
+        assert [r[0] for r in a.fetch(LOAD_STATS_KEY_SQL, (table,))] == ["dag_id", "run_id", "table_name", "stream"]
+        assert a.fetch(LOAD_STATS_ROWS_SQL.format(table=table)) == [("", "manual__old", 5)]
+        for dag_id, rows in (("nightly_sales", 100), ("nightly_tpch", 200), ("nightly_tpch", 201)):
+            write_load_stats(a, {"dag_id": dag_id, "run_id": "scheduled__2026-11-23T02:00:00+00:00", "batch": "b1",
+                                 "groups": [{"table": "orders", "stream": 1, "file": "/b1/orders.1.tbl",
+                                             "rows": rows, "outcome": "switched"}]})
+        a.setup(plan)  # nothing left to re-key
+        assert a.fetch(LOAD_STATS_ROWS_SQL.format(table=table)) == [
+            ("", "manual__old", 5), ("nightly_sales", "scheduled__2026-11-23T02:00:00+00:00", 100),
+            ("nightly_tpch", "scheduled__2026-11-23T02:00:00+00:00", 201)]
+    finally:
+        a.execute([DROP_TABLE_SQL.format(table=table), DROP_TABLE_SQL.format(table=a.qualified(control, "run_lease")),
+                   *drop_sql(a, TABLES), DROP_SCHEMA_SQL.format(schema=a.q(control))])
 
 
 def test_a_refused_login_or_database_fails_at_once(adapter):

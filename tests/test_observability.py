@@ -174,6 +174,57 @@ def test_run_writes_load_stats_report_and_asset_events(pg_uri, data_root, tpch_b
     assert again[(first["table"], first["stream"])]["rows_loaded"] == 1
 
 
+def _load_stats_key(cur, table: str) -> list[str]:
+    cur.execute("SELECT a.attname FROM pg_constraint AS c JOIN LATERAL unnest(c.conkey) WITH ORDINALITY AS k(attnum, n)"
+                " ON true JOIN pg_attribute AS a ON a.attrelid = c.conrelid AND a.attnum = k.attnum"
+                " WHERE c.conrelid = %s::regclass AND c.contype = 'p' ORDER BY k.n", (table,))
+    return [r[0] for r in cur.fetchall()]
+
+
+def test_two_dags_runs_with_the_same_run_id_keep_their_own_load_stats_rows(pg_uri, schema):
+    """A run id is unique only within its DAG (two DAGs on one schedule both get
+    "scheduled__<time>"). A load_stats table of the earlier shape, keyed without the DAG, is
+    re-keyed by setup, its rows kept; setup again changes nothing."""
+    from switchyard.planner import plan_tpch
+    from switchyard.stats import write_load_stats
+    control = f"{schema}_ctl"
+    table = f'"{control}"."load_stats"'
+    try:
+        with psycopg.connect(pg_uri, autocommit=True) as conn:
+            conn.execute(f'CREATE SCHEMA "{control}"')
+            # The first version's table: no dag_id (nor the later columns), keyed by run.
+            conn.execute(f"CREATE TABLE {table} (run_id text NOT NULL, batch text NOT NULL, table_name text NOT NULL,"
+                         " stream integer NOT NULL, file text NOT NULL, bytes bigint, rows_loaded bigint,"
+                         " started_at timestamptz, ended_at timestamptz, seconds double precision, validation text,"
+                         " backend_pid integer, PRIMARY KEY (run_id, table_name, stream))")
+            conn.execute(f"INSERT INTO {table} (run_id, batch, table_name, stream, file, rows_loaded)"
+                         " VALUES ('manual__old', 'b0', 'orders', 1, '/old/orders.1.tbl', 5)")
+        adapter = PostgresAdapter(SPEC, uri=pg_uri, schema=schema, control_schema=control)
+        plan = plan_tpch(SPEC, 0.01, 2, tables=["orders"])
+        adapter.setup(plan)
+        with psycopg.connect(pg_uri) as conn, conn.cursor() as cur:
+            assert _load_stats_key(cur, table) == ["dag_id", "run_id", "table_name", "stream"]
+            cur.execute(f"SELECT dag_id, run_id, rows_loaded FROM {table}")
+            assert cur.fetchall() == [("", "manual__old", 5)]
+
+        def stats(dag_id: str, rows: int) -> dict:
+            return {"dag_id": dag_id, "run_id": "scheduled__2026-11-23T02:00:00+00:00", "batch": "b1",
+                    "groups": [{"table": "orders", "stream": 1, "file": "/b1/orders.1.tbl", "rows": rows,
+                                "outcome": "switched"}]}
+        assert write_load_stats(adapter, stats("nightly_sales", 100)) == 1
+        assert write_load_stats(adapter, stats("nightly_tpch", 200)) == 1
+        assert write_load_stats(adapter, stats("nightly_tpch", 201)) == 1  # a rerun of the stats task: an update
+        adapter.setup(plan)  # nothing left to re-key
+        with psycopg.connect(pg_uri) as conn, conn.cursor() as cur:
+            assert _load_stats_key(cur, table) == ["dag_id", "run_id", "table_name", "stream"]
+            cur.execute(f"SELECT dag_id, rows_loaded FROM {table} WHERE run_id LIKE 'scheduled%%' ORDER BY dag_id")
+            assert cur.fetchall() == [("nightly_sales", 100), ("nightly_tpch", 201)]
+    finally:
+        with psycopg.connect(pg_uri, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{control}" CASCADE')
+            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
 # --- SQL Server: waits, per-load details, the upsert's T-SQL ----------------------------------
 
 def _group(table, stream, start, seconds, nbytes, rows, **load_details):
@@ -247,7 +298,8 @@ def test_mssql_upsert_of_load_stats_is_one_parameterised_merge():
     columns = load_stats_columns("mssql")
     assert statement.count("?") == len(columns)
     assert "MERGE [switchyard].[load_stats] WITH (HOLDLOCK) AS t" in statement
-    assert "ON t.[run_id] = s.[run_id] AND t.[table_name] = s.[table_name] AND t.[stream] = s.[stream]" in statement
+    assert ("ON t.[dag_id] = s.[dag_id] AND t.[run_id] = s.[run_id] AND t.[table_name] = s.[table_name]"
+            " AND t.[stream] = s.[stream]") in statement
     assert "[file]" in statement
     # MERGE is the one T-SQL statement that must end with a semicolon (error 10713).
     assert re.search(r"\);[^\n]*$", statement)

@@ -308,7 +308,9 @@ def write_stats(stats: dict, context: Any) -> Path:
 
 
 # --- the control schema's load_stats table ------------------------------------------------
-LOAD_STATS_KEYS = ("run_id", "table_name", "stream")
+# A run id is unique only within its DAG: two DAGs on the same schedule get the same
+# "scheduled__<time>" ids, so the DAG is part of a row's key.
+LOAD_STATS_KEYS = ("dag_id", "run_id", "table_name", "stream")
 LOAD_STATS_COLUMNS = ("run_id", "batch", "table_name", "stream", "file", "bytes", "rows_loaded", "started_at",
                       "ended_at", "seconds", "mb_per_s", "rows_per_s", "validation", "outcome", "dag_id", "port")
 # Where each engine's table keeps where a load ran (include/sql/<engine>/setup.sql).
@@ -335,7 +337,7 @@ def load_stats_rows(stats: dict, engine: str) -> list[tuple]:
             "bytes": r.get("bytes"), "rows_loaded": r.get("rows"), "started_at": _ts(r.get("started")),
             "ended_at": _ts(r.get("ended")), "seconds": r.get("seconds"), "mb_per_s": r.get("mb_per_s"),
             "rows_per_s": r.get("rows_per_s"), "validation": r.get("validation"), "outcome": r.get("outcome"),
-            "dag_id": stats.get("dag_id"),
+            "dag_id": stats.get("dag_id") or "",
         }
         rows.append(tuple(values.get(c, r.get(c)) for c in columns))
     return rows

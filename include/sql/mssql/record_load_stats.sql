@@ -1,4 +1,4 @@
--- One row per (run, table, stream); a rerun of the run's stats task updates its rows.
+-- One row per (DAG, run, table, stream); a rerun of the run's stats task updates its rows.
 -- HOLDLOCK: without a key-range lock two sessions could both find the key missing and
 -- both insert it; with it MERGE is a safe upsert. Values are bound parameters, never text.
 MERGE {{ qn(control_schema, "load_stats") }} WITH (HOLDLOCK) AS t

@@ -59,8 +59,12 @@ IF OBJECT_ID({{ nstr(qn(schema, t.name)) }}, N'U') IS NULL
 {% endfor %}
 -- One row per load, like the record runs' work queue, with where on the server it ran
 -- (port: the one the client dialled; local_tcp_port: the one the connection landed on).
+-- Keyed by the DAG too: a run id is unique only within its DAG. The key can reach 1,260
+-- bytes (two nvarchar(250), a sysname, an int): over the 900 bytes of a clustered index
+-- key, within the 1,700 of a nonclustered one (2016+), hence a heap with a nonclustered key.
 IF OBJECT_ID({{ nstr(qn(control_schema, "load_stats")) }}, N'U') IS NULL
     CREATE TABLE {{ qn(control_schema, "load_stats") }} (
+        dag_id        nvarchar(250) NOT NULL,
         run_id        nvarchar(250) NOT NULL,
         batch         nvarchar(250) NOT NULL,
         table_name    nvarchar(128) NOT NULL,
@@ -80,10 +84,44 @@ IF OBJECT_ID({{ nstr(qn(control_schema, "load_stats")) }}, N'U') IS NULL
         reads         bigint NULL,
         writes        bigint NULL,
         cpu_time_ms   bigint NULL,
-        dag_id        nvarchar(250) NULL,
         mb_per_s      float NULL,
         rows_per_s    float NULL,
         port          int NULL,
         outcome       nvarchar(100) NULL,
-        CONSTRAINT [load_stats_pk] PRIMARY KEY (run_id, table_name, stream)
+        CONSTRAINT [load_stats_pk] PRIMARY KEY NONCLUSTERED (dag_id, run_id, table_name, stream)
     );
+{% for column, type in [("dag_id", "nvarchar(250)"), ("mb_per_s", "float"), ("rows_per_s", "float"), ("port", "int"), ("outcome", "nvarchar(100)")] %}
+{% if loop.first %}
+-- Tables created by an earlier version lack the later columns. COL_LENGTH is NULL for a
+-- column that does not exist; a NULL-able column is added as metadata only, no rewrite.
+{% endif %}
+IF COL_LENGTH({{ nstr(qn(control_schema, "load_stats")) }}, {{ nstr(column) }}) IS NULL
+    ALTER TABLE {{ qn(control_schema, "load_stats") }} ADD {{ q(column) }} {{ type }} NULL;
+{% endfor %}
+-- ... and are keyed by (run_id, table_name, stream): the rows of two DAGs' runs with the
+-- same run id overwrote each other. Re-keyed once, in one transaction (XACT_ABORT rolls it
+-- all back on any error), under setup's application lock; rows written before the DAG was
+-- recorded keep dag_id N''. ALTER COLUMN keeps dag_id's type and length and changes only
+-- its nullability, which a column in no index (nor in CREATE STATISTICS) allows.
+-- Its own batch, after the ADDs: a batch that names a column compiles only once it exists.
+IF EXISTS (SELECT 1 FROM sys.key_constraints AS k
+           WHERE k.parent_object_id = OBJECT_ID({{ nstr(qn(control_schema, "load_stats")) }}) AND k.[type] = 'PK'
+             AND NOT EXISTS (SELECT 1 FROM sys.index_columns AS ic
+                             WHERE ic.[object_id] = k.parent_object_id AND ic.index_id = k.unique_index_id
+                               AND COL_NAME(ic.[object_id], ic.column_id) = N'dag_id'))
+BEGIN
+    SET XACT_ABORT ON
+    BEGIN TRY
+        BEGIN TRANSACTION
+        UPDATE {{ qn(control_schema, "load_stats") }} SET dag_id = N'' WHERE dag_id IS NULL
+        ALTER TABLE {{ qn(control_schema, "load_stats") }} ALTER COLUMN dag_id nvarchar(250) NOT NULL
+        ALTER TABLE {{ qn(control_schema, "load_stats") }} DROP CONSTRAINT [load_stats_pk]
+        ALTER TABLE {{ qn(control_schema, "load_stats") }}
+            ADD CONSTRAINT [load_stats_pk] PRIMARY KEY NONCLUSTERED (dag_id, run_id, table_name, stream)
+        COMMIT TRANSACTION
+    END TRY
+    BEGIN CATCH
+        IF @@TRANCOUNT > 0 ROLLBACK TRANSACTION
+        ;THROW
+    END CATCH
+END;

@@ -13,7 +13,9 @@ CREATE TABLE IF NOT EXISTS {{ qn(schema, t.name) }} (
 {% endfor %}
 -- One row per load, like the record runs' work queue; written by the run's stats task.
 -- PostgreSQL has one listening port and no schedulers: the backend pid is the session.
+-- Keyed by the DAG too: a run id is unique only within its DAG.
 CREATE TABLE IF NOT EXISTS {{ qn(control_schema, "load_stats") }} (
+    dag_id        text NOT NULL,
     run_id        text NOT NULL,
     batch         text NOT NULL,
     table_name    text NOT NULL,
@@ -26,12 +28,11 @@ CREATE TABLE IF NOT EXISTS {{ qn(control_schema, "load_stats") }} (
     seconds       double precision,
     validation    text,
     backend_pid   integer,
-    dag_id        text,
     mb_per_s      double precision,
     rows_per_s    double precision,
     port          integer,
     outcome       text,
-    PRIMARY KEY (run_id, table_name, stream)
+    PRIMARY KEY (dag_id, run_id, table_name, stream)
 );
 -- Tables created by an earlier version lack the later columns (nullable: no table rewrite).
 ALTER TABLE {{ qn(control_schema, "load_stats") }}
@@ -40,3 +41,25 @@ ALTER TABLE {{ qn(control_schema, "load_stats") }}
     ADD COLUMN IF NOT EXISTS rows_per_s double precision,
     ADD COLUMN IF NOT EXISTS port integer,
     ADD COLUMN IF NOT EXISTS outcome text;
+-- Tables created by an earlier version are keyed by (run_id, table_name, stream): the rows
+-- of two DAGs' runs with the same run id overwrote each other. Re-keyed once, here, under
+-- setup's advisory lock; rows written before the DAG was recorded keep dag_id ''. The
+-- table name is a validated identifier, so it cannot close the regclass string literal.
+DO $rekey$
+DECLARE
+    old_key name;
+BEGIN
+    SELECT c.conname INTO old_key
+      FROM pg_constraint AS c
+     WHERE c.conrelid = '{{ qn(control_schema, "load_stats") }}'::regclass AND c.contype = 'p'
+       AND NOT EXISTS (SELECT 1 FROM pg_attribute AS a
+                        WHERE a.attrelid = c.conrelid AND a.attnum = ANY (c.conkey) AND a.attname = 'dag_id');
+    IF old_key IS NOT NULL THEN
+        UPDATE {{ qn(control_schema, "load_stats") }} SET dag_id = '' WHERE dag_id IS NULL;
+        EXECUTE format('ALTER TABLE %s DROP CONSTRAINT %I', '{{ qn(control_schema, "load_stats") }}', old_key);
+        ALTER TABLE {{ qn(control_schema, "load_stats") }}
+            ALTER COLUMN dag_id SET NOT NULL,
+            ADD PRIMARY KEY (dag_id, run_id, table_name, stream);
+    END IF;
+END
+$rekey$;

@@ -283,10 +283,31 @@ def _utc(when: datetime) -> datetime:
     return when.astimezone(timezone.utc) if when.tzinfo else when
 
 
+_STATEMENT_END_OR_DOLLAR_QUOTE = re.compile(r";[ \t]*(?:\n|$)|\$(?:[A-Za-z_][A-Za-z_0-9]*)?\$")
+
+
+def _statement_parts(text: str) -> list[str]:
+    """Split at each ';' that ends a line, except inside a dollar-quoted body ($tag$ ... $tag$,
+    PostgreSQL's DO blocks), whose own statements end lines with ';' too."""
+    parts, start, open_tag = [], 0, None
+    for m in _STATEMENT_END_OR_DOLLAR_QUOTE.finditer(text):
+        token = m.group()
+        if token.startswith("$"):
+            if open_tag is None:
+                open_tag = token
+            elif token == open_tag:
+                open_tag = None
+        elif open_tag is None:
+            parts.append(text[start:m.start()])
+            start = m.end()
+    parts.append(text[start:])
+    return parts
+
+
 def split_statements(text: str) -> list[str]:
     """Statements end with ';' at the end of a line (templates never put one inside a literal)."""
     out = []
-    for part in re.split(r";[ \t]*(?:\n|$)", text):
+    for part in _statement_parts(text):
         lines = [ln for ln in part.strip().splitlines()]
         body = "\n".join(lines).strip()
         if body and not all(ln.strip().startswith("--") or not ln.strip() for ln in lines):

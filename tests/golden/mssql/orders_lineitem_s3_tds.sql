@@ -178,8 +178,12 @@ IF OBJECT_ID(N'[tpch].[lineitem]', N'U') IS NULL
 GO
 -- One row per load, like the record runs' work queue, with where on the server it ran
 -- (port: the one the client dialled; local_tcp_port: the one the connection landed on).
+-- Keyed by the DAG too: a run id is unique only within its DAG. The key can reach 1,260
+-- bytes (two nvarchar(250), a sysname, an int): over the 900 bytes of a clustered index
+-- key, within the 1,700 of a nonclustered one (2016+), hence a heap with a nonclustered key.
 IF OBJECT_ID(N'[switchyard].[load_stats]', N'U') IS NULL
     CREATE TABLE [switchyard].[load_stats] (
+        dag_id        nvarchar(250) NOT NULL,
         run_id        nvarchar(250) NOT NULL,
         batch         nvarchar(250) NOT NULL,
         table_name    nvarchar(128) NOT NULL,
@@ -199,13 +203,57 @@ IF OBJECT_ID(N'[switchyard].[load_stats]', N'U') IS NULL
         reads         bigint NULL,
         writes        bigint NULL,
         cpu_time_ms   bigint NULL,
-        dag_id        nvarchar(250) NULL,
         mb_per_s      float NULL,
         rows_per_s    float NULL,
         port          int NULL,
         outcome       nvarchar(100) NULL,
-        CONSTRAINT [load_stats_pk] PRIMARY KEY (run_id, table_name, stream)
+        CONSTRAINT [load_stats_pk] PRIMARY KEY NONCLUSTERED (dag_id, run_id, table_name, stream)
     );
+GO
+-- Tables created by an earlier version lack the later columns. COL_LENGTH is NULL for a
+-- column that does not exist; a NULL-able column is added as metadata only, no rewrite.
+IF COL_LENGTH(N'[switchyard].[load_stats]', N'dag_id') IS NULL
+    ALTER TABLE [switchyard].[load_stats] ADD [dag_id] nvarchar(250) NULL;
+GO
+IF COL_LENGTH(N'[switchyard].[load_stats]', N'mb_per_s') IS NULL
+    ALTER TABLE [switchyard].[load_stats] ADD [mb_per_s] float NULL;
+GO
+IF COL_LENGTH(N'[switchyard].[load_stats]', N'rows_per_s') IS NULL
+    ALTER TABLE [switchyard].[load_stats] ADD [rows_per_s] float NULL;
+GO
+IF COL_LENGTH(N'[switchyard].[load_stats]', N'port') IS NULL
+    ALTER TABLE [switchyard].[load_stats] ADD [port] int NULL;
+GO
+IF COL_LENGTH(N'[switchyard].[load_stats]', N'outcome') IS NULL
+    ALTER TABLE [switchyard].[load_stats] ADD [outcome] nvarchar(100) NULL;
+GO
+-- ... and are keyed by (run_id, table_name, stream): the rows of two DAGs' runs with the
+-- same run id overwrote each other. Re-keyed once, in one transaction (XACT_ABORT rolls it
+-- all back on any error), under setup's application lock; rows written before the DAG was
+-- recorded keep dag_id N''. ALTER COLUMN keeps dag_id's type and length and changes only
+-- its nullability, which a column in no index (nor in CREATE STATISTICS) allows.
+-- Its own batch, after the ADDs: a batch that names a column compiles only once it exists.
+IF EXISTS (SELECT 1 FROM sys.key_constraints AS k
+           WHERE k.parent_object_id = OBJECT_ID(N'[switchyard].[load_stats]') AND k.[type] = 'PK'
+             AND NOT EXISTS (SELECT 1 FROM sys.index_columns AS ic
+                             WHERE ic.[object_id] = k.parent_object_id AND ic.index_id = k.unique_index_id
+                               AND COL_NAME(ic.[object_id], ic.column_id) = N'dag_id'))
+BEGIN
+    SET XACT_ABORT ON
+    BEGIN TRY
+        BEGIN TRANSACTION
+        UPDATE [switchyard].[load_stats] SET dag_id = N'' WHERE dag_id IS NULL
+        ALTER TABLE [switchyard].[load_stats] ALTER COLUMN dag_id nvarchar(250) NOT NULL
+        ALTER TABLE [switchyard].[load_stats] DROP CONSTRAINT [load_stats_pk]
+        ALTER TABLE [switchyard].[load_stats]
+            ADD CONSTRAINT [load_stats_pk] PRIMARY KEY NONCLUSTERED (dag_id, run_id, table_name, stream)
+        COMMIT TRANSACTION
+    END TRY
+    BEGIN CATCH
+        IF @@TRANCOUNT > 0 ROLLBACK TRANSACTION
+        ;THROW
+    END CATCH
+END;
 GO
 
 -- orders_1: orders/orders.1.tbl, keys 1..20000, filegroup fg1, port 2000
