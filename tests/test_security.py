@@ -110,6 +110,21 @@ def test_identifiers_are_validated_before_quoting(value):
         PostgresAdapter(SPEC, uri="postgresql://unused@127.0.0.1/x", schema=value)
 
 
+def test_statements_split_at_line_ends_but_not_inside_a_dollar_quoted_body():
+    """Each template statement is sent on its own; a PostgreSQL DO block is one statement
+    whatever its body holds, and T-SQL's $PARTITION is no dollar quote."""
+    from switchyard.targets.base import split_statements
+    text = ("-- a comment only\nCREATE TABLE a (x int);\n"
+            "DO $body$\nBEGIN\n    UPDATE a SET x = 1;\n    EXECUTE 'SELECT 1';\nEND\n$body$;\n"
+            "DO $$\nBEGIN\n    PERFORM 1;\nEND\n$$;\n"
+            "SELECT $PARTITION.[pf](3);\nSELECT 2;")
+    assert split_statements(text) == [
+        "-- a comment only\nCREATE TABLE a (x int)",
+        "DO $body$\nBEGIN\n    UPDATE a SET x = 1;\n    EXECUTE 'SELECT 1';\nEND\n$body$",
+        "DO $$\nBEGIN\n    PERFORM 1;\nEND\n$$",
+        "SELECT $PARTITION.[pf](3)", "SELECT 2"]
+
+
 @pytest.mark.parametrize("value", [['orders"; DROP TABLE x; --'], ["orders", "../lineitem"], "orders; DROP"])
 def test_the_plan_task_refuses_tables_the_spec_does_not_know(value):
     from airflow.sdk.exceptions import AirflowFailException
