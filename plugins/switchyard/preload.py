@@ -31,6 +31,14 @@ import sys
 import time
 from pathlib import Path
 
+# Imported by every task process itself, after the fork, when nothing else is: the task
+# runner's parse (the version, the local DAG bundle) and the operator's template environment
+# (jinja2's extensions). About 5 ms of CPU per task process (`python -m switchyard.bench_task_start`).
+TASK_PROCESS_IMPORTS = (
+    "airflow.version",
+    "airflow.dag_processing.bundles.local",
+    "jinja2.ext",
+)
 MODULES = (
     "great_expectations",
     "great_expectations.expectations",
@@ -39,12 +47,7 @@ MODULES = (
     "psycopg",
     "airflow.providers.postgres.hooks.postgres",
     "airflow.sdk.execution_time.task_runner",
-    # Imported by every task process itself, after the fork, when nothing else is: the task
-    # runner's parse (the version, the local DAG bundle) and the operator's template
-    # environment (jinja2's extensions). About 5 ms of CPU per task process.
-    "airflow.version",
-    "airflow.dag_processing.bundles.local",
-    "jinja2.ext",
+    *TASK_PROCESS_IMPORTS,
     # Imported by each LocalExecutor worker for its first task (about 20 ms each).
     "airflow.sdk.execution_time.supervisor",
 )
