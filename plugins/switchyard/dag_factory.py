@@ -97,6 +97,21 @@ class DagConfig:
         return cls(**values)
 
 
+@dataclass(frozen=True)
+class StepOperators:
+    """The operator class of each node of the graph. The rendering does not depend on them:
+    the benchmark renders the same graph with steps that do nothing, to measure what the
+    graph alone costs Airflow (switchyard/bench_graph.py)."""
+    wait: type = WaitForBatchSensor
+    plan: type = PlanBatchOperator
+    prepare: type = PrepareOperator
+    load: type = LoadOperator
+    validate: type = ValidateOperator
+    switch: type = SwitchOperator
+    publish: type = PublishOperator
+    stats: type = StatsOperator
+
+
 def _schedule(value: str | None) -> str | None:
     """A cron expression, or none/off for manual runs only."""
     if value is None or value.strip().lower() in ("", "none", "off", "manual"):
@@ -126,8 +141,9 @@ def _params(spec: LoadSpec, config: DagConfig) -> dict[str, Param]:
     }
 
 
-def build_dag(config: DagConfig | None = None) -> DAG:
+def build_dag(config: DagConfig | None = None, operators: StepOperators = StepOperators()) -> DAG:
     config = config or DagConfig.from_env()
+    op = operators
     spec = load_spec(config.spec)
     common = dict(spec=config.spec, schema=config.schema, lock_timeout_seconds=config.lock_timeout_seconds)
     with DAG(
@@ -145,12 +161,12 @@ def build_dag(config: DagConfig | None = None) -> DAG:
         default_args={"retries": 1, "retry_delay": timedelta(seconds=10)},
     ) as dag:
         with TaskGroup("setup", tooltip="Wait for the batch, plan partitions, create missing objects") as setup:
-            wait = WaitForBatchSensor(task_id="wait_for_batch", wait_seconds=config.batch_wait_seconds,
-                                      poke_interval=config.batch_poke_seconds, retries=0)
+            wait = op.wait(task_id="wait_for_batch", wait_seconds=config.batch_wait_seconds,
+                           poke_interval=config.batch_poke_seconds, retries=0)
             # Retries wait for another run's lease (and ride out a lost connection) without
             # holding a worker slot; bad batches fail at once (AirflowFailException).
-            plan = PlanBatchOperator(task_id="plan", streams=config.streams, retries=config.lease_retries,
-                                     retry_delay=timedelta(seconds=config.lease_retry_seconds), **common)
+            plan = op.plan(task_id="plan", streams=config.streams, retries=config.lease_retries,
+                           retry_delay=timedelta(seconds=config.lease_retry_seconds), **common)
             wait >> plan
 
         groups: list[tuple[str, int]] = []
@@ -163,12 +179,12 @@ def build_dag(config: DagConfig | None = None) -> DAG:
                 weight = _WEIGHT.get(table.name, 1)
                 with TaskGroup(gid, tooltip=f"{table.name}, stream {k}: prepare, load, validate, switch"):
                     args = dict(table=table.name, stream=k, priority_weight=weight, weight_rule="absolute", **common)
-                    prepare = PrepareOperator(task_id="prepare", **args)
-                    load = LoadOperator(task_id="load", pool=config.pool, **args)
+                    prepare = op.prepare(task_id="prepare", **args)
+                    load = op.load(task_id="load", pool=config.pool, **args)
                     # A failed expectation is a fact about the data and fails at once
                     # (AirflowFailException); a lost connection is retried.
-                    validate = ValidateOperator(task_id="validate", **args)
-                    switch = SwitchOperator(task_id="switch", **args)
+                    validate = op.validate(task_id="validate", **args)
+                    switch = op.switch(task_id="switch", **args)
                     setup >> prepare >> load >> validate >> switch
                 switches.append(switch)
                 by_table.setdefault(table.name, []).append(switch)
@@ -177,14 +193,14 @@ def build_dag(config: DagConfig | None = None) -> DAG:
         # order), so one task per table waits for all of them and carries the table's Asset.
         with TaskGroup("publish", tooltip="One Asset event per table once all its partitions are switched in"):
             publishes = [
-                PublishOperator(task_id=name, table=name, asset_conn_id=config.conn_id, groups=[t.task_id.split(".")[0] for t in table_switches],
-                                outlets=[table_asset(config.conn_id, config.schema, name)], retries=0, **common)
+                op.publish(task_id=name, table=name, asset_conn_id=config.conn_id,
+                           groups=[t.task_id.split(".")[0] for t in table_switches],
+                           outlets=[table_asset(config.conn_id, config.schema, name)], retries=0, **common)
                 for name, table_switches in by_table.items()]
             for publish, table_switches in zip(publishes, by_table.values()):
                 table_switches >> publish
 
-        stats = StatsOperator(task_id="stats", groups=groups, trigger_rule=TriggerRule.ALL_DONE, retries=0,
-                              **common)
+        stats = op.stats(task_id="stats", groups=groups, trigger_rule=TriggerRule.ALL_DONE, retries=0, **common)
         switches >> stats
         publishes >> stats
     return dag

@@ -55,18 +55,18 @@ def ensure_pool(api: local.Api, slots: int) -> None:
         api.post("/api/v2/pools", body)
 
 
-def wait_for_dag(api: local.Api, expected_tasks: int, timeout: float = 240) -> None:
+def wait_for_dag(api: local.Api, expected_tasks: int, timeout: float = 240, dag_id: str = DAG_ID) -> None:
     deadline = time.monotonic() + timeout
     while True:
         try:
-            tasks = api.get(f"/api/v2/dags/{DAG_ID}/tasks")
+            tasks = api.get(f"/api/v2/dags/{dag_id}/tasks")
             if tasks.get("total_entries", len(tasks.get("tasks", []))) == expected_tasks:
                 return
         except urllib.error.HTTPError as exc:
             if exc.code != 404:
                 raise
         if time.monotonic() > deadline:
-            raise RuntimeError(f"the DAG {DAG_ID} was not parsed with {expected_tasks} tasks in {timeout:.0f}s "
+            raise RuntimeError(f"the DAG {dag_id} was not parsed with {expected_tasks} tasks in {timeout:.0f}s "
                                f"(see {local.airflow_home() / 'logs' / 'dag-processor.out'})")
         time.sleep(2)
 
@@ -94,7 +94,8 @@ def _progress_line(tis: list[dict], elapsed: float) -> str:
     return line
 
 
-def follow(api: local.Api, run_id: str, timeout: float, progress_every: float = 2.0) -> str:
+def follow(api: local.Api, run_id: str, timeout: float, progress_every: float = 2.0, dag_id: str = DAG_ID,
+           poll_every: float = 2.0) -> str:
     """Wait for the run's end, printing its progress every `progress_every` seconds (the task
     list is the api-server's most expensive answer: the benchmark asks for it less often)."""
     start = time.monotonic()
@@ -102,11 +103,11 @@ def follow(api: local.Api, run_id: str, timeout: float, progress_every: float = 
     shown = float("-inf")
     quoted = _quote(run_id)
     while True:
-        run = api.get(f"/api/v2/dags/{DAG_ID}/dagRuns/{quoted}")
+        run = api.get(f"/api/v2/dags/{dag_id}/dagRuns/{quoted}")
         done = run["state"] in ("success", "failed")
         if done or time.monotonic() - shown >= progress_every:
             shown = time.monotonic()
-            tis = api.get_all(f"/api/v2/dags/{DAG_ID}/dagRuns/{quoted}/taskInstances", "task_instances")
+            tis = api.get_all(f"/api/v2/dags/{dag_id}/dagRuns/{quoted}/taskInstances", "task_instances")
             line = _progress_line(tis, time.monotonic() - start)
             if line.split("] ", 1)[1] != last:
                 print(line, flush=True)
@@ -115,7 +116,7 @@ def follow(api: local.Api, run_id: str, timeout: float, progress_every: float = 
             return run["state"]
         if time.monotonic() - start > timeout:
             raise RuntimeError(f"the run {run_id} did not finish in {timeout:.0f}s")
-        time.sleep(2)
+        time.sleep(poll_every)
 
 
 def print_summary(stats: dict, path: Path) -> None:
