@@ -42,6 +42,7 @@ def _free_port() -> int:
 def fault_server(tmp_path_factory):
     # Not under pytest's temporary folder: pytest makes its root private (0700) at every
     # session start, which shuts out the server's own user when it runs as root.
+    TEST_STATE.mkdir(parents=True, exist_ok=True)  # a fresh clone has none yet when make chaos runs first
     root = Path(tempfile.mkdtemp(prefix="faultpg-", dir=TEST_STATE))
     server = EmbeddedPostgres(root=root, port=_free_port())
     server.start()
