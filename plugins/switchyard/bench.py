@@ -124,6 +124,30 @@ def postmaster_pid() -> int | None:
         return None
 
 
+# Airflow's processes, as the CPU accounting of a run through the benchmark's Airflow names them.
+AIRFLOW_SERVICES = ("scheduler", "api-server", "task processes", "dag-processor", "triggerer")
+
+
+class AirflowCpu:
+    """CPU seconds of the server and of each Airflow service from construction to `taken()`."""
+
+    def __init__(self):
+        from . import cputime, local
+        self._cputime = cputime
+        self.roots = {"postgres": postmaster_pid(), **{name: local.service_pid(name) for name in local.SERVICES}}
+        self.before = cputime.snapshot(self.roots, split_children=("scheduler",))
+
+    def taken(self) -> dict[str, float]:
+        cpu = self._cputime.delta(self.before, self._cputime.snapshot(self.roots, split_children=("scheduler",)))
+        # Below the scheduler: LocalExecutor's workers, each supervising the task processes it forks.
+        cpu["task processes"] = cpu.pop("scheduler children", None)
+        return cpu
+
+
+def airflow_cpu_total(cpu: dict) -> float:
+    return sum(cpu.get(k) or 0 for k in AIRFLOW_SERVICES)
+
+
 def run_parallel(worker: Callable, jobs: list[tuple], slots: int) -> tuple[list[dict], float, float, dict]:
     """Jobs in `slots` processes, in the given order; (records, start, end, cpu): epoch
     seconds, and the CPU seconds of the server and of the client processes meanwhile."""
@@ -397,9 +421,7 @@ def run_dag(uri: str, pg, batch: str, streams: int, slots: int, preload: bool = 
     # A fresh schema each time: every run is the same first load, no partitions to replace.
     reset_schema(uri, DAG_SCHEMA, f"{DAG_SCHEMA}_staging", create=False)
     api.patch(f"/api/v2/dags/{demo.DAG_ID}", {"is_paused": False})
-    from . import cputime, local
-    roots = {"postgres": postmaster_pid(), **{name: local.service_pid(name) for name in local.SERVICES}}
-    before = cputime.snapshot(roots, split_children=("scheduler",))
+    cpu_meter = AirflowCpu()
     run = api.post(f"/api/v2/dags/{demo.DAG_ID}/dagRuns",
                    {"logical_date": None, "conf": {"batch": batch}, "note": "switchyard bench"})
     run_id = run["dag_run_id"]
@@ -407,9 +429,7 @@ def run_dag(uri: str, pg, batch: str, streams: int, slots: int, preload: bool = 
     # the benchmark asks rarely: the run state every 5 s, the task list (the api-server's
     # most expensive answer) every 30 s. Both take CPU from the run it measures.
     state = demo.follow(api, run_id, timeout, progress_every=OBSERVE_EVERY, poll_every=POLL_EVERY)
-    cpu = cputime.delta(before, cputime.snapshot(roots, split_children=("scheduler",)))
-    # Below the scheduler: LocalExecutor's workers, each supervising the task processes it forks.
-    cpu["task processes"] = cpu.pop("scheduler children", None)
+    cpu = cpu_meter.taken()
     run = api.get(f"/api/v2/dags/{demo.DAG_ID}/dagRuns/{_quoted(run_id)}")
     tis = api.get_all(f"/api/v2/dags/{demo.DAG_ID}/dagRuns/{_quoted(run_id)}/taskInstances", "task_instances")
     tasks = []
@@ -878,9 +898,7 @@ def run_dag_levers(uri: str, pg, batch: str, streams: int, slots: int, repeat: i
             "task_overhead_median": spread([x["task_overhead"] for x in rs]),
             "efficiency_run": spread([x["efficiency_run"] for x in rs]),
             "pool_busy": spread([x["pool_busy"] for x in rs]),
-            "airflow_cpu_seconds": spread([sum((x["cpu_seconds"] or {}).get(k) or 0 for k in
-                                               ("scheduler", "api-server", "task processes", "dag-processor",
-                                                "triggerer")) for x in rs]),
+            "airflow_cpu_seconds": spread([airflow_cpu_total(x["cpu_seconds"] or {}) for x in rs]),
             "runs": rs,
         }
     return out

@@ -5,10 +5,11 @@ Airflow spends on orchestration is taken from the loads. This part of the benchm
 Switchyard's graph (the same groups, dependencies, pool and priority weights:
 `dag_factory.build_dag`) with operators that do nothing, runs it through the benchmark's
 Airflow (scheduler, LocalExecutor, the preload), and measures its wall time and the CPU
-each Airflow service spent. Added to the floor's CPU it bounds, from below, the makespan of
-any DAG of this shape on these cores, whatever its steps do:
+each Airflow service spent, and Airflow's CPU rate r while idle. Added to the floor's CPU it
+bounds, from below, the makespan of any DAG of this shape on these cores, whatever its
+steps do (see `bound`):
 
-    makespan >= (floor's CPU + the empty graph's Airflow CPU) / cores
+    makespan >= (floor's CPU + the empty graph's per-task part) / (cores - r)
 
 A real step costs Airflow at least what an empty one does (it also reads its XComs and its
 connection), and a real run loads at least the floor's rows with the same COPY; so the
@@ -22,7 +23,6 @@ Two ways to run an empty step are measured side by side:
 from __future__ import annotations
 
 import inspect
-import json
 import os
 import time
 from pathlib import Path
@@ -135,57 +135,41 @@ def graph_airflow(uri: str, pg, streams: int, slots: int):
     return api, startup
 
 
-def _roots() -> dict:
-    from . import local
-    from .bench import postmaster_pid
-    return {"postgres": postmaster_pid(), **{s: local.service_pid(s) for s in local.SERVICES}}
-
-
-def _airflow_cpu(cpu: dict) -> float:
-    return round(sum(cpu.get(k) or 0 for k in AIRFLOW_SERVICES), 2)
-
-
 def idle_rate(seconds: float = 20.0) -> dict:
     """Airflow's CPU while it runs nothing (DAGs paused): what every second of a run costs at least."""
-    from . import cputime
-    roots = _roots()
-    before = cputime.snapshot(roots, split_children=("scheduler",))
+    from .bench import AirflowCpu, airflow_cpu_total
+    meter = AirflowCpu()
     time.sleep(seconds)
-    cpu = cputime.delta(before, cputime.snapshot(roots, split_children=("scheduler",)))
-    cpu["task processes"] = cpu.pop("scheduler children", None)
+    cpu = meter.taken()
     return {"seconds": seconds, "cpu_seconds": cpu,
-            "airflow_cpu_per_second": round(_airflow_cpu(cpu) / seconds, 4)}
+            "airflow_cpu_per_second": round(airflow_cpu_total(cpu) / seconds, 4)}
 
 
 def run_graph(api, mode: str, timeout: float = 1800) -> dict:
     """One run of the empty graph in `mode`: its wall time, task count and Airflow CPU by service."""
-    from . import cputime, demo
-    from .bench import OBSERVE_EVERY, POLL_EVERY, _quoted, _ts
+    from . import demo
+    from .bench import OBSERVE_EVERY, POLL_EVERY, AirflowCpu, _quoted, _ts, airflow_cpu_total
     if mode not in MODES:
         raise ValueError(f"graph mode {mode!r}: one of {', '.join(MODES)}")
     name = dag_id(mode)
     api.patch(f"/api/v2/dags/{name}", {"is_paused": False})
-    roots = _roots()
-    before = cputime.snapshot(roots, split_children=("scheduler",))
+    meter = AirflowCpu()
     run = api.post(f"/api/v2/dags/{name}/dagRuns", {"logical_date": None, "conf": {}, "note": "switchyard bench"})
     state = demo.follow(api, run["dag_run_id"], timeout, progress_every=OBSERVE_EVERY, dag_id=name,
                         poll_every=POLL_EVERY)
-    cpu = cputime.delta(before, cputime.snapshot(roots, split_children=("scheduler",)))
-    cpu["task processes"] = cpu.pop("scheduler children", None)
+    cpu = meter.taken()
     api.patch(f"/api/v2/dags/{name}", {"is_paused": True})
     run = api.get(f"/api/v2/dags/{name}/dagRuns/{_quoted(run['dag_run_id'])}")
     tis = api.get_all(f"/api/v2/dags/{name}/dagRuns/{_quoted(run['dag_run_id'])}/taskInstances",
                       "task_instances")
     start, end = _ts(run.get("start_date")), _ts(run.get("end_date"))
-    airflow = _airflow_cpu(cpu)
+    airflow = round(airflow_cpu_total(cpu), 2)
     return {"mode": mode, "dag_id": name, "state": state, "tasks": len(tis),
             "tasks_success": sum(1 for t in tis if t.get("state") == "success"),
             "wall_seconds": round(end - start, 3) if start and end else None,
             "cpu_seconds": cpu, "airflow_cpu_seconds": airflow,
             "airflow_cpu_per_task": round(airflow / len(tis), 4) if tis else None}
 
-
-AIRFLOW_SERVICES = ("scheduler", "api-server", "task processes", "dag-processor", "triggerer")
 
 
 def bound(floor: dict, graph: dict, idle: dict | None, cores: int) -> dict:
@@ -228,6 +212,7 @@ def run_graphs(uri: str, pg, streams: int, slots: int, floor: dict | None, repea
 
 def graph_lines(result: dict) -> list[str]:
     """The report's lines for the empty graphs."""
+    from .bench import AIRFLOW_SERVICES
     lines = ["Empty graph (the DAG's shape, steps that do nothing): what Airflow alone costs",
              f"  idle      Airflow {result['idle']['airflow_cpu_per_second']} CPU s per second with nothing to run"]
     for mode, rs in result["runs"].items():
@@ -245,12 +230,3 @@ def graph_lines(result: dict) -> list[str]:
                              f"{b['makespan_at_least_seconds']} s, floor / makespan <= {b['floor_over_makespan_at_most']}")
     return lines
 
-
-def main() -> int:
-    """`python -m switchyard.bench_graph`: print the empty graphs' task counts (a parse check)."""
-    print(json.dumps({k: len(v.tasks) for k, v in graph_dags().items()}))
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -67,12 +67,8 @@ PACKAGE = Path(__file__).resolve().parent
 report: dict = {}
 
 
-def _on(variable: str) -> bool:
-    return os.environ.get(variable, "1").strip().lower() not in ("0", "false", "no", "off")
-
-
-def _on_if_set(variable: str) -> bool:
-    return os.environ.get(variable, "0").strip().lower() in ("1", "true", "yes", "on")
+def _on(variable: str, default: str = "1") -> bool:
+    return os.environ.get(variable, default).strip().lower() not in ("0", "false", "no", "off")
 
 
 def enabled() -> bool:
@@ -122,7 +118,7 @@ def preload(argv: list[str] | None = None, modules: tuple[str, ...] | None = Non
             dag_built = True
         except Exception as exc:  # a broken DAG is the dag-processor's to report, not a reason to stop
             failed["dag"] = f"{type(exc).__name__}: {exc}"
-        if _on_if_set("SWITCHYARD_GRAPH_DAGS"):
+        if _on("SWITCHYARD_GRAPH_DAGS", default="0"):
             # The benchmark's empty graphs (bench_graph.py): built once, like the real DAG.
             try:
                 from .bench_graph import graph_dags
