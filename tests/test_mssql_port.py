@@ -103,9 +103,22 @@ def test_stream_k_wraps_round_the_port_map(listeners):
     assert listeners[0].first_bytes[0][0] == TDS_PRELOGIN
 
 
-def test_mssql_python_path_sends_prelogin_to_the_streams_port(listeners):
+def _mssql_python_available() -> str | None:
     if importlib.util.find_spec("mssql_python") is None:
-        pytest.skip("mssql-python is not installed")
+        return "mssql-python is not installed"
+    # The ODBC driver inside the mssql-python wheel loads libltdl.so.7 (Debian: libltdl7).
+    import ctypes
+    try:
+        ctypes.CDLL("libltdl.so.7")
+    except OSError as exc:
+        return f"mssql-python's bundled driver cannot load ({exc}); install it: apt-get install libltdl7"
+    return None
+
+
+def test_mssql_python_path_sends_prelogin_to_the_streams_port(listeners):
+    reason = _mssql_python_available()
+    if reason:
+        pytest.skip(reason)
     a = adapter_for(listeners)
     with pytest.raises(TargetError, match=rf"127\.0\.0\.1,{listeners[2].port}") as caught:
         a.connect_tds(stream=3)
