@@ -93,3 +93,13 @@ def edit_manifest(batch_dir: Path, table: str, stream: int, **changes) -> None:
         if entry["table"] == table and entry["stream"] == stream:
             entry.update(changes)
     path.write_text(json.dumps(raw, indent=2))
+
+
+def only_streams(plan, *streams):
+    """The plan of a batch made of just these streams (StreamPlans): what a table's commit
+    then takes as its whole batch (a table's switches go in together, when all are switched)."""
+    from dataclasses import replace
+    chosen = {(s.table, s.stream) for s in streams}
+    tables = tuple(replace(t, streams=tuple(s for s in t.streams if (s.table, s.stream) in chosen))
+                   for t in plan.tables)
+    return replace(plan, tables=tuple(t for t in tables if t.streams))

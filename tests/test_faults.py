@@ -20,7 +20,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from conftest import TEST_STATE
+from conftest import TEST_STATE, only_streams
 from switchyard.batch import read_manifest
 from switchyard.embedded import EmbeddedPostgres
 from switchyard.planner import plan_batch
@@ -117,6 +117,7 @@ def _frozen_feed(fifo: Path, source: Path, stop_after: int) -> tuple[Path, threa
 def test_load_killed_mid_copy_then_retried_loads_exactly_once(fault_server, setup, tmp_path):
     adapter, plan, folder = setup
     stream = plan.stream("orders", 2)
+    adapter.setup(only_streams(plan, stream))  # a batch of this one stream: its switch is the table's
     source = folder / stream.file
     adapter.prepare(stream)
     fifo, resume = _frozen_feed(tmp_path / "orders.2.fifo", source, source.stat().st_size // 2)
@@ -139,6 +140,7 @@ def test_load_killed_mid_copy_then_retried_loads_exactly_once(fault_server, setu
 def test_load_killed_after_its_commit_then_retried_loads_exactly_once(fault_server, setup):
     adapter, plan, folder = setup
     stream = plan.stream("orders", 2)
+    adapter.setup(only_streams(plan, stream))  # a batch of this one stream: its switch is the table's
     source = folder / stream.file
     adapter.prepare(stream)
     child = multiprocessing.get_context("fork").Process(
@@ -156,6 +158,7 @@ def test_load_killed_after_its_commit_then_retried_loads_exactly_once(fault_serv
 def test_server_restart_mid_load_is_a_retryable_failure(fault_server, setup, tmp_path):
     adapter, plan, folder = setup
     stream = plan.stream("orders", 1)
+    adapter.setup(only_streams(plan, stream))  # a batch of this one stream: its switch is the table's
     source = folder / stream.file
     adapter.prepare(stream)
     fifo, resume = _frozen_feed(tmp_path / "orders.1.fifo", source, source.stat().st_size // 3)
@@ -182,9 +185,11 @@ def test_server_restart_mid_load_is_a_retryable_failure(fault_server, setup, tmp
 def test_switch_waits_a_bounded_time_for_a_reader_then_succeeds(fault_server, setup):
     adapter, plan, folder = setup
     stream = plan.stream("orders", 3)
+    adapter.setup(only_streams(plan, stream))  # a batch of this one stream: its switch is the table's
     adapter.prepare(stream)
     adapter.load(stream, folder / stream.file)
     adapter.switch(stream)  # the partition now exists; a rerun must DETACH it
+    adapter.setup(only_streams(plan, stream))  # the batch again
     adapter.prepare(stream)
     adapter.load(stream, folder / stream.file)
 

@@ -159,7 +159,9 @@ class PlanBatchOperator(_TargetOperator):
         # Raises LeaseHeld while another run loads this schema: the task's retries are the wait.
         from .targets import TargetError
         try:
-            adapter.setup(plan)
+            # The pre-flight (the batch's ranges against the target's partitions) is part of
+            # setup: a batch its table's mode does not allow fails here, before any load.
+            preflight = adapter.setup(plan) or []
         except TargetError as exc:
             if exc.permanent:
                 raise AirflowFailException(str(exc)) from exc
@@ -167,7 +169,7 @@ class PlanBatchOperator(_TargetOperator):
         out = plan.to_dict()
         out.update(batch=name, batch_dir=str(folder), tables=tables, target=adapter.engine,
                    schema=adapter.schema, staging_schema=adapter.staging_schema,
-                   control_schema=adapter.control_schema)
+                   control_schema=adapter.control_schema, preflight=preflight)
         snapshot = server_snapshot(adapter)
         if snapshot is not None:
             # The run's first look at the server's cumulative counters (SQL Server: wait and
@@ -327,7 +329,11 @@ class ValidateOperator(_GroupOperator):
 
 
 class SwitchOperator(_GroupOperator):
-    """Switches the validated staging table in as the stream's partition, atomically."""
+    """Switches the validated staging table in as the stream's partition.
+
+    Where the target commits a table's switches together (PostgreSQL), the staging table joins
+    the table's next version and the table's last switch moves the whole batch in, in one
+    transaction; `in_target` in the result says whether the partition is in the table now."""
 
     def step(self, context: Any) -> dict:
         plan, s = self.stream_plan(context)
@@ -338,9 +344,20 @@ class SwitchOperator(_GroupOperator):
         result = adapter.switch(s)
         result["seconds"] = round(time.monotonic() - started, 4)
         result["switched"] = now_iso()
-        log.info("%s: switched in as %s%s", s.group_id, result.get("partition") or f"{plan['schema']}.{s.table}",
-                 " (already, by an earlier attempt of this task)" if result.get("already_switched")
-                 else " (replacing the previous one)" if result.get("replaced") else "")
+        name = result.get("partition") or f"{plan['schema']}.{s.table}"
+        if result.get("already_switched"):
+            log.info("%s: %s is in place already (an earlier attempt of this task switched it)", s.group_id, name)
+        elif result.get("in_target", True):
+            log.info("%s: switched in as %s%s", s.group_id, name,
+                     f"; the table's batch is in whole ({result['partitions_in']} partitions"
+                     + (f", replacing {', '.join(result['removed'])}" if result.get("removed") else "")
+                     + (f", retired {', '.join(result['retired'])}" if result.get("retired") else "") + ")"
+                     if result.get("table_switched") and "partitions_in" in result else
+                     " (replacing the previous one)" if result.get("replaced") else "")
+        else:
+            log.info("%s: validated and attached to the next version of %s.%s as %s; readers still see the "
+                     "table as it was: the table's last switch moves its whole batch in (waiting for %s)",
+                     s.group_id, plan["schema"], s.table, name, ", ".join(result.get("waiting_for") or []))
         return result
 
 
@@ -452,11 +469,16 @@ class StatsOperator(_TargetOperator):
             log.info(line)
         ti.xcom_push(key="stats_path", value=str(path))
         ti.xcom_push(key="report_path", value=str(report["html"]))
-        if stats["failed_groups"]:
+        if stats["failed_groups"] or stats.get("held_back_groups"):
             # The last task decides the run's state: a run with a failed group is a failed run.
-            raise AirflowFailException(f"{len(stats['failed_groups'])} of {stats['totals']['groups']} groups "
-                                       f"did not switch: {', '.join(stats['failed_groups'])} (statistics: {path}, "
-                                       f"report: {report['html']})")
+            not_in = stats["failed_groups"] + stats.get("held_back_groups", [])
+            kept = stats.get("tables_kept") or []
+            raise AirflowFailException(
+                f"{len(not_in)} of {stats['totals']['groups']} groups did not switch: {', '.join(not_in)}"
+                + (f"; {', '.join(kept)} kept {'its' if len(kept) == 1 else 'their'} previous contents, whole "
+                   f"(clear the failed groups to rerun them; the table goes in when all its groups have switched)"
+                   if kept else "")
+                + f" (statistics: {path}, report: {report['html']})")
         return {"path": str(path), "report": str(report["html"]), "totals": stats["totals"],
                 "failed_groups": stats["failed_groups"]}
 

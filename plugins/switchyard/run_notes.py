@@ -60,6 +60,11 @@ def run_note(stats: dict | None, state: str, title: str, report: str) -> str:
                      + (f" ({skipped} skipped: tables not asked for)" if skipped else "") + ".")
         if stats.get("failed_groups"):
             lines.append(f"Did not switch: {_listed(stats['failed_groups'])}.")
+        if stats.get("held_back_groups"):
+            lines.append(f"Held back (validated, waiting for their table's other groups): "
+                         f"{_listed(stats['held_back_groups'])}.")
+        if stats.get("tables_kept"):
+            lines.append(f"Kept their previous contents: {_listed(stats['tables_kept'])}.")
         slow = [s["group"] for s in stats.get("stragglers") or []]
         if slow:
             lines.append(f"Stragglers: {_listed(slow)}.")

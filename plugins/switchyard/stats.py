@@ -40,10 +40,12 @@ def _ts(value: str | None) -> datetime | None:
     return datetime.fromisoformat(value) if value else None
 
 
-def _outcome(group: dict) -> str:
+def _outcome(group: dict, table_switched: bool = True) -> str:
     states = group.get("states") or {}
     if group.get("switch"):
-        return "switched"
+        # Validated and attached to the table's next version, which never went in: another
+        # group of the table did not switch, so the table kept its previous contents.
+        return "switched" if table_switched else "held back"
     for step in STEPS:
         state = states.get(step)
         if state in ("failed", "upstream_failed"):
@@ -66,7 +68,14 @@ LOAD_DETAILS = ("backend_pid", "session_id", "scheduler_id", "cpu_id", "node_id"
                 "reads", "writes", "cpu_time_ms", "mode")
 
 
-def group_record(gid: str, group: dict) -> dict:
+def switched_tables(groups: dict[str, dict]) -> set[str]:
+    """Tables whose batch is in the target: a switch of theirs reports its partition in place
+    (`in_target`; a target whose every switch is final reports none and counts as in)."""
+    return {g["table"] for g in groups.values()
+            if g.get("switch") and (g["switch"].get("in_target") is not False)}
+
+
+def group_record(gid: str, group: dict, table_switched: bool = True) -> dict:
     load = group.get("load") or {}
     validate = group.get("validate") or {}
     switch = group.get("switch") or {}
@@ -80,7 +89,8 @@ def group_record(gid: str, group: dict) -> dict:
         "validation": None if not validate else ("passed" if validate.get("success") else "failed"),
         "validation_checks": validate.get("checks"),
         "partition": switch.get("partition"), "replaced": switch.get("replaced"),
-        "switched": switch.get("switched"), "outcome": _outcome(group),
+        "attach_scan_skipped": switch.get("attach_scan_skipped"),
+        "switched": switch.get("switched"), "outcome": _outcome(group, table_switched),
         "states": group.get("states"), "errors": group.get("errors") or {},
     }
     for key in LOAD_DETAILS:
@@ -255,13 +265,15 @@ def assemble(plan: dict, groups: dict[str, dict], context: Any, server: dict | N
     deltas of its wait and latch statistics, `{"waits": [...], "latches": [...]}`)."""
     server = server or {}
     waits = list(server.get("waits") or [])
-    records = [group_record(gid, g) for gid, g in groups.items()]
+    in_target = switched_tables(groups)
+    records = [group_record(gid, g, g["table"] in in_target) for gid, g in groups.items()]
     tables = table_totals(records)
     starts = [r["started"] for r in records if r["started"]]
     ends = [r["ended"] for r in records if r["ended"]]
     makespan = (_ts(max(ends)) - _ts(min(starts))).total_seconds() if starts and ends else None
     switched = [r for r in records if r["outcome"] == "switched"]
     failed = [r["group"] for r in records if r["outcome"].startswith(("failed", "not run", "incomplete"))]
+    held = [r["group"] for r in records if r["outcome"] == "held back"]
     total_rows = sum(r["rows"] or 0 for r in switched)
     total_bytes = sum(r["bytes"] or 0 for r in switched)
     ti = context["ti"]
@@ -274,7 +286,10 @@ def assemble(plan: dict, groups: dict[str, dict], context: Any, server: dict | N
         "totals": {"rows": total_rows, "bytes": total_bytes, "groups": len(records),
                    "switched": len(switched), "failed": len(failed),
                    "mb_per_s": _rate(total_bytes / 1e6, makespan), "rows_per_s": _rate(total_rows, makespan)},
-        "tables": tables, "groups": records, "failed_groups": failed,
+        "tables": tables, "groups": records, "failed_groups": failed, "held_back_groups": held,
+        # Tables whose batch did not go in: they hold what they held before the run.
+        "tables_kept": sorted({r["table"] for r in records if r["outcome"] == "held back" or r["group"] in failed}
+                              - in_target),
         "stragglers": stragglers(records, waits=waits), "summary_lines": summary,
         "waits": waits, "latches": list(server.get("latches") or []),
     }

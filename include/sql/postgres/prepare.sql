@@ -1,11 +1,13 @@
--- A failed earlier attempt's staging table is replaced, never appended to.
+-- A failed earlier attempt's staging table is replaced, never appended to (also when an
+-- earlier attempt of the group's switch had attached it to the table's next version).
 DROP TABLE IF EXISTS {{ qn(staging_schema, s.staging_table) }};
--- Same columns, types and nullability as the target, plus one trailing column that takes
+-- The target table as it is, not as the spec first made it: its columns, types, nullability,
+-- defaults, CHECK constraints, storage and compression (a DBA's change to the target
+-- included), so that ATTACH PARTITION accepts the table. Plus one trailing column that takes
 -- the empty field after each line's final delimiter; it is dropped once loaded.
 CREATE TABLE {{ qn(staging_schema, s.staging_table) }} (
-{% for c in columns %}
-    {{ q(c.name) }} {{ c.type }} NOT NULL{{ "," if eol_column or not loop.last }}
-{% endfor %}
+    LIKE {{ qn(schema, s.table) }} INCLUDING DEFAULTS INCLUDING CONSTRAINTS INCLUDING GENERATED
+        INCLUDING STORAGE INCLUDING COMPRESSION{{ "," if eol_column }}
 {% if eol_column %}
     -- Must stay empty: a line with one field too many and no final delimiter fails here.
     {{ q(eol_column) }} text NOT NULL CONSTRAINT {{ q(s.staging_table ~ "_eol") }} CHECK ({{ q(eol_column) }} = '')

@@ -63,3 +63,34 @@ BEGIN
     END IF;
 END
 $rekey$;
+-- Which batch each partition of a target table holds, written in the transaction that
+-- switches the partition in: append mode's overlap check and retention read it (replace
+-- mode records it too). Key bounds are kept as text, as the manifest gave them.
+CREATE TABLE IF NOT EXISTS {{ qn(control_schema, "partition_batches") }} (
+    target_schema  text NOT NULL,
+    table_name     text NOT NULL,
+    partition_name text NOT NULL,
+    batch          text NOT NULL,
+    key_min        text NOT NULL,
+    key_max        text NOT NULL,
+    rows_planned   bigint,
+    run            text NOT NULL,
+    switched_at    timestamptz NOT NULL,
+    PRIMARY KEY (target_schema, table_name, partition_name)
+);
+-- A run's plan per table, written by its setup: the partitions its switches attach to the
+-- table's next version; the table's last switch moves them in together and deletes them.
+CREATE TABLE IF NOT EXISTS {{ qn(control_schema, "planned_partitions") }} (
+    target_schema  text NOT NULL,
+    table_name     text NOT NULL,
+    staging_table  text NOT NULL,
+    partition_name text NOT NULL,
+    stream         integer NOT NULL,
+    batch          text NOT NULL,
+    key_min        text NOT NULL,
+    key_max        text NOT NULL,
+    rows_planned   bigint,
+    run            text NOT NULL,
+    planned_at     timestamptz NOT NULL,
+    PRIMARY KEY (target_schema, table_name, staging_table)
+);

@@ -1,11 +1,11 @@
--- One transaction: readers see the old partition or the new one, never neither or both.
--- lock_timeout bounds the wait for readers of the target table.
+-- A stream's switch: its validated staging table becomes a partition of the table's next
+-- version (a partitioned table in the staging schema, made by setup like the target). No
+-- reader of the target sees it yet: the table's last switch moves the whole next version in
+-- (commit_table.sql), in the same transaction as its own attach.
 SET LOCAL lock_timeout = '{{ lock_timeout_seconds }}s';
-{% if replace_existing %}
-ALTER TABLE {{ qn(schema, s.table) }} DETACH PARTITION {{ qn(schema, s.partition_table) }};
-DROP TABLE {{ qn(schema, s.partition_table) }};
-{% endif %}
-ALTER TABLE {{ qn(staging_schema, s.staging_table) }} RENAME TO {{ q(s.partition_table) }};
-ALTER TABLE {{ qn(staging_schema, s.partition_table) }} SET SCHEMA {{ q(schema) }};
-ALTER TABLE {{ qn(schema, s.table) }} ATTACH PARTITION {{ qn(schema, s.partition_table) }}
+-- The table's switches take turns here, so the last of them sees all the others' attaches.
+LOCK TABLE {{ qn(staging_schema, next_table) }} IN SHARE ROW EXCLUSIVE MODE;
+{% if not attached %}
+ALTER TABLE {{ qn(staging_schema, next_table) }} ATTACH PARTITION {{ qn(staging_schema, s.staging_table) }}
     FOR VALUES FROM ({{ lit(s.lower) }}) TO ({{ lit(s.upper + 1) }});
+{% endif %}

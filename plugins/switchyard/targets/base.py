@@ -16,7 +16,7 @@ from typing import Any, Callable, ClassVar
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
-from ..planner import LoadPlan, StreamPlan
+from ..planner import LoadPlan, StreamPlan, TablePlan
 from ..spec import IDENTIFIER, LoadSpec, Table
 
 SQL_ROOT = Path(__file__).resolve().parents[3] / "include" / "sql"
@@ -156,7 +156,17 @@ class TargetAdapter(ABC):
             out.append(f"\n-- {s.group_id}: {s.file}, keys {s.key_min}..{s.key_max}")
             for stmt in [*self.prepare_sql(s), *self.load_sql(s), *self.switch_sql(s, replace_existing=False)]:
                 out.append(stmt + ";")
+        for t in plan.tables:
+            commit = self.commit_sql(t)
+            if commit:
+                out.append(f"\n-- {t.table.name}: its last switch moves the batch in whole")
+                out += [stmt + ";" for stmt in commit]
         return "\n".join(out) + "\n"
+
+    def commit_sql(self, table_plan: "TablePlan") -> list[str]:
+        """Where a target commits a table's switches together: the statements the table's last
+        switch runs (none where each stream's switch is final)."""
+        return []
 
     # --- execution ----------------------------------------------------------------------
     # The steps every engine shares: renew the run lease, then the engine's own work. The

@@ -6,7 +6,20 @@ The PostgreSQL form of the record-load method:
   (`key >= lower AND key < upper + 1`), which lets ATTACH PARTITION skip its scan;
 * BULK INSERT ... TABLOCK into a heap -> TRUNCATE + COPY ... FREEZE in one transaction
   (with wal_level=minimal the rows are not WAL-logged either);
-* SWITCH -> DETACH the old partition, ATTACH the new one, in one transaction.
+* SWITCH -> ATTACH PARTITION, of each stream's staging table to the table's next version
+  (a partitioned table in the staging schema); the table's last switch then moves the whole
+  next version into the target in one transaction, in place of the partitions it replaces
+  (replace mode: all of them; append mode: the batch's own from an earlier run), and applies
+  the table's retention. Readers see the table before the batch or after it, never a mix.
+
+Staging tables are made LIKE the target as it is (columns, types, nullability, defaults,
+CHECK constraints), and a stream's switch builds the target's indexes and unique or primary
+key constraints on its staging table before it attaches it, so that ATTACH attaches them
+instead of building them under the table's lock.
+
+`setup` checks the batch against the target before anything loads (pre-flight): the table's
+partitioning, its columns, and (append mode) the batch's key ranges against the partitions
+of other batches, recorded per partition in the control schema's `partition_batches`.
 
 One run at a time loads a schema: a row in the control schema's `run_lease` table names
 the run that holds it. Airflow's max_active_runs does not cover backfill runs (they are
@@ -19,6 +32,8 @@ The lease's logic is shared with SQL Server in base.py; its SQL is in lease*.sql
 """
 from __future__ import annotations
 
+import hashlib
+import logging
 import os
 import re
 import time
@@ -26,14 +41,20 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
-from ..planner import LoadPlan, StreamPlan
+from ..planner import LoadPlan, StreamPlan, TablePlan
 from ..spec import LoadSpec
 from .base import LoadResult, ProgressCallback, TargetAdapter, TargetError
+
+log = logging.getLogger(__name__)
 
 EOL_COLUMN = "switchyard_eol"
 _ENCODINGS = {"utf-8": "UTF8", "utf8": "UTF8", "latin-1": "LATIN1", "latin1": "LATIN1",
               "iso-8859-1": "LATIN1", "ascii": "SQL_ASCII", "cp1252": "WIN1252"}
 _CHUNK = 1 << 20
+# The table's next version in the staging schema: `<table>__next` (no staging table, named
+# `<table>_<stream>`, ends in letters).
+NEXT_SUFFIX = "__next"
+_BOUND = re.compile(r"^FOR VALUES FROM \((.+)\) TO \((.+)\)$")
 _REFUSED = re.compile(r"FATAL:\s+(password authentication failed|no pg_hba\.conf entry|"
                       r"database \".*\" does not exist|role \".*\" does not exist)")
 
@@ -76,9 +97,34 @@ class PostgresAdapter(TargetAdapter):
                            delimiter=self.spec.format.delimiter.replace("'", "''"), encoding=encoding)
 
     def switch_sql(self, stream: StreamPlan, replace_existing: bool) -> list[str]:
-        template = "switch_partition.sql" if stream.partitioned else "switch_table.sql"
-        return self.render(template, s=stream, replace_existing=replace_existing,
+        """A stream's switch: a partitioned table's stream attaches to the table's next version
+        (the table's last switch then runs `commit_sql`); an unpartitioned table is replaced whole."""
+        if stream.partitioned:
+            return self.render("switch_partition.sql", s=stream, next_table=self.next_table(stream.table),
+                               attached=False)
+        return self.render("switch_table.sql", s=stream, replace_existing=replace_existing,
                            columns=self.columns(self.spec.table(stream.table)))
+
+    def commit_sql(self, table_plan: TablePlan) -> list[str]:
+        """The table's batch moved in whole, as its last switch runs it into an empty target (the
+        partitions it replaces and retires are known only then)."""
+        table = table_plan.table
+        if not table.partitioned:
+            return []
+        move = [{"staging": s.staging_table, "partition": s.partition_table,
+                 "bound": f"FOR VALUES FROM ({self.lit(s.lower)}) TO ({self.lit(s.upper + 1)})"}
+                for s in table_plan.streams if not s.empty]
+        return self.render("commit_table.sql", table=table.name, next_table=self.next_table(table.name),
+                           mode=table.mode, remove=[], move=move, retire=[], retention="", archive_schema=None)
+
+    def next_table(self, table: str) -> str:
+        """The table's next version in the staging schema, which its switches attach to."""
+        return self.checked(f"{table}{NEXT_SUFFIX}")
+
+    @property
+    def archive_schema(self) -> str:
+        """Where `retire: archive` moves partitions that fall out of an append table's window."""
+        return self.checked(f"{self.schema}_archive")
 
     # --- connections --------------------------------------------------------------------
     def _connect(self):
@@ -165,7 +211,10 @@ class PostgresAdapter(TargetAdapter):
         return rows[0] if rows else None
 
     # --- steps --------------------------------------------------------------------------
-    def setup(self, plan: LoadPlan) -> None:
+    def setup(self, plan: LoadPlan) -> list[str]:
+        """The run lease, then (one transaction) the pre-flight, missing objects, and for each
+        partitioned table its next version and this run's planned partitions. Returns the
+        pre-flight's notes; raises a permanent TargetError with every problem it found."""
         with self.connection() as conn:
             # Concurrent runs creating the same objects would race on IF NOT EXISTS; an
             # advisory lock around setup makes it one at a time. The lease is taken first
@@ -178,8 +227,134 @@ class PostgresAdapter(TargetAdapter):
                     self.check_lease(self._claim(cur))
             with conn.transaction(), conn.cursor() as cur:
                 cur.execute("SELECT pg_advisory_xact_lock(hashtext('switchyard.setup'))")
+                checks = self.preflight(cur, plan)
                 for stmt in self.setup_sql(plan):
                     cur.execute(stmt)
+                for table_plan in plan.tables:
+                    if table_plan.table.partitioned:
+                        self._plan_next(cur, table_plan)
+        notes = [n for c in checks for n in c.notes]
+        for note in notes:
+            log.info("pre-flight: %s", note)
+        return notes
+
+    def preflight(self, cur, plan: LoadPlan) -> list:
+        """Each table of the plan against the target as it is; TargetError (permanent) listing
+        every problem, before anything is created or loaded."""
+        from ..preflight import check_table
+        checks, problems = [], []
+        for table_plan in plan.tables:
+            table = table_plan.table
+            where = f"{self.schema}.{table.name}"
+            shape = self._target_shape(cur, table.name)
+            if shape is not None:
+                problems += self._shape_problems(table, shape, where)
+            existing = self._target_partitions(cur, table.name) if shape and shape["partitioned"] else None
+            if shape is not None and existing is None and table.partitioned:
+                existing = []
+            check = check_table(table, list(table_plan.streams), self.lease_batch or "", existing, where,
+                                kind=table.key_kind(self.engine))
+            checks.append(check)
+            problems += check.problems
+        if problems:
+            raise TargetError("pre-flight refused the batch before any load; nothing was changed:\n- "
+                              + "\n- ".join(problems), permanent=True)
+        return checks
+
+    def _target_shape(self, cur, table: str) -> dict | None:
+        """The target table as the catalog has it: partitioned on which columns, and its columns."""
+        cur.execute(
+            "SELECT c.oid, c.relkind, pt.partstrat, "
+            "       (SELECT array_agg(a.attname::text ORDER BY k.ord) FROM unnest(pt.partattrs::int2[]) "
+            "        WITH ORDINALITY AS k(attnum, ord) LEFT JOIN pg_attribute a "
+            "        ON a.attrelid = c.oid AND a.attnum = k.attnum) "
+            "FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "LEFT JOIN pg_partitioned_table pt ON pt.partrelid = c.oid "
+            "WHERE n.nspname = %s AND c.relname = %s", (self.schema, table))
+        row = cur.fetchone()
+        if row is None:
+            return None
+        oid, relkind, strategy, key_columns = row
+        cur.execute("SELECT attname, format_type(atttypid, atttypmod), attnotnull, atthasdef, attgenerated <> '' "
+                    "FROM pg_attribute WHERE attrelid = %s AND attnum > 0 AND NOT attisdropped ORDER BY attnum",
+                    (oid,))
+        columns = {name: {"type": t, "not_null": nn, "default": d, "generated": g}
+                   for name, t, nn, d, g in cur.fetchall()}
+        return {"relkind": relkind, "partitioned": relkind == "p", "strategy": strategy,
+                "key": list(key_columns or []), "columns": columns}
+
+    def _shape_problems(self, table, shape: dict, where: str) -> list[str]:
+        problems = []
+        if table.partitioned and not shape["partitioned"]:
+            problems.append(f"{where} exists but is not partitioned (the spec partitions it by range on "
+                            f"{table.key}): rename or drop it, or declare the table partitioned: false")
+        elif table.partitioned and (shape["strategy"] != "r" or shape["key"] != [table.key]):
+            problems.append(f"{where} is partitioned by {'range' if shape['strategy'] == 'r' else 'list or hash'} "
+                            f"on ({', '.join(c or '<expression>' for c in shape['key'])}), the spec by range on "
+                            f"{table.key}: rename or drop it, or change the spec's key")
+        elif not table.partitioned and shape["partitioned"]:
+            problems.append(f"{where} is partitioned, the spec declares it partitioned: false: rename or drop "
+                            f"it, or change the spec")
+        columns = shape["columns"]
+        missing = [c.name for c in table.columns if c.name not in columns]
+        if missing:
+            problems.append(f"{where} has no column {', '.join(missing)} that the spec's files carry: add "
+                            f"{'it' if len(missing) == 1 else 'them'} to the table, or change the spec")
+        extra = [name for name, c in columns.items() if name not in table.column_names
+                 and c["not_null"] and not c["default"] and not c["generated"]]
+        if extra:
+            problems.append(f"{where} has NOT NULL column{'s' if len(extra) > 1 else ''} {', '.join(extra)} without "
+                            f"a default and not in the spec's files: no load can fill "
+                            f"{'them' if len(extra) > 1 else 'it'}; give {'them' if len(extra) > 1 else 'it'} a "
+                            f"default or make {'them' if len(extra) > 1 else 'it'} nullable")
+        return problems
+
+    def _target_partitions(self, cur, table: str, schema: str | None = None) -> list:
+        """The table's partitions now, with their bounds and the batch each one is recorded to."""
+        from ..preflight import Partition, parse_bound_value
+        kind = self.spec.table(table).key_kind(self.engine)
+        cur.execute(
+            "SELECT n.nspname::text, c.relname::text, pg_get_expr(c.relpartbound, c.oid) "
+            "FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
+            "JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE i.inhparent = to_regclass(%s) ORDER BY c.relname",
+            (self.qualified(schema or self.schema, table),))
+        rows = cur.fetchall()
+        recorded = self._recorded_batches(cur, table) if schema is None else {}
+        out = []
+        for nsp, name, bound in rows:
+            found = _BOUND.match(bound or "")
+            if bound == "DEFAULT" or not found:
+                out.append(Partition(name=name, lower=None, upper=None, schema=nsp, default=True,
+                                     batch=recorded.get(name)))
+                continue
+            out.append(Partition(name=name, lower=parse_bound_value(found[1], kind),
+                                 upper=parse_bound_value(found[2], kind), batch=recorded.get(name), schema=nsp))
+        return out
+
+    def _recorded_batches(self, cur, table: str) -> dict[str, str]:
+        cur.execute("SELECT to_regclass(%s) IS NOT NULL", (self.qualified(self.control_schema, "partition_batches"),))
+        if not cur.fetchone()[0]:
+            return {}
+        cur.execute(f"SELECT partition_name, batch FROM {self.qualified(self.control_schema, 'partition_batches')} "
+                    f"WHERE target_schema = %s AND table_name = %s", (self.schema, table))
+        return dict(cur.fetchall())
+
+    def _plan_next(self, cur, table_plan: TablePlan) -> None:
+        """The table's next version, empty, and this run's planned partitions of it."""
+        table = table_plan.table
+        params = {"schema": self.schema, "table": table.name}
+        for stmt in self.render("next_table.sql", table=table.name, key=table.key,
+                                next_table=self.next_table(table.name)):
+            cur.execute(stmt, params if "%(" in stmt else None)
+        rows = [(self.schema, table.name, s.staging_table, s.partition_table, s.stream, self.lease_batch or "",
+                 str(s.lower), str(s.upper), s.rows, self.lease_holder or "")
+                for s in table_plan.streams if not s.empty]
+        if rows:
+            cur.executemany(
+                f"INSERT INTO {self.qualified(self.control_schema, 'planned_partitions')} (target_schema, "
+                f"table_name, staging_table, partition_name, stream, batch, key_min, key_max, rows_planned, run, "
+                f"planned_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, now())", rows)
 
     def create_staging(self, stream: StreamPlan) -> None:
         import psycopg
@@ -258,7 +433,7 @@ class PostgresAdapter(TargetAdapter):
         VALUES FROM (lower) TO (upper + 1); for an unpartitioned table, the table."""
         if not stream.partitioned:
             exists = self.fetch("SELECT to_regclass(%s) IS NOT NULL", (self.qualified(self.schema, stream.table),))
-            return {"partition": None, "attach_scan_skipped": None} if exists[0][0] else None
+            return {"partition": None, "attach_scan_skipped": None, "in_target": True} if exists[0][0] else None
         with self.connection() as conn, conn.cursor() as cur:
             bound, parent = self._existing_partition(cur, stream) or (None, None)
         if bound is None or parent != [self.schema, stream.table]:
@@ -266,31 +441,247 @@ class PostgresAdapter(TargetAdapter):
         found = re.fullmatch(r"FOR VALUES FROM \('?(-?\d+)'?\) TO \('?(-?\d+)'?\)", bound)
         if not found or (int(found[1]), int(found[2])) != (stream.lower, stream.upper + 1):
             return None
-        return {"partition": f"{self.schema}.{stream.partition_table}", "attach_scan_skipped": None}
+        return {"partition": f"{self.schema}.{stream.partition_table}", "attach_scan_skipped": None,
+                "in_target": True}
 
     def switch_staging(self, stream: StreamPlan) -> dict[str, Any]:
+        """Unpartitioned: the table replaced whole. Partitioned: the target's indexes built on the
+        staging table, which then joins the table's next version; the table's last switch moves
+        the next version in (`in_target` says whether the partition is in the target now)."""
+        import psycopg
+        if stream.partitioned:
+            indexes = self._build_target_indexes(stream)
+            return {**self._stage(stream), **indexes}
+        try:
+            self.execute(self.switch_sql(stream, replace_existing=True))
+        except psycopg.errors.LockNotAvailable as exc:
+            raise self._lock_error(stream) from exc
+        except psycopg.Error as exc:
+            raise TargetError(f"switch of {stream.group_id} into {self.schema}.{stream.table} failed: "
+                              f"{exc.diag.message_primary or exc}") from exc
+        return {"partition": None, "replaced": True, "attach_scan_skipped": None, "in_target": True,
+                "table_switched": True}
+
+    def _lock_error(self, stream: StreamPlan) -> TargetError:
+        return TargetError(
+            f"switch of {stream.group_id} into {self.schema}.{stream.table} waited "
+            f"{self.lock_timeout_seconds}s for a lock (a long-running reader holds the table); "
+            f"nothing was changed, retry later")
+
+    # --- the table's next version and its commit -------------------------------------------
+    def _planned(self, cur, table: str) -> dict[str, dict]:
+        """This table's planned partitions (setup's), by staging table name."""
+        cur.execute(
+            f"SELECT staging_table, partition_name, stream, batch, key_min, key_max, rows_planned, run "
+            f"FROM {self.qualified(self.control_schema, 'planned_partitions')} "
+            f"WHERE target_schema = %s AND table_name = %s ORDER BY stream", (self.schema, table))
+        keys = ("staging_table", "partition_name", "stream", "batch", "key_min", "key_max", "rows_planned", "run")
+        return {row[0]: dict(zip(keys, row)) for row in cur.fetchall()}
+
+    def _next_bounds(self, cur, table: str) -> dict[str, str]:
+        """Staging table -> the bound it is attached to the table's next version with (server text)."""
+        cur.execute("SELECT c.relname::text, pg_get_expr(c.relpartbound, c.oid) FROM pg_inherits i "
+                    "JOIN pg_class c ON c.oid = i.inhrelid WHERE i.inhparent = to_regclass(%s)",
+                    (self.qualified(self.staging_schema, self.next_table(table)),))
+        return dict(cur.fetchall())
+
+    def _stage(self, stream: StreamPlan) -> dict[str, Any]:
         import psycopg
         notices: list[str] = []
+        where = f"{self.schema}.{stream.table}"
         with self.connection() as conn:
             conn.add_notice_handler(lambda d: notices.append(d.message_primary or ""))
             try:
                 with conn.transaction(), conn.cursor() as cur:
-                    replace = stream.partitioned and self._existing_partition(cur, stream) is not None
+                    planned = self._planned(cur, stream.table)
+                    mine = planned.get(stream.staging_table)
+                    holder = self.lease_holder or ""
+                    if mine is None or mine["run"] != holder:
+                        by = (f"run {next(iter(planned.values()))['run'] or '(no run)'} (batch "
+                              f"{next(iter(planned.values()))['batch']})" if planned else "no run")
+                        raise TargetError(
+                            f"switch of {stream.group_id}: {where} has no switch of this run pending: its next "
+                            f"version was planned by {by}. A group of an earlier run cannot switch into it; "
+                            f"run this batch again from setup.plan (clear the whole run)", permanent=True)
+                    if (mine["partition_name"], mine["key_min"], mine["key_max"]) != (
+                            stream.partition_table, str(stream.lower), str(stream.upper)):
+                        raise TargetError(
+                            f"switch of {stream.group_id}: setup planned {mine['partition_name']} (keys "
+                            f"{mine['key_min']}..{mine['key_max']}), this group carries {stream.partition_table}; "
+                            f"run the batch again from setup.plan", permanent=True)
+                    cur.execute("SELECT to_regclass(%s) IS NOT NULL",
+                                (self.qualified(self.staging_schema, self.next_table(stream.table)),))
+                    if not cur.fetchone()[0]:
+                        raise TargetError(
+                            f"switch of {stream.group_id}: the next version of {where}, "
+                            f"{self.staging_schema}.{self.next_table(stream.table)}, is missing (dropped by hand?); "
+                            f"run the batch again from setup.plan", permanent=True)
+                    attached = stream.staging_table in self._next_bounds(cur, stream.table)
                     # DEBUG1 carries PostgreSQL's word on whether ATTACH could skip its scan.
                     cur.execute("SET LOCAL client_min_messages = debug1")
-                    for stmt in self.switch_sql(stream, replace_existing=replace):
+                    for stmt in self.render("switch_partition.sql", s=stream, attached=attached,
+                                            next_table=self.next_table(stream.table)):
                         cur.execute(stmt)
+                    # After the lock: the table's other switches that went before are visible now.
+                    bounds = self._next_bounds(cur, stream.table)
+                    replaced = self._existing_partition(cur, stream) is not None
+                    waiting = sorted(set(planned) - set(bounds), key=lambda n: planned[n]["stream"])
+                    result: dict[str, Any] = {
+                        "partition": f"{self.schema}.{stream.partition_table}", "replaced": replaced,
+                        "already_switched": attached, "in_target": False, "table_switched": False,
+                        "waiting_for": waiting}
+                    if not waiting:
+                        result.update(self._commit_table(cur, stream.table, planned, bounds))
+                        result["in_target"] = True
             except psycopg.errors.LockNotAvailable as exc:
-                raise TargetError(
-                    f"switch of {stream.group_id} into {self.schema}.{stream.table} waited "
-                    f"{self.lock_timeout_seconds}s for a lock (a long-running reader holds the table); "
-                    f"nothing was changed, retry later") from exc
+                raise self._lock_error(stream) from exc
             except psycopg.Error as exc:
-                raise TargetError(f"switch of {stream.group_id} into {self.schema}.{stream.table} failed: "
+                raise TargetError(f"switch of {stream.group_id} into {where} failed: "
                                   f"{exc.diag.message_primary or exc}") from exc
-        scan_skipped = any("is implied by existing constraints" in n for n in notices)
-        return {"partition": f"{self.schema}.{stream.partition_table}" if stream.partitioned else None,
-                "replaced": replace, "attach_scan_skipped": scan_skipped if stream.partitioned else None}
+        # One notice per ATTACH that proved its bound from the CHECK constraint instead of scanning.
+        attaches = (0 if attached else 1) + result.get("partitions_in", 0)
+        skipped = sum("is implied by existing constraints" in n for n in notices)
+        result["attach_scan_skipped"] = skipped >= attaches if attaches else None
+        return result
+
+    def _commit_table(self, cur, table: str, planned: dict[str, dict], bounds: dict[str, str]) -> dict[str, Any]:
+        """The table's batch moved in whole, in the caller's transaction (its last switch's)."""
+        from ..preflight import Partition, retention
+        spec_table = self.spec.table(table)
+        batch = next(iter(planned.values()))["batch"]
+        current = self._target_partitions(cur, table)
+        if spec_table.mode == "replace":
+            remove = current
+        else:
+            remove = [p for p in current if p.batch == batch]
+        incoming = {p["partition_name"] for p in planned.values()}
+        kept = [p for p in current if p not in remove]
+        clash = [p.name for p in kept if p.name in incoming]
+        if clash:
+            raise TargetError(f"{self.schema}.{table}: partition {', '.join(clash)} belongs to another batch; "
+                              f"this batch would take its name. Nothing was switched; run the batch again from "
+                              f"setup.plan, whose pre-flight says what differs", permanent=True)
+        stray = [p for p in remove if p.schema != self.schema]
+        if stray:
+            raise TargetError(f"{self.schema}.{table}: partition {stray[0].schema}.{stray[0].name} lives in another "
+                              f"schema; move it to {self.schema} or detach it", permanent=True)
+        kind = spec_table.key_kind(self.engine)
+        after = kept + [Partition(name=p["partition_name"], batch=batch,
+                                  lower=_typed(p["key_min"], kind), upper=None) for p in planned.values()]
+        retired, why = retention(spec_table, after)
+        if any(p.batch == batch for p in retired):
+            raise TargetError(f"{self.schema}.{table}: batch {batch} would be retired as it goes in ({why}); "
+                              f"nothing was switched", permanent=True)
+        retire = [{"name": p.name, "archived_as": self._archive_name(cur, p.name)
+                   if spec_table.retire == "archive" else None} for p in retired]
+        staged = [planned[name] for name in sorted(planned, key=lambda n: planned[n]["stream"])]
+        move = [{"staging": p["staging_table"], "partition": p["partition_name"], "bound": _checked_bound(
+            bounds[p["staging_table"]])} for p in staged]
+        for stmt in self.render("commit_table.sql", table=table, next_table=self.next_table(table),
+                                mode=spec_table.mode, remove=[p.name for p in remove], move=move, retire=retire,
+                                retention=f"keep: {spec_table.keep} batches", archive_schema=self.archive_schema
+                                if spec_table.retire == "archive" else None):
+            cur.execute(stmt)
+        control = self.qualified(self.control_schema, "partition_batches")
+        gone = [p.name for p in remove] + [p.name for p in retired]
+        cur.execute(f"DELETE FROM {control} WHERE target_schema = %s AND table_name = %s "
+                    f"AND partition_name = ANY(%s)", (self.schema, table, gone + sorted(incoming)))
+        cur.executemany(
+            f"INSERT INTO {control} (target_schema, table_name, partition_name, batch, key_min, key_max, "
+            f"rows_planned, run, switched_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, now())",
+            [(self.schema, table, p["partition_name"], batch, p["key_min"], p["key_max"], p["rows_planned"],
+              p["run"]) for p in staged])
+        cur.execute(f"DELETE FROM {self.qualified(self.control_schema, 'planned_partitions')} "
+                    f"WHERE target_schema = %s AND table_name = %s", (self.schema, table))
+        log.info("%s.%s: batch %s switched in: %d partitions%s%s", self.schema, table, batch, len(staged),
+                 f"; replaced {', '.join(p.name for p in remove)}" if remove else "",
+                 f"; {why}" + (f" (moved to {self.archive_schema})" if spec_table.retire == "archive" else " (dropped)")
+                 if retired else "")
+        return {"table_switched": True, "batch": batch, "partitions_in": len(staged),
+                "removed": [p.name for p in remove],
+                "retired": [f"{self.archive_schema}.{r['archived_as']}" if r["archived_as"] else r["name"]
+                            for r in retire]}
+
+    def _archive_name(self, cur, name: str) -> str:
+        """`name` in the archive schema, or `name_<n>` when an earlier retirement took it."""
+        for n in range(0, 1000):
+            candidate = self.checked(name if n == 0 else f"{name[:56]}_{n}")
+            cur.execute("SELECT to_regclass(%s) IS NULL", (self.qualified(self.archive_schema, candidate),))
+            if cur.fetchone()[0]:
+                return candidate
+        raise TargetError(f"{self.archive_schema}: no free name for {name}")
+
+    # --- the target's indexes on the staging table ------------------------------------------
+    def _staging_index_name(self, stream: StreamPlan, parent_index: str) -> str:
+        """Unique in the target schema once the partition moves there: the partition's name and
+        the parent index's, hashed when that would pass PostgreSQL's 63 bytes."""
+        digest = hashlib.md5(parent_index.encode()).hexdigest()[:8]
+        name = f"{stream.partition_table}_{digest}"
+        if len(name) > 63:
+            name = f"{stream.table[:30]}_{hashlib.md5((stream.partition_table + parent_index).encode()).hexdigest()[:24]}"
+        return self.checked(name)
+
+    def target_indexes(self, cur, table: str) -> list[dict[str, Any]]:
+        """The target table's indexes: name, whether a constraint (primary key, unique, exclusion)
+        owns it and its definition, else the index's own definition after `USING`."""
+        cur.execute("SET LOCAL search_path = pg_catalog")  # the server writes every name qualified
+        cur.execute(
+            "SELECT ic.relname::text, i.indisunique, pg_get_indexdef(i.indexrelid), con.conname::text, "
+            "       pg_get_constraintdef(con.oid), quote_ident(%s) || '.' || quote_ident(%s) "
+            "FROM pg_index i JOIN pg_class ic ON ic.oid = i.indexrelid "
+            "LEFT JOIN pg_constraint con ON con.conindid = i.indexrelid AND con.conrelid = i.indrelid "
+            "     AND con.contype IN ('p', 'u', 'x') "
+            "WHERE i.indrelid = to_regclass(%s) ORDER BY 1",
+            (self.schema, table, self.qualified(self.schema, table)))
+        out = []
+        for name, unique, indexdef, constraint, constraintdef, ref in cur.fetchall():
+            entry = {"name": name, "unique": unique, "constraint": constraintdef if constraint else None}
+            if not constraint:
+                for marker in (f" ON ONLY {ref} USING ", f" ON {ref} USING "):
+                    if marker in indexdef:
+                        entry["using"] = indexdef.split(marker, 1)[1]
+                        break
+                else:
+                    entry["using"] = None
+            out.append(entry)
+        cur.execute("RESET search_path")
+        return out
+
+    def _build_target_indexes(self, stream: StreamPlan) -> dict[str, Any]:
+        """The target's indexes and key constraints built on the staging table, in a transaction
+        of their own before the switch's: ATTACH PARTITION then attaches them instead of building
+        them while it holds the table. Idempotent: a retry finds them built."""
+        staging = self.qualified(self.staging_schema, stream.staging_table)
+        started = time.monotonic()
+        built = []
+        with self.connection() as conn:
+            with conn.transaction(), conn.cursor() as cur:
+                indexes = self.target_indexes(cur, stream.table)
+                if not indexes:
+                    return {"indexes_built": [], "index_seconds": 0.0}
+                cur.execute("SELECT c.relname::text FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+                            "WHERE i.indrelid = to_regclass(%s)", (staging,))
+                present = {r[0] for r in cur.fetchall()}
+                for index in indexes:
+                    name = self._staging_index_name(stream, index["name"])
+                    if name in present:
+                        continue
+                    if index["constraint"]:
+                        # The server's own text of the target's constraint (PRIMARY KEY (...), UNIQUE (...)).
+                        cur.execute(f"ALTER TABLE {staging} ADD CONSTRAINT {self.q(name)} {index['constraint']}")
+                    elif index["using"]:
+                        cur.execute(f"CREATE {'UNIQUE ' if index['unique'] else ''}INDEX {self.q(name)} "
+                                    f"ON {staging} USING {index['using']}")
+                    else:
+                        log.warning("%s: index %s of %s.%s not reproduced on the staging table; ATTACH builds it",
+                                    stream.group_id, index["name"], self.schema, stream.table)
+                        continue
+                    built.append(index["name"])
+        seconds = round(time.monotonic() - started, 4)
+        if built:
+            log.info("%s: built the target's %s on the staging table in %.2f s", stream.group_id,
+                     ", ".join(built), seconds)
+        return {"indexes_built": built, "index_seconds": seconds}
 
     def partitions(self, table: str) -> list[str]:
         """Names of the table's partitions (none when the table does not exist)."""
@@ -301,6 +692,18 @@ class PostgresAdapter(TargetAdapter):
 
     def row_count(self, table: str) -> int:
         return self.fetch(f"SELECT count(*) FROM {self.qualified(self.schema, table)}")[0][0]
+
+
+def _typed(text: str, kind: str) -> Any:
+    return int(text) if kind == "integer" else text
+
+
+def _checked_bound(bound: str) -> str:
+    """A partition bound as the server wrote it (pg_get_expr), checked before it goes back into
+    a statement: FOR VALUES FROM (...) TO (...), one statement, nothing else."""
+    if not _BOUND.match(bound or "") or ";" in bound or "--" in bound:
+        raise TargetError(f"unexpected partition bound {bound!r}")
+    return bound
 
 
 def psycopg_errors():
