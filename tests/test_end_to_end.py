@@ -110,10 +110,14 @@ def test_manifest_disagreeing_with_file_fails_validation_and_keeps_target(pg_uri
     assert "expect_table_row_count_to_equal" in run.output
     assert f"expected {rows + 1}, observed {rows}" in run.output
     assert "table orders, stream 2" in run.output
-    # The failed group switched nothing; the others did, with the same data as before.
-    assert groups["orders_1"]["outcome"] == groups["orders_3"]["outcome"] == "switched"
+    # The failed group switched nothing, and a table's switches go in together: orders' other
+    # groups validated but were held back, so orders is untouched (not one partition replaced);
+    # customer, whose groups all switched, is the new batch's.
+    assert groups["orders_1"]["outcome"] == groups["orders_3"]["outcome"] == "held back"
+    assert groups["customer_1"]["outcome"] == "switched"
     assert groups["lineitem_1"]["outcome"] == "skipped"
+    assert run.stats["tables_kept"] == ["orders"]
     assert fingerprint(pg_uri, schema, ["orders", "customer"]) == before
     oids_after = partition_oids(pg_uri, schema, "orders")
     changed = sorted(name for name in oids_after if oids_after[name] != oids_before[name])
-    assert changed == ["orders_1_20000", "orders_40001_60000"]
+    assert changed == []
