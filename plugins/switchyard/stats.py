@@ -90,6 +90,7 @@ def group_record(gid: str, group: dict, table_switched: bool = True) -> dict:
         "validation_checks": validate.get("checks"),
         "partition": switch.get("partition"), "replaced": switch.get("replaced"),
         "attach_scan_skipped": switch.get("attach_scan_skipped"),
+        "indexes_built": switch.get("indexes_built"),
         "switched": switch.get("switched"), "outcome": _outcome(group, table_switched),
         "states": group.get("states"), "errors": group.get("errors") or {},
     }
