@@ -67,7 +67,9 @@ def test_every_table_has_an_asset_updated_after_all_its_switches():
         assert [a.uri for a in publish.outlets] == [f"switchyard://warehouse/dw/{table.name}"]
         n = streams if table.partitioned else 1
         assert publish.upstream_task_ids == {f"{table.name}_{k}.switch" for k in range(1, n + 1)}
-        assert publish.trigger_rule == "all_success"
+        # Every switch that ran succeeded and one at least ran: groups of streams a batch does
+        # not have skip, and the table's Asset is still updated.
+        assert publish.trigger_rule == "none_failed_min_one_success"
         assert "stats" in publish.downstream_task_ids
     # Only the publish tasks update Assets: a switch alone is not the table's new batch.
     outlets = {t.task_id for t in dag.tasks if t.outlets}

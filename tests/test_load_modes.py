@@ -266,3 +266,36 @@ def test_a_target_with_an_extra_index_a_primary_key_and_a_check_still_switches(p
     # ATTACH proved every bound from the staging tables' CHECKs: no scan, in the stream's attach
     # to the next version and in the table's commit.
     assert all(g["attach_scan_skipped"] is True for g in orders), [g["attach_scan_skipped"] for g in orders]
+
+
+# --- the batch's shape from its manifest ------------------------------------------------------
+def test_a_batch_with_one_stream_for_small_tables_and_four_for_large_ones_loads(pg_uri, data_root, schema,
+                                                                               tmp_path):
+    from switchyard.datagen import generate_tpch_shaped
+    folder = data_root / "shaped-1-and-4"
+    manifest = generate_tpch_shaped(folder, SPEC, 0.01, {"orders": 4, "lineitem": 4}, default=1)
+    assert manifest.streams == 4 and manifest.streams_of("supplier") == [1]
+    # The DAG has groups for up to 4 streams per table; the batch decides how many each uses.
+    run = run_dag(pg_uri, data_root, schema, 4, {"batch": folder.name}, tmp_path / "runs")
+    assert run.returncode == 0, run.output[-4000:]
+    groups = {g["group"]: g for g in run.stats["groups"]}
+    for table in SPEC.tables:
+        n = manifest.streams_of(table.name)[-1]
+        assert_table_is(pg_uri, schema, table.name, files_of(folder, table.name))
+        if table.partitioned:
+            assert len(partition_oids(pg_uri, schema, table.name)) == n, table.name
+            assert [groups[f"{table.name}_{k}"]["outcome"] for k in range(1, 5)] == \
+                ["switched"] * n + ["skipped"] * (4 - n), table.name
+        # Each table's Asset is updated, also where the batch left groups unused.
+        assert f"{schema}.{table.name} published: {n if table.partitioned else 1} partitions" in run.output
+    assert f"supplier comes in fewer than 2 streams in this batch" in run.output
+
+
+def test_a_batch_wider_than_the_dag_fails_before_any_load(pg_uri, data_root, schema, tmp_path):
+    from switchyard.datagen import generate_tpch_shaped
+    folder = data_root / "shaped-wide"
+    generate_tpch_shaped(folder, SPEC, 0.01, {"orders": 3}, default=1)
+    run = run_dag(pg_uri, data_root, schema, 2, {"batch": folder.name, "tables": ["orders"]}, tmp_path / "runs")
+    assert run.returncode != 0
+    assert ("the batch has 3 streams of orders but this DAG has task groups for up to 2 per table "
+            "(set SWITCHYARD_STREAMS=3 or more)") in run.output

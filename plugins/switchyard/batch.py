@@ -78,6 +78,11 @@ class Manifest:
     scale: float | None = None
     path: str = ""
 
+    def streams_of(self, table: str) -> list[int]:
+        """The streams the manifest lists for a table, in order: the batch's shape for it (a
+        small table may come in 1 stream, a large one in 16)."""
+        return sorted(e.stream for e in self.entries if e.table == table)
+
     def entry(self, table: str, stream: int) -> ManifestEntry:
         for e in self.entries:
             if e.table == table and e.stream == stream:
@@ -131,6 +136,12 @@ def parse_manifest(raw: Any, path: str, spec: LoadSpec) -> Manifest:
             rows=_int(item.get("rows"), f"{where}.rows"),
             key_min=_int(item.get("key_min"), f"{where}.key_min", allow_none=True),
             key_max=_int(item.get("key_max"), f"{where}.key_max", allow_none=True)))
+    for table in {e.table for e in entries}:
+        listed = sorted(e.stream for e in entries if e.table == table)
+        if listed != list(range(1, len(listed) + 1)):
+            missing = sorted(set(range(1, max(listed) + 1)) - set(listed))
+            raise BatchError(f"{path}: table {table} lists streams {', '.join(map(str, listed))}: streams are "
+                             f"numbered 1..n without gaps (missing {', '.join(map(str, missing))})")
     scale = raw.get("scale")
     return Manifest(spec=str(raw.get("spec", spec.name)), streams=streams, entries=tuple(entries),
                     scale=float(scale) if isinstance(scale, (int, float)) else None, path=path)
@@ -190,14 +201,17 @@ def count_file(path: Path, delimiter: str = "|") -> tuple[int, int, int | None, 
 
 
 def manifest_for(batch_dir: Path, spec: LoadSpec, streams: int, tables: Iterable[str] | None = None,
-                 scale: float | None = None) -> Manifest:
-    """Count what is in a batch folder laid out as the spec says and describe it."""
+                 scale: float | None = None, table_streams: dict[str, int] | None = None) -> Manifest:
+    """Count what is in a batch folder laid out as the spec says and describe it. Every table has
+    `streams` streams, or its own count in `table_streams`; `streams` is written as the largest."""
     from .planner import streams_of
     entries = []
+    table_streams = table_streams or {}
+    streams = max([streams, *table_streams.values()])
     for table in spec.tables:
         if tables and table.name not in tables:
             continue
-        for k in streams_of(table, streams):
+        for k in streams_of(table, table_streams.get(table.name, streams)):
             rel = spec.file_for(table.name, k)
             size, rows, kmin, kmax = count_file(batch_dir / rel, spec.format.delimiter)
             entries.append(ManifestEntry(table=table.name, stream=k, file=rel, bytes=size, rows=rows,

@@ -35,10 +35,13 @@ file into its own staging table and switches it in as one partition of the big t
    size is the target's scheduler count: one load per core. Long loads log their progress
    (rows, MB, MB/s, percent of the file) every few seconds;
 3. **validate**: Great Expectations on the staging table: row count equals the manifest,
-   key not null, key range inside the partition. A failure stops the group here and the
-   target keeps its previous data;
-4. **switch**: the staging table becomes the partition (`ATTACH PARTITION` / `SWITCH`),
-   replacing the previous one atomically on a rerun.
+   key not null, key range inside the partition. A failure stops the group here and its
+   table keeps its previous data, whole;
+4. **switch**: the staging table becomes the partition (`ATTACH PARTITION` / `SWITCH`).
+   On PostgreSQL a table's switches go in together: each one attaches its staging table to
+   the table's next version, and the table's last switch moves the whole batch in, in one
+   transaction (the table's `mode`: **replace** the table, or **append** the batch's own
+   partitions with retention). Readers see the table before the batch or after it, whole.
 
 `setup` waits for the batch's `manifest.json`, plans the partitions and creates what is
 missing. **publish** updates one Asset per table, `switchyard://<connection>/<schema>/<table>`,
@@ -55,7 +58,9 @@ row per load into the target's `switchyard.load_stats` table.
 | *Tables* | the tables to load; the other groups are skipped |
 | *Target connection* | Airflow connection of the target (PostgreSQL or SQL Server) |
 
-This DAG is built for **{streams} streams** (`SWITCHYARD_STREAMS`).
+This DAG has task groups for up to **{streams} streams** per table (`SWITCHYARD_STREAMS`); a
+batch brings each table in as many streams as its manifest lists, and unused groups skip.
+`setup.plan` checks the batch against the target before any load (pre-flight).
 """
 
 
@@ -192,10 +197,13 @@ def build_dag(config: DagConfig | None = None, operators: StepOperators = StepOp
         # Which switch of a table comes last is not known in advance (streams finish in any
         # order), so one task per table waits for all of them and carries the table's Asset.
         with TaskGroup("publish", tooltip="One Asset event per table once all its partitions are switched in"):
+            # A batch may bring a table in fewer streams than the DAG has groups for (those groups
+            # skip), so: every switch that ran succeeded, and at least one ran.
             publishes = [
                 op.publish(task_id=name, table=name, asset_conn_id=config.conn_id,
                            groups=[t.task_id.split(".")[0] for t in table_switches],
-                           outlets=[table_asset(config.conn_id, config.schema, name)], retries=0, **common)
+                           outlets=[table_asset(config.conn_id, config.schema, name)], retries=0,
+                           trigger_rule=TriggerRule.NONE_FAILED_MIN_ONE_SUCCESS, **common)
                 for name, table_switches in by_table.items()]
             for publish, table_switches in zip(publishes, by_table.values()):
                 table_switches >> publish

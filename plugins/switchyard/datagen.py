@@ -77,3 +77,23 @@ def generate_tpch_day(batch_dir: Path, spec: LoadSpec, scale: float, parts: int,
     manifest = manifest_for(batch_dir, spec, streams, scale=scale)
     write_manifest(batch_dir, manifest)
     return manifest
+
+
+def generate_tpch_shaped(batch_dir: Path, spec: LoadSpec, scale: float, table_streams: dict[str, int],
+                         default: int = 1) -> Manifest:
+    """A batch whose shape differs per table: `table_streams` gives a table's stream count
+    (e.g. lineitem and orders 4), every other table comes in `default` streams (1); the
+    manifest lists each table's streams, and its `streams` is the largest."""
+    batch_dir.mkdir(parents=True, exist_ok=True)
+    (batch_dir / MANIFEST).unlink(missing_ok=True)
+    counts = {t.name: (table_streams.get(t.name, default) if t.partitioned else 1) for t in spec.tables}
+    for n in sorted(set(counts.values())):
+        cmd = [tpchgen_binary(), "--scale-factor", repr(scale), "--output-dir", str(batch_dir),
+               "--parts", str(n), "--overwrite"]
+        for table, count in counts.items():
+            if count == n:
+                cmd += ["--tables", table]
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    manifest = manifest_for(batch_dir, spec, default, scale=scale, table_streams=counts)
+    write_manifest(batch_dir, manifest)
+    return manifest

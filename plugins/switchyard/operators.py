@@ -148,9 +148,15 @@ class PlanBatchOperator(_TargetOperator):
         try:
             folder = resolve_batch(name)
             manifest = read_manifest(folder, spec)
-            if manifest.streams != self.streams:
-                raise BatchError(f"{manifest.path}: the batch has {manifest.streams} streams but this DAG is "
-                                 f"built for {self.streams} (set SWITCHYARD_STREAMS={manifest.streams})")
+            # The batch's shape is its manifest's: each table in as many streams as it lists. The
+            # DAG has task groups for up to `streams` per table; the ones a batch does not use skip.
+            wider = {t: len(manifest.streams_of(t)) for t in tables if len(manifest.streams_of(t)) > self.streams}
+            if wider:
+                most = max(wider.values())
+                raise BatchError(f"{manifest.path}: the batch has "
+                                 + ", ".join(f"{n} streams of {t}" for t, n in wider.items())
+                                 + f" but this DAG has task groups for up to {self.streams} per table "
+                                   f"(set SWITCHYARD_STREAMS={most} or more)")
             plan = plan_batch(spec, manifest, tables)
         except (BatchError, PlanError) as exc:
             raise AirflowFailException(str(exc)) from exc
@@ -243,6 +249,8 @@ class _GroupOperator(_TargetOperator):
         plan = self.run_plan(context)
         raw = plan["groups"].get(group_id(self.table, self.stream))
         if raw is None:
+            if self.table in (plan.get("tables") or []):
+                raise AirflowSkipException(f"{self.table} comes in fewer than {self.stream} streams in this batch")
             raise AirflowSkipException(f"{self.table} is not among this run's tables")
         s = StreamPlan(**raw)
         if s.empty:
@@ -381,7 +389,8 @@ class PublishOperator(_TargetOperator):
                                        f"{self.table} is the table behind {self.asset_conn_id!r}")
         ti = context["ti"]
         plan = ti.xcom_pull(task_ids=PLAN_TASK) or {}
-        switched = [ti.xcom_pull(task_ids=f"{gid}.switch") or {} for gid in self.groups]
+        # Groups of streams the batch does not have skipped: they pushed nothing.
+        switched = [x for gid in self.groups if (x := ti.xcom_pull(task_ids=f"{gid}.switch"))]
         loads = [ti.xcom_pull(task_ids=f"{gid}.load") or {} for gid in self.groups]
         extra = {"batch": plan.get("batch"), "schema": plan.get("schema"), "table": self.table,
                  "partitions": len(switched), "rows": sum(int(x.get("rows") or 0) for x in loads),

@@ -154,11 +154,19 @@ def plan_tpch(spec: LoadSpec, scale: float, streams: int, tables: Iterable[str] 
 
 
 def plan_batch(spec: LoadSpec, manifest: "Manifest", tables: Iterable[str] | None = None) -> LoadPlan:  # noqa: F821
-    """Plan a batch from its manifest: bounds from the key ranges the producer recorded."""
+    """Plan a batch from its manifest: bounds from the key ranges the producer recorded, and each
+    table's streams as the manifest lists them (1 for a small table, 16 for lineitem: the
+    batch's shape is the producer's)."""
     plans = []
     for table in _select(spec, tables):
         ranges = {}
-        for k in streams_of(table, manifest.streams):
+        listed = manifest.streams_of(table.name)
+        if not listed:
+            manifest.entry(table.name, 1)  # raises: the manifest has no entry for the table
+        if not table.partitioned and listed != [1]:
+            raise PlanError(f"{manifest.path}: {table.name} is unpartitioned and loads from one stream, "
+                            f"the manifest lists {len(listed)}")
+        for k in listed:
             entry = manifest.entry(table.name, k)
             ranges[k] = (entry.key_min, entry.key_max, entry.rows)
         plans.append(_table_plan(spec, table, ranges))

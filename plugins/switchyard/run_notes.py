@@ -53,11 +53,18 @@ def run_note(stats: dict | None, state: str, title: str, report: str) -> str:
     if stats:
         tot = stats["totals"]
         span = stats.get("makespan_seconds")
-        skipped = sum(1 for g in stats.get("groups") or [] if g.get("outcome") == "skipped")
+        groups = stats.get("groups") or []
+        skipped = sum(1 for g in groups if g.get("outcome") == "skipped")
+        # A skipped group of a table that loaded is a stream the batch does not have.
+        loaded = {g.get("table") for g in groups if g.get("outcome") != "skipped"}
+        why = ["tables not asked for"] if any(g.get("table") not in loaded for g in groups
+                                               if g.get("outcome") == "skipped") else []
+        if any(g.get("table") in loaded for g in groups if g.get("outcome") == "skipped"):
+            why.append("streams the batch does not have")
         lines.append(f"{tot['rows']:,} rows, {tot['bytes'] / 1e6:,.1f} MB, "
                      f"{tot['switched']}/{tot['groups'] - skipped} groups switched"
                      + (f" in {span:,.1f} s of loading" if span else "")
-                     + (f" ({skipped} skipped: tables not asked for)" if skipped else "") + ".")
+                     + (f" ({skipped} skipped: {', '.join(why)})" if skipped else "") + ".")
         if stats.get("failed_groups"):
             lines.append(f"Did not switch: {_listed(stats['failed_groups'])}.")
         if stats.get("held_back_groups"):
