@@ -484,9 +484,10 @@ class StatsOperator(_TargetOperator):
             kept = stats.get("tables_kept") or []
             raise AirflowFailException(
                 f"{len(not_in)} of {stats['totals']['groups']} groups did not switch: {', '.join(not_in)}"
-                + (f"; {', '.join(kept)} kept {'its' if len(kept) == 1 else 'their'} previous contents, whole "
-                   f"(clear the failed groups to rerun them; the table goes in when all its groups have switched)"
-                   if kept else "")
+                + ("; setup.plan did not finish: nothing was loaded and every table is as it was" if not plan
+                   else f"; {', '.join(kept)} kept {'its' if len(kept) == 1 else 'their'} previous contents, "
+                        f"whole (clear the failed groups to rerun them; the table goes in when all its groups "
+                        f"have switched)" if kept else "")
                 + f" (statistics: {path}, report: {report['html']})")
         return {"path": str(path), "report": str(report["html"]), "totals": stats["totals"],
                 "failed_groups": stats["failed_groups"]}
