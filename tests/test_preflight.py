@@ -145,3 +145,29 @@ def test_an_append_batch_overlapping_another_is_refused_by_setup(pg_uri, schema,
     s = plan.stream("orders", 2)
     assert (f"{schema}.orders: batch day-2 overlaps batch day-1: its stream 2 (keys {s.lower}..{s.upper}) and "
             f"partition {s.partition_table}") in message
+
+
+def test_another_runs_held_back_groups_are_discarded_and_said_so(pg_uri, schema, tpch_batch, orders_plan):
+    _, folder = tpch_batch
+    a = PostgresAdapter(SPEC, uri=pg_uri, schema=schema, lease_batch="day-1", lease_holder="dag/run-a")
+    a.setup(orders_plan)
+    s1, s2 = orders_plan.stream("orders", 1), orders_plan.stream("orders", 2)
+    for s in (s1, s2):  # stream 3 failed: these two wait in the next version
+        a.prepare(s)
+        a.load(s, folder / s.file)
+        assert a.switch(s)["in_target"] is False
+    a.release_lease()
+    b = PostgresAdapter(SPEC, uri=pg_uri, schema=schema, lease_batch="day-2", lease_holder="dag/run-b")
+    notes = b.setup(orders_plan)
+    assert (f"{schema}.orders: batch day-1 (run dag/run-a) never went in: its validated groups "
+            f"(orders_1, orders_2) waited for the rest of its batch and are discarded now; to load batch "
+            f"day-1, run it again from setup.plan") in notes
+    b.release_lease()
+    # Run a's group, cleared afterwards, is refused: its plan is gone.
+    s3 = orders_plan.stream("orders", 3)
+    a.prepare(s3)
+    a.load(s3, folder / s3.file)
+    with pytest.raises(TargetError, match="has no switch of this run pending: its next version was planned by "
+                                          "run dag/run-b"):
+        a.switch(s3)
+    a.release_lease()

@@ -230,10 +230,11 @@ class PostgresAdapter(TargetAdapter):
                 checks = self.preflight(cur, plan)
                 for stmt in self.setup_sql(plan):
                     cur.execute(stmt)
-                for table_plan in plan.tables:
-                    if table_plan.table.partitioned:
-                        self._plan_next(cur, table_plan)
-        notes = [n for c in checks for n in c.notes]
+                discarded = [note for table_plan in plan.tables if table_plan.table.partitioned
+                             for note in self._plan_next(cur, table_plan)]
+        notes = [n for c in checks for n in c.notes] + discarded
+        for note in discarded:
+            log.warning("pre-flight: %s", note)
         for note in notes:
             log.info("pre-flight: %s", note)
         return notes
@@ -340,10 +341,24 @@ class PostgresAdapter(TargetAdapter):
                     f"WHERE target_schema = %s AND table_name = %s", (self.schema, table))
         return dict(cur.fetchall())
 
-    def _plan_next(self, cur, table_plan: TablePlan) -> None:
-        """The table's next version, empty, and this run's planned partitions of it."""
+    def _plan_next(self, cur, table_plan: TablePlan) -> list[str]:
+        """The table's next version, empty, and this run's planned partitions of it. Another
+        run's next version still waiting there (a run with a failed group) is discarded, and
+        said so: returns that note."""
         table = table_plan.table
         params = {"schema": self.schema, "table": table.name}
+        notes = []
+        pending = self._planned(cur, table.name)
+        others = {(p["run"], p["batch"]) for p in pending.values() if p["run"] != (self.lease_holder or "")}
+        if others:
+            cur.execute("SELECT c.relname::text FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
+                        "WHERE i.inhparent = to_regclass(%s) ORDER BY 1",
+                        (self.qualified(self.staging_schema, self.next_table(table.name)),))
+            held = [r[0] for r in cur.fetchall()]
+            for run, batch in sorted(others):
+                notes.append(f"{self.schema}.{table.name}: batch {batch} (run {run or '(none)'}) never went in: "
+                             f"its validated groups ({', '.join(held) or 'none'}) waited for the rest of its batch "
+                             f"and are discarded now; to load batch {batch}, run it again from setup.plan")
         for stmt in self.render("next_table.sql", table=table.name, key=table.key,
                                 next_table=self.next_table(table.name)):
             cur.execute(stmt, params if "%(" in stmt else None)
@@ -355,6 +370,7 @@ class PostgresAdapter(TargetAdapter):
                 f"INSERT INTO {self.qualified(self.control_schema, 'planned_partitions')} (target_schema, "
                 f"table_name, staging_table, partition_name, stream, batch, key_min, key_max, rows_planned, run, "
                 f"planned_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, now())", rows)
+        return notes
 
     def create_staging(self, stream: StreamPlan) -> None:
         import psycopg
