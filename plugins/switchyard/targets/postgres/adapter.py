@@ -26,9 +26,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
-from ..planner import LoadPlan, StreamPlan
-from ..spec import LoadSpec
-from .base import LoadResult, ProgressCallback, TargetAdapter, TargetError
+from switchyard.core.planner import LoadPlan, StreamPlan
+from switchyard.core.spec import LoadSpec
+from switchyard.targets.base import LoadResult, ProgressCallback, TargetAdapter, TargetError
 
 EOL_COLUMN = "switchyard_eol"
 _ENCODINGS = {"utf-8": "UTF8", "utf8": "UTF8", "latin-1": "LATIN1", "latin1": "LATIN1",
