@@ -22,7 +22,7 @@ from airflow_run import run_dag
 from switchyard.core.batch import read_manifest
 from switchyard_dev.local import airflow_env
 from switchyard.core.planner import plan_batch
-from switchyard.observability.progress import LoadProgress, ServerProgress
+from switchyard.observability.progress import LoadProgress
 from switchyard.core.spec import load_spec
 from switchyard.targets.postgres import PostgresAdapter
 
@@ -46,7 +46,8 @@ def test_long_load_logs_progress_with_server_rows(pg_uri, schema, lineitem_batch
     adapter.setup(plan)
     stream = next(s for s in plan.all_streams() if s.table == "lineitem")
     adapter.prepare(stream)
-    server = ServerProgress(adapter, adapter.staging_schema, stream.staging_table)
+    server = adapter.server_progress(adapter.staging_schema, stream.staging_table)
+    assert server is not None, "PostgreSQL reports its COPY's progress"
     logger = logging.getLogger("switchyard.test_progress")
     progress = LoadProgress(stream.group_id, every=0.05, server=server, logger=logger)
     with caplog.at_level(logging.INFO, logger=logger.name):
@@ -251,7 +252,9 @@ def test_mssql_load_details_reach_the_group_records_and_the_table_rows():
                      _context())
     record = stats["groups"][0]
     assert {k: record[k] for k in details} == details
-    row = dict(zip(load_stats_columns("mssql"), load_stats_rows(stats, "mssql")[0]))
+    from switchyard.targets.mssql import MssqlAdapter
+    mssql = MssqlAdapter(SPEC, base_port=2000, port_count=1)
+    row = dict(zip(load_stats_columns(mssql), load_stats_rows(stats, mssql)[0]))
     assert {k: row[k] for k in ("session_id", "scheduler_id", "cpu_id", "node_id", "local_tcp_port", "port",
                                 "reads", "writes", "cpu_time_ms")} == {k: v for k, v in details.items() if k != "mode"}
     assert row["mb_per_s"] == 4.0 and row["rows_per_s"] == 37_500 and row["outcome"] == "switched"
@@ -294,8 +297,8 @@ def test_mssql_upsert_of_load_stats_is_one_parameterised_merge():
     from switchyard.observability.stats import LOAD_STATS_KEYS, load_stats_columns
     from switchyard.targets.mssql import MssqlAdapter
     adapter = MssqlAdapter(SPEC, base_port=2000, port_count=1)
-    statement, = adapter.render("record_load_stats.sql", columns=load_stats_columns("mssql"), keys=LOAD_STATS_KEYS)
-    columns = load_stats_columns("mssql")
+    statement, = adapter.render("record_load_stats.sql", columns=load_stats_columns(adapter), keys=LOAD_STATS_KEYS)
+    columns = load_stats_columns(adapter)
     assert statement.count("?") == len(columns)
     assert "MERGE [switchyard].[load_stats] WITH (HOLDLOCK) AS t" in statement
     assert ("ON t.[dag_id] = s.[dag_id] AND t.[run_id] = s.[run_id] AND t.[table_name] = s.[table_name]"

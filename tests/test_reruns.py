@@ -235,7 +235,7 @@ def test_backfill_loads_each_day_once_and_a_cleared_group_reruns_alone(pg_uri, d
     stats = {d: json.loads(local_stats(tmp_path, runs[d]["dag_run_id"]).read_text()) for d in DAYS}
     assert [stats[d]["batch"] for d in DAYS] == DAYS
     assert stats[DAYS[2]]["failed_groups"] == ["lineitem_2"]
-    # The scheduler noted every backfill run when it ended (switchyard.observability.run_notes).
+    # The scheduler noted every backfill run when it ended (switchyard.airflow.run_notes).
     for day in DAYS:
         assert runs[day]["note"].startswith(f"**Switchyard: batch {day} into postgres {schema}, 3 streams**: "
                                             f"run {runs[day]['state']}."), runs[day]["note"]

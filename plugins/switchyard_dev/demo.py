@@ -8,7 +8,6 @@ the next `make demo`, which reloads the same batch (replacing its partitions).
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 import urllib.error
@@ -18,6 +17,7 @@ from switchyard_dev import local
 from switchyard.core.batch import data_root
 from switchyard.core.datagen import generate_tpch
 from switchyard_dev.embedded import EmbeddedPostgres
+from switchyard_dev.settings import value
 from switchyard.core.spec import load_spec
 from switchyard.observability.stats import stats_path
 
@@ -191,7 +191,7 @@ def run(scale: float, streams: int, timeout: float = 3600) -> int:
 
     say("4/6", "target connection and load pool")
     ensure_connection(api, pg)
-    slots = int(os.environ.get("SWITCHYARD_POOL_SLOTS") or pg_slots())
+    slots = value("SWITCHYARD_POOL_SLOTS") or pg_slots()
     ensure_pool(api, slots)
     print(f"    connection {CONN_ID}; pool {POOL} with {slots} slots (one load per core)")
 
@@ -212,7 +212,7 @@ def run(scale: float, streams: int, timeout: float = 3600) -> int:
         print_summary(stats, path)
     from switchyard.observability.stats import report_url
     report = report_url(DAG_ID, run_id, local.api_url())
-    # The scheduler wrote the run's note (switchyard.observability.run_notes) with the run's final state.
+    # The scheduler wrote the run's note (switchyard.airflow.run_notes) with the run's final state.
     note = api.get(f"/api/v2/dags/{DAG_ID}/dagRuns/{_quote(run_id)}").get("note")
     print(f"run report: {path.parent / 'report.html'}\n            {report} (also linked from the stats task's "
           f"\"Run report\" button" + (" and the run's note)" if note else ")"))

@@ -8,7 +8,6 @@ heavy is imported at module level: every task process imports this module.
 from __future__ import annotations
 
 import logging
-import os
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import Any, Sequence
 from airflow.sdk import BaseOperator, BaseOperatorLink
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
+from switchyard import settings
 from switchyard.core.batch import MANIFEST, BatchError, resolve_batch, resolve_file
 from switchyard.observability.stats import report_url
 
@@ -61,11 +61,11 @@ class _TargetOperator(BaseOperator):
         self._lease = {
             "lease_holder": f"{context['dag_run'].dag_id}/{context['run_id']}",
             "lease_batch": batch_name((context.get("params") or {}).get("batch"), context),
-            "lease_ttl_seconds": int(os.environ.get("SWITCHYARD_LEASE_TTL_SECONDS", 1800)),
+            "lease_ttl_seconds": settings.get().lease_ttl_seconds,
         }
 
     def adapter(self):
-        from switchyard.targets import adapter_for
+        from switchyard.airflow.connections import adapter_for
         return adapter_for(self.conn_id, self.load_spec(), schema=self.schema,
                            lock_timeout_seconds=self.lock_timeout_seconds, **self._lease)
 
@@ -276,13 +276,12 @@ class LoadOperator(_GroupOperator):
         self.progress_every_seconds = progress_every_seconds
 
     def step(self, context: Any) -> dict:
-        from switchyard.observability.progress import LoadProgress, ServerProgress
+        from switchyard.observability.progress import LoadProgress
         from switchyard.targets import TargetError
         plan, s = self.stream_plan(context)
         path = resolve_file(Path(plan["batch_dir"]), s.file)
         adapter = self.adapter()
-        server = (ServerProgress(adapter, adapter.staging_schema, s.staging_table)
-                  if ServerProgress.available(adapter) else None)
+        server = adapter.server_progress(adapter.staging_schema, s.staging_table)
         progress = LoadProgress(s.group_id, self.progress_every_seconds, server=server)
         started = now_iso()
         try:

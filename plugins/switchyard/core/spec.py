@@ -98,6 +98,9 @@ class Table:
     keep: int | None = None
     keep_days: int | None = None
     retire: str = "drop"
+    # Scheduling priority of the table's tasks (Airflow's priority_weight): the run lasts as
+    # long as its slowest stream, so the biggest tables should get the higher weights.
+    weight: int = 1
 
     @property
     def column_names(self) -> tuple[str, ...]:
@@ -273,7 +276,7 @@ def _unique(raw: Any, key: str, columns: list[str], where: str) -> tuple[str, ..
 
 
 _TABLE_KEYS = {"columns", "key", "partitioned", "format", "files", "unique", "expectations",
-               "mode", "keep", "keep_days", "retire"}
+               "mode", "keep", "keep_days", "retire", "weight"}
 
 
 def _table(name: str, raw: Mapping[str, Any], where: str, fmt: FileFormat, files: str) -> Table:
@@ -317,7 +320,8 @@ def _table(name: str, raw: Mapping[str, Any], where: str, fmt: FileFormat, files
                  files=_files(raw["files"], f"{where}.files") if "files" in raw else files,
                  unique=_unique(raw.get("unique"), key, names, f"{where}.unique"),
                  expectations=_expectations(raw.get("expectations"), names, f"{where}.expectations"),
-                 mode=mode, keep=keep, keep_days=keep_days, retire=retire)
+                 mode=mode, keep=keep, keep_days=keep_days, retire=retire,
+                 weight=_count(raw.get("weight", 1), f"{where}.weight", minimum=1))
 
 
 def parse_spec(raw: Mapping[str, Any], source: str = "<inline>") -> LoadSpec:

@@ -6,7 +6,6 @@ totals: a straggler shows as a group far below its table's median.
 from __future__ import annotations
 
 import json
-import os
 import re
 import statistics
 from datetime import datetime
@@ -310,20 +309,16 @@ def write_stats(stats: dict, context: Any) -> Path:
 LOAD_STATS_KEYS = ("dag_id", "run_id", "table_name", "stream")
 LOAD_STATS_COLUMNS = ("run_id", "batch", "table_name", "stream", "file", "bytes", "rows_loaded", "started_at",
                       "ended_at", "seconds", "mb_per_s", "rows_per_s", "validation", "outcome", "dag_id", "port")
-# Where each engine's table keeps where a load ran (include/sql/<engine>/setup.sql).
-LOAD_STATS_ENGINE_COLUMNS = {
-    "postgres": ("backend_pid",),
-    "mssql": ("session_id", "scheduler_id", "cpu_id", "node_id", "local_tcp_port", "reads", "writes", "cpu_time_ms"),
-}
 
 
-def load_stats_columns(engine: str) -> tuple[str, ...]:
-    return LOAD_STATS_COLUMNS + LOAD_STATS_ENGINE_COLUMNS.get(engine, ())
+def load_stats_columns(adapter: Any) -> tuple[str, ...]:
+    """The shared columns, then where a load ran as the target's engine keeps it."""
+    return LOAD_STATS_COLUMNS + tuple(adapter.load_stats_columns)
 
 
-def load_stats_rows(stats: dict, engine: str) -> list[tuple]:
+def load_stats_rows(stats: dict, adapter: Any) -> list[tuple]:
     """One row per group that has a file to load (a skipped table's groups have none)."""
-    columns = load_stats_columns(engine)
+    columns = load_stats_columns(adapter)
     rows = []
     for r in stats.get("groups") or []:
         if r.get("outcome") == "skipped":
@@ -342,8 +337,8 @@ def load_stats_rows(stats: dict, engine: str) -> list[tuple]:
 
 def write_load_stats(adapter: Any, stats: dict) -> int:
     """Upserts the run's rows into <control schema>.load_stats, all in one transaction."""
-    columns = load_stats_columns(adapter.engine)
-    rows = load_stats_rows(stats, adapter.engine)
+    columns = load_stats_columns(adapter)
+    rows = load_stats_rows(stats, adapter)
     if not rows:
         return 0
     statement, = adapter.render("record_load_stats.sql", columns=columns, keys=LOAD_STATS_KEYS)

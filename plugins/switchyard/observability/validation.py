@@ -22,7 +22,6 @@ seconds to import.
 """
 from __future__ import annotations
 
-import os
 import sys
 import time
 from dataclasses import asdict, dataclass, field
@@ -73,7 +72,8 @@ def _expected_of(config: dict) -> Any:
 
 
 def trust_constraints_default() -> bool:
-    return os.environ.get("SWITCHYARD_VALIDATION", "").strip().lower() != "full"
+    from switchyard.settings import get
+    return get().validation != "full"
 
 
 def key_range_proof(url: str, schema: str, table: str, key: str, key_min: Any, key_max: Any) -> str | None:

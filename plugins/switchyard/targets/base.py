@@ -277,6 +277,55 @@ class TargetAdapter(ABC):
         """What the server waited on between two `server_snapshot()`s, busiest first."""
         return {}
 
+    # --- what observability asks of the engine --------------------------------------------
+    @property
+    def load_stats_columns(self) -> tuple[str, ...]:
+        """Where a load ran, as the engine's `<control schema>.load_stats` keeps it: the columns
+        its setup.sql adds to the shared ones, named as the load's result details name them.
+        Each adapter declares its own (SQL Server's are listed here until its adapter does)."""
+        return _ENGINE_LOAD_STATS_COLUMNS.get(self.engine, ())
+
+    def server_progress(self, schema: str, table: str) -> "ServerProgress | None":
+        """A sampler of the server's own progress of a bulk load into `schema.table`, where the
+        engine reports one (it has a `copy_progress.sql` template); None elsewhere."""
+        if not (SQL_ROOT / self.engine / "copy_progress.sql").is_file():
+            return None
+        return ServerProgress(self, schema, table)
+
+
+_ENGINE_LOAD_STATS_COLUMNS = {
+    "mssql": ("session_id", "scheduler_id", "cpu_id", "node_id", "local_tcp_port", "reads", "writes", "cpu_time_ms"),
+}
+
+
+class ServerProgress:
+    """Samples the server's own progress of a bulk load into one staging table.
+
+    Returns (rows processed, bytes processed) or None while the server has not started
+    the load yet. The side connection opens at the first sample and closes with `close()`:
+    one small query per sample, over one connection for the whole load.
+    """
+
+    def __init__(self, adapter: TargetAdapter, schema: str, table: str):
+        from contextlib import ExitStack
+        self.adapter = adapter
+        self.sql, = adapter.render("copy_progress.sql")
+        self.target = adapter.qualified(schema, table)
+        self._stack = ExitStack()
+        self._conn = None
+
+    def __call__(self) -> tuple[int, int] | None:
+        if self._conn is None:
+            self._conn = self._stack.enter_context(self.adapter.connection())
+            self._conn.autocommit = True
+        cur = self._conn.cursor()
+        cur.execute(self.sql, (self.target,))
+        row = cur.fetchone()
+        return (int(row[0]), int(row[1])) if row else None
+
+    def close(self) -> None:
+        self._stack.close()
+
 
 def _utc(when: datetime) -> datetime:
     """A lease time in UTC (PostgreSQL returns it in the session's zone, SQL Server naive UTC)."""
@@ -323,11 +372,3 @@ def adapter_class(engine: str) -> type[TargetAdapter]:
         from switchyard.targets.mssql import MssqlAdapter  # type: ignore[import-not-found]
         return MssqlAdapter
     raise TargetError(f"no target adapter for connection type {engine!r} (known: postgres, mssql)")
-
-
-def adapter_for(conn_id: str, spec: LoadSpec, **options: Any) -> TargetAdapter:
-    """The adapter for an Airflow connection, chosen by its connection type."""
-    from airflow.sdk import BaseHook
-    conn = BaseHook.get_connection(conn_id)
-    # The adapter reuses the connection it was chosen by: one lookup (an API call from a task).
-    return adapter_class(conn.conn_type)(spec, conn_id=conn_id, airflow_connection=conn, **options)

@@ -24,7 +24,7 @@ import re
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from switchyard.core.planner import LoadPlan, StreamPlan
 from switchyard.core.spec import LoadSpec
@@ -41,16 +41,21 @@ _REFUSED = re.compile(r"FATAL:\s+(password authentication failed|no pg_hba\.conf
 class PostgresAdapter(TargetAdapter):
     engine = "postgres"
     quote_open = quote_close = '"'
+    load_stats_columns = ("backend_pid",)
 
     def __init__(self, spec: LoadSpec, conn_id: str | None = None, uri: str | None = None,
-                 tablespaces: dict[int, str] | None = None, airflow_connection: Any = None, **options: Any):
+                 tablespaces: dict[int, str] | None = None, connect: Callable[[], Any] | None = None,
+                 url: Callable[[], str] | None = None, **options: Any):
+        """A URI (`postgresql://...`), or `connect` (returns a new psycopg connection) with `url`
+        (returns its SQLAlchemy URL): switchyard/airflow/connections.py builds those two from an
+        Airflow connection. `conn_id` names the connection in messages."""
         super().__init__(spec, **options)
-        if not conn_id and not uri:
-            raise TargetError("PostgreSQL target needs an Airflow connection id or a URI")
+        if not uri and connect is None:
+            raise TargetError("PostgreSQL target needs a URI or a connect callable")
         self.conn_id = conn_id
         self.uri = uri
-        self._hook = None
-        self._airflow_connection = airflow_connection
+        self._connect_callable = connect
+        self._url = url
         self.tablespaces = {k: self.checked(v) for k, v in (tablespaces or {}).items()}
 
     # --- SQL text ---------------------------------------------------------------------
@@ -86,7 +91,7 @@ class PostgresAdapter(TargetAdapter):
         try:
             if self.uri:
                 return psycopg.connect(self.uri, application_name="switchyard")
-            return self.hook().get_conn()
+            return self._connect_callable()
         except psycopg.OperationalError as exc:
             # A refused login or an unknown database stays refused: fail at once instead of
             # retrying. libpq gives no SQLSTATE for a failed connection, only the server's
@@ -95,14 +100,6 @@ class PostgresAdapter(TargetAdapter):
                 raise TargetError(f"the target refused the connection {self.conn_id or '(URI)'}: "
                                   f"{str(exc).split('FATAL:', 1)[-1].strip()}", permanent=True) from exc
             raise
-
-    def hook(self):
-        """The Airflow hook of the target's connection, one per adapter: it looks the connection
-        up once (an API call from a task), not once per statement batch."""
-        if self._hook is None:
-            from airflow.providers.postgres.hooks.postgres import PostgresHook
-            self._hook = PostgresHook(postgres_conn_id=self.conn_id, connection=self._airflow_connection)
-        return self._hook
 
     @contextmanager
     def connection(self) -> Iterator[Any]:
@@ -122,7 +119,9 @@ class PostgresAdapter(TargetAdapter):
     def sqlalchemy_url(self) -> str:
         if self.uri:
             return self.uri.replace("postgresql://", "postgresql+psycopg://", 1)
-        return self.hook().sqlalchemy_url.render_as_string(hide_password=False)
+        if self._url is None:
+            raise TargetError(f"PostgreSQL target {self.conn_id or ''}: no SQLAlchemy URL was given")
+        return self._url()
 
     def scheduler_count(self) -> int:
         # PostgreSQL has no scheduler DMV; one COPY keeps one core busy, so the server's

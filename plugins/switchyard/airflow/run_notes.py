@@ -1,7 +1,7 @@
 """Every Switchyard run's note: outcome, figures and the report's link, set when the run ends.
 
 A task cannot set its DAG run's note in Airflow 3.3 (the Task SDK's execution API has no
-call for it), so an Airflow listener does it (registered by the switchyard_reports plugin).
+call for it), so an Airflow listener does it (registered by the switchyard_reports plugin, switchyard/airflow/plugin.py).
 Airflow calls `on_dag_run_success` / `on_dag_run_failed` in the process that decided the
 run's final state: the scheduler for scheduled, triggered and backfill runs (inside its
 scheduling transaction, which holds the run's row locked), the api-server when a user marks
