@@ -7,10 +7,8 @@ never ran, and SQL Server wait statistics.
 """
 from __future__ import annotations
 
-import os
 import re
 import shutil
-import tempfile
 import xml.etree.ElementTree as ET
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -18,6 +16,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from helpers import browser
 from switchyard.observability.report import build, write_report
 from switchyard.observability.stats import assemble, stragglers
 
@@ -301,29 +300,6 @@ def test_step_times_draw_one_segment_per_step(stats, tmp_path):
 
 
 # --- in a real browser ----------------------------------------------------------------------
-
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
-APT = "apt-get update && apt-get install -y chromium chromium-driver"
-
-
-def browser():
-    missing = [p for p in (CHROMIUM, CHROMEDRIVER) if not os.path.exists(p)]
-    if missing:
-        pytest.skip(f"headless Chromium not installed ({', '.join(missing)} missing): {APT}")
-    webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed in this venv")
-    from selenium.webdriver.chrome.service import Service
-    os.environ["SE_OFFLINE"] = "true"  # the Debian driver is given; never download one
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    profile = tempfile.mkdtemp(prefix="switchyard-chromium-")
-    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                 f"--user-data-dir={profile}", "--window-size=1200,900"):
-        options.add_argument(flag)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    return webdriver.Chrome(service=Service(CHROMEDRIVER), options=options), profile
-
 
 def test_report_renders_in_headless_chromium(written):
     driver, profile = browser()

@@ -3,49 +3,10 @@ from __future__ import annotations
 
 import json
 
-import psycopg
-
-from airflow_run import run_dag
-from conftest import copy_batch, edit_manifest
+from helpers import copy_batch, edit_manifest, fingerprint, line_count, partition_oids, partitions, run_lease, run_dag
 from switchyard.core.spec import load_spec
 
 SPEC = load_spec("tpch")
-
-
-def line_count(path) -> int:
-    with open(path, "rb") as fh:
-        return sum(chunk.count(b"\n") for chunk in iter(lambda: fh.read(1 << 20), b""))
-
-
-def fingerprint(uri: str, schema: str, tables=SPEC.table_names) -> dict[str, tuple[int, str]]:
-    """Row count and an order-independent checksum of each target table."""
-    out = {}
-    with psycopg.connect(uri) as conn:
-        for table in tables:
-            out[table] = conn.execute(
-                f'SELECT count(*), md5(coalesce(string_agg(md5(t::text), \'\' ORDER BY md5(t::text)), \'\')) '
-                f'FROM "{schema}"."{table}" t').fetchone()
-    return out
-
-
-def partitions(uri: str, schema: str, table: str) -> list[str]:
-    return list(partition_oids(uri, schema, table))
-
-
-def partition_oids(uri: str, schema: str, table: str) -> dict[str, int]:
-    """Partition name -> table OID: a switched-in partition is a new table with a new OID."""
-    with psycopg.connect(uri) as conn:
-        rows = conn.execute(
-            "SELECT c.relname, c.oid::bigint FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
-            "WHERE i.inhparent = %s::regclass ORDER BY 1", (f'"{schema}"."{table}"',)).fetchall()
-    return dict(rows)
-
-
-def run_lease(uri: str, schema: str):
-    """The run lease on the schema, if a run holds one."""
-    with psycopg.connect(uri) as conn:
-        return conn.execute("SELECT holder FROM switchyard.run_lease WHERE target_schema = %s",
-                            (schema,)).fetchone()
 
 
 def test_full_batch_loads_and_reloads_identically(pg_uri, data_root, tpch_batch, schema, tmp_path):

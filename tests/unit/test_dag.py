@@ -10,7 +10,7 @@ import pytest
 from switchyard.airflow.dag_factory import DagConfig, build_dag
 from switchyard.core.spec import load_spec
 
-ROOT_DAG = __import__("pathlib").Path(__file__).resolve().parents[1] / "dags" / "switchyard_tpch.py"
+ROOT_DAG = __import__("pathlib").Path(__file__).resolve().parents[2] / "dags" / "switchyard_tpch.py"
 
 
 def expected_tasks(streams: int) -> int:

@@ -18,7 +18,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from airflow_run import run_dag
+from helpers import browser, run_dag
 from switchyard.core.batch import read_manifest
 from switchyard_dev.local import airflow_env
 from switchyard.core.planner import plan_batch
@@ -138,7 +138,6 @@ def test_run_writes_load_stats_report_and_asset_events(pg_uri, data_root, tpch_b
     assert all(set(g["steps"]) == {"prepare", "load", "validate", "switch"} for g in loaded)
 
     # The real run's report renders with its charts: no console errors, no broken images.
-    from test_report import browser
     driver, profile = browser()
     try:
         driver.get(report.as_uri())

@@ -13,8 +13,7 @@ from urllib.parse import quote
 
 import pytest
 
-from airflow_run import run_dag
-from test_reruns import scheduler  # noqa: F401 - the fixture: a private Airflow with a real scheduler
+from helpers import run_dag
 from switchyard_dev.local import airflow_home, api_url
 from switchyard.airflow.run_notes import NOTE_LIMIT, is_our_note, run_note
 from switchyard.observability.stats import report_url

@@ -14,9 +14,8 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from conftest import copy_batch
+from helpers import copy_batch, fingerprint, line_count, partition_oids, run_lease
 from switchyard_dev.local import airflow_bin, airflow_env, airflow_home, migrate
-from test_end_to_end import fingerprint, line_count, run_lease
 
 TABLES = ["orders", "customer"]
 
@@ -111,49 +110,7 @@ def _staging_tables(uri: str, schema: str) -> list[str]:
 DAYS = ["2026-03-01", "2026-03-02", "2026-03-03"]
 
 
-def _free_port(candidates: range) -> int:
-    import socket
-    for port in candidates:
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) != 0:
-                return port
-    raise RuntimeError(f"no free port in {candidates}")
-
-
-@pytest.fixture
-def scheduler(request, pg_uri, data_root, schema, tmp_path, monkeypatch):
-    """A private Airflow (scheduler, dag-processor, api-server, triggerer) on the nightly schedule."""
-    if "chaos" not in (request.config.getoption("markexpr") or ""):
-        pytest.skip("several minutes with a real scheduler: runs in `make chaos` (pytest -m chaos)")
-    import uuid
-    from conftest import TEST_STATE, keep_service_logs
-    from switchyard_dev import local
-    home = TEST_STATE / f"airflow-backfill-{uuid.uuid4().hex[:8]}"
-    monkeypatch.setenv("SWITCHYARD_AIRFLOW_HOME", str(home))
-    monkeypatch.setenv("SWITCHYARD_AIRFLOW_PORT", str(_free_port(range(28112, 28120))))
-    monkeypatch.setenv("SWITCHYARD_RUNS_DIR", str(tmp_path / "runs"))
-    env = airflow_env(streams=3, extra={
-        "AIRFLOW_CONN_SWITCHYARD_TARGET": pg_uri, "SWITCHYARD_DATA_ROOT": str(data_root),
-        "SWITCHYARD_SCHEMA": schema, "SWITCHYARD_RUNS_DIR": str(tmp_path / "runs"),
-        "SWITCHYARD_SCHEDULE": "0 2 * * *", "SWITCHYARD_BATCH_WAIT_SECONDS": "20",
-        "SWITCHYARD_BATCH_POKE_SECONDS": "2", "SWITCHYARD_LEASE_RETRY_SECONDS": "5",
-        "SWITCHYARD_LEASE_RETRIES": "200"})
-    migrate(env)
-    local.airflow("pools", "set", "switchyard_loads", "2", "bulk loads", env=env)
-    local.start_services(env, 3)
-    try:
-        api = local.Api()
-        api.wait_ready()
-        deadline = time.monotonic() + 240
-        while not api.exists("/api/v2/dags/switchyard_tpch"):
-            assert time.monotonic() < deadline, "the DAG was not parsed"
-            time.sleep(2)
-        local.airflow("dags", "unpause", "switchyard_tpch", env=env)
-        yield env, api
-    finally:
-        local.stop_services(timeout=10)
-        keep_service_logs(request, home)
-        shutil.rmtree(home, ignore_errors=True)
+# `scheduler` (conftest.py): a private Airflow with a real scheduler, on the nightly schedule.
 
 
 def _backfill_runs(api) -> dict[str, dict]:
@@ -179,7 +136,6 @@ def _task_states(api, run_id: str) -> dict[str, str]:
 
 
 def _all_oids(uri: str, schema: str) -> dict[str, int]:
-    from test_end_to_end import partition_oids
     out = {}
     for table in ("supplier", "customer", "part", "partsupp", "orders", "lineitem"):
         out.update(partition_oids(uri, schema, table))

@@ -13,8 +13,7 @@ from urllib.parse import urlsplit, urlunsplit
 import psycopg
 import pytest
 
-from airflow_run import run_dag
-from conftest import copy_batch
+from helpers import copy_batch, run_dag
 from switchyard.core.batch import BatchError, resolve_batch, resolve_file
 from switchyard_dev.local import airflow_home
 from switchyard.core.spec import load_spec

@@ -11,7 +11,6 @@ import multiprocessing
 import os
 import shutil
 import signal
-import socket
 import tempfile
 import threading
 import time
@@ -20,7 +19,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from conftest import TEST_STATE
+from helpers import TEST_STATE, free_port
 from switchyard.core.batch import read_manifest
 from switchyard_dev.embedded import EmbeddedPostgres
 from switchyard.core.planner import plan_batch
@@ -32,19 +31,13 @@ SPEC = load_spec("tpch")
 pytestmark = pytest.mark.chaos
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def fault_server(tmp_path_factory):
     # Not under pytest's temporary folder: pytest makes its root private (0700) at every
     # session start, which shuts out the server's own user when it runs as root.
     TEST_STATE.mkdir(parents=True, exist_ok=True)  # a fresh clone has none yet when make chaos runs first
     root = Path(tempfile.mkdtemp(prefix="faultpg-", dir=TEST_STATE))
-    server = EmbeddedPostgres(root=root, port=_free_port())
+    server = EmbeddedPostgres(root=root, port=free_port())
     server.start()
     yield server
     server.stop("immediate")

@@ -154,7 +154,7 @@ def _forked(role: str, preload: str) -> dict:
     import subprocess
     import sys
     from pathlib import Path
-    plugins = Path(__file__).resolve().parents[1] / "plugins"
+    plugins = Path(__file__).resolve().parents[2] / "plugins"
     env = dict(os.environ, SWITCHYARD_PRELOAD=preload, GX_ANALYTICS_ENABLED="False",
                PYTHONPATH=os.pathsep.join([str(plugins / "switchyard" / "airflow" / "local_settings"), str(plugins)]))
     out = subprocess.run([sys.executable, "-c", _FORKED, role], env=env, check=True, capture_output=True, text=True)
@@ -218,7 +218,7 @@ def test_a_task_process_finds_the_dag_built_and_rereads_changed_code(tmp_path):
     import subprocess
     import sys
     from pathlib import Path
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     for part in ("plugins", "dags", "include"):  # a copy: the test edits a file
         shutil.copytree(root / part, tmp_path / part, ignore=shutil.ignore_patterns("__pycache__"))
     plugins = tmp_path / "plugins"
@@ -280,7 +280,7 @@ def test_the_task_start_measurement_reports_every_part():
     import subprocess
     import sys
     from pathlib import Path
-    plugins = Path(__file__).resolve().parents[1] / "plugins"
+    plugins = Path(__file__).resolve().parents[2] / "plugins"
     env = dict(os.environ, GX_ANALYTICS_ENABLED="False",
                PYTHONPATH=os.pathsep.join(filter(None, [str(plugins), os.environ.get("PYTHONPATH")])))
     out = subprocess.run([sys.executable, "-m", "switchyard_dev.bench_task_start"], env=env, check=True,

@@ -13,7 +13,7 @@ import pytest
 from switchyard_dev import bench_graph
 from switchyard.airflow.dag_factory import DagConfig, build_dag
 
-PLUGINS = Path(__file__).resolve().parents[1] / "plugins"
+PLUGINS = Path(__file__).resolve().parents[2] / "plugins"
 
 
 def _shape(dag) -> dict:

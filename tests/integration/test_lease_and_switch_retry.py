@@ -16,7 +16,7 @@ from switchyard.core.planner import plan_batch
 from switchyard.core.spec import load_spec
 from switchyard.targets import LeaseHeld, TargetError
 from switchyard.targets.postgres import PostgresAdapter
-from test_end_to_end import fingerprint, partition_oids
+from helpers import fingerprint, partition_oids
 
 SPEC = load_spec("tpch")
 

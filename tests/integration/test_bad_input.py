@@ -17,10 +17,8 @@ from pathlib import Path
 
 import psycopg
 
-from airflow_run import run_dag
+from helpers import copy_batch, edit_manifest, fingerprint, partition_oids, run_dag
 from switchyard_dev.local import airflow_bin, airflow_env, migrate
-from conftest import copy_batch, edit_manifest
-from test_end_to_end import fingerprint, partition_oids
 
 SPEC_TABLES = ["supplier", "customer", "part", "partsupp", "orders", "lineitem"]
 
