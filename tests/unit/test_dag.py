@@ -96,3 +96,18 @@ def test_dag_file_parses_in_a_fresh_process_for_96_streams():
     assert r["tasks"] == expected_tasks(96)
     print(f"DAG file with 96 streams in a fresh process: {r['dag_file_seconds']['median']:.2f} s "
           f"(+ airflow.sdk import {r['airflow_sdk_import_seconds']['median']:.2f} s)")
+
+
+def test_the_grid_lists_the_groups_biggest_table_first():
+    """Airflow's grid shows a DAG's task groups in the order they were made (topological, ties in
+    order of creation): the spec's weights, biggest first, with the weights the spec gives."""
+    spec = load_spec("tpch")
+    assert {t.name: t.weight for t in spec.tables} == {"region": 1, "nation": 1, "supplier": 1, "customer": 4,
+                                                       "part": 3, "partsupp": 15, "orders": 25, "lineitem": 100}
+    dag = build_dag(DagConfig(streams=2))
+    groups = [g for g in dag.task_group.children if g not in ("setup", "publish", "stats")]
+    assert groups[:4] == ["lineitem_1", "lineitem_2", "orders_1", "orders_2"]
+    tables = list(dict.fromkeys(g.rsplit("_", 1)[0] for g in groups))
+    assert tables == ["lineitem", "orders", "partsupp", "customer", "part", "region", "nation", "supplier"]
+    assert dag.get_task("lineitem_1.load").priority_weight == 100
+    assert dag.get_task("nation_1.load").priority_weight == 1

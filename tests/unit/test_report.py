@@ -324,3 +324,52 @@ def test_report_renders_in_headless_chromium(written):
     finally:
         driver.quit()
         shutil.rmtree(profile, ignore_errors=True)
+
+
+def test_a_slow_load_of_negligible_cost_is_no_straggler(tmp_path):
+    """Half its siblings' rate, but 0.05 s lost in a run of several seconds: not flagged anywhere."""
+    groups = {f"customer_{k}": group("customer", k, start=k * 2.0, seconds=0.05 if k != 2 else 0.1,
+                                     nbytes=600_000, rows=3_750) for k in range(1, 5)}
+    groups["lineitem_1"] = group("lineitem", 1, start=0, seconds=9.0, nbytes=LINEITEM_BYTES, rows=150_000)
+    stats = assemble(PLAN, groups, context())
+    assert stats["makespan_seconds"] == pytest.approx(9.0, abs=0.01)
+    assert [s["group"] for s in stragglers(stats["groups"])] == ["customer_2"], "slow, by rate alone"
+    assert stats["stragglers"] == [], "0.05 s lost is under 1% of the makespan"
+    page = write_report(stats, tmp_path)["html"].read_text()
+    assert "negligible" not in page and "no stragglers" in page
+
+
+def test_gantt_steps_differ_by_texture_not_only_shade(stats, tmp_path):
+    for r in stats["groups"]:
+        if r["started"]:
+            end = datetime.fromisoformat(r["ended"])
+            r["steps"] = {"prepare": {"started": iso((datetime.fromisoformat(r["started"]) - T0).total_seconds() - 1),
+                                      "ended": r["started"]},
+                          "load": {"started": r["started"], "ended": r["ended"]},
+                          "validate": {"started": r["ended"], "ended": (end + timedelta(seconds=1)).isoformat()},
+                          "switch": {"started": (end + timedelta(seconds=1)).isoformat(),
+                                     "ended": (end + timedelta(seconds=1.5)).isoformat()}}
+    root = ET.fromstring(write_report(stats, tmp_path)["gantt_svg"].read_text())
+    patterns = {p.get("id") for p in root.iter(f"{SVG}pattern")}
+    assert {"sy-prepare", "sy-validate", "sy-switch"} <= patterns
+    textures = {(r.get("data-step"), r.get("fill")) for r in root.iter(f"{SVG}rect") if r.get("class") == "gantt-texture"}
+    assert textures == {("prepare", "url(#sy-prepare)"), ("validate", "url(#sy-validate)"),
+                        ("switch", "url(#sy-switch)")}, "load is solid; every other step has its own texture"
+    legend = [r.get("data-step") for r in root.iter(f"{SVG}rect") if r.get("class") == "gantt-legend-step"]
+    assert legend == ["prepare", "load", "validate", "switch"]
+
+
+def test_the_durations_are_labelled_with_what_they_measure(stats, tmp_path):
+    stats["steps_seconds"] = 13.0
+    page = write_report(stats, tmp_path)["html"].read_text()
+    assert f"<b>{stats['makespan_seconds']:.2f} s</b><span>makespan: first load start to last load end</span>" in page
+    assert "<b>13.0 s</b><span>steps: first step start to last step end (the Gantt chart)</span>" in page
+
+
+def test_stats_carry_the_steps_span_beside_the_makespan():
+    g = group("orders", 1, start=1.0, seconds=2.0, nbytes=4_200_000, rows=37_500)
+    g["prepare"] = {"step_started": iso(0.0), "step_ended": iso(1.0)}
+    g["load"] = dict(g["load"], step_started=iso(1.0), step_ended=iso(3.0))
+    g["switch"] = dict(g["switch"], step_started=iso(4.0), step_ended=iso(4.5))
+    stats = assemble(PLAN, {"orders_1": g}, context())
+    assert stats["makespan_seconds"] == pytest.approx(2.0) and stats["steps_seconds"] == pytest.approx(4.5)

@@ -157,7 +157,9 @@ def build_dag(config: DagConfig | None = None, operators: StepOperators = StepOp
         groups: list[tuple[str, int]] = []
         switches = []
         by_table: dict[str, list] = {}
-        for table in spec.tables:
+        # Groups are made biggest table first (by weight; the spec's order among equals): the
+        # grid lists them in this order, the way the run spends its time.
+        for table in sorted(spec.tables, key=lambda t: -t.weight):
             for k in streams_of(table, config.streams):
                 gid = group_id(table.name, k)
                 groups.append((table.name, k))

@@ -5,7 +5,7 @@ later reaches SQL is checked here against a strict identifier pattern, and every
 column type against a strict type pattern, so the SQL layers never see free text.
 
 The spec-level `format` is the default of every table; a table's own `format` overrides
-single entries of it. Likewise `files`. See the README's spec reference for every key.
+single entries of it. Likewise `files`. docs/spec.md describes every key.
 """
 from __future__ import annotations
 

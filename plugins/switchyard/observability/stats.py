@@ -127,8 +127,17 @@ def summary_table(tables: dict[str, dict]) -> list[str]:
     return lines
 
 
-def stragglers(records: list[dict], threshold: float = 0.7, waits: list[dict] | None = None) -> list[dict]:
+# A slow load that cost the run less than this share of its makespan is not worth a look.
+NEGLIGIBLE_SHARE = 0.01
+
+
+def stragglers(records: list[dict], threshold: float = 0.7, waits: list[dict] | None = None,
+               makespan: float | None = None) -> list[dict]:
     """Groups whose throughput is under `threshold` x the median of their table's groups.
+
+    With the run's `makespan`, a slow load whose lost time (its time beyond its bytes at the
+    table's median rate) is under NEGLIGIBLE_SHARE of it is left out: a 0.07 s loss in a 15 s
+    run is no straggler, however low its rate.
 
     A table of two loads counts too: the median of two is their mean, so one is flagged only
     when it ran under 54% of the other's rate (0.7 x the mean); a pair that far apart costs
@@ -150,6 +159,9 @@ def stragglers(records: list[dict], threshold: float = 0.7, waits: list[dict] | 
                 entry = {"group": r["group"], "mb_per_s": r["mb_per_s"], "table_median_mb_per_s": median,
                          "ratio": round(r["mb_per_s"] / median, 2), "bytes": r["bytes"]}
                 entry.update(_what_differs(r, rs, records, median, waits))
+                lost = entry.get("seconds_lost")
+                if makespan and lost is not None and lost < NEGLIGIBLE_SHARE * makespan:
+                    continue
                 out.append(entry)
     return out
 
@@ -256,6 +268,10 @@ def assemble(plan: dict, groups: dict[str, dict], context: Any, server: dict | N
     starts = [r["started"] for r in records if r["started"]]
     ends = [r["ended"] for r in records if r["ended"]]
     makespan = (_ts(max(ends)) - _ts(min(starts))).total_seconds() if starts and ends else None
+    # The groups' steps, first prepare to last switch: the span of the report's Gantt chart.
+    spans = [(_ts(s["started"]), _ts(s["ended"])) for r in records for s in (r.get("steps") or {}).values()
+             if s.get("started") and s.get("ended")]
+    steps_seconds = (max(e for _, e in spans) - min(b for b, _ in spans)).total_seconds() if spans else None
     switched = [r for r in records if r["outcome"] == "switched"]
     failed = [r["group"] for r in records if r["outcome"].startswith(("failed", "not run", "incomplete"))]
     total_rows = sum(r["rows"] or 0 for r in switched)
@@ -267,11 +283,12 @@ def assemble(plan: dict, groups: dict[str, dict], context: Any, server: dict | N
         "target": plan.get("target"), "schema": plan.get("schema"), "streams": plan.get("streams"),
         "generated_at": datetime.now().astimezone().isoformat(timespec="seconds"),
         "makespan_seconds": round(makespan, 3) if makespan is not None else None,
+        "steps_seconds": round(steps_seconds, 3) if steps_seconds is not None else None,
         "totals": {"rows": total_rows, "bytes": total_bytes, "groups": len(records),
                    "switched": len(switched), "failed": len(failed),
                    "mb_per_s": _rate(total_bytes / 1e6, makespan), "rows_per_s": _rate(total_rows, makespan)},
         "tables": tables, "groups": records, "failed_groups": failed,
-        "stragglers": stragglers(records, waits=waits), "summary_lines": summary,
+        "stragglers": stragglers(records, waits=waits, makespan=makespan), "summary_lines": summary,
         "waits": waits, "latches": list(server.get("latches") or []),
     }
 
