@@ -4,7 +4,7 @@ No root, no Docker, no system packages: `initdb` and `pg_ctl` from the wheel, da
 `.switchyard/pg/` in the project, listening on 127.0.0.1 only, password authentication
 with a password generated at first start. The server is tuned as a bulk-load server
 (wal_level=minimal, large max_wal_size, no synchronous commit wait) and keeps running
-between commands; `python -m switchyard db stop` stops it.
+between commands; `switchyard db stop` stops it.
 """
 from __future__ import annotations
 
