@@ -31,7 +31,10 @@ def adapter_for(conn_id: str, spec: LoadSpec, **options: Any) -> TargetAdapter:
     engine = adapter_class(conn.conn_type).engine
     if engine == "postgres":
         connect, url = _postgres(conn_id, conn)
-        return adapter_class(engine)(spec, conn_id=conn_id, connect=connect, url=url, **options)
+        # The COPY slot guard's settings, from the connection's extra (targets/postgres/slots.py).
+        extra = getattr(conn, "extra_dejson", None) or {}
+        slots = {key: extra[key] for key in ("copy_slots", "copy_slot_wait_seconds") if key in extra}
+        return adapter_class(engine)(spec, conn_id=conn_id, connect=connect, url=url, **slots, **options)
     return adapter_class(engine)(spec, conn_id=conn_id, airflow_connection=conn, **options)
 
 
