@@ -98,7 +98,7 @@ def cmd_pool(args) -> int:
     try:
         bridge_connection(args.conn_id)
     except ConnectionMissing:
-        sys.exit(f"pool sync: no Airflow connection {args.conn_id!r} (create it first: README, "Pointing it at your own database")")
+        sys.exit(f"pool sync: no Airflow connection {args.conn_id!r} (create it first: README, 'Pointing it at your own database')")
     try:
         adapter = adapter_for(args.conn_id, load_spec(args.spec))
         slots = adapter.scheduler_count()
