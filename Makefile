@@ -17,7 +17,7 @@ export GX_ANALYTICS_ENABLED := False
 
 help:
 	@echo "make demo [SCALE=0.1 STREAMS=4]   load a generated TPC-H batch through the real DAG"
-	@echo "make test                          run the tests (embedded PostgreSQL, real Airflow; about 10 minutes)"
+	@echo "make test                          run the tests (embedded PostgreSQL, real Airflow; 10-15 minutes on 2 cores)"
 	@echo "make unit                          the unit tests only (no server; seconds)"
 	@echo "make chaos                         the fault, rerun and backfill cases (docs/reliability-and-security.md)"
 	@echo "make bench [SCALE=1 STREAMS=4 LEVERS=1]  throughput side by side with the floor and the peers (docs/benchmarks.md)"

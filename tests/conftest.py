@@ -33,16 +33,19 @@ def pytest_runtest_makereport(item, call):
 
 
 @pytest.fixture(scope="session")
-def pg_uri():
+def pg_uri(request):
     """The embedded PostgreSQL's URI. A server the tests started is stopped when they end; one
     that was already running (the user's) is left running."""
     from switchyard_dev.embedded import EmbeddedPostgres
     server = EmbeddedPostgres()
     was_running = server.is_running()
     yield server.start()
-    if not was_running:
-        server.stop()
-        print(f"\nstopped the embedded PostgreSQL the tests started (port {server.port})", file=sys.stderr)
+    if was_running:
+        return
+    server.stop()
+    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_line(f"stopped the embedded PostgreSQL the tests started (port {server.port})")
 
 
 @pytest.fixture(scope="session")
