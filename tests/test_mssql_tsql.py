@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from switchyard import tpch
-from switchyard.mssql_server_config import cpu_mask, server_config, tcp_port_value
+from switchyard.targets.mssql.server_config import cpu_mask, server_config, tcp_port_value
 from switchyard.planner import plan_tpch
 from switchyard.spec import load_spec
 from switchyard.targets import TargetError, adapter_class

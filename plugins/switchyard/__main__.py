@@ -53,7 +53,7 @@ def cmd_plan(args) -> int:
     if args.emit == "server-config":
         if args.target != "mssql":
             sys.exit("--emit server-config is SQL Server's (--target mssql): PostgreSQL has no port-to-node mapping")
-        from .mssql_server_config import server_config
+        from .targets.mssql.server_config import server_config
         try:
             text = server_config(nodes, cpus_per_node=args.cpus_per_node, base_port=args.base_port,
                                  streams=args.streams)

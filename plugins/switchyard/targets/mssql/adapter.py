@@ -23,457 +23,27 @@ imported inside the functions that use them.
 from __future__ import annotations
 
 import dataclasses
-import glob
 import logging
 import math
-import platform
 import re
-import threading
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass
-from datetime import date, datetime
-from decimal import Decimal
 from pathlib import Path, PurePosixPath, PureWindowsPath
-from typing import Any, Callable, Iterator, Mapping
-from urllib.parse import parse_qsl, unquote, urlsplit
+from typing import Any, Iterator
 
-from ..planner import LoadPlan, StreamPlan, plan_tpch
-from ..spec import LoadSpec, Table
-from .base import LoadResult, ProgressCallback, TargetAdapter, TargetError
+from ...planner import LoadPlan, StreamPlan, plan_tpch
+from ...spec import LoadSpec, Table
+from ..base import LoadResult, ProgressCallback, TargetAdapter, TargetError
+from .dmv import (IDLE_WAITS, LATCH_STATS_SQL, SCHEDULER_COUNT_SQL, SESSION_STATS_SQL,
+                  WAIT_STATS_SQL, _STAT_FIELDS, _BulkSessionWatcher, _load_details, snapshot_delta)
+from .errors import _message, error_numbers, is_data_error, is_login_refused
+from .guard import SCHEDULER_BUSY_ERROR, SCHEDULER_BUSY_MESSAGE, SchedulerBusy, is_scheduler_busy, with_scheduler_guard
+from .rows import FileRows
+from .settings import (ADAPTER_OPTIONS, DEFAULT_FILE_DIR, DEFAULT_PORT, MAX_PACKET_SIZE, _MODE_ALIASES, _SAFE_PATH,
+                       _SAFE_VALUE, Endpoint, _bool, _int_list, _odbc_attributes, find_odbc_driver, odbc_value,
+                       parse_uri)
 
 log = logging.getLogger(__name__)
-
-LOAD_MODES = ("bulk_insert", "tds")
-_MODE_ALIASES = {"bulk_insert": "bulk_insert", "bulk-insert": "bulk_insert", "tds": "tds", "bcp": "tds"}
-# Largest TDS packet SQL Server accepts (the record run's "32 KB" instead of 4 KB).
-MAX_PACKET_SIZE = 32767
-DEFAULT_PORT = 1433
-DEFAULT_FILE_DIR = "/var/opt/mssql/data"
-SCHEDULER_BUSY_ERROR = 51001
-SCHEDULER_BUSY_MESSAGE = "switchyard: another load holds this scheduler"
-ODBC_DRIVER_NAME = "ODBC Driver 18 for SQL Server"
-# Settings read from a connection's extras or a URI's query, besides the constructor's.
-ADAPTER_OPTIONS = ("load_mode", "server_data_root", "local_data_root", "ports", "base_port", "port_count",
-                   "file_dirs", "files_per_filegroup", "file_size_mb", "file_growth_mb", "batch_size",
-                   "packet_size", "scheduler_guard", "guard_retries", "odbc_driver", "codepage",
-                   "login_timeout")
-# ODBC attributes passed through to both drivers; anything else in extras is refused.
-ODBC_ATTRIBUTES = {"encrypt": "Encrypt", "trustservercertificate": "TrustServerCertificate",
-                   "hostnameincertificate": "HostNameInCertificate"}
-# A path the server reads is written into a string literal: only plain characters.
-_SAFE_PATH = re.compile(r"^[A-Za-z0-9_.:/\\ -]+$")
-_SAFE_VALUE = re.compile(r"^[A-Za-z0-9_.-]+$")
-
-
-def _bool(value: Any) -> bool:
-    if isinstance(value, str):
-        return value.strip().lower() in ("1", "true", "yes", "on")
-    return bool(value)
-
-
-def _int_list(value: Any) -> list[int]:
-    if isinstance(value, str):
-        value = [v for v in re.split(r"[,\s]+", value) if v]
-    try:
-        out = [int(v) for v in value]
-    except (TypeError, ValueError) as exc:
-        raise TargetError(f"ports: {value!r} is not a list of port numbers") from exc
-    for p in out:
-        if not 0 < p < 65536:
-            raise TargetError(f"ports: {p} is not a TCP port")
-    return out
-
-
-@dataclass(frozen=True)
-class Endpoint:
-    """Where the server is and who logs in; the port comes from the port map per stream."""
-    host: str = "localhost"
-    port: int = DEFAULT_PORT
-    user: str | None = None
-    password: str | None = None
-    database: str = "switchyard"
-    attributes: tuple[tuple[str, str], ...] = ()
-
-
-def parse_uri(uri: str) -> tuple[Endpoint, dict[str, str]]:
-    """`mssql://user:password@host:port/database?option=value&...` into an endpoint and options.
-
-    Options are the adapter's settings (ADAPTER_OPTIONS) and the ODBC attributes Encrypt,
-    TrustServerCertificate and HostNameInCertificate.
-    """
-    parts = urlsplit(uri)
-    if parts.scheme not in ("mssql", "sqlserver", "mssql+pyodbc"):
-        raise TargetError(f"{parts.scheme!r} is not an SQL Server URI scheme (use mssql://user:password@host:port/database)")
-    database = unquote(parts.path.lstrip("/")) or "switchyard"
-    query = dict(parse_qsl(parts.query))
-    options = {k: v for k, v in query.items() if k in ADAPTER_OPTIONS}
-    attributes = _odbc_attributes({k: v for k, v in query.items() if k not in ADAPTER_OPTIONS})
-    return Endpoint(host=parts.hostname or "localhost", port=parts.port or DEFAULT_PORT,
-                    user=unquote(parts.username) if parts.username else None,
-                    password=unquote(parts.password) if parts.password is not None else None,
-                    database=database, attributes=attributes), options
-
-
-def _odbc_attributes(raw: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
-    out = []
-    for key, value in raw.items():
-        name = ODBC_ATTRIBUTES.get(key.lower())
-        if name is None:
-            raise TargetError(f"connection option {key!r} is not known (known: "
-                              f"{', '.join(ADAPTER_OPTIONS + tuple(ODBC_ATTRIBUTES.values()))})")
-        value = str(value)
-        if not _SAFE_VALUE.match(value):
-            raise TargetError(f"connection option {key}: {value!r} has characters that are not allowed")
-        out.append((name, value))
-    return tuple(out)
-
-
-def odbc_value(value: str) -> str:
-    """An ODBC connection-string value, braced when it holds anything special."""
-    if re.search(r"[;{}=\s]", value) or value != value.strip():
-        return "{" + value.replace("}", "}}") + "}"
-    return value
-
-
-def find_odbc_driver() -> str:
-    """The Microsoft ODBC Driver 18 library shipped in the mssql-python-odbc wheel, else its name.
-
-    Using the wheel's library means no Microsoft apt repository is needed; unixODBC's
-    libodbc.so.2 (Debian package `unixodbc`) is still needed by pyodbc itself.
-    """
-    try:
-        import mssql_python_odbc
-    except ImportError:
-        return ODBC_DRIVER_NAME
-    libs = mssql_python_odbc.get_libs_dir()
-    distro = "debian_ubuntu"
-    try:
-        release = Path("/etc/os-release").read_text().lower()
-        if re.search(r"^id(_like)?=.*(rhel|fedora|centos)", release, re.M):
-            distro = "rhel"
-        elif re.search(r"^id(_like)?=.*suse", release, re.M):
-            distro = "suse"
-    except OSError:
-        pass
-    arch = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "arm64", "arm64": "arm64"}.get(
-        platform.machine().lower(), platform.machine().lower())
-    for pattern in (f"{libs}/linux/{distro}/{arch}/lib/libmsodbcsql-18*.so*",
-                    f"{libs}/linux/*/{arch}/lib/libmsodbcsql-18*.so*"):
-        found = sorted(glob.glob(pattern))
-        if found:
-            return found[0]
-    return ODBC_DRIVER_NAME
-
-
-# --- the TDS path: parsing lines without locale rules --------------------------------------
-_INT = re.compile(r"-?[0-9]+\Z")
-_DEC = re.compile(r"-?[0-9]+(\.[0-9]+)?\Z")
-_FLOAT = re.compile(r"-?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?\Z")
-_DATE = re.compile(r"([0-9]{4})-([0-9]{2})-([0-9]{2})\Z")
-_DATETIME = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}([ T][0-9]{2}:[0-9]{2}(:[0-9]{2}(\.[0-9]{1,7})?)?)?\Z")
-_TYPE = re.compile(r"^([a-z ]+?)\s*(?:\((\d+)(?:,\s?(\d+))?\))?$")
-_INT_RANGES = {"tinyint": (0, 255), "smallint": (-2**15, 2**15 - 1), "int": (-2**31, 2**31 - 1),
-               "integer": (-2**31, 2**31 - 1), "bigint": (-2**63, 2**63 - 1)}
-
-
-def converter(sql_type: str) -> Callable[[str], Any]:
-    """A strict text-to-value function for one SQL Server column type; raises ValueError."""
-    m = _TYPE.match(sql_type.strip().lower())
-    if not m:
-        raise TargetError(f"column type {sql_type!r} is not understood by the TDS loader")
-    base, length = m.group(1), m.group(2)
-    if base in _INT_RANGES:
-        lo, hi = _INT_RANGES[base]
-
-        def to_int(text: str) -> int:
-            if not _INT.match(text):
-                raise ValueError("not an integer")
-            value = int(text)
-            if not lo <= value <= hi:
-                raise ValueError(f"outside the {base} range")
-            return value
-        return to_int
-    if base in ("money", "smallmoney", "decimal", "numeric"):
-        def to_decimal(text: str) -> Decimal:
-            if not _DEC.match(text):
-                raise ValueError("not a decimal number")
-            return Decimal(text)
-        return to_decimal
-    if base in ("float", "real", "double precision"):
-        def to_float(text: str) -> float:
-            if not _FLOAT.match(text):
-                raise ValueError("not a number")
-            return float(text)
-        return to_float
-    if base == "date":
-        def to_date(text: str) -> date:
-            m = _DATE.match(text)
-            if not m:
-                raise ValueError("not a yyyy-mm-dd date")
-            return date(int(m.group(1)), int(m.group(2)), int(m.group(3)))
-        return to_date
-    if base in ("datetime", "datetime2", "smalldatetime"):
-        def to_datetime(text: str) -> datetime:
-            if not _DATETIME.match(text):
-                raise ValueError("not an ISO date and time")
-            return datetime.fromisoformat(text.replace("T", " ")[:26])
-        return to_datetime
-    if base in ("char", "varchar", "nchar", "nvarchar", "text"):
-        limit = int(length) if length else None
-
-        def to_str(text: str) -> str:
-            if limit is not None and len(text) > limit:
-                raise ValueError(f"longer than {limit} characters")
-            return text
-        return to_str
-    if base == "bit":
-        def to_bit(text: str) -> bool:
-            if text not in ("0", "1"):
-                raise ValueError("not 0 or 1")
-            return text == "1"
-        return to_bit
-    raise TargetError(f"column type {sql_type!r} has no converter in the TDS loader")
-
-
-class FileRows:
-    """The rows of one stream file as typed tuples, for TDS bulk copy.
-
-    Iterating raises TargetError naming the file, line and column of the first bad field;
-    the error is also kept in `error`, since a driver may wrap what its iterator raised.
-    """
-
-    def __init__(self, path: Path, table: Table, engine: str, delimiter: str, trailing_delimiter: bool,
-                 encoding: str = "utf-8", progress: ProgressCallback | None = None,
-                 context: str = ""):
-        self.path = path
-        self.names = [c.name for c in table.columns]
-        self.convert = [converter(c.sql_type(engine)) for c in table.columns]
-        self.delimiter = delimiter
-        self.trailing = trailing_delimiter
-        self.encoding = encoding
-        self.progress = progress
-        self.context = context
-        self.rows = 0
-        self.bytes = 0
-        self.error: TargetError | None = None
-
-    def _fail(self, lineno: int, message: str) -> TargetError:
-        self.error = TargetError(f"{self.path}: line {lineno}: {message}{self.context}", permanent=True)
-        return self.error
-
-    def __iter__(self) -> Iterator[tuple]:
-        total = self.path.stat().st_size
-        expected = len(self.names) + (1 if self.trailing else 0)
-        names, convert, sep = self.names, self.convert, self.delimiter
-        reported = 0
-        with self.path.open("rb") as fh:
-            for lineno, raw in enumerate(fh, start=1):
-                self.bytes += len(raw)
-                try:
-                    line = raw.decode(self.encoding)
-                except UnicodeDecodeError as exc:
-                    raise self._fail(lineno, f"not valid {self.encoding} at byte {exc.start}")
-                if line.endswith("\n"):
-                    line = line[:-1]
-                fields = line.split(sep)
-                if len(fields) != expected or (self.trailing and fields[-1] != ""):
-                    raise self._fail(lineno, f"{len(fields) - (1 if self.trailing else 0)} fields, expected "
-                                             f"{len(names)}{' and a final ' + repr(sep) if self.trailing else ''}")
-                row = []
-                for i, fn in enumerate(convert):
-                    try:
-                        row.append(fn(fields[i]))
-                    except ValueError as exc:
-                        raise self._fail(lineno, f"column {names[i]}: {exc}: {fields[i]!r}") from None
-                self.rows += 1
-                if self.progress and self.bytes - reported >= 1 << 20:
-                    reported = self.bytes
-                    self.progress(self.bytes, total)
-                yield tuple(row)
-        if self.progress:
-            self.progress(self.bytes, total)
-
-
-# --- statistics helpers ---------------------------------------------------------------------
-WAIT_STATS_SQL = ("SELECT wait_type, waiting_tasks_count, wait_time_ms, signal_wait_time_ms "
-                  "FROM sys.dm_os_wait_stats WHERE waiting_tasks_count > 0")
-LATCH_STATS_SQL = ("SELECT latch_class, waiting_requests_count, wait_time_ms, max_wait_time_ms "
-                   "FROM sys.dm_os_latch_stats WHERE waiting_requests_count > 0")
-SCHEDULER_COUNT_SQL = "SELECT COUNT(*) FROM sys.dm_os_schedulers WHERE status = 'VISIBLE ONLINE'"
-# Where this session runs and what it has cost so far; the scheduler a BULK INSERT claimed
-# is in the session context (the stats query itself may run on another scheduler).
-SESSION_STATS_SQL = """
-SELECT s.session_id, COALESCE(CONVERT(int, SESSION_CONTEXT(N'switchyard.scheduler')), r.scheduler_id),
-       sch.cpu_id, sch.parent_node_id, c.local_tcp_port, s.reads, s.writes, s.cpu_time
-FROM sys.dm_exec_sessions AS s
-JOIN sys.dm_exec_requests AS r ON r.session_id = s.session_id
-LEFT JOIN sys.dm_exec_connections AS c ON c.session_id = s.session_id AND c.parent_connection_id IS NULL
-LEFT JOIN sys.dm_os_schedulers AS sch
-       ON sch.scheduler_id = COALESCE(CONVERT(int, SESSION_CONTEXT(N'switchyard.scheduler')), r.scheduler_id)
-WHERE s.session_id = @@SPID
-"""
-# The session bulk-loading a table is the one holding its table lock (BU with TABLOCK on a heap).
-BULK_SESSION_SQL = """
-SELECT TOP (1) s.session_id, r.scheduler_id, sch.cpu_id, sch.parent_node_id, c.local_tcp_port,
-       s.reads, s.writes, s.cpu_time
-FROM sys.dm_tran_locks AS l
-JOIN sys.dm_exec_sessions AS s ON s.session_id = l.request_session_id
-LEFT JOIN sys.dm_exec_requests AS r ON r.session_id = s.session_id
-LEFT JOIN sys.dm_os_schedulers AS sch ON sch.scheduler_id = r.scheduler_id
-LEFT JOIN sys.dm_exec_connections AS c ON c.session_id = s.session_id AND c.parent_connection_id IS NULL
-WHERE l.resource_type = 'OBJECT' AND l.resource_database_id = DB_ID()
-  AND l.resource_associated_entity_id = OBJECT_ID(?) AND l.request_mode IN ('BU', 'X')
-  AND l.request_session_id <> @@SPID
-"""
-_STAT_FIELDS = ("session_id", "scheduler_id", "cpu_id", "node_id", "local_tcp_port", "reads", "writes",
-                "cpu_time_ms")
-
-
-def stats_delta(before: Mapping[str, tuple], after: Mapping[str, tuple]) -> dict[str, tuple]:
-    """What accrued between two wait- or latch-stats snapshots (cumulative counters), busiest first."""
-    out = {}
-    for key, values in after.items():
-        prior = before.get(key, (0,) * len(values))
-        delta = tuple(a - b for a, b in zip(values, prior))
-        if any(delta):
-            out[key] = delta
-    return dict(sorted(out.items(), key=lambda kv: -kv[1][1] if len(kv[1]) > 1 else 0))
-
-
-# Waits of background tasks that sleep by design (the lazy writer, checkpoint, Service
-# Broker, extended events, WAITFOR ...): they grow with wall time whatever the load does,
-# so they would top every delta and hide the waits a load causes.
-IDLE_WAITS = frozenset({
-    "BROKER_EVENTHANDLER", "BROKER_RECEIVE_WAITFOR", "BROKER_TASK_STOP", "BROKER_TO_FLUSH",
-    "BROKER_TRANSMITTER", "CHECKPOINT_QUEUE", "CHKPT", "CLR_AUTO_EVENT", "CLR_MANUAL_EVENT",
-    "CLR_SEMAPHORE", "DIRTY_PAGE_POLL", "DISPATCHER_QUEUE_SEMAPHORE", "FT_IFTS_SCHEDULER_IDLE_WAIT",
-    "FT_IFTSHC_MUTEX", "HADR_FILESTREAM_IOMGR_IOCOMPLETION", "HADR_WORK_QUEUE", "KSOURCE_WAKEUP",
-    "LAZYWRITER_SLEEP", "LOGMGR_QUEUE", "ONDEMAND_TASK_QUEUE", "PWAIT_ALL_COMPONENTS_INITIALIZED",
-    "PVS_PREALLOCATE", "QDS_ASYNC_QUEUE", "QDS_CLEANUP_STALE_QUERIES_TASK_MAIN_LOOP_SLEEP",
-    "QDS_PERSIST_TASK_MAIN_LOOP_SLEEP", "REQUEST_FOR_DEADLOCK_SEARCH", "RESOURCE_QUEUE",
-    "SERVER_IDLE_CHECK", "SLEEP_BPOOL_FLUSH", "SLEEP_DBSTARTUP", "SLEEP_DCOMSTARTUP",
-    "SLEEP_MASTERDBREADY", "SLEEP_MASTERMDREADY", "SLEEP_MASTERUPGRADED", "SLEEP_MSDBSTARTUP",
-    "SLEEP_SYSTEMTASK", "SLEEP_TASK", "SLEEP_TEMPDBSTARTUP", "SNI_HTTP_ACCEPT", "SOS_WORK_DISPATCHER",
-    "SP_SERVER_DIAGNOSTICS_SLEEP", "SQLTRACE_BUFFER_FLUSH", "SQLTRACE_INCREMENTAL_FLUSH_SLEEP",
-    "WAITFOR", "WAIT_XTP_CKPT_CLOSE", "WAIT_XTP_HOST_WAIT", "WAIT_XTP_OFFLINE_CKPT_NEW_LOG",
-    "XE_DISPATCHER_JOIN", "XE_DISPATCHER_WAIT", "XE_LIVE_TARGET_TVF", "XE_TIMER_EVENT",
-})
-
-
-def snapshot_delta(before: Mapping[str, Any], after: Mapping[str, Any], top: int = 10) -> dict[str, list[dict]]:
-    """`server_delta`: the waits and latches that accrued between two server snapshots.
-
-    Snapshots are `{"waits": {wait_type: [waiting_tasks, wait_ms, signal_ms]}, "latches":
-    {latch_class: [waiting_requests, wait_ms, max_wait_ms]}}` (lists: they come back from
-    JSON). A counter lower after than before means the counters were reset in between (a
-    restart, DBCC SQLPERF ... CLEAR): the after value alone is then what accrued since.
-    """
-    def accrued(kind: str) -> dict[str, tuple]:
-        prior = {k: tuple(v) for k, v in (before.get(kind) or {}).items()}
-        now = {k: tuple(v) for k, v in (after.get(kind) or {}).items()}
-        reset = {k for k, v in now.items() if k in prior and any(a < b for a, b in zip(v, prior[k]))}
-        return stats_delta({k: v for k, v in prior.items() if k not in reset}, now)
-
-    waits = [{"wait_type": k, "wait_ms": v[1], "signal_ms": v[2], "waiting_tasks": v[0]}
-             for k, v in accrued("waits").items() if k not in IDLE_WAITS and v[1] > 0]
-    latches = [{"latch_class": k, "wait_ms": v[1], "waiting_requests": v[0]}
-               for k, v in accrued("latches").items() if v[1] > 0]
-    order = lambda row: (-row["wait_ms"], row.get("wait_type") or row.get("latch_class"))  # noqa: E731
-    return {"waits": sorted(waits, key=order)[:top], "latches": sorted(latches, key=order)[:top]}
-
-
-# --- what a failed load means for a retry -------------------------------------------------
-# SQL Server errors about the data itself: the same file fails the same way on every try.
-DATA_ERRORS = frozenset({
-    241, 242, 245, 8114, 8115,  # conversion of a value (date, number) failed or overflowed
-    515,                        # NULL into a NOT NULL column
-    547,                        # CHECK constraint violated: a key outside the partition's range
-    2601, 2627,                 # duplicate key
-    2628, 8152,                 # string or binary data would be truncated
-    4815, 4816,                 # bulk copy: invalid column length / type from the client
-    4832,                       # bulk load: unexpected end of file
-    4863, 4864, 4867,           # bulk load conversion error (truncation, type, overflow) at row, column
-    4865,                       # bulk load: more errors than MAXERRORS
-    4866,                       # bulk load: a field too long (wrong terminators) at row, column
-    4879,                       # bulk load: invalid column value in a CSV file
-})
-# ODBC SQLSTATE classes: 22 data exception, 23 integrity constraint violation; 08 and the
-# timeouts are connection troubles, worth a retry whatever else the message says.
-_NATIVE_ERROR = re.compile(r"\((\d+)\)(?=\s*(?:;|\(SQL\w+\)|$))")
-_CONNECTION_LOST = re.compile(r"communication link failure|connection (?:is )?(?:broken|reset|closed)|"
-                              r"transport-level error|TCP Provider", re.I)
-
-
-def error_numbers(exc: BaseException) -> set[int]:
-    """SQL Server's native error numbers in a driver error (pyodbc ends each record with `(n)`)."""
-    return {int(n) for n in _NATIVE_ERROR.findall(str(exc))}
-
-
-def is_data_error(exc: BaseException) -> bool:
-    """True when a load failed on the data (a retry cannot help), False for everything else."""
-    args = getattr(exc, "args", ())
-    sqlstate = str(args[0]) if args and isinstance(args[0], str) and len(args[0]) == 5 else ""
-    if sqlstate.startswith("08") or sqlstate in ("HYT00", "HYT01") or _CONNECTION_LOST.search(str(exc)):
-        return False
-    if error_numbers(exc) & DATA_ERRORS or sqlstate[:2] in ("22", "23"):
-        return True
-    # DB-API classes (mssql-python's bulk copy raises these): DataError, IntegrityError.
-    return any(c.__name__ in ("DataError", "IntegrityError") for c in type(exc).__mro__)
-
-
-# A refused login (18456) or a database the login cannot open (4060): the same on every try.
-LOGIN_REFUSED = frozenset({18456, 4060})
-_LOGIN_REFUSED_TEXT = re.compile(r"Login failed for user|Cannot open database", re.I)
-
-
-def is_login_refused(exc: BaseException) -> bool:
-    """True when the server refused the login or the database, by number (pyodbc) or by the
-    server's own message (mssql-python may not end it with the number)."""
-    return bool(error_numbers(exc) & LOGIN_REFUSED) or bool(_LOGIN_REFUSED_TEXT.search(str(exc)))
-
-
-# --- one load per scheduler: the retry policy of the guard -----------------------------------
-class SchedulerBusy(Exception):
-    """The scheduler claim failed (SCHEDULER_BUSY_ERROR): another load runs on this scheduler."""
-
-
-def is_scheduler_busy(exc: BaseException) -> bool:
-    """Our THROW, by its number and its text (a bare number could be a row number in a message)."""
-    return SCHEDULER_BUSY_ERROR in error_numbers(exc) and SCHEDULER_BUSY_MESSAGE in str(exc)
-
-
-@dataclass(frozen=True)
-class GuardOutcome:
-    attempts: int
-    claimed: bool   # the load ran holding its scheduler alone
-    shared: bool    # every reconnect landed on a busy scheduler: loaded without the claim
-
-
-def with_scheduler_guard(attempt: Callable[[bool], Any], guard: bool, retries: int,
-                         label: str = "load") -> tuple[Any, GuardOutcome]:
-    """Run `attempt(guard)` on fresh connections until a scheduler is free.
-
-    Each attempt opens its own session (the scheduler is picked per connection), so a busy
-    answer means: close, reconnect, try again, up to `retries` times. Then the load runs
-    anyway without the claim, and the outcome records that it shared a scheduler: a load
-    late by a busy scheduler is better than no load.
-    """
-    attempts, shared = 0, False
-    while True:
-        attempts += 1
-        try:
-            return attempt(guard), GuardOutcome(attempts, guard, shared)
-        except SchedulerBusy:
-            if not guard:
-                raise
-            if attempts <= retries:
-                log.info("%s: scheduler taken by another load, reconnecting (attempt %d of %d)",
-                         label, attempts, retries)
-                continue
-            log.warning("%s: %d reconnects all landed on busy schedulers; loading without the claim",
-                        label, retries)
-            guard, shared = False, True
 
 
 class MssqlAdapter(TargetAdapter):
@@ -515,7 +85,7 @@ class MssqlAdapter(TargetAdapter):
         self.server_data_root = str(opt["server_data_root"]) if opt.get("server_data_root") else None
         if self.server_data_root and not _SAFE_PATH.match(self.server_data_root):
             raise TargetError(f"server_data_root {self.server_data_root!r} has characters that are not allowed")
-        from ..batch import data_root
+        from ...batch import data_root
         self.local_data_root = Path(opt.get("local_data_root") or data_root()).resolve()
         if opt.get("ports"):
             self.ports = _int_list(opt["ports"])
@@ -1034,57 +604,6 @@ class MssqlAdapter(TargetAdapter):
     def row_count(self, table: str) -> int:
         return int(self.fetch(f"SELECT COUNT_BIG(*) FROM {self.qualified(self.schema, table)}")[0][0])
 
-
-class _BulkSessionWatcher:
-    """Samples the session that bulk-loads a staging table, from a connection of its own.
-
-    mssql-python's bulk copy opens its own TDS session, which our code cannot query; the
-    session holding the staging table's bulk-load lock is that one.
-    """
-
-    def __init__(self, adapter: MssqlAdapter, stream: StreamPlan, staging: str, every: float = 1.0):
-        self.adapter, self.stream, self.staging, self.every = adapter, stream, staging, every
-        self.sample: dict[str, Any] | None = None
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name=f"watch-{self.stream.group_id}", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        try:
-            conn = self.adapter.connect_odbc(self.stream.stream)
-        except Exception as exc:  # statistics are best effort; the load goes on
-            log.info("%s: no session statistics (%s)", self.stream.group_id, exc)
-            return
-        try:
-            cur = conn.cursor()
-            while not self._stop.is_set():
-                row = cur.execute(BULK_SESSION_SQL, self.staging).fetchone()
-                if row:
-                    self.sample = dict(zip(_STAT_FIELDS, row))
-                self._stop.wait(self.every)
-        except Exception as exc:
-            log.info("%s: session statistics stopped (%s)", self.stream.group_id, exc)
-        finally:
-            conn.close()
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread:
-            self._thread.join(timeout=5)
-
-
-def _load_details(before: dict, after: dict, port: int, mode: str) -> dict[str, Any]:
-    out = {k: after.get(k) for k in ("session_id", "scheduler_id", "cpu_id", "node_id", "local_tcp_port")}
-    for k in ("reads", "writes", "cpu_time_ms"):
-        if after.get(k) is not None and before.get(k) is not None:
-            out[k] = int(after[k]) - int(before[k])
-    out.update(port=port, mode=mode)
-    return out
-
-
 def first_row(cur) -> tuple | None:
     """The first row of a batch's first result set (row counts of earlier statements are
     skipped), then the rest of the batch, whose errors surface only when read."""
@@ -1103,13 +622,6 @@ def drain(cur) -> list[int]:
         counts.append(cur.rowcount)
     return counts
 
-
-def _message(exc: BaseException) -> str:
-    args = getattr(exc, "args", ())
-    text = str(args[-1]) if args else str(exc)
-    return re.sub(r"\[Microsoft\]\[ODBC Driver \d+ for SQL Server\](\[SQL Server\])?", "", text).strip()
-
-
 def nstr(value: str) -> str:
     """A Unicode string literal; quotes doubled."""
     return "N'" + str(value).replace("'", "''") + "'"
@@ -1123,7 +635,7 @@ def sstr(value: str) -> str:
 def plan_script(scale: float, streams: int, tables: list[str] | None = None, spec: str = "tpch",
                 **options: Any) -> str:
     """The T-SQL of a TPC-H load planned from the generator's rules, for `plan --target mssql`."""
-    from ..spec import load_spec
+    from ...spec import load_spec
     loaded = load_spec(spec)
     plan = plan_tpch(loaded, scale, streams, tables)
     return MssqlAdapter(loaded, **options).script(plan)
