@@ -17,7 +17,6 @@ from pathlib import Path
 import pytest
 
 from switchyard import tpch
-from switchyard.targets.mssql.server_config import cpu_mask, server_config, tcp_port_value
 from switchyard.planner import plan_tpch
 from switchyard.spec import load_spec
 from switchyard.targets import TargetError, adapter_class
@@ -90,10 +89,6 @@ def test_lease_held_names_the_holder_and_the_t_sql_to_free_it():
         "2026-01-01 02:00:05 UTC); this run waits its turn. The lease lapses at 2026-01-01 02:30:05 UTC unless "
         "that run renews it; if that run is dead: DELETE FROM [switchyard].[run_lease] WHERE [target_schema] = N'tpch'")
     a.check_lease(("switchyard_tpch/run-b", *row[1:]))  # our own lease: no error
-
-
-def test_server_config_matches_golden():
-    check_golden("server_config_4_nodes.sql", server_config(4, cpus_per_node=2))
 
 
 # --- statements through a T-SQL parser -------------------------------------------------------
@@ -397,15 +392,6 @@ def test_server_path_mapping():
     assert w.server_path(Path(LOCAL_ROOT) / "b" / "x.tbl") == "D:\\loads\\b\\x.tbl"
     same = MssqlAdapter(SPEC, local_data_root=LOCAL_ROOT)
     assert same.server_path(Path(LOCAL_ROOT) / "b" / "x.tbl") == f"{LOCAL_ROOT}/b/x.tbl"
-
-
-def test_server_config_values():
-    assert tcp_port_value(3) == "2000[0x1],2001[0x2],2002[0x4]"
-    assert tcp_port_value(64).endswith("2063[0x8000000000000000]")
-    assert cpu_mask(2, 2) == "0xC"
-    text = server_config(2, cpus_per_node=4)
-    assert "PROCESS AFFINITY CPU = 0 TO 7;" in text and "2000[0x1],2001[0x2]" in text
-    assert "Windows" in text
 
 
 def test_stats_delta():

@@ -33,12 +33,14 @@ from typing import Any, Iterator
 
 from ...planner import LoadPlan, StreamPlan, plan_tpch
 from ...spec import LoadSpec, Table
-from ..base import LoadResult, ProgressCallback, TargetAdapter, TargetError
+from ..base import LoadResult, ProgressCallback, TargetAdapter, TargetError, _jinja
 from .dmv import (IDLE_WAITS, LATCH_STATS_SQL, SCHEDULER_COUNT_SQL, SESSION_STATS_SQL,
                   WAIT_STATS_SQL, _STAT_FIELDS, _BulkSessionWatcher, _load_details, snapshot_delta)
 from .errors import _message, error_numbers, is_data_error, is_login_refused
 from .guard import SCHEDULER_BUSY_ERROR, SCHEDULER_BUSY_MESSAGE, SchedulerBusy, is_scheduler_busy, with_scheduler_guard
 from .rows import FileRows
+from .server_config import LAYOUT_SQL, Layout, layout_from_json
+from .tsql import nstr, split_statements, sstr
 from .settings import (ADAPTER_OPTIONS, DEFAULT_FILE_DIR, DEFAULT_PORT, MAX_PACKET_SIZE, _MODE_ALIASES, _SAFE_PATH,
                        _SAFE_VALUE, Endpoint, _bool, _int_list, _odbc_attributes, find_odbc_driver, odbc_value,
                        parse_uri)
@@ -129,6 +131,13 @@ class MssqlAdapter(TargetAdapter):
         # No connection: the adapter only writes SQL (script, plan output).
         return Endpoint(), {}
 
+    def _port_rule(self) -> str:
+        consecutive = self.ports == [self.ports[0] + i for i in range(len(self.ports))]
+        if consecutive:
+            return (f"stream k connects to port {self.ports[0]}"
+                    + (f" + (k - 1) mod {len(self.ports)}" if len(self.ports) > 1 else ""))
+        return f"stream k connects to the k-th port of the port map ({len(self.ports)} entries; each stream's below)"
+
     def port_for(self, stream: int) -> int:
         """Stream k's pinned port: the port map taken round-robin from stream 1."""
         return self.ports[(int(stream) - 1) % len(self.ports)]
@@ -165,7 +174,13 @@ class MssqlAdapter(TargetAdapter):
 
     # --- SQL text --------------------------------------------------------------------------
     def render(self, template: str, **context: Any) -> list[str]:
-        return super().render(template, nstr=nstr, str=sstr, **context)
+        """`include/sql/mssql/<template>` into its statements, cut by the T-SQL-aware splitter
+        (a ';' inside a literal, a bracketed name or a comment never ends a statement)."""
+        text = _jinja(self.engine).get_template(template).render(
+            q=self.q, qn=self.qualified, lit=self.lit, schema=self.schema,
+            staging_schema=self.staging_schema, control_schema=self.control_schema,
+            lock_timeout_seconds=self.lock_timeout_seconds, nstr=nstr, str=sstr, **context)
+        return split_statements(text)
 
     def function_name(self, table: str) -> str:
         return self.checked(f"pf_{table}")
@@ -274,8 +289,7 @@ class MssqlAdapter(TargetAdapter):
         """The whole load as T-SQL for review, in execution order, one batch per GO."""
         out = [f"-- Switchyard load plan: spec {self.spec.name}, {plan.streams} streams, target mssql, "
                f"load mode {self.load_mode}",
-               f"-- database {self.database}; stream k connects to port {self.ports[0]}"
-               + (f" + (k - 1) mod {len(self.ports)}" if len(self.ports) > 1 else ""),
+               f"-- database {self.database}; {self._port_rule()}",
                f"USE {self.q(self.database)};", "GO", "", "-- objects"]
 
         def emit(statements: list[str]) -> None:
@@ -587,6 +601,12 @@ class MssqlAdapter(TargetAdapter):
     def scheduler_count(self) -> int:
         return int(self.fetch(SCHEDULER_COUNT_SQL)[0][0])
 
+    def server_layout(self) -> Layout:
+        """The server's nodes, processor groups, CPUs and schedulers (LAYOUT_SQL, the query
+        `plan --emit server-config` prints for a DBA to run)."""
+        # FOR JSON hands a long document back cut into rows of about 2 KB: joined in order.
+        return layout_from_json("".join(r[0] for r in self.fetch(LAYOUT_SQL)))
+
     def wait_stats_snapshot(self) -> dict[str, tuple]:
         return {r[0]: tuple(int(v) for v in r[1:]) for r in self.fetch(WAIT_STATS_SQL)}
 
@@ -621,16 +641,6 @@ def drain(cur) -> list[int]:
     while cur.nextset():
         counts.append(cur.rowcount)
     return counts
-
-def nstr(value: str) -> str:
-    """A Unicode string literal; quotes doubled."""
-    return "N'" + str(value).replace("'", "''") + "'"
-
-
-def sstr(value: str) -> str:
-    """A plain string literal (BULK INSERT options take these); quotes doubled."""
-    return "'" + str(value).replace("'", "''") + "'"
-
 
 def plan_script(scale: float, streams: int, tables: list[str] | None = None, spec: str = "tpch",
                 **options: Any) -> str:
