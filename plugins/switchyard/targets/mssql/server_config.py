@@ -492,7 +492,9 @@ def mssql_plan_ports(args: Any) -> tuple[str, list[int]]:
         effective = soft_numa_layout(layout, args.soft_numa) if args.soft_numa is not None else layout
         if affinity is not None:
             effective = with_affinity(effective, affinity)
-        ports = list(plan_ports(effective, args.streams, args.base_port).stream_ports)
+        plan = plan_ports(effective, args.streams, args.base_port)
+        # The port map as the connection takes it: the ports in order when streams go round-robin.
+        ports = list(plan.ports if plan.round_robin else plan.stream_ports)
     except LayoutError as exc:
         sys.exit(f"plan --target mssql: {exc}")
     return text, ports
