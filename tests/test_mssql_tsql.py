@@ -218,24 +218,32 @@ def test_partition_layout_puts_each_stream_in_its_own_partition_on_its_filegroup
             setup).group(1).split(", ")]
         scheme = re.search(rf"CREATE PARTITION SCHEME \[ps_{table}\] AS PARTITION \[pf_{table}\] TO \(([^)]*)\)",
                            setup).group(1).split(", ")
-        assert len(scheme) == len(values) + 1
+        assert len(scheme) == len(values) + 1 and values == sorted(values)
 
         def partition(key: int) -> int:  # RANGE LEFT: the boundary belongs to the left partition
             return 1 + sum(1 for b in values if key > b)
 
         for s in plan.table(table).streams:
-            assert partition(s.lower) == partition(s.upper) == s.stream + 1
-            assert partition(s.lower - 1) != partition(s.lower) and partition(s.upper + 1) != partition(s.upper)
+            # Exactly the stream's keys: bounded by the values lower - 1 and upper.
+            assert partition(s.lower) == partition(s.upper)
+            assert s.lower - 1 in values and s.upper in values
             assert scheme[partition(s.lower) - 1] == f"[{s.filegroup}]"
             switch = "\n".join(a.switch_sql(s, replace_existing=False))
             assert f"$PARTITION.[pf_{table}]({s.lower})" in switch
-        assert scheme[0] == scheme[-1] == "[PRIMARY]"
+        # Every partition that holds no stream sits on the edge filegroup, never on PRIMARY.
+        streams = {partition(s.lower) for s in plan.table(table).streams}
+        assert all(fg == "[fg_edge]" for i, fg in enumerate(scheme, start=1) if i not in streams)
+        assert scheme[0] == scheme[-1] == "[fg_edge]" and "[PRIMARY]" not in scheme
+        # Every boundary is in the function when it is created: its SPLITs find them all there.
+        splits = [int(v) for v in re.findall(rf"SPLIT RANGE \((\d+)\)", "\n".join(
+            x for x in a.setup_sql(plan) if f"[pf_{table}]" in x and "SPLIT" in x))]
+        assert splits == values
     assert re.search(r"CREATE TABLE \[tpch\]\.\[orders\] \(.*\) ON \[ps_orders\]\(\[o_orderkey\]\)", setup, re.S)
 
 
 def test_filegroups_get_files_round_robin_and_only_when_missing():
     setup = adapter().setup_sql(small_plan())
-    files = [s for s in setup if "ADD FILE (" in s]
+    files = [s for s in setup if "ADD FILE (" in s and "[fg_edge]" not in s]
     assert len(files) == 3 * 2
     assert all(s.lstrip().splitlines()[-2].startswith("IF NOT EXISTS (SELECT 1 FROM sys.database_files")
                for s in files)
@@ -243,7 +251,7 @@ def test_filegroups_get_files_round_robin_and_only_when_missing():
     assert paths[:3] == ["/mnt/v1/switchyard_fg1_1.ndf", "/mnt/v2/switchyard_fg1_2.ndf",
                          "/mnt/v1/switchyard_fg2_1.ndf"]
     groups = [s for s in setup if "ADD FILEGROUP" in s]
-    assert [re.search(r"ADD FILEGROUP \[(\w+)\]", s).group(1) for s in groups] == ["fg1", "fg2", "fg3"]
+    assert [re.search(r"ADD FILEGROUP \[(\w+)\]", s).group(1) for s in groups] == ["fg1", "fg2", "fg3", "fg_edge"]
     assert all("IF NOT EXISTS (SELECT 1 FROM sys.filegroups" in s for s in groups)
     assert any("recovery_model_desc" in s and "N'FULL'" in s for s in setup)
 
@@ -260,7 +268,7 @@ def test_later_batch_splits_new_boundaries_with_next_used_filegroups():
     found = [(int(re.search(r"SPLIT RANGE \((\d+)\)", s).group(1)), re.search(r"NEXT USED (\[\w+\])", s).group(1))
              for s in splits]
     # In ascending order: each split's new (left) partition is exactly the stream's range.
-    assert found == [(100_000, "[PRIMARY]"), (120_000, "[fg1]"), (140_000, "[fg2]")]
+    assert found == [(100_000, "[fg_edge]"), (120_000, "[fg1]"), (140_000, "[fg2]")]
     for s in splits:
         value = re.search(r"SPLIT RANGE \((\d+)\)", s).group(1)
         assert "IF NOT EXISTS (SELECT 1 FROM sys.partition_range_values" in s

@@ -12,34 +12,74 @@ IF (SELECT recovery_model_desc FROM sys.databases WHERE database_id = DB_ID()) =
 GO
 -- One filegroup per stream: a staging table and its partition must share a filegroup for
 -- SWITCH, and separate filegroups spread allocation (PFS/GAM) contention over their files.
+-- Files are created at the size this batch needs (the stream files' bytes times the
+-- headroom 1.2, plus what a file already holds), so no load waits for a file to
+-- grow; FILEGROWTH is only the safety net. Creating or growing a data file writes no
+-- zeros when the service account holds "Perform volume maintenance tasks" (instant file
+-- initialization, sys.dm_server_services.instant_file_initialization_enabled).
+-- fg1: 2 file(s) for 3.1 MB of stream files (orders_1, lineitem_1).
 IF NOT EXISTS (SELECT 1 FROM sys.filegroups WHERE name = N'fg1')
     ALTER DATABASE CURRENT ADD FILEGROUP [fg1];
 GO
 -- A filegroup holds tables only once it has a file. ALTER DATABASE CURRENT (2012+) keeps
 -- the database name out of the script.
 IF NOT EXISTS (SELECT 1 FROM sys.database_files WHERE name = N'fg1_1')
-    ALTER DATABASE CURRENT ADD FILE (NAME = N'fg1_1', FILENAME = N'/mnt/v1/switchyard_fg1_1.ndf', SIZE = 64MB, FILEGROWTH = 256MB) TO FILEGROUP [fg1];
+    ALTER DATABASE CURRENT ADD FILE (NAME = N'fg1_1', FILENAME = N'/mnt/v1/switchyard_fg1_1.ndf', SIZE = 64MB, MAXSIZE = UNLIMITED, FILEGROWTH = 64MB) TO FILEGROUP [fg1];
+GO
+-- A file made by an earlier batch grows to this batch's size before any load; only ever
+-- up (MODIFY FILE refuses a size at or below the current one, error 5039), and
+-- sys.database_files.size counts 8-KB pages.
+IF (SELECT size FROM sys.database_files WHERE name = N'fg1_1') < 8192
+    ALTER DATABASE CURRENT MODIFY FILE (NAME = N'fg1_1', SIZE = 64MB);
 GO
 IF NOT EXISTS (SELECT 1 FROM sys.database_files WHERE name = N'fg1_2')
-    ALTER DATABASE CURRENT ADD FILE (NAME = N'fg1_2', FILENAME = N'/mnt/v2/switchyard_fg1_2.ndf', SIZE = 64MB, FILEGROWTH = 256MB) TO FILEGROUP [fg1];
+    ALTER DATABASE CURRENT ADD FILE (NAME = N'fg1_2', FILENAME = N'/mnt/v2/switchyard_fg1_2.ndf', SIZE = 64MB, MAXSIZE = UNLIMITED, FILEGROWTH = 64MB) TO FILEGROUP [fg1];
 GO
+IF (SELECT size FROM sys.database_files WHERE name = N'fg1_2') < 8192
+    ALTER DATABASE CURRENT MODIFY FILE (NAME = N'fg1_2', SIZE = 64MB);
+GO
+-- fg2: 2 file(s) for 3.1 MB of stream files (orders_2, lineitem_2).
 IF NOT EXISTS (SELECT 1 FROM sys.filegroups WHERE name = N'fg2')
     ALTER DATABASE CURRENT ADD FILEGROUP [fg2];
 GO
 IF NOT EXISTS (SELECT 1 FROM sys.database_files WHERE name = N'fg2_1')
-    ALTER DATABASE CURRENT ADD FILE (NAME = N'fg2_1', FILENAME = N'/mnt/v1/switchyard_fg2_1.ndf', SIZE = 64MB, FILEGROWTH = 256MB) TO FILEGROUP [fg2];
+    ALTER DATABASE CURRENT ADD FILE (NAME = N'fg2_1', FILENAME = N'/mnt/v1/switchyard_fg2_1.ndf', SIZE = 64MB, MAXSIZE = UNLIMITED, FILEGROWTH = 64MB) TO FILEGROUP [fg2];
+GO
+IF (SELECT size FROM sys.database_files WHERE name = N'fg2_1') < 8192
+    ALTER DATABASE CURRENT MODIFY FILE (NAME = N'fg2_1', SIZE = 64MB);
 GO
 IF NOT EXISTS (SELECT 1 FROM sys.database_files WHERE name = N'fg2_2')
-    ALTER DATABASE CURRENT ADD FILE (NAME = N'fg2_2', FILENAME = N'/mnt/v2/switchyard_fg2_2.ndf', SIZE = 64MB, FILEGROWTH = 256MB) TO FILEGROUP [fg2];
+    ALTER DATABASE CURRENT ADD FILE (NAME = N'fg2_2', FILENAME = N'/mnt/v2/switchyard_fg2_2.ndf', SIZE = 64MB, MAXSIZE = UNLIMITED, FILEGROWTH = 64MB) TO FILEGROUP [fg2];
 GO
+IF (SELECT size FROM sys.database_files WHERE name = N'fg2_2') < 8192
+    ALTER DATABASE CURRENT MODIFY FILE (NAME = N'fg2_2', SIZE = 64MB);
+GO
+-- fg3: 2 file(s) for 3.1 MB of stream files (orders_3, lineitem_3).
 IF NOT EXISTS (SELECT 1 FROM sys.filegroups WHERE name = N'fg3')
     ALTER DATABASE CURRENT ADD FILEGROUP [fg3];
 GO
 IF NOT EXISTS (SELECT 1 FROM sys.database_files WHERE name = N'fg3_1')
-    ALTER DATABASE CURRENT ADD FILE (NAME = N'fg3_1', FILENAME = N'/mnt/v1/switchyard_fg3_1.ndf', SIZE = 64MB, FILEGROWTH = 256MB) TO FILEGROUP [fg3];
+    ALTER DATABASE CURRENT ADD FILE (NAME = N'fg3_1', FILENAME = N'/mnt/v1/switchyard_fg3_1.ndf', SIZE = 64MB, MAXSIZE = UNLIMITED, FILEGROWTH = 64MB) TO FILEGROUP [fg3];
+GO
+IF (SELECT size FROM sys.database_files WHERE name = N'fg3_1') < 8192
+    ALTER DATABASE CURRENT MODIFY FILE (NAME = N'fg3_1', SIZE = 64MB);
 GO
 IF NOT EXISTS (SELECT 1 FROM sys.database_files WHERE name = N'fg3_2')
-    ALTER DATABASE CURRENT ADD FILE (NAME = N'fg3_2', FILENAME = N'/mnt/v2/switchyard_fg3_2.ndf', SIZE = 64MB, FILEGROWTH = 256MB) TO FILEGROUP [fg3];
+    ALTER DATABASE CURRENT ADD FILE (NAME = N'fg3_2', FILENAME = N'/mnt/v2/switchyard_fg3_2.ndf', SIZE = 64MB, MAXSIZE = UNLIMITED, FILEGROWTH = 64MB) TO FILEGROUP [fg3];
+GO
+IF (SELECT size FROM sys.database_files WHERE name = N'fg3_2') < 8192
+    ALTER DATABASE CURRENT MODIFY FILE (NAME = N'fg3_2', SIZE = 64MB);
+GO
+-- fg_edge: the empty partitions below the first stream and above the last (and in
+-- gaps between streams), on a small filegroup of their own rather than on PRIMARY.
+IF NOT EXISTS (SELECT 1 FROM sys.filegroups WHERE name = N'fg_edge')
+    ALTER DATABASE CURRENT ADD FILEGROUP [fg_edge];
+GO
+IF NOT EXISTS (SELECT 1 FROM sys.database_files WHERE name = N'fg_edge_1')
+    ALTER DATABASE CURRENT ADD FILE (NAME = N'fg_edge_1', FILENAME = N'/mnt/v1/switchyard_fg_edge_1.ndf', SIZE = 8MB, MAXSIZE = UNLIMITED, FILEGROWTH = 64MB) TO FILEGROUP [fg_edge];
+GO
+IF (SELECT size FROM sys.database_files WHERE name = N'fg_edge_1') < 1024
+    ALTER DATABASE CURRENT MODIFY FILE (NAME = N'fg_edge_1', SIZE = 8MB);
 GO
 -- CREATE SCHEMA must be alone in its batch, hence EXEC of a constant string.
 IF SCHEMA_ID(N'tpch') IS NULL EXEC (N'CREATE SCHEMA [tpch]');
@@ -61,24 +101,25 @@ IF OBJECT_ID(N'[switchyard].[run_lease]', N'U') IS NULL
         [expires_at]    datetime2(3) NOT NULL
     );
 GO
--- RANGE LEFT: a boundary value belongs to the partition on its left, so boundary k is the
--- largest key of stream k. The first boundary is one below the first stream's smallest key:
--- partition 1 (everything below) stays empty and partition k + 1 holds exactly stream k.
+-- RANGE LEFT: a boundary value belongs to the partition on its left, so a stream's largest
+-- key closes its partition, and the value just below its smallest key closes the empty
+-- partition under it. Every boundary of this batch is in the function when it is created.
 IF NOT EXISTS (SELECT 1 FROM sys.partition_functions WHERE name = N'pf_orders')
     CREATE PARTITION FUNCTION [pf_orders] (bigint) AS RANGE LEFT FOR VALUES (0, 20000, 40000, 60000);
 GO
--- A scheme names one more filegroup than the function has boundaries: the empty edge
--- partitions (below the first stream, above the last) stay on PRIMARY.
+-- A scheme names one more filegroup than the function has boundaries: each partition's,
+-- in order, then the one above the last boundary. Empty partitions go to fg_edge.
 IF NOT EXISTS (SELECT 1 FROM sys.partition_schemes WHERE name = N'ps_orders')
-    CREATE PARTITION SCHEME [ps_orders] AS PARTITION [pf_orders] TO ([PRIMARY], [fg1], [fg2], [fg3], [PRIMARY]);
+    CREATE PARTITION SCHEME [ps_orders] AS PARTITION [pf_orders] TO ([fg_edge], [fg1], [fg2], [fg3], [fg_edge]);
 GO
--- A later batch may bring key ranges the function does not have yet: each boundary is
--- checked in sys.partition_range_values when the statement runs. SPLIT RANGE needs a
--- NEXT USED filegroup, which (RANGE LEFT) receives the new partition left of the value.
--- Splits land above the table's keys or in empty gaps, so no rows move.
+-- A function made by an earlier batch may lack this batch's boundaries: each is checked in
+-- sys.partition_range_values when the statement runs (on a function just created, all are
+-- there and nothing happens). SPLIT RANGE needs a NEXT USED filegroup, which (RANGE LEFT)
+-- receives the new partition left of the value. Splits land above the table's keys or in
+-- empty gaps, so no rows move.
 IF NOT EXISTS (SELECT 1 FROM sys.partition_range_values AS rv JOIN sys.partition_functions AS pf ON pf.function_id = rv.function_id WHERE pf.name = N'pf_orders' AND CONVERT(bigint, rv.value) = 0)
 BEGIN
-    ALTER PARTITION SCHEME [ps_orders] NEXT USED [PRIMARY]
+    ALTER PARTITION SCHEME [ps_orders] NEXT USED [fg_edge]
     ALTER PARTITION FUNCTION [pf_orders]() SPLIT RANGE (0)
 END;
 GO
@@ -100,8 +141,9 @@ BEGIN
     ALTER PARTITION FUNCTION [pf_orders]() SPLIT RANGE (60000)
 END;
 GO
--- All columns NOT NULL, in the file's order: BULK INSERT without a format file maps fields
--- by position, and SWITCH needs staging and target identical column for column.
+-- Columns in the file's order, NULL only where the spec declares them nullable: BULK
+-- INSERT without a format file maps fields by position, and SWITCH needs staging and target
+-- identical column for column (type, nullability, order).
 IF OBJECT_ID(N'[tpch].[orders]', N'U') IS NULL
     CREATE TABLE [tpch].[orders] (
         [o_orderkey] bigint NOT NULL,
@@ -115,24 +157,25 @@ IF OBJECT_ID(N'[tpch].[orders]', N'U') IS NULL
         [o_comment] varchar(79) NOT NULL
     ) ON [ps_orders]([o_orderkey]);
 GO
--- RANGE LEFT: a boundary value belongs to the partition on its left, so boundary k is the
--- largest key of stream k. The first boundary is one below the first stream's smallest key:
--- partition 1 (everything below) stays empty and partition k + 1 holds exactly stream k.
+-- RANGE LEFT: a boundary value belongs to the partition on its left, so a stream's largest
+-- key closes its partition, and the value just below its smallest key closes the empty
+-- partition under it. Every boundary of this batch is in the function when it is created.
 IF NOT EXISTS (SELECT 1 FROM sys.partition_functions WHERE name = N'pf_lineitem')
     CREATE PARTITION FUNCTION [pf_lineitem] (bigint) AS RANGE LEFT FOR VALUES (0, 20000, 40000, 60000);
 GO
--- A scheme names one more filegroup than the function has boundaries: the empty edge
--- partitions (below the first stream, above the last) stay on PRIMARY.
+-- A scheme names one more filegroup than the function has boundaries: each partition's,
+-- in order, then the one above the last boundary. Empty partitions go to fg_edge.
 IF NOT EXISTS (SELECT 1 FROM sys.partition_schemes WHERE name = N'ps_lineitem')
-    CREATE PARTITION SCHEME [ps_lineitem] AS PARTITION [pf_lineitem] TO ([PRIMARY], [fg1], [fg2], [fg3], [PRIMARY]);
+    CREATE PARTITION SCHEME [ps_lineitem] AS PARTITION [pf_lineitem] TO ([fg_edge], [fg1], [fg2], [fg3], [fg_edge]);
 GO
--- A later batch may bring key ranges the function does not have yet: each boundary is
--- checked in sys.partition_range_values when the statement runs. SPLIT RANGE needs a
--- NEXT USED filegroup, which (RANGE LEFT) receives the new partition left of the value.
--- Splits land above the table's keys or in empty gaps, so no rows move.
+-- A function made by an earlier batch may lack this batch's boundaries: each is checked in
+-- sys.partition_range_values when the statement runs (on a function just created, all are
+-- there and nothing happens). SPLIT RANGE needs a NEXT USED filegroup, which (RANGE LEFT)
+-- receives the new partition left of the value. Splits land above the table's keys or in
+-- empty gaps, so no rows move.
 IF NOT EXISTS (SELECT 1 FROM sys.partition_range_values AS rv JOIN sys.partition_functions AS pf ON pf.function_id = rv.function_id WHERE pf.name = N'pf_lineitem' AND CONVERT(bigint, rv.value) = 0)
 BEGIN
-    ALTER PARTITION SCHEME [ps_lineitem] NEXT USED [PRIMARY]
+    ALTER PARTITION SCHEME [ps_lineitem] NEXT USED [fg_edge]
     ALTER PARTITION FUNCTION [pf_lineitem]() SPLIT RANGE (0)
 END;
 GO
@@ -154,8 +197,9 @@ BEGIN
     ALTER PARTITION FUNCTION [pf_lineitem]() SPLIT RANGE (60000)
 END;
 GO
--- All columns NOT NULL, in the file's order: BULK INSERT without a format file maps fields
--- by position, and SWITCH needs staging and target identical column for column.
+-- Columns in the file's order, NULL only where the spec declares them nullable: BULK
+-- INSERT without a format file maps fields by position, and SWITCH needs staging and target
+-- identical column for column (type, nullability, order).
 IF OBJECT_ID(N'[tpch].[lineitem]', N'U') IS NULL
     CREATE TABLE [tpch].[lineitem] (
         [l_orderkey] bigint NOT NULL,

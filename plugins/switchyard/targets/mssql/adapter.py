@@ -29,7 +29,7 @@ import re
 import time
 from contextlib import contextmanager
 from pathlib import Path, PurePosixPath, PureWindowsPath
-from typing import Any, Iterator
+from typing import Any, Iterator, Mapping
 
 from ...planner import LoadPlan, StreamPlan, plan_tpch
 from ...spec import LoadSpec, Table
@@ -39,13 +39,17 @@ from .dmv import (IDLE_WAITS, LATCH_STATS_SQL, SCHEDULER_COUNT_SQL, SESSION_STAT
 from .errors import _message, error_numbers, is_data_error, is_login_refused
 from .guard import SCHEDULER_BUSY_ERROR, SCHEDULER_BUSY_MESSAGE, SchedulerBusy, is_scheduler_busy, with_scheduler_guard
 from .rows import FileRows
+from .keys import KeyType, key_type
 from .server_config import LAYOUT_SQL, Layout, layout_from_json
 from .tsql import nstr, split_statements, sstr
-from .settings import (ADAPTER_OPTIONS, DEFAULT_FILE_DIR, DEFAULT_PORT, MAX_PACKET_SIZE, _MODE_ALIASES, _SAFE_PATH,
-                       _SAFE_VALUE, Endpoint, _bool, _int_list, _odbc_attributes, find_odbc_driver, odbc_value,
-                       parse_uri)
+from .settings import (ADAPTER_OPTIONS, DEFAULT_PORT, EDGE_FILEGROUP, _SAFE_PATH, Endpoint, Settings,
+                       _odbc_attributes, find_odbc_driver, odbc_value, parse_settings, parse_uri)
 
 log = logging.getLogger(__name__)
+MB = 1 << 20
+PAGE = 8192  # sys.database_files.size and FILEPROPERTY(..., 'SpaceUsed') count 8-KB pages
+MIN_FILE_MB = 64
+EDGE_FILE_MB = 8  # the edge partitions stay empty: the staging tables' CHECKs keep rows out
 
 
 class MssqlAdapter(TargetAdapter):
@@ -54,16 +58,10 @@ class MssqlAdapter(TargetAdapter):
     quote_close = "]"
 
     def __init__(self, spec: LoadSpec, conn_id: str | None = None, uri: str | None = None,
-                 load_mode: str | None = None, server_data_root: str | None = None,
-                 local_data_root: str | Path | None = None, ports: list[int] | str | None = None,
-                 base_port: int | None = None, port_count: int | None = None,
-                 file_dirs: list[str] | str | None = None, files_per_filegroup: int | None = None,
-                 file_size_mb: int | None = None, file_growth_mb: int | None = None,
-                 batch_size: int | None = None, packet_size: int | None = None,
-                 scheduler_guard: bool | None = None, guard_retries: int | None = None,
-                 odbc_driver: str | None = None, codepage: str | None = None,
-                 login_timeout: int | None = None, database: str | None = None,
-                 script_batch: str = "batch", airflow_connection: Any = None, **options: Any):
+                 database: str | None = None, script_batch: str = "batch", airflow_connection: Any = None,
+                 **options: Any):
+        # Adapter settings (ADAPTER_OPTIONS) given here win over the connection's or the URI's.
+        given = {k: options.pop(k) for k in list(options) if k in ADAPTER_OPTIONS}
         super().__init__(spec, **options)
         self.conn_id = conn_id
         self.uri = uri
@@ -72,45 +70,11 @@ class MssqlAdapter(TargetAdapter):
         if database:
             endpoint = dataclasses.replace(endpoint, database=database)
         self.endpoint = endpoint
-        given = dict(load_mode=load_mode, server_data_root=server_data_root, local_data_root=local_data_root,
-                     ports=ports, base_port=base_port, port_count=port_count, file_dirs=file_dirs,
-                     files_per_filegroup=files_per_filegroup, file_size_mb=file_size_mb,
-                     file_growth_mb=file_growth_mb, batch_size=batch_size, packet_size=packet_size,
-                     scheduler_guard=scheduler_guard, guard_retries=guard_retries, odbc_driver=odbc_driver,
-                     codepage=codepage, login_timeout=login_timeout)
-        opt = {**configured, **{k: v for k, v in given.items() if v is not None}}
-
-        mode = _MODE_ALIASES.get(str(opt.get("load_mode", "bulk_insert")).lower())
-        if mode is None:
-            raise TargetError(f"load_mode {opt.get('load_mode')!r} is not one of bulk_insert, tds (bcp)")
-        self.load_mode = mode
-        self.server_data_root = str(opt["server_data_root"]) if opt.get("server_data_root") else None
-        if self.server_data_root and not _SAFE_PATH.match(self.server_data_root):
-            raise TargetError(f"server_data_root {self.server_data_root!r} has characters that are not allowed")
         from ...batch import data_root
-        self.local_data_root = Path(opt.get("local_data_root") or data_root()).resolve()
-        if opt.get("ports"):
-            self.ports = _int_list(opt["ports"])
-        else:
-            base = int(opt.get("base_port") or endpoint.port)
-            self.ports = _int_list([base + i for i in range(int(opt.get("port_count") or 1))])
-        dirs = opt.get("file_dirs") or [DEFAULT_FILE_DIR]
-        self.file_dirs = [d for d in (dirs.split(",") if isinstance(dirs, str) else dirs) if d]
-        for d in self.file_dirs:
-            if not _SAFE_PATH.match(d):
-                raise TargetError(f"file_dirs: {d!r} has characters that are not allowed")
-        self.files_per_filegroup = max(1, int(opt.get("files_per_filegroup") or 1))
-        self.file_size_mb = int(opt.get("file_size_mb") or 64)
-        self.file_growth_mb = int(opt.get("file_growth_mb") or 256)
-        self.batch_size = int(opt.get("batch_size") or 100_000)
-        self.packet_size = min(int(opt.get("packet_size") or MAX_PACKET_SIZE), MAX_PACKET_SIZE)
-        self.scheduler_guard = _bool(opt.get("scheduler_guard", True))
-        self.guard_retries = int(opt.get("guard_retries") or 8)
-        self.odbc_driver = opt.get("odbc_driver") or None
-        self.codepage = opt.get("codepage") or None
-        if self.codepage and not _SAFE_VALUE.match(str(self.codepage)):
-            raise TargetError(f"codepage {self.codepage!r} is not allowed")
-        self.login_timeout = int(opt.get("login_timeout") or 15)
+        self.settings = parse_settings({**configured, **{k: v for k, v in given.items() if v is not None}},
+                                       default_port=endpoint.port, default_data_root=data_root())
+        for name in Settings.__dataclass_fields__:
+            setattr(self, name, getattr(self.settings, name))
         self.database = self.checked(endpoint.database)
         self.script_batch = script_batch
 
@@ -191,21 +155,66 @@ class MssqlAdapter(TargetAdapter):
     def _key_type(self, table: Table) -> str:
         return next(c.sql_type(self.engine) for c in table.columns if c.name == table.key)
 
-    def filegroups(self, plan: LoadPlan) -> list[dict]:
-        """Every stream's filegroup with its files, spread round-robin over `file_dirs`."""
-        names = sorted({s.filegroup for s in plan.all_streams() if not s.empty},
-                       key=lambda n: (len(n), n))
+    def key(self, table: str | Table) -> KeyType:
+        """The partition key's type: how its bounds are parsed and written as literals."""
+        t = self.spec.table(table) if isinstance(table, str) else table
+        return key_type(self._key_type(t))
+
+    def columns(self, table: Table) -> list[dict[str, Any]]:
+        """Name, type and nullability: SWITCH needs staging and target identical in all three."""
+        return [{"name": c.name, "type": c.sql_type(self.engine), "nullable": c.nullable} for c in table.columns]
+
+    def filegroups(self, plan: LoadPlan, used_pages: Mapping[str, int] | None = None) -> list[dict]:
+        """Every stream's filegroup with its files, and the edge filegroup.
+
+        Files are placed by `file_placement` (the filegroup's own folders, else `*`'s), else
+        round-robin over `file_dirs`. Each file is sized for its share of the stream files
+        the filegroup takes in this batch, times `file_headroom`, plus what it already holds
+        (`used_pages`, read from the server at setup; none when only a script is written):
+        a load then never waits for a file to grow.
+        """
+        by_fg: dict[str, list[StreamPlan]] = {}
+        for s in plan.all_streams():
+            if s.partitioned and not s.empty:
+                by_fg.setdefault(s.filegroup, []).append(s)
+        used_pages = used_pages or {}
         out, index = [], 0
-        for fg in names:
+        for fg in sorted(by_fg, key=lambda n: (len(n), n)):
+            streams = by_fg[fg]
+            data = sum(s.bytes or 0 for s in streams)
+            share_mb = math.ceil(data * self.file_headroom / self.files_per_filegroup / MB)
+            dirs = self.file_placement.get(fg) or self.file_placement.get("*")
             files = []
             for i in range(1, self.files_per_filegroup + 1):
-                d = self.file_dirs[index % len(self.file_dirs)]
-                index += 1
-                sep = "\\" if "\\" in d else "/"
-                files.append({"name": f"{fg}_{i}",
-                              "path": f"{d.rstrip(sep)}{sep}{self.database}_{fg}_{i}.ndf"})
-            out.append({"name": self.checked(fg), "files": files})
+                if dirs:
+                    folder = dirs[(i - 1) % len(dirs)]
+                else:
+                    folder = self.file_dirs[index % len(self.file_dirs)]
+                    index += 1
+                name = f"{fg}_{i}"
+                used_mb = math.ceil(used_pages.get(name, 0) * PAGE / MB)
+                files.append(self._file(name, folder, max(MIN_FILE_MB, self.file_size_mb or 0, share_mb + used_mb),
+                                        used_mb))
+            out.append({"name": self.checked(fg), "files": files, "bytes": data, "size": _human(data), "edge": False,
+                        "groups": [s.group_id for s in streams],
+                        "unknown": [s.group_id for s in streams if s.bytes is None]})
+        if by_fg:
+            dirs = self.file_placement.get(EDGE_FILEGROUP) or self.file_placement.get("*") or self.file_dirs
+            out.append({"name": EDGE_FILEGROUP, "edge": True, "files": [self._file(f"{EDGE_FILEGROUP}_1", dirs[0],
+                                                                                   EDGE_FILE_MB, 0)],
+                        "bytes": 0, "groups": [], "unknown": []})
         return out
+
+    def _file(self, name: str, folder: str, size_mb: int, used_mb: int) -> dict[str, Any]:
+        if self.file_max_size_mb is not None and size_mb > self.file_max_size_mb:
+            raise TargetError(f"file {name} needs {size_mb} MB for this batch, over file_max_size_mb "
+                              f"{self.file_max_size_mb}")
+        # Growth is the safety net, not the plan: an eighth of the file, 64 MB .. 4 GB.
+        growth = self.file_growth_mb or min(4096, max(64, math.ceil(size_mb / 8 / 64) * 64))
+        sep = "\\" if "\\" in folder else "/"
+        return {"name": self.checked(name), "path": f"{folder.rstrip(sep)}{sep}{self.database}_{name}.ndf",
+                "size_mb": size_mb, "size_pages": size_mb * MB // PAGE, "growth_mb": growth, "used_mb": used_mb,
+                "max_size": f"{self.file_max_size_mb}MB" if self.file_max_size_mb else "UNLIMITED"}
 
     def _table_context(self, plan_table) -> dict:
         t = plan_table.table
@@ -213,27 +222,36 @@ class MssqlAdapter(TargetAdapter):
         ctx = {"name": t.name, "key": t.key, "key_type": self._key_type(t), "partitioned": t.partitioned,
                "columns": self.columns(t)}
         if t.partitioned and streams:
-            first_edge = streams[0].lower - 1
-            uppers = {s.upper: s.filegroup for s in streams}
-            edges = {s.lower - 1 for s in streams} - set(uppers)
-            extend = sorted([{"value": v, "filegroup_sql": "[PRIMARY]"} for v in edges]
-                            + [{"value": v, "filegroup_sql": self.q(fg)} for v, fg in uppers.items()],
-                            key=lambda e: e["value"])
-            ctx.update(function=self.function_name(t.name), scheme=self.scheme_name(t.name),
-                       boundaries=[first_edge] + [s.upper for s in streams],
-                       scheme_filegroups=[s.filegroup for s in streams], extend=extend)
+            key = self.key(t)
+            # Every boundary the function needs, each with the filegroup of the partition it
+            # closes (RANGE LEFT: a boundary is the largest value of the partition on its left):
+            # each stream's largest key closes its own partition; the value just below a
+            # stream's smallest key closes an empty partition on the edge filegroup, unless it
+            # is the previous stream's largest key.
+            closes = {key.value(s.upper): s.filegroup for s in streams}
+            for s in streams:
+                closes.setdefault(key.before(s.lower), EDGE_FILEGROUP)
+            boundaries = [{"value": v, "sql": key.literal(v), "filegroup": fg} for v, fg in sorted(closes.items())]
+            ctx.update(function=self.function_name(t.name), scheme=self.scheme_name(t.name), boundaries=boundaries,
+                       scheme_filegroups=[b["filegroup"] for b in boundaries] + [EDGE_FILEGROUP])
         else:
             ctx["partitioned"] = False
         return ctx
 
-    def setup_sql(self, plan: LoadPlan) -> list[str]:
-        return self.render("setup.sql", filegroups=self.filegroups(plan),
-                           tables=[self._table_context(t) for t in plan.tables],
-                           file_size_mb=self.file_size_mb, file_growth_mb=self.file_growth_mb)
+    def setup_sql(self, plan: LoadPlan, used_pages: Mapping[str, int] | None = None) -> list[str]:
+        return self.render("setup.sql", filegroups=self.filegroups(plan, used_pages), headroom=self.file_headroom,
+                           tables=[self._table_context(t) for t in plan.tables], edge_filegroup=EDGE_FILEGROUP)
+
+    def _bounds(self, stream: StreamPlan) -> dict[str, str]:
+        if not stream.partitioned or stream.empty:
+            return {"lower_sql": "", "upper_sql": ""}
+        key = self.key(stream.table)
+        return {"lower_sql": key.literal(stream.lower), "upper_sql": key.literal(stream.upper)}
 
     def prepare_sql(self, stream: StreamPlan) -> list[str]:
         table = self.spec.table(stream.table)
-        return self.render("prepare.sql", s=stream, columns=self.columns(table), key=table.key)
+        return self.render("prepare.sql", s=stream, columns=self.columns(table), key=table.key,
+                           key_kind=self.key(table).kind if stream.partitioned else "integer", **self._bounds(stream))
 
     def server_path(self, path: Path) -> str:
         """The file's path as the server sees it: the local data root replaced by `server_data_root`."""
@@ -282,6 +300,7 @@ class MssqlAdapter(TargetAdapter):
         if not stream.partitioned:
             return self.render("switch_table.sql", s=stream, columns=columns)
         return self.render("switch_partition.sql", s=stream, columns=columns, replace_existing=replace_existing,
+                           **self._bounds(stream),
                            function=self.function_name(stream.table), wait_minutes=self.wait_minutes(),
                            old_table=self.checked(f"{stream.staging_table}_old"))
 
@@ -540,14 +559,14 @@ class MssqlAdapter(TargetAdapter):
     def partition_number(self, stream: StreamPlan) -> int:
         """The stream's partition now, by the function's own word."""
         return self.fetch(f"SELECT $PARTITION.{self.q(self.function_name(stream.table))}(?)",
-                          (stream.lower,))[0][0]
+                          (self.key(stream.table).value(stream.lower),))[0][0]
 
     def partition_rows(self, stream: StreamPlan) -> int:
         rows = self.fetch(
             "SELECT COALESCE(SUM(row_count), 0) FROM sys.dm_db_partition_stats "
             "WHERE object_id = OBJECT_ID(?) AND index_id IN (0, 1) AND partition_number = "
             f"$PARTITION.{self.q(self.function_name(stream.table))}(?)",
-            (self.qualified(self.schema, stream.table), stream.lower))
+            (self.qualified(self.schema, stream.table), self.key(stream.table).value(stream.lower)))
         return int(rows[0][0])
 
     def constraint_trusted(self, stream: StreamPlan) -> bool | None:
@@ -573,8 +592,9 @@ class MssqlAdapter(TargetAdapter):
             exists = self.fetch("SELECT OBJECT_ID(?, N'U')", (target,))[0][0] is not None
             return {"partition": None} if exists else None
         statement, = self.switched_in_sql(stream)
-        rows = self.fetch(statement, (target, stream.lower, self.function_name(stream.table),
-                                      stream.lower - 1, stream.upper))
+        key = self.key(stream.table)
+        rows = self.fetch(statement, (target, key.value(stream.lower), self.function_name(stream.table),
+                                      key.before(stream.lower), key.value(stream.upper)))
         if not rows:
             return None
         number = int(rows[0][0])
@@ -623,6 +643,14 @@ class MssqlAdapter(TargetAdapter):
 
     def row_count(self, table: str) -> int:
         return int(self.fetch(f"SELECT COUNT_BIG(*) FROM {self.qualified(self.schema, table)}")[0][0])
+
+def _human(n: int) -> str:
+    """Bytes for a reader: 3.1 MB, 7.2 GB."""
+    for unit, size in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n} bytes"
+
 
 def first_row(cur) -> tuple | None:
     """The first row of a batch's first result set (row counts of earlier statements are

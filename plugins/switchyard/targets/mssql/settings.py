@@ -24,9 +24,14 @@ DEFAULT_FILE_DIR = "/var/opt/mssql/data"
 ODBC_DRIVER_NAME = "ODBC Driver 18 for SQL Server"
 # Settings read from a connection's extras or a URI's query, besides the constructor's.
 ADAPTER_OPTIONS = ("load_mode", "server_data_root", "local_data_root", "ports", "base_port", "port_count",
-                   "file_dirs", "files_per_filegroup", "file_size_mb", "file_growth_mb", "batch_size",
-                   "packet_size", "scheduler_guard", "guard_retries", "odbc_driver", "codepage",
-                   "login_timeout")
+                   "file_dirs", "file_placement", "files_per_filegroup", "file_size_mb", "file_growth_mb",
+                   "file_max_size_mb", "file_headroom", "batch_size", "packet_size", "scheduler_guard",
+                   "guard_retries", "odbc_driver", "codepage", "login_timeout")
+# Rows take about as many bytes in a heap as in a text file; 1.2 covers page fill and row
+# overhead. Raise it for nchar/nvarchar columns (UTF-16 doubles ASCII text).
+DEFAULT_FILE_HEADROOM = 1.2
+# The filegroup of the empty partitions below the first stream and above the last.
+EDGE_FILEGROUP = "fg_edge"
 # ODBC attributes passed through to both drivers; anything else in extras is refused.
 ODBC_ATTRIBUTES = {"encrypt": "Encrypt", "trustservercertificate": "TrustServerCertificate",
                    "hostnameincertificate": "HostNameInCertificate"}
@@ -134,3 +139,105 @@ def find_odbc_driver() -> str:
             return found[0]
     return ODBC_DRIVER_NAME
 
+
+
+def _dirs(value: Any, what: str) -> list[str]:
+    dirs = [d.strip() for d in (value.split(",") if isinstance(value, str) else value or []) if str(d).strip()]
+    for d in dirs:
+        if not _SAFE_PATH.match(d):
+            raise TargetError(f"{what}: {d!r} has characters that are not allowed")
+    return dirs
+
+
+def _placement(value: Any) -> dict[str, list[str]]:
+    """`file_placement`: the folders (one per volume) each filegroup's files go to, as a
+    mapping, or as text `fg1=/v1,/v2;fg2=/v3;*=/v4` (`*`: every filegroup not named)."""
+    if not value:
+        return {}
+    if isinstance(value, str):
+        pairs = {}
+        for part in value.split(";"):
+            if not part.strip():
+                continue
+            name, _, dirs = part.partition("=")
+            if not _:
+                raise TargetError(f"file_placement: {part!r} is not filegroup=folder[,folder...]")
+            pairs[name.strip()] = dirs
+        value = pairs
+    if not isinstance(value, Mapping):
+        raise TargetError("file_placement: a mapping of filegroup names to folder lists")
+    out = {}
+    for name, dirs in value.items():
+        if name != "*" and not re.fullmatch(r"[a-z_][a-z0-9_]{0,62}", str(name)):
+            raise TargetError(f"file_placement: {name!r} is not a filegroup name (fg1, fg2, ..., fg_edge, *)")
+        out[str(name)] = _dirs(dirs, f"file_placement.{name}")
+        if not out[str(name)]:
+            raise TargetError(f"file_placement.{name}: no folder")
+    return out
+
+
+def _positive(value: Any, what: str, kind: type = int) -> Any:
+    try:
+        out = kind(value)
+    except (TypeError, ValueError) as exc:
+        raise TargetError(f"{what}: {value!r} is not a number") from exc
+    if out <= 0:
+        raise TargetError(f"{what}: must be positive, not {value!r}")
+    return out
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The adapter's settings, typed and checked: everything that reaches SQL text is a
+    number, a validated name, or a path of plain characters."""
+    load_mode: str
+    server_data_root: str | None
+    local_data_root: Path
+    ports: list[int]
+    file_dirs: list[str]
+    file_placement: dict[str, list[str]]
+    files_per_filegroup: int
+    file_size_mb: int | None        # a floor under the size computed from the batch
+    file_growth_mb: int | None      # None: an eighth of the file, 64 MB .. 4 GB
+    file_max_size_mb: int | None    # None: UNLIMITED
+    file_headroom: float
+    batch_size: int
+    packet_size: int
+    scheduler_guard: bool
+    guard_retries: int
+    odbc_driver: str | None
+    codepage: str | None
+    login_timeout: int
+
+
+def parse_settings(opt: Mapping[str, Any], default_port: int, default_data_root: Path) -> Settings:
+    mode = _MODE_ALIASES.get(str(opt.get("load_mode", "bulk_insert")).lower())
+    if mode is None:
+        raise TargetError(f"load_mode {opt.get('load_mode')!r} is not one of bulk_insert, tds (bcp)")
+    server_data_root = str(opt["server_data_root"]) if opt.get("server_data_root") else None
+    if server_data_root and not _SAFE_PATH.match(server_data_root):
+        raise TargetError(f"server_data_root {server_data_root!r} has characters that are not allowed")
+    if opt.get("ports"):
+        ports = _int_list(opt["ports"])
+    else:
+        base = int(opt.get("base_port") or default_port)
+        ports = _int_list([base + i for i in range(int(opt.get("port_count") or 1))])
+    codepage = str(opt["codepage"]) if opt.get("codepage") else None
+    if codepage and not re.fullmatch(r"ACP|OEM|RAW|[0-9]{3,5}", codepage, re.I):
+        raise TargetError(f"codepage {codepage!r} is not ACP, OEM, RAW or a code page number")
+    optional = {k: (_positive(opt[k], k) if opt.get(k) else None)
+                for k in ("file_size_mb", "file_growth_mb", "file_max_size_mb")}
+    return Settings(
+        load_mode=mode, server_data_root=server_data_root,
+        local_data_root=Path(opt.get("local_data_root") or default_data_root).resolve(), ports=ports,
+        file_dirs=_dirs(opt.get("file_dirs") or [DEFAULT_FILE_DIR], "file_dirs"),
+        file_placement=_placement(opt.get("file_placement")),
+        files_per_filegroup=max(1, int(opt.get("files_per_filegroup") or 1)),
+        **optional,
+        file_headroom=_positive(opt.get("file_headroom") or DEFAULT_FILE_HEADROOM, "file_headroom", float),
+        batch_size=_positive(opt.get("batch_size") or 100_000, "batch_size"),
+        packet_size=min(_positive(opt.get("packet_size") or MAX_PACKET_SIZE, "packet_size"), MAX_PACKET_SIZE),
+        scheduler_guard=_bool(opt.get("scheduler_guard", True)),
+        guard_retries=int(opt.get("guard_retries") or 8),
+        odbc_driver=opt.get("odbc_driver") or None, codepage=codepage.upper() if codepage and not codepage.isdigit()
+        else codepage, login_timeout=int(opt.get("login_timeout") or 15))
