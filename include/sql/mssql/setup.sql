@@ -1,8 +1,22 @@
 -- Objects a load needs, created only when missing: safe on every run. Each statement is
 -- its own batch (GO in the script), so none relies on a variable of another.
--- Minimal logging of a bulk load needs SIMPLE or BULK_LOGGED recovery; FULL logs every row.
-IF (SELECT recovery_model_desc FROM sys.databases WHERE database_id = DB_ID()) = N'FULL'
-    PRINT N'switchyard: recovery model is FULL, bulk loads will be fully logged (use SIMPLE or BULK_LOGGED)';
+-- How the loads will be logged. Minimal logging needs the SIMPLE or BULK_LOGGED recovery
+-- model (every load here takes TABLOCK on an empty heap). Nothing here changes the model:
+-- an availability database or a mirrored one must stay in FULL, and FULL -> SIMPLE would
+-- break a log backup chain (FULL -> BULK_LOGGED keeps it). A log chain exists when
+-- sys.database_recovery_status.last_log_backup_lsn is not NULL.
+DECLARE @logging nvarchar(400) = CASE
+    WHEN EXISTS (SELECT 1 FROM sys.databases WHERE database_id = DB_ID() AND replica_id IS NOT NULL)
+        THEN N'switchyard: availability database, FULL recovery: every load is fully logged and sent to every secondary; keep the model, size the log for the load'
+    WHEN EXISTS (SELECT 1 FROM sys.database_mirroring WHERE database_id = DB_ID() AND mirroring_guid IS NOT NULL)
+        THEN N'switchyard: mirrored database, FULL recovery: every load is fully logged and sent to the mirror; keep the model'
+    WHEN (SELECT recovery_model_desc FROM sys.databases WHERE database_id = DB_ID()) <> N'FULL'
+        THEN N'switchyard: SIMPLE or BULK_LOGGED recovery: the loads are minimally logged'
+    WHEN (SELECT last_log_backup_lsn FROM sys.database_recovery_status WHERE database_id = DB_ID()) IS NOT NULL
+        THEN N'switchyard: FULL recovery with a log backup chain: the loads are fully logged; BULK_LOGGED for the load window keeps the chain, SIMPLE would break it'
+    ELSE N'switchyard: FULL recovery without a log backup chain: the loads are fully logged'
+END
+PRINT @logging;
 {% for fg in filegroups %}
 {% if loop.first %}
 -- One filegroup per stream: a staging table and its partition must share a filegroup for

@@ -38,6 +38,7 @@ from .dmv import (IDLE_WAITS, LATCH_STATS_SQL, SCHEDULER_COUNT_SQL, SESSION_STAT
                   WAIT_STATS_SQL, _STAT_FIELDS, _BulkSessionWatcher, _load_details, snapshot_delta)
 from .errors import _message, error_numbers, is_data_error, is_login_refused
 from .guard import SCHEDULER_BUSY_ERROR, SCHEDULER_BUSY_MESSAGE, SchedulerBusy, is_scheduler_busy, with_scheduler_guard
+from .recovery import LAST_LOG_BACKUP_SQL, RECOVERY_SQL, RecoveryState, recovery_advice
 from .rows import FileRows
 from .keys import KeyType, key_type
 from .server_config import LAYOUT_SQL, Layout, layout_from_json
@@ -49,7 +50,9 @@ log = logging.getLogger(__name__)
 MB = 1 << 20
 PAGE = 8192  # sys.database_files.size and FILEPROPERTY(..., 'SpaceUsed') count 8-KB pages
 MIN_FILE_MB = 64
-EDGE_FILE_MB = 8  # the edge partitions stay empty: the staging tables' CHECKs keep rows out
+EDGE_FILE_MB = 8
+# Data files only (type 0: ROWS); FILEPROPERTY counts 8-KB pages.
+USED_PAGES_SQL = "SELECT name, FILEPROPERTY(name, 'SpaceUsed') FROM sys.database_files WHERE [type] = 0"  # the edge partitions stay empty: the staging tables' CHECKs keep rows out
 
 
 class MssqlAdapter(TargetAdapter):
@@ -416,17 +419,35 @@ class MssqlAdapter(TargetAdapter):
     def recovery_model(self) -> str:
         return self.fetch("SELECT recovery_model_desc FROM sys.databases WHERE database_id = DB_ID()")[0][0]
 
+    def recovery_state(self, cur=None) -> RecoveryState:
+        """The database's recovery model, availability group, mirroring and log chain."""
+        if cur is None:
+            with self.connection() as conn:
+                return self.recovery_state(conn.cursor())
+        row = cur.execute(RECOVERY_SQL).fetchone()
+        last = None
+        try:
+            last = cur.execute(LAST_LOG_BACKUP_SQL).fetchone()[0]
+        except Exception as exc:  # msdb's history is optional: the login may not read it
+            log.info("last log backup unknown (%s)", _message(exc))
+        return RecoveryState.from_row(tuple(row), last)
+
+    def used_pages(self, cur) -> dict[str, int]:
+        """Pages each data file holds now (FILEPROPERTY SpaceUsed): files grow by what a batch adds."""
+        return {name: int(pages or 0) for name, pages in cur.execute(USED_PAGES_SQL).fetchall()}
+
     def setup(self, plan: LoadPlan) -> None:
         import pyodbc
         with self.connection() as conn:
             cur = conn.cursor()
-            model = cur.execute("SELECT recovery_model_desc FROM sys.databases WHERE database_id = DB_ID()").fetchone()[0]
-            if model == "FULL":
-                log.warning("database %s uses the FULL recovery model: bulk loads are fully logged, not "
-                            "minimally; set SIMPLE or BULK_LOGGED for load speed", self.database)
+            load_bytes = sum(s.bytes or 0 for s in plan.all_streams() if not s.empty)
+            advice = recovery_advice(self.recovery_state(cur), load_bytes)
+            for line in advice.lines:
+                (log.warning if advice.warning else log.info)("%s", line)
             # Concurrent runs would race on the IF NOT EXISTS checks and the SPLITs: one at a time.
             cur.execute("EXEC sp_getapplock @Resource = N'switchyard.setup', @LockMode = N'Exclusive', "
                         "@LockOwner = N'Session', @LockTimeout = ?", self.lock_timeout_seconds * 1000)
+            stmt = "(reading the files' used space)"
             try:
                 # The lease first, in a transaction of its own: a run that must wait creates nothing.
                 if self.lease_holder:
@@ -439,7 +460,7 @@ class MssqlAdapter(TargetAdapter):
                         raise TargetError(f"claiming the run lease on {self.schema} failed: "
                                           f"{_message(exc)}") from exc
                     self.check_lease(row)
-                for stmt in self.setup_sql(plan):
+                for stmt in self.setup_sql(plan, used_pages=self.used_pages(cur)):
                     cur.execute(stmt)
                     drain(cur)
             except pyodbc.Error as exc:
