@@ -250,5 +250,5 @@ def test_a_bad_line_in_the_tds_path_is_permanent(tmp_path):
     path = tmp_path / "orders.1.tbl"
     path.write_text("1|36901|O|173665.47|1996-13-02|5-LOW|Clerk#000000951|0|x|\n")
     with pytest.raises(TargetError) as info:
-        list(FileRows(path, SPEC.table("orders"), "mssql", "|", True))
+        list(FileRows(path, SPEC.table("orders"), "mssql"))
     assert info.value.permanent is True

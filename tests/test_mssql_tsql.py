@@ -178,19 +178,45 @@ def test_sqlglot_parses_the_plain_statements():
 
 
 # --- the method, statement by statement ------------------------------------------------------
+_PIECE = re.compile(r"N'((?:[^']|'')*)'|NCHAR\((\d+)\)|(@rowterminator)")
+
+
+def dynamic_bulk_insert(batch: str) -> tuple[str, str]:
+    """(row terminator, BULK INSERT) as sp_executesql runs them: the batch's two DECLAREd
+    expressions evaluated (N'' literals, NCHAR(n), the variable)."""
+    def evaluate(expr: str, rowterminator: str = "") -> str:
+        out = []
+        for m in _PIECE.finditer(expr):
+            out.append(m.group(1).replace("''", "'") if m.group(1) is not None else
+                       chr(int(m.group(2))) if m.group(2) else rowterminator)
+        return "".join(out)
+    rt = evaluate(re.search(r"DECLARE @rowterminator nvarchar\(12\) = (.*)$", batch, re.M).group(1))
+    load = re.search(r"DECLARE @load nvarchar\(max\) = (.*)$", batch, re.M).group(1)
+    return rt, evaluate(load, rt)
+
+
 def test_bulk_insert_statement_follows_the_method():
     a = adapter(batch_size=250_000)
     s = small_plan().stream("lineitem", 3)
     (stmt,) = a.load_sql(s, Path(LOCAL_ROOT) / "nightly" / s.file)
-    assert f"FROM '{SERVER_ROOT}/nightly/lineitem/lineitem.3.tbl'" in stmt
-    assert "BULK INSERT [tpch_staging].[lineitem_3]" in stmt
-    assert "DATAFILETYPE = 'char'" in stmt and "FIELDTERMINATOR = '|'" in stmt
-    # '|' then a real line feed: the trailing delimiter folded into the row terminator.
-    assert "ROWTERMINATOR = '|\n'" in stmt and "\\n" not in stmt.split("ROWTERMINATOR")[1]
+    # '|' then LF: the trailing delimiter folded into the row terminator, built with NCHAR(10)
+    # (no line break inside any literal of the batch) and run by sp_executesql.
+    assert "DECLARE @rowterminator nvarchar(12) = N'|' + NCHAR(10)\n" in stmt
+    assert stmt.rstrip().endswith("EXEC sys.sp_executesql @load")
+    code = "\n".join(ln for ln in stmt.splitlines() if not ln.lstrip().startswith("--"))
+    for literal in re.findall(r"N?'(?:[^']|'')*'", code):
+        assert "\n" not in literal and "\r" not in literal, literal
+    rt, inner = dynamic_bulk_insert(stmt)
+    assert rt == "|\n"
+    assert f"FROM '{SERVER_ROOT}/nightly/lineitem/lineitem.3.tbl'" in inner
+    assert inner.startswith("BULK INSERT [tpch_staging].[lineitem_3] ")
+    assert "DATAFILETYPE = 'char'" in inner and "FIELDTERMINATOR = '|'" in inner
+    assert "ROWTERMINATOR = '|\n'" in inner and "CODEPAGE = '65001'" in inner
     for option in ("TABLOCK", "CHECK_CONSTRAINTS", "BATCHSIZE = 250000", "MAXERRORS = 0"):
-        assert option in stmt
+        assert option in inner
+    assert sqlfluff_parses(inner)
     # The scheduler claim comes before the load, in the same batch.
-    assert stmt.index("sp_getapplock") < stmt.index("BULK INSERT [")
+    assert stmt.index("sp_getapplock") < stmt.index("sys.sp_executesql")
     assert "@LockOwner = N'Session'" in stmt and "@LockTimeout = 0" in stmt
     (unguarded,) = adapter(scheduler_guard=False).load_sql(s, Path(LOCAL_ROOT) / "x" / s.file)
     assert "sp_getapplock" not in unguarded
@@ -425,7 +451,7 @@ def test_file_rows_read_a_real_batch(tpch_batch):
     import json
     manifest = json.loads((folder / "manifest.json").read_text())
     entry = next(e for e in manifest["files"] if e["table"] == "lineitem" and e["stream"] == 2)
-    rows = FileRows(folder / entry["file"], SPEC.table("lineitem"), "mssql", "|", True)
+    rows = FileRows(folder / entry["file"], SPEC.table("lineitem"), "mssql")
     out = list(rows)
     assert len(out) == entry["rows"] == rows.rows
     assert out[0][0] == entry["key_min"] and out[-1][0] == entry["key_max"]
@@ -437,13 +463,13 @@ def test_a_bad_line_names_file_line_and_column(tmp_path):
     bad = "2|78002|O|46929.18|1996-13-01|1-URGENT|Clerk#000000880|0| foxes. pending accounts|\n"
     path = tmp_path / "orders.1.tbl"
     path.write_text(good + bad)
-    rows = FileRows(path, SPEC.table("orders"), "mssql", "|", True)
+    rows = FileRows(path, SPEC.table("orders"), "mssql")
     with pytest.raises(TargetError, match=r"orders\.1\.tbl: line 2: column o_orderdate: .*'1996-13-01'"):
         list(rows)
     assert rows.error is not None
     path.write_text(good + "3|1|O|1.00|1996-01-02|x|y|0|z\n")
     with pytest.raises(TargetError, match=r"line 2: 8 fields, expected 9"):
-        list(FileRows(path, SPEC.table("orders"), "mssql", "|", True))
+        list(FileRows(path, SPEC.table("orders"), "mssql"))
 
 
 # --- the docker-compose stack's file, validated without Docker ---------------------------------

@@ -6,9 +6,23 @@ GO
 -- objects
 -- Objects a load needs, created only when missing: safe on every run. Each statement is
 -- its own batch (GO in the script), so none relies on a variable of another.
--- Minimal logging of a bulk load needs SIMPLE or BULK_LOGGED recovery; FULL logs every row.
-IF (SELECT recovery_model_desc FROM sys.databases WHERE database_id = DB_ID()) = N'FULL'
-    PRINT N'switchyard: recovery model is FULL, bulk loads will be fully logged (use SIMPLE or BULK_LOGGED)';
+-- How the loads will be logged. Minimal logging needs the SIMPLE or BULK_LOGGED recovery
+-- model (every load here takes TABLOCK on an empty heap). Nothing here changes the model:
+-- an availability database or a mirrored one must stay in FULL, and FULL -> SIMPLE would
+-- break a log backup chain (FULL -> BULK_LOGGED keeps it). A log chain exists when
+-- sys.database_recovery_status.last_log_backup_lsn is not NULL.
+DECLARE @logging nvarchar(400) = CASE
+    WHEN EXISTS (SELECT 1 FROM sys.databases WHERE database_id = DB_ID() AND replica_id IS NOT NULL)
+        THEN N'switchyard: availability database, FULL recovery: every load is fully logged and sent to every secondary; keep the model, size the log for the load'
+    WHEN EXISTS (SELECT 1 FROM sys.database_mirroring WHERE database_id = DB_ID() AND mirroring_guid IS NOT NULL)
+        THEN N'switchyard: mirrored database, FULL recovery: every load is fully logged and sent to the mirror; keep the model'
+    WHEN (SELECT recovery_model_desc FROM sys.databases WHERE database_id = DB_ID()) <> N'FULL'
+        THEN N'switchyard: SIMPLE or BULK_LOGGED recovery: the loads are minimally logged'
+    WHEN (SELECT last_log_backup_lsn FROM sys.database_recovery_status WHERE database_id = DB_ID()) IS NOT NULL
+        THEN N'switchyard: FULL recovery with a log backup chain: the loads are fully logged; BULK_LOGGED for the load window keeps the chain, SIMPLE would break it'
+    ELSE N'switchyard: FULL recovery without a log backup chain: the loads are fully logged'
+END
+PRINT @logging;
 GO
 -- One filegroup per stream: a staging table and its partition must share a filegroup for
 -- SWITCH, and separate filegroups spread allocation (PFS/GAM) contention over their files.
@@ -341,17 +355,25 @@ EXEC sp_set_session_context N'switchyard.scheduler', @scheduler
 -- alone (not prepare). TRUNCATE TABLE deallocates the pages (minimally logged, so the load
 -- that follows still fills an empty heap) and keeps the range CHECK constraint trusted.
 TRUNCATE TABLE [tpch_staging].[orders_1]
--- DATAFILETYPE 'char': text fields converted by the server, dates as ISO yyyy-mm-dd (read
--- the same under every DATEFORMAT for the date type). The row terminator is '|' followed by
--- a real line feed inside the literal: '\n' would mean CR LF to SQL Server, and '|0x0a' is
--- not read as hexadecimal. TABLOCK into an empty heap: minimally logged (SIMPLE or
--- BULK_LOGGED recovery). CHECK_CONSTRAINTS keeps the range constraint trusted for SWITCH
--- (without it the load marks the constraint untrusted). MAXERRORS = 0: no bad line is skipped.
-BULK INSERT [tpch_staging].[orders_1]
-    FROM '/var/opt/mssql/switchyard/batch/orders/orders.1.tbl'
-    WITH (DATAFILETYPE = 'char', FIELDTERMINATOR = '|', ROWTERMINATOR = '|
-',
-          TABLOCK, CHECK_CONSTRAINTS, BATCHSIZE = 100000, MAXERRORS = 0);
+-- DATAFILETYPE 'char': every field is taken as it is between its terminators (a backslash
+-- is an ordinary byte).
+-- CODEPAGE 65001: the file's UTF-8 text is converted to each column's code page; exact
+-- in nchar/nvarchar and _UTF8-collated columns (a character outside a single-byte
+-- column's code page cannot be stored exactly by any load). SQL Server on Linux takes
+-- CODEPAGE RAW only (2019+, none before): the loader uses that there.
+-- TABLOCK into an empty heap: minimally logged under SIMPLE or BULK_LOGGED recovery.
+-- CHECK_CONSTRAINTS keeps the range constraint trusted for SWITCH (without it the load
+-- marks the constraint untrusted). MAXERRORS = 0: no bad line is skipped. Dates as
+-- yyyy-mm-dd, read the same under every DATEFORMAT for date and datetime2; SET DATEFORMAT
+-- ymd makes it so for datetime and smalldatetime too.
+SET DATEFORMAT ymd
+-- The row terminator '|' + LF holds a control character: BULK INSERT takes only
+-- literals, so it is built with NCHAR() and the statement run by sp_executesql, as the BULK
+-- INSERT documentation builds an LF terminator ('\n' would mean CR LF to SQL Server, and no
+-- line break is written inside a string literal here).
+DECLARE @rowterminator nvarchar(12) = N'|' + NCHAR(10)
+DECLARE @load nvarchar(max) = N'BULK INSERT [tpch_staging].[orders_1] FROM ''/var/opt/mssql/switchyard/batch/orders/orders.1.tbl'' WITH (DATAFILETYPE = ''char'', FIELDTERMINATOR = ''|'', ROWTERMINATOR = ''' + @rowterminator + N''', CODEPAGE = ''65001'', TABLOCK, CHECK_CONSTRAINTS, BATCHSIZE = 100000, MAXERRORS = 0)'
+EXEC sys.sp_executesql @load;
 GO
 -- SWITCH refuses an untrusted CHECK constraint. The load checked every row, so this finds
 -- the constraint trusted and costs nothing; after a load that bypassed the check (another
@@ -426,17 +448,25 @@ EXEC sp_set_session_context N'switchyard.scheduler', @scheduler
 -- alone (not prepare). TRUNCATE TABLE deallocates the pages (minimally logged, so the load
 -- that follows still fills an empty heap) and keeps the range CHECK constraint trusted.
 TRUNCATE TABLE [tpch_staging].[orders_2]
--- DATAFILETYPE 'char': text fields converted by the server, dates as ISO yyyy-mm-dd (read
--- the same under every DATEFORMAT for the date type). The row terminator is '|' followed by
--- a real line feed inside the literal: '\n' would mean CR LF to SQL Server, and '|0x0a' is
--- not read as hexadecimal. TABLOCK into an empty heap: minimally logged (SIMPLE or
--- BULK_LOGGED recovery). CHECK_CONSTRAINTS keeps the range constraint trusted for SWITCH
--- (without it the load marks the constraint untrusted). MAXERRORS = 0: no bad line is skipped.
-BULK INSERT [tpch_staging].[orders_2]
-    FROM '/var/opt/mssql/switchyard/batch/orders/orders.2.tbl'
-    WITH (DATAFILETYPE = 'char', FIELDTERMINATOR = '|', ROWTERMINATOR = '|
-',
-          TABLOCK, CHECK_CONSTRAINTS, BATCHSIZE = 100000, MAXERRORS = 0);
+-- DATAFILETYPE 'char': every field is taken as it is between its terminators (a backslash
+-- is an ordinary byte).
+-- CODEPAGE 65001: the file's UTF-8 text is converted to each column's code page; exact
+-- in nchar/nvarchar and _UTF8-collated columns (a character outside a single-byte
+-- column's code page cannot be stored exactly by any load). SQL Server on Linux takes
+-- CODEPAGE RAW only (2019+, none before): the loader uses that there.
+-- TABLOCK into an empty heap: minimally logged under SIMPLE or BULK_LOGGED recovery.
+-- CHECK_CONSTRAINTS keeps the range constraint trusted for SWITCH (without it the load
+-- marks the constraint untrusted). MAXERRORS = 0: no bad line is skipped. Dates as
+-- yyyy-mm-dd, read the same under every DATEFORMAT for date and datetime2; SET DATEFORMAT
+-- ymd makes it so for datetime and smalldatetime too.
+SET DATEFORMAT ymd
+-- The row terminator '|' + LF holds a control character: BULK INSERT takes only
+-- literals, so it is built with NCHAR() and the statement run by sp_executesql, as the BULK
+-- INSERT documentation builds an LF terminator ('\n' would mean CR LF to SQL Server, and no
+-- line break is written inside a string literal here).
+DECLARE @rowterminator nvarchar(12) = N'|' + NCHAR(10)
+DECLARE @load nvarchar(max) = N'BULK INSERT [tpch_staging].[orders_2] FROM ''/var/opt/mssql/switchyard/batch/orders/orders.2.tbl'' WITH (DATAFILETYPE = ''char'', FIELDTERMINATOR = ''|'', ROWTERMINATOR = ''' + @rowterminator + N''', CODEPAGE = ''65001'', TABLOCK, CHECK_CONSTRAINTS, BATCHSIZE = 100000, MAXERRORS = 0)'
+EXEC sys.sp_executesql @load;
 GO
 -- SWITCH refuses an untrusted CHECK constraint. The load checked every row, so this finds
 -- the constraint trusted and costs nothing; after a load that bypassed the check (another
@@ -511,17 +541,25 @@ EXEC sp_set_session_context N'switchyard.scheduler', @scheduler
 -- alone (not prepare). TRUNCATE TABLE deallocates the pages (minimally logged, so the load
 -- that follows still fills an empty heap) and keeps the range CHECK constraint trusted.
 TRUNCATE TABLE [tpch_staging].[orders_3]
--- DATAFILETYPE 'char': text fields converted by the server, dates as ISO yyyy-mm-dd (read
--- the same under every DATEFORMAT for the date type). The row terminator is '|' followed by
--- a real line feed inside the literal: '\n' would mean CR LF to SQL Server, and '|0x0a' is
--- not read as hexadecimal. TABLOCK into an empty heap: minimally logged (SIMPLE or
--- BULK_LOGGED recovery). CHECK_CONSTRAINTS keeps the range constraint trusted for SWITCH
--- (without it the load marks the constraint untrusted). MAXERRORS = 0: no bad line is skipped.
-BULK INSERT [tpch_staging].[orders_3]
-    FROM '/var/opt/mssql/switchyard/batch/orders/orders.3.tbl'
-    WITH (DATAFILETYPE = 'char', FIELDTERMINATOR = '|', ROWTERMINATOR = '|
-',
-          TABLOCK, CHECK_CONSTRAINTS, BATCHSIZE = 100000, MAXERRORS = 0);
+-- DATAFILETYPE 'char': every field is taken as it is between its terminators (a backslash
+-- is an ordinary byte).
+-- CODEPAGE 65001: the file's UTF-8 text is converted to each column's code page; exact
+-- in nchar/nvarchar and _UTF8-collated columns (a character outside a single-byte
+-- column's code page cannot be stored exactly by any load). SQL Server on Linux takes
+-- CODEPAGE RAW only (2019+, none before): the loader uses that there.
+-- TABLOCK into an empty heap: minimally logged under SIMPLE or BULK_LOGGED recovery.
+-- CHECK_CONSTRAINTS keeps the range constraint trusted for SWITCH (without it the load
+-- marks the constraint untrusted). MAXERRORS = 0: no bad line is skipped. Dates as
+-- yyyy-mm-dd, read the same under every DATEFORMAT for date and datetime2; SET DATEFORMAT
+-- ymd makes it so for datetime and smalldatetime too.
+SET DATEFORMAT ymd
+-- The row terminator '|' + LF holds a control character: BULK INSERT takes only
+-- literals, so it is built with NCHAR() and the statement run by sp_executesql, as the BULK
+-- INSERT documentation builds an LF terminator ('\n' would mean CR LF to SQL Server, and no
+-- line break is written inside a string literal here).
+DECLARE @rowterminator nvarchar(12) = N'|' + NCHAR(10)
+DECLARE @load nvarchar(max) = N'BULK INSERT [tpch_staging].[orders_3] FROM ''/var/opt/mssql/switchyard/batch/orders/orders.3.tbl'' WITH (DATAFILETYPE = ''char'', FIELDTERMINATOR = ''|'', ROWTERMINATOR = ''' + @rowterminator + N''', CODEPAGE = ''65001'', TABLOCK, CHECK_CONSTRAINTS, BATCHSIZE = 100000, MAXERRORS = 0)'
+EXEC sys.sp_executesql @load;
 GO
 -- SWITCH refuses an untrusted CHECK constraint. The load checked every row, so this finds
 -- the constraint trusted and costs nothing; after a load that bypassed the check (another
@@ -603,17 +641,25 @@ EXEC sp_set_session_context N'switchyard.scheduler', @scheduler
 -- alone (not prepare). TRUNCATE TABLE deallocates the pages (minimally logged, so the load
 -- that follows still fills an empty heap) and keeps the range CHECK constraint trusted.
 TRUNCATE TABLE [tpch_staging].[lineitem_1]
--- DATAFILETYPE 'char': text fields converted by the server, dates as ISO yyyy-mm-dd (read
--- the same under every DATEFORMAT for the date type). The row terminator is '|' followed by
--- a real line feed inside the literal: '\n' would mean CR LF to SQL Server, and '|0x0a' is
--- not read as hexadecimal. TABLOCK into an empty heap: minimally logged (SIMPLE or
--- BULK_LOGGED recovery). CHECK_CONSTRAINTS keeps the range constraint trusted for SWITCH
--- (without it the load marks the constraint untrusted). MAXERRORS = 0: no bad line is skipped.
-BULK INSERT [tpch_staging].[lineitem_1]
-    FROM '/var/opt/mssql/switchyard/batch/lineitem/lineitem.1.tbl'
-    WITH (DATAFILETYPE = 'char', FIELDTERMINATOR = '|', ROWTERMINATOR = '|
-',
-          TABLOCK, CHECK_CONSTRAINTS, BATCHSIZE = 100000, MAXERRORS = 0);
+-- DATAFILETYPE 'char': every field is taken as it is between its terminators (a backslash
+-- is an ordinary byte).
+-- CODEPAGE 65001: the file's UTF-8 text is converted to each column's code page; exact
+-- in nchar/nvarchar and _UTF8-collated columns (a character outside a single-byte
+-- column's code page cannot be stored exactly by any load). SQL Server on Linux takes
+-- CODEPAGE RAW only (2019+, none before): the loader uses that there.
+-- TABLOCK into an empty heap: minimally logged under SIMPLE or BULK_LOGGED recovery.
+-- CHECK_CONSTRAINTS keeps the range constraint trusted for SWITCH (without it the load
+-- marks the constraint untrusted). MAXERRORS = 0: no bad line is skipped. Dates as
+-- yyyy-mm-dd, read the same under every DATEFORMAT for date and datetime2; SET DATEFORMAT
+-- ymd makes it so for datetime and smalldatetime too.
+SET DATEFORMAT ymd
+-- The row terminator '|' + LF holds a control character: BULK INSERT takes only
+-- literals, so it is built with NCHAR() and the statement run by sp_executesql, as the BULK
+-- INSERT documentation builds an LF terminator ('\n' would mean CR LF to SQL Server, and no
+-- line break is written inside a string literal here).
+DECLARE @rowterminator nvarchar(12) = N'|' + NCHAR(10)
+DECLARE @load nvarchar(max) = N'BULK INSERT [tpch_staging].[lineitem_1] FROM ''/var/opt/mssql/switchyard/batch/lineitem/lineitem.1.tbl'' WITH (DATAFILETYPE = ''char'', FIELDTERMINATOR = ''|'', ROWTERMINATOR = ''' + @rowterminator + N''', CODEPAGE = ''65001'', TABLOCK, CHECK_CONSTRAINTS, BATCHSIZE = 100000, MAXERRORS = 0)'
+EXEC sys.sp_executesql @load;
 GO
 -- SWITCH refuses an untrusted CHECK constraint. The load checked every row, so this finds
 -- the constraint trusted and costs nothing; after a load that bypassed the check (another
@@ -695,17 +741,25 @@ EXEC sp_set_session_context N'switchyard.scheduler', @scheduler
 -- alone (not prepare). TRUNCATE TABLE deallocates the pages (minimally logged, so the load
 -- that follows still fills an empty heap) and keeps the range CHECK constraint trusted.
 TRUNCATE TABLE [tpch_staging].[lineitem_2]
--- DATAFILETYPE 'char': text fields converted by the server, dates as ISO yyyy-mm-dd (read
--- the same under every DATEFORMAT for the date type). The row terminator is '|' followed by
--- a real line feed inside the literal: '\n' would mean CR LF to SQL Server, and '|0x0a' is
--- not read as hexadecimal. TABLOCK into an empty heap: minimally logged (SIMPLE or
--- BULK_LOGGED recovery). CHECK_CONSTRAINTS keeps the range constraint trusted for SWITCH
--- (without it the load marks the constraint untrusted). MAXERRORS = 0: no bad line is skipped.
-BULK INSERT [tpch_staging].[lineitem_2]
-    FROM '/var/opt/mssql/switchyard/batch/lineitem/lineitem.2.tbl'
-    WITH (DATAFILETYPE = 'char', FIELDTERMINATOR = '|', ROWTERMINATOR = '|
-',
-          TABLOCK, CHECK_CONSTRAINTS, BATCHSIZE = 100000, MAXERRORS = 0);
+-- DATAFILETYPE 'char': every field is taken as it is between its terminators (a backslash
+-- is an ordinary byte).
+-- CODEPAGE 65001: the file's UTF-8 text is converted to each column's code page; exact
+-- in nchar/nvarchar and _UTF8-collated columns (a character outside a single-byte
+-- column's code page cannot be stored exactly by any load). SQL Server on Linux takes
+-- CODEPAGE RAW only (2019+, none before): the loader uses that there.
+-- TABLOCK into an empty heap: minimally logged under SIMPLE or BULK_LOGGED recovery.
+-- CHECK_CONSTRAINTS keeps the range constraint trusted for SWITCH (without it the load
+-- marks the constraint untrusted). MAXERRORS = 0: no bad line is skipped. Dates as
+-- yyyy-mm-dd, read the same under every DATEFORMAT for date and datetime2; SET DATEFORMAT
+-- ymd makes it so for datetime and smalldatetime too.
+SET DATEFORMAT ymd
+-- The row terminator '|' + LF holds a control character: BULK INSERT takes only
+-- literals, so it is built with NCHAR() and the statement run by sp_executesql, as the BULK
+-- INSERT documentation builds an LF terminator ('\n' would mean CR LF to SQL Server, and no
+-- line break is written inside a string literal here).
+DECLARE @rowterminator nvarchar(12) = N'|' + NCHAR(10)
+DECLARE @load nvarchar(max) = N'BULK INSERT [tpch_staging].[lineitem_2] FROM ''/var/opt/mssql/switchyard/batch/lineitem/lineitem.2.tbl'' WITH (DATAFILETYPE = ''char'', FIELDTERMINATOR = ''|'', ROWTERMINATOR = ''' + @rowterminator + N''', CODEPAGE = ''65001'', TABLOCK, CHECK_CONSTRAINTS, BATCHSIZE = 100000, MAXERRORS = 0)'
+EXEC sys.sp_executesql @load;
 GO
 -- SWITCH refuses an untrusted CHECK constraint. The load checked every row, so this finds
 -- the constraint trusted and costs nothing; after a load that bypassed the check (another
@@ -787,17 +841,25 @@ EXEC sp_set_session_context N'switchyard.scheduler', @scheduler
 -- alone (not prepare). TRUNCATE TABLE deallocates the pages (minimally logged, so the load
 -- that follows still fills an empty heap) and keeps the range CHECK constraint trusted.
 TRUNCATE TABLE [tpch_staging].[lineitem_3]
--- DATAFILETYPE 'char': text fields converted by the server, dates as ISO yyyy-mm-dd (read
--- the same under every DATEFORMAT for the date type). The row terminator is '|' followed by
--- a real line feed inside the literal: '\n' would mean CR LF to SQL Server, and '|0x0a' is
--- not read as hexadecimal. TABLOCK into an empty heap: minimally logged (SIMPLE or
--- BULK_LOGGED recovery). CHECK_CONSTRAINTS keeps the range constraint trusted for SWITCH
--- (without it the load marks the constraint untrusted). MAXERRORS = 0: no bad line is skipped.
-BULK INSERT [tpch_staging].[lineitem_3]
-    FROM '/var/opt/mssql/switchyard/batch/lineitem/lineitem.3.tbl'
-    WITH (DATAFILETYPE = 'char', FIELDTERMINATOR = '|', ROWTERMINATOR = '|
-',
-          TABLOCK, CHECK_CONSTRAINTS, BATCHSIZE = 100000, MAXERRORS = 0);
+-- DATAFILETYPE 'char': every field is taken as it is between its terminators (a backslash
+-- is an ordinary byte).
+-- CODEPAGE 65001: the file's UTF-8 text is converted to each column's code page; exact
+-- in nchar/nvarchar and _UTF8-collated columns (a character outside a single-byte
+-- column's code page cannot be stored exactly by any load). SQL Server on Linux takes
+-- CODEPAGE RAW only (2019+, none before): the loader uses that there.
+-- TABLOCK into an empty heap: minimally logged under SIMPLE or BULK_LOGGED recovery.
+-- CHECK_CONSTRAINTS keeps the range constraint trusted for SWITCH (without it the load
+-- marks the constraint untrusted). MAXERRORS = 0: no bad line is skipped. Dates as
+-- yyyy-mm-dd, read the same under every DATEFORMAT for date and datetime2; SET DATEFORMAT
+-- ymd makes it so for datetime and smalldatetime too.
+SET DATEFORMAT ymd
+-- The row terminator '|' + LF holds a control character: BULK INSERT takes only
+-- literals, so it is built with NCHAR() and the statement run by sp_executesql, as the BULK
+-- INSERT documentation builds an LF terminator ('\n' would mean CR LF to SQL Server, and no
+-- line break is written inside a string literal here).
+DECLARE @rowterminator nvarchar(12) = N'|' + NCHAR(10)
+DECLARE @load nvarchar(max) = N'BULK INSERT [tpch_staging].[lineitem_3] FROM ''/var/opt/mssql/switchyard/batch/lineitem/lineitem.3.tbl'' WITH (DATAFILETYPE = ''char'', FIELDTERMINATOR = ''|'', ROWTERMINATOR = ''' + @rowterminator + N''', CODEPAGE = ''65001'', TABLOCK, CHECK_CONSTRAINTS, BATCHSIZE = 100000, MAXERRORS = 0)'
+EXEC sys.sp_executesql @load;
 GO
 -- SWITCH refuses an untrusted CHECK constraint. The load checked every row, so this finds
 -- the constraint trusted and costs nothing; after a load that bypassed the check (another

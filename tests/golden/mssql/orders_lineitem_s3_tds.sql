@@ -6,9 +6,23 @@ GO
 -- objects
 -- Objects a load needs, created only when missing: safe on every run. Each statement is
 -- its own batch (GO in the script), so none relies on a variable of another.
--- Minimal logging of a bulk load needs SIMPLE or BULK_LOGGED recovery; FULL logs every row.
-IF (SELECT recovery_model_desc FROM sys.databases WHERE database_id = DB_ID()) = N'FULL'
-    PRINT N'switchyard: recovery model is FULL, bulk loads will be fully logged (use SIMPLE or BULK_LOGGED)';
+-- How the loads will be logged. Minimal logging needs the SIMPLE or BULK_LOGGED recovery
+-- model (every load here takes TABLOCK on an empty heap). Nothing here changes the model:
+-- an availability database or a mirrored one must stay in FULL, and FULL -> SIMPLE would
+-- break a log backup chain (FULL -> BULK_LOGGED keeps it). A log chain exists when
+-- sys.database_recovery_status.last_log_backup_lsn is not NULL.
+DECLARE @logging nvarchar(400) = CASE
+    WHEN EXISTS (SELECT 1 FROM sys.databases WHERE database_id = DB_ID() AND replica_id IS NOT NULL)
+        THEN N'switchyard: availability database, FULL recovery: every load is fully logged and sent to every secondary; keep the model, size the log for the load'
+    WHEN EXISTS (SELECT 1 FROM sys.database_mirroring WHERE database_id = DB_ID() AND mirroring_guid IS NOT NULL)
+        THEN N'switchyard: mirrored database, FULL recovery: every load is fully logged and sent to the mirror; keep the model'
+    WHEN (SELECT recovery_model_desc FROM sys.databases WHERE database_id = DB_ID()) <> N'FULL'
+        THEN N'switchyard: SIMPLE or BULK_LOGGED recovery: the loads are minimally logged'
+    WHEN (SELECT last_log_backup_lsn FROM sys.database_recovery_status WHERE database_id = DB_ID()) IS NOT NULL
+        THEN N'switchyard: FULL recovery with a log backup chain: the loads are fully logged; BULK_LOGGED for the load window keeps the chain, SIMPLE would break it'
+    ELSE N'switchyard: FULL recovery without a log backup chain: the loads are fully logged'
+END
+PRINT @logging;
 GO
 -- One filegroup per stream: a staging table and its partition must share a filegroup for
 -- SWITCH, and separate filegroups spread allocation (PFS/GAM) contention over their files.
@@ -330,7 +344,7 @@ GO
 -- that follows still fills an empty heap) and keeps the range CHECK constraint trusted.
 TRUNCATE TABLE [tpch_staging].[orders_1];
 GO
--- load: TDS bulk copy of orders/orders.1.tbl into tpch_staging.orders_1 (table lock, check constraints, batch size 100000, packet size 32767)
+-- load: TDS bulk copy from the worker of orders/orders.1.tbl into tpch_staging.orders_1 (table lock, check constraints, batch size 100000, packet size 32767): load_mode tds: the worker reads the file
 -- SWITCH refuses an untrusted CHECK constraint. The load checked every row, so this finds
 -- the constraint trusted and costs nothing; after a load that bypassed the check (another
 -- tool, a TDS copy without check_constraints) it re-validates once, with one scan.
@@ -393,7 +407,7 @@ GO
 -- that follows still fills an empty heap) and keeps the range CHECK constraint trusted.
 TRUNCATE TABLE [tpch_staging].[orders_2];
 GO
--- load: TDS bulk copy of orders/orders.2.tbl into tpch_staging.orders_2 (table lock, check constraints, batch size 100000, packet size 32767)
+-- load: TDS bulk copy from the worker of orders/orders.2.tbl into tpch_staging.orders_2 (table lock, check constraints, batch size 100000, packet size 32767): load_mode tds: the worker reads the file
 -- SWITCH refuses an untrusted CHECK constraint. The load checked every row, so this finds
 -- the constraint trusted and costs nothing; after a load that bypassed the check (another
 -- tool, a TDS copy without check_constraints) it re-validates once, with one scan.
@@ -456,7 +470,7 @@ GO
 -- that follows still fills an empty heap) and keeps the range CHECK constraint trusted.
 TRUNCATE TABLE [tpch_staging].[orders_3];
 GO
--- load: TDS bulk copy of orders/orders.3.tbl into tpch_staging.orders_3 (table lock, check constraints, batch size 100000, packet size 32767)
+-- load: TDS bulk copy from the worker of orders/orders.3.tbl into tpch_staging.orders_3 (table lock, check constraints, batch size 100000, packet size 32767): load_mode tds: the worker reads the file
 -- SWITCH refuses an untrusted CHECK constraint. The load checked every row, so this finds
 -- the constraint trusted and costs nothing; after a load that bypassed the check (another
 -- tool, a TDS copy without check_constraints) it re-validates once, with one scan.
@@ -526,7 +540,7 @@ GO
 -- that follows still fills an empty heap) and keeps the range CHECK constraint trusted.
 TRUNCATE TABLE [tpch_staging].[lineitem_1];
 GO
--- load: TDS bulk copy of lineitem/lineitem.1.tbl into tpch_staging.lineitem_1 (table lock, check constraints, batch size 100000, packet size 32767)
+-- load: TDS bulk copy from the worker of lineitem/lineitem.1.tbl into tpch_staging.lineitem_1 (table lock, check constraints, batch size 100000, packet size 32767): load_mode tds: the worker reads the file
 -- SWITCH refuses an untrusted CHECK constraint. The load checked every row, so this finds
 -- the constraint trusted and costs nothing; after a load that bypassed the check (another
 -- tool, a TDS copy without check_constraints) it re-validates once, with one scan.
@@ -596,7 +610,7 @@ GO
 -- that follows still fills an empty heap) and keeps the range CHECK constraint trusted.
 TRUNCATE TABLE [tpch_staging].[lineitem_2];
 GO
--- load: TDS bulk copy of lineitem/lineitem.2.tbl into tpch_staging.lineitem_2 (table lock, check constraints, batch size 100000, packet size 32767)
+-- load: TDS bulk copy from the worker of lineitem/lineitem.2.tbl into tpch_staging.lineitem_2 (table lock, check constraints, batch size 100000, packet size 32767): load_mode tds: the worker reads the file
 -- SWITCH refuses an untrusted CHECK constraint. The load checked every row, so this finds
 -- the constraint trusted and costs nothing; after a load that bypassed the check (another
 -- tool, a TDS copy without check_constraints) it re-validates once, with one scan.
@@ -666,7 +680,7 @@ GO
 -- that follows still fills an empty heap) and keeps the range CHECK constraint trusted.
 TRUNCATE TABLE [tpch_staging].[lineitem_3];
 GO
--- load: TDS bulk copy of lineitem/lineitem.3.tbl into tpch_staging.lineitem_3 (table lock, check constraints, batch size 100000, packet size 32767)
+-- load: TDS bulk copy from the worker of lineitem/lineitem.3.tbl into tpch_staging.lineitem_3 (table lock, check constraints, batch size 100000, packet size 32767): load_mode tds: the worker reads the file
 -- SWITCH refuses an untrusted CHECK constraint. The load checked every row, so this finds
 -- the constraint trusted and costs nothing; after a load that bypassed the check (another
 -- tool, a TDS copy without check_constraints) it re-validates once, with one scan.

@@ -22,20 +22,22 @@ imported inside the functions that use them.
 """
 from __future__ import annotations
 
+import codecs
 import dataclasses
 import logging
 import math
 import re
+import textwrap
 import time
 from contextlib import contextmanager
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any, Iterator, Mapping
 
 from ...planner import LoadPlan, StreamPlan, plan_tpch
-from ...spec import LoadSpec, Table
+from ...spec import FileFormat, LoadSpec, Table
 from ..base import LoadResult, ProgressCallback, TargetAdapter, TargetError, _jinja
 from .dmv import (IDLE_WAITS, LATCH_STATS_SQL, SCHEDULER_COUNT_SQL, SESSION_STATS_SQL,
-                  WAIT_STATS_SQL, _STAT_FIELDS, _BulkSessionWatcher, _load_details, snapshot_delta)
+                  WAIT_STATS_SQL, _STAT_FIELDS, LoadWatcher, _load_details, load_logging, snapshot_delta)
 from .errors import _message, error_numbers, is_data_error, is_login_refused
 from .guard import SCHEDULER_BUSY_ERROR, SCHEDULER_BUSY_MESSAGE, SchedulerBusy, is_scheduler_busy, with_scheduler_guard
 from .recovery import LAST_LOG_BACKUP_SQL, RECOVERY_SQL, RecoveryState, recovery_advice
@@ -52,6 +54,14 @@ PAGE = 8192  # sys.database_files.size and FILEPROPERTY(..., 'SpaceUsed') count 
 MIN_FILE_MB = 64
 EDGE_FILE_MB = 8
 # Data files only (type 0: ROWS); FILEPROPERTY counts 8-KB pages.
+# Python's codec name of a file's encoding -> BULK INSERT's CODEPAGE (ASCII is the same in
+# every code page: RAW, no conversion).
+ENCODING_CODEPAGES = {"utf-8": "65001", "iso8859-1": "28591", "cp1252": "1252", "ascii": "RAW"}
+HOST_PLATFORM_SQL = ("SELECT host_platform, CONVERT(int, SERVERPROPERTY('ProductMajorVersion')) "
+                     "FROM sys.dm_os_host_info")
+# A character column's code page (0 for nchar/nvarchar, 65001 for a _UTF8 collation).
+CODE_PAGES_SQL = ("SELECT c.name, COLLATIONPROPERTY(c.collation_name, 'CodePage') FROM sys.columns AS c "
+                  "WHERE c.object_id = OBJECT_ID(?) AND c.collation_name IS NOT NULL")
 USED_PAGES_SQL = "SELECT name, FILEPROPERTY(name, 'SpaceUsed') FROM sys.database_files WHERE [type] = 0"  # the edge partitions stay empty: the staging tables' CHECKs keep rows out
 
 
@@ -78,6 +88,7 @@ class MssqlAdapter(TargetAdapter):
                                        default_port=endpoint.port, default_data_root=data_root())
         for name in Settings.__dataclass_fields__:
             setattr(self, name, getattr(self.settings, name))
+        self._server: tuple[str, int] | None = None
         self.database = self.checked(endpoint.database)
         self.script_batch = script_batch
 
@@ -275,20 +286,64 @@ class MssqlAdapter(TargetAdapter):
     def truncate_sql(self, stream: StreamPlan) -> list[str]:
         return self.render("truncate.sql", s=stream)
 
-    def load_sql(self, stream: StreamPlan, path: Path | None = None, guard: bool | None = None) -> list[str]:
-        """bulk_insert: one batch (claim, TRUNCATE, BULK INSERT); tds: the TRUNCATE before the copy."""
-        if self.load_mode != "bulk_insert":
+    def codepage_for(self, fmt: FileFormat, server: tuple[str, int] | None = None) -> str | None:
+        """BULK INSERT's CODEPAGE for a file format: the `codepage` setting, else the one of
+        the file's encoding. `server` (platform, major version), once known: SQL Server on
+        Linux takes CODEPAGE 'RAW' only (2019+; 2017 takes no CODEPAGE at all)."""
+        if self.codepage:
+            return self.codepage
+        page = _encoding_codepage(fmt.encoding)
+        if page and server and server[0] == "Linux":
+            return "RAW" if server[1] >= 15 else None
+        return page
+
+    def load_path(self, stream: StreamPlan) -> tuple[str, str]:
+        """How the stream's file reaches its staging table: ("bulk_insert", why) when the
+        server can read it exactly, else ("tds", why): the worker reads it and sends the rows
+        over TDS bulk copy (the client path)."""
+        if self.load_mode == "tds":
+            return "tds", "load_mode tds: the worker reads the file"
+        table = self.spec.table(stream.table)
+        fmt = table.format
+        nullable = [c.name for c in table.columns if c.nullable]
+        if stream.file.endswith(".gz"):
+            return "tds", "the file is gzip-compressed and BULK INSERT reads plain files only"
+        if nullable and fmt.null_marker not in (None, ""):
+            return "tds", (f"the NULL marker {fmt.null_marker!r} of the nullable columns: BULK INSERT takes only "
+                           "the empty field as NULL")
+        if nullable and fmt.null_marker is None:
+            return "tds", ("nullable columns without a NULL marker: BULK INSERT would make an empty field NULL, "
+                           "where the spec says it is an empty string")
+        if nullable and fmt.quoting == "csv":
+            return "tds", ("CSV with nullable columns: BULK INSERT does not document whether a quoted empty field "
+                           '("") is an empty string, as RFC 4180 and the spec have it, or NULL')
+        if not self.codepage and _encoding_codepage(fmt.encoding) is None:
+            return "tds", f"the encoding {fmt.encoding!r} has no code page BULK INSERT knows"
+        return "bulk_insert", "BULK INSERT: the server reads the file"
+
+    def load_sql(self, stream: StreamPlan, path: Path | None = None, guard: bool | None = None,
+                 server: tuple[str, int] | None = None) -> list[str]:
+        """bulk_insert: one batch (claim, TRUNCATE, BULK INSERT); the client path: the
+        TRUNCATE before the copy."""
+        if self.load_path(stream)[0] != "bulk_insert":
             return self.truncate_sql(stream)
         if path is None:
             path = self.local_data_root / self.script_batch / stream.file
-        fmt = self.spec.format
-        delimiter = fmt.delimiter
+        table = self.spec.table(stream.table)
+        fmt = table.format
         # The trailing delimiter of every line is folded into the row terminator.
-        row_terminator = (delimiter if fmt.trailing_delimiter else "") + "\n"
-        return self.render("load.sql", s=stream, server_path=self.server_path(path), delimiter=delimiter,
-                           row_terminator=row_terminator, batch_size=self.batch_size, codepage=self.codepage,
-                           guard=self.scheduler_guard if guard is None else guard,
-                           busy_error=SCHEDULER_BUSY_ERROR, busy_message=SCHEDULER_BUSY_MESSAGE)
+        terminator = (fmt.delimiter if fmt.trailing_delimiter else "") + ("\r\n" if fmt.line_end == "crlf" else "\n")
+        shown = " + ".join(repr(ch) if ch.isprintable() else {"\r": "CR", "\n": "LF"}[ch] for ch in terminator)
+        codepage = self.codepage_for(fmt, server)
+        return self.render(
+            "load.sql", s=stream, server_path=self.server_path(path), csv=fmt.quoting == "csv",
+            field_terminator="'\\t'" if fmt.delimiter == "\t" else sstr(fmt.delimiter),
+            row_terminator_sql="'0x0a'" if terminator == "\n" else None,
+            row_terminator_expr=_nchar_expression(terminator), row_terminator_note=shown,
+            first_row=fmt.header_lines + 1, codepage=codepage, codepage_note=_codepage_note(codepage),
+            keepnulls=fmt.null_marker == "" and any(c.nullable for c in table.columns),
+            batch_size=self.batch_size, guard=self.scheduler_guard if guard is None else guard,
+            busy_error=SCHEDULER_BUSY_ERROR, busy_message=SCHEDULER_BUSY_MESSAGE)
 
     def constraint_sql(self, stream: StreamPlan) -> list[str]:
         if not stream.partitioned:
@@ -327,10 +382,13 @@ class MssqlAdapter(TargetAdapter):
                        f"filegroup {s.filegroup}, port {self.port_for(s.stream)}")
             emit(self.prepare_sql(s))
             emit(self.load_sql(s))
-            if self.load_mode != "bulk_insert":
-                out.append(f"-- load: TDS bulk copy of {s.file} into {self.staging_schema}.{s.staging_table} "
-                           f"(table lock, check constraints, batch size {self.batch_size}, "
-                           f"packet size {self.packet_size})")
+            kind, why = self.load_path(s)
+            if kind != "bulk_insert":
+                # The client path: the worker reads the file (streamed, gzip decompressed on the
+                # fly) and sends typed rows; nothing of it is T-SQL, so the plan says it here.
+                out.append(f"-- load: TDS bulk copy from the worker of {s.file} into {self.staging_schema}."
+                           f"{s.staging_table} (table lock, check constraints, batch size {self.batch_size}, "
+                           f"packet size {self.packet_size}): {why}")
             emit(self.constraint_sql(s))
             emit(self.switch_sql(s, replace_existing=False))
         return "\n".join(out) + "\n"
@@ -478,9 +536,23 @@ class MssqlAdapter(TargetAdapter):
         return dict(zip(_STAT_FIELDS, row)) if row else {}
 
     def load_staging(self, stream: StreamPlan, path: Path, progress: ProgressCallback | None) -> LoadResult:
-        if self.load_mode == "tds":
-            return self._load_tds(stream, path, progress)
-        return self._load_bulk_insert(stream, path, progress)
+        kind, why = self.load_path(stream)
+        if kind == "tds":
+            result = self._load_tds(stream, path, progress)
+        else:
+            result = self._load_bulk_insert(stream, path, progress)
+        result.details["load_path"] = why
+        return result
+
+    def server(self, cur) -> tuple[str, int]:
+        """(Windows or Linux, major version): sys.dm_os_host_info (2017+; before it, Windows only)."""
+        if self._server is None:
+            try:
+                platform, major = cur.execute(HOST_PLATFORM_SQL).fetchone()
+                self._server = (str(platform), int(major))
+            except Exception:
+                self._server = ("Windows", 13)
+        return self._server
 
     def _where(self, stream: StreamPlan) -> str:
         return (f" [table {stream.table}, stream {stream.stream}; staging table "
@@ -495,54 +567,68 @@ class MssqlAdapter(TargetAdapter):
     def _load_bulk_insert(self, stream: StreamPlan, path: Path, progress: ProgressCallback | None) -> LoadResult:
         import pyodbc
         total = Path(path).stat().st_size
+        staging = self.qualified(self.staging_schema, stream.staging_table)
         started = time.monotonic()
 
-        def attempt(guard: bool) -> tuple[int, dict, dict]:
+        def attempt(guard: bool) -> tuple[int, dict, dict, LoadWatcher]:
             conn = self.connect_odbc(stream.stream)
+            watcher = None
             try:
                 cur = conn.cursor()
-                statement, = self.load_sql(stream, path, guard=guard)
+                statement, = self.load_sql(stream, path, guard=guard, server=self.server(cur))
                 try:
                     before = self.session_stats(cur)
+                    # Another connection watches this session: how its batches are logged.
+                    watcher = LoadWatcher(self, stream, staging, session_id=before.get("session_id"))
+                    watcher.start()
                     cur.execute(statement)
                     counts = drain(cur)
+                    watcher.stop()
                     rows = next((c for c in reversed(counts) if c >= 0), -1)
                     if rows < 0:
-                        staging = self.qualified(self.staging_schema, stream.staging_table)
                         rows = int(cur.execute(f"SELECT COUNT_BIG(*) FROM {staging}").fetchone()[0])
                     for stmt in self.constraint_sql(stream):
                         cur.execute(stmt)
                         drain(cur)
-                    return rows, before, self.session_stats(cur)
+                    return rows, before, self.session_stats(cur), watcher
                 except pyodbc.Error as exc:
                     if is_scheduler_busy(exc):
                         raise SchedulerBusy(_message(exc)) from exc
                     raise self._load_error(path, stream, exc) from exc
             finally:
+                if watcher is not None:
+                    watcher.stop()
                 # Closing the unpooled session also releases its scheduler claim.
                 conn.close()
 
-        (rows, before, after), guard = with_scheduler_guard(attempt, self.scheduler_guard, self.guard_retries,
-                                                            stream.group_id)
+        (rows, before, after, watcher), guard = with_scheduler_guard(attempt, self.scheduler_guard,
+                                                                     self.guard_retries, stream.group_id)
         if progress:
             progress(total, total)
         details = _load_details(before, after, port=self.port_for(stream.stream), mode="bulk_insert")
         details.update(attempts=guard.attempts, scheduler_claimed=guard.claimed, scheduler_shared=guard.shared)
+        details.update(load_logging(watcher.log_samples, self.batch_size, after.get("recovery_model")))
         return LoadResult(rows=rows, bytes=total, seconds=time.monotonic() - started, details=details)
+
+    def code_pages(self, stream: StreamPlan) -> dict[str, int]:
+        """Each character column's code page in the staging table (65001: a _UTF8 collation)."""
+        return {name: int(page) for name, page in self.fetch(CODE_PAGES_SQL, (
+            self.qualified(self.staging_schema, stream.staging_table),), stream.stream) if page is not None}
 
     def _load_tds(self, stream: StreamPlan, path: Path, progress: ProgressCallback | None) -> LoadResult:
         import mssql_python
         import pyodbc
-        fmt = self.spec.format
-        rows = FileRows(Path(path), self.spec.table(stream.table), self.engine, fmt.delimiter,
-                        fmt.trailing_delimiter, fmt.encoding, progress, context=self._where(stream))
+        table = self.spec.table(stream.table)
         staging = self.qualified(self.staging_schema, stream.staging_table)
         started = time.monotonic()
         try:
             self.execute(self.load_sql(stream), stream.stream)
+            code_pages = self.code_pages(stream)
         except pyodbc.Error as exc:
             raise self._load_error(path, stream, exc) from exc
-        watcher = _BulkSessionWatcher(self, stream, staging)
+        rows = FileRows(Path(path), table, self.engine, table.format, progress, context=self._where(stream),
+                        code_pages=code_pages)
+        watcher = LoadWatcher(self, stream, staging)
         conn = self.connect_tds(stream.stream)
         watcher.start()
         try:
@@ -575,6 +661,7 @@ class MssqlAdapter(TargetAdapter):
         details.update(mode="tds", port=self.port_for(stream.stream), packet_size=self.packet_size,
                        batch_size=self.batch_size, parsed_rows=rows.rows,
                        session_sampled=watcher.sample is not None)
+        details.update(load_logging(watcher.log_samples, self.batch_size, details.get("recovery_model")))
         return LoadResult(rows=copied, bytes=rows.bytes, seconds=time.monotonic() - started, details=details)
 
     def partition_number(self, stream: StreamPlan) -> int:
@@ -664,6 +751,47 @@ class MssqlAdapter(TargetAdapter):
 
     def row_count(self, table: str) -> int:
         return int(self.fetch(f"SELECT COUNT_BIG(*) FROM {self.qualified(self.schema, table)}")[0][0])
+
+def _nchar_expression(text: str) -> str:
+    """A T-SQL expression for `text`: printable runs as N'' literals, control characters as
+    NCHAR(n), so no line break is ever written inside a literal."""
+    parts, run = [], ""
+    for ch in text:
+        if ch.isprintable():
+            run += ch
+            continue
+        if run:
+            parts.append(nstr(run))
+            run = ""
+        parts.append(f"NCHAR({ord(ch)})")
+    if run:
+        parts.append(nstr(run))
+    return " + ".join(parts)
+
+
+def _encoding_codepage(encoding: str) -> str | None:
+    try:
+        return ENCODING_CODEPAGES.get(codecs.lookup(encoding).name)
+    except LookupError:
+        return None
+
+
+def _codepage_note(codepage: str | None) -> list[str]:
+    if codepage == "65001":
+        text = ("CODEPAGE 65001: the file's UTF-8 text is converted to each column's code page; exact in "
+                "nchar/nvarchar and _UTF8-collated columns (a character outside a single-byte column's code page "
+                "cannot be stored exactly by any load). SQL Server on Linux takes CODEPAGE RAW only (2019+, none "
+                "before): the loader uses that there.")
+    elif codepage == "RAW":
+        text = ("CODEPAGE RAW: no conversion, the file's bytes are stored as they are: exact for UTF-8 text in "
+                "_UTF8-collated char/varchar columns and for ASCII in any.")
+    elif codepage:
+        text = f"CODEPAGE {codepage}: the file's text is converted from code page {codepage} to each column's."
+    else:
+        text = ("No CODEPAGE: the server's default (OEM on Windows); exact for ASCII text (SQL Server 2017 on "
+                "Linux takes no CODEPAGE).")
+    return textwrap.wrap(text, 86)
+
 
 def _human(n: int) -> str:
     """Bytes for a reader: 3.1 MB, 7.2 GB."""

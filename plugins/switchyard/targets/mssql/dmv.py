@@ -1,10 +1,12 @@
 """What the server's DMVs say about a load and the run: where a session ran (scheduler, CPU,
-node, port), what it cost, and the server-wide waits and latches around a run."""
+node, port), what it cost, how it was logged, and the server-wide waits and latches."""
 from __future__ import annotations
 
 import logging
+import statistics
 import threading
-from typing import TYPE_CHECKING, Any, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from ...planner import StreamPlan
 
@@ -22,7 +24,8 @@ SCHEDULER_COUNT_SQL = "SELECT COUNT(*) FROM sys.dm_os_schedulers WHERE status = 
 # is in the session context (the stats query itself may run on another scheduler).
 SESSION_STATS_SQL = """
 SELECT s.session_id, COALESCE(CONVERT(int, SESSION_CONTEXT(N'switchyard.scheduler')), r.scheduler_id),
-       sch.cpu_id, sch.parent_node_id, c.local_tcp_port, s.reads, s.writes, s.cpu_time
+       sch.cpu_id, sch.parent_node_id, c.local_tcp_port, s.reads, s.writes, s.cpu_time,
+       CONVERT(nvarchar(60), DATABASEPROPERTYEX(DB_NAME(), 'Recovery'))
 FROM sys.dm_exec_sessions AS s
 JOIN sys.dm_exec_requests AS r ON r.session_id = s.session_id
 LEFT JOIN sys.dm_exec_connections AS c ON c.session_id = s.session_id AND c.parent_connection_id IS NULL
@@ -32,19 +35,104 @@ WHERE s.session_id = @@SPID
 """
 # The session bulk-loading a table is the one holding its table lock (BU with TABLOCK on a heap).
 BULK_SESSION_SQL = """
-SELECT TOP (1) s.session_id, r.scheduler_id, sch.cpu_id, sch.parent_node_id, c.local_tcp_port,
-       s.reads, s.writes, s.cpu_time
+SELECT TOP (1) l.request_session_id
 FROM sys.dm_tran_locks AS l
-JOIN sys.dm_exec_sessions AS s ON s.session_id = l.request_session_id
-LEFT JOIN sys.dm_exec_requests AS r ON r.session_id = s.session_id
-LEFT JOIN sys.dm_os_schedulers AS sch ON sch.scheduler_id = r.scheduler_id
-LEFT JOIN sys.dm_exec_connections AS c ON c.session_id = s.session_id AND c.parent_connection_id IS NULL
 WHERE l.resource_type = 'OBJECT' AND l.resource_database_id = DB_ID()
   AND l.resource_associated_entity_id = OBJECT_ID(?) AND l.request_mode IN ('BU', 'X')
   AND l.request_session_id <> @@SPID
 """
+# One look at a loading session from another connection: where it runs (its request's
+# scheduler, that scheduler's CPU and node, the port it came in on), what it has cost, and
+# how its open transaction is logged against what the heap has grown by. A load commits
+# every BATCHSIZE rows, one transaction each; sys.dm_tran_database_transactions counts the
+# log bytes and records of the open one, sys.dm_db_partition_stats the heap's rows and
+# pages (index_id 0: a heap).
+LOAD_SAMPLE_SQL = """
+SELECT s.session_id, r.scheduler_id, sch.cpu_id, sch.parent_node_id, c.local_tcp_port, s.reads, s.writes,
+       s.cpu_time, CONVERT(nvarchar(60), DATABASEPROPERTYEX(DB_NAME(), 'Recovery')),
+       t.transaction_id, t.log_bytes, t.log_records, h.heap_rows, h.heap_pages
+FROM sys.dm_exec_sessions AS s
+LEFT JOIN sys.dm_exec_requests AS r ON r.session_id = s.session_id
+LEFT JOIN sys.dm_os_schedulers AS sch ON sch.scheduler_id = r.scheduler_id
+LEFT JOIN sys.dm_exec_connections AS c ON c.session_id = s.session_id AND c.parent_connection_id IS NULL
+OUTER APPLY (SELECT TOP (1) st.transaction_id, dt.database_transaction_log_bytes_used AS log_bytes,
+                    dt.database_transaction_log_record_count AS log_records
+             FROM sys.dm_tran_session_transactions AS st
+             JOIN sys.dm_tran_database_transactions AS dt
+               ON dt.transaction_id = st.transaction_id AND dt.database_id = DB_ID()
+             WHERE st.session_id = s.session_id
+             ORDER BY dt.database_transaction_log_bytes_used DESC) AS t
+OUTER APPLY (SELECT SUM(ps.row_count) AS heap_rows, SUM(ps.used_page_count) AS heap_pages
+             FROM sys.dm_db_partition_stats AS ps
+             WHERE ps.object_id = OBJECT_ID(?) AND ps.index_id = 0) AS h
+WHERE s.session_id = ?
+"""
 _STAT_FIELDS = ("session_id", "scheduler_id", "cpu_id", "node_id", "local_tcp_port", "reads", "writes",
-                "cpu_time_ms")
+                "cpu_time_ms", "recovery_model")
+_LOG_FIELDS = ("transaction_id", "log_bytes", "log_records", "heap_rows", "heap_pages")
+
+PAGE = 8192
+# Fully logged, a row's log record carries the row: at least about its size in log bytes.
+# Minimally logged, only page allocations are logged: a few bytes per 8-KB page written.
+# Between the two lies a wide gap; the threshold sits in it.
+MINIMAL_BELOW = 0.25
+MIN_ROWS_IN_SAMPLE = 1000
+
+
+@dataclass(frozen=True)
+class LogSample:
+    """One look at the loading session's open transaction and the heap it fills."""
+    transaction_id: int | None
+    log_bytes: int | None
+    log_records: int | None
+    heap_rows: int | None
+    heap_pages: int | None
+
+
+def log_ratios(samples: Sequence[LogSample], batch_size: int) -> list[float]:
+    """Log bytes per byte of data pages written, from the samples that can say.
+
+    Two looks at one transaction: the log bytes it added over the pages the heap grew by.
+    One look alone: the transaction's log bytes over the rows it has inserted so far (the
+    heap's rows past the last full batch) times the heap's bytes per row.
+    """
+    out = []
+    for a, b in zip(samples, samples[1:]):
+        if (a.transaction_id is not None and a.transaction_id == b.transaction_id and None not in
+                (a.log_bytes, b.log_bytes, a.heap_pages, b.heap_pages) and b.heap_pages - a.heap_pages >= 8):
+            out.append((b.log_bytes - a.log_bytes) / ((b.heap_pages - a.heap_pages) * PAGE))
+    if out:
+        return out
+    for x in samples:
+        if x.transaction_id is None or None in (x.log_bytes, x.heap_rows, x.heap_pages) or not x.heap_rows:
+            continue
+        in_batch = x.heap_rows % batch_size
+        if in_batch >= MIN_ROWS_IN_SAMPLE and x.heap_pages:
+            out.append(x.log_bytes / (in_batch * x.heap_pages * PAGE / x.heap_rows))
+    return out
+
+
+def load_logging(samples: Sequence[LogSample], batch_size: int, recovery_model: str | None) -> dict[str, Any]:
+    """How a load was logged: measured from the samples where they say, else by SQL Server's
+    rules (TABLOCK into an empty heap, as every load here is: minimal under SIMPLE and
+    BULK_LOGGED, full under FULL)."""
+    model = (recovery_model or "").upper() or None
+    expected = None if model is None else ("minimal" if model in ("SIMPLE", "BULK_LOGGED") else "full")
+    ratios = log_ratios(samples, batch_size)
+    out: dict[str, Any] = {"recovery_model": model}
+    if ratios:
+        ratio = statistics.median(ratios)
+        measured = "minimal" if ratio < MINIMAL_BELOW else "full"
+        out.update(logging=measured, logging_basis=f"measured ({len(ratios)} sample(s))", log_ratio=round(ratio, 4))
+        if expected and measured != expected:
+            out["logging_note"] = (f"logged {measured}ly under {model} recovery, where the rules say {expected}: "
+                                   "check trace flags, replication and the table's state")
+    elif expected:
+        out.update(logging=expected, logging_basis=f"rules ({model} recovery, TABLOCK into an empty heap; no "
+                                                   "sample fell inside a transaction)")
+    else:
+        out.update(logging="unknown", logging_basis="no sample and no recovery model")
+    return out
 
 
 def stats_delta(before: Mapping[str, tuple], after: Mapping[str, tuple]) -> dict[str, tuple]:
@@ -101,22 +189,38 @@ def snapshot_delta(before: Mapping[str, Any], after: Mapping[str, Any], top: int
 
 
 
-class _BulkSessionWatcher:
-    """Samples the session that bulk-loads a staging table, from a connection of its own.
+class LoadWatcher:
+    """Samples the session that loads a staging table, from a connection of its own.
 
-    mssql-python's bulk copy opens its own TDS session, which our code cannot query; the
-    session holding the staging table's bulk-load lock is that one.
+    For BULK INSERT the session is known (the loader's own); mssql-python's bulk copy opens
+    a TDS session of its own, which our code cannot query: the session holding the staging
+    table's bulk-load lock is that one.
     """
 
-    def __init__(self, adapter: MssqlAdapter, stream: StreamPlan, staging: str, every: float = 1.0):
+    def __init__(self, adapter: MssqlAdapter, stream: StreamPlan, staging: str, session_id: int | None = None,
+                 every: float = 0.5):
         self.adapter, self.stream, self.staging, self.every = adapter, stream, staging, every
+        self.session_id = session_id
         self.sample: dict[str, Any] | None = None
+        self.log_samples: list[LogSample] = []
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name=f"watch-{self.stream.group_id}", daemon=True)
         self._thread.start()
+
+    def _look(self, cur) -> None:
+        if self.session_id is None:
+            row = cur.execute(BULK_SESSION_SQL, self.staging).fetchone()
+            if not row:
+                return
+            self.session_id = int(row[0])
+        row = cur.execute(LOAD_SAMPLE_SQL, self.staging, self.session_id).fetchone()
+        if row:
+            values = tuple(row)
+            self.sample = dict(zip(_STAT_FIELDS, values[:len(_STAT_FIELDS)]))
+            self.log_samples.append(LogSample(*values[len(_STAT_FIELDS):]))
 
     def _run(self) -> None:
         try:
@@ -127,9 +231,7 @@ class _BulkSessionWatcher:
         try:
             cur = conn.cursor()
             while not self._stop.is_set():
-                row = cur.execute(BULK_SESSION_SQL, self.staging).fetchone()
-                if row:
-                    self.sample = dict(zip(_STAT_FIELDS, row))
+                self._look(cur)
                 self._stop.wait(self.every)
         except Exception as exc:
             log.info("%s: session statistics stopped (%s)", self.stream.group_id, exc)
@@ -143,7 +245,8 @@ class _BulkSessionWatcher:
 
 
 def _load_details(before: dict, after: dict, port: int, mode: str) -> dict[str, Any]:
-    out = {k: after.get(k) for k in ("session_id", "scheduler_id", "cpu_id", "node_id", "local_tcp_port")}
+    out = {k: after.get(k) for k in ("session_id", "scheduler_id", "cpu_id", "node_id", "local_tcp_port",
+                                     "recovery_model")}
     for k in ("reads", "writes", "cpu_time_ms"):
         if after.get(k) is not None and before.get(k) is not None:
             out[k] = int(after[k]) - int(before[k])
