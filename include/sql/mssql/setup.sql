@@ -122,9 +122,11 @@ IF OBJECT_ID({{ nstr(qn(control_schema, "load_stats")) }}, N'U') IS NULL
         rows_per_s    float NULL,
         port          int NULL,
         outcome       nvarchar(100) NULL,
+        logging       nvarchar(40) NULL,
+        log_ratio     float NULL,
         CONSTRAINT [load_stats_pk] PRIMARY KEY NONCLUSTERED (dag_id, run_id, table_name, stream)
     );
-{% for column, type in [("dag_id", "nvarchar(250)"), ("mb_per_s", "float"), ("rows_per_s", "float"), ("port", "int"), ("outcome", "nvarchar(100)")] %}
+{% for column, type in [("dag_id", "nvarchar(250)"), ("mb_per_s", "float"), ("rows_per_s", "float"), ("port", "int"), ("outcome", "nvarchar(100)"), ("logging", "nvarchar(40)"), ("log_ratio", "float")] %}
 {% if loop.first %}
 -- Tables created by an earlier version lack the later columns. COL_LENGTH is NULL for a
 -- column that does not exist; a NULL-able column is added as metadata only, no rewrite.
