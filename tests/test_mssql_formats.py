@@ -349,3 +349,30 @@ def test_crlf_declared_means_crlf(tmp_path):
     with pytest.raises(TargetError, match="line 3: a quoted field is not closed before the end of the file"):
         list(FileRows(path, spec_with({"delimiter": ",", "trailing_delimiter": False, "quoting": "csv",
                                        "null_marker": ""}).table("notes"), "mssql"))
+
+
+# --- text the server path cannot store exactly goes the client path -------------------------------
+def test_which_columns_bulk_insert_stores_any_text_in_exactly():
+    """SCRIPTED DMV ANSWERS for the code pages: what COLLATIONPROPERTY(collation, 'CodePage')
+    gives per column (1252 for a Latin1 collation, 65001 for a _UTF8 one)."""
+    spec = spec_with({"null_marker": ""})  # body nvarchar(12), tag varchar(8)
+    a = adapter(spec)
+    s = stream_of(spec)
+    # Windows, CODEPAGE 65001: nvarchar is exact; a varchar in code page 1252 only for ASCII.
+    assert "not in tag (code page 1252)" in a.text_exact(s, ("Windows", 16), {"tag": 1252})
+    assert a.text_exact(s, ("Windows", 16), {"tag": 65001}) is None
+    # Linux, RAW: the bytes pass unconverted, so only a _UTF8 varchar holds them as the same text.
+    why = a.text_exact(s, ("Linux", 16), {"tag": 65001})
+    assert "CODEPAGE RAW on Linux" in why and "body (nchar/nvarchar)" in why and "tag" not in why
+    # A Latin-1 file into Latin-1 columns is exact.
+    latin = spec_with({"encoding": "latin-1", "null_marker": ""})
+    assert adapter(latin).text_exact(stream_of(latin), ("Windows", 16), {"tag": 28591}) is None
+
+
+def test_file_is_ascii(tmp_path):
+    from switchyard.targets.mssql.adapter import file_is_ascii
+    path = tmp_path / "f.txt"
+    path.write_bytes(b"plain|text|\n" * 1000)
+    assert file_is_ascii(path)
+    path.write_bytes(b"plain|text|\n" * 1000 + "caf\u00e9|\n".encode())
+    assert not file_is_ascii(path, chunk=64)

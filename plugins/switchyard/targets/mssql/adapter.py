@@ -89,6 +89,8 @@ class MssqlAdapter(TargetAdapter):
         for name in Settings.__dataclass_fields__:
             setattr(self, name, getattr(self.settings, name))
         self._server: tuple[str, int] | None = None
+        # How often a load's session is sampled (where it runs, how it is logged), seconds.
+        self.watch_every = 0.5
         self.database = self.checked(endpoint.database)
         self.script_batch = script_batch
 
@@ -537,12 +539,49 @@ class MssqlAdapter(TargetAdapter):
 
     def load_staging(self, stream: StreamPlan, path: Path, progress: ProgressCallback | None) -> LoadResult:
         kind, why = self.load_path(stream)
+        if kind == "bulk_insert":
+            with self.connection(stream.stream) as conn:
+                cur = conn.cursor()
+                server = self.server(cur)
+                code_pages = {n: int(p) for n, p in cur.execute(
+                    CODE_PAGES_SQL, self.qualified(self.staging_schema, stream.staging_table)).fetchall()
+                    if p is not None}
+            text_exact = self.text_exact(stream, server, code_pages)
+            if text_exact is not None and not file_is_ascii(Path(path)):
+                kind, why = "tds", f"the file holds non-ASCII text and {text_exact}"
         if kind == "tds":
             result = self._load_tds(stream, path, progress)
         else:
             result = self._load_bulk_insert(stream, path, progress)
         result.details["load_path"] = why
         return result
+
+    def text_exact(self, stream: StreamPlan, server: tuple[str, int], code_pages: Mapping[str, int]) -> str | None:
+        """None when BULK INSERT stores any text of the file exactly on this server, else why
+        only ASCII is sure to arrive unchanged (ASCII is the same in every code page).
+
+        Exact: a UTF-8 file read with CODEPAGE 65001 (Windows) into nchar/nvarchar columns and
+        _UTF8-collated char/varchar ones (code page 65001); RAW (Linux) passes the bytes as
+        they are, which only a _UTF8-collated char/varchar column holds as the same text; a
+        single-byte file into columns of its own code page.
+        """
+        table = self.spec.table(stream.table)
+        page = self.codepage_for(table.format, server)
+        text = [c for c in table.columns if re.match(r"n?(var)?char|n?text", c.sql_type(self.engine).lower())]
+        unicode = [c.name for c in text if c.sql_type(self.engine).lower().startswith("n")]
+        single = {c.name: code_pages.get(c.name) for c in text if c.name not in unicode}
+        if page == "65001":
+            off = [f"{n} (code page {cp})" for n, cp in single.items() if cp not in (None, 65001)]
+        elif page in ("RAW", None):
+            off = [f"{n} (nchar/nvarchar)" for n in unicode]
+            off += [f"{n} (code page {cp})" for n, cp in single.items() if cp not in (None, 65001)]
+        else:
+            off = [f"{n} (code page {cp})" for n, cp in single.items() if str(cp) != page]
+            off += [] if page in ("1252", "28591") else [f"{n} (nchar/nvarchar)" for n in unicode]
+        if not off:
+            return None
+        return (f"BULK INSERT with CODEPAGE {page or '(none)'} on {server[0]} stores it exactly only in _UTF8 or "
+                f"matching columns, not in {', '.join(off)}")
 
     def server(self, cur) -> tuple[str, int]:
         """(Windows or Linux, major version): sys.dm_os_host_info (2017+; before it, Windows only)."""
@@ -579,7 +618,8 @@ class MssqlAdapter(TargetAdapter):
                 try:
                     before = self.session_stats(cur)
                     # Another connection watches this session: how its batches are logged.
-                    watcher = LoadWatcher(self, stream, staging, session_id=before.get("session_id"))
+                    watcher = LoadWatcher(self, stream, staging, session_id=before.get("session_id"),
+                                          every=self.watch_every)
                     watcher.start()
                     cur.execute(statement)
                     counts = drain(cur)
@@ -628,7 +668,7 @@ class MssqlAdapter(TargetAdapter):
             raise self._load_error(path, stream, exc) from exc
         rows = FileRows(Path(path), table, self.engine, table.format, progress, context=self._where(stream),
                         code_pages=code_pages)
-        watcher = LoadWatcher(self, stream, staging)
+        watcher = LoadWatcher(self, stream, staging, every=self.watch_every)
         conn = self.connect_tds(stream.stream)
         watcher.start()
         try:
@@ -767,6 +807,15 @@ def _nchar_expression(text: str) -> str:
     if run:
         parts.append(nstr(run))
     return " + ".join(parts)
+
+
+def file_is_ascii(path: Path, chunk: int = 1 << 22) -> bool:
+    """Whether every byte of the file is ASCII (read in 4 MB chunks, checked in C)."""
+    with Path(path).open("rb") as fh:
+        for block in iter(lambda: fh.read(chunk), b""):
+            if not block.isascii():
+                return False
+    return True
 
 
 def _encoding_codepage(encoding: str) -> str | None:
