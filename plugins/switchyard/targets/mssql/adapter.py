@@ -89,8 +89,9 @@ class MssqlAdapter(TargetAdapter):
         for name in Settings.__dataclass_fields__:
             setattr(self, name, getattr(self.settings, name))
         self._server: tuple[str, int] | None = None
-        # How often a load's session is sampled (where it runs, how it is logged), seconds.
-        self.watch_every = 0.5
+        # How often a load's session is sampled (where it runs, how it is logged), seconds;
+        # None: not at all (the recovery model's rules then say how it was logged).
+        self.watch_every: float | None = 0.5
         self.database = self.checked(endpoint.database)
         self.script_batch = script_batch
 
@@ -539,20 +540,14 @@ class MssqlAdapter(TargetAdapter):
 
     def load_staging(self, stream: StreamPlan, path: Path, progress: ProgressCallback | None) -> LoadResult:
         kind, why = self.load_path(stream)
+        result = None
         if kind == "bulk_insert":
-            with self.connection(stream.stream) as conn:
-                cur = conn.cursor()
-                server = self.server(cur)
-                code_pages = {n: int(p) for n, p in cur.execute(
-                    CODE_PAGES_SQL, self.qualified(self.staging_schema, stream.staging_table)).fetchall()
-                    if p is not None}
-            text_exact = self.text_exact(stream, server, code_pages)
-            if text_exact is not None and not file_is_ascii(Path(path)):
-                kind, why = "tds", f"the file holds non-ASCII text and {text_exact}"
-        if kind == "tds":
+            try:
+                result = self._load_bulk_insert(stream, path, progress)
+            except _ClientPath as turn:
+                why = str(turn)
+        if result is None:
             result = self._load_tds(stream, path, progress)
-        else:
-            result = self._load_bulk_insert(stream, path, progress)
         result.details["load_path"] = why
         return result
 
@@ -609,12 +604,23 @@ class MssqlAdapter(TargetAdapter):
         staging = self.qualified(self.staging_schema, stream.staging_table)
         started = time.monotonic()
 
+        checked: list[bool] = []
+
         def attempt(guard: bool) -> tuple[int, dict, dict, LoadWatcher]:
             conn = self.connect_odbc(stream.stream)
             watcher = None
             try:
                 cur = conn.cursor()
-                statement, = self.load_sql(stream, path, guard=guard, server=self.server(cur))
+                server = self.server(cur)
+                if not checked:
+                    # Text the server would not store exactly goes the client path (once per load).
+                    code_pages = {n: int(p) for n, p in cur.execute(CODE_PAGES_SQL, staging).fetchall()
+                                  if p is not None}
+                    inexact = self.text_exact(stream, server, code_pages)
+                    if inexact is not None and not file_is_ascii(Path(path)):
+                        raise _ClientPath(f"the file holds non-ASCII text and {inexact}")
+                    checked.append(True)
+                statement, = self.load_sql(stream, path, guard=guard, server=server)
                 try:
                     before = self.session_stats(cur)
                     # Another connection watches this session: how its batches are logged.
@@ -807,6 +813,10 @@ def _nchar_expression(text: str) -> str:
     if run:
         parts.append(nstr(run))
     return " + ".join(parts)
+
+
+class _ClientPath(Exception):
+    """This load goes the client path after all; the message says why."""
 
 
 def file_is_ascii(path: Path, chunk: int = 1 << 22) -> bool:

@@ -198,7 +198,7 @@ class LoadWatcher:
     """
 
     def __init__(self, adapter: MssqlAdapter, stream: StreamPlan, staging: str, session_id: int | None = None,
-                 every: float = 0.5):
+                 every: float | None = 0.5):
         self.adapter, self.stream, self.staging, self.every = adapter, stream, staging, every
         self.session_id = session_id
         self.sample: dict[str, Any] | None = None
@@ -207,6 +207,8 @@ class LoadWatcher:
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
+        if not self.every:
+            return  # watching switched off: the rules decide how the load was logged
         self._thread = threading.Thread(target=self._run, name=f"watch-{self.stream.group_id}", daemon=True)
         self._thread.start()
 
