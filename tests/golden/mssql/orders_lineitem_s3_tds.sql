@@ -265,6 +265,8 @@ IF OBJECT_ID(N'[switchyard].[load_stats]', N'U') IS NULL
         rows_per_s    float NULL,
         port          int NULL,
         outcome       nvarchar(100) NULL,
+        logging       nvarchar(40) NULL,
+        log_ratio     float NULL,
         CONSTRAINT [load_stats_pk] PRIMARY KEY NONCLUSTERED (dag_id, run_id, table_name, stream)
     );
 GO
@@ -284,6 +286,12 @@ IF COL_LENGTH(N'[switchyard].[load_stats]', N'port') IS NULL
 GO
 IF COL_LENGTH(N'[switchyard].[load_stats]', N'outcome') IS NULL
     ALTER TABLE [switchyard].[load_stats] ADD [outcome] nvarchar(100) NULL;
+GO
+IF COL_LENGTH(N'[switchyard].[load_stats]', N'logging') IS NULL
+    ALTER TABLE [switchyard].[load_stats] ADD [logging] nvarchar(40) NULL;
+GO
+IF COL_LENGTH(N'[switchyard].[load_stats]', N'log_ratio') IS NULL
+    ALTER TABLE [switchyard].[load_stats] ADD [log_ratio] float NULL;
 GO
 -- ... and are keyed by (run_id, table_name, stream): the rows of two DAGs' runs with the
 -- same run id overwrote each other. Re-keyed once, in one transaction (XACT_ABORT rolls it
