@@ -621,3 +621,14 @@ def test_one_past_the_declared_length_fails_on_both_paths(tmp_path):
                        f"DROP TABLE IF EXISTS {a.qualified(a.schema, 'notes')}",
                        f"DROP SCHEMA IF EXISTS {a.q(a.staging_schema)}", f"DROP SCHEMA IF EXISTS {a.q(a.schema)}"])
             shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_the_servers_layout_reads_and_plans_ports(adapter):
+    """LAYOUT_SQL on the server, parsed by the code `plan --emit server-config --layout` uses."""
+    from switchyard.targets.mssql.server_config import plan_ports, server_config
+    layout = adapter.server_layout()
+    assert layout.nodes and all(n.schedulers >= 1 for n in layout.nodes)
+    assert sum(n.schedulers for n in layout.nodes) == adapter.scheduler_count()
+    plan = plan_ports(layout, 8)
+    assert len(plan.stream_ports) == 8
+    assert "PROCESS AFFINITY CPU =" not in server_config(layout, 8).replace("CPU = AUTO", "")
