@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from switchyard.planner import LoadPlan, StreamPlan, TablePlan
-from switchyard.spec import parse_spec
+from switchyard.core.planner import LoadPlan, StreamPlan, TablePlan
+from switchyard.core.spec import parse_spec
 from switchyard.targets import TargetError
 from switchyard.targets.mssql import FileRows, MssqlAdapter, converter
 

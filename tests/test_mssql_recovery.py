@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from datetime import datetime
 
-from switchyard.spec import load_spec
+from switchyard.core.spec import load_spec
 from switchyard.targets.mssql import MssqlAdapter
 from switchyard.targets.mssql.recovery import LAST_LOG_BACKUP_SQL, RECOVERY_SQL, RecoveryState, recovery_advice
 
@@ -122,7 +122,7 @@ def test_the_scripted_queries_are_the_ones_the_adapter_sends_and_they_parse():
 
 
 def test_the_setup_script_says_how_loads_will_be_logged_and_changes_nothing():
-    from switchyard.planner import plan_tpch
+    from switchyard.core.planner import plan_tpch
     setup = MssqlAdapter(SPEC).setup_sql(plan_tpch(SPEC, 0.01, 2, ["orders"]))
     check = setup[0]
     assert "replica_id IS NOT NULL" in check and "mirroring_guid IS NOT NULL" in check

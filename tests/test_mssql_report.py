@@ -1,6 +1,6 @@
 """The run report on SQL Server: where each load ran (port, session, scheduler, node, CPU) and
 how it was logged, from the load details the adapter returns, through the stats task's
-assembly (switchyard.stats.assemble) into the HTML and Markdown reports and the control
+assembly (switchyard.observability.stats.assemble) into the HTML and Markdown reports and the control
 schema's load_stats rows. The details are what MssqlAdapter.load() returns on a server;
 here they are written by hand in that shape.
 """
@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from test_report import PLAN, context, group
 
-from switchyard.report import write_report
-from switchyard.stats import assemble, load_stats_columns, load_stats_rows
+from switchyard.observability.report import write_report
+from switchyard.observability.stats import assemble, load_stats_columns, load_stats_rows
 
 
 def mssql_group(stream: int, **details) -> dict:

@@ -9,9 +9,9 @@ import re
 
 import pytest
 
-from switchyard.batch import Manifest, ManifestEntry
-from switchyard.planner import plan_batch, plan_tpch
-from switchyard.spec import load_spec
+from switchyard.core.batch import Manifest, ManifestEntry
+from switchyard.core.planner import plan_batch, plan_tpch
+from switchyard.core.spec import load_spec
 from switchyard.targets import TargetError
 from switchyard.targets.mssql import MssqlAdapter
 

@@ -12,14 +12,16 @@ Drivers (pyodbc, mssql-python) are imported only inside the functions that use t
 """
 from __future__ import annotations
 
-from .adapter import MssqlAdapter, drain, first_row, nstr, plan_script, sstr
-from .dmv import IDLE_WAITS, snapshot_delta, stats_delta
-from .errors import DATA_ERRORS, LOGIN_REFUSED, error_numbers, is_data_error, is_login_refused
-from .guard import (SCHEDULER_BUSY_ERROR, SCHEDULER_BUSY_MESSAGE, GuardOutcome, SchedulerBusy, is_scheduler_busy,
-                    with_scheduler_guard)
-from .rows import FileRows, converter
-from .settings import (ADAPTER_OPTIONS, DEFAULT_PORT, LOAD_MODES, MAX_PACKET_SIZE, ODBC_DRIVER_NAME, Endpoint,
-                       find_odbc_driver, odbc_value, parse_uri)
+from switchyard.targets.mssql.adapter import MssqlAdapter, drain, first_row, nstr, plan_script, sstr
+from switchyard.targets.mssql.dmv import IDLE_WAITS, snapshot_delta, stats_delta
+from switchyard.targets.mssql.errors import (DATA_ERRORS, LOGIN_REFUSED, error_numbers, is_data_error,
+                                             is_login_refused)
+from switchyard.targets.mssql.guard import (SCHEDULER_BUSY_ERROR, SCHEDULER_BUSY_MESSAGE, GuardOutcome,
+                                            SchedulerBusy, is_scheduler_busy, with_scheduler_guard)
+from switchyard.targets.mssql.rows import FileRows, converter
+from switchyard.targets.mssql.settings import (ADAPTER_OPTIONS, DEFAULT_PORT, LOAD_MODES, MAX_PACKET_SIZE,
+                                               ODBC_DRIVER_NAME, Endpoint, find_odbc_driver, odbc_value,
+                                               parse_uri)
 
 __all__ = [
     "ADAPTER_OPTIONS", "DATA_ERRORS", "DEFAULT_PORT", "IDLE_WAITS", "LOAD_MODES", "LOGIN_REFUSED", "MAX_PACKET_SIZE",

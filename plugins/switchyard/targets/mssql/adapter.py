@@ -33,27 +33,29 @@ from contextlib import contextmanager
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any, Iterator, Mapping
 
-from ...planner import LoadPlan, StreamPlan, plan_tpch
-from ...spec import FileFormat, LoadSpec, Table
-from ..base import LoadResult, ProgressCallback, TargetAdapter, TargetError, _jinja
-from .dmv import (IDLE_WAITS, LATCH_STATS_SQL, SCHEDULER_COUNT_SQL, SESSION_STATS_SQL,
-                  WAIT_STATS_SQL, _STAT_FIELDS, LoadWatcher, _load_details, load_logging, snapshot_delta)
-from .errors import _message, error_numbers, is_data_error, is_login_refused
-from .guard import SCHEDULER_BUSY_ERROR, SCHEDULER_BUSY_MESSAGE, SchedulerBusy, is_scheduler_busy, with_scheduler_guard
-from .recovery import LAST_LOG_BACKUP_SQL, RECOVERY_SQL, RecoveryState, recovery_advice
-from .rows import FileRows
-from .keys import KeyType, key_type
-from .server_config import LAYOUT_SQL, Layout, layout_from_json
-from .tsql import nstr, split_statements, sstr
-from .settings import (ADAPTER_OPTIONS, DEFAULT_PORT, EDGE_FILEGROUP, _SAFE_PATH, Endpoint, Settings,
-                       _odbc_attributes, find_odbc_driver, odbc_value, parse_settings, parse_uri)
+from switchyard.core.planner import LoadPlan, StreamPlan, plan_tpch
+from switchyard.core.spec import FileFormat, LoadSpec, Table
+from switchyard.targets.base import LoadResult, ProgressCallback, TargetAdapter, TargetError, _jinja
+from switchyard.targets.mssql.dmv import (IDLE_WAITS, LATCH_STATS_SQL, SCHEDULER_COUNT_SQL, SESSION_STATS_SQL,
+                                          WAIT_STATS_SQL, _STAT_FIELDS, LoadWatcher, _load_details, load_logging,
+                                          snapshot_delta)
+from switchyard.targets.mssql.errors import _message, error_numbers, is_data_error, is_login_refused
+from switchyard.targets.mssql.guard import (SCHEDULER_BUSY_ERROR, SCHEDULER_BUSY_MESSAGE, SchedulerBusy,
+                                            is_scheduler_busy, with_scheduler_guard)
+from switchyard.targets.mssql.recovery import LAST_LOG_BACKUP_SQL, RECOVERY_SQL, RecoveryState, recovery_advice
+from switchyard.targets.mssql.rows import FileRows
+from switchyard.targets.mssql.keys import KeyType, key_type
+from switchyard.targets.mssql.server_config import LAYOUT_SQL, Layout, layout_from_json
+from switchyard.targets.mssql.tsql import nstr, split_statements, sstr
+from switchyard.targets.mssql.settings import (ADAPTER_OPTIONS, DEFAULT_PORT, EDGE_FILEGROUP, _SAFE_PATH,
+                                               Endpoint, Settings, _odbc_attributes, find_odbc_driver,
+                                               odbc_value, parse_settings, parse_uri)
 
 log = logging.getLogger(__name__)
 MB = 1 << 20
 PAGE = 8192  # sys.database_files.size and FILEPROPERTY(..., 'SpaceUsed') count 8-KB pages
 MIN_FILE_MB = 64
-EDGE_FILE_MB = 8
-# Data files only (type 0: ROWS); FILEPROPERTY counts 8-KB pages.
+EDGE_FILE_MB = 8  # the edge partitions stay empty: the staging tables' CHECKs keep rows out
 # Python's codec name of a file's encoding -> BULK INSERT's CODEPAGE (ASCII is the same in
 # every code page: RAW, no conversion).
 ENCODING_CODEPAGES = {"utf-8": "65001", "iso8859-1": "28591", "cp1252": "1252", "ascii": "RAW"}
@@ -62,8 +64,8 @@ HOST_PLATFORM_SQL = ("SELECT host_platform, CONVERT(int, SERVERPROPERTY('Product
 # A character column's code page (0 for nchar/nvarchar, 65001 for a _UTF8 collation).
 CODE_PAGES_SQL = ("SELECT c.name, COLLATIONPROPERTY(c.collation_name, 'CodePage') FROM sys.columns AS c "
                   "WHERE c.object_id = OBJECT_ID(?) AND c.collation_name IS NOT NULL")
-USED_PAGES_SQL = "SELECT name, FILEPROPERTY(name, 'SpaceUsed') FROM sys.database_files WHERE [type] = 0"  # the edge partitions stay empty: the staging tables' CHECKs keep rows out
-
+# Data files only (type 0: ROWS).
+USED_PAGES_SQL = "SELECT name, FILEPROPERTY(name, 'SpaceUsed') FROM sys.database_files WHERE [type] = 0"
 
 class MssqlAdapter(TargetAdapter):
     engine = "mssql"
@@ -83,7 +85,7 @@ class MssqlAdapter(TargetAdapter):
         if database:
             endpoint = dataclasses.replace(endpoint, database=database)
         self.endpoint = endpoint
-        from ...batch import data_root
+        from switchyard.core.batch import data_root
         self.settings = parse_settings({**configured, **{k: v for k, v in given.items() if v is not None}},
                                        default_port=endpoint.port, default_data_root=data_root())
         for name in Settings.__dataclass_fields__:
@@ -881,7 +883,7 @@ def drain(cur) -> list[int]:
 def plan_script(scale: float, streams: int, tables: list[str] | None = None, spec: str = "tpch",
                 **options: Any) -> str:
     """The T-SQL of a TPC-H load planned from the generator's rules, for `plan --target mssql`."""
-    from ...spec import load_spec
+    from switchyard.core.spec import load_spec
     loaded = load_spec(spec)
     plan = plan_tpch(loaded, scale, streams, tables)
     return MssqlAdapter(loaded, **options).script(plan)

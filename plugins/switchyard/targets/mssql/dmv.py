@@ -8,10 +8,10 @@ import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from ...planner import StreamPlan
+from switchyard.core.planner import StreamPlan
 
 if TYPE_CHECKING:
-    from .adapter import MssqlAdapter
+    from switchyard.targets.mssql.adapter import MssqlAdapter
 
 log = logging.getLogger(__name__)
 

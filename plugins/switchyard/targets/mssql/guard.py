@@ -5,7 +5,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from .errors import error_numbers
+from switchyard.targets.mssql.errors import error_numbers
 
 log = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from typing import Any
 
-from ..base import TargetError
+from switchyard.targets.base import TargetError
 
 _TYPE = re.compile(r"^(tinyint|smallint|int|integer|bigint|date|datetime2|datetime|smalldatetime)(?:\((\d)\))?$")
 

@@ -25,8 +25,8 @@ from decimal import Decimal
 from pathlib import Path
 from typing import IO, Any, Callable, Iterator, Mapping
 
-from ...spec import FileFormat, Table
-from ..base import ProgressCallback, TargetError
+from switchyard.core.spec import FileFormat, Table
+from switchyard.targets.base import ProgressCallback, TargetError
 
 _INT = re.compile(r"-?[0-9]+\Z")
 _DEC = re.compile(r"-?[0-9]+(\.[0-9]+)?\Z")

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Mapping
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-from ..base import TargetError
+from switchyard.targets.base import TargetError
 
 LOAD_MODES = ("bulk_insert", "tds")
 _MODE_ALIASES = {"bulk_insert": "bulk_insert", "bulk-insert": "bulk_insert", "tds": "tds", "bcp": "tds"}
