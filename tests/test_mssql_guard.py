@@ -311,3 +311,31 @@ def test_the_load_is_watched_and_its_logging_measured(stream_file):
     d = result.details
     assert d["logging"] == "minimal" and d["logging_basis"].startswith("measured") and d["log_ratio"] < 0.01
     assert d["recovery_model"] == "SIMPLE"  # the loading session's own word, read after the load
+
+
+def test_text_the_server_would_not_store_exactly_turns_to_the_client_path(stream_file, monkeypatch):
+    """SCRIPTED DMV ANSWERS: the staging table's varchar columns in code page 1252 on Windows,
+    and a file with non-ASCII text: the load takes the client path, saying why, before any
+    BULK INSERT; with text_check off it stays on BULK INSERT."""
+    s, path = stream_file
+    path.write_text("x\n" * 6 + "caf\u00e9\n", encoding="utf-8")
+
+    class CodePages(ScriptedCursor):
+        def fetchall(self):
+            return [("o_comment", 1252)]
+
+    from switchyard.targets.base import LoadResult
+    turned = []
+
+    def client_path(self, stream, path, progress):  # stands in for the TDS bulk copy
+        turned.append(stream)
+        return LoadResult(rows=7, bytes=0, seconds=0.0, details={"mode": "tds"})
+
+    a = ScriptedAdapter([None], local_data_root=path.parents[2], load_mode="bulk_insert")
+    monkeypatch.setattr(ScriptedSession, "cursor", lambda session: CodePages(session))
+    monkeypatch.setattr(type(a), "_load_tds", client_path)
+    result = a.load(s, path)
+    assert turned == [s] and not any("BULK INSERT" in x for x in a.sessions[0].statements)
+    assert "non-ASCII text" in result.details["load_path"] and "o_comment (code page 1252)" in result.details["load_path"]
+    b = ScriptedAdapter([None], local_data_root=path.parents[2], load_mode="bulk_insert", text_check=False)
+    assert b.load(s, path).rows == 7 and any("BULK INSERT" in x for x in b.sessions[0].statements)

@@ -614,7 +614,7 @@ class MssqlAdapter(TargetAdapter):
             try:
                 cur = conn.cursor()
                 server = self.server(cur)
-                if not checked:
+                if not checked and self.text_check:
                     # Text the server would not store exactly goes the client path (once per load).
                     code_pages = {n: int(p) for n, p in cur.execute(CODE_PAGES_SQL, staging).fetchall()
                                   if p is not None}

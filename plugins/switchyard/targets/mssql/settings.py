@@ -26,7 +26,7 @@ ODBC_DRIVER_NAME = "ODBC Driver 18 for SQL Server"
 ADAPTER_OPTIONS = ("load_mode", "server_data_root", "local_data_root", "ports", "base_port", "port_count",
                    "file_dirs", "file_placement", "files_per_filegroup", "file_size_mb", "file_growth_mb",
                    "file_max_size_mb", "file_headroom", "batch_size", "packet_size", "scheduler_guard",
-                   "guard_retries", "odbc_driver", "codepage", "login_timeout")
+                   "guard_retries", "odbc_driver", "codepage", "login_timeout", "text_check")
 # Rows take about as many bytes in a heap as in a text file; 1.2 covers page fill and row
 # overhead. Raise it for nchar/nvarchar columns (UTF-16 doubles ASCII text).
 DEFAULT_FILE_HEADROOM = 1.2
@@ -208,6 +208,10 @@ class Settings:
     odbc_driver: str | None
     codepage: str | None
     login_timeout: int
+    # Before a BULK INSERT whose text the server would not store exactly (a single-byte or
+    # RAW code page), read the file for non-ASCII bytes and take the client path if any.
+    # Off only for files known to hold text the columns store exactly (TPC-H: ASCII).
+    text_check: bool = True
 
 
 def parse_settings(opt: Mapping[str, Any], default_port: int, default_data_root: Path) -> Settings:
@@ -240,4 +244,5 @@ def parse_settings(opt: Mapping[str, Any], default_port: int, default_data_root:
         scheduler_guard=_bool(opt.get("scheduler_guard", True)),
         guard_retries=int(opt.get("guard_retries") or 8),
         odbc_driver=opt.get("odbc_driver") or None, codepage=codepage.upper() if codepage and not codepage.isdigit()
-        else codepage, login_timeout=int(opt.get("login_timeout") or 15))
+        else codepage, login_timeout=int(opt.get("login_timeout") or 15),
+        text_check=_bool(opt.get("text_check", True)))
