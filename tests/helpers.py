@@ -16,7 +16,9 @@ import time
 import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Iterator
 
 import pytest
@@ -202,3 +204,57 @@ def browser():
         options.add_argument(flag)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     return webdriver.Chrome(service=Service(CHROMEDRIVER), options=options), profile
+
+
+# --- a run's results, shaped like the operators' XComs (for stats and report tests) --------------
+T0 = datetime(2026, 11, 21, 2, 0, 0, tzinfo=timezone.utc)
+KEYS = {"lineitem": "l_orderkey", "orders": "o_orderkey", "customer": "c_custkey"}
+
+
+def iso(seconds: float) -> str:
+    return (T0 + timedelta(seconds=seconds)).isoformat(timespec="milliseconds")
+
+
+def checks(table: str, rows: int, lo: int, hi: int, observed_rows: int | None = None) -> list[dict]:
+    key = KEYS[table]
+    observed_rows = rows if observed_rows is None else observed_rows
+    return [
+        {"expectation": "expect_table_row_count_to_equal", "column": None, "expected": rows,
+         "observed": observed_rows, "success": observed_rows == rows},
+        {"expectation": "expect_column_values_to_not_be_null", "column": key, "expected": "no nulls",
+         "observed": {"null_count": 0}, "success": True},
+        {"expectation": "expect_column_min_to_be_between", "column": key, "expected": [lo, hi],
+         "observed": lo, "success": True},
+        {"expectation": "expect_column_max_to_be_between", "column": key, "expected": [lo, hi],
+         "observed": hi, "success": True},
+    ]
+
+
+def group(table: str, stream: int, start: float, seconds: float, nbytes: int, rows: int, *,
+          observed_rows: int | None = None, load_failed: bool = False) -> dict:
+    """One group's results as the stats task pulls them from XCom."""
+    lo, hi = (stream - 1) * 1000 + 1, stream * 1000
+    if load_failed:
+        return {"table": table, "stream": stream, "load": None, "validate": None, "switch": None,
+                "errors": {"load": f"TargetError: {table}.{stream}.tbl line 17, column 3: invalid integer"},
+                "states": {"prepare": "success", "load": "failed", "validate": "upstream_failed",
+                           "switch": "upstream_failed"}}
+    load = {"rows": rows, "bytes": nbytes, "seconds": seconds, "started": iso(start),
+            "ended": iso(start + seconds), "file": f"/data/batch/{table}/{table}.{stream}.tbl", "backend_pid": 4000}
+    cks = checks(table, rows, lo, hi, observed_rows)
+    valid = all(c["success"] for c in cks)
+    validate = {"success": valid, "checks": cks, "seconds": 0.4, "import_seconds": 3.1}
+    switch = ({"partition": f"tpch.{table}_p{stream}", "replaced": False, "switched": iso(start + seconds + 2)}
+              if valid else None)
+    states = {"prepare": "success", "load": "success", "validate": "success" if valid else "failed",
+              "switch": "success" if valid else "upstream_failed"}
+    return {"table": table, "stream": stream, "load": load, "validate": validate, "switch": switch,
+            "states": states}
+
+
+def context(run_id: str = "manual__2026-11-21T02:00:00+00:00"):
+    return {"ti": SimpleNamespace(dag_id="switchyard_tpch", run_id=run_id)}
+
+
+PLAN = {"batch": "2026-11-21", "batch_dir": "/data/batch", "target": "postgres", "schema": "tpch", "streams": 4}
+LINEITEM_BYTES = 18_500_000

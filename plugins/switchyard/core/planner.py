@@ -40,6 +40,9 @@ class StreamPlan:
     partition_table: str        # the name a switched-in partition takes (PostgreSQL)
     filegroup: str
     partitioned: bool = True
+    # The stream file's size: the manifest's, or an estimate when planned from rules; None
+    # when unknown. Targets size their storage from it.
+    bytes: int | None = None
 
     @property
     def empty(self) -> bool:
@@ -100,7 +103,7 @@ def streams_of(table: Table, streams: int) -> range:
     return range(1, streams + 1) if table.partitioned else range(1, 2)
 
 
-def _table_plan(spec: LoadSpec, table: Table, ranges: Mapping[int, tuple[int | None, int | None, int | None]]
+def _table_plan(spec: LoadSpec, table: Table, ranges: Mapping[int, tuple], sizes: Mapping[int, int | None] | None = None
                 ) -> TablePlan:
     plans = []
     previous_upper: int | None = None
@@ -126,7 +129,8 @@ def _table_plan(spec: LoadSpec, table: Table, ranges: Mapping[int, tuple[int | N
             table=table.name, stream=stream, file=spec.file_for(table.name, stream),
             key_min=key_min, key_max=key_max, rows=rows, lower=lower, upper=upper,
             partition_number=part_no, staging_table=group_id(table.name, stream),
-            partition_table=partition_table, filegroup=f"fg{stream}", partitioned=table.partitioned))
+            partition_table=partition_table, filegroup=f"fg{stream}", partitioned=table.partitioned,
+            bytes=(sizes or {}).get(stream)))
     return TablePlan(table=table, streams=tuple(plans))
 
 
@@ -134,6 +138,16 @@ def _select(spec: LoadSpec, tables: Iterable[str] | None) -> list[Table]:
     if not tables:
         return list(spec.tables)
     return [spec.table(name) for name in tables]
+
+
+def _tpch_bytes(table: str, scale: float, streams: int, keys: "tpch.StreamKeys") -> int | None:
+    """A stream file's size from the generator's own row-size estimate (no data at hand);
+    lineitem's rows are about 4 per order."""
+    per_row = tpch._AVG_ROW_BYTES.get(table)
+    if per_row is None or keys.key_min is None:
+        return None
+    rows = keys.rows if keys.rows is not None else 4 * tpch.generator_rows(table, scale) // streams
+    return rows * per_row
 
 
 def plan_tpch(spec: LoadSpec, scale: float, streams: int, tables: Iterable[str] | None = None,
@@ -145,11 +159,12 @@ def plan_tpch(spec: LoadSpec, scale: float, streams: int, tables: Iterable[str] 
         raise PlanError("scale must be positive")
     plans = []
     for table in _select(spec, tables):
-        ranges = {}
+        ranges, sizes = {}, {}
         for k in streams_of(table, streams):
             keys = tpch.stream_keys(table.name, scale, streams, k, producer)
             ranges[k] = (keys.key_min, keys.key_max, keys.rows)
-        plans.append(_table_plan(spec, table, ranges))
+            sizes[k] = _tpch_bytes(table.name, scale, streams, keys)
+        plans.append(_table_plan(spec, table, ranges, sizes))
     return LoadPlan(spec=spec, streams=streams, tables=tuple(plans))
 
 
@@ -157,9 +172,10 @@ def plan_batch(spec: LoadSpec, manifest: "Manifest", tables: Iterable[str] | Non
     """Plan a batch from its manifest: bounds from the key ranges the producer recorded."""
     plans = []
     for table in _select(spec, tables):
-        ranges = {}
+        ranges, sizes = {}, {}
         for k in streams_of(table, manifest.streams):
             entry = manifest.entry(table.name, k)
             ranges[k] = (entry.key_min, entry.key_max, entry.rows)
-        plans.append(_table_plan(spec, table, ranges))
+            sizes[k] = entry.bytes
+        plans.append(_table_plan(spec, table, ranges, sizes))
     return LoadPlan(spec=spec, streams=manifest.streams, tables=tuple(plans))

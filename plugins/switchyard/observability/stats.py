@@ -57,9 +57,11 @@ def _rate(amount: float, seconds: float | None) -> float | None:
 
 
 # Where on the server a load ran and what it cost there, as the target adapters report it
-# (PostgreSQL: the backend; SQL Server: session, scheduler, CPU, NUMA node, port, I/O, CPU time).
+# (PostgreSQL: the backend; SQL Server: session, scheduler, CPU, NUMA node, port, I/O, CPU time,
+# and how the load was logged: minimal or full, measured or by the recovery model's rules).
 LOAD_DETAILS = ("backend_pid", "session_id", "scheduler_id", "cpu_id", "node_id", "port", "local_tcp_port",
-                "reads", "writes", "cpu_time_ms", "mode")
+                "reads", "writes", "cpu_time_ms", "mode", "load_path", "recovery_model", "logging",
+                "logging_basis", "log_ratio", "logging_note")
 
 
 def group_record(gid: str, group: dict) -> dict:

@@ -294,7 +294,8 @@ class TargetAdapter(ABC):
 
 
 _ENGINE_LOAD_STATS_COLUMNS = {
-    "mssql": ("session_id", "scheduler_id", "cpu_id", "node_id", "local_tcp_port", "reads", "writes", "cpu_time_ms"),
+    "mssql": ("session_id", "scheduler_id", "cpu_id", "node_id", "local_tcp_port", "reads", "writes", "cpu_time_ms",
+              "logging", "log_ratio"),
 }
 
 
