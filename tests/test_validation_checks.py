@@ -310,3 +310,43 @@ def test_duplicates_and_a_declared_range_fail_their_groups_before_the_switch(pg_
 def groups_partition(run, gid: str) -> str:
     g = next(g for g in run.stats["groups"] if g["group"] == gid)
     return g["partition"].split(".", 1)[1]
+
+
+def test_a_target_holding_duplicates_fails_setup_clearly(shop, pg_uri, schema):
+    """A table loaded before it had its unique index gets the index at setup; duplicates already
+    in it stop the run there, with what to do."""
+    spec, adapter, tmp = shop
+    write_shop(tmp / "b1", orders_rows(), lines_rows())
+    plan = plan_batch(spec, read_manifest(tmp / "b1", spec))
+    with psycopg.connect(pg_uri, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+        conn.execute(f'CREATE TABLE "{schema}".orders (order_id bigint NOT NULL, customer varchar(20) NOT NULL, '
+                     f'total numeric(10,2) NOT NULL) PARTITION BY RANGE (order_id)')
+        conn.execute(f'CREATE TABLE "{schema}".orders_old PARTITION OF "{schema}".orders FOR VALUES FROM (1) TO (10)')
+        conn.execute(f"INSERT INTO \"{schema}\".orders VALUES (3, 'c3', 1), (3, 'c3', 2)")
+    from switchyard.targets.base import TargetError
+    with pytest.raises(TargetError) as err:
+        adapter.setup(plan)
+    assert err.value.permanent
+    assert "the target already holds duplicates of a unique key" in str(err.value)
+    assert "(order_id)=(3) is duplicated" in str(err.value)
+
+
+def test_an_unknown_declared_expectation_fails_the_run_before_any_load(pg_uri, data_root, tpch_batch, schema,
+                                                                      tmp_path):
+    from airflow_run import run_dag
+    name, _ = tpch_batch
+    original = Path(load_spec("tpch").source).read_text()
+    spec_path = tmp_path / "tpch.yaml"
+    spec_path.write_text(original.replace(
+        "  region:\n    partitioned: false\n    key: r_regionkey\n    unique: true\n",
+        "  region:\n    partitioned: false\n    key: r_regionkey\n    unique: true\n    expectations:\n"
+        "      - {type: expect_column_values_to_be_purple, kwargs: {column: r_name}}\n"))
+    run = run_dag(pg_uri, data_root, schema, 3, {"batch": name, "tables": ["region", "nation"]}, tmp_path / "runs",
+                  extra_env={"SWITCHYARD_SPEC": str(spec_path)})
+    assert run.returncode != 0
+    assert (f"{spec_path}: tables.region.expectations[0].type: 'expect_column_values_to_be_purple' is not a "
+            f"Great Expectations expectation type") in run.output
+    assert run.stats is not None and run.stats["totals"]["switched"] == 0
+    with psycopg.connect(pg_uri) as conn:
+        assert conn.execute("SELECT to_regclass(%s)", (f'"{schema}"."region"',)).fetchone()[0] is None
