@@ -11,11 +11,11 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from switchyard.batch import MANIFEST_FORMAT, read_manifest
-from switchyard.planner import plan_batch
-from switchyard.spec import load_spec
+from switchyard.core.batch import MANIFEST_FORMAT, read_manifest
+from switchyard.core.planner import plan_batch
+from switchyard.core.spec import load_spec
 from switchyard.targets.postgres import PostgresAdapter
-from switchyard.validation import describe_failures, validate_stream
+from switchyard.observability.validation import describe_failures, validate_stream
 
 SPEC_YAML = """
 name: events

@@ -7,10 +7,10 @@ from datetime import date, datetime
 
 import pytest
 
-from switchyard import keys
-from switchyard.batch import BatchError, MANIFEST_FORMAT, parse_manifest
-from switchyard.planner import PlanError, StreamPlan, _table_plan, plan_batch
-from switchyard.spec import SpecError, parse_spec
+from switchyard.core import keys
+from switchyard.core.batch import BatchError, MANIFEST_FORMAT, parse_manifest
+from switchyard.core.planner import PlanError, StreamPlan, _table_plan, plan_batch
+from switchyard.core.spec import SpecError, parse_spec
 from switchyard.targets.base import TargetError
 from switchyard.targets.postgres import PostgresAdapter
 

@@ -13,11 +13,11 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from switchyard.batch import MANIFEST_FORMAT, read_manifest
-from switchyard.planner import plan_batch
-from switchyard.spec import SpecError, load_spec, parse_spec
+from switchyard.core.batch import MANIFEST_FORMAT, read_manifest
+from switchyard.core.planner import plan_batch
+from switchyard.core.spec import SpecError, load_spec, parse_spec
 from switchyard.targets.postgres import PostgresAdapter
-from switchyard.validation import (check_spec_expectations, describe_failures, validate_stream,
+from switchyard.observability.validation import (check_spec_expectations, describe_failures, validate_stream,
                                    validate_table)
 
 SHOP_YAML = """

@@ -21,9 +21,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Iterable, Mapping
 
-from . import tpch
-from .keys import KeyValue, kind_of, parse_key, partition_name, to_json
-from .spec import LoadSpec, SpecError, Table
+from switchyard.core import tpch
+from switchyard.core.keys import KeyValue, kind_of, parse_key, partition_name, to_json
+from switchyard.core.spec import LoadSpec, SpecError, Table
 
 
 class PlanError(ValueError):

@@ -15,8 +15,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
-from .keys import KeyValue, KeyValueError, parse_key, to_json
-from .spec import LoadSpec
+from switchyard.core.keys import KeyValue, KeyValueError, parse_key, to_json
+from switchyard.core.spec import LoadSpec
 
 MANIFEST = "manifest.json"
 MANIFEST_FORMAT = "switchyard-manifest/1"
@@ -29,11 +29,9 @@ class BatchError(ValueError):
 
 
 def data_root() -> Path:
-    """Where batches live: $SWITCHYARD_DATA_ROOT, else .switchyard/data in the project."""
-    configured = os.environ.get("SWITCHYARD_DATA_ROOT")
-    if configured:
-        return Path(configured).resolve()
-    return (Path(__file__).resolve().parents[2] / ".switchyard" / "data").resolve()
+    """Where batches live: $SWITCHYARD_DATA_ROOT, else data/ in the state folder (settings.py)."""
+    from switchyard.settings import data_root
+    return data_root()
 
 
 def resolve_batch(name: str, root: Path | None = None) -> Path:
@@ -209,7 +207,7 @@ def count_file(path: Path, delimiter: str = "|") -> tuple[int, int, int | None, 
 def manifest_for(batch_dir: Path, spec: LoadSpec, streams: int, tables: Iterable[str] | None = None,
                  scale: float | None = None) -> Manifest:
     """Count what is in a batch folder laid out as the spec says and describe it."""
-    from .planner import streams_of
+    from switchyard.core.planner import streams_of
     entries = []
     for table in spec.tables:
         if tables and table.name not in tables:

@@ -47,8 +47,8 @@ from datetime import date, datetime
 from decimal import Decimal
 from typing import Any, Iterable, Sequence
 
-from .keys import KeyValue, ansi_literal, kind_of, step
-from .spec import Expectation, SpecError
+from switchyard.core.keys import KeyValue, ansi_literal, kind_of, step
+from switchyard.core.spec import Expectation, SpecError
 
 # Kwargs that would carry SQL text into the server: refused in declared expectations.
 _SQL_KWARGS = ("query", "row_condition", "condition_parser")
