@@ -50,17 +50,16 @@ def cmd_plan(args) -> int:
     from switchyard.core.spec import load_spec
     from switchyard.targets import adapter_class
     nodes = plan_nodes(args)
-    if args.emit == "server-config":
-        if args.target != "mssql":
-            sys.exit("--emit server-config is SQL Server's (--target mssql): PostgreSQL has no port-to-node mapping")
-        from switchyard.mssql_server_config import server_config
-        try:
-            text = server_config(nodes, cpus_per_node=args.cpus_per_node, base_port=args.base_port,
-                                 streams=args.streams)
-        except ValueError as exc:
-            sys.exit(f"plan --emit server-config: {exc}")
-        print(text, end="")
-        return 0
+    if args.target != "mssql" and (args.emit == "server-config" or args.layout):
+        sys.exit("--emit server-config and --layout are SQL Server's (--target mssql): PostgreSQL has no "
+                 "port-to-node mapping")
+    ports = None
+    if args.target == "mssql" and (args.emit == "server-config" or args.layout):
+        from switchyard.targets.mssql.server_config import mssql_plan_ports
+        text, ports = mssql_plan_ports(args)
+        if args.emit == "server-config":
+            print(text, end="")
+            return 0
     from switchyard.core.planner import plan_tpch
     spec = load_spec(args.spec)
     plan = plan_tpch(spec, args.scale, args.streams, _tables(args.tables), producer=args.producer)
@@ -68,7 +67,8 @@ def cmd_plan(args) -> int:
         adapter = adapter_class("postgres")(spec, uri="postgresql://plan-only", schema=args.schema)
     else:
         # Stream k's port in the script is the one the server config maps to its node.
-        adapter = adapter_class("mssql")(spec, schema=args.schema, base_port=args.base_port, port_count=nodes)
+        adapter = adapter_class("mssql")(spec, schema=args.schema, base_port=args.base_port, port_count=nodes,
+                                         ports=ports)
     print(adapter.script(plan), end="")
     return 0
 
@@ -197,9 +197,17 @@ def main(argv: list[str] | None = None) -> int:
                    help="sql: the load's statements in order; server-config (mssql): the instance's port, "
                         "soft-NUMA and affinity settings for pinned loads")
     p.add_argument("--nodes", type=int, default=None,
-                   help=f"mssql: pinned ports = soft-NUMA nodes (default: the stream count, at most {MAX_NODES}; "
+                   help=f"mssql without --layout: pinned ports (default: the stream count, at most {MAX_NODES}; "
                         "stream k uses port base + (k - 1) mod nodes)")
-    p.add_argument("--cpus-per-node", type=int, default=1, help="mssql: CPUs per soft-NUMA node (default 1)")
+    p.add_argument("--layout", help="mssql: the server's CPU layout, a JSON file of what the layout query prints "
+                                    "on the server (sys.dm_os_nodes, sys.dm_os_schedulers), or NODESxCPUS such as "
+                                    "2x48; ports, node masks and processor groups come from it")
+    p.add_argument("--soft-numa", type=int, default=None, metavar="CPUS",
+                   help="mssql: cut each hardware node into soft-NUMA nodes of CPUS CPUs, one port each "
+                        "(default: one port per node as the server has it, no soft-NUMA change)")
+    p.add_argument("--affinity", default=None, metavar="CPU_IDS",
+                   help="mssql: also restrict the whole instance to these CPU ids (e.g. 0-47,64-111); never "
+                        "emitted unless given")
     p.add_argument("--base-port", type=int, default=2000, help="mssql: the first pinned port (default 2000)")
     p.set_defaults(func=cmd_plan)
 

@@ -57,6 +57,9 @@ class StreamPlan:
     partition_table: str        # the name a switched-in partition takes (PostgreSQL)
     filegroup: str
     partitioned: bool = True
+    # The stream file's size: the manifest's, or an estimate when planned from rules; None
+    # when unknown. Targets size their storage from it.
+    bytes: int | None = None
     key_kind: str = "integer"   # integer | date | timestamp: how to read the key fields
 
     @property
@@ -132,9 +135,11 @@ def _show(value: KeyValue | None) -> str:
 
 
 def _table_plan(spec: LoadSpec, table: Table,
-                ranges: Mapping[int, tuple[KeyValue | None, KeyValue | None, int | None]]) -> TablePlan:
+                ranges: Mapping[int, tuple[KeyValue | None, KeyValue | None, int | None]],
+                sizes: Mapping[int, int | None] | None = None) -> TablePlan:
     """`ranges`: per stream, (smallest key, largest key, rows) with keys as Python values
-    of the table's key kind (int, datetime.date, datetime.datetime)."""
+    of the table's key kind (int, datetime.date, datetime.datetime); `sizes`: per stream, the
+    file's bytes where known."""
     kind = table.key_kind("postgres") or "integer"
     plans = []
     previous_upper: KeyValue | None = None
@@ -167,7 +172,7 @@ def _table_plan(spec: LoadSpec, table: Table,
             key_min=to_json(key_min), key_max=to_json(key_max), rows=rows, lower=to_json(lower),
             upper=to_json(upper), partition_number=part_no, staging_table=group_id(table.name, stream),
             partition_table=partition_table, filegroup=f"fg{stream}", partitioned=table.partitioned,
-            key_kind=kind))
+            bytes=(sizes or {}).get(stream), key_kind=kind))
     return TablePlan(table=table, streams=tuple(plans))
 
 
@@ -175,6 +180,16 @@ def _select(spec: LoadSpec, tables: Iterable[str] | None) -> list[Table]:
     if not tables:
         return list(spec.tables)
     return [spec.table(name) for name in tables]
+
+
+def _tpch_bytes(table: str, scale: float, streams: int, keys: "tpch.StreamKeys") -> int | None:
+    """A stream file's size from the generator's own row-size estimate (no data at hand);
+    lineitem's rows are about 4 per order."""
+    per_row = tpch._AVG_ROW_BYTES.get(table)
+    if per_row is None or keys.key_min is None:
+        return None
+    rows = keys.rows if keys.rows is not None else 4 * tpch.generator_rows(table, scale) // streams
+    return rows * per_row
 
 
 def plan_tpch(spec: LoadSpec, scale: float, streams: int, tables: Iterable[str] | None = None,
@@ -186,11 +201,12 @@ def plan_tpch(spec: LoadSpec, scale: float, streams: int, tables: Iterable[str] 
         raise PlanError("scale must be positive")
     plans = []
     for table in _select(spec, tables):
-        ranges = {}
+        ranges, sizes = {}, {}
         for k in streams_of(table, streams):
             keys = tpch.stream_keys(table.name, scale, streams, k, producer)
             ranges[k] = (keys.key_min, keys.key_max, keys.rows)
-        plans.append(_table_plan(spec, table, ranges))
+            sizes[k] = _tpch_bytes(table.name, scale, streams, keys)
+        plans.append(_table_plan(spec, table, ranges, sizes))
     return LoadPlan(spec=spec, streams=streams, tables=tuple(plans))
 
 
@@ -198,9 +214,10 @@ def plan_batch(spec: LoadSpec, manifest: "Manifest", tables: Iterable[str] | Non
     """Plan a batch from its manifest: bounds from the key ranges the producer recorded."""
     plans = []
     for table in _select(spec, tables):
-        ranges = {}
+        ranges, sizes = {}, {}
         for k in streams_of(table, manifest.streams):
             entry = manifest.entry(table.name, k)
             ranges[k] = (entry.key_min, entry.key_max, entry.rows)
-        plans.append(_table_plan(spec, table, ranges))
+            sizes[k] = entry.bytes
+        plans.append(_table_plan(spec, table, ranges, sizes))
     return LoadPlan(spec=spec, streams=manifest.streams, tables=tuple(plans))

@@ -600,6 +600,22 @@ def _html(model: dict, svgs: dict[str, str]) -> str:
                  + _td(_int(r.get("rows")), True) + _td(_esc(r.get("outcome"))) + "</tr>")
     p.append("</table>")
 
+    p = sections['where'] = []
+    placed = _placed(model["records"])
+    if placed:
+        p.append('<h2 id="where">Where each load ran and how it was logged (SQL Server)</h2><p class="note">'
+                 'The scheduler, CPU and NUMA node of each load\'s session (sys.dm_exec_requests, '
+                 'sys.dm_os_schedulers) and the port it came in on; minimal logging measured from the session\'s '
+                 'log bytes against the pages it wrote (sys.dm_tran_database_transactions), or, where no sample '
+                 'fell inside a transaction, by the recovery model\'s rules.</p><table>')
+        p.append(_th("group", "#port", "#session", "#scheduler", "#node", "#CPU", "logged", "how we know"))
+        for r in placed:
+            p.append(f'<tr><td>{_esc(r.get("group"))}</td>' + "".join(
+                _td(_esc("–" if r.get(k) is None else r.get(k)), True)
+                for k in ("port", "session_id", "scheduler_id", "node_id", "cpu_id"))
+                + _td(_esc(r.get("logging") or "–")) + _td(_esc(_logging_basis(r))) + "</tr>")
+        p.append("</table>")
+
     p = sections['waits'] = []
     if model["waits"]:
         total = sum(w["wait_ms"] or 0 for w in model["waits"]) or 1
@@ -614,13 +630,29 @@ def _html(model: dict, svgs: dict[str, str]) -> str:
         p.append("</table>")
 
     # A run with failures leads with them; otherwise the long tail comes first.
-    order = ["stragglers", "throughput", "gantt", "validation", "tables", "streams", "waits"]
+    order = ["stragglers", "throughput", "gantt", "validation", "tables", "streams", "where", "waits"]
     if model["not_switched"] or model["failed_checks"]:
         order.remove("validation")
         order.insert(0, "validation")
     p = head + [line for name in order for line in sections[name]]
     p.append("</main></body></html>\n")
     return "\n".join(p)
+
+
+def _placed(records: list[dict]) -> list[dict]:
+    """The loads whose target said where they ran or how they were logged (SQL Server), by group."""
+    keys = ("scheduler_id", "node_id", "logging")
+    return sorted((r for r in records if any(r.get(k) is not None for k in keys)),
+                  key=lambda r: (str(r.get("table")), r.get("stream") or 0))
+
+
+def _logging_basis(r: dict) -> str:
+    parts = [str(r["logging_basis"])] if r.get("logging_basis") else []
+    if r.get("log_ratio") is not None:
+        parts.append(f"{r['log_ratio']:.3f} log bytes per data byte")
+    if r.get("logging_note"):
+        parts.append(str(r["logging_note"]))
+    return "; ".join(parts) or "–"
 
 
 # --- Markdown -----------------------------------------------------------------------------
@@ -700,6 +732,13 @@ def _markdown(model: dict, chart_files: dict[str, str]) -> str:
                    [[r.get("group") + (" **FAILED**" if not r["ok"] else " **SLOW**" if r["straggler"] else ""),
                      _rate(r["rate"]), _pct(r["vs_median"]), _int(r["rows_rate"]), _secs(r.get("seconds")),
                      _bytes(r.get("bytes")), _int(r.get("rows")), r.get("outcome")] for r in model["streams"]])
+    placed = _placed(model["records"])
+    if placed:
+        m += ["## Where each load ran and how it was logged (SQL Server)", ""]
+        m += _md_table(["group", "#port", "#session", "#scheduler", "#node", "#CPU", "logged", "how we know"],
+                       [[r.get("group")] + ["–" if r.get(k) is None else r.get(k)
+                                            for k in ("port", "session_id", "scheduler_id", "node_id", "cpu_id")]
+                        + [r.get("logging") or "–", _logging_basis(r)] for r in placed])
     if model["waits"]:
         total = sum(w["wait_ms"] or 0 for w in model["waits"]) or 1
         m += ["## Top waits (SQL Server)", "", "Deltas of `sys.dm_os_wait_stats` over the run.", ""]

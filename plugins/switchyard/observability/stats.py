@@ -58,9 +58,11 @@ def _rate(amount: float, seconds: float | None) -> float | None:
 
 
 # Where on the server a load ran and what it cost there, as the target adapters report it
-# (PostgreSQL: the backend; SQL Server: session, scheduler, CPU, NUMA node, port, I/O, CPU time).
+# (PostgreSQL: the backend; SQL Server: session, scheduler, CPU, NUMA node, port, I/O, CPU time,
+# and how the load was logged: minimal or full, measured or by the recovery model's rules).
 LOAD_DETAILS = ("backend_pid", "session_id", "scheduler_id", "cpu_id", "node_id", "port", "local_tcp_port",
-                "reads", "writes", "cpu_time_ms", "mode")
+                "reads", "writes", "cpu_time_ms", "mode", "load_path", "recovery_model", "logging",
+                "logging_basis", "log_ratio", "logging_note")
 
 
 def group_record(gid: str, group: dict) -> dict:
@@ -315,7 +317,8 @@ LOAD_STATS_COLUMNS = ("run_id", "batch", "table_name", "stream", "file", "bytes"
 # Where each engine's table keeps where a load ran (include/sql/<engine>/setup.sql).
 LOAD_STATS_ENGINE_COLUMNS = {
     "postgres": ("backend_pid",),
-    "mssql": ("session_id", "scheduler_id", "cpu_id", "node_id", "local_tcp_port", "reads", "writes", "cpu_time_ms"),
+    "mssql": ("session_id", "scheduler_id", "cpu_id", "node_id", "local_tcp_port", "reads", "writes", "cpu_time_ms",
+              "logging", "log_ratio"),
 }
 
 
