@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
+from switchyard.core.keys import KeyValue, KeyValueError, parse_key, to_json
 from switchyard.core.spec import LoadSpec
 
 MANIFEST = "manifest.json"
@@ -64,8 +65,11 @@ class ManifestEntry:
     file: str
     bytes: int
     rows: int
-    key_min: int | None
-    key_max: int | None
+    # The stream's smallest and largest key, parsed (see keys.py): int, datetime.date or
+    # datetime.datetime as the table's key kind says; None for an empty stream. In the file
+    # an integer is a JSON number, a date or timestamp an ISO-8601 string.
+    key_min: KeyValue | None
+    key_max: KeyValue | None
 
 
 @dataclass(frozen=True)
@@ -84,7 +88,8 @@ class Manifest:
 
     def to_json(self) -> dict[str, Any]:
         return {"format": MANIFEST_FORMAT, "spec": self.spec, "streams": self.streams, "scale": self.scale,
-                "files": [asdict(e) for e in self.entries]}
+                "files": [{**asdict(e), "key_min": to_json(e.key_min), "key_max": to_json(e.key_max)}
+                          for e in self.entries]}
 
 
 def _int(value: Any, where: str, allow_none: bool = False) -> int | None:
@@ -93,6 +98,16 @@ def _int(value: Any, where: str, allow_none: bool = False) -> int | None:
     if isinstance(value, bool) or not isinstance(value, int):
         raise BatchError(f"{where}: expected an integer, found {value!r}")
     return value
+
+
+def _key(value: Any, kind: str, where: str) -> KeyValue | None:
+    """A key_min / key_max of the manifest, strictly as the table's key kind (None: empty stream)."""
+    if value is None:
+        return None
+    try:
+        return parse_key(kind, value)
+    except KeyValueError as exc:
+        raise BatchError(f"{where}: {exc}") from None
 
 
 def parse_manifest(raw: Any, path: str, spec: LoadSpec) -> Manifest:
@@ -123,12 +138,14 @@ def parse_manifest(raw: Any, path: str, spec: LoadSpec) -> Manifest:
             raise BatchError(f"{where}: file {file} is listed twice (also files[{files_seen[file]}])")
         seen[(table, stream)] = i
         files_seen[file] = i
+        # An unpartitioned table's key may be of any type; its range is then given as integers.
+        kind = spec.table(table).key_kind("postgres") or "integer"
         entries.append(ManifestEntry(
             table=table, stream=stream, file=file,
             bytes=_int(item.get("bytes"), f"{where}.bytes"),
             rows=_int(item.get("rows"), f"{where}.rows"),
-            key_min=_int(item.get("key_min"), f"{where}.key_min", allow_none=True),
-            key_max=_int(item.get("key_max"), f"{where}.key_max", allow_none=True)))
+            key_min=_key(item.get("key_min"), kind, f"{where}.key_min ({table} stream {stream})"),
+            key_max=_key(item.get("key_max"), kind, f"{where}.key_max ({table} stream {stream})")))
     scale = raw.get("scale")
     return Manifest(spec=str(raw.get("spec", spec.name)), streams=streams, entries=tuple(entries),
                     scale=float(scale) if isinstance(scale, (int, float)) else None, path=path)

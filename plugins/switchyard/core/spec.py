@@ -305,6 +305,11 @@ def _table(name: str, raw: Mapping[str, Any], where: str, fmt: FileFormat, files
         if partitioned and key_kind(key_column.sql_type(target)) is None:
             raise SpecError(f"{where}.key: {key!r} has type {key_column.sql_type(target)!r} on {target}; a "
                             f"partition key is an integer, a date or a timestamp")
+    kinds = {target: key_kind(key_column.sql_type(target)) for target in TARGETS}
+    if partitioned and len(set(kinds.values())) > 1:
+        # The manifest gives one value per bound, read as the key's kind: it must be one kind.
+        raise SpecError(f"{where}.key: {key!r} is of a different kind on each target "
+                        f"({', '.join(f'{t}: {k}' for t, k in kinds.items())}); give types of one kind")
     mode = _choice(raw.get("mode", "replace"), LOAD_MODES, f"{where}.mode")
     keep = _count(raw.get("keep"), f"{where}.keep", minimum=1, allow_none=True)
     keep_days = _count(raw.get("keep_days"), f"{where}.keep_days", minimum=1, allow_none=True)

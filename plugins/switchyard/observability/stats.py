@@ -77,6 +77,8 @@ def group_record(gid: str, group: dict) -> dict:
         "rows_per_s": _rate(load.get("rows") or 0, seconds),
         "validation": None if not validate else ("passed" if validate.get("success") else "failed"),
         "validation_checks": validate.get("checks"),
+        # Seconds per kind of check (row_count, key_range, not_null, unique, declared).
+        "validation_cost": validate.get("cost"),
         "partition": switch.get("partition"), "replaced": switch.get("replaced"),
         "switched": switch.get("switched"), "outcome": _outcome(group),
         "states": group.get("states"), "errors": group.get("errors") or {},

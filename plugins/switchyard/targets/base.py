@@ -1,15 +1,16 @@
 """What every target does: create objects, prepare a staging table, load it, switch it in.
 
 Names that reach SQL come from the spec and planner (validated identifiers) and are
-quoted here by the engine's own rules; bounds are integers rendered as integer literals.
-No statement is ever built from free text.
+quoted here by the engine's own rules; key bounds are rendered by `lit` from Python values
+only (int, datetime.date, datetime.datetime: see keys.py), as integer or typed date and
+timestamp literals of the engine. No statement is ever built from free text.
 """
 from __future__ import annotations
 
 import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import date, datetime, timezone
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable, ClassVar
@@ -111,11 +112,37 @@ class TargetAdapter(ABC):
     def qualified(self, schema: str, name: str) -> str:
         return f"{self.q(schema)}.{self.q(name)}"
 
-    @staticmethod
-    def lit(value: int) -> str:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise TargetError(f"{value!r} is not an integer bound")
-        return str(value)
+    def lit(self, value: int | date | datetime) -> str:
+        """A literal for SQL text, from a Python value only: an int as an integer literal, a
+        datetime.date through `date_literal`, a naive datetime.datetime through
+        `timestamp_literal` (each engine writes its own typed literal). Text is refused: a key
+        bound given as text is parsed first (StreamPlan.typed, keys.parse_key), so that what
+        reaches the SQL is rebuilt from the value's fields."""
+        if isinstance(value, bool):
+            raise TargetError(f"{value!r} is not a literal value")
+        if isinstance(value, int):
+            return str(value)
+        if isinstance(value, datetime):
+            if value.tzinfo is not None:
+                raise TargetError(f"{value!r}: timestamp bounds are without time zone")
+            return self.timestamp_literal(value)
+        if isinstance(value, date):
+            return self.date_literal(value)
+        raise TargetError(f"{value!r} is not an integer, date or timestamp value")
+
+    def date_literal(self, value: date) -> str:
+        """The engine's typed literal of a date, built from the value's fields."""
+        raise TargetError(f"target {self.engine} has no date literal: date keys are not supported here yet")
+
+    def timestamp_literal(self, value: datetime) -> str:
+        """The engine's typed literal of a timestamp (without time zone), from its fields."""
+        raise TargetError(f"target {self.engine} has no timestamp literal: timestamp keys are not "
+                          f"supported here yet")
+
+    def key_type(self, table: str) -> str:
+        """The SQL type of the table's key on this engine (its precision sets a timestamp's unit)."""
+        t = self.spec.table(table)
+        return t.column(t.key).sql_type(self.engine)
 
     def render(self, template: str, **context: Any) -> list[str]:
         """Render `include/sql/<engine>/<template>` into its statements, in order."""
@@ -145,6 +172,11 @@ class TargetAdapter(ABC):
         """The load's statements, where the load is SQL (server-side bulk load)."""
         return []
 
+    def validate_sql(self, stream: StreamPlan) -> list[str]:
+        """Statements validation runs on the staging table besides Great Expectations' queries
+        (PostgreSQL: the unique index of `prove_unique`)."""
+        return []
+
     def script(self, plan: LoadPlan) -> str:
         """The whole load as one reviewable script, in execution order."""
         out = [f"-- Switchyard load plan: spec {self.spec.name}, {plan.streams} streams, target {self.engine}",
@@ -154,7 +186,8 @@ class TargetAdapter(ABC):
             if s.empty:
                 continue
             out.append(f"\n-- {s.group_id}: {s.file}, keys {s.key_min}..{s.key_max}")
-            for stmt in [*self.prepare_sql(s), *self.load_sql(s), *self.switch_sql(s, replace_existing=False)]:
+            for stmt in [*self.prepare_sql(s), *self.load_sql(s), *self.validate_sql(s),
+                         *self.switch_sql(s, replace_existing=False)]:
                 out.append(stmt + ";")
         return "\n".join(out) + "\n"
 
@@ -259,6 +292,15 @@ class TargetAdapter(ABC):
     @abstractmethod
     def drop_lease(self) -> None:
         """Run `lease_release.sql` for this schema and holder."""
+
+    def prove_unique(self, stream: StreamPlan) -> dict[str, Any] | None:
+        """Check the table's `unique` columns on the staging table with the index the target
+        keeps, where the engine does that; None where it does not (validation then asks Great
+        Expectations). The result: {"columns": [...], "index": name, "seconds": s, "scope":
+        "table" | "stream", "duplicates": None or {"keys": n, "extra_rows": n, "examples": [...]}}.
+        "scope" is "stream" when the index proves uniqueness within the stream only (the
+        unique columns leave out the partition key)."""
+        return None
 
     @abstractmethod
     def sqlalchemy_url(self) -> str:

@@ -44,6 +44,24 @@ CREATE TABLE IF NOT EXISTS "tpch"."lineitem" (
     "l_shipmode" char(10) NOT NULL,
     "l_comment" varchar(44) NOT NULL
 ) PARTITION BY RANGE ("l_orderkey");
+-- The unique index of region: the spec's `unique` columns (r_regionkey).
+-- Each stream's staging table gets the same index during validation, where a duplicate
+-- fails its build; ATTACH PARTITION then adopts the partition's index instead of building
+-- one. On a table that already has partitions this builds their indexes once.
+CREATE UNIQUE INDEX IF NOT EXISTS "region_unique"
+    ON "tpch"."region" ("r_regionkey");
+-- The unique index of orders: the spec's `unique` columns (o_orderkey).
+-- Each stream's staging table gets the same index during validation, where a duplicate
+-- fails its build; ATTACH PARTITION then adopts the partition's index instead of building
+-- one. On a table that already has partitions this builds their indexes once.
+CREATE UNIQUE INDEX IF NOT EXISTS "orders_unique"
+    ON "tpch"."orders" ("o_orderkey");
+-- The unique index of lineitem: the spec's `unique` columns (l_orderkey, l_linenumber).
+-- Each stream's staging table gets the same index during validation, where a duplicate
+-- fails its build; ATTACH PARTITION then adopts the partition's index instead of building
+-- one. On a table that already has partitions this builds their indexes once.
+CREATE UNIQUE INDEX IF NOT EXISTS "lineitem_unique"
+    ON "tpch"."lineitem" ("l_orderkey", "l_linenumber");
 -- One row per load, like the record runs' work queue; written by the run's stats task.
 -- PostgreSQL has one listening port and no schedulers: the backend pid is the session.
 -- Keyed by the DAG too: a run id is unique only within its DAG.
@@ -121,6 +139,12 @@ TRUNCATE "tpch_staging"."region_1";
 COPY "tpch_staging"."region_1" ("r_regionkey", "r_name", "r_comment", "switchyard_eol")
     FROM STDIN (FORMAT text, DELIMITER '|', ENCODING 'UTF8', FREEZE);
 ALTER TABLE "tpch_staging"."region_1" DROP COLUMN "switchyard_eol";
+-- The spec's unique columns of region, checked on the loaded staging table: building a
+-- unique index sorts the rows and fails at the first duplicate. It is the index the target's
+-- table has (setup.sql).
+-- IF NOT EXISTS: a retried validation finds the index an earlier attempt built.
+CREATE UNIQUE INDEX IF NOT EXISTS "region_1_unique"
+    ON "tpch_staging"."region_1" ("r_regionkey");
 -- Small unpartitioned tables are replaced whole, in one transaction.
 SET LOCAL lock_timeout = '60s';
 TRUNCATE "tpch"."region";
@@ -146,8 +170,10 @@ CREATE TABLE "tpch_staging"."orders_1" (
     -- Must stay empty: a line with one field too many and no final delimiter fails here.
     "switchyard_eol" text NOT NULL CONSTRAINT "orders_1_eol" CHECK ("switchyard_eol" = '')
 );
--- Exactly the partition's bound (FROM lower TO upper + 1), so that ATTACH PARTITION
--- proves the bound from this constraint and skips its validation scan.
+-- Exactly the partition's bound (FROM lower TO upper + one unit of the key: 1, 1 day or
+-- 1 microsecond), so that ATTACH PARTITION proves the bound from this constraint and skips
+-- its validation scan. Date and timestamp bounds are typed literals (DATE '...',
+-- TIMESTAMP '...') of the key's own type: the proof compares constants of one type.
 ALTER TABLE "tpch_staging"."orders_1"
     ADD CONSTRAINT "orders_1_range"
     CHECK ("o_orderkey" >= 1 AND "o_orderkey" < 20001);
@@ -163,6 +189,12 @@ TRUNCATE "tpch_staging"."orders_1";
 COPY "tpch_staging"."orders_1" ("o_orderkey", "o_custkey", "o_orderstatus", "o_totalprice", "o_orderdate", "o_orderpriority", "o_clerk", "o_shippriority", "o_comment", "switchyard_eol")
     FROM STDIN (FORMAT text, DELIMITER '|', ENCODING 'UTF8', FREEZE);
 ALTER TABLE "tpch_staging"."orders_1" DROP COLUMN "switchyard_eol";
+-- The spec's unique columns of orders, checked on the loaded staging table: building a
+-- unique index sorts the rows and fails at the first duplicate. It is the index the target's
+-- table has (setup.sql), so ATTACH PARTITION adopts it instead of building one.
+-- IF NOT EXISTS: a retried validation finds the index an earlier attempt built.
+CREATE UNIQUE INDEX IF NOT EXISTS "orders_1_20000_unique"
+    ON "tpch_staging"."orders_1" ("o_orderkey");
 -- One transaction: readers see the old partition or the new one, never neither or both.
 -- lock_timeout bounds the wait for readers of the target table.
 SET LOCAL lock_timeout = '60s';
@@ -189,8 +221,10 @@ CREATE TABLE "tpch_staging"."orders_2" (
     -- Must stay empty: a line with one field too many and no final delimiter fails here.
     "switchyard_eol" text NOT NULL CONSTRAINT "orders_2_eol" CHECK ("switchyard_eol" = '')
 );
--- Exactly the partition's bound (FROM lower TO upper + 1), so that ATTACH PARTITION
--- proves the bound from this constraint and skips its validation scan.
+-- Exactly the partition's bound (FROM lower TO upper + one unit of the key: 1, 1 day or
+-- 1 microsecond), so that ATTACH PARTITION proves the bound from this constraint and skips
+-- its validation scan. Date and timestamp bounds are typed literals (DATE '...',
+-- TIMESTAMP '...') of the key's own type: the proof compares constants of one type.
 ALTER TABLE "tpch_staging"."orders_2"
     ADD CONSTRAINT "orders_2_range"
     CHECK ("o_orderkey" >= 20001 AND "o_orderkey" < 40001);
@@ -206,6 +240,12 @@ TRUNCATE "tpch_staging"."orders_2";
 COPY "tpch_staging"."orders_2" ("o_orderkey", "o_custkey", "o_orderstatus", "o_totalprice", "o_orderdate", "o_orderpriority", "o_clerk", "o_shippriority", "o_comment", "switchyard_eol")
     FROM STDIN (FORMAT text, DELIMITER '|', ENCODING 'UTF8', FREEZE);
 ALTER TABLE "tpch_staging"."orders_2" DROP COLUMN "switchyard_eol";
+-- The spec's unique columns of orders, checked on the loaded staging table: building a
+-- unique index sorts the rows and fails at the first duplicate. It is the index the target's
+-- table has (setup.sql), so ATTACH PARTITION adopts it instead of building one.
+-- IF NOT EXISTS: a retried validation finds the index an earlier attempt built.
+CREATE UNIQUE INDEX IF NOT EXISTS "orders_20001_40000_unique"
+    ON "tpch_staging"."orders_2" ("o_orderkey");
 -- One transaction: readers see the old partition or the new one, never neither or both.
 -- lock_timeout bounds the wait for readers of the target table.
 SET LOCAL lock_timeout = '60s';
@@ -232,8 +272,10 @@ CREATE TABLE "tpch_staging"."orders_3" (
     -- Must stay empty: a line with one field too many and no final delimiter fails here.
     "switchyard_eol" text NOT NULL CONSTRAINT "orders_3_eol" CHECK ("switchyard_eol" = '')
 );
--- Exactly the partition's bound (FROM lower TO upper + 1), so that ATTACH PARTITION
--- proves the bound from this constraint and skips its validation scan.
+-- Exactly the partition's bound (FROM lower TO upper + one unit of the key: 1, 1 day or
+-- 1 microsecond), so that ATTACH PARTITION proves the bound from this constraint and skips
+-- its validation scan. Date and timestamp bounds are typed literals (DATE '...',
+-- TIMESTAMP '...') of the key's own type: the proof compares constants of one type.
 ALTER TABLE "tpch_staging"."orders_3"
     ADD CONSTRAINT "orders_3_range"
     CHECK ("o_orderkey" >= 40001 AND "o_orderkey" < 60001);
@@ -249,6 +291,12 @@ TRUNCATE "tpch_staging"."orders_3";
 COPY "tpch_staging"."orders_3" ("o_orderkey", "o_custkey", "o_orderstatus", "o_totalprice", "o_orderdate", "o_orderpriority", "o_clerk", "o_shippriority", "o_comment", "switchyard_eol")
     FROM STDIN (FORMAT text, DELIMITER '|', ENCODING 'UTF8', FREEZE);
 ALTER TABLE "tpch_staging"."orders_3" DROP COLUMN "switchyard_eol";
+-- The spec's unique columns of orders, checked on the loaded staging table: building a
+-- unique index sorts the rows and fails at the first duplicate. It is the index the target's
+-- table has (setup.sql), so ATTACH PARTITION adopts it instead of building one.
+-- IF NOT EXISTS: a retried validation finds the index an earlier attempt built.
+CREATE UNIQUE INDEX IF NOT EXISTS "orders_40001_60000_unique"
+    ON "tpch_staging"."orders_3" ("o_orderkey");
 -- One transaction: readers see the old partition or the new one, never neither or both.
 -- lock_timeout bounds the wait for readers of the target table.
 SET LOCAL lock_timeout = '60s';
@@ -282,8 +330,10 @@ CREATE TABLE "tpch_staging"."lineitem_1" (
     -- Must stay empty: a line with one field too many and no final delimiter fails here.
     "switchyard_eol" text NOT NULL CONSTRAINT "lineitem_1_eol" CHECK ("switchyard_eol" = '')
 );
--- Exactly the partition's bound (FROM lower TO upper + 1), so that ATTACH PARTITION
--- proves the bound from this constraint and skips its validation scan.
+-- Exactly the partition's bound (FROM lower TO upper + one unit of the key: 1, 1 day or
+-- 1 microsecond), so that ATTACH PARTITION proves the bound from this constraint and skips
+-- its validation scan. Date and timestamp bounds are typed literals (DATE '...',
+-- TIMESTAMP '...') of the key's own type: the proof compares constants of one type.
 ALTER TABLE "tpch_staging"."lineitem_1"
     ADD CONSTRAINT "lineitem_1_range"
     CHECK ("l_orderkey" >= 1 AND "l_orderkey" < 20001);
@@ -299,6 +349,12 @@ TRUNCATE "tpch_staging"."lineitem_1";
 COPY "tpch_staging"."lineitem_1" ("l_orderkey", "l_partkey", "l_suppkey", "l_linenumber", "l_quantity", "l_extendedprice", "l_discount", "l_tax", "l_returnflag", "l_linestatus", "l_shipdate", "l_commitdate", "l_receiptdate", "l_shipinstruct", "l_shipmode", "l_comment", "switchyard_eol")
     FROM STDIN (FORMAT text, DELIMITER '|', ENCODING 'UTF8', FREEZE);
 ALTER TABLE "tpch_staging"."lineitem_1" DROP COLUMN "switchyard_eol";
+-- The spec's unique columns of lineitem, checked on the loaded staging table: building a
+-- unique index sorts the rows and fails at the first duplicate. It is the index the target's
+-- table has (setup.sql), so ATTACH PARTITION adopts it instead of building one.
+-- IF NOT EXISTS: a retried validation finds the index an earlier attempt built.
+CREATE UNIQUE INDEX IF NOT EXISTS "lineitem_1_20000_unique"
+    ON "tpch_staging"."lineitem_1" ("l_orderkey", "l_linenumber");
 -- One transaction: readers see the old partition or the new one, never neither or both.
 -- lock_timeout bounds the wait for readers of the target table.
 SET LOCAL lock_timeout = '60s';
@@ -332,8 +388,10 @@ CREATE TABLE "tpch_staging"."lineitem_2" (
     -- Must stay empty: a line with one field too many and no final delimiter fails here.
     "switchyard_eol" text NOT NULL CONSTRAINT "lineitem_2_eol" CHECK ("switchyard_eol" = '')
 );
--- Exactly the partition's bound (FROM lower TO upper + 1), so that ATTACH PARTITION
--- proves the bound from this constraint and skips its validation scan.
+-- Exactly the partition's bound (FROM lower TO upper + one unit of the key: 1, 1 day or
+-- 1 microsecond), so that ATTACH PARTITION proves the bound from this constraint and skips
+-- its validation scan. Date and timestamp bounds are typed literals (DATE '...',
+-- TIMESTAMP '...') of the key's own type: the proof compares constants of one type.
 ALTER TABLE "tpch_staging"."lineitem_2"
     ADD CONSTRAINT "lineitem_2_range"
     CHECK ("l_orderkey" >= 20001 AND "l_orderkey" < 40001);
@@ -349,6 +407,12 @@ TRUNCATE "tpch_staging"."lineitem_2";
 COPY "tpch_staging"."lineitem_2" ("l_orderkey", "l_partkey", "l_suppkey", "l_linenumber", "l_quantity", "l_extendedprice", "l_discount", "l_tax", "l_returnflag", "l_linestatus", "l_shipdate", "l_commitdate", "l_receiptdate", "l_shipinstruct", "l_shipmode", "l_comment", "switchyard_eol")
     FROM STDIN (FORMAT text, DELIMITER '|', ENCODING 'UTF8', FREEZE);
 ALTER TABLE "tpch_staging"."lineitem_2" DROP COLUMN "switchyard_eol";
+-- The spec's unique columns of lineitem, checked on the loaded staging table: building a
+-- unique index sorts the rows and fails at the first duplicate. It is the index the target's
+-- table has (setup.sql), so ATTACH PARTITION adopts it instead of building one.
+-- IF NOT EXISTS: a retried validation finds the index an earlier attempt built.
+CREATE UNIQUE INDEX IF NOT EXISTS "lineitem_20001_40000_unique"
+    ON "tpch_staging"."lineitem_2" ("l_orderkey", "l_linenumber");
 -- One transaction: readers see the old partition or the new one, never neither or both.
 -- lock_timeout bounds the wait for readers of the target table.
 SET LOCAL lock_timeout = '60s';
@@ -382,8 +446,10 @@ CREATE TABLE "tpch_staging"."lineitem_3" (
     -- Must stay empty: a line with one field too many and no final delimiter fails here.
     "switchyard_eol" text NOT NULL CONSTRAINT "lineitem_3_eol" CHECK ("switchyard_eol" = '')
 );
--- Exactly the partition's bound (FROM lower TO upper + 1), so that ATTACH PARTITION
--- proves the bound from this constraint and skips its validation scan.
+-- Exactly the partition's bound (FROM lower TO upper + one unit of the key: 1, 1 day or
+-- 1 microsecond), so that ATTACH PARTITION proves the bound from this constraint and skips
+-- its validation scan. Date and timestamp bounds are typed literals (DATE '...',
+-- TIMESTAMP '...') of the key's own type: the proof compares constants of one type.
 ALTER TABLE "tpch_staging"."lineitem_3"
     ADD CONSTRAINT "lineitem_3_range"
     CHECK ("l_orderkey" >= 40001 AND "l_orderkey" < 60001);
@@ -399,6 +465,12 @@ TRUNCATE "tpch_staging"."lineitem_3";
 COPY "tpch_staging"."lineitem_3" ("l_orderkey", "l_partkey", "l_suppkey", "l_linenumber", "l_quantity", "l_extendedprice", "l_discount", "l_tax", "l_returnflag", "l_linestatus", "l_shipdate", "l_commitdate", "l_receiptdate", "l_shipinstruct", "l_shipmode", "l_comment", "switchyard_eol")
     FROM STDIN (FORMAT text, DELIMITER '|', ENCODING 'UTF8', FREEZE);
 ALTER TABLE "tpch_staging"."lineitem_3" DROP COLUMN "switchyard_eol";
+-- The spec's unique columns of lineitem, checked on the loaded staging table: building a
+-- unique index sorts the rows and fails at the first duplicate. It is the index the target's
+-- table has (setup.sql), so ATTACH PARTITION adopts it instead of building one.
+-- IF NOT EXISTS: a retried validation finds the index an earlier attempt built.
+CREATE UNIQUE INDEX IF NOT EXISTS "lineitem_40001_60000_unique"
+    ON "tpch_staging"."lineitem_3" ("l_orderkey", "l_linenumber");
 -- One transaction: readers see the old partition or the new one, never neither or both.
 -- lock_timeout bounds the wait for readers of the target table.
 SET LOCAL lock_timeout = '60s';
