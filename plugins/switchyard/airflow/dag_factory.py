@@ -1,0 +1,229 @@
+"""Renders a load spec into an Airflow DAG: setup, one task group per (table, stream), stats.
+
+The rendering is separate from the operators that run: this module only decides the
+graph (which groups, which pool, which priorities); it imports nothing heavy, because
+every task process imports the DAG file again.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from airflow.sdk import DAG, Asset, Param, TaskGroup, TriggerRule
+
+from switchyard.airflow.operators import (LoadOperator, PlanBatchOperator, PrepareOperator, PublishOperator, StatsOperator,
+                        SwitchOperator, ValidateOperator, WaitForBatchSensor)
+from switchyard.core.planner import group_id, streams_of
+from switchyard import settings
+from switchyard.core.spec import LoadSpec, load_spec
+
+DOC = """
+### Switchyard: parallel, validated, partition-switched loads
+
+The record-load method as a DAG: the batch is split into **streams** (one file per table
+per stream, each one contiguous key range); every **(table, stream)** task group loads its
+file into its own staging table and switches it in as one partition of the big table:
+
+1. **prepare**: a fresh staging table on the stream's filegroup / tablespace, with a
+   CHECK constraint equal to its partition's key range;
+2. **load**: bulk load of the file into the staging table (PostgreSQL `COPY ... FREEZE`;
+   SQL Server `BULK INSERT ... TABLOCK` or TDS bulk copy), in the pool `{pool}` whose
+   size is the target's scheduler count: one load per core. Long loads log their progress
+   (rows, MB, MB/s, percent of the file) every few seconds;
+3. **validate**: Great Expectations on the staging table: row count equals the manifest,
+   key not null, key range inside the partition. A failure stops the group here and its
+   table keeps its previous data, whole;
+4. **switch**: the staging table becomes the partition (`ATTACH PARTITION` / `SWITCH`).
+   On PostgreSQL a table's switches go in together: each one attaches its staging table to
+   the table's next version, and the table's last switch moves the whole batch in, in one
+   transaction (the table's `mode`: **replace** the table, or **append** the batch's own
+   partitions with retention). Readers see the table before the batch or after it, whole.
+
+`setup` waits for the batch's `manifest.json`, plans the partitions and creates what is
+missing. **publish** updates one Asset per table, `switchyard://<connection>/<schema>/<table>`,
+once all of that table's partitions are switched in: schedule downstream DAGs on it.
+**stats** runs whatever happened upstream: it writes `stats.json` and the run report
+(its **Run report** button; per-stream throughput, stragglers, charts, validation) and one
+row per load into the target's `switchyard.load_stats` table.
+
+**Params** (trigger form):
+
+| param | meaning |
+|---|---|
+| *Batch* | folder of the batch under the data root; empty: the run's logical date, `YYYY-MM-DD` |
+| *Tables* | the tables to load; the other groups are skipped |
+| *Target connection* | Airflow connection of the target (PostgreSQL or SQL Server) |
+
+This DAG has task groups for up to **{streams} streams** per table (`SWITCHYARD_STREAMS`); a
+batch brings each table in as many streams as its manifest lists, and unused groups skip.
+`setup.plan` checks the batch against the target before any load (pre-flight).
+"""
+
+
+def _default(name: str):
+    return next(s.default for s in settings.SETTINGS if s.field == name)
+
+
+@dataclass(frozen=True)
+class DagConfig:
+    """The DAG's shape and its steps' common options; defaults are the settings' (settings.py)."""
+
+    dag_id: str = _default("dag_id")
+    spec: str = _default("spec")
+    streams: int = _default("streams")
+    conn_id: str = _default("conn_id")
+    schema: str = _default("schema")
+    pool: str = _default("pool")
+    schedule: str | None = _default("schedule")
+    batch_wait_seconds: int = _default("batch_wait_seconds")
+    batch_poke_seconds: float = _default("batch_poke_seconds")
+    max_active_tasks: int = _default("max_active_tasks")
+    lock_timeout_seconds: int = 60
+    lease_retries: int = _default("lease_retries")
+    lease_retry_seconds: float = _default("lease_retry_seconds")
+    tags: tuple[str, ...] = field(default=("switchyard",))
+
+    @classmethod
+    def from_env(cls, **overrides) -> "DagConfig":
+        """From the settings in effect (the SWITCHYARD_* environment), with `overrides`."""
+        current = settings.get()
+        values = {name: getattr(current, name) for name in (
+            "dag_id", "spec", "streams", "conn_id", "schema", "pool", "batch_wait_seconds", "batch_poke_seconds",
+            "max_active_tasks", "schedule", "lease_retries", "lease_retry_seconds")}
+        values.update(overrides)
+        return cls(**values)
+
+
+@dataclass(frozen=True)
+class StepOperators:
+    """The operator class of each node of the graph. The rendering does not depend on them:
+    the benchmark renders the same graph with steps that do nothing, to measure what the
+    graph alone costs Airflow (switchyard/bench_graph.py)."""
+    wait: type = WaitForBatchSensor
+    plan: type = PlanBatchOperator
+    prepare: type = PrepareOperator
+    load: type = LoadOperator
+    validate: type = ValidateOperator
+    switch: type = SwitchOperator
+    publish: type = PublishOperator
+    stats: type = StatsOperator
+
+
+def _params(spec: LoadSpec, config: DagConfig) -> dict[str, Param]:
+    return {
+        # "null" in the type: the trigger form marks a param required unless it may be empty,
+        # and an empty batch is meaningful (the run's date).
+        "batch": Param(
+            "", type=["string", "null"], title="Batch",
+            description="Folder of the batch under the data root (e.g. 2026-11-21 or tpch/sf1). "
+                        "Empty: the run's logical date as YYYY-MM-DD.",
+            pattern=r"^$|^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)*$",
+            section="What to load"),
+        "tables": Param(
+            list(spec.table_names), type="array", title="Tables",
+            description="Tables to load; the others' task groups are skipped.",
+            items={"type": "string", "enum": list(spec.table_names)}, examples=list(spec.table_names),
+            minItems=1, uniqueItems=True, section="What to load"),
+        "conn_id": Param(
+            config.conn_id, type="string", title="Target connection",
+            description="Airflow connection id of the target (PostgreSQL or SQL Server).",
+            pattern=r"^[A-Za-z0-9_.-]+$", section="Where to load"),
+    }
+
+
+def build_dag(config: DagConfig | None = None, operators: StepOperators = StepOperators()) -> DAG:
+    config = config or DagConfig.from_env()
+    op = operators
+    spec = load_spec(config.spec)
+    common = dict(spec=config.spec, schema=config.schema, lock_timeout_seconds=config.lock_timeout_seconds)
+    with DAG(
+        dag_id=config.dag_id,
+        schedule=config.schedule,
+        start_date=datetime(2026, 1, 1),
+        catchup=False,
+        # Two runs of one DAG interleaving their switches could leave a partition from each;
+        # runs (manual, nightly, backfill) go one at a time.
+        max_active_runs=1,
+        max_active_tasks=config.max_active_tasks,
+        params=_params(spec, config),
+        doc_md=DOC.format(pool=config.pool, streams=config.streams),
+        tags=list(config.tags),
+        default_args={"retries": 1, "retry_delay": timedelta(seconds=10)},
+    ) as dag:
+        with TaskGroup("setup", tooltip="Wait for the batch, plan partitions, create missing objects") as setup:
+            wait = op.wait(task_id="wait_for_batch", wait_seconds=config.batch_wait_seconds,
+                           poke_interval=config.batch_poke_seconds, retries=0)
+            # Retries wait for another run's lease (and ride out a lost connection) without
+            # holding a worker slot; bad batches fail at once (AirflowFailException).
+            plan = op.plan(task_id="plan", streams=config.streams, retries=config.lease_retries,
+                           retry_delay=timedelta(seconds=config.lease_retry_seconds), **common)
+            wait >> plan
+
+        groups: list[tuple[str, int]] = []
+        switches = []
+        by_table: dict[str, list] = {}
+        # Groups are made biggest table first (by weight; the spec's order among equals): the
+        # grid lists them in this order, the way the run spends its time.
+        for table in sorted(spec.tables, key=lambda t: -t.weight):
+            for k in streams_of(table, config.streams):
+                gid = group_id(table.name, k)
+                groups.append((table.name, k))
+                # Bigger tables start first: the run lasts as long as its slowest stream, so
+                # the long loads must not be left for last (the spec's per-table weight).
+                weight = table.weight
+                with TaskGroup(gid, tooltip=f"{table.name}, stream {k}: prepare, load, validate, switch"):
+                    args = dict(table=table.name, stream=k, priority_weight=weight, weight_rule="absolute", **common)
+                    prepare = op.prepare(task_id="prepare", **args)
+                    load = op.load(task_id="load", pool=config.pool, **args)
+                    # A failed expectation is a fact about the data and fails at once
+                    # (AirflowFailException); a lost connection is retried.
+                    validate = op.validate(task_id="validate", **args)
+                    switch = op.switch(task_id="switch", **args)
+                    setup >> prepare >> load >> validate >> switch
+                switches.append(switch)
+                by_table.setdefault(table.name, []).append(switch)
+
+        # Which switch of a table comes last is not known in advance (streams finish in any
+        # order), so one task per table waits for all of them and carries the table's Asset.
+        with TaskGroup("publish", tooltip="One Asset event per table once all its partitions are switched in"):
+            # A batch may bring a table in fewer streams than the DAG has groups for (those groups
+            # skip), so: every switch that ran succeeded, and at least one ran.
+            publishes = [
+                op.publish(task_id=name, table=name, asset_conn_id=config.conn_id,
+                           groups=[t.task_id.split(".")[0] for t in table_switches],
+                           outlets=[table_asset(config.conn_id, config.schema, name)], retries=0,
+                           trigger_rule=TriggerRule.NONE_FAILED_MIN_ONE_SUCCESS, **common)
+                for name, table_switches in by_table.items()]
+            for publish, table_switches in zip(publishes, by_table.values()):
+                table_switches >> publish
+
+        stats = op.stats(task_id="stats", groups=groups, trigger_rule=TriggerRule.ALL_DONE, retries=0, **common)
+        switches >> stats
+        publishes >> stats
+    return dag
+
+
+# The DAG built from the environment, by configuration: see dag_from_env.
+_BUILT: dict[DagConfig, DAG] = {}
+
+
+def dag_from_env() -> DAG:
+    """The DAG file's DAG, built once per process and configuration.
+
+    Every Airflow task process imports the DAG file to find its task, which builds all the
+    run's operators (about 0.1 s per task at 8 streams, most of a small task's work). The
+    scheduler builds it once before LocalExecutor forks its workers (switchyard/preload.py),
+    so a task process forked from it finds the DAG built. The configuration (the
+    environment) is the key; a changed spec file or changed code is handled by the preload,
+    which forgets what it built when Switchyard's files change on disk.
+    """
+    config = DagConfig.from_env()
+    dag = _BUILT.get(config)
+    if dag is None:
+        dag = _BUILT[config] = build_dag(config)
+    return dag
+
+
+def table_asset(conn_id: str, schema: str, table: str) -> Asset:
+    """The Asset of a target table, e.g. switchyard://switchyard_target/tpch/orders: schedule on it."""
+    return Asset(f"switchyard://{conn_id}/{schema}/{table}", group="switchyard")

@@ -1,0 +1,519 @@
+"""Airflow operators: thin wrappers that run one step of one (table, stream) on a target.
+
+All the work is in the target adapters, the planner and the validation module; an
+operator resolves its inputs (the run's plan from the setup task, the connection by
+Airflow connection id), calls one step, and returns a small result for XCom. Nothing
+heavy is imported at module level: every task process imports this module.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Sequence
+
+from airflow.sdk import BaseOperator, BaseOperatorLink
+from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
+
+from switchyard import settings
+from switchyard.core.batch import MANIFEST, BatchError, resolve_batch, resolve_file
+from switchyard.observability.stats import report_url
+
+log = logging.getLogger(__name__)
+
+PLAN_TASK = "setup.plan"
+
+
+def batch_name(value: str | None, context: Any) -> str:
+    """The run's batch: the `batch` param, else the logical date (or, without one, the run date)."""
+    if value is not None and str(value).strip():
+        return str(value).strip()
+    when = context.get("logical_date") or context["dag_run"].run_after
+    return when.strftime("%Y-%m-%d")
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+class _TargetOperator(BaseOperator):
+    """Common fields: which spec, which target connection and schema."""
+
+    template_fields: Sequence[str] = ("conn_id",)
+
+    def __init__(self, *, spec: str = "tpch", conn_id: str = "{{ params.conn_id }}",
+                 schema: str = "tpch", lock_timeout_seconds: int = 60, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.spec = spec
+        self.conn_id = conn_id
+        self.schema = schema
+        self.lock_timeout_seconds = lock_timeout_seconds
+
+    def load_spec(self):
+        from switchyard.core.spec import load_spec
+        return load_spec(self.spec)
+
+    _lease: dict[str, Any] = {}
+
+    def bind_run(self, context: Any) -> None:
+        """Steps of this run hold the target's run lease in its name (see targets/base.py)."""
+        self._lease = {
+            "lease_holder": f"{context['dag_run'].dag_id}/{context['run_id']}",
+            "lease_batch": batch_name((context.get("params") or {}).get("batch"), context),
+            "lease_ttl_seconds": settings.get().lease_ttl_seconds,
+        }
+
+    def adapter(self):
+        from switchyard.airflow.connections import adapter_for
+        return adapter_for(self.conn_id, self.load_spec(), schema=self.schema,
+                           lock_timeout_seconds=self.lock_timeout_seconds, **self._lease)
+
+
+class WaitForBatchSensor(BaseOperator):
+    """Waits for the batch's manifest: a nightly run whose files are late waits, then fails clearly.
+
+    The producer writes `manifest.json` last, so its presence means the batch is complete.
+    The wait is deferred to the triggerer (no worker slot is held) and bounded by `timeout`.
+    """
+
+    template_fields: Sequence[str] = ("batch",)
+
+    def __init__(self, *, batch: str = "{{ params.batch or '' }}", wait_seconds: int = 6 * 3600,
+                 poke_interval: float = 60.0, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.batch = batch
+        self.wait_seconds = wait_seconds
+        self.poke_interval = poke_interval
+
+    def _manifest(self, context: Any) -> Path:
+        try:
+            return resolve_batch(batch_name(self.batch, context)) / MANIFEST
+        except BatchError as exc:
+            raise AirflowFailException(str(exc)) from exc
+
+    def execute(self, context: Any) -> None:
+        from datetime import timedelta
+        from switchyard.airflow.triggers import BatchReadyTrigger
+        manifest = self._manifest(context)
+        if manifest.is_file():
+            log.info("batch ready: %s", manifest)
+            return
+        deadline = datetime.now(timezone.utc) + timedelta(seconds=self.wait_seconds)
+        log.info("waiting up to %ss for %s", self.wait_seconds, manifest)
+        self.defer(trigger=BatchReadyTrigger(str(manifest), deadline.isoformat(), self.poke_interval),
+                   method_name="execute_complete")
+
+    def execute_complete(self, context: Any, event: dict | None = None) -> None:
+        event = event or {}
+        if event.get("status") != "ready":
+            raise AirflowFailException(
+                f"{event.get('manifest', self._manifest(context))}: the batch did not arrive within "
+                f"{self.wait_seconds}s (its producer writes manifest.json last; is the extract late?)")
+        log.info("batch ready: %s", event["manifest"])
+
+
+class PlanBatchOperator(_TargetOperator):
+    """Reads the manifest, checks it against the spec and this DAG, plans, creates missing objects."""
+
+    template_fields: Sequence[str] = ("conn_id", "batch", "tables")
+
+    def __init__(self, *, streams: int, batch: str = "{{ params.batch or '' }}",
+                 tables: Any = "{{ params.tables }}", **kwargs: Any):
+        super().__init__(**kwargs)
+        self.streams = streams
+        self.batch = batch
+        self.tables = tables
+
+    def _tables(self, spec) -> list[str]:
+        chosen = self.tables
+        if isinstance(chosen, str):
+            import json
+            try:
+                chosen = json.loads(chosen.replace("'", '"')) if chosen.strip() else []
+            except ValueError as exc:
+                raise AirflowFailException(f"tables: {self.tables!r} is not a list of table names") from exc
+        unknown = [t for t in chosen or [] if t not in spec.table_names]
+        if unknown:
+            raise AirflowFailException(f"tables: {', '.join(map(repr, unknown))} not in spec {spec.name!r} "
+                                       f"(known: {', '.join(spec.table_names)})")
+        return list(chosen or spec.table_names)
+
+    def execute(self, context: Any) -> dict:
+        from switchyard.core.batch import read_manifest
+        from switchyard.core.planner import PlanError, plan_batch
+        spec = self.load_spec()
+        tables = self._tables(spec)
+        name = batch_name(self.batch, context)
+        try:
+            folder = resolve_batch(name)
+            manifest = read_manifest(folder, spec)
+            # The batch's shape is its manifest's: each table in as many streams as it lists. The
+            # DAG has task groups for up to `streams` per table; the ones a batch does not use skip.
+            wider = {t: len(manifest.streams_of(t)) for t in tables if len(manifest.streams_of(t)) > self.streams}
+            if wider:
+                most = max(wider.values())
+                raise BatchError(f"{manifest.path}: the batch has "
+                                 + ", ".join(f"{n} streams of {t}" for t, n in wider.items())
+                                 + f" but this DAG has task groups for up to {self.streams} per table "
+                                   f"(set SWITCHYARD_STREAMS={most} or more)")
+            plan = plan_batch(spec, manifest, tables)
+        except (BatchError, PlanError) as exc:
+            raise AirflowFailException(str(exc)) from exc
+        if any(spec.table(t).expectations for t in tables):
+            # A declared expectation GX does not know (or whose kwargs do not fit) fails the run
+            # here, naming the spec entry, before anything is loaded. Imports GX only then.
+            from switchyard.core.spec import SpecError
+            from switchyard.observability.validation import check_spec_expectations
+            try:
+                check_spec_expectations(spec, tables)
+            except SpecError as exc:
+                raise AirflowFailException(str(exc)) from exc
+        self.bind_run(context)
+        adapter = self.adapter()
+        # Raises LeaseHeld while another run loads this schema: the task's retries are the wait.
+        from switchyard.targets import TargetError
+        try:
+            # The pre-flight (the batch's ranges against the target's partitions) is part of
+            # setup: a batch its table's mode does not allow fails here, before any load.
+            preflight = adapter.setup(plan) or []
+        except TargetError as exc:
+            if exc.permanent:
+                raise AirflowFailException(str(exc)) from exc
+            raise
+        out = plan.to_dict()
+        out.update(batch=name, batch_dir=str(folder), tables=tables, target=adapter.engine,
+                   schema=adapter.schema, staging_schema=adapter.staging_schema,
+                   control_schema=adapter.control_schema, preflight=preflight)
+        snapshot = server_snapshot(adapter)
+        if snapshot is not None:
+            # The run's first look at the server's cumulative counters (SQL Server: wait and
+            # latch statistics); the stats task takes the second and reports the difference.
+            out["server_snapshot"] = snapshot
+        return out
+
+
+def server_snapshot(adapter: Any) -> dict | None:
+    """The target's cumulative server counters, where its adapter has them (else None)."""
+    take = getattr(adapter, "server_snapshot", None)
+    if not callable(take):
+        return None
+    try:
+        return take()
+    except Exception as exc:  # statistics must never fail a load
+        log.warning("server statistics snapshot failed: %s", exc)
+        return None
+
+
+def server_delta(adapter: Any, before: dict | None, after: dict | None) -> dict:
+    """What accrued on the server between two snapshots: {"waits": [...], "latches": [...]}."""
+    delta = getattr(adapter, "server_delta", None)
+    if before is None or after is None or not callable(delta):
+        return {}
+    try:
+        return delta(before, after, top=10) or {}
+    except Exception as exc:
+        log.warning("server statistics delta failed: %s", exc)
+        return {}
+
+
+class _GroupOperator(_TargetOperator):
+    """A step of one (table, stream) group; reads its part of the run's plan."""
+
+    def __init__(self, *, table: str, stream: int, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.table = table
+        self.stream = stream
+
+    def execute(self, context: Any) -> dict:
+        from switchyard.targets import TargetError
+        started = now_iso()
+        self.bind_run(context)
+        try:
+            result = self.step(context)
+            # Kept for the run's Gantt chart: the stats task reads every step's span.
+            if isinstance(result, dict):
+                result.update(step_started=started, step_ended=now_iso())
+            return result
+        except AirflowSkipException:
+            raise
+        except Exception as exc:
+            # Kept for the run's statistics: a failed task pushes no return value.
+            context["ti"].xcom_push(key="error", value=f"{type(exc).__name__}: {exc}"[:4000])
+            if isinstance(exc, TargetError) and exc.permanent:  # a retry would fail the same way
+                raise AirflowFailException(str(exc)) from exc
+            raise
+
+    def step(self, context: Any) -> dict:
+        raise NotImplementedError
+
+    def run_plan(self, context: Any) -> dict:
+        plan = context["ti"].xcom_pull(task_ids=PLAN_TASK)
+        if not plan:
+            raise AirflowFailException("the run's plan is missing (did setup.plan run?)")
+        return plan
+
+    def stream_plan(self, context: Any):
+        from switchyard.core.planner import StreamPlan, group_id
+        plan = self.run_plan(context)
+        raw = plan["groups"].get(group_id(self.table, self.stream))
+        if raw is None:
+            if self.table in (plan.get("tables") or []):
+                raise AirflowSkipException(f"{self.table} comes in fewer than {self.stream} streams in this batch")
+            raise AirflowSkipException(f"{self.table} is not among this run's tables")
+        s = StreamPlan(**raw)
+        if s.empty:
+            raise AirflowSkipException(f"{self.table} stream {self.stream} is empty in this batch")
+        return plan, s
+
+
+class PrepareOperator(_GroupOperator):
+    """Fresh staging table on the stream's filegroup, with its partition's range CHECK."""
+
+    def step(self, context: Any) -> dict:
+        plan, s = self.stream_plan(context)
+        path = resolve_file(Path(plan["batch_dir"]), s.file)
+        if not path.is_file():
+            raise AirflowFailException(f"{path}: stream file not found [table {s.table}, stream {s.stream}]")
+        adapter = self.adapter()
+        started = time.monotonic()
+        adapter.prepare(s)
+        return {"staging_table": f"{plan['staging_schema']}.{s.staging_table}", "file": str(path),
+                "seconds": round(time.monotonic() - started, 4)}
+
+
+class LoadOperator(_GroupOperator):
+    """Bulk-loads one stream file into its staging table, logging progress on long loads.
+
+    Every `progress_every_seconds` (default SWITCHYARD_PROGRESS_SECONDS, 5 s) the log gets
+    rows, MB, MB/s and percent of the file; rows come from the server where it reports them
+    (PostgreSQL: pg_stat_progress_copy).
+    """
+
+    def __init__(self, *, progress_every_seconds: float | None = None, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.progress_every_seconds = progress_every_seconds
+
+    def step(self, context: Any) -> dict:
+        from switchyard.observability.progress import LoadProgress
+        from switchyard.targets import TargetError
+        plan, s = self.stream_plan(context)
+        path = resolve_file(Path(plan["batch_dir"]), s.file)
+        adapter = self.adapter()
+        server = adapter.server_progress(adapter.staging_schema, s.staging_table)
+        progress = LoadProgress(s.group_id, self.progress_every_seconds, server=server)
+        started = now_iso()
+        try:
+            result = adapter.load(s, path, progress)
+        except TargetError as exc:
+            if exc.permanent:  # bad data: a retry would fail the same way
+                raise AirflowFailException(str(exc)) from exc
+            raise
+        finally:
+            if server is not None:
+                server.close()
+        log.info("%s: %d rows, %.1f MB in %.2f s (%.1f MB/s, %.0f rows/s)", s.group_id, result.rows,
+                 result.bytes / 1e6, result.seconds, result.bytes / 1e6 / max(result.seconds, 1e-9),
+                 result.rows / max(result.seconds, 1e-9))
+        return {"rows": result.rows, "bytes": result.bytes, "seconds": round(result.seconds, 4),
+                "started": started, "ended": now_iso(), "file": str(path), **result.details}
+
+
+class ValidateOperator(_GroupOperator):
+    """The staging table checked before its switch: row count, key range, not null, the spec's
+    unique columns and declared expectations (see validation.py). The return value lists every
+    check with what it expected, observed and cost (`checks`, and `cost` per kind of check)."""
+
+    def step(self, context: Any) -> dict:
+        from switchyard.core.spec import SpecError
+        from switchyard.observability.validation import describe_failures, validate_stream
+        plan, s = self.stream_plan(context)
+        adapter = self.adapter()
+        expected_rows = s.rows
+        if expected_rows is None:
+            # A manifest without row counts: the count the load reported (one more API call).
+            expected_rows = (context["ti"].xcom_pull(task_ids=f"{s.group_id}.load") or {}).get("rows")
+        try:
+            outcome = validate_stream(adapter, self.load_spec(), s, expected_rows)
+        except SpecError as exc:
+            raise AirflowFailException(str(exc)) from exc
+        result = outcome.to_dict()
+        log.info("%s: validation %s in %.2f s (GX import %.2f s); seconds per kind of check: %s", s.group_id,
+                 "passed" if outcome.success else "FAILED", outcome.seconds, outcome.import_seconds,
+                 ", ".join(f"{k} {v:.3f}" for k, v in result["cost"].items()))
+        if not outcome.success:
+            where = (f"table {s.table}, stream {s.stream}, file {plan['batch_dir']}/{s.file}, "
+                     f"staging table {plan['staging_schema']}.{s.staging_table} (kept; nothing switched)")
+            context["ti"].xcom_push(key="failure", value=result)
+            raise AirflowFailException(describe_failures(outcome, where))
+        return result
+
+
+class SwitchOperator(_GroupOperator):
+    """Switches the validated staging table in as the stream's partition.
+
+    Where the target commits a table's switches together (PostgreSQL), the staging table joins
+    the table's next version and the table's last switch moves the whole batch in, in one
+    transaction; `in_target` in the result says whether the partition is in the table now."""
+
+    def step(self, context: Any) -> dict:
+        plan, s = self.stream_plan(context)
+        # A TargetError here (a lock wait that timed out, a server restart) is retried; a
+        # retry whose earlier attempt committed finds the switch done (already_switched).
+        adapter = self.adapter()
+        started = time.monotonic()
+        result = adapter.switch(s)
+        result["seconds"] = round(time.monotonic() - started, 4)
+        result["switched"] = now_iso()
+        name = result.get("partition") or f"{plan['schema']}.{s.table}"
+        if result.get("already_switched"):
+            log.info("%s: %s is in place already (an earlier attempt of this task switched it)", s.group_id, name)
+        elif result.get("in_target", True):
+            log.info("%s: switched in as %s%s", s.group_id, name,
+                     f"; the table's batch is in whole ({result['partitions_in']} partitions"
+                     + (f", replacing {', '.join(result['removed'])}" if result.get("removed") else "")
+                     + (f", retired {', '.join(result['retired'])}" if result.get("retired") else "") + ")"
+                     if result.get("table_switched") and "partitions_in" in result else
+                     " (replacing the previous one)" if result.get("replaced") else "")
+        else:
+            log.info("%s: validated and attached to the next version of %s.%s as %s; readers still see the "
+                     "table as it was: the table's last switch moves its whole batch in (waiting for %s)",
+                     s.group_id, plan["schema"], s.table, name, ", ".join(result.get("waiting_for") or []))
+        return result
+
+
+class PublishOperator(_TargetOperator):
+    """Marks a table's new data as published: its Asset gets an event once all its partitions switched.
+
+    Runs after every switch of its table (all_success), so the event means the whole batch of
+    that table is in place; a table not loaded in this run (or with a failed group) gets none.
+    """
+
+    def __init__(self, *, table: str, groups: list[str], asset_conn_id: str, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.table = table
+        self.groups = groups
+        self.asset_conn_id = asset_conn_id
+
+    def execute(self, context: Any) -> dict:
+        if self.conn_id != self.asset_conn_id:
+            # The Asset names the DAG's default target; a run into another one is not its update.
+            raise AirflowSkipException(f"this run loaded connection {self.conn_id!r}; the Asset of "
+                                       f"{self.table} is the table behind {self.asset_conn_id!r}")
+        ti = context["ti"]
+        plan = ti.xcom_pull(task_ids=PLAN_TASK) or {}
+        # Groups of streams the batch does not have skipped: they pushed nothing.
+        switched = [x for gid in self.groups if (x := ti.xcom_pull(task_ids=f"{gid}.switch"))]
+        loads = [ti.xcom_pull(task_ids=f"{gid}.load") or {} for gid in self.groups]
+        extra = {"batch": plan.get("batch"), "schema": plan.get("schema"), "table": self.table,
+                 "partitions": len(switched), "rows": sum(int(x.get("rows") or 0) for x in loads),
+                 "bytes": sum(int(x.get("bytes") or 0) for x in loads)}
+        for outlet in self.outlets:
+            context["outlet_events"][outlet].extra = extra
+        log.info("%s.%s published: %d partitions, %s rows (batch %s)", extra["schema"], self.table,
+                 extra["partitions"], f"{extra['rows']:,}", extra["batch"])
+        return extra
+
+
+class ReportLink(BaseOperatorLink):
+    """The stats task's button to the run's report, as served by the api-server."""
+
+    name = "Run report"
+
+    def get_link(self, operator: BaseOperator, *, ti_key: Any) -> str:
+        return report_url(ti_key.dag_id, ti_key.run_id)
+
+
+class StatsOperator(_TargetOperator):
+    """Assembles the run's statistics from every group, whatever happened upstream.
+
+    Writes stats.json, report.html and report.md into the run's folder, one row per load
+    into the target's control table `load_stats` (one transaction, after the run: a failed
+    load gets its row too), and fails the run if any group did not switch.
+    """
+
+    operator_extra_links = (ReportLink(),)
+
+    def __init__(self, *, groups: list[tuple[str, int]], **kwargs: Any):
+        super().__init__(**kwargs)
+        self.groups = groups
+
+    def execute(self, context: Any) -> dict:
+        from switchyard.observability.report import write_report
+        from switchyard.observability.stats import assemble, task_states, write_stats
+        ti = context["ti"]
+        plan = ti.xcom_pull(task_ids=PLAN_TASK) or {}
+        self.bind_run(context)
+        try:
+            self.adapter().release_lease()
+        except Exception as exc:  # noqa: BLE001 - the lease then lapses after its TTL
+            log.warning("could not release the run lease (it lapses by itself): %s", exc)
+        states = task_states(context)
+
+        def pull(task_id: str, key: str = "return_value") -> Any:
+            # One API call per XCom: ask only where the task's state says there can be one
+            # (a result from a success, an error or a validation failure from a failure),
+            # which at 8 streams saves some 200 calls at the end of the run.
+            state = states.get(task_id)
+            if states and state != ("success" if key == "return_value" else "failed"):
+                return None
+            return ti.xcom_pull(task_ids=task_id, key=key)
+
+        results = {}
+        for table, stream in self.groups:
+            gid = f"{table}_{stream}"
+            planned = (plan.get("groups") or {}).get(gid) or {}
+            results[gid] = {
+                "table": table, "stream": stream,
+                "planned_file": str(Path(plan["batch_dir"]) / planned["file"])
+                if planned.get("file") and plan.get("batch_dir") else None,
+                "prepare": pull(f"{gid}.prepare"),
+                "load": pull(f"{gid}.load"),
+                "validate": pull(f"{gid}.validate") or pull(f"{gid}.validate", key="failure"),
+                "switch": pull(f"{gid}.switch"),
+                "errors": {step: err for step in ("prepare", "load", "validate", "switch")
+                           if (err := pull(f"{gid}.{step}", key="error"))},
+                "states": {step: states.get(f"{gid}.{step}") for step in ("prepare", "load", "validate", "switch")},
+            }
+        adapter = self.adapter() if plan else None
+        server = {}
+        if adapter is not None and plan.get("server_snapshot") is not None:
+            server = server_delta(adapter, plan["server_snapshot"], server_snapshot(adapter))
+        stats = assemble(plan, results, context, server=server)
+        if adapter is not None:
+            stats["load_stats_table"] = self._record(adapter, stats)
+        path = write_stats(stats, context)
+        report = write_report(stats, path.parent)
+        log.info("run statistics: %s", path)
+        log.info("run report: %s (Markdown: %s)", report["html"], report["markdown"])
+        log.info("run report in the UI: %s", report_url(ti.dag_id, ti.run_id))
+        for line in stats["summary_lines"]:
+            log.info(line)
+        ti.xcom_push(key="stats_path", value=str(path))
+        ti.xcom_push(key="report_path", value=str(report["html"]))
+        if stats["failed_groups"] or stats.get("held_back_groups"):
+            # The last task decides the run's state: a run with a failed group is a failed run.
+            not_in = stats["failed_groups"] + stats.get("held_back_groups", [])
+            kept = stats.get("tables_kept") or []
+            raise AirflowFailException(
+                f"{len(not_in)} of {stats['totals']['groups']} groups did not switch: {', '.join(not_in)}"
+                + ("; setup.plan did not finish: nothing was loaded and every table is as it was" if not plan
+                   else f"; {', '.join(kept)} kept {'its' if len(kept) == 1 else 'their'} previous contents, "
+                        f"whole (clear the failed groups to rerun them; the table goes in when all its groups "
+                        f"have switched)" if kept else "")
+                + f" (statistics: {path}, report: {report['html']})")
+        return {"path": str(path), "report": str(report["html"]), "totals": stats["totals"],
+                "failed_groups": stats["failed_groups"]}
+
+    @staticmethod
+    def _record(adapter: Any, stats: dict) -> dict:
+        """The run's rows in <control schema>.load_stats; a target that refuses them is logged, not fatal."""
+        from switchyard.observability.stats import write_load_stats
+        table = f"{adapter.control_schema}.load_stats"
+        try:
+            rows = write_load_stats(adapter, stats)
+        except Exception as exc:
+            log.error("could not write %s on the target: %s", table, exc)
+            return {"table": table, "rows": 0, "error": f"{type(exc).__name__}: {exc}"[:1000]}
+        log.info("%s: %d rows for run %s", table, rows, stats["run_id"])
+        return {"table": table, "rows": rows}

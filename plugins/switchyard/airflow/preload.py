@@ -1,0 +1,151 @@
+"""Heavy imports paid once, in the scheduler, instead of once per task process.
+
+LocalExecutor forks its worker processes from the scheduler, and on Linux each worker
+starts every task with a bare `os.fork()` (no exec). Whatever the scheduler has imported
+is therefore already in each task process, in memory pages shared copy-on-write. The
+validate tasks import Great Expectations, which otherwise costs each of them 4-5 s of
+CPU and about 250 MB; the loads import the driver and the Postgres hook.
+
+The project's `airflow_local_settings.py` (in `local_settings/` beside this file, put on
+PYTHONPATH by `local.airflow_env`) calls `preload()` when Airflow initialises. Only the
+scheduler acts on it: the api-server, the dag-processor and CLI commands never run
+tasks, and a task process forked from a preloaded worker finds everything imported.
+
+Switchyard's own modules are preloaded too, and the DAG is built once (the task process
+finds it built: `dag_factory.dag_from_env`), because importing the DAG file rebuilds every
+operator of the run, which was most of a small task's CPU; the SQL templates are compiled
+once too. A long-lived scheduler must not
+hand task processes code as it was when it started, though: the preload notes when
+Switchyard's files (code and specs) last changed, and the DAG file calls
+`forget_changed_code()` first, which drops the preloaded Switchyard modules in a task
+process that finds them changed on disk, so it imports them as they are now.
+
+`SWITCHYARD_PRELOAD=0` turns it off. The benchmark also measures the preload without
+Switchyard's modules and the DAG (`modules=MODULES`) and has further DAGs built (`calls`),
+from its own local settings (switchyard_dev/local_settings/).
+"""
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+import time
+from pathlib import Path
+
+# Imported by every task process itself, after the fork, when nothing else is: the task
+# runner's parse (the version, the local DAG bundle) and the operator's template environment
+# (jinja2's extensions). About 5 ms of CPU per task process (`python -m switchyard_dev.bench_task_start`).
+TASK_PROCESS_IMPORTS = (
+    "airflow.version",
+    "airflow.dag_processing.bundles.local",
+    "jinja2.ext",
+)
+MODULES = (
+    "great_expectations",
+    "great_expectations.expectations",
+    "great_expectations.data_context.types.base",
+    "sqlalchemy",
+    "psycopg",
+    "airflow.providers.postgres.hooks.postgres",
+    "airflow.sdk.execution_time.task_runner",
+    *TASK_PROCESS_IMPORTS,
+    # Imported by each LocalExecutor worker for its first task (about 20 ms each).
+    "airflow.sdk.execution_time.supervisor",
+)
+# Switchyard's own: the DAG's modules and what its tasks import when they run.
+OWN_MODULES = (
+    "switchyard.airflow.dag_factory",
+    "switchyard.airflow.operators",
+    "switchyard.targets.postgres",
+    "switchyard.observability.validation",
+    "switchyard.observability.progress",
+    "switchyard.observability.stats",
+    "switchyard.observability.report",
+)
+PACKAGE = Path(__file__).resolve().parents[1]  # plugins/switchyard: every layer
+
+# What the preload cost and when, for the benchmark and for anyone reading the scheduler log.
+report: dict = {}
+
+
+def enabled() -> bool:
+    from switchyard.settings import get
+    return get().preload
+
+
+def is_scheduler(argv: list[str] | None = None) -> bool:
+    argv = sys.argv if argv is None else argv
+    return len(argv) >= 2 and Path(argv[0]).name == "airflow" and argv[1] == "scheduler"
+
+
+def code_stamp() -> tuple:
+    """When Switchyard's files last changed: its modules and specs, and the configured spec."""
+    from switchyard.core.spec import spec_file
+    from switchyard.settings import get
+    files = [*PACKAGE.rglob("*.py"), *PACKAGE.rglob("*.yaml"), spec_file(get().spec)]
+    stamps = []
+    for path in files:
+        try:
+            st = path.stat()
+            stamps.append((str(path), st.st_mtime_ns, st.st_size))
+        except OSError:
+            stamps.append((str(path), None, None))
+    return tuple(sorted(stamps))
+
+
+def preload(argv: list[str] | None = None, modules: tuple[str, ...] | None = None,
+            calls: tuple[str, ...] = ()) -> dict:
+    """Import `modules` (default: the third-party ones and Switchyard's) and build the DAG if this
+    process is the scheduler and preloading is on; then call each of `calls` ("module:function",
+    further DAGs to build once, like the real one)."""
+    if not enabled() or not is_scheduler(argv):
+        return {"preloaded": []}
+    if modules is None:
+        modules = MODULES + OWN_MODULES
+    started = time.monotonic()
+    stamp = code_stamp()
+    done, failed = [], {}
+    for name in modules:
+        try:
+            importlib.import_module(name)
+            done.append(name)
+        except Exception as exc:  # a missing optional library must never stop the scheduler
+            failed[name] = f"{type(exc).__name__}: {exc}"
+    dag_built = False
+    if "switchyard.airflow.dag_factory" in done:
+        try:
+            from switchyard.airflow.dag_factory import dag_from_env
+            dag_from_env()
+            dag_built = True
+        except Exception as exc:  # a broken DAG is the dag-processor's to report, not a reason to stop
+            failed["dag"] = f"{type(exc).__name__}: {exc}"
+        for extra in calls:
+            try:
+                module, _, function = extra.strip().partition(":")
+                getattr(importlib.import_module(module), function)()
+            except Exception as exc:
+                failed[extra] = f"{type(exc).__name__}: {exc}"
+        try:
+            from switchyard.targets.base import compile_templates
+            report["sql_templates"] = compile_templates()
+        except Exception as exc:  # a broken template fails its task, with the file named
+            failed["sql templates"] = f"{type(exc).__name__}: {exc}"
+    report.update(preloaded=done, failed=failed, dag_built=dag_built, code_stamp=stamp,
+                  seconds=round(time.monotonic() - started, 3), pid=os.getpid())
+    print(f"switchyard preload: {len(done)} modules{', the DAG' if dag_built else ''} in {report['seconds']:.2f}s"
+          + (f"; not preloaded: {failed}" if failed else ""), file=sys.stderr, flush=True)
+    return report
+
+
+def forget_changed_code() -> bool:
+    """In a process forked from a preloaded scheduler: if Switchyard's files changed since the
+    preload, drop its preloaded modules (and so the DAG built with them) so that the next
+    import reads them from disk. True if it dropped them."""
+    stamp = report.get("code_stamp")
+    if not stamp or stamp == code_stamp():
+        return False
+    for name in [n for n in sys.modules if n == "switchyard" or n.startswith("switchyard.")]:
+        if name != __name__:
+            del sys.modules[name]
+    report["code_stamp"] = None
+    return True

@@ -1,0 +1,219 @@
+"""Pre-flight: a batch's key ranges against what the target table already holds, before any load.
+
+Pure Python, no database: a target adapter reads the table's partitions (bounds, and the
+batch each one was recorded to) and hands them here; what comes back says what the table's
+commit will do (which partitions the batch replaces, which retention takes out) or, when the
+mode does not allow the batch, every problem with what differs and what to do.
+
+The modes (a table's `mode` in the spec):
+* replace: the batch becomes the whole table; every partition the table has gives way, whatever
+  its bounds. Nothing about the ranges can refuse it.
+* append: the batch adds its own partitions. Partitions of the same batch (an earlier run of
+  it) give way; a partition of another batch (or of none recorded) that overlaps the batch's
+  ranges refuses the batch, naming both. Retention `keep: N` keeps the N newest batches, newest
+  by key (a sliding window over an increasing key: a backfilled older batch is older); a batch
+  that would fall out of the window as it goes in is refused. Retention `keep_days: D` (a date
+  or timestamp key) keeps the partitions holding a key within D days of the table's newest
+  key; the older ones leave.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import date, datetime, timedelta
+from typing import Any, Iterable
+
+from switchyard.core import keys
+from switchyard.core.planner import StreamPlan
+from switchyard.core.spec import Table
+
+
+@dataclass(frozen=True)
+class Partition:
+    """A partition the target table has now: half-open bounds [lower, upper) as the server
+    holds them (None: MINVALUE / MAXVALUE, or a DEFAULT partition), and its recorded batch."""
+    name: str
+    lower: Any
+    upper: Any
+    batch: str | None = None
+    schema: str = ""
+    default: bool = False
+
+    def describe(self, kind: str = "integer") -> str:
+        return f"partition {self.name} ({_keys(self.lower, self.upper, kind)})"
+
+
+@dataclass
+class TableCheck:
+    table: str
+    mode: str
+    batch: str
+    exists: bool
+    remove: list[Partition] = field(default_factory=list)   # the commit replaces these
+    retire: list[Partition] = field(default_factory=list)   # retention takes these out
+    retire_batches: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def _keys(lower: Any, upper: Any, kind: str = "integer") -> str:
+    """`keys 1..20000` for the half-open [1, 20001) of an integer key (and likewise for dates)."""
+    if lower is None or upper is None:
+        return (f"keys from {'MINVALUE' if lower is None else keys.to_json(lower)} to before "
+                f"{'MAXVALUE' if upper is None else keys.to_json(upper)}")
+    if kind == "timestamp":
+        return f"keys from {keys.to_json(lower)} to before {keys.to_json(upper)}"
+    return f"keys {keys.to_json(lower)}..{keys.to_json(keys.before(upper))}"
+
+
+def half_open(stream: StreamPlan, key_type: str | None = None) -> tuple[Any, Any]:
+    """A stream's partition as [lower, upper + one unit): the planner's bounds are inclusive."""
+    return stream.typed("lower"), keys.after(stream.typed("upper"), key_type)
+
+
+def overlaps(a: tuple[Any, Any], b: tuple[Any, Any]) -> bool:
+    """Two half-open ranges share a key; None is unbounded."""
+    (a_lo, a_hi), (b_lo, b_hi) = a, b
+    below = a_hi is not None and b_lo is not None and a_hi <= b_lo
+    above = b_hi is not None and a_lo is not None and b_hi <= a_lo
+    return not (below or above)
+
+
+def batch_order(partitions: Iterable[Partition]) -> list[str]:
+    """The batches recorded in `partitions`, oldest first: by their smallest key."""
+    first: dict[str, Any] = {}
+    for p in partitions:
+        if p.batch is None or p.lower is None:
+            continue
+        if p.batch not in first or p.lower < first[p.batch]:
+            first[p.batch] = p.lower
+    return sorted(first, key=lambda b: (first[b], b))
+
+
+def check_table(table: Table, streams: list[StreamPlan], batch: str, existing: list[Partition] | None,
+                where: str, kind: str = "integer", key_type: str | None = None) -> TableCheck:
+    """What this batch's commit does to `table` (`where`: schema.table, for messages), or why not.
+
+    `existing` is None when the target table does not exist yet (setup creates it); `key_type`
+    is the key's SQL type (a timestamp(p) key's unit is 10^(6-p) microseconds)."""
+    check = TableCheck(table=table.name, mode=table.mode, batch=batch, exists=existing is not None)
+    loaded = [s for s in streams if not s.empty]
+    if not table.partitioned:
+        check.notes.append(f"{where}: unpartitioned, replaced whole by its one stream")
+        return check
+    if existing is None:
+        check.notes.append(f"{where}: new table; this batch brings {len(loaded)} partitions")
+        return check
+    if not loaded:
+        check.problems.append(
+            f"{where}: every stream of the table is empty in batch {batch}; in {table.mode} mode that would "
+            + ("empty the table" if table.mode == "replace" else "add nothing")
+            + ". If that is meant, leave the table out of this run (the tables param); otherwise the batch "
+              "is incomplete: check the producer's manifest")
+        return check
+    defaults = [p for p in existing if p.default]
+    if defaults:
+        check.problems.append(
+            f"{where} has a DEFAULT partition ({', '.join(p.name for p in defaults)}): every partition "
+            f"attached to the table would have to be checked against its rows, and its rows belong to no "
+            f"batch. Move its rows into range partitions or out of the table, then "
+            f"ALTER TABLE {where} DETACH PARTITION <name>")
+        return check
+    ranges = {s.stream: half_open(s, key_type) for s in loaded}
+    if table.mode == "replace":
+        check.remove = list(existing)
+        batches = sorted({p.batch or "(none recorded)" for p in existing})
+        check.notes.append(
+            f"{where}: replace mode: its {len(existing)} partitions"
+            + (f" (batches {', '.join(batches)})" if existing else "")
+            + f" give way to this batch's {len(loaded)} once all {len(loaded)} are validated; until then "
+              f"readers see the table as it is")
+        return check
+
+    # append
+    own = [p for p in existing if p.batch == batch]
+    others = [p for p in existing if p.batch != batch]
+    for s in loaded:
+        for p in others:
+            if overlaps(ranges[s.stream], (p.lower, p.upper)):
+                owner = f"batch {p.batch}" if p.batch else "no batch (recorded to none: loaded by hand or before append mode)"
+                check.problems.append(
+                    f"{where}: batch {batch} overlaps {owner}: its stream {s.stream} "
+                    f"({_keys(*ranges[s.stream], kind)}) and {p.describe(kind)} of {owner}. In append mode every "
+                    f"batch brings its own key ranges. To load batch {p.batch or p.name} again, run that batch; "
+                    f"to have this batch take its place, retire the partition first "
+                    f"(ALTER TABLE {where} DETACH PARTITION {p.name}), or declare the table mode: replace")
+    if check.problems:
+        return check
+    check.remove = own
+    if own:
+        check.notes.append(f"{where}: append mode: batch {batch} is in the table already "
+                           f"({len(own)} partitions); they give way to this run's {len(loaded)}")
+    unrecorded = [p.name for p in others if p.batch is None]
+    if unrecorded:
+        check.notes.append(f"{where}: partitions recorded to no batch stay and are never retired: "
+                           f"{', '.join(unrecorded)}")
+    after = others + [Partition(name=s.partition_table, lower=ranges[s.stream][0], upper=ranges[s.stream][1],
+                                batch=batch) for s in loaded]
+    retired, why = retention(table, after)
+    if any(p.batch == batch for p in retired):
+        check.problems.append(
+            f"{where}: batch {batch} would be retired as it goes in ({why}): its keys are older than the "
+            f"window the table keeps. Raise keep or keep_days, or retire the newer batches first")
+        return check
+    if retired:
+        check.retire = retired
+        check.retire_batches = sorted({p.batch for p in retired if p.batch})
+        check.notes.append(
+            f"{where}: {why} ({len(retired)} partitions, "
+            f"{'moved to the archive schema' if table.retire == 'archive' else 'dropped'})")
+    check.notes.append(f"{where}: append mode: batch {batch} adds {len(loaded)} partitions "
+                       f"({_keys(ranges[loaded[0].stream][0], ranges[loaded[-1].stream][1], kind)})")
+    return check
+
+
+def retention(table: Table, partitions: list[Partition]) -> tuple[list[Partition], str]:
+    """The partitions an append table's retention takes out once a batch is in, and why.
+
+    `partitions` are the table's partitions after the batch went in, with their batches; only
+    partitions recorded to a batch are ever retired. `keep: N` keeps the N newest batches (by
+    their smallest key); `keep_days: D` keeps the partitions with a key within D days of the
+    newest key (a partition whose every key is older goes)."""
+    if table.mode != "append":
+        return [], ""
+    retired: list[Partition] = []
+    why = []
+    if table.keep is not None:
+        order = batch_order(partitions)
+        if len(order) > table.keep:
+            old = order[:len(order) - table.keep]
+            retired += [p for p in partitions if p.batch in old]
+            why.append(f"keep: {table.keep} batches; retired: {', '.join(old)}")
+    if table.keep_days is not None:
+        uppers = [p.upper for p in partitions if isinstance(p.upper, (date, datetime))]
+        if uppers:
+            newest = max(uppers)   # exclusive: one unit above the newest key
+            cutoff = newest - timedelta(days=table.keep_days)
+            old = [p for p in partitions if p.batch is not None and p.upper is not None
+                   and p.upper <= cutoff and p not in retired]
+            if old:
+                retired += old
+                why.append(f"keep_days: {table.keep_days}; keys before {keys.to_json(cutoff)} retired "
+                           f"({', '.join(sorted({p.batch for p in old}))})")
+    return retired, "; ".join(why)
+
+
+def parse_bound_value(text: str, kind: str) -> Any:
+    """One value of a server's partition bound text (DateStyle ISO): `'20001'` -> 20001,
+    `'2026-01-31'` -> a date; MINVALUE/MAXVALUE -> None."""
+    value = text.strip()
+    if value.upper() in ("MINVALUE", "MAXVALUE"):
+        return None
+    if value.startswith("'") and value.endswith("'"):
+        value = value[1:-1].replace("''", "'")
+    if kind == "integer":
+        return int(value)
+    return date.fromisoformat(value) if kind == "date" else datetime.fromisoformat(value)

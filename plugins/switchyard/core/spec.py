@@ -1,0 +1,360 @@
+"""The load spec: which tables a batch holds, their columns, keys, file formats and checks.
+
+A spec is declarative (YAML) and validated once when it is read: every name that
+later reaches SQL is checked here against a strict identifier pattern, and every
+column type against a strict type pattern, so the SQL layers never see free text.
+
+The spec-level `format` is the default of every table; a table's own `format` overrides
+single entries of it. Likewise `files`. docs/spec.md describes every key.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Mapping
+
+import yaml
+
+TARGETS = ("postgres", "mssql")
+
+# Lower-case letters, digits and underscores, starting with a letter: a subset of what
+# both PostgreSQL and SQL Server accept unquoted, so a name is the same on both.
+IDENTIFIER = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
+# "bigint", "char(25)", "numeric(15,2)", "double precision", "datetime2(3)": no quotes, no semicolons.
+SQL_TYPE = re.compile(r"^[a-z][a-z0-9 ]{0,30}(\(\d{1,4}(,\s?\d{1,3})?\))?$")
+
+BUILTIN_SPECS = Path(__file__).with_name("specs")
+
+# What a partition key may be: its values order the streams and bound the partitions.
+KEY_KINDS = ("integer", "date", "timestamp")
+_INTEGER_TYPES = re.compile(r"^(smallint|int|integer|bigint|tinyint)$")
+_DATE_TYPES = re.compile(r"^date$")
+_TIMESTAMP_TYPES = re.compile(r"^(timestamp|timestamp without time zone|datetime|datetime2|smalldatetime)"
+                              r"(\(\d\))?$")
+QUOTING = ("none", "csv")
+LINE_ENDS = ("lf", "crlf")
+LOAD_MODES = ("replace", "append")
+RETIRE = ("drop", "archive")
+# A Great Expectations expectation type as declared in a spec: its snake_case name.
+_EXPECTATION = re.compile(r"^expect_[a-z0-9_]{1,80}$")
+
+
+class SpecError(ValueError):
+    """The spec is not valid; the message names the spec file and the entry."""
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    types: Mapping[str, str]
+    # NOT NULL unless declared nullable; only a nullable column ever takes the NULL marker.
+    nullable: bool = False
+
+    def sql_type(self, target: str) -> str:
+        return self.types[target]
+
+
+@dataclass(frozen=True)
+class FileFormat:
+    """How a table's files are written. Defaults: TPC-H's `tbl` layout."""
+    delimiter: str = "|"
+    trailing_delimiter: bool = True
+    encoding: str = "utf-8"
+    # "none": fields are taken literally up to the next delimiter (no quoting at all);
+    # "csv": RFC 4180 quoting, a field in double quotes may hold the delimiter, quotes ("")
+    # and line breaks.
+    quoting: str = "none"
+    header_lines: int = 0
+    # The field that means NULL in a nullable column ("" for the empty field); None: no field
+    # is ever NULL. In a NOT NULL column the same text is an ordinary value.
+    null_marker: str | None = None
+    line_end: str = "lf"
+
+
+@dataclass(frozen=True)
+class Expectation:
+    """A Great Expectations expectation a user declares for a table: its type and kwargs."""
+    type: str
+    kwargs: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Table:
+    name: str
+    columns: tuple[Column, ...]
+    key: str
+    partitioned: bool = True
+    format: FileFormat = field(default_factory=FileFormat)
+    files: str = "{table}/{table}.{stream}.tbl"
+    # Columns whose values are unique together (the key alone, or a compound key); () none.
+    unique: tuple[str, ...] = ()
+    expectations: tuple[Expectation, ...] = ()
+    # Nightly load mode: "replace" the whole table, or "append" this batch's partitions.
+    mode: str = "replace"
+    # append only: how many batches to keep (None: all), or a window on a date/timestamp
+    # key in days; what happens to the partitions that fall out of it.
+    keep: int | None = None
+    keep_days: int | None = None
+    retire: str = "drop"
+    # Scheduling priority of the table's tasks (Airflow's priority_weight): the run lasts as
+    # long as its slowest stream, so the biggest tables should get the higher weights.
+    weight: int = 1
+
+    @property
+    def column_names(self) -> tuple[str, ...]:
+        return tuple(c.name for c in self.columns)
+
+    def column(self, name: str) -> Column:
+        for c in self.columns:
+            if c.name == name:
+                return c
+        raise SpecError(f"table {self.name!r} has no column {name!r}")
+
+    def key_kind(self, target: str = "postgres") -> str:
+        """integer, date or timestamp: what the partition key's values are."""
+        return key_kind(self.column(self.key).sql_type(target))
+
+
+@dataclass(frozen=True)
+class LoadSpec:
+    name: str
+    tables: tuple[Table, ...]
+    files: str = "{table}/{table}.{stream}.tbl"
+    format: FileFormat = field(default_factory=FileFormat)
+    generator: str | None = None
+    source: str = "<inline>"
+
+    def table(self, name: str) -> Table:
+        for t in self.tables:
+            if t.name == name:
+                return t
+        raise SpecError(f"{self.source}: no table {name!r} in spec {self.name!r}; "
+                        f"known tables: {', '.join(self.table_names)}")
+
+    @property
+    def table_names(self) -> tuple[str, ...]:
+        return tuple(t.name for t in self.tables)
+
+    def file_for(self, table: str, stream: int) -> str:
+        """The stream file's path relative to the batch folder (the table's pattern)."""
+        return self.table(table).files.format(table=table, stream=stream)
+
+
+def key_kind(sql_type: str) -> str | None:
+    """integer, date or timestamp for a type a partition key may have; None otherwise."""
+    t = sql_type.strip().lower()
+    if _INTEGER_TYPES.match(t):
+        return "integer"
+    if _DATE_TYPES.match(t):
+        return "date"
+    if _TIMESTAMP_TYPES.match(t):
+        return "timestamp"
+    return None
+
+
+def _identifier(value: Any, where: str) -> str:
+    if not isinstance(value, str) or not IDENTIFIER.match(value):
+        raise SpecError(f"{where}: {value!r} is not a valid name "
+                        "(lower-case letters, digits and _, starting with a letter, at most 63)")
+    return value
+
+
+def _column(raw: Mapping[str, Any], where: str) -> Column:
+    name = _identifier(raw.get("name"), f"{where}.name")
+    declared = raw.get("type")
+    if isinstance(declared, str):
+        types = {t: declared for t in TARGETS}
+    elif isinstance(declared, Mapping) and set(declared) == set(TARGETS):
+        types = dict(declared)
+    else:
+        raise SpecError(f"{where}.type: give one type, or one per target ({', '.join(TARGETS)})")
+    for target, sql_type in types.items():
+        if not isinstance(sql_type, str) or not SQL_TYPE.match(sql_type):
+            raise SpecError(f"{where}.type.{target}: {sql_type!r} is not an accepted SQL type")
+    nullable = raw.get("nullable", False)
+    if not isinstance(nullable, bool):
+        raise SpecError(f"{where}.nullable: true or false, not {nullable!r}")
+    return Column(name=name, types=types, nullable=nullable)
+
+
+def _choice(value: Any, allowed: tuple[str, ...], where: str) -> str:
+    if value not in allowed:
+        raise SpecError(f"{where}: {value!r} is not one of {', '.join(allowed)}")
+    return value
+
+
+def _count(value: Any, where: str, minimum: int = 0, allow_none: bool = False) -> int | None:
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise SpecError(f"{where}: a whole number of at least {minimum}, not {value!r}")
+    return value
+
+
+_FORMAT_KEYS = {f for f in FileFormat.__dataclass_fields__}
+
+
+def _format(raw: Any, base: FileFormat, where: str) -> FileFormat:
+    """`raw` (a mapping) over `base`: the entries it names replace base's."""
+    if raw is None:
+        return base
+    if not isinstance(raw, Mapping):
+        raise SpecError(f"{where}: a mapping of {', '.join(sorted(_FORMAT_KEYS))}")
+    unknown = set(raw) - _FORMAT_KEYS
+    if unknown:
+        raise SpecError(f"{where}: unknown entries {', '.join(sorted(map(str, unknown)))} "
+                        f"(known: {', '.join(sorted(_FORMAT_KEYS))})")
+    values = {**base.__dict__, **raw}
+    fmt = FileFormat(
+        delimiter=str(values["delimiter"]),
+        trailing_delimiter=values["trailing_delimiter"],
+        encoding=str(values["encoding"]),
+        quoting=_choice(values["quoting"], QUOTING, f"{where}.quoting"),
+        header_lines=_count(values["header_lines"], f"{where}.header_lines"),
+        null_marker=values["null_marker"],
+        line_end=_choice(values["line_end"], LINE_ENDS, f"{where}.line_end"),
+    )
+    if not isinstance(fmt.trailing_delimiter, bool):
+        raise SpecError(f"{where}.trailing_delimiter: true or false")
+    # One printable ASCII character or tab: what both engines' bulk loaders accept as a field
+    # terminator, and never a character that ends lines or starts an escape or a quote.
+    printable = " " <= fmt.delimiter <= "~" or fmt.delimiter == "\t"
+    if len(fmt.delimiter) != 1 or not printable or fmt.delimiter in '\\"':
+        raise SpecError(f"{where}.delimiter: one printable ASCII character or tab, other than "
+                        f"backslash and double quote, not {fmt.delimiter!r}")
+    marker = fmt.null_marker
+    if marker is not None and (not isinstance(marker, str) or len(marker) > 16
+                               or any(ch in marker for ch in "\r\n\"\\") or fmt.delimiter in marker):
+        raise SpecError(f"{where}.null_marker: a short text without the delimiter, quotes, backslash "
+                        f"or line breaks ('' for the empty field), not {marker!r}")
+    return fmt
+
+
+def _files(value: Any, where: str) -> str:
+    files = str(value)
+    if "{stream}" not in files or ".." in files.split("/") or files.startswith("/"):
+        raise SpecError(f"{where}: files must be a relative pattern containing {{stream}}")
+    return files
+
+
+def _expectations(raw: Any, columns: list[str], where: str) -> tuple[Expectation, ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        raise SpecError(f"{where}: a list of {{type: expect_..., kwargs: {{...}}}}")
+    out = []
+    for i, item in enumerate(raw):
+        at = f"{where}[{i}]"
+        if not isinstance(item, Mapping) or set(item) - {"type", "kwargs"}:
+            raise SpecError(f"{at}: give type and kwargs only")
+        kind = item.get("type")
+        if not isinstance(kind, str) or not _EXPECTATION.match(kind):
+            raise SpecError(f"{at}.type: {kind!r} is not an expectation type (expect_...)")
+        kwargs = item.get("kwargs") or {}
+        if not isinstance(kwargs, Mapping) or not all(isinstance(k, str) for k in kwargs):
+            raise SpecError(f"{at}.kwargs: a mapping of argument names to values")
+        for arg in ("column", "column_A", "column_B"):
+            if arg in kwargs and kwargs[arg] not in columns:
+                raise SpecError(f"{at}.kwargs.{arg}: {kwargs[arg]!r} is not one of the table's columns")
+        if "column_list" in kwargs and (not isinstance(kwargs["column_list"], list)
+                                        or any(c not in columns for c in kwargs["column_list"])):
+            raise SpecError(f"{at}.kwargs.column_list: a list of the table's columns")
+        out.append(Expectation(type=kind, kwargs=dict(kwargs)))
+    return tuple(out)
+
+
+def _unique(raw: Any, key: str, columns: list[str], where: str) -> tuple[str, ...]:
+    if raw is None or raw is False:
+        return ()
+    if raw is True:
+        return (key,)
+    if isinstance(raw, list) and raw and all(c in columns for c in raw) and len(set(raw)) == len(raw):
+        return tuple(raw)
+    raise SpecError(f"{where}: true (the key is unique), false, or a list of the table's columns")
+
+
+_TABLE_KEYS = {"columns", "key", "partitioned", "format", "files", "unique", "expectations",
+               "mode", "keep", "keep_days", "retire", "weight"}
+
+
+def _table(name: str, raw: Mapping[str, Any], where: str, fmt: FileFormat, files: str) -> Table:
+    _identifier(name, where)
+    if not isinstance(raw, Mapping):
+        raise SpecError(f"{where}: a mapping with columns and key")
+    unknown = set(raw) - _TABLE_KEYS
+    if unknown:
+        raise SpecError(f"{where}: unknown entries {', '.join(sorted(map(str, unknown)))}")
+    columns = tuple(_column(c, f"{where}.columns[{i}]") for i, c in enumerate(raw.get("columns") or []))
+    if not columns:
+        raise SpecError(f"{where}: a table needs at least one column")
+    names = [c.name for c in columns]
+    if len(set(names)) != len(names):
+        raise SpecError(f"{where}: duplicate column names")
+    key = _identifier(raw.get("key"), f"{where}.key")
+    if key not in names:
+        raise SpecError(f"{where}.key: {key!r} is not one of the table's columns")
+    key_column = columns[names.index(key)]
+    if key_column.nullable:
+        raise SpecError(f"{where}.key: the key {key!r} cannot be nullable")
+    partitioned = raw.get("partitioned", True)
+    if not isinstance(partitioned, bool):
+        raise SpecError(f"{where}.partitioned: true or false")
+    for target in TARGETS:
+        if partitioned and key_kind(key_column.sql_type(target)) is None:
+            raise SpecError(f"{where}.key: {key!r} has type {key_column.sql_type(target)!r} on {target}; a "
+                            f"partition key is an integer, a date or a timestamp")
+    kinds = {target: key_kind(key_column.sql_type(target)) for target in TARGETS}
+    if partitioned and len(set(kinds.values())) > 1:
+        # The manifest gives one value per bound, read as the key's kind: it must be one kind.
+        raise SpecError(f"{where}.key: {key!r} is of a different kind on each target "
+                        f"({', '.join(f'{t}: {k}' for t, k in kinds.items())}); give types of one kind")
+    mode = _choice(raw.get("mode", "replace"), LOAD_MODES, f"{where}.mode")
+    keep = _count(raw.get("keep"), f"{where}.keep", minimum=1, allow_none=True)
+    keep_days = _count(raw.get("keep_days"), f"{where}.keep_days", minimum=1, allow_none=True)
+    retire = _choice(raw.get("retire", "drop"), RETIRE, f"{where}.retire")
+    if mode != "append" and (keep is not None or keep_days is not None):
+        raise SpecError(f"{where}: keep and keep_days go with mode: append")
+    if mode == "append" and not partitioned:
+        raise SpecError(f"{where}: mode append needs a partitioned table")
+    if keep_days is not None and key_kind(key_column.sql_type("postgres")) == "integer":
+        raise SpecError(f"{where}.keep_days: needs a date or timestamp key; use keep (batches) instead")
+    return Table(name=name, columns=columns, key=key, partitioned=partitioned,
+                 format=_format(raw.get("format"), fmt, f"{where}.format"),
+                 files=_files(raw["files"], f"{where}.files") if "files" in raw else files,
+                 unique=_unique(raw.get("unique"), key, names, f"{where}.unique"),
+                 expectations=_expectations(raw.get("expectations"), names, f"{where}.expectations"),
+                 mode=mode, keep=keep, keep_days=keep_days, retire=retire,
+                 weight=_count(raw.get("weight", 1), f"{where}.weight", minimum=1))
+
+
+def parse_spec(raw: Mapping[str, Any], source: str = "<inline>") -> LoadSpec:
+    if not isinstance(raw, Mapping):
+        raise SpecError(f"{source}: a spec is a mapping with name, tables and optionally format, files")
+    name = _identifier(raw.get("name"), f"{source}: name")
+    tables_raw = raw.get("tables")
+    if not isinstance(tables_raw, Mapping) or not tables_raw:
+        raise SpecError(f"{source}: 'tables' must map table names to their definitions")
+    fmt = _format(raw.get("format") or {}, FileFormat(), f"{source}: format")
+    files = _files(raw.get("files", LoadSpec.files), f"{source}: files")
+    tables = tuple(_table(t, d, f"{source}: tables.{t}", fmt, files) for t, d in tables_raw.items())
+    return LoadSpec(name=name, tables=tables, files=files, format=fmt,
+                    generator=raw.get("generator"), source=source)
+
+
+def spec_file(name_or_path: str = "tpch") -> Path:
+    """The YAML file of a built-in spec name ("tpch") or of a path."""
+    path = Path(name_or_path)
+    return path if path.suffix else BUILTIN_SPECS / f"{name_or_path}.yaml"
+
+
+@lru_cache(maxsize=8)
+def load_spec(name_or_path: str = "tpch") -> LoadSpec:
+    """A built-in spec by name ("tpch"), or a YAML file by path."""
+    path = spec_file(name_or_path)
+    if not path.is_file():
+        raise SpecError(f"{path}: spec file not found")
+    with path.open(encoding="utf-8") as fh:
+        raw = yaml.safe_load(fh)
+    return parse_spec(raw, source=str(path))

@@ -1,0 +1,259 @@
+"""`make demo`: the main job end to end on this machine.
+
+Embedded PostgreSQL, a generated TPC-H batch, a local Airflow (scheduler, dag-processor,
+api-server; LocalExecutor), the target connection and the load pool, one DAG run
+followed to its end, and the run's summary. Everything it starts or makes is reused by
+the next `make demo`, which reloads the same batch (replacing its partitions).
+"""
+from __future__ import annotations
+
+import json
+import sys
+import time
+import urllib.error
+from pathlib import Path
+
+from switchyard_dev import local
+from switchyard.core.batch import data_root
+from switchyard.core.datagen import generate_tpch
+from switchyard_dev.embedded import EmbeddedPostgres
+from switchyard_dev.settings import value
+from switchyard.core.spec import load_spec
+from switchyard.observability.stats import stats_path
+
+DAG_ID = "switchyard_tpch"
+CONN_ID = "switchyard_target"
+POOL = "switchyard_loads"
+STEPS = ("prepare", "load", "validate", "switch")
+
+
+def say(step: str, text: str) -> None:
+    print(f"==> [{step}] {text}", flush=True)
+
+
+def batch_name(scale: float, streams: int) -> str:
+    return f"tpch-sf{scale:g}-s{streams}"
+
+
+def ensure_connection(api: local.Api, pg: EmbeddedPostgres) -> None:
+    body = {"connection_id": CONN_ID, "conn_type": "postgres", "host": "127.0.0.1", "port": pg.port,
+            "login": "postgres", "password": pg.password(), "schema": "switchyard",
+            "description": "Switchyard demo target: the embedded PostgreSQL"}
+    if api.exists(f"/api/v2/connections/{CONN_ID}"):
+        api.patch(f"/api/v2/connections/{CONN_ID}", body)
+    else:
+        api.post("/api/v2/connections", body)
+
+
+def ensure_pool(api: local.Api, slots: int) -> None:
+    body = {"name": POOL, "slots": slots,
+            "description": "Concurrent bulk loads: one per core / scheduler of the target"}
+    if api.exists(f"/api/v2/pools/{POOL}"):
+        api.patch(f"/api/v2/pools/{POOL}", {"pool": POOL, "slots": slots, "description": body["description"],
+                                            "include_deferred": False})
+    else:
+        api.post("/api/v2/pools", body)
+
+
+def wait_for_dag(api: local.Api, expected_tasks: int, timeout: float = 240, dag_id: str = DAG_ID) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            tasks = api.get(f"/api/v2/dags/{dag_id}/tasks")
+            if tasks.get("total_entries", len(tasks.get("tasks", []))) == expected_tasks:
+                return
+        except urllib.error.HTTPError as exc:
+            if exc.code != 404:
+                raise
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the DAG {dag_id} was not parsed with {expected_tasks} tasks in {timeout:.0f}s "
+                               f"(see {local.airflow_home() / 'logs' / 'dag-processor.out'})")
+        time.sleep(2)
+
+
+def _progress_line(tis: list[dict], elapsed: float) -> str:
+    counts: dict[str, dict[str, int]] = {s: {} for s in STEPS}
+    failed = []
+    for ti in tis:
+        step = ti["task_id"].rsplit(".", 1)[-1]
+        state = ti.get("state") or "none"
+        if step in counts:
+            counts[step][state] = counts[step].get(state, 0) + 1
+        if state == "failed":
+            failed.append(ti["task_id"])
+    parts = []
+    for step in STEPS:
+        c = counts[step]
+        total = sum(c.values())
+        done = c.get("success", 0)
+        running = c.get("running", 0)
+        parts.append(f"{step} {done}/{total}" + (f" ({running} running)" if running else ""))
+    line = f"[{elapsed:5.0f}s] " + " | ".join(parts)
+    if failed:
+        line += f" | FAILED: {', '.join(sorted(failed)[:4])}" + (" ..." if len(failed) > 4 else "")
+    return line
+
+
+def follow(api: local.Api, run_id: str, timeout: float, progress_every: float = 2.0, dag_id: str = DAG_ID,
+           poll_every: float = 2.0) -> str:
+    """Wait for the run's end, printing its progress every `progress_every` seconds (the task
+    list is the api-server's most expensive answer: the benchmark asks for it less often)."""
+    start = time.monotonic()
+    last = ""
+    shown = float("-inf")
+    quoted = _quote(run_id)
+    while True:
+        run = api.get(f"/api/v2/dags/{dag_id}/dagRuns/{quoted}")
+        done = run["state"] in ("success", "failed")
+        if done or time.monotonic() - shown >= progress_every:
+            shown = time.monotonic()
+            tis = api.get_all(f"/api/v2/dags/{dag_id}/dagRuns/{quoted}/taskInstances", "task_instances")
+            line = _progress_line(tis, time.monotonic() - start)
+            if line.split("] ", 1)[1] != last:
+                print(line, flush=True)
+                last = line.split("] ", 1)[1]
+        if done:
+            return run["state"]
+        if time.monotonic() - start > timeout:
+            raise RuntimeError(f"the run {run_id} did not finish in {timeout:.0f}s")
+        time.sleep(poll_every)
+
+
+def print_summary(stats: dict, path: Path) -> None:
+    from switchyard.observability.stats import summary_table
+    print()
+    for line in summary_table(stats["tables"]):
+        print(line)
+    tot = stats["totals"]
+    span = stats.get("makespan_seconds")
+    rate = f"{tot['mb_per_s']:.1f}" if tot["mb_per_s"] else "-"
+    print(f"{'total':<10} {tot['rows']:>12,} {tot['switched']:>10} {(f'{span:.2f}' if span else '-'):>8} {rate:>8}")
+    if stats["failed_groups"]:
+        print(f"failed groups: {', '.join(stats['failed_groups'])}")
+    print(f"\nrun statistics: {path}")
+
+
+def durations(stats: dict | None, run: dict, demo_seconds: float) -> list[tuple[str, float | None, str]]:
+    """The run's four durations, each with what it measures (they differ, and by design)."""
+    def seconds(a, b):
+        from datetime import datetime
+        if not a or not b:
+            return None
+        return (datetime.fromisoformat(b.replace("Z", "+00:00")) - datetime.fromisoformat(a.replace("Z", "+00:00"))
+                ).total_seconds()
+    stats = stats or {}
+    return [
+        ("loads", stats.get("makespan_seconds"),
+         "first load start to last load end: the report's makespan, the `total` row's seconds above"),
+        ("steps", stats.get("steps_seconds"),
+         "first prepare start to last switch end: the span of the report's Gantt chart"),
+        ("Airflow run", seconds(run.get("start_date"), run.get("end_date")),
+         "the DAG run's start to its end, as the Airflow UI shows it (setup, publish and stats included)"),
+        ("whole demo", demo_seconds, "this command: server, data, Airflow start-up and the run"),
+    ]
+
+
+def print_durations(stats: dict | None, run: dict, demo_seconds: float) -> None:
+    print("\ndurations")
+    for name, value, what in durations(stats, run, demo_seconds):
+        shown = f"{value:.1f} s" if value is not None else "-"
+        print(f"  {name:<12} {shown:>9}  {what}")
+
+
+def _quote(run_id: str) -> str:
+    from urllib.parse import quote
+    return quote(run_id, safe="")
+
+
+def reset_other_layouts(pg_uri: str, folder: Path, schema: str = "tpch") -> None:
+    """The demo's schema holds one layout: tables partitioned for another scale or stream count go.
+
+    In production an existing partition that overlaps a new one with other bounds is a
+    conflict the switch refuses; the demo, which owns its schema, starts that table afresh.
+    """
+    from switchyard.core.batch import read_manifest
+    from switchyard.core.planner import plan_batch
+    from switchyard.targets.postgres import PostgresAdapter
+    spec = load_spec("tpch")
+    adapter = PostgresAdapter(spec, uri=pg_uri, schema=schema)
+    plan = plan_batch(spec, read_manifest(folder, spec))
+    for table_plan in plan.tables:
+        if not table_plan.table.partitioned:
+            continue
+        wanted = {s.partition_table for s in table_plan.streams}
+        existing = set(adapter.partitions(table_plan.table.name))
+        if existing - wanted:
+            print(f"    {schema}.{table_plan.table.name} is partitioned for another batch layout: recreating it")
+            adapter.execute([f"DROP TABLE {adapter.qualified(schema, table_plan.table.name)} CASCADE"])
+
+
+def run(scale: float, streams: int, timeout: float = 3600) -> int:
+    began = time.monotonic()
+    spec = load_spec("tpch")
+    say("1/6", "embedded PostgreSQL")
+    pg = EmbeddedPostgres()
+    uri = pg.start()
+    print(f"    target: {uri.split('@', 1)[1]} (make db-uri prints the full URI, make psql opens a prompt)")
+
+    say("2/6", f"TPC-H batch, scale {scale:g}, {streams} streams")
+    name = batch_name(scale, streams)
+    folder = data_root() / name
+    manifest = generate_tpch(folder, spec, scale, streams)
+    total = sum(e.bytes for e in manifest.entries)
+    print(f"    {folder}: {len(manifest.entries)} files, {total / 1e6:.1f} MB")
+    reset_other_layouts(uri, folder)
+
+    say("3/6", "Airflow (scheduler, dag-processor, api-server; LocalExecutor)")
+    # The demo loads one batch on demand; without its nightly schedule no run for today's
+    # date sits waiting for a batch the demo does not produce.
+    env = local.airflow_env(streams=streams, extra={"SWITCHYARD_SCHEDULE": "none"})
+    local.migrate(env)
+    if local.running_streams() not in (None, streams):
+        print(f"    restarting Airflow for {streams} streams")
+        local.stop_services()
+    local.start_services(env, streams)
+    api = local.Api()
+    api.wait_ready()
+    print(f"    UI: {local.api_url()}  login: {local.ADMIN_USER} / {local.admin_password()}")
+
+    say("4/6", "target connection and load pool")
+    ensure_connection(api, pg)
+    slots = value("SWITCHYARD_POOL_SLOTS") or pg_slots()
+    ensure_pool(api, slots)
+    print(f"    connection {CONN_ID}; pool {POOL} with {slots} slots (one load per core)")
+
+    say("5/6", "trigger the DAG")
+    from switchyard.airflow.dag_factory import DagConfig, build_dag
+    expected = len(build_dag(DagConfig(streams=streams)).tasks)
+    wait_for_dag(api, expected)
+    api.patch(f"/api/v2/dags/{DAG_ID}", {"is_paused": False})
+    dag_run = api.post(f"/api/v2/dags/{DAG_ID}/dagRuns", {"logical_date": None, "conf": {"batch": name}})
+    run_id = dag_run["dag_run_id"]
+    print(f"    run {run_id}: {local.api_url()}/dags/{DAG_ID}/runs/{run_id}")
+
+    say("6/6", "following the run")
+    state = follow(api, run_id, timeout)
+    path = stats_path(DAG_ID, run_id)
+    stats = json.loads(path.read_text()) if path.exists() else None
+    if stats:
+        print_summary(stats, path)
+    from switchyard.observability.stats import report_url
+    report = report_url(DAG_ID, run_id, local.api_url())
+    # The scheduler wrote the run's note (switchyard.airflow.run_notes) with the run's final state.
+    note = api.get(f"/api/v2/dags/{DAG_ID}/dagRuns/{_quote(run_id)}").get("note")
+    print(f"run report: {path.parent / 'report.html'}\n            {report} (also linked from the stats task's "
+          f"\"Run report\" button" + (" and the run's note)" if note else ")"))
+    finished = api.get(f"/api/v2/dags/{DAG_ID}/dagRuns/{_quote(run_id)}")
+    print_durations(stats, finished, time.monotonic() - began)
+    print(f"\nrun {state}. Airflow keeps running for you to look around: {local.api_url()} "
+          f"({local.ADMIN_USER} / {local.admin_password()}); `make stop` stops it.")
+    return 0 if state == "success" else 1
+
+
+def pg_slots() -> int:
+    from switchyard.targets.postgres import PostgresAdapter
+    return PostgresAdapter(load_spec("tpch"), uri="postgresql://unused").scheduler_count()
+
+
+if __name__ == "__main__":
+    sys.exit(run(float(sys.argv[1]), int(sys.argv[2])))

@@ -1,0 +1,338 @@
+"""A local Airflow for Switchyard: configuration, services and a small REST client.
+
+Everything lives under `.switchyard/` in the project (override: SWITCHYARD_STATE_DIR):
+the SQLite metadata database, logs, generated secrets, pid files. The demo, the tests
+and the Makefile all take their Airflow settings from `airflow_env()`, so they agree.
+"""
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from switchyard_dev.embedded import state_dir
+from switchyard_dev.settings import value as setting
+
+PROJECT = Path(__file__).resolve().parents[2]
+SERVICES = ("scheduler", "dag-processor", "api-server", "triggerer")
+ADMIN_USER = "admin"
+
+
+def airflow_home() -> Path:
+    return setting("SWITCHYARD_AIRFLOW_HOME") or state_dir() / "airflow"
+
+
+def api_port() -> int:
+    return setting("SWITCHYARD_AIRFLOW_PORT")
+
+
+def api_url() -> str:
+    return f"http://127.0.0.1:{api_port()}"
+
+
+def _secret(name: str, make) -> str:
+    path = airflow_home() / name
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(make())
+        path.chmod(0o600)
+    return path.read_text().strip()
+
+
+def _fernet_key() -> str:
+    from cryptography.fernet import Fernet
+    return Fernet.generate_key().decode()
+
+
+def admin_password() -> str:
+    """The UI login's password, generated once and kept in the simple auth manager's file."""
+    passwords = airflow_home() / "passwords.json"
+    if not passwords.exists():
+        passwords.parent.mkdir(parents=True, exist_ok=True)
+        passwords.write_text(json.dumps({ADMIN_USER: secrets.token_urlsafe(12)}))
+        passwords.chmod(0o600)
+    return json.loads(passwords.read_text())[ADMIN_USER]
+
+
+# How long a write to the SQLite metadata database waits for another process's write lock
+# before it fails with "database is locked" (pysqlite's default: 5 s). The scheduler, the
+# dag-processor, the API server and CLI commands all write to the one file. A refused write
+# fails an API request with HTTP 500, and a refused `airflow backfill create` makes Airflow
+# delete the runs it had already committed, which stops a scheduler that is scheduling one
+# of them. Airflow imports these by name (`[database] sql_alchemy_connect_args`).
+SQLITE_LOCK_WAIT_SECONDS = 30
+SQLITE_CONNECT_ARGS = {"timeout": SQLITE_LOCK_WAIT_SECONDS}
+SQLITE_CONNECT_ARGS_ASYNC = {"timeout": SQLITE_LOCK_WAIT_SECONDS}
+_CONNECT_ARGS_SETTINGS = {
+    "AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS": "switchyard_dev.local.SQLITE_CONNECT_ARGS",
+    "AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS_ASYNC": "switchyard_dev.local.SQLITE_CONNECT_ARGS_ASYNC",
+}
+
+
+# The folder of the airflow_local_settings.py Airflow imports: the product's (the scheduler's preload).
+LOCAL_SETTINGS = PROJECT / "plugins" / "switchyard" / "airflow" / "local_settings"
+
+
+def airflow_env(streams: int | None = None, extra: dict[str, str] | None = None,
+                local_settings: Path = LOCAL_SETTINGS) -> dict[str, str]:
+    home = airflow_home()
+    home.mkdir(parents=True, exist_ok=True)
+    admin_password()
+    env = dict(os.environ)
+    env.update({
+        "AIRFLOW_HOME": str(home),
+        "AIRFLOW__CORE__DAGS_FOLDER": str(PROJECT / "dags"),
+        "AIRFLOW__CORE__PLUGINS_FOLDER": str(PROJECT / "plugins"),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+        "AIRFLOW__CORE__PARALLELISM": str(setting("SWITCHYARD_PARALLELISM")),
+        "AIRFLOW__CORE__FERNET_KEY": _secret("fernet_key", _fernet_key),
+        "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{api_url()}/execution/",
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{ADMIN_USER}:admin",
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(home / "passwords.json"),
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home / 'airflow.db'}",
+        "AIRFLOW__API__PORT": str(api_port()),
+        "AIRFLOW__API__HOST": "127.0.0.1",
+        "AIRFLOW__API__BASE_URL": api_url(),
+        "AIRFLOW__API_AUTH__JWT_SECRET": _secret("jwt_secret", lambda: secrets.token_urlsafe(32)),
+        "AIRFLOW__LOGGING__BASE_LOG_FOLDER": str(home / "logs"),
+        "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "10",
+        "AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC": "2",
+        "GX_ANALYTICS_ENABLED": "False",
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(PROJECT / "plugins"), os.environ.get("PYTHONPATH")])),
+    })
+    # Two latencies that dominate short tasks (each can be overridden from the environment):
+    # - a task's supervisor notices the task process's exit only at its next wake-up, at most
+    #   [workers] min_heartbeat_interval later (default 5 s): a task process that closes its
+    #   sockets before the kernel has torn it down (about half of them here) kept its
+    #   LocalExecutor worker busy 5 s more; 1 s bounds that, for one heartbeat a second;
+    # - an idle scheduler loop sleeps [scheduler] scheduler_idle_sleep_time (default 1 s)
+    #   before it sees that a task finished and queues the next one.
+    env.setdefault("AIRFLOW__WORKERS__MIN_HEARTBEAT_INTERVAL", "1")
+    env.setdefault("AIRFLOW__SCHEDULER__SCHEDULER_IDLE_SLEEP_TIME", "0.25")
+    # airflow_local_settings.py: the scheduler preloads GX and the DAG for the task processes it forks.
+    env["PYTHONPATH"] = os.pathsep.join([str(local_settings), env["PYTHONPATH"]])
+    env.setdefault("SWITCHYARD_DATA_ROOT", str(state_dir() / "data"))
+    env.setdefault("SWITCHYARD_RUNS_DIR", str(state_dir() / "runs"))
+    if streams is not None:
+        env["SWITCHYARD_STREAMS"] = str(streams)
+    env.update(extra or {})
+    # The lock wait is SQLite's own connect argument: another metadata database gets none.
+    sqlite = env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"].startswith("sqlite")
+    for key, value in _CONNECT_ARGS_SETTINGS.items():
+        if sqlite:
+            env.setdefault(key, value)
+        elif env.get(key) == value:
+            del env[key]
+    return env
+
+
+def cli_environment() -> dict[str, str]:
+    """For `switchyard pool sync` (the `switchyard.airflow_environment` entry point): the local
+    Airflow's environment, its metadata database created if needed."""
+    env = airflow_env()
+    migrate(env)
+    return env
+
+
+def airflow_bin() -> str:
+    return str(Path(sys.executable).with_name("airflow"))
+
+
+def airflow(*args: str, env: dict[str, str] | None = None, check: bool = True,
+            capture: bool = True, timeout: float | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([airflow_bin(), *args], env=env or airflow_env(), check=check, text=True,
+                          capture_output=capture, timeout=timeout)
+
+
+def migrate(env: dict[str, str]) -> None:
+    """Create or upgrade the metadata database (a no-op when it is current)."""
+    stamp = airflow_home() / ".migrated"
+    if not stamp.exists():
+        airflow("db", "migrate", env=env)
+        stamp.write_text(time.strftime("%Y-%m-%dT%H:%M:%S"))
+
+
+# --- services ------------------------------------------------------------------------
+def _pidfile(service: str) -> Path:
+    return airflow_home() / f"{service}.pid"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        # A service this process started and that has exited stays a zombie (and answers
+        # kill 0) until it is reaped: reap it here, so stopping it does not wait for nothing.
+        if os.waitpid(pid, os.WNOHANG)[0] == pid:
+            return False
+    except ChildProcessError:  # not our child: its parent reaps it
+        pass
+    try:
+        os.kill(pid, 0)
+    except OSError:
+        return False
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
+
+
+def service_pid(service: str) -> int | None:
+    path = _pidfile(service)
+    if path.exists():
+        pid = int(path.read_text().split()[0])
+        if _alive(pid):
+            return pid
+    return None
+
+
+def running_streams() -> int | None:
+    """The stream count the running services were started with."""
+    path = _pidfile("scheduler")
+    if path.exists() and service_pid("scheduler"):
+        parts = path.read_text().split()
+        return int(parts[1]) if len(parts) > 1 else None
+    return None
+
+
+def start_services(env: dict[str, str], streams: int) -> None:
+    logs = airflow_home() / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    for service in SERVICES:
+        if service_pid(service):
+            continue
+        out = open(logs / f"{service}.out", "ab")
+        proc = subprocess.Popen([airflow_bin(), service], env=env, stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True, cwd=str(PROJECT))
+        _pidfile(service).write_text(f"{proc.pid} {streams}\n")
+
+
+def stop_services(timeout: float = 30) -> list[str]:
+    """Stop the services that run; the names of those it stopped."""
+    stopped = []
+    for service in SERVICES:
+        pid = service_pid(service)
+        if not pid:
+            continue
+        stopped.append(f"{service} (pid {pid})")
+        try:
+            os.killpg(pid, signal.SIGTERM)
+        except OSError:
+            pass
+        # A service is stopped when its whole process group is gone (the scheduler's
+        # LocalExecutor workers and their tasks, the api-server's workers), not only its
+        # first process; what is left at the deadline is killed.
+        deadline = time.monotonic() + timeout
+        while (_alive(pid) or _group_alive(pid)) and time.monotonic() < deadline:
+            time.sleep(0.3)
+        if _alive(pid) or _group_alive(pid):
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        _pidfile(service).unlink(missing_ok=True)
+    return stopped
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+        return True
+    except OSError:
+        return False
+
+
+# --- REST API --------------------------------------------------------------------------
+class Api:
+    """The few calls the demo needs, against the local api-server, as the admin user."""
+
+    def __init__(self, base: str | None = None):
+        self.base = base or api_url()
+        self._token: str | None = None
+
+    def _request(self, method: str, path: str, body: Any = None, auth: bool = True) -> Any:
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(self.base + path, data=data, method=method)
+        req.add_header("Content-Type", "application/json")
+        if auth:
+            req.add_header("Authorization", f"Bearer {self.token()}")
+        try:
+            with urllib.request.urlopen(req, timeout=30) as resp:
+                text = resp.read().decode()
+                return json.loads(text) if text else None
+        except urllib.error.HTTPError as exc:
+            if exc.code == 404:
+                raise
+            raise RuntimeError(f"Airflow API {method} {path}: HTTP {exc.code}: "
+                               f"{exc.read().decode(errors='replace')[:1000]}") from exc
+
+    def token(self) -> str:
+        if self._token is None:
+            out = self._request("POST", "/auth/token",
+                                {"username": ADMIN_USER, "password": admin_password()}, auth=False)
+            self._token = out["access_token"]
+        return self._token
+
+    def wait_ready(self, timeout: float = 180) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                self._request("GET", "/api/v2/monitor/health", auth=False)
+                break
+            except (urllib.error.URLError, ConnectionError, OSError):
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"the Airflow api-server did not answer on {self.base} "
+                                       f"(see {airflow_home() / 'logs' / 'api-server.out'})")
+                time.sleep(1)
+        self.warm_execution_api()
+
+    def warm_execution_api(self) -> None:
+        """Send the api-server its first Execution API request now (refused: no token).
+
+        The api-server sets up its Execution API (the one task processes call) on the first
+        request it gets there, about 3 s here; that first request would otherwise be the
+        first task of the next run, whose start it delays by as much.
+        """
+        import uuid
+        req = urllib.request.Request(f"{self.base}/execution/task-instances/{uuid.uuid4()}/run",
+                                     data=b"{}", method="PATCH", headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=60):
+                pass
+        except (urllib.error.URLError, ConnectionError, OSError):
+            pass  # 401 expected; anything else is for the next real request to report
+
+    def get(self, path: str) -> Any:
+        return self._request("GET", path)
+
+    def get_all(self, path: str, key: str, page: int = 100) -> list:
+        """Every item of a paged list (the API caps a page at 100)."""
+        items: list = []
+        while True:
+            sep = "&" if "?" in path else "?"
+            chunk = self.get(f"{path}{sep}limit={page}&offset={len(items)}")
+            items.extend(chunk[key])
+            if len(chunk[key]) < page or len(items) >= chunk.get("total_entries", 0):
+                return items
+
+    def post(self, path: str, body: Any) -> Any:
+        return self._request("POST", path, body)
+
+    def patch(self, path: str, body: Any) -> Any:
+        return self._request("PATCH", path, body)
+
+    def exists(self, path: str) -> bool:
+        try:
+            self.get(path)
+            return True
+        except urllib.error.HTTPError as exc:
+            if exc.code == 404:
+                return False
+            raise

@@ -1,0 +1,174 @@
+"""The pre-flight's decisions (pure: switchyard/preflight.py), and its checks of the target's
+shape on the embedded PostgreSQL, before any load."""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import psycopg
+import pytest
+
+from helpers import only_streams
+from switchyard.core.batch import read_manifest
+from switchyard.core.planner import plan_batch
+from switchyard.core.preflight import Partition, check_table, overlaps, retention
+from switchyard.core.spec import load_spec
+from switchyard.targets import TargetError
+from switchyard.targets.postgres import PostgresAdapter
+
+SPEC = load_spec("tpch")
+
+
+def _orders(mode: str = "append", keep: int | None = None):
+    return replace(SPEC.table("orders"), mode=mode, keep=keep)
+
+
+def _streams(*ranges):
+    from switchyard.core.planner import StreamPlan
+    return [StreamPlan(table="orders", stream=k, file=f"orders/orders.{k}.tbl", key_min=lo, key_max=hi, rows=1,
+                       lower=lo, upper=hi, partition_number=k, staging_table=f"orders_{k}",
+                       partition_table=f"orders_{lo}_{hi}", filegroup=f"fg{k}")
+            for k, (lo, hi) in enumerate(ranges, 1)]
+
+
+def _parts(batch, *ranges):
+    return [Partition(name=f"orders_{lo}_{hi}", lower=lo, upper=hi + 1, batch=batch) for lo, hi in ranges]
+
+
+def test_overlap_of_half_open_ranges():
+    assert overlaps((1, 11), (10, 20)) and not overlaps((1, 11), (11, 20))
+    assert overlaps((None, 5), (4, None)) and not overlaps((None, 5), (5, None))
+
+
+def test_replace_takes_every_partition_whatever_its_bounds():
+    existing = _parts("small", (1, 20000), (20001, 40000), (40001, 60000))
+    check = check_table(_orders("replace"), _streams((1, 40000), (40001, 80000), (80001, 120000)), "grown",
+                        existing, "tpch.orders")
+    assert check.ok and check.remove == existing
+    assert "replace mode: its 3 partitions (batches small) give way to this batch's 3" in check.notes[0]
+
+
+def test_append_refuses_an_overlap_naming_both_batches():
+    existing = _parts("2026-04-03", (1, 100), (101, 200)) + _parts("2026-04-04", (201, 300))
+    check = check_table(_orders(), _streams((250, 400)), "2026-04-05", existing, "tpch.orders")
+    assert not check.ok
+    (problem,) = check.problems
+    assert problem.startswith("tpch.orders: batch 2026-04-05 overlaps batch 2026-04-04: its stream 1 "
+                              "(keys 250..400) and partition orders_201_300 (keys 201..300) of batch 2026-04-04")
+    assert "ALTER TABLE tpch.orders DETACH PARTITION orders_201_300" in problem
+
+
+def test_append_rerun_replaces_its_own_partitions_even_with_other_bounds():
+    existing = _parts("a", (1, 100)) + _parts("b", (101, 200), (201, 300)) + _parts("c", (301, 400))
+    check = check_table(_orders(), _streams((101, 180), (181, 299)), "b", existing, "tpch.orders")
+    assert check.ok, check.problems
+    assert [p.name for p in check.remove] == ["orders_101_200", "orders_201_300"]
+
+
+def test_append_refuses_an_overlap_with_an_unrecorded_partition():
+    existing = [Partition(name="orders_by_hand", lower=1, upper=50, batch=None)]
+    check = check_table(_orders(), _streams((40, 60)), "x", existing, "tpch.orders")
+    assert "overlaps no batch (recorded to none" in check.problems[0]
+
+
+def test_keep_retires_the_oldest_batches_by_key_and_refuses_a_batch_older_than_the_window():
+    existing = _parts("d1", (1, 100)) + _parts("d2", (101, 200)) + _parts("d3", (201, 300))
+    check = check_table(_orders(keep=3), _streams((301, 400)), "d4", existing, "tpch.orders")
+    assert check.ok and check.retire_batches == ["d1"] and [p.name for p in check.retire] == ["orders_1_100"]
+    # A backfill older than the three kept would be retired at once: refused.
+    late = check_table(_orders(keep=3), _streams((-100, 0)), "d0", existing, "tpch.orders")
+    assert late.problems[0].startswith("tpch.orders: batch d0 would be retired as it goes in (keep: 3 batches; "
+                                       "retired: d0)")
+    # What the commit retires once the batch is in.
+    after = existing + _parts("d4", (301, 400))
+    retired, why = retention(_orders(keep=3), after)
+    assert [p.name for p in retired] == ["orders_1_100"] and why == "keep: 3 batches; retired: d1"
+
+
+def test_a_table_whose_every_stream_is_empty_is_refused():
+    empty = replace(_streams((1, 2))[0], key_min=None, key_max=None, lower=None, upper=None)
+    check = check_table(_orders("replace"), [empty], "b", _parts("a", (1, 100)), "tpch.orders")
+    assert "every stream of the table is empty in batch b; in replace mode that would empty the table" \
+        in check.problems[0]
+
+
+# --- the target's shape, on the embedded PostgreSQL ------------------------------------------
+@pytest.fixture
+def orders_plan(tpch_batch):
+    name, folder = tpch_batch
+    return plan_batch(SPEC, read_manifest(folder, SPEC), ["orders"])
+
+
+def _refusal(adapter, plan) -> str:
+    with pytest.raises(TargetError) as caught:
+        adapter.setup(plan)
+    assert caught.value.permanent is True
+    return str(caught.value)
+
+
+def test_a_target_of_another_shape_is_refused_before_anything_is_created(pg_uri, schema, orders_plan):
+    adapter = PostgresAdapter(SPEC, uri=pg_uri, schema=schema, lease_batch="b1")
+    with psycopg.connect(pg_uri, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+        conn.execute(f'CREATE TABLE "{schema}".orders (o_orderkey bigint NOT NULL, o_custkey bigint, '
+                     f'o_note text NOT NULL)')
+    message = _refusal(adapter, orders_plan)
+    assert message.startswith("pre-flight refused the batch before any load; nothing was changed:")
+    assert f"{schema}.orders exists but is not partitioned (the spec partitions it by range on o_orderkey)" \
+        in message
+    assert f"{schema}.orders has no column o_orderstatus, o_totalprice" in message
+    assert "NOT NULL column o_note without a default" in message
+    with psycopg.connect(pg_uri) as conn:  # the staging schema was not created
+        assert conn.execute("SELECT to_regnamespace(%s)", (f"{schema}_staging",)).fetchone()[0] is None
+
+
+def test_a_default_partition_is_refused(pg_uri, schema, orders_plan):
+    adapter = PostgresAdapter(SPEC, uri=pg_uri, schema=schema, lease_batch="b1")
+    adapter.setup(orders_plan)
+    with psycopg.connect(pg_uri, autocommit=True) as conn:
+        conn.execute(f'CREATE TABLE "{schema}".orders_rest PARTITION OF "{schema}".orders DEFAULT')
+    assert f"{schema}.orders has a DEFAULT partition (orders_rest)" in _refusal(adapter, orders_plan)
+
+
+def test_an_append_batch_overlapping_another_is_refused_by_setup(pg_uri, schema, tpch_batch, orders_plan):
+    _, folder = tpch_batch
+    spec = replace(SPEC, tables=tuple(replace(t, mode="append") if t.name == "orders" else t for t in SPEC.tables))
+    plan = replace(orders_plan, spec=spec, tables=tuple(replace(t, table=spec.table(t.table.name))
+                                                       for t in orders_plan.tables))
+    first = PostgresAdapter(spec, uri=pg_uri, schema=schema, lease_batch="day-1")
+    first.setup(plan)
+    for s in plan.table("orders").streams:
+        first.prepare(s)
+        first.load(s, folder / s.file)
+        first.switch(s)
+    # Another batch with one of the same streams: refused, naming both batches.
+    second = PostgresAdapter(spec, uri=pg_uri, schema=schema, lease_batch="day-2")
+    message = _refusal(second, only_streams(plan, plan.stream("orders", 2)))
+    s = plan.stream("orders", 2)
+    assert (f"{schema}.orders: batch day-2 overlaps batch day-1: its stream 2 (keys {s.lower}..{s.upper}) and "
+            f"partition {s.partition_table}") in message
+
+
+def test_another_runs_held_back_groups_are_discarded_and_said_so(pg_uri, schema, tpch_batch, orders_plan):
+    _, folder = tpch_batch
+    a = PostgresAdapter(SPEC, uri=pg_uri, schema=schema, lease_batch="day-1", lease_holder="dag/run-a")
+    a.setup(orders_plan)
+    s1, s2 = orders_plan.stream("orders", 1), orders_plan.stream("orders", 2)
+    for s in (s1, s2):  # stream 3 failed: these two wait in the next version
+        a.prepare(s)
+        a.load(s, folder / s.file)
+        assert a.switch(s)["in_target"] is False
+    a.release_lease()
+    b = PostgresAdapter(SPEC, uri=pg_uri, schema=schema, lease_batch="day-2", lease_holder="dag/run-b")
+    notes = b.setup(orders_plan)
+    assert (f"{schema}.orders: batch day-1 (run dag/run-a) never went in: its validated groups "
+            f"(orders_1, orders_2) waited for the rest of its batch and are discarded now; to load batch "
+            f"day-1, run it again from setup.plan") in notes
+    b.release_lease()
+    # Run a's group, cleared afterwards, is refused: its plan is gone.
+    s3 = orders_plan.stream("orders", 3)
+    a.prepare(s3)
+    a.load(s3, folder / s3.file)
+    with pytest.raises(TargetError, match="has no switch of this run pending: its next version was planned by "
+                                          "run dag/run-b"):
+        a.switch(s3)
+    a.release_lease()

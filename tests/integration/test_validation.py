@@ -1,0 +1,83 @@
+"""Validation reuses what the staging table's constraints prove, and only that.
+
+On a real PostgreSQL table: with NOT NULL and a validated range CHECK equal to the stream's
+key range, the three key expectations are proven by the planner and GX checks the row
+count; whenever the constraints do not prove the range (NOT VALID, wider than the stream's
+range), every expectation runs through Great Expectations and a bad key is still caught.
+"""
+from __future__ import annotations
+
+import psycopg
+import pytest
+
+KEYS = list(range(101, 1101))  # 1,000 rows, keys 101..1100
+
+
+@pytest.fixture
+def staging(pg_uri, schema):
+    """A staging-like table: key NOT NULL, range CHECK [101, 1100] like prepare.sql makes."""
+    with psycopg.connect(pg_uri, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+        conn.execute(f'CREATE TABLE "{schema}".t (k bigint NOT NULL, v text NOT NULL, '
+                     f'CONSTRAINT t_range CHECK (k >= 101 AND k < 1101))')
+        with conn.cursor().copy(f'COPY "{schema}".t (k, v) FROM STDIN') as cp:
+            for k in KEYS:
+                cp.write_row((k, "x"))
+    return pg_uri.replace("postgresql://", "postgresql+psycopg://", 1), schema
+
+
+def _validate(url, schema, **kw):
+    from switchyard.observability.validation import validate_table
+    args = dict(expected_rows=len(KEYS), key_min=101, key_max=1100)
+    args.update(kw)
+    return validate_table(url, schema, "t", "k", **args)
+
+
+def by_name(outcome):
+    return {c.expectation: c for c in outcome.checks}
+
+
+def test_constraints_prove_the_key_expectations_and_gx_counts_rows(staging):
+    url, schema = staging
+    out = _validate(url, schema)
+    assert out.success
+    checks = by_name(out)
+    assert checks["expect_table_row_count_to_equal"].observed == len(KEYS)
+    for name in ("expect_column_values_to_not_be_null", "expect_column_min_to_be_between",
+                 "expect_column_max_to_be_between"):
+        assert "planner refutes" in checks[name].observed["proven"], checks[name]
+    # The row count still goes through GX: a wrong count fails.
+    bad = _validate(url, schema, expected_rows=len(KEYS) + 1)
+    assert not bad.success
+    assert [c.expectation for c in bad.failures()] == ["expect_table_row_count_to_equal"]
+
+
+def test_full_mode_runs_every_expectation_through_gx(staging):
+    url, schema = staging
+    checks = by_name(_validate(url, schema, trust_constraints=False))
+    assert checks["expect_column_min_to_be_between"].observed == 101
+    assert checks["expect_column_max_to_be_between"].observed == 1100
+    assert checks["expect_column_values_to_not_be_null"].observed == {"null_count": 0}
+
+
+def test_a_stream_range_narrower_than_the_constraint_is_checked_by_gx(staging):
+    url, schema = staging
+    out = _validate(url, schema, key_max=1099)
+    assert not out.success
+    failed = out.failures()
+    assert [c.expectation for c in failed] == ["expect_column_max_to_be_between"]
+    assert failed[0].observed == 1100
+
+
+def test_a_not_valid_constraint_proves_nothing(staging, pg_uri):
+    url, schema = staging
+    with psycopg.connect(pg_uri, autocommit=True) as conn:
+        # Replace the range by a NOT VALID one and add a row it would reject: only a scan finds it.
+        conn.execute(f'ALTER TABLE "{schema}".t DROP CONSTRAINT t_range')
+        conn.execute(f'INSERT INTO "{schema}".t VALUES (5000, %s)', ("x",))
+        conn.execute(f'ALTER TABLE "{schema}".t ADD CONSTRAINT t_range CHECK (k >= 101 AND k < 1101) NOT VALID')
+    out = _validate(url, schema, expected_rows=len(KEYS) + 1)
+    assert not out.success
+    failed = out.failures()
+    assert [c.expectation for c in failed] == ["expect_column_max_to_be_between"]
+    assert failed[0].observed == 5000
