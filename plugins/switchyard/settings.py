@@ -108,8 +108,9 @@ SETTINGS: tuple[Setting, ...] = (
             "The load spec the DAG is built from: a built-in name or a path to a spec file "
             "([spec reference](spec.md)).", DAG, "text"),
     Setting("SWITCHYARD_STREAMS", "streams", _positive_int, 4,
-            "Streams the DAG is built for: one task group per table and stream. A batch with another "
-            "stream count fails at `setup.plan`.", DAG, "integer"),
+            "The most streams per table the DAG has task groups for (one per table and stream). A batch "
+            "brings each table in as many streams as its manifest lists, up to this; the groups it does "
+            "not use skip. A batch with more fails at `setup.plan`.", DAG, "integer"),
     Setting("SWITCHYARD_CONN_ID", "conn_id", str, "switchyard_target",
             "The target's Airflow connection (PostgreSQL or SQL Server); the trigger form can name another. "
             "Also `switchyard pool sync`'s default.", DAG, "text"),

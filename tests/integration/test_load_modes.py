@@ -246,16 +246,18 @@ def test_a_target_with_an_extra_index_a_primary_key_and_a_check_still_switches(p
     assert_table_is(pg_uri, schema, "orders", files_of(folder, "orders"))
     orders = [g for g in again.stats["groups"] if g["table"] == "orders"]
     assert all(g["outcome"] == "switched" for g in orders)
+    # The spec's unique index was built by validation already: the switch does not build it twice.
     assert all(sorted(g["indexes_built"]) == ["orders_by_customer", "orders_pk"] for g in orders), orders
     with psycopg.connect(pg_uri) as conn:
-        # Each new partition carries the parent's two indexes, built on its staging table (their
-        # names are the switch's, not ATTACH's), attached to the parent's, valid.
+        # Each new partition carries the DBA's two indexes and the spec's unique index, built on its
+        # staging table (the switch's names, and validation's for the unique one; not ATTACH's),
+        # attached to the parent's, valid.
         for partition in now:
             rows = conn.execute(
                 "SELECT c.relname, p.relname, i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
                 "JOIN pg_inherits h ON h.inhrelid = i.indexrelid JOIN pg_class p ON p.oid = h.inhparent "
                 "WHERE i.indrelid = %s::regclass", (f'"{schema}"."{partition}"',)).fetchall()
-            assert sorted(r[1] for r in rows) == ["orders_by_customer", "orders_pk"], rows
+            assert sorted(r[1] for r in rows) == ["orders_by_customer", "orders_pk", "orders_unique"], rows
             # ATTACH names what it builds <partition>_<columns>_idx / _pkey; the switch's are hashed.
             assert all(r[0].startswith(f"{partition}_") and not r[0].endswith(("_idx", "_pkey")) and r[2]
                        for r in rows), rows

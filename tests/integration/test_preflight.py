@@ -172,3 +172,17 @@ def test_another_runs_held_back_groups_are_discarded_and_said_so(pg_uri, schema,
                                           "run dag/run-b"):
         a.switch(s3)
     a.release_lease()
+
+
+def test_keep_days_on_a_date_key_retires_partitions_older_than_the_window():
+    from datetime import date
+    events = replace(SPEC.table("orders"), mode="append", keep_days=2)
+    day = lambda d: date(2026, 4, d)  # noqa: E731
+    parts = [Partition(name=f"e_{d}", lower=day(d), upper=day(d + 1), batch=f"b{d}") for d in (1, 2, 3, 4)]
+    retired, why = retention(events, parts)
+    # The newest key is 2026-04-04; two days back from the end of the window, 04-01 and 04-02's
+    # partitions hold no key inside it.
+    assert [p.name for p in retired] == ["e_1", "e_2"]
+    assert why == "keep_days: 2; keys before 2026-04-03 retired (b1, b2)"
+    unrecorded = [replace(parts[0], batch=None)] + parts[1:]
+    assert [p.name for p in retention(events, unrecorded)[0]] == ["e_2"]  # never a partition of no batch
