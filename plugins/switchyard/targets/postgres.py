@@ -26,9 +26,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
+from ..files import StreamFileError, gzip_under_plain_name, open_source
 from ..planner import LoadPlan, StreamPlan
-from ..spec import LoadSpec
+from ..spec import LoadSpec, Table
 from .base import LoadResult, ProgressCallback, TargetAdapter, TargetError
+from .postgres_copy import (copy_chunks, copy_format, copy_options, field_count, length_check_name,
+                            length_check_sql, max_chars, record_at, rendered_type)
 
 EOL_COLUMN = "switchyard_eol"
 _ENCODINGS = {"utf-8": "UTF8", "utf8": "UTF8", "latin-1": "LATIN1", "latin1": "LATIN1",
@@ -54,26 +57,45 @@ class PostgresAdapter(TargetAdapter):
         self.tablespaces = {k: self.checked(v) for k, v in (tablespaces or {}).items()}
 
     # --- SQL text ---------------------------------------------------------------------
-    def _eol(self) -> str | None:
-        return EOL_COLUMN if self.spec.format.trailing_delimiter else None
+    def _eol(self, table: Table) -> str | None:
+        return EOL_COLUMN if table.format.trailing_delimiter else None
+
+    def columns(self, table: Table) -> list[dict[str, Any]]:
+        """Each column as created here: its type (varchar(n) as text, see postgres_copy), and
+        NOT NULL unless the spec declares it nullable."""
+        return [{"name": c.name, "type": rendered_type(c.sql_type(self.engine)), "nullable": c.nullable}
+                for c in table.columns]
+
+    def length_checks(self, table: Table) -> list[dict[str, Any]]:
+        """The CHECK (char_length(c) <= n) of each varchar(n) column: name, column, n."""
+        out = []
+        for c in table.columns:
+            n = max_chars(c.sql_type(self.engine))
+            if n is not None:
+                out.append({"name": length_check_name(c.name), "column": c.name, "max": n,
+                            "sql": length_check_sql(self.q(c.name), n)})
+        return out
 
     def setup_sql(self, plan: LoadPlan) -> list[str]:
         tables = [{"name": t.table.name, "key": t.table.key, "partitioned": t.table.partitioned,
-                   "columns": self.columns(t.table)} for t in plan.tables]
+                   "columns": self.columns(t.table), "checks": self.length_checks(t.table)} for t in plan.tables]
         return self.render("setup.sql", tables=tables)
 
     def prepare_sql(self, stream: StreamPlan) -> list[str]:
         table = self.spec.table(stream.table)
         return self.render("prepare.sql", s=stream, columns=self.columns(table), key=table.key,
-                           eol_column=self._eol(), tablespace=self.tablespaces.get(stream.stream))
+                           checks=self.length_checks(table), eol_column=self._eol(table),
+                           tablespace=self.tablespaces.get(stream.stream))
 
     def load_sql(self, stream: StreamPlan) -> list[str]:
         table = self.spec.table(stream.table)
-        encoding = _ENCODINGS.get(self.spec.format.encoding.lower())
+        fmt = table.format
+        encoding = _ENCODINGS.get(fmt.encoding.lower())
         if encoding is None:
-            raise TargetError(f"encoding {self.spec.format.encoding!r} has no PostgreSQL name here")
-        return self.render("load.sql", s=stream, columns=self.columns(table), eol_column=self._eol(),
-                           delimiter=self.spec.format.delimiter.replace("'", "''"), encoding=encoding)
+            raise TargetError(f"encoding {fmt.encoding!r} has no PostgreSQL name here")
+        eol = self._eol(table)
+        return self.render("load.sql", s=stream, columns=self.columns(table), eol_column=eol,
+                           options=copy_options(fmt, table.columns, eol, encoding, self.q))
 
     def switch_sql(self, stream: StreamPlan, replace_existing: bool) -> list[str]:
         template = "switch_partition.sql" if stream.partitioned else "switch_table.sql"
@@ -191,39 +213,46 @@ class PostgresAdapter(TargetAdapter):
 
     def load_staging(self, stream: StreamPlan, path: Path, progress: ProgressCallback | None) -> LoadResult:
         import psycopg
+        table = self.spec.table(stream.table)
+        where = f"[table {stream.table}, stream {stream.stream}]"
+        problem = gzip_under_plain_name(path)
+        if problem:
+            raise TargetError(f"{problem} {where}", permanent=True)
         statements = self.load_sql(stream)
-        at = next(i for i, stmt in enumerate(statements) if stmt.startswith("COPY "))
+        at = next(i for i, stmt in enumerate(statements)
+                  if "\n".join(ln for ln in stmt.splitlines() if not ln.startswith("--")).startswith("COPY "))
         before, copy, after = statements[:at], statements[at], statements[at + 1:]
         total = path.stat().st_size
-        sent = 0
+        single_field = len(table.columns) == 1 and not table.format.trailing_delimiter
+        text_format = copy_format(table.format, table.columns) == "text"
         started = time.monotonic()
         with self.connection() as conn:
             try:
                 with conn.transaction(), conn.cursor() as cur:
                     for stmt in before:
                         cur.execute(stmt)
-                    # Unbuffered: each read returns what is there (a pipe need not fill 1 MiB
-                    # first), so progress and the server see data as it comes.
-                    with path.open("rb", buffering=0) as fh, cur.copy(copy) as cp:
-                        while chunk := fh.read(_CHUNK):
-                            cp.write(chunk)
-                            sent += len(chunk)
+                    # The file as the spec declares it, decompressed while read, header lines
+                    # skipped, guarded against the quote byte (see postgres_copy).
+                    with open_source(path) as source, cur.copy(copy) as cp:
+                        for data in copy_chunks(source.read, table.format, text_format, single_field, _CHUNK):
+                            cp.write(data)
                             if progress:
-                                progress(sent, total)
+                                progress(source.consumed(), total)
                     rows = cur.rowcount
                     for stmt in after:
                         cur.execute(stmt)
                     pid = conn.info.backend_pid
+            except StreamFileError as exc:
+                raise TargetError(f"{exc} {where}; nothing was committed", permanent=True) from exc
             except psycopg.OperationalError as exc:
-                raise TargetError(f"{path}: connection lost while loading [table {stream.table}, stream "
-                                  f"{stream.stream}]: {exc}; nothing was committed") from exc
+                raise TargetError(f"{path}: connection lost while loading {where}: {exc}; nothing was "
+                                  f"committed") from exc
             except psycopg.Error as exc:
-                message = copy_error_message(exc, path, stream, f"{self.staging_schema}.{stream.staging_table}")
-                hint = field_count_hint(exc, path, len(self.spec.table(stream.table).columns),
-                                        self.spec.format.delimiter, self.spec.format.trailing_delimiter)
+                message = copy_error_message(exc, path, stream, f"{self.staging_schema}.{stream.staging_table}",
+                                             table, self.length_checks(table))
+                hint = field_count_hint(exc, path, table)
                 if (exc.diag.constraint_name or "").endswith("_range"):
-                    key = self.spec.table(stream.table).key
-                    hint += (f"; {key} must lie in {stream.lower}..{stream.upper}, "
+                    hint += (f"; {table.key} must lie in {stream.lower}..{stream.upper}, "
                              f"this stream's key range in the manifest")
                 raise TargetError(message + hint, permanent=True) from exc
         return LoadResult(rows=rows, bytes=total, seconds=time.monotonic() - started,
@@ -308,8 +337,29 @@ def psycopg_errors():
     return psycopg.errors
 
 
-def copy_error_message(exc: Any, path: Path, stream: StreamPlan, staging: str) -> str:
-    """PostgreSQL's COPY error, with the file and the staging table kept for inspection.
+_COPY_LINE = re.compile(r"\bline (\d+)")
+
+
+def _file_line(exc: Any, path: Path, table: Table) -> tuple[int, int] | None:
+    """(COPY's record number, the line in the file where that record starts), if COPY named one."""
+    match = _COPY_LINE.search(exc.diag.context or "")
+    if not match:
+        return None
+    record = int(match.group(1))
+    fmt = table.format
+    if fmt.quoting != "csv":
+        return record, record + fmt.header_lines
+    found = record_at(path, fmt, record)
+    return record, (found[0] if found else record + fmt.header_lines)
+
+
+def copy_error_message(exc: Any, path: Path, stream: StreamPlan, staging: str, table: Table,
+                       length_checks: list[dict] = ()) -> str:
+    """PostgreSQL's COPY error, with the file's own line number and the staging table kept.
+
+    COPY counts the records it was sent: header lines skipped before it do not count, and a
+    quoted field may span lines, so its number is translated to the line in the file. A
+    varchar(n) column's length CHECK gets PostgreSQL's own varchar wording and the column.
 
     The staging table stays until the group's next successful run replaces it, but empty:
     the COPY is one transaction (what lets FREEZE skip WAL), so nothing of a failed file
@@ -319,27 +369,30 @@ def copy_error_message(exc: Any, path: Path, stream: StreamPlan, staging: str) -
     where = diag.context or ""
     # context reads 'COPY orders_3, line 42, column o_custkey: "x"'; drop the table name.
     where = where.split(", ", 1)[1] if where.startswith("COPY ") and ", " in where else where
+    lines = _file_line(exc, path, table)
+    if lines and lines[0] != lines[1]:
+        where = _COPY_LINE.sub(f"line {lines[1]}", where, count=1)
     detail = f" ({diag.message_detail})" if diag.message_detail else ""
+    check = next((c for c in length_checks if c["name"] == diag.constraint_name), None)
+    if check is not None:
+        where = where.split(":", 1)[0] + f", column {check['column']}"
+        primary = f"value too long for type character varying({check['max']})"
+        detail = f" (check constraint {check['name']}: char_length({check['column']}) <= {check['max']})"
     return (f"{path}: {where}: {primary}{detail} [table {stream.table}, stream {stream.stream}; "
             f"staging table {staging} kept for inspection, empty: the COPY rolled back]").replace(": :", ":")
 
 
-def field_count_hint(exc, path: Path, columns: int, delimiter: str, trailing: bool) -> str:
-    """When the failing line has the wrong number of fields, say so: the engine's own message
-    then names whichever column the shifted values first broke, which misleads."""
-    import re
-    match = re.search(r"line (\d+)", exc.diag.context or "")
-    if not match:
+def field_count_hint(exc, path: Path, table: Table) -> str:
+    """When the failing record has the wrong number of fields, say so: the engine's own
+    message then names whichever column the shifted values first broke, which misleads."""
+    lines = _file_line(exc, path, table)
+    if not lines:
         return ""
-    wanted = int(match.group(1))
-    with path.open("rb") as fh:
-        for number, line in enumerate(fh, 1):
-            if number == wanted:
-                break
-        else:
-            return ""
-    body = line.rstrip(b"\r\n")
-    fields = body.count(delimiter.encode()) + (0 if trailing and body.endswith(delimiter.encode()) else 1)
-    if fields == columns:
+    found = record_at(path, table.format, lines[0])
+    if not found:
         return ""
-    return f"; line {wanted} has {fields} fields, the spec expects {columns}"
+    line, record = found
+    fields = field_count(record, table.format)
+    if fields == len(table.columns):
+        return ""
+    return f"; line {line} has {fields} fields, the spec expects {len(table.columns)}"
