@@ -45,7 +45,7 @@ NOTES = [None, "NA", "exactly12chr", "ÅÅÅÅÅÅÅÅÅÅÅÅ", "abc         ",
 CODES = ["NA", "DE", "", "  ", "é", "\\N"]
 FIXED = ["abcde", "ab", "", "a  ", "ünï", "\\\\", "ab   "]  # "ab   " fits char(5) exactly
 QTY = [None, "1", "-5", "0", "2147483647"]
-TAILS = ["", "end\\", "  ", "x" * 20, "ü" * 20, "\\N", "NA", "tail "]
+TAILS = ["", "end\\", "  ", "x" * 20, "ü" * 20, "\\N", "NA", "tail ", "\x01tail\x01"]
 
 
 def corpus(nulls: bool = True) -> list[list[str | None]]:
@@ -111,7 +111,7 @@ def write_file(path: Path, rows: list[list[str | None]], fmt: Fmt, nullable: lis
             if v is None:
                 fields.append(fmt.marker)
             elif fmt.quoting == "csv" and (quote_all or any(ch in v for ch in f'"{fmt.delimiter}\r\n')
-                                           or v == fmt.marker or v == "" or v.startswith(" ")):
+                                           or v.startswith(" ")):
                 fields.append('"' + v.replace('"', '""') + '"')
             else:
                 fields.append(v)
@@ -449,3 +449,90 @@ def test_count_file_refuses_gzip_under_a_plain_name(tmp_path):
 def test_a_null_marker_with_control_characters_is_refused():
     with pytest.raises(SpecError, match="null_marker"):
         make_spec(Fmt(marker="\x01"))
+
+
+# --- what already worked, kept: TPC-H files with one fault each ------------------------------
+def _orders_batch(tpch_batch, tmp_path: Path, data: bytes) -> tuple[Path, object]:
+    """A one-stream batch of TPC-H orders holding `data` as its file."""
+    from switchyard.spec import load_spec
+    spec = load_spec("tpch")
+    batch = tmp_path / "orders-batch"
+    path = batch / spec.file_for("orders", 1)
+    path.parent.mkdir(parents=True)
+    path.write_bytes(data)
+    return batch, spec
+
+
+def _orders(tpch_batch) -> bytes:
+    return (tpch_batch[1] / "orders" / "orders.1.tbl").read_bytes()
+
+
+def _load_orders(pg_uri, schema, batch, spec, manifest_from: bytes | None = None):
+    """Load the batch's orders file; the manifest is counted from `manifest_from` when given
+    (the file as the producer wrote it, before it was damaged)."""
+    path = batch / spec.file_for("orders", 1)
+    if manifest_from is not None:
+        damaged = path.read_bytes()
+        path.write_bytes(manifest_from)
+        write_manifest(batch, manifest_for(batch, spec, 1, tables=["orders"]))
+        path.write_bytes(damaged)
+    else:
+        write_manifest(batch, manifest_for(batch, spec, 1, tables=["orders"]))
+    from switchyard.batch import read_manifest
+    plan = plan_batch(spec, read_manifest(batch, spec), tables=["orders"])
+    adapter = PostgresAdapter(spec, uri=pg_uri, schema=schema)
+    adapter.setup(plan)
+    s = plan.stream("orders", 1)
+    adapter.prepare(s)
+    result = adapter.load(s, path)
+    adapter.switch(s)
+    return result
+
+
+def _on_line(data: bytes, number: int, change) -> bytes:
+    lines = data.split(b"\n")
+    lines[number - 1] = change(lines[number - 1])
+    return b"\n".join(lines)
+
+
+FAULTS = {
+    "utf-8 BOM": (lambda d: b"\xef\xbb\xbf" + d, ["line 1, column o_orderkey", "invalid input syntax for type bigint"]),
+    "blank trailing line": (lambda d: d + b"\n", ["line {n1}, column o_orderkey", 'invalid input syntax for type bigint: ""']),
+    "NUL byte": (lambda d: _on_line(d, 3, lambda line: line[:-5] + b"\x00" + line[-5:]),
+                 ["line 3, column o_comment", 'invalid byte sequence for encoding "UTF8": 0x00']),
+    "Latin-1 byte": (lambda d: _on_line(d, 4, lambda line: line[:-3] + "é".encode("latin-1") + line[-3:]),
+                     ["line 4, column o_comment", 'invalid byte sequence for encoding "UTF8": 0xe9']),
+    "gzip under the .tbl name": (lambda d: gzip.compress(d), ["line 1, column o_orderkey", "gzip-compressed",
+                                                              "does not end in .gz"]),
+}
+
+
+@pytest.mark.parametrize("fault", list(FAULTS), ids=list(FAULTS))
+def test_damaged_tpch_files_fail_at_load_naming_file_line_column(pg_uri, schema, tmp_path, tpch_batch, fault):
+    damage, needles = FAULTS[fault]
+    good = _orders(tpch_batch)
+    batch, spec = _orders_batch(tpch_batch, tmp_path, damage(good))
+    with pytest.raises(TargetError) as err:
+        _load_orders(pg_uri, schema, batch, spec, manifest_from=good)
+    text = str(err.value)
+    n1 = good.count(b"\n") + 1
+    assert str(batch / spec.file_for("orders", 1)) in text, text
+    for needle in needles:
+        assert needle.format(n1=n1) in text, f"{needle!r} not in {text}"
+    assert err.value.permanent
+
+
+def test_crlf_tpch_file_loads_identically(pg_uri, schema, tmp_path, tpch_batch):
+    good = _orders(tpch_batch)
+
+    def contents():
+        with psycopg.connect(pg_uri) as conn:
+            return conn.execute(f'SELECT count(*), md5(string_agg(t::text, \'\n\' ORDER BY o_orderkey)) '
+                                f'FROM "{schema}".orders t').fetchone()
+
+    batch, spec = _orders_batch(tpch_batch, tmp_path / "lf", good)
+    _load_orders(pg_uri, schema, batch, spec)
+    lf = contents()
+    batch, spec = _orders_batch(tpch_batch, tmp_path / "crlf", good.replace(b"\n", b"\r\n"))
+    result = _load_orders(pg_uri, schema, batch, spec)
+    assert result.rows == good.count(b"\n") and contents() == lf

@@ -26,17 +26,19 @@ def is_gzip_name(path: Path) -> bool:
     return path.name.endswith(".gz")
 
 
-def gzip_under_plain_name(path: Path) -> str | None:
-    """Why a plain-named file cannot be loaded as it is, if it is gzip-compressed; else None."""
+# What a plain-named gzip file gets told (after its name, and where the loader can, its line
+# and column).
+GZIP_UNDER_PLAIN_NAME = ("the file is gzip-compressed (it starts with gzip's magic bytes 1f 8b) but its "
+                         "name does not end in .gz: name it *.gz (and the spec's files pattern too) to "
+                         "load it compressed, or decompress it")
+
+
+def gzip_under_plain_name(path: Path) -> bool:
+    """Whether a file whose name does not end in .gz is gzip-compressed all the same."""
     if is_gzip_name(path):
-        return None
+        return False
     with path.open("rb") as fh:
-        head = fh.read(2)
-    if head != GZIP_MAGIC:
-        return None
-    return (f"{path}: line 1, column 1: the file is gzip-compressed (it starts with gzip's magic bytes "
-            f"1f 8b) but its name does not end in .gz; name it {path.name}.gz (and the spec's files "
-            f"pattern *.gz) to load it compressed, or decompress it")
+        return fh.read(2) == GZIP_MAGIC
 
 
 class Source:
@@ -64,9 +66,8 @@ def open_source(path: Path) -> Iterator[Source]:
     Refuses a plain-named gzip file (StreamFileError). Unbuffered for plain files: each read
     returns what is there, so a pipe need not fill a whole chunk before the server sees it.
     """
-    problem = gzip_under_plain_name(path)
-    if problem:
-        raise StreamFileError(problem)
+    if gzip_under_plain_name(path):
+        raise StreamFileError(f"{path}: {GZIP_UNDER_PLAIN_NAME}")
     with path.open("rb", buffering=0) as raw:
         if is_gzip_name(path):
             with gzip.GzipFile(fileobj=raw, mode="rb") as unzipped:

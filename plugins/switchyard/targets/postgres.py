@@ -26,11 +26,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
-from ..files import StreamFileError, gzip_under_plain_name, open_source
+from ..files import GZIP_UNDER_PLAIN_NAME, StreamFileError, gzip_under_plain_name, open_source
 from ..planner import LoadPlan, StreamPlan
 from ..spec import LoadSpec, Table
 from .base import LoadResult, ProgressCallback, TargetAdapter, TargetError
-from .postgres_copy import (copy_chunks, copy_format, copy_options, field_count, length_check_name,
+from .postgres_copy import (copy_chunks, copy_format, copy_options, field_count, field_index, length_check_name,
                             length_check_sql, max_chars, record_at, rendered_type)
 
 EOL_COLUMN = "switchyard_eol"
@@ -215,9 +215,9 @@ class PostgresAdapter(TargetAdapter):
         import psycopg
         table = self.spec.table(stream.table)
         where = f"[table {stream.table}, stream {stream.stream}]"
-        problem = gzip_under_plain_name(path)
-        if problem:
-            raise TargetError(f"{problem} {where}", permanent=True)
+        if gzip_under_plain_name(path):
+            raise TargetError(f"{path}: line 1, column {table.columns[0].name}: {GZIP_UNDER_PLAIN_NAME} {where}",
+                              permanent=True)
         statements = self.load_sql(stream)
         at = next(i for i, stmt in enumerate(statements)
                   if "\n".join(ln for ln in stmt.splitlines() if not ln.startswith("--")).startswith("COPY "))
@@ -248,9 +248,10 @@ class PostgresAdapter(TargetAdapter):
                 raise TargetError(f"{path}: connection lost while loading {where}: {exc}; nothing was "
                                   f"committed") from exc
             except psycopg.Error as exc:
+                failed = failed_record(exc, path, table)
                 message = copy_error_message(exc, path, stream, f"{self.staging_schema}.{stream.staging_table}",
-                                             table, self.length_checks(table))
-                hint = field_count_hint(exc, path, table)
+                                             table, self.length_checks(table), failed)
+                hint = field_count_hint(failed, table)
                 if (exc.diag.constraint_name or "").endswith("_range"):
                     hint += (f"; {table.key} must lie in {stream.lower}..{stream.upper}, "
                              f"this stream's key range in the manifest")
@@ -338,28 +339,31 @@ def psycopg_errors():
 
 
 _COPY_LINE = re.compile(r"\bline (\d+)")
+_BAD_BYTES = re.compile(r"invalid byte sequence for encoding \"[^\"]+\": ((?:0x[0-9a-f]{2} ?)+)$")
 
 
-def _file_line(exc: Any, path: Path, table: Table) -> tuple[int, int] | None:
-    """(COPY's record number, the line in the file where that record starts), if COPY named one."""
+def failed_record(exc: Any, path: Path, table: Table) -> tuple[int, int, bytes] | None:
+    """(COPY's line number, the line in the file where that record starts, the record's
+    bytes) of the record COPY failed on, if it named one. COPY counts what it was sent:
+    header lines skipped before it do not count, and with quoting csv a record may span
+    lines (see postgres_copy.record_at)."""
     match = _COPY_LINE.search(exc.diag.context or "")
     if not match:
         return None
-    record = int(match.group(1))
-    fmt = table.format
-    if fmt.quoting != "csv":
-        return record, record + fmt.header_lines
-    found = record_at(path, fmt, record)
-    return record, (found[0] if found else record + fmt.header_lines)
+    copy_line = int(match.group(1))
+    found = record_at(path, table.format, copy_line)
+    if found is None:
+        return copy_line, copy_line + table.format.header_lines, b""
+    return copy_line, found[0], found[1]
 
 
 def copy_error_message(exc: Any, path: Path, stream: StreamPlan, staging: str, table: Table,
-                       length_checks: list[dict] = ()) -> str:
+                       length_checks: list[dict] = (), failed: tuple[int, int, bytes] | None = None) -> str:
     """PostgreSQL's COPY error, with the file's own line number and the staging table kept.
 
-    COPY counts the records it was sent: header lines skipped before it do not count, and a
-    quoted field may span lines, so its number is translated to the line in the file. A
-    varchar(n) column's length CHECK gets PostgreSQL's own varchar wording and the column.
+    The line is the file's (`failed`, from failed_record). A varchar(n) column's length
+    CHECK gets PostgreSQL's own varchar wording and the column; an invalid byte sequence,
+    which PostgreSQL reports for the line only, gets the column it is in.
 
     The staging table stays until the group's next successful run replaces it, but empty:
     the COPY is one transaction (what lets FREEZE skip WAL), so nothing of a failed file
@@ -369,30 +373,30 @@ def copy_error_message(exc: Any, path: Path, stream: StreamPlan, staging: str, t
     where = diag.context or ""
     # context reads 'COPY orders_3, line 42, column o_custkey: "x"'; drop the table name.
     where = where.split(", ", 1)[1] if where.startswith("COPY ") and ", " in where else where
-    lines = _file_line(exc, path, table)
-    if lines and lines[0] != lines[1]:
-        where = _COPY_LINE.sub(f"line {lines[1]}", where, count=1)
+    if failed and failed[0] != failed[1]:
+        where = _COPY_LINE.sub(f"line {failed[1]}", where, count=1)
     detail = f" ({diag.message_detail})" if diag.message_detail else ""
     check = next((c for c in length_checks if c["name"] == diag.constraint_name), None)
     if check is not None:
         where = where.split(":", 1)[0] + f", column {check['column']}"
         primary = f"value too long for type character varying({check['max']})"
         detail = f" (check constraint {check['name']}: char_length({check['column']}) <= {check['max']})"
+    bad = _BAD_BYTES.match(primary)
+    if bad and failed and failed[2] and ", column " not in where:
+        at = failed[2].find(bytes(int(b, 16) for b in bad.group(1).split()))
+        index = field_index(failed[2][:at], table.format) if at >= 0 else None
+        if index is not None and index < len(table.columns):
+            where = where.split(":", 1)[0] + f", column {table.columns[index].name}"
     return (f"{path}: {where}: {primary}{detail} [table {stream.table}, stream {stream.stream}; "
             f"staging table {staging} kept for inspection, empty: the COPY rolled back]").replace(": :", ":")
 
 
-def field_count_hint(exc, path: Path, table: Table) -> str:
+def field_count_hint(failed: tuple[int, int, bytes] | None, table: Table) -> str:
     """When the failing record has the wrong number of fields, say so: the engine's own
     message then names whichever column the shifted values first broke, which misleads."""
-    lines = _file_line(exc, path, table)
-    if not lines:
+    if not failed or not failed[2]:
         return ""
-    found = record_at(path, table.format, lines[0])
-    if not found:
-        return ""
-    line, record = found
-    fields = field_count(record, table.format)
+    fields = field_count(failed[2], table.format)
     if fields == len(table.columns):
         return ""
-    return f"; line {line} has {fields} fields, the spec expects {len(table.columns)}"
+    return f"; line {failed[1]} has {fields} fields, the spec expects {len(table.columns)}"

@@ -264,3 +264,12 @@ def field_count(record: bytes, fmt: FileFormat) -> int:
     body = record.rstrip(b"\r\n")
     d = delimiter.encode()
     return body.count(d) + (0 if fmt.trailing_delimiter and body.endswith(d) else 1)
+
+
+def field_index(prefix: bytes, fmt: FileFormat) -> int:
+    """Which field (0-based) a record's byte at len(prefix) is in: the delimiters before it,
+    outside quotes for quoting csv."""
+    d = fmt.delimiter.encode()
+    if fmt.quoting == "csv":
+        return sum(part.count(d) for part in prefix.split(b'"')[0::2])
+    return prefix.count(d)
