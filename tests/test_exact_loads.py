@@ -536,3 +536,24 @@ def test_crlf_tpch_file_loads_identically(pg_uri, schema, tmp_path, tpch_batch):
     batch, spec = _orders_batch(tpch_batch, tmp_path / "crlf", good.replace(b"\n", b"\r\n"))
     result = _load_orders(pg_uri, schema, batch, spec)
     assert result.rows == good.count(b"\n") and contents() == lf
+
+
+def test_a_target_made_with_varchar_and_not_null_is_refused_at_setup_with_the_fix(pg_uri, schema, tmp_path):
+    fmt = Fmt()
+    spec = make_spec(fmt)
+    batch = tmp_path / "batch"
+    write_file(batch / spec.file_for("corpus", 1), corpus(), fmt, [n for _, _, n in COLUMNS])
+    with psycopg.connect(pg_uri, autocommit=True) as conn:  # as an earlier version made it
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+        conn.execute(f'CREATE TABLE "{schema}".corpus (id bigint NOT NULL, code char(2) NOT NULL, '
+                     f'note varchar(12) NOT NULL, body text NOT NULL, fixed char(5) NOT NULL, qty integer NOT NULL, '
+                     f'tail varchar(20) NOT NULL) PARTITION BY RANGE (id)')
+    with pytest.raises(TargetError) as err:
+        load(pg_uri, schema, batch, spec)
+    text = str(err.value)
+    assert "corpus.note is character varying(12)" in text and "corpus.qty is NOT NULL" in text, text
+    fixes = text.split("run (a CHECK scans the table once): ", 1)[1].split(" Or drop", 1)[0]
+    with psycopg.connect(pg_uri, autocommit=True) as conn:
+        conn.execute(fixes)
+    load(pg_uri, schema, batch, spec)
+    assert loaded_hashes(pg_uri, schema) == file_hashes(read_independently(batch / spec.file_for("corpus", 1), fmt))

@@ -95,7 +95,8 @@ class PostgresAdapter(TargetAdapter):
             raise TargetError(f"encoding {fmt.encoding!r} has no PostgreSQL name here")
         eol = self._eol(table)
         return self.render("load.sql", s=stream, columns=self.columns(table), eol_column=eol,
-                           options=copy_options(fmt, table.columns, eol, encoding, self.q))
+                           options=copy_options(fmt, table.columns, eol, encoding, self.q),
+                           text_format=copy_format(fmt, table.columns) == "text")
 
     def switch_sql(self, stream: StreamPlan, replace_existing: bool) -> list[str]:
         template = "switch_partition.sql" if stream.partitioned else "switch_table.sql"
@@ -202,6 +203,51 @@ class PostgresAdapter(TargetAdapter):
                 cur.execute("SELECT pg_advisory_xact_lock(hashtext('switchyard.setup'))")
                 for stmt in self.setup_sql(plan):
                     cur.execute(stmt)
+                self._check_columns(cur, plan)
+
+    def _check_columns(self, cur, plan: LoadPlan) -> None:
+        """Refuse, before any load, a target table whose columns a staging table of this spec
+        could not be attached to: one created by an earlier version (varchar(n), now text with
+        a length CHECK; every column NOT NULL) or by hand. Only what the spec decides here is
+        compared (varchar lengths and nullability); the fix is a DBA's, so it is named, not run."""
+        names = [t.table.name for t in plan.tables]
+        cur.execute(
+            "SELECT c.relname, a.attname, format_type(a.atttypid, a.atttypmod), a.attnotnull "
+            "FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid "
+            "JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE n.nspname = %s AND c.relname = ANY(%s) AND a.attnum > 0 AND NOT a.attisdropped",
+            (self.schema, names))
+        found = {(t, c): (kind, not_null) for t, c, kind, not_null in cur.fetchall()}
+        cur.execute(
+            "SELECT c.relname, k.conname FROM pg_constraint k JOIN pg_class c ON c.oid = k.conrelid "
+            "JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE n.nspname = %s AND c.relname = ANY(%s) AND k.contype = 'c'", (self.schema, names))
+        checks = set(cur.fetchall())
+        fixes, why = [], []
+        for t in plan.tables:
+            table = self.qualified(self.schema, t.table.name)
+            for c in t.table.columns:
+                if (t.table.name, c.name) not in found:
+                    continue
+                kind, not_null = found[(t.table.name, c.name)]
+                if max_chars(c.sql_type(self.engine)) is not None and kind != "text":
+                    why.append(f"{t.table.name}.{c.name} is {kind}, loads make it text with a length CHECK "
+                               f"(varchar(n) would cut excess trailing spaces)")
+                    fixes.append(f"ALTER TABLE {table} ALTER COLUMN {self.q(c.name)} TYPE text;")
+                if not_null == c.nullable:
+                    why.append(f"{t.table.name}.{c.name} is {'NOT NULL' if not_null else 'nullable'}, the spec "
+                               f"says {'nullable' if c.nullable else 'NOT NULL'}")
+                    fixes.append(f"ALTER TABLE {table} ALTER COLUMN {self.q(c.name)} "
+                                 f"{'DROP' if c.nullable else 'SET'} NOT NULL;")
+            for k in self.length_checks(t.table):
+                if (t.table.name, k["name"]) not in checks:
+                    why.append(f"{t.table.name} lacks the CHECK {k['name']}")
+                    fixes.append(f"ALTER TABLE {table} ADD CONSTRAINT {self.q(k['name'])} CHECK ({k['sql']});")
+        if fixes:
+            raise TargetError(
+                f"the target's tables differ from what this spec loads, so no staging table would attach: "
+                f"{'; '.join(why)}. Nothing was loaded. To keep the data, run (a CHECK scans the table once): "
+                f"{' '.join(fixes)} Or drop the tables to have them created anew.", permanent=True)
 
     def create_staging(self, stream: StreamPlan) -> None:
         import psycopg
