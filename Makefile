@@ -47,7 +47,7 @@ BENCH_SCALE ?= $(if $(filter command line environment,$(origin SCALE)),$(SCALE),
 BENCH_STREAMS ?= $(if $(filter command line environment,$(origin STREAMS)),$(STREAMS),4)
 BENCH_ARGS ?=
 bench: $(STAMP)
-	$(PY) -m switchyard.bench --scale $(BENCH_SCALE) --streams $(BENCH_STREAMS) $(if $(filter 1 yes true,$(LEVERS)),--levers) $(BENCH_ARGS)
+	$(PY) -m switchyard_dev.bench --scale $(BENCH_SCALE) --streams $(BENCH_STREAMS) $(if $(filter 1 yes true,$(LEVERS)),--levers) $(BENCH_ARGS)
 
 db-uri: $(STAMP)
 	@$(PY) -m switchyard db uri

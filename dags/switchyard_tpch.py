@@ -11,10 +11,10 @@ try:
 except ImportError:  # the DAG file imported outside Airflow, e.g. by a test runner
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "plugins"))
 
-from switchyard.preload import forget_changed_code
+from switchyard.airflow.preload import forget_changed_code
 
 forget_changed_code()  # a task process forked from the scheduler: code as it is on disk now
 
-from switchyard.dag_factory import dag_from_env  # noqa: E402
+from switchyard.airflow.dag_factory import dag_from_env  # noqa: E402
 
 dag = dag_from_env()

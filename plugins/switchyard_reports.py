@@ -3,7 +3,7 @@ every Switchyard run gets a note linking it when the run ends.
 
 The stats task writes report.html, report.md, the charts and stats.json into
 <SWITCHYARD_RUNS_DIR>/<dag_id>/<run folder>/; its "Run report" button and the run's note
-(set by the listener in switchyard.run_notes) link here. Only those files are served, and
+(set by the listener in switchyard.observability.run_notes) link here. Only those files are served, and
 only to a user logged in to Airflow who may read the DAG's runs (the same JWT cookie or
 bearer token as the UI).
 """
@@ -14,7 +14,7 @@ from pathlib import Path
 
 from airflow.plugins_manager import AirflowPlugin
 
-from switchyard import run_notes
+from switchyard.observability import run_notes
 
 SERVED = re.compile(r"^(report\.html|report\.md|report-[a-z]+\.svg|stats\.json)$")
 SAFE = re.compile(r"^[A-Za-z0-9._-]+$")
@@ -39,7 +39,7 @@ def _app():
         if not get_auth_manager().is_authorized_dag(method="GET", access_entity=DagAccessEntity.RUN,
                                                     details=DagDetails(id=dag_id), user=user):
             raise HTTPException(403, f"not allowed to read runs of {dag_id}")
-        from switchyard.stats import runs_dir
+        from switchyard.observability.stats import runs_dir
         path = runs_dir() / dag_id / run / name
         if not path.is_file():
             raise HTTPException(404, f"{name} of run {run} not found (the run's stats task writes it)")

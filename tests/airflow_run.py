@@ -5,7 +5,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from switchyard.local import airflow, airflow_env, migrate
+from switchyard_dev.local import airflow, airflow_env, migrate
 
 
 @dataclass

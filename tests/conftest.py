@@ -49,7 +49,7 @@ def keep_service_logs(request, home: Path) -> Path | None:
 
 @pytest.fixture(scope="session")
 def pg_uri() -> str:
-    from switchyard.embedded import EmbeddedPostgres
+    from switchyard_dev.embedded import EmbeddedPostgres
     return EmbeddedPostgres().start()
 
 
@@ -63,8 +63,8 @@ def data_root(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def tpch_batch(data_root) -> tuple[str, Path]:
     """A real TPC-H batch at scale 0.01 in 3 streams, with the producer's manifest."""
-    from switchyard.datagen import generate_tpch
-    from switchyard.spec import load_spec
+    from switchyard.core.datagen import generate_tpch
+    from switchyard.core.spec import load_spec
     name = "tpch-sf0.01-s3"
     generate_tpch(data_root / name, load_spec("tpch"), 0.01, 3)
     return name, data_root / name

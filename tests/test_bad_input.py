@@ -18,7 +18,7 @@ from pathlib import Path
 import psycopg
 
 from airflow_run import run_dag
-from switchyard.local import airflow_bin, airflow_env, migrate
+from switchyard_dev.local import airflow_bin, airflow_env, migrate
 from conftest import copy_batch, edit_manifest
 from test_end_to_end import fingerprint, partition_oids
 

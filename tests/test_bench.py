@@ -9,7 +9,7 @@ import json
 
 
 def test_floor_and_loader_alone(pg_uri, tpch_batch, tmp_path):
-    from switchyard import bench
+    from switchyard_dev import bench
     name, folder = tpch_batch
     manifest = json.loads((folder / "manifest.json").read_text())
     rows = sum(f["rows"] for f in manifest["files"])
@@ -48,7 +48,7 @@ def test_floor_and_loader_alone(pg_uri, tpch_batch, tmp_path):
 
 
 def test_stripped_stream_removes_only_the_trailing_delimiter(tmp_path):
-    from switchyard.bench import _stripped
+    from switchyard_dev.bench import _stripped
     path = tmp_path / "t.tbl"
     lines = [f"{i}|a|b{'x' * (i % 7)}|\n".encode() for i in range(300_000)]
     path.write_bytes(b"".join(lines))
@@ -58,7 +58,7 @@ def test_stripped_stream_removes_only_the_trailing_delimiter(tmp_path):
 
 
 def test_schedule_efficiency():
-    from switchyard.bench import schedule_efficiency
+    from switchyard_dev.bench import schedule_efficiency
     loads = [{"work_seconds": w} for w in (4.0, 2.0, 2.0)]
     e = schedule_efficiency(loads, slots=2, makespan=8.0)
     assert e["lower_bound_seconds"] == 4.0 and e["efficiency"] == 0.5
@@ -68,9 +68,9 @@ def test_schedule_efficiency():
 def test_server_side_copy_and_tablespace_levers_load_every_row(pg_uri, tpch_batch):
     """The levers' floor variants: the server reads the files itself; one tablespace per session."""
     import psycopg
-    from switchyard import bench
-    from switchyard.batch import read_manifest
-    from switchyard.spec import load_spec
+    from switchyard_dev import bench
+    from switchyard.core.batch import read_manifest
+    from switchyard.core.spec import load_spec
     name, folder = tpch_batch
     spec = load_spec("tpch")
     files = bench.batch_files(folder, read_manifest(folder, spec), spec)
@@ -103,7 +103,7 @@ def _result(**over):
 
 
 def test_targets_judge_the_measured_figures():
-    from switchyard.bench import target_lines, targets
+    from switchyard_dev.bench import target_lines, targets
     t = {x["name"]: x for x in targets(_result())}
     assert t["loader alone / floor, per stream"]["measured"] == 0.96
     assert t["loader alone / floor, per stream"]["met"] is True
@@ -123,7 +123,7 @@ def test_targets_judge_the_measured_figures():
 
 
 def test_validate_work_excludes_the_gx_import():
-    from switchyard.bench import task_record
+    from switchyard_dev.bench import task_record
     ti = {"task_id": "orders_1.validate", "state": "success", "start_date": "2026-11-22T10:00:00Z",
           "end_date": "2026-11-22T10:00:07Z"}
     r = task_record(ti, "validate", {"seconds": 5.5, "import_seconds": 4.5, "gx_preloaded": False})
@@ -144,7 +144,7 @@ if os.fork() == 0:  # as LocalExecutor starts a task: a bare fork of the schedul
                                 "jinja2.ext", "airflow.dag_processing.bundles.local"))}).encode())
     os._exit(0)
 os.wait()
-from switchyard.preload import report
+from switchyard.airflow.preload import report
 print(json.dumps({"child": json.loads(os.read(r, 4096)), "report": report}))
 """
 
@@ -156,7 +156,7 @@ def _forked(role: str, preload: str) -> dict:
     from pathlib import Path
     plugins = Path(__file__).resolve().parents[1] / "plugins"
     env = dict(os.environ, SWITCHYARD_PRELOAD=preload, GX_ANALYTICS_ENABLED="False",
-               PYTHONPATH=os.pathsep.join([str(plugins / "switchyard" / "airflow_settings"), str(plugins)]))
+               PYTHONPATH=os.pathsep.join([str(plugins / "switchyard" / "airflow" / "local_settings"), str(plugins)]))
     out = subprocess.run([sys.executable, "-c", _FORKED, role], env=env, check=True, capture_output=True, text=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -175,8 +175,8 @@ import importlib.util, json, os, sys, time
 dag_file, touch = sys.argv[1], sys.argv[2]
 sys.argv = [os.path.join(os.path.dirname(sys.executable), "airflow"), "scheduler"]
 import airflow_local_settings  # the scheduler's start: preloads, builds the DAG
-import switchyard.dag_factory
-built_by_scheduler = [id(d) for d in switchyard.dag_factory._BUILT.values()]
+import switchyard.airflow.dag_factory
+built_by_scheduler = [id(d) for d in switchyard.airflow.dag_factory._BUILT.values()]
 
 
 def task_process():
@@ -185,7 +185,7 @@ def task_process():
     spec = importlib.util.spec_from_file_location("the_dag_file", dag_file)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    import switchyard.dag_factory as factory
+    import switchyard.airflow.dag_factory as factory
     from switchyard.targets import base
     compiled = {key[1] for key in base._jinja("postgres").cache.keys()}
     return {"seconds": time.perf_counter() - started, "tasks": len(module.dag.tasks),
@@ -223,9 +223,9 @@ def test_a_task_process_finds_the_dag_built_and_rereads_changed_code(tmp_path):
         shutil.copytree(root / part, tmp_path / part, ignore=shutil.ignore_patterns("__pycache__"))
     plugins = tmp_path / "plugins"
     env = dict(os.environ, SWITCHYARD_PRELOAD="1", SWITCHYARD_STREAMS="3", GX_ANALYTICS_ENABLED="False",
-               PYTHONPATH=os.pathsep.join([str(plugins / "switchyard" / "airflow_settings"), str(plugins)]))
+               PYTHONPATH=os.pathsep.join([str(plugins / "switchyard" / "airflow" / "local_settings"), str(plugins)]))
     done = subprocess.run([sys.executable, "-c", _FORKED_DAG, str(tmp_path / "dags" / "switchyard_tpch.py"),
-                           str(plugins / "switchyard" / "dag_factory.py")],
+                           str(plugins / "switchyard" / "airflow" / "dag_factory.py")],
                           env=env, check=True, capture_output=True, text=True, cwd=tmp_path)
     first, after_edit = json.loads(done.stdout.strip().splitlines()[-1])
     assert first["prebuilt"] is True and first["tasks"] == after_edit["tasks"]
@@ -239,7 +239,7 @@ def test_cpu_of_a_process_tree_counts_children_that_already_exited():
     import os
     import subprocess
     import sys
-    from switchyard import cputime
+    from switchyard_dev import cputime
     roots = {"me": os.getpid()}
     before = cputime.snapshot(roots, split_children=("me",))
     subprocess.run([sys.executable, "-c", "import time\nt = time.process_time()\n"
@@ -256,7 +256,7 @@ def test_the_metadata_lever_gets_its_own_database_on_the_embedded_server(pg_uri)
     import psycopg
     from psycopg import sql
     from sqlalchemy import create_engine, text
-    from switchyard import bench
+    from switchyard_dev import bench
     database = f"switchyard_test_meta_{uuid.uuid4().hex[:8]}"
     try:
         url, created = bench.metadata_database_url(pg_uri, database)
@@ -273,7 +273,7 @@ def test_the_metadata_lever_gets_its_own_database_on_the_embedded_server(pg_uri)
 
 
 def test_the_task_start_measurement_reports_every_part():
-    """`python -m switchyard.bench_task_start` reaches each Airflow part it times (their names
+    """`python -m switchyard_dev.bench_task_start` reaches each Airflow part it times (their names
     are Airflow's internals: a renamed one fails here, not in a README figure)."""
     import os
     import re
@@ -283,7 +283,7 @@ def test_the_task_start_measurement_reports_every_part():
     plugins = Path(__file__).resolve().parents[1] / "plugins"
     env = dict(os.environ, GX_ANALYTICS_ENABLED="False",
                PYTHONPATH=os.pathsep.join(filter(None, [str(plugins), os.environ.get("PYTHONPATH")])))
-    out = subprocess.run([sys.executable, "-m", "switchyard.bench_task_start"], env=env, check=True,
+    out = subprocess.run([sys.executable, "-m", "switchyard_dev.bench_task_start"], env=env, check=True,
                          capture_output=True, text=True, timeout=300).stdout
     assert re.search(r"fork and exit of the preloaded process \(\d+ MB resident\): [\d.]+ ms in the parent", out)
     for part in ("logging set-up", "plugin load", "message channel's validator", "TLS context"):

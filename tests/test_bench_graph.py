@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from switchyard import bench_graph
-from switchyard.dag_factory import DagConfig, build_dag
+from switchyard_dev import bench_graph
+from switchyard.airflow.dag_factory import DagConfig, build_dag
 
 PLUGINS = Path(__file__).resolve().parents[1] / "plugins"
 

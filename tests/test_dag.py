@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from switchyard.dag_factory import DagConfig, build_dag
-from switchyard.spec import load_spec
+from switchyard.airflow.dag_factory import DagConfig, build_dag
+from switchyard.core.spec import load_spec
 
 ROOT_DAG = __import__("pathlib").Path(__file__).resolve().parents[1] / "dags" / "switchyard_tpch.py"
 
@@ -75,7 +75,7 @@ def test_every_table_has_an_asset_updated_after_all_its_switches():
 
 
 def test_stats_task_links_the_run_report():
-    from switchyard.operators import report_url
+    from switchyard.airflow.operators import report_url
     dag = build_dag(DagConfig(streams=1))
     assert [link.name for link in dag.get_task("stats").operator_extra_links] == ["Run report"]
     assert report_url("switchyard_tpch", "manual__2026-11-21T02:00:00+00:00", "http://x:8080/") == (
@@ -91,7 +91,7 @@ def test_trigger_form_does_not_require_a_batch():
 def test_dag_file_parses_in_a_fresh_process_for_96_streams():
     """As Airflow's dag-processor and every task process do: the file imported, the stream
     count from the environment. The time is printed (and judged by `make bench`), not asserted."""
-    from switchyard.bench import parse_seconds
+    from switchyard_dev.bench import parse_seconds
     r = parse_seconds(96, rounds=1)
     assert r["tasks"] == expected_tasks(96)
     print(f"DAG file with 96 streams in a fresh process: {r['dag_file_seconds']['median']:.2f} s "

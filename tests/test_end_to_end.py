@@ -7,7 +7,7 @@ import psycopg
 
 from airflow_run import run_dag
 from conftest import copy_batch, edit_manifest
-from switchyard.spec import load_spec
+from switchyard.core.spec import load_spec
 
 SPEC = load_spec("tpch")
 

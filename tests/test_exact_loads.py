@@ -20,10 +20,10 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from switchyard.batch import count_file, manifest_for, write_manifest
-from switchyard.planner import plan_batch
-from switchyard.spec import SpecError, parse_spec
-from switchyard.targets import postgres as pg_adapter
+from switchyard.core.batch import count_file, manifest_for, write_manifest
+from switchyard.core.planner import plan_batch
+from switchyard.core.spec import SpecError, parse_spec
+from switchyard.targets.postgres import adapter as pg_adapter
 from switchyard.targets.base import TargetError
 from switchyard.targets.postgres import PostgresAdapter
 
@@ -164,7 +164,7 @@ def row_hash(values) -> str:
 def load(pg_uri: str, schema: str, batch: Path, spec, streams: int = 1) -> tuple[PostgresAdapter, list[dict]]:
     """Setup, prepare, load and switch every stream through the real adapter."""
     write_manifest(batch, manifest_for(batch, spec, streams))
-    from switchyard.batch import read_manifest
+    from switchyard.core.batch import read_manifest
     plan = plan_batch(spec, read_manifest(batch, spec))
     adapter = PostgresAdapter(spec, uri=pg_uri, schema=schema)
     adapter.setup(plan)
@@ -383,7 +383,7 @@ def test_gzip_under_a_plain_name_is_refused_saying_gzip(pg_uri, schema, tmp_path
     path.write_bytes(b"1|DE|a|b|c|1|d|\n")
     write_manifest(batch, manifest_for(batch, spec, 1))
     path.write_bytes(gzip.compress(b"1|DE|a|b|c|1|d|\n"))
-    from switchyard.batch import read_manifest
+    from switchyard.core.batch import read_manifest
     plan = plan_batch(spec, read_manifest(batch, spec))
     adapter = PostgresAdapter(spec, uri=pg_uri, schema=schema)
     adapter.setup(plan)
@@ -406,7 +406,7 @@ def test_a_broken_gzip_file_fails_clearly(pg_uri, schema, tmp_path):
     path.write_bytes(data)
     write_manifest(batch, manifest_for(batch, spec, 1))
     path.write_bytes(data[: len(data) // 2])
-    from switchyard.batch import read_manifest
+    from switchyard.core.batch import read_manifest
     plan = plan_batch(spec, read_manifest(batch, spec))
     adapter = PostgresAdapter(spec, uri=pg_uri, schema=schema)
     adapter.setup(plan)
@@ -439,7 +439,7 @@ def test_count_file_counts_records_not_lines(tmp_path):
 
 
 def test_count_file_refuses_gzip_under_a_plain_name(tmp_path):
-    from switchyard.batch import BatchError
+    from switchyard.core.batch import BatchError
     path = tmp_path / "x.tbl"
     path.write_bytes(gzip.compress(b"1|a|\n"))
     with pytest.raises(BatchError, match="gzip"):
@@ -454,7 +454,7 @@ def test_a_null_marker_with_control_characters_is_refused():
 # --- what already worked, kept: TPC-H files with one fault each ------------------------------
 def _orders_batch(tpch_batch, tmp_path: Path, data: bytes) -> tuple[Path, object]:
     """A one-stream batch of TPC-H orders holding `data` as its file."""
-    from switchyard.spec import load_spec
+    from switchyard.core.spec import load_spec
     spec = load_spec("tpch")
     batch = tmp_path / "orders-batch"
     path = batch / spec.file_for("orders", 1)
@@ -478,7 +478,7 @@ def _load_orders(pg_uri, schema, batch, spec, manifest_from: bytes | None = None
         path.write_bytes(damaged)
     else:
         write_manifest(batch, manifest_for(batch, spec, 1, tables=["orders"]))
-    from switchyard.batch import read_manifest
+    from switchyard.core.batch import read_manifest
     plan = plan_batch(spec, read_manifest(batch, spec), tables=["orders"])
     adapter = PostgresAdapter(spec, uri=pg_uri, schema=schema)
     adapter.setup(plan)

@@ -21,10 +21,10 @@ import psycopg
 import pytest
 
 from conftest import TEST_STATE
-from switchyard.batch import read_manifest
-from switchyard.embedded import EmbeddedPostgres
-from switchyard.planner import plan_batch
-from switchyard.spec import load_spec
+from switchyard.core.batch import read_manifest
+from switchyard_dev.embedded import EmbeddedPostgres
+from switchyard.core.planner import plan_batch
+from switchyard.core.spec import load_spec
 from switchyard.targets import TargetError
 from switchyard.targets.postgres import PostgresAdapter
 
@@ -78,7 +78,7 @@ def _slow_feed(fifo: Path, source: Path, stop_after: int, resume: threading.Even
 
 
 def _load_in_child(uri: str, schema: str, stream: dict, path: str, die_after: bool) -> None:
-    from switchyard.planner import StreamPlan
+    from switchyard.core.planner import StreamPlan
     PostgresAdapter(SPEC, uri=uri, schema=schema).load(StreamPlan(**stream), Path(path))
     if die_after:  # the task process dies after its COPY committed, before Airflow hears of it
         os.kill(os.getpid(), signal.SIGKILL)

@@ -11,9 +11,9 @@ import time
 import psycopg
 import pytest
 
-from switchyard.batch import read_manifest
-from switchyard.planner import plan_batch
-from switchyard.spec import load_spec
+from switchyard.core.batch import read_manifest
+from switchyard.core.planner import plan_batch
+from switchyard.core.spec import load_spec
 from switchyard.targets import LeaseHeld, TargetError
 from switchyard.targets.postgres import PostgresAdapter
 from test_end_to_end import fingerprint, partition_oids

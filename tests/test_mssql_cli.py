@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from switchyard import tpch
-from switchyard.planner import plan_tpch
-from switchyard.spec import load_spec
+from switchyard.core import tpch
+from switchyard.core.planner import plan_tpch
+from switchyard.core.spec import load_spec
 from switchyard.targets.mssql import MssqlAdapter
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -113,14 +113,14 @@ def cli_json(stdout: str):
 # --- pool sync ------------------------------------------------------------------------------------
 @pytest.fixture
 def pool_name():
-    from switchyard.local import airflow, airflow_env
+    from switchyard_dev.local import airflow, airflow_env
     name = f"switchyard_test_{uuid.uuid4().hex[:8]}"
     yield name
     airflow("pools", "delete", name, env=airflow_env(), check=False)
 
 
 def pool_slots(name: str) -> int | None:
-    from switchyard.local import airflow, airflow_env
+    from switchyard_dev.local import airflow, airflow_env
     result = airflow("pools", "get", name, "-o", "json", env=airflow_env(), check=False)
     if result.returncode != 0:
         return None
@@ -128,7 +128,7 @@ def pool_slots(name: str) -> int | None:
 
 
 def test_pool_sync_sets_the_pool_from_the_server(pg_uri, pool_name):
-    from switchyard.local import airflow, airflow_env, migrate
+    from switchyard_dev.local import airflow, airflow_env, migrate
     from switchyard.targets.postgres import PostgresAdapter
     env = airflow_env()
     migrate(env)
@@ -146,7 +146,7 @@ def test_pool_sync_sets_the_pool_from_the_server(pg_uri, pool_name):
 
 def test_pool_sync_finds_a_connection_in_the_metadata_database(pg_uri, pool_name):
     """As in the docker-compose stack: `airflow connections add/import`, then `pool sync`."""
-    from switchyard.local import airflow, airflow_env, migrate
+    from switchyard_dev.local import airflow, airflow_env, migrate
     env = airflow_env()
     migrate(env)
     conn_id = f"sy_db_{uuid.uuid4().hex[:6]}"
@@ -168,7 +168,7 @@ def test_pool_sync_names_a_missing_connection(pool_name):
 # --- the docker-compose stack's unpause step, against this Airflow ---------------------------------
 def test_the_stacks_unpause_script_unpauses_the_parsed_dag():
     """include/docker/unpause-switchyard.sh with the real airflow CLI (3.3.2): the DAG once stored."""
-    from switchyard.local import airflow, airflow_env, migrate
+    from switchyard_dev.local import airflow, airflow_env, migrate
     env = airflow_env()
     migrate(env)
     airflow("dags", "reserialize", env=env, timeout=300)

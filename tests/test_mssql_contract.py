@@ -33,10 +33,10 @@ from urllib.parse import parse_qsl, urlsplit
 
 import pytest
 
-from switchyard.batch import read_manifest
-from switchyard.planner import plan_batch
-from switchyard.spec import load_spec
-from switchyard.validation import validate_table
+from switchyard.core.batch import read_manifest
+from switchyard.core.planner import plan_batch
+from switchyard.core.spec import load_spec
+from switchyard.observability.validation import validate_table
 
 URI = os.environ.get("SWITCHYARD_MSSQL_URI")
 pytestmark = [
@@ -317,7 +317,7 @@ def test_the_run_lease_makes_a_second_run_wait_and_lapses(fresh, batch):
 def test_an_earlier_load_stats_table_is_rekeyed_by_dag_and_keeps_its_rows(batch):
     """A run id is unique only within its DAG: setup re-keys a load_stats table of the
     earlier shape, keeps its rows, and then two DAGs' rows with one run id both stay."""
-    from switchyard.stats import write_load_stats
+    from switchyard.observability.stats import write_load_stats
     from switchyard.targets.mssql import MssqlAdapter
     control = f"k_{uuid.uuid4().hex[:8]}"
     a = MssqlAdapter(SPEC, uri=URI, schema=f"c_{uuid.uuid4().hex[:8]}", control_schema=control, **load_options())
@@ -413,7 +413,7 @@ def test_the_whole_dag(tpch_batch, tmp_path):
     """`airflow dags test` of the real DAG at scale 0.01 in 3 streams: loaded, validated,
     switched; then a run that stops before the switches (trusted constraints on staging);
     then a full rerun that replaces every partition with the same rows."""
-    from switchyard.local import airflow, airflow_env, migrate
+    from switchyard_dev.local import airflow, airflow_env, migrate
     from switchyard.targets.mssql import MssqlAdapter
     name, folder = tpch_batch
     root, folder = shared_batch(folder)

@@ -19,8 +19,8 @@ import pytest
 pyodbc = pytest.importorskip("pyodbc", exc_type=ImportError,
                              reason="pyodbc cannot load without unixODBC's libodbc.so.2: apt-get install unixodbc")
 
-from switchyard.planner import plan_tpch
-from switchyard.spec import load_spec
+from switchyard.core.planner import plan_tpch
+from switchyard.core.spec import load_spec
 from switchyard.targets import TargetError
 from switchyard.targets.mssql import (SCHEDULER_BUSY_ERROR, SchedulerBusy, MssqlAdapter, error_numbers,
                                       is_data_error, is_login_refused, is_scheduler_busy, with_scheduler_guard)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from switchyard.spec import load_spec
+from switchyard.core.spec import load_spec
 from switchyard.targets import TargetError
 from switchyard.targets.mssql import MssqlAdapter
 

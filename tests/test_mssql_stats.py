@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 
-from switchyard.spec import load_spec
+from switchyard.core.spec import load_spec
 from switchyard.targets.base import TargetAdapter
 from switchyard.targets.mssql import IDLE_WAITS, MssqlAdapter, snapshot_delta
 from switchyard.targets.postgres import PostgresAdapter

@@ -3,7 +3,7 @@
 Also the docker-compose file, validated. Golden files hold the complete script of a small configuration; regenerate them after an
 intended change with `SWITCHYARD_UPDATE_GOLDEN=1 pytest tests/test_mssql_tsql.py` and
 review the diff. Every generated statement goes through sqlfluff's T-SQL grammar; the
-numbers are checked against the TPC-H key rules in switchyard.tpch.
+numbers are checked against the TPC-H key rules in switchyard.core.tpch.
 """
 from __future__ import annotations
 
@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from switchyard import tpch
+from switchyard.core import tpch
 from switchyard.mssql_server_config import cpu_mask, server_config, tcp_port_value
-from switchyard.planner import plan_tpch
-from switchyard.spec import load_spec
+from switchyard.core.planner import plan_tpch
+from switchyard.core.spec import load_spec
 from switchyard.targets import TargetError, adapter_class
 from switchyard.targets.mssql import FileRows, MssqlAdapter, converter, parse_uri, plan_script, stats_delta
 
@@ -254,8 +254,8 @@ def test_filegroups_get_files_round_robin_and_only_when_missing():
 
 
 def test_later_batch_splits_new_boundaries_with_next_used_filegroups():
-    from switchyard.batch import Manifest, ManifestEntry
-    from switchyard.planner import plan_batch
+    from switchyard.core.batch import Manifest, ManifestEntry
+    from switchyard.core.planner import plan_batch
     # A second batch whose keys lie above the first batch's, plus a gap below its first stream.
     entries = tuple(ManifestEntry("orders", k, f"orders/orders.{k}.tbl", 10, 10, lo, hi)
                     for k, (lo, hi) in enumerate([(100_001, 120_000), (120_001, 140_000)], start=1))

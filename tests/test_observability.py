@@ -19,11 +19,11 @@ import psycopg
 import pytest
 
 from airflow_run import run_dag
-from switchyard.batch import read_manifest
-from switchyard.local import airflow_env
-from switchyard.planner import plan_batch
-from switchyard.progress import LoadProgress, ServerProgress
-from switchyard.spec import load_spec
+from switchyard.core.batch import read_manifest
+from switchyard_dev.local import airflow_env
+from switchyard.core.planner import plan_batch
+from switchyard.observability.progress import LoadProgress, ServerProgress
+from switchyard.core.spec import load_spec
 from switchyard.targets.postgres import PostgresAdapter
 
 SPEC = load_spec("tpch")
@@ -34,7 +34,7 @@ PROGRESS = re.compile(r"(\w+_\d+): progress (?:([\d,]+) rows, )?([\d.,]+) of ([\
 @pytest.fixture(scope="module")
 def lineitem_batch(tmp_path_factory) -> Path:
     """One lineitem stream big enough (scale 0.1: about 75 MB) for several progress lines."""
-    from switchyard.datagen import generate_tpch
+    from switchyard.core.datagen import generate_tpch
     folder = tmp_path_factory.mktemp("big") / "lineitem-sf0.1-s1"
     generate_tpch(folder, SPEC, 0.1, 1, ["lineitem"])
     return folder
@@ -163,7 +163,7 @@ def test_run_writes_load_stats_report_and_asset_events(pg_uri, data_root, tpch_b
     assert orders["batch"] == name
 
     # A second run of the stats task for the same run replaces its rows (upsert), never duplicates.
-    from switchyard.stats import write_load_stats
+    from switchyard.observability.stats import write_load_stats
     adapter = PostgresAdapter(SPEC, uri=pg_uri, schema=schema)
     changed = json.loads(json.dumps(stats))
     first = next(g for g in changed["groups"] if g["outcome"] == "switched")
@@ -185,8 +185,8 @@ def test_two_dags_runs_with_the_same_run_id_keep_their_own_load_stats_rows(pg_ur
     """A run id is unique only within its DAG (two DAGs on one schedule both get
     "scheduled__<time>"). A load_stats table of the earlier shape, keyed without the DAG, is
     re-keyed by setup, its rows kept; setup again changes nothing."""
-    from switchyard.planner import plan_tpch
-    from switchyard.stats import write_load_stats
+    from switchyard.core.planner import plan_tpch
+    from switchyard.observability.stats import write_load_stats
     control = f"{schema}_ctl"
     table = f'"{control}"."load_stats"'
     try:
@@ -244,7 +244,7 @@ def _context():
 
 
 def test_mssql_load_details_reach_the_group_records_and_the_table_rows():
-    from switchyard.stats import assemble, load_stats_columns, load_stats_rows
+    from switchyard.observability.stats import assemble, load_stats_columns, load_stats_rows
     details = dict(session_id=61, scheduler_id=3, cpu_id=3, node_id=0, local_tcp_port=2002, port=2002,
                    reads=12, writes=4_100, cpu_time_ms=900, mode="bulk_insert")
     stats = assemble({"batch": "b"}, {"orders_3": _group("orders", 3, 0, 1.0, 4_000_000, 37_500, **details)},
@@ -258,7 +258,7 @@ def test_mssql_load_details_reach_the_group_records_and_the_table_rows():
 
 
 def test_server_waits_go_to_stats_and_into_the_stragglers_notes():
-    from switchyard.stats import assemble
+    from switchyard.observability.stats import assemble
     waits = [{"wait_type": "PAGEIOLATCH_EX", "wait_ms": 48_210, "signal_ms": 310, "waiting_tasks": 5_120},
              {"wait_type": "WRITELOG", "wait_ms": 9_000, "signal_ms": 80, "waiting_tasks": 700}]
     latches = [{"latch_class": "ALLOC_FREESPACE_CACHE", "wait_ms": 1_200, "waiting_requests": 40}]
@@ -277,13 +277,13 @@ def test_server_waits_go_to_stats_and_into_the_stragglers_notes():
 
 
 def test_two_streams_close_together_are_not_stragglers():
-    from switchyard.stats import assemble
+    from switchyard.observability.stats import assemble
     groups = {f"orders_{k}": _group("orders", k, 0, 1.0 if k == 1 else 1.3, 4_000_000, 37_500) for k in (1, 2)}
     assert assemble({"batch": "b"}, groups, _context())["stragglers"] == []
 
 
 def test_postgres_has_no_server_snapshot_and_stats_carry_no_waits(pg_uri):
-    from switchyard.operators import server_delta, server_snapshot
+    from switchyard.airflow.operators import server_delta, server_snapshot
     adapter = PostgresAdapter(SPEC, uri=pg_uri)
     assert server_snapshot(adapter) is None
     assert server_delta(adapter, None, None) == {}
@@ -291,7 +291,7 @@ def test_postgres_has_no_server_snapshot_and_stats_carry_no_waits(pg_uri):
 
 def test_mssql_upsert_of_load_stats_is_one_parameterised_merge():
     sqlfluff = pytest.importorskip("sqlfluff")
-    from switchyard.stats import LOAD_STATS_KEYS, load_stats_columns
+    from switchyard.observability.stats import LOAD_STATS_KEYS, load_stats_columns
     from switchyard.targets.mssql import MssqlAdapter
     adapter = MssqlAdapter(SPEC, base_port=2000, port_count=1)
     statement, = adapter.render("record_load_stats.sql", columns=load_stats_columns("mssql"), keys=LOAD_STATS_KEYS)

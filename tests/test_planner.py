@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from switchyard import tpch
-from switchyard.batch import count_file
-from switchyard.datagen import tpchgen_binary
-from switchyard.planner import PlanError, plan_tpch
-from switchyard.spec import load_spec
+from switchyard.core import tpch
+from switchyard.core.batch import count_file
+from switchyard.core.datagen import tpchgen_binary
+from switchyard.core.planner import PlanError, plan_tpch
+from switchyard.core.spec import load_spec
 
 SPEC = load_spec("tpch")
 
@@ -89,6 +89,6 @@ def test_plan_for_96_streams_at_scale_1000_is_fast():
 
 
 def test_overlapping_streams_are_refused():
-    from switchyard.planner import _table_plan
+    from switchyard.core.planner import _table_plan
     with pytest.raises(PlanError, match="stream 2: keys start at 5"):
         _table_plan(SPEC, SPEC.table("orders"), {1: (1, 10, 10), 2: (5, 20, 10)})

@@ -1,7 +1,7 @@
 """The run report: built from stats assembled the way the stats task assembles them.
 
 The inputs are group results shaped like the operators' XComs (load, validate, switch,
-task states), put through switchyard.stats.assemble(), so the report is tested against
+task states), put through switchyard.observability.stats.assemble(), so the report is tested against
 the real stats.json layout, including a straggler, a failed expectation, a load that
 never ran, and SQL Server wait statistics.
 """
@@ -18,8 +18,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from switchyard.report import build, write_report
-from switchyard.stats import assemble, stragglers
+from switchyard.observability.report import build, write_report
+from switchyard.observability.stats import assemble, stragglers
 
 SVG = "{http://www.w3.org/2000/svg}"
 T0 = datetime(2026, 11, 21, 2, 0, 0, tzinfo=timezone.utc)

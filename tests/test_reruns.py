@@ -15,7 +15,7 @@ import psycopg
 import pytest
 
 from conftest import copy_batch
-from switchyard.local import airflow_bin, airflow_env, airflow_home, migrate
+from switchyard_dev.local import airflow_bin, airflow_env, airflow_home, migrate
 from test_end_to_end import fingerprint, line_count, run_lease
 
 TABLES = ["orders", "customer"]
@@ -127,7 +127,7 @@ def scheduler(request, pg_uri, data_root, schema, tmp_path, monkeypatch):
         pytest.skip("several minutes with a real scheduler: runs in `make chaos` (pytest -m chaos)")
     import uuid
     from conftest import TEST_STATE, keep_service_logs
-    from switchyard import local
+    from switchyard_dev import local
     home = TEST_STATE / f"airflow-backfill-{uuid.uuid4().hex[:8]}"
     monkeypatch.setenv("SWITCHYARD_AIRFLOW_HOME", str(home))
     monkeypatch.setenv("SWITCHYARD_AIRFLOW_PORT", str(_free_port(range(28112, 28120))))
@@ -193,7 +193,7 @@ def _create_backfill(env: dict, api, first: str, last: str, *options: str) -> No
     one on its own next pass; on SQLite the CLI's write can also meet the scheduler's lock.
     Both are waited out here; any other refusal fails the test with Airflow's own words.
     """
-    from switchyard import local
+    from switchyard_dev import local
     deadline = time.monotonic() + 180
     while any(b.get("completed_at") is None
               for b in api.get_all("/api/v2/backfills?dag_id=switchyard_tpch", "backfills")):
@@ -212,9 +212,9 @@ def _create_backfill(env: dict, api, first: str, last: str, *options: str) -> No
 @pytest.mark.chaos
 def test_backfill_loads_each_day_once_and_a_cleared_group_reruns_alone(pg_uri, data_root, schema, scheduler,
                                                                       tmp_path):
-    from switchyard import local
-    from switchyard.datagen import generate_tpch_day
-    from switchyard.spec import load_spec
+    from switchyard_dev import local
+    from switchyard.core.datagen import generate_tpch_day
+    from switchyard.core.spec import load_spec
     env, api = scheduler
     spec = load_spec("tpch")
     manifests = {day: generate_tpch_day(data_root / day, spec, 0.01, 9, 3 * i + 1, 3) for i, day in enumerate(DAYS)}
@@ -235,7 +235,7 @@ def test_backfill_loads_each_day_once_and_a_cleared_group_reruns_alone(pg_uri, d
     stats = {d: json.loads(local_stats(tmp_path, runs[d]["dag_run_id"]).read_text()) for d in DAYS}
     assert [stats[d]["batch"] for d in DAYS] == DAYS
     assert stats[DAYS[2]]["failed_groups"] == ["lineitem_2"]
-    # The scheduler noted every backfill run when it ended (switchyard.run_notes).
+    # The scheduler noted every backfill run when it ended (switchyard.observability.run_notes).
     for day in DAYS:
         assert runs[day]["note"].startswith(f"**Switchyard: batch {day} into postgres {schema}, 3 streams**: "
                                             f"run {runs[day]['state']}."), runs[day]["note"]
@@ -297,7 +297,7 @@ def test_backfill_loads_each_day_once_and_a_cleared_group_reruns_alone(pg_uri, d
 
 
 def local_stats(tmp_path: Path, run_id: str) -> Path:
-    from switchyard.stats import stats_path
+    from switchyard.observability.stats import stats_path
     return stats_path("switchyard_tpch", run_id)
 
 

@@ -1,6 +1,6 @@
 """Every finished Switchyard run gets a note with its figures and the report's link.
 
-The note is set by the plugin's listener (switchyard.run_notes) in the process that ends the
+The note is set by the plugin's listener (switchyard.observability.run_notes) in the process that ends the
 run; `airflow dags test` ends its run in its own process through the same DagRun.update_state
 the scheduler uses, so these real runs exercise the same path as a nightly run.
 """
@@ -15,9 +15,9 @@ import pytest
 
 from airflow_run import run_dag
 from test_reruns import scheduler  # noqa: F401 - the fixture: a private Airflow with a real scheduler
-from switchyard.local import airflow_home, api_url
-from switchyard.run_notes import NOTE_LIMIT, is_our_note, run_note
-from switchyard.stats import report_url
+from switchyard_dev.local import airflow_home, api_url
+from switchyard.observability.run_notes import NOTE_LIMIT, is_our_note, run_note
+from switchyard.observability.stats import report_url
 
 DAG_ID = "switchyard_tpch"
 HAND_NOTE = "Checked by hand: nation reloaded after the supplier fix. Do not rerun."
@@ -159,8 +159,8 @@ def test_only_dags_built_by_switchyard_are_noted():
     from airflow.sdk import DAG
     from airflow.providers.standard.operators.empty import EmptyOperator
     from airflow.serialization.serialized_objects import DagSerialization
-    from switchyard.dag_factory import DagConfig, build_dag
-    from switchyard.run_notes import is_switchyard_dag
+    from switchyard.airflow.dag_factory import DagConfig, build_dag
+    from switchyard.observability.run_notes import is_switchyard_dag
 
     def as_scheduler_sees(dag):
         return DagSerialization.deserialize_dag(DagSerialization.serialize_dag(dag))

@@ -15,9 +15,9 @@ import pytest
 
 from airflow_run import run_dag
 from conftest import copy_batch
-from switchyard.batch import BatchError, resolve_batch, resolve_file
-from switchyard.local import airflow_home
-from switchyard.spec import load_spec
+from switchyard.core.batch import BatchError, resolve_batch, resolve_file
+from switchyard_dev.local import airflow_home
+from switchyard.core.spec import load_spec
 from switchyard.targets import TargetError
 from switchyard.targets.postgres import PostgresAdapter
 
@@ -128,7 +128,7 @@ def test_statements_split_at_line_ends_but_not_inside_a_dollar_quoted_body():
 @pytest.mark.parametrize("value", [['orders"; DROP TABLE x; --'], ["orders", "../lineitem"], "orders; DROP"])
 def test_the_plan_task_refuses_tables_the_spec_does_not_know(value):
     from airflow.sdk.exceptions import AirflowFailException
-    from switchyard.operators import PlanBatchOperator
+    from switchyard.airflow.operators import PlanBatchOperator
     op = PlanBatchOperator(task_id="plan", streams=3, tables=value)
     with pytest.raises(AirflowFailException, match="tables: "):
         op._tables(SPEC)

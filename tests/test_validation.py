@@ -27,7 +27,7 @@ def staging(pg_uri, schema):
 
 
 def _validate(url, schema, **kw):
-    from switchyard.validation import validate_table
+    from switchyard.observability.validation import validate_table
     args = dict(expected_rows=len(KEYS), key_min=101, key_max=1100)
     args.update(kw)
     return validate_table(url, schema, "t", "k", **args)

@@ -12,7 +12,7 @@ def _tables(value: str | None) -> list[str] | None:
 
 
 def cmd_db(args) -> int:
-    from .embedded import EmbeddedPostgres, psql_path
+    from switchyard_dev.embedded import EmbeddedPostgres, psql_path
     pg = EmbeddedPostgres()
     if args.action == "start":
         print(pg.start())
@@ -29,9 +29,9 @@ def cmd_db(args) -> int:
 
 
 def cmd_generate(args) -> int:
-    from .batch import data_root
-    from .datagen import generate_tpch
-    from .spec import load_spec
+    from switchyard.core.batch import data_root
+    from switchyard.core.datagen import generate_tpch
+    from switchyard.core.spec import load_spec
     name = args.batch or f"tpch-sf{args.scale:g}-s{args.streams}"
     manifest = generate_tpch(data_root() / name, load_spec("tpch"), args.scale, args.streams, _tables(args.tables))
     print(f"{data_root() / name}: {len(manifest.entries)} files, {sum(e.bytes for e in manifest.entries):,} bytes")
@@ -47,13 +47,13 @@ def plan_nodes(args) -> int:
 
 
 def cmd_plan(args) -> int:
-    from .spec import load_spec
-    from .targets import adapter_class
+    from switchyard.core.spec import load_spec
+    from switchyard.targets import adapter_class
     nodes = plan_nodes(args)
     if args.emit == "server-config":
         if args.target != "mssql":
             sys.exit("--emit server-config is SQL Server's (--target mssql): PostgreSQL has no port-to-node mapping")
-        from .mssql_server_config import server_config
+        from switchyard.mssql_server_config import server_config
         try:
             text = server_config(nodes, cpus_per_node=args.cpus_per_node, base_port=args.base_port,
                                  streams=args.streams)
@@ -61,7 +61,7 @@ def cmd_plan(args) -> int:
             sys.exit(f"plan --emit server-config: {exc}")
         print(text, end="")
         return 0
-    from .planner import plan_tpch
+    from switchyard.core.planner import plan_tpch
     spec = load_spec(args.spec)
     plan = plan_tpch(spec, args.scale, args.streams, _tables(args.tables), producer=args.producer)
     if args.target == "postgres":
@@ -78,7 +78,7 @@ def _airflow_environment() -> dict[str, str]:
     (a container, a user's Airflow), else the project's local Airflow (as `airflow` here)."""
     if os.environ.get("AIRFLOW_HOME"):
         return dict(os.environ)
-    from . import local
+    from switchyard_dev import local
     env = local.airflow_env()
     local.migrate(env)
     return env
@@ -109,8 +109,8 @@ def cmd_pool(args) -> int:
     env = _airflow_environment()
     os.environ.update(env)
     _bridge_connection(args.conn_id)
-    from .spec import load_spec
-    from .targets import TargetError, adapter_for
+    from switchyard.core.spec import load_spec
+    from switchyard.targets import TargetError, adapter_for
     try:
         adapter = adapter_for(args.conn_id, load_spec(args.spec))
         slots = adapter.scheduler_count()
@@ -122,7 +122,7 @@ def cmd_pool(args) -> int:
     print(f"{args.conn_id} ({adapter.engine}): {slots} schedulers -> pool {args.pool} = {slots} slots")
     if args.dry_run:
         return 0
-    from . import local
+    from switchyard_dev import local
     result = subprocess.run([local.airflow_bin(), "pools", "set", args.pool, str(slots), description],
                             env=env, text=True, capture_output=True)
     if result.returncode != 0:
@@ -131,12 +131,12 @@ def cmd_pool(args) -> int:
 
 
 def cmd_demo(args) -> int:
-    from .demo import run
+    from switchyard_dev.demo import run
     return run(args.scale, args.streams)
 
 
 def cmd_services(args) -> int:
-    from . import local
+    from switchyard_dev import local
     if args.action == "stop":
         local.stop_services()
     else:
@@ -147,9 +147,9 @@ def cmd_services(args) -> int:
 
 
 def cmd_screenshots(args) -> int:
-    from . import local
-    from .embedded import state_dir
-    from .screenshots import capture
+    from switchyard_dev import local
+    from switchyard_dev.embedded import state_dir
+    from switchyard_dev.screenshots import capture
     run_id = args.run_id
     if not run_id:
         runs = local.Api().get(f"/api/v2/dags/{args.dag_id}/dagRuns?order_by=-run_after&limit=1")["dag_runs"]
@@ -163,7 +163,7 @@ def cmd_screenshots(args) -> int:
 
 def cmd_airflow(args) -> int:
     """Any airflow command with the project's local Airflow settings."""
-    from . import local
+    from switchyard_dev import local
     env = local.airflow_env()
     local.migrate(env)
     return subprocess.call([local.airflow_bin(), *args.rest], env=env)

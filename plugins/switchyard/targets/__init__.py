@@ -5,6 +5,6 @@ The DAG and the operators speak only to `TargetAdapter`; each engine's SQL lives
 """
 from __future__ import annotations
 
-from .base import LeaseHeld, LoadResult, TargetAdapter, TargetError, adapter_for, adapter_class
+from switchyard.targets.base import LeaseHeld, LoadResult, TargetAdapter, TargetError, adapter_for, adapter_class
 
 __all__ = ["LeaseHeld", "LoadResult", "TargetAdapter", "TargetError", "adapter_for", "adapter_class"]

@@ -16,8 +16,8 @@ from typing import Any, Callable, ClassVar
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
-from ..planner import LoadPlan, StreamPlan
-from ..spec import IDENTIFIER, LoadSpec, Table
+from switchyard.core.planner import LoadPlan, StreamPlan
+from switchyard.core.spec import IDENTIFIER, LoadSpec, Table
 
 SQL_ROOT = Path(__file__).resolve().parents[3] / "include" / "sql"
 # Internal names (ours, not the spec's) may start with a letter or underscore.
@@ -317,10 +317,10 @@ def split_statements(text: str) -> list[str]:
 
 def adapter_class(engine: str) -> type[TargetAdapter]:
     if engine in ("postgres", "postgresql"):
-        from .postgres import PostgresAdapter
+        from switchyard.targets.postgres import PostgresAdapter
         return PostgresAdapter
     if engine == "mssql":
-        from .mssql import MssqlAdapter  # type: ignore[import-not-found]
+        from switchyard.targets.mssql import MssqlAdapter  # type: ignore[import-not-found]
         return MssqlAdapter
     raise TargetError(f"no target adapter for connection type {engine!r} (known: postgres, mssql)")
 

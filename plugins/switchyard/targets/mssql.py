@@ -38,9 +38,9 @@ from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any, Callable, Iterator, Mapping
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-from ..planner import LoadPlan, StreamPlan, plan_tpch
-from ..spec import LoadSpec, Table
-from .base import LoadResult, ProgressCallback, TargetAdapter, TargetError
+from switchyard.core.planner import LoadPlan, StreamPlan, plan_tpch
+from switchyard.core.spec import LoadSpec, Table
+from switchyard.targets.base import LoadResult, ProgressCallback, TargetAdapter, TargetError
 
 log = logging.getLogger(__name__)
 
@@ -515,7 +515,7 @@ class MssqlAdapter(TargetAdapter):
         self.server_data_root = str(opt["server_data_root"]) if opt.get("server_data_root") else None
         if self.server_data_root and not _SAFE_PATH.match(self.server_data_root):
             raise TargetError(f"server_data_root {self.server_data_root!r} has characters that are not allowed")
-        from ..batch import data_root
+        from switchyard.core.batch import data_root
         self.local_data_root = Path(opt.get("local_data_root") or data_root()).resolve()
         if opt.get("ports"):
             self.ports = _int_list(opt["ports"])
@@ -1123,7 +1123,7 @@ def sstr(value: str) -> str:
 def plan_script(scale: float, streams: int, tables: list[str] | None = None, spec: str = "tpch",
                 **options: Any) -> str:
     """The T-SQL of a TPC-H load planned from the generator's rules, for `plan --target mssql`."""
-    from ..spec import load_spec
+    from switchyard.core.spec import load_spec
     loaded = load_spec(spec)
     plan = plan_tpch(loaded, scale, streams, tables)
     return MssqlAdapter(loaded, **options).script(plan)

@@ -41,15 +41,23 @@ def gzip_under_plain_name(path: Path) -> bool:
         return fh.read(2) == GZIP_MAGIC
 
 
+class GzipUnderPlainName(StreamFileError):
+    """A plain-named file that starts with gzip's magic bytes."""
+
+
 class Source:
     """A stream file opened for reading: `read(n)` gives decompressed bytes, `consumed()` how
     many bytes of the file itself have been read so far (for progress against its size)."""
 
-    def __init__(self, raw: BinaryIO, reader: BinaryIO):
+    def __init__(self, raw: BinaryIO, reader: BinaryIO, head: bytes = b""):
         self._raw = raw
         self.reader = reader
+        self._head = head
 
     def read(self, size: int) -> bytes:
+        if self._head:
+            head, self._head = self._head, b""
+            return head
         try:
             return self.reader.read(size)
         except (OSError, EOFError) as exc:  # gzip.BadGzipFile is an OSError
@@ -63,14 +71,21 @@ class Source:
 def open_source(path: Path) -> Iterator[Source]:
     """The file's bytes as the spec means them: decompressed when the name ends in `.gz`.
 
-    Refuses a plain-named gzip file (StreamFileError). Unbuffered for plain files: each read
-    returns what is there, so a pipe need not fill a whole chunk before the server sees it.
+    Refuses a plain-named gzip file (GzipUnderPlainName), from the bytes it reads anyway, so a
+    named pipe is read once. Unbuffered for plain files: each read returns what is there, so
+    a pipe need not fill a whole chunk before the server sees it.
     """
-    if gzip_under_plain_name(path):
-        raise StreamFileError(f"{path}: {GZIP_UNDER_PLAIN_NAME}")
     with path.open("rb", buffering=0) as raw:
         if is_gzip_name(path):
             with gzip.GzipFile(fileobj=raw, mode="rb") as unzipped:
                 yield Source(raw, unzipped)
-        else:
-            yield Source(raw, raw)
+            return
+        head = b""
+        while len(head) < len(GZIP_MAGIC):
+            more = raw.read(len(GZIP_MAGIC) - len(head))
+            if not more:
+                break
+            head += more
+        if head == GZIP_MAGIC:
+            raise GzipUnderPlainName(f"{path}: {GZIP_UNDER_PLAIN_NAME}")
+        yield Source(raw, raw, head)

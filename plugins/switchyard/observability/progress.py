@@ -40,7 +40,7 @@ class ServerProgress:
 
     @staticmethod
     def available(adapter: Any) -> bool:
-        from .targets.base import SQL_ROOT
+        from switchyard.targets.base import SQL_ROOT
         return (SQL_ROOT / adapter.engine / "copy_progress.sql").is_file()
 
     def __call__(self) -> tuple[int, int] | None:

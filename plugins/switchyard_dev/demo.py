@@ -14,12 +14,12 @@ import time
 import urllib.error
 from pathlib import Path
 
-from . import local
-from .batch import data_root
-from .datagen import generate_tpch
-from .embedded import EmbeddedPostgres
-from .spec import load_spec
-from .stats import stats_path
+from switchyard_dev import local
+from switchyard.core.batch import data_root
+from switchyard.core.datagen import generate_tpch
+from switchyard_dev.embedded import EmbeddedPostgres
+from switchyard.core.spec import load_spec
+from switchyard.observability.stats import stats_path
 
 DAG_ID = "switchyard_tpch"
 CONN_ID = "switchyard_target"
@@ -120,7 +120,7 @@ def follow(api: local.Api, run_id: str, timeout: float, progress_every: float = 
 
 
 def print_summary(stats: dict, path: Path) -> None:
-    from .stats import summary_table
+    from switchyard.observability.stats import summary_table
     print()
     for line in summary_table(stats["tables"]):
         print(line)
@@ -144,9 +144,9 @@ def reset_other_layouts(pg_uri: str, folder: Path, schema: str = "tpch") -> None
     In production an existing partition that overlaps a new one with other bounds is a
     conflict the switch refuses; the demo, which owns its schema, starts that table afresh.
     """
-    from .batch import read_manifest
-    from .planner import plan_batch
-    from .targets.postgres import PostgresAdapter
+    from switchyard.core.batch import read_manifest
+    from switchyard.core.planner import plan_batch
+    from switchyard.targets.postgres import PostgresAdapter
     spec = load_spec("tpch")
     adapter = PostgresAdapter(spec, uri=pg_uri, schema=schema)
     plan = plan_batch(spec, read_manifest(folder, spec))
@@ -196,7 +196,7 @@ def run(scale: float, streams: int, timeout: float = 3600) -> int:
     print(f"    connection {CONN_ID}; pool {POOL} with {slots} slots (one load per core)")
 
     say("5/6", "trigger the DAG")
-    from .dag_factory import DagConfig, build_dag
+    from switchyard.airflow.dag_factory import DagConfig, build_dag
     expected = len(build_dag(DagConfig(streams=streams)).tasks)
     wait_for_dag(api, expected)
     api.patch(f"/api/v2/dags/{DAG_ID}", {"is_paused": False})
@@ -210,9 +210,9 @@ def run(scale: float, streams: int, timeout: float = 3600) -> int:
     stats = json.loads(path.read_text()) if path.exists() else None
     if stats:
         print_summary(stats, path)
-    from .stats import report_url
+    from switchyard.observability.stats import report_url
     report = report_url(DAG_ID, run_id, local.api_url())
-    # The scheduler wrote the run's note (switchyard.run_notes) with the run's final state.
+    # The scheduler wrote the run's note (switchyard.observability.run_notes) with the run's final state.
     note = api.get(f"/api/v2/dags/{DAG_ID}/dagRuns/{_quote(run_id)}").get("note")
     print(f"run report: {path.parent / 'report.html'}\n            {report} (also linked from the stats task's "
           f"\"Run report\" button" + (" and the run's note)" if note else ")"))
@@ -222,7 +222,7 @@ def run(scale: float, streams: int, timeout: float = 3600) -> int:
 
 
 def pg_slots() -> int:
-    from .targets.postgres import PostgresAdapter
+    from switchyard.targets.postgres import PostgresAdapter
     return PostgresAdapter(load_spec("tpch"), uri="postgresql://unused").scheduler_count()
 
 

@@ -81,7 +81,7 @@ def is_switchyard_dag(dag: Any) -> bool:
     statistics and report, so it is what the note needs."""
     task = (getattr(dag, "task_dict", None) or {}).get("stats")
     return (task is not None and getattr(task, "task_type", None) == "StatsOperator"
-            and getattr(task, "_task_module", None) == "switchyard.operators")
+            and getattr(task, "_task_module", None) == "switchyard.airflow.operators")
 
 
 def is_our_note(content: str | None, dag_id: str, run_id: str) -> bool:
@@ -92,12 +92,12 @@ def is_our_note(content: str | None, dag_id: str, run_id: str) -> bool:
 
 
 def _report_path(dag_id: str, run_id: str) -> str:
-    from .stats import report_url
+    from switchyard.observability.stats import report_url
     return report_url(dag_id, run_id, base_url="")
 
 
 def _read_stats(dag_id: str, run_id: str) -> dict | None:
-    from .stats import stats_path
+    from switchyard.observability.stats import stats_path
     path = stats_path(dag_id, run_id)
     try:
         stats = json.loads(path.read_text())
@@ -108,7 +108,7 @@ def _read_stats(dag_id: str, run_id: str) -> dict | None:
 
 
 def note_for(dag_id: str, run_id: str, state: str, base_url: str | None = None) -> str:
-    from .stats import report_url
+    from switchyard.observability.stats import report_url
     stats = _read_stats(dag_id, run_id)
     return run_note(stats, state, headline(dag_id, stats), report_url(dag_id, run_id, base_url))
 

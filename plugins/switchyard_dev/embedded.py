@@ -41,8 +41,8 @@ BULK_LOAD_SETTINGS = {
 
 
 def state_dir() -> Path:
-    configured = os.environ.get("SWITCHYARD_STATE_DIR")
-    return Path(configured).resolve() if configured else Path(__file__).resolve().parents[2] / ".switchyard"
+    from switchyard.settings import state_dir
+    return state_dir()
 
 
 def _bin(name: str) -> Path:

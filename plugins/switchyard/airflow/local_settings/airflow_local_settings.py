@@ -5,7 +5,7 @@ scheduler, whose LocalExecutor forks the task processes (see switchyard/preload.
 """
 import os
 
-from switchyard.preload import preload
+from switchyard.airflow.preload import preload
 
 preload()
 

@@ -1,6 +1,6 @@
 """What a task process's start costs, part by part, in a process preloaded as the scheduler is.
 
-    python -m switchyard.bench_task_start
+    python -m switchyard_dev.bench_task_start
 
 LocalExecutor forks each task from a worker that is itself a fork of the scheduler, so a
 task starts with everything the preload imported, in copy-on-write pages. Each part below
@@ -61,11 +61,11 @@ def parts() -> list[tuple[str, Callable[[], object], str]]:
 
 
 def main() -> None:
-    from . import local
+    from switchyard_dev import local
     # Airflow's settings as the local Airflow's task processes have them (its plugins folder,
     # no example plugins), before anything imports Airflow.
     os.environ.update({k: v for k, v in local.airflow_env().items() if k.startswith("AIRFLOW")})
-    from .preload import MODULES, OWN_MODULES, TASK_PROCESS_IMPORTS
+    from switchyard.airflow.preload import MODULES, OWN_MODULES, TASK_PROCESS_IMPORTS
     if len(sys.argv) > 1 and sys.argv[1] == "--without-task-imports":
         # A scheduler preloaded without them: what each task process paid to import them itself.
         preloaded(tuple(m for m in (*MODULES, *OWN_MODULES) if m not in TASK_PROCESS_IMPORTS))

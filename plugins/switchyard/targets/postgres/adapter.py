@@ -26,12 +26,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
-from ..files import GZIP_UNDER_PLAIN_NAME, StreamFileError, gzip_under_plain_name, open_source
-from ..planner import LoadPlan, StreamPlan
-from ..spec import LoadSpec, Table
-from .base import LoadResult, ProgressCallback, TargetAdapter, TargetError
-from .postgres_copy import (copy_chunks, copy_format, copy_options, field_count, field_index, length_check_name,
-                            length_check_sql, max_chars, record_at, rendered_type)
+from switchyard.core.files import GZIP_UNDER_PLAIN_NAME, GzipUnderPlainName, StreamFileError, open_source
+from switchyard.core.planner import LoadPlan, StreamPlan
+from switchyard.core.spec import LoadSpec, Table
+from switchyard.targets.base import LoadResult, ProgressCallback, TargetAdapter, TargetError
+from switchyard.targets.postgres.copy_format import (copy_chunks, copy_format, copy_options, field_count,
+                                                     field_index, length_check_name, length_check_sql,
+                                                     max_chars, record_at, rendered_type)
 
 EOL_COLUMN = "switchyard_eol"
 _ENCODINGS = {"utf-8": "UTF8", "utf8": "UTF8", "latin-1": "LATIN1", "latin1": "LATIN1",
@@ -46,7 +47,8 @@ class PostgresAdapter(TargetAdapter):
     quote_open = quote_close = '"'
 
     def __init__(self, spec: LoadSpec, conn_id: str | None = None, uri: str | None = None,
-                 tablespaces: dict[int, str] | None = None, airflow_connection: Any = None, **options: Any):
+                 tablespaces: dict[int, str] | None = None, airflow_connection: Any = None,
+                 copy_slots: int | None = None, copy_slot_wait_seconds: float = 3600.0, **options: Any):
         super().__init__(spec, **options)
         if not conn_id and not uri:
             raise TargetError("PostgreSQL target needs an Airflow connection id or a URI")
@@ -55,13 +57,20 @@ class PostgresAdapter(TargetAdapter):
         self._hook = None
         self._airflow_connection = airflow_connection
         self.tablespaces = {k: self.checked(v) for k, v in (tablespaces or {}).items()}
+        # How many COPYs the server runs at once (slots.py): the connection's extra
+        # {"copy_slots": N} (the server's cores), else this machine's cores (the embedded server
+        # runs here); 0 turns the guard off.
+        extra = getattr(airflow_connection, "extra_dejson", None) or {}
+        configured = copy_slots if copy_slots is not None else extra.get("copy_slots")
+        self.copy_slots = int(configured) if configured is not None else (os.cpu_count() or 1)
+        self.copy_slot_wait_seconds = float(extra.get("copy_slot_wait_seconds", copy_slot_wait_seconds))
 
     # --- SQL text ---------------------------------------------------------------------
     def _eol(self, table: Table) -> str | None:
         return EOL_COLUMN if table.format.trailing_delimiter else None
 
     def columns(self, table: Table) -> list[dict[str, Any]]:
-        """Each column as created here: its type (varchar(n) as text, see postgres_copy), and
+        """Each column as created here: its type (varchar(n) as text, see copy_format.py), and
         NOT NULL unless the spec declares it nullable."""
         return [{"name": c.name, "type": rendered_type(c.sql_type(self.engine)), "nullable": c.nullable}
                 for c in table.columns]
@@ -149,8 +158,19 @@ class PostgresAdapter(TargetAdapter):
 
     def scheduler_count(self) -> int:
         # PostgreSQL has no scheduler DMV; one COPY keeps one core busy, so the server's
-        # core count is the useful number of concurrent loads. Ours is the local server.
-        return os.cpu_count() or 1
+        # core count is the useful number of concurrent COPYs: the COPY slots.
+        return self.copy_slots or (os.cpu_count() or 1)
+
+    @contextmanager
+    def copy_slot(self, conn) -> Iterator[dict]:
+        """One of the server's COPY slots for the block (slots.py); a wait that outlasts
+        copy_slot_wait_seconds is worth a retry, not a failure of the data."""
+        from switchyard.targets.postgres.slots import NoSlot, copy_slot
+        try:
+            with copy_slot(conn, self.copy_slots, self.copy_slot_wait_seconds) as held:
+                yield held
+        except NoSlot as exc:
+            raise TargetError(str(exc)) from exc
 
     def execute(self, statements: list[str]) -> None:
         with self.connection() as conn, conn.transaction(), conn.cursor() as cur:
@@ -261,9 +281,6 @@ class PostgresAdapter(TargetAdapter):
         import psycopg
         table = self.spec.table(stream.table)
         where = f"[table {stream.table}, stream {stream.stream}]"
-        if gzip_under_plain_name(path):
-            raise TargetError(f"{path}: line 1, column {table.columns[0].name}: {GZIP_UNDER_PLAIN_NAME} {where}",
-                              permanent=True)
         statements = self.load_sql(stream)
         at = next(i for i, stmt in enumerate(statements)
                   if "\n".join(ln for ln in stmt.splitlines() if not ln.startswith("--")).startswith("COPY "))
@@ -271,14 +288,15 @@ class PostgresAdapter(TargetAdapter):
         total = path.stat().st_size
         single_field = len(table.columns) == 1 and not table.format.trailing_delimiter
         text_format = copy_format(table.format, table.columns) == "text"
-        started = time.monotonic()
-        with self.connection() as conn:
+        with self.connection() as conn, self.copy_slot(conn) as slot:
+            # The COPY's own time: the wait for a slot is not part of it.
+            started = time.monotonic()
             try:
                 with conn.transaction(), conn.cursor() as cur:
                     for stmt in before:
                         cur.execute(stmt)
                     # The file as the spec declares it, decompressed while read, header lines
-                    # skipped, guarded against the quote byte (see postgres_copy).
+                    # skipped, guarded against the quote byte (see copy_format.py).
                     with open_source(path) as source, cur.copy(copy) as cp:
                         for data in copy_chunks(source.read, table.format, text_format, single_field, _CHUNK):
                             cp.write(data)
@@ -288,6 +306,9 @@ class PostgresAdapter(TargetAdapter):
                     for stmt in after:
                         cur.execute(stmt)
                     pid = conn.info.backend_pid
+            except GzipUnderPlainName as exc:
+                raise TargetError(f"{path}: line 1, column {table.columns[0].name}: {GZIP_UNDER_PLAIN_NAME} "
+                                  f"{where}", permanent=True) from exc
             except StreamFileError as exc:
                 raise TargetError(f"{exc} {where}; nothing was committed", permanent=True) from exc
             except psycopg.OperationalError as exc:
@@ -302,8 +323,10 @@ class PostgresAdapter(TargetAdapter):
                     hint += (f"; {table.key} must lie in {stream.lower}..{stream.upper}, "
                              f"this stream's key range in the manifest")
                 raise TargetError(message + hint, permanent=True) from exc
-        return LoadResult(rows=rows, bytes=total, seconds=time.monotonic() - started,
-                          details={"backend_pid": pid})
+            seconds = time.monotonic() - started
+        return LoadResult(rows=rows, bytes=total, seconds=seconds,
+                          details={"backend_pid": pid, "copy_slot": slot["slot"],
+                                   "copy_slot_wait_seconds": slot["waited_seconds"]})
 
     def _existing_partition(self, cur, stream: StreamPlan) -> tuple[str, list[str]] | None:
         """(bound, [parent schema, parent name]) of the partition that has this stream's name
@@ -392,7 +415,7 @@ def failed_record(exc: Any, path: Path, table: Table) -> tuple[int, int, bytes] 
     """(COPY's line number, the line in the file where that record starts, the record's
     bytes) of the record COPY failed on, if it named one. COPY counts what it was sent:
     header lines skipped before it do not count, and with quoting csv a record may span
-    lines (see postgres_copy.record_at)."""
+    lines (see copy_format.record_at)."""
     match = _COPY_LINE.search(exc.diag.context or "")
     if not match:
         return None

@@ -11,8 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .batch import MANIFEST, Manifest, manifest_for, write_manifest
-from .spec import LoadSpec
+from switchyard.core.batch import MANIFEST, Manifest, manifest_for, write_manifest
+from switchyard.core.spec import LoadSpec
 
 
 def tpchgen_binary() -> str:
@@ -28,7 +28,7 @@ def generate_tpch(batch_dir: Path, spec: LoadSpec, scale: float, streams: int,
     """Generate (or reuse) a TPC-H batch of `streams` streams at `scale`."""
     batch_dir.mkdir(parents=True, exist_ok=True)
     if (batch_dir / MANIFEST).exists():
-        from .batch import read_manifest
+        from switchyard.core.batch import read_manifest
         existing = read_manifest(batch_dir, spec)
         if existing.streams == streams and existing.scale == scale:
             return existing

@@ -17,8 +17,8 @@ from typing import Any, Sequence
 from airflow.sdk import BaseOperator, BaseOperatorLink
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
-from .batch import MANIFEST, BatchError, resolve_batch, resolve_file
-from .stats import report_url
+from switchyard.core.batch import MANIFEST, BatchError, resolve_batch, resolve_file
+from switchyard.observability.stats import report_url
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +51,7 @@ class _TargetOperator(BaseOperator):
         self.lock_timeout_seconds = lock_timeout_seconds
 
     def load_spec(self):
-        from .spec import load_spec
+        from switchyard.core.spec import load_spec
         return load_spec(self.spec)
 
     _lease: dict[str, Any] = {}
@@ -65,7 +65,7 @@ class _TargetOperator(BaseOperator):
         }
 
     def adapter(self):
-        from .targets import adapter_for
+        from switchyard.targets import adapter_for
         return adapter_for(self.conn_id, self.load_spec(), schema=self.schema,
                            lock_timeout_seconds=self.lock_timeout_seconds, **self._lease)
 
@@ -94,7 +94,7 @@ class WaitForBatchSensor(BaseOperator):
 
     def execute(self, context: Any) -> None:
         from datetime import timedelta
-        from .triggers import BatchReadyTrigger
+        from switchyard.airflow.triggers import BatchReadyTrigger
         manifest = self._manifest(context)
         if manifest.is_file():
             log.info("batch ready: %s", manifest)
@@ -140,8 +140,8 @@ class PlanBatchOperator(_TargetOperator):
         return list(chosen or spec.table_names)
 
     def execute(self, context: Any) -> dict:
-        from .batch import read_manifest
-        from .planner import PlanError, plan_batch
+        from switchyard.core.batch import read_manifest
+        from switchyard.core.planner import PlanError, plan_batch
         spec = self.load_spec()
         tables = self._tables(spec)
         name = batch_name(self.batch, context)
@@ -157,7 +157,7 @@ class PlanBatchOperator(_TargetOperator):
         self.bind_run(context)
         adapter = self.adapter()
         # Raises LeaseHeld while another run loads this schema: the task's retries are the wait.
-        from .targets import TargetError
+        from switchyard.targets import TargetError
         try:
             adapter.setup(plan)
         except TargetError as exc:
@@ -209,7 +209,7 @@ class _GroupOperator(_TargetOperator):
         self.stream = stream
 
     def execute(self, context: Any) -> dict:
-        from .targets import TargetError
+        from switchyard.targets import TargetError
         started = now_iso()
         self.bind_run(context)
         try:
@@ -237,7 +237,7 @@ class _GroupOperator(_TargetOperator):
         return plan
 
     def stream_plan(self, context: Any):
-        from .planner import StreamPlan, group_id
+        from switchyard.core.planner import StreamPlan, group_id
         plan = self.run_plan(context)
         raw = plan["groups"].get(group_id(self.table, self.stream))
         if raw is None:
@@ -276,8 +276,8 @@ class LoadOperator(_GroupOperator):
         self.progress_every_seconds = progress_every_seconds
 
     def step(self, context: Any) -> dict:
-        from .progress import LoadProgress, ServerProgress
-        from .targets import TargetError
+        from switchyard.observability.progress import LoadProgress, ServerProgress
+        from switchyard.targets import TargetError
         plan, s = self.stream_plan(context)
         path = resolve_file(Path(plan["batch_dir"]), s.file)
         adapter = self.adapter()
@@ -305,7 +305,7 @@ class ValidateOperator(_GroupOperator):
     """Great Expectations on the staging table: row count, key not null, key range."""
 
     def step(self, context: Any) -> dict:
-        from .validation import describe_failures, validate_table
+        from switchyard.observability.validation import describe_failures, validate_table
         plan, s = self.stream_plan(context)
         adapter = self.adapter()
         expected_rows = s.rows
@@ -400,8 +400,8 @@ class StatsOperator(_TargetOperator):
         self.groups = groups
 
     def execute(self, context: Any) -> dict:
-        from .report import write_report
-        from .stats import assemble, task_states, write_stats
+        from switchyard.observability.report import write_report
+        from switchyard.observability.stats import assemble, task_states, write_stats
         ti = context["ti"]
         plan = ti.xcom_pull(task_ids=PLAN_TASK) or {}
         self.bind_run(context)
@@ -463,7 +463,7 @@ class StatsOperator(_TargetOperator):
     @staticmethod
     def _record(adapter: Any, stats: dict) -> dict:
         """The run's rows in <control schema>.load_stats; a target that refuses them is logged, not fatal."""
-        from .stats import write_load_stats
+        from switchyard.observability.stats import write_load_stats
         table = f"{adapter.control_schema}.load_stats"
         try:
             rows = write_load_stats(adapter, stats)

@@ -17,11 +17,8 @@ STEPS = ("prepare", "load", "validate", "switch")
 
 
 def runs_dir() -> Path:
-    configured = os.environ.get("SWITCHYARD_RUNS_DIR")
-    if configured:
-        return Path(configured).resolve()
-    from .embedded import state_dir
-    return state_dir() / "runs"
+    from switchyard.settings import runs_dir
+    return runs_dir()
 
 
 def task_states(context: Any) -> dict[str, str]:

@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
-from .spec import FileFormat, LoadSpec
+from switchyard.core.spec import FileFormat, LoadSpec
 
 MANIFEST = "manifest.json"
 MANIFEST_FORMAT = "switchyard-manifest/1"
@@ -31,11 +31,9 @@ class BatchError(ValueError):
 
 
 def data_root() -> Path:
-    """Where batches live: $SWITCHYARD_DATA_ROOT, else .switchyard/data in the project."""
-    configured = os.environ.get("SWITCHYARD_DATA_ROOT")
-    if configured:
-        return Path(configured).resolve()
-    return (Path(__file__).resolve().parents[2] / ".switchyard" / "data").resolve()
+    """Where batches live: $SWITCHYARD_DATA_ROOT, else data/ in the state folder (settings.py)."""
+    from switchyard.settings import data_root
+    return data_root()
 
 
 def resolve_batch(name: str, root: Path | None = None) -> Path:
@@ -247,7 +245,7 @@ def _csv_records(fh, fmt: FileFormat) -> tuple[int, list[str] | None, list[str] 
 def manifest_for(batch_dir: Path, spec: LoadSpec, streams: int, tables: Iterable[str] | None = None,
                  scale: float | None = None) -> Manifest:
     """Count what is in a batch folder laid out as the spec says and describe it."""
-    from .planner import streams_of
+    from switchyard.core.planner import streams_of
     entries = []
     for table in spec.tables:
         if tables and table.name not in tables:

@@ -19,7 +19,7 @@ class BatchReadyTrigger(BaseTrigger):
         self.poke_interval = poke_interval
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
-        return ("switchyard.triggers.BatchReadyTrigger",
+        return ("switchyard.airflow.triggers.BatchReadyTrigger",
                 {"manifest": self.manifest, "deadline": self.deadline, "poke_interval": self.poke_interval})
 
     async def run(self) -> AsyncIterator[TriggerEvent]:

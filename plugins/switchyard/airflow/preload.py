@@ -6,7 +6,7 @@ is therefore already in each task process, in memory pages shared copy-on-write.
 validate tasks import Great Expectations, which otherwise costs each of them 4-5 s of
 CPU and about 250 MB; the loads import the driver and the Postgres hook.
 
-The project's `airflow_local_settings.py` (in `airflow_settings/` beside this file, put on
+The project's `airflow_local_settings.py` (in `local_settings/` beside this file, put on
 PYTHONPATH by `local.airflow_env`) calls `preload()` when Airflow initialises. Only the
 scheduler acts on it: the api-server, the dag-processor and CLI commands never run
 tasks, and a task process forked from a preloaded worker finds everything imported.
@@ -33,7 +33,7 @@ from pathlib import Path
 
 # Imported by every task process itself, after the fork, when nothing else is: the task
 # runner's parse (the version, the local DAG bundle) and the operator's template environment
-# (jinja2's extensions). About 5 ms of CPU per task process (`python -m switchyard.bench_task_start`).
+# (jinja2's extensions). About 5 ms of CPU per task process (`python -m switchyard_dev.bench_task_start`).
 TASK_PROCESS_IMPORTS = (
     "airflow.version",
     "airflow.dag_processing.bundles.local",
@@ -53,15 +53,15 @@ MODULES = (
 )
 # Switchyard's own: the DAG's modules and what its tasks import when they run.
 OWN_MODULES = (
-    "switchyard.dag_factory",
-    "switchyard.operators",
+    "switchyard.airflow.dag_factory",
+    "switchyard.airflow.operators",
     "switchyard.targets.postgres",
-    "switchyard.validation",
-    "switchyard.progress",
-    "switchyard.stats",
-    "switchyard.report",
+    "switchyard.observability.validation",
+    "switchyard.observability.progress",
+    "switchyard.observability.stats",
+    "switchyard.observability.report",
 )
-PACKAGE = Path(__file__).resolve().parent
+PACKAGE = Path(__file__).resolve().parents[1]  # plugins/switchyard: every layer
 
 # What the preload cost and when, for the benchmark and for anyone reading the scheduler log.
 report: dict = {}
@@ -82,7 +82,7 @@ def is_scheduler(argv: list[str] | None = None) -> bool:
 
 def code_stamp() -> tuple:
     """When Switchyard's files last changed: its modules and specs, and the configured spec."""
-    from .spec import spec_file
+    from switchyard.core.spec import spec_file
     files = [*PACKAGE.rglob("*.py"), *PACKAGE.rglob("*.yaml"),
              spec_file(os.environ.get("SWITCHYARD_SPEC", "tpch"))]
     stamps = []
@@ -111,22 +111,23 @@ def preload(argv: list[str] | None = None, modules: tuple[str, ...] | None = Non
         except Exception as exc:  # a missing optional library must never stop the scheduler
             failed[name] = f"{type(exc).__name__}: {exc}"
     dag_built = False
-    if "switchyard.dag_factory" in done:
+    if "switchyard.airflow.dag_factory" in done:
         try:
-            from .dag_factory import dag_from_env
+            from switchyard.airflow.dag_factory import dag_from_env
             dag_from_env()
             dag_built = True
         except Exception as exc:  # a broken DAG is the dag-processor's to report, not a reason to stop
             failed["dag"] = f"{type(exc).__name__}: {exc}"
-        if _on("SWITCHYARD_GRAPH_DAGS", default="0"):
-            # The benchmark's empty graphs (bench_graph.py): built once, like the real DAG.
+        for extra in filter(None, os.environ.get("SWITCHYARD_PRELOAD_CALLS", "").split(",")):
+            # Further DAGs to build once, like the real one, named "module:function" by whoever
+            # starts the scheduler (the benchmark's empty graphs).
             try:
-                from .bench_graph import graph_dags
-                graph_dags()
+                module, _, function = extra.strip().partition(":")
+                getattr(importlib.import_module(module), function)()
             except Exception as exc:
-                failed["graph dags"] = f"{type(exc).__name__}: {exc}"
+                failed[extra] = f"{type(exc).__name__}: {exc}"
         try:
-            from .targets.base import compile_templates
+            from switchyard.targets.base import compile_templates
             report["sql_templates"] = compile_templates()
         except Exception as exc:  # a broken template fails its task, with the file named
             failed["sql templates"] = f"{type(exc).__name__}: {exc}"

@@ -33,8 +33,8 @@ from airflow.triggers.base import BaseTrigger, StartTriggerArgs, TaskSuccessEven
 
 MODES = ("worker", "triggerer")
 DAG_FILE = "switchyard_graph.py"
-# Read by the DAG file the benchmark writes into its own DAG folder, and by the preload.
-ENV = "SWITCHYARD_GRAPH_DAGS"
+# The scheduler's preload builds the empty graphs once, like the real DAG (airflow/preload.py).
+PRELOAD_CALLS = {"SWITCHYARD_PRELOAD_CALLS": "switchyard_dev.bench_graph:graph_dags"}
 
 _BASE_ARGS = frozenset(inspect.signature(BaseOperator.__init__).parameters) - {"self", "kwargs"}
 
@@ -62,7 +62,7 @@ class StepDoneTrigger(BaseTrigger):
     """Ends its task as soon as it runs."""
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
-        return ("switchyard.bench_graph.StepDoneTrigger", {})
+        return ("switchyard_dev.bench_graph.StepDoneTrigger", {})
 
     async def run(self) -> AsyncIterator[TaskSuccessEvent]:
         yield TaskSuccessEvent()
@@ -72,7 +72,7 @@ class EmptyTriggerStep(EmptyStep):
     """A step that starts and ends in the triggerer: no task process runs it."""
 
     start_from_trigger = True
-    start_trigger_args = StartTriggerArgs(trigger_cls="switchyard.bench_graph.StepDoneTrigger",
+    start_trigger_args = StartTriggerArgs(trigger_cls="switchyard_dev.bench_graph.StepDoneTrigger",
                                           next_method="execute_complete", trigger_kwargs={}, next_kwargs=None,
                                           timeout=None)
 
@@ -84,7 +84,7 @@ def graph_dags() -> dict[str, Any]:
     """{dag id: DAG} of the empty graphs for the configured DAG, built once per process (the
     scheduler's preload builds them before it forks, as it does the real DAG)."""
     from dataclasses import fields
-    from .dag_factory import DagConfig, StepOperators, build_dag
+    from switchyard.airflow.dag_factory import DagConfig, StepOperators, build_dag
     key = DagConfig.from_env(schedule=None)
     if key not in _BUILT:
         built = {}
@@ -98,11 +98,11 @@ def graph_dags() -> dict[str, Any]:
 
 # Airflow's safe-mode discovery reads a file only if it mentions both "airflow" and "dag".
 _DAG_FILE_TEXT = '''"""Airflow DAGs of the benchmark (switchyard/bench_graph.py): Switchyard's graph, steps doing nothing."""
-from switchyard.preload import forget_changed_code
+from switchyard.airflow.preload import forget_changed_code
 
 forget_changed_code()
 
-from switchyard.bench_graph import graph_dags  # noqa: E402
+from switchyard_dev.bench_graph import graph_dags  # noqa: E402
 
 globals().update(graph_dags())
 '''
@@ -111,7 +111,7 @@ globals().update(graph_dags())
 def dag_folder() -> Path:
     """The benchmark's Airflow reads the empty graphs from a folder of their own: they never
     reach the DAG folder users deploy."""
-    from .bench import bench_airflow_home
+    from switchyard_dev.bench import bench_airflow_home
     folder = bench_airflow_home().parent / "graph-dags"
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / DAG_FILE
@@ -122,10 +122,10 @@ def dag_folder() -> Path:
 
 def graph_airflow(uri: str, pg, streams: int, slots: int):
     """The benchmark's Airflow reading the empty graphs, both parsed: (api, services start seconds)."""
-    from . import demo
-    from .bench import ensure_airflow
-    from .dag_factory import DagConfig, build_dag
-    options = {"airflow": {"AIRFLOW__CORE__DAGS_FOLDER": str(dag_folder()), ENV: "1"}}
+    from switchyard_dev import demo
+    from switchyard_dev.bench import ensure_airflow
+    from switchyard.airflow.dag_factory import DagConfig, build_dag
+    options = {"airflow": {"AIRFLOW__CORE__DAGS_FOLDER": str(dag_folder()), **PRELOAD_CALLS}}
     api, startup = ensure_airflow(streams, True, False, options, uri)
     demo.ensure_connection(api, pg)
     demo.ensure_pool(api, slots)
@@ -137,7 +137,7 @@ def graph_airflow(uri: str, pg, streams: int, slots: int):
 
 def idle_rate(seconds: float = 20.0) -> dict:
     """Airflow's CPU while it runs nothing (DAGs paused): what every second of a run costs at least."""
-    from .bench import AirflowCpu, airflow_cpu_total
+    from switchyard_dev.bench import AirflowCpu, airflow_cpu_total
     meter = AirflowCpu()
     time.sleep(seconds)
     cpu = meter.taken()
@@ -147,8 +147,8 @@ def idle_rate(seconds: float = 20.0) -> dict:
 
 def run_graph(api, mode: str, timeout: float = 1800) -> dict:
     """One run of the empty graph in `mode`: its wall time, task count and Airflow CPU by service."""
-    from . import demo
-    from .bench import OBSERVE_EVERY, POLL_EVERY, AirflowCpu, _quoted, _ts, airflow_cpu_total
+    from switchyard_dev import demo
+    from switchyard_dev.bench import OBSERVE_EVERY, POLL_EVERY, AirflowCpu, _quoted, _ts, airflow_cpu_total
     if mode not in MODES:
         raise ValueError(f"graph mode {mode!r}: one of {', '.join(MODES)}")
     name = dag_id(mode)
@@ -212,7 +212,7 @@ def run_graphs(uri: str, pg, streams: int, slots: int, floor: dict | None, repea
 
 def graph_lines(result: dict) -> list[str]:
     """The report's lines for the empty graphs."""
-    from .bench import AIRFLOW_SERVICES
+    from switchyard_dev.bench import AIRFLOW_SERVICES
     lines = ["Empty graph (the DAG's shape, steps that do nothing): what Airflow alone costs",
              f"  idle      Airflow {result['idle']['airflow_cpu_per_second']} CPU s per second with nothing to run"]
     for mode, rs in result["runs"].items():

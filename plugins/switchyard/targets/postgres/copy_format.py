@@ -49,8 +49,8 @@ import re
 from pathlib import Path
 from typing import Iterator
 
-from ..files import is_gzip_name
-from ..spec import Column, FileFormat
+from switchyard.core.files import is_gzip_name
+from switchyard.core.spec import Column, FileFormat
 
 QUOTE = b"\x01"
 _QQ = QUOTE + QUOTE

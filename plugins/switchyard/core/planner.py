@@ -17,8 +17,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Iterable, Mapping
 
-from . import tpch
-from .spec import LoadSpec, SpecError, Table
+from switchyard.core import tpch
+from switchyard.core.spec import LoadSpec, SpecError, Table
 
 
 class PlanError(ValueError):

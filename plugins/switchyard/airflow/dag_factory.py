@@ -12,10 +12,10 @@ from datetime import datetime, timedelta
 
 from airflow.sdk import DAG, Asset, Param, TaskGroup, TriggerRule
 
-from .operators import (LoadOperator, PlanBatchOperator, PrepareOperator, PublishOperator, StatsOperator,
+from switchyard.airflow.operators import (LoadOperator, PlanBatchOperator, PrepareOperator, PublishOperator, StatsOperator,
                         SwitchOperator, ValidateOperator, WaitForBatchSensor)
-from .planner import group_id, streams_of
-from .spec import LoadSpec, load_spec
+from switchyard.core.planner import group_id, streams_of
+from switchyard.core.spec import LoadSpec, load_spec
 
 # Bigger tables start first: the run lasts as long as its slowest stream, so the long
 # loads must not be left for last (relative sizes of the TPC-H tables).

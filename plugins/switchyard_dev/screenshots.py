@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from urllib.parse import quote
 
-from . import local
+from switchyard_dev import local
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
@@ -81,7 +81,7 @@ def _shoot(driver, url: str, path: Path, wait_for: str | None = None, settle: fl
 
 def capture(dag_id: str, run_id: str, out_dir: Path) -> dict[str, Path]:
     """Screenshots of the UI for one run and of its report; returns the PNGs by name."""
-    from .operators import report_url
+    from switchyard.airflow.operators import report_url
     out_dir.mkdir(parents=True, exist_ok=True)
     base = local.api_url()
     token = local.Api().token()

@@ -107,7 +107,7 @@ def spread(values: list[float]) -> dict:
 # --- the batch ------------------------------------------------------------------------
 def batch_files(folder: Path, manifest, spec) -> list[dict]:
     """The batch's non-empty files, biggest first (the order the DAG's weights ask for)."""
-    from .batch import resolve_file
+    from switchyard.core.batch import resolve_file
     files = [{"table": e.table, "stream": e.stream, "path": str(resolve_file(folder, e.file)),
               "bytes": e.bytes, "rows": e.rows,
               "columns": [(c.name, c.sql_type("postgres")) for c in spec.table(e.table).columns]}
@@ -122,7 +122,7 @@ def _pool(slots: int):
 
 def postmaster_pid() -> int | None:
     """The embedded PostgreSQL's postmaster: its process tree is the server's CPU."""
-    from .embedded import EmbeddedPostgres
+    from switchyard_dev.embedded import EmbeddedPostgres
     try:
         return int((EmbeddedPostgres().pgdata / "postmaster.pid").read_text().split()[0])
     except (OSError, ValueError, IndexError):
@@ -156,7 +156,7 @@ def airflow_cpu_total(cpu: dict) -> float:
 def run_parallel(worker: Callable, jobs: list[tuple], slots: int) -> tuple[list[dict], float, float, dict]:
     """Jobs in `slots` processes, in the given order; (records, start, end, cpu): epoch
     seconds, and the CPU seconds of the server and of the client processes meanwhile."""
-    from . import cputime
+    from switchyard_dev import cputime
     roots = {"postgres": postmaster_pid(), "bench": os.getpid()}
     with _pool(slots) as pool:
         # A warm pool: process start-up is not part of a load.
@@ -274,9 +274,9 @@ def run_floor(uri: str, files: list[dict], slots: int, variant: str = "freeze_du
 # --- 2. the loader alone ----------------------------------------------------------------
 def loader_one(job: tuple) -> dict:
     """The adapter's own code path for one file: prepare (fresh staging table), then load."""
-    from .planner import StreamPlan
-    from .spec import load_spec
-    from .targets.postgres import PostgresAdapter
+    from switchyard.core.planner import StreamPlan
+    from switchyard.core.spec import load_spec
+    from switchyard.targets.postgres import PostgresAdapter
     uri, schema, raw, path = job
     s = StreamPlan(**raw)
     adapter = PostgresAdapter(load_spec("tpch"), uri=uri, schema=schema)
@@ -291,10 +291,10 @@ def loader_one(job: tuple) -> dict:
 
 
 def run_loader(uri: str, folder: Path, files: list[dict], slots: int) -> dict:
-    from .batch import read_manifest
-    from .planner import plan_batch
-    from .spec import load_spec
-    from .targets.postgres import PostgresAdapter
+    from switchyard.core.batch import read_manifest
+    from switchyard.core.planner import plan_batch
+    from switchyard.core.spec import load_spec
+    from switchyard.targets.postgres import PostgresAdapter
     spec = load_spec("tpch")
     plan = plan_batch(spec, read_manifest(folder, spec))
     adapter = PostgresAdapter(spec, uri=uri, schema=LOADER_SCHEMA)
@@ -313,7 +313,7 @@ def run_loader(uri: str, folder: Path, files: list[dict], slots: int) -> dict:
 
 
 def resolve(folder: Path, relative: str) -> Path:
-    from .batch import resolve_file
+    from switchyard.core.batch import resolve_file
     return resolve_file(folder, relative)
 
 
@@ -324,7 +324,7 @@ METADATA_DATABASE = "switchyard_bench_airflow"
 
 def bench_airflow_home(metadata: str = "sqlite") -> Path:
     """The benchmark's Airflow home: one per metadata database (SQLite file or PostgreSQL)."""
-    from .embedded import state_dir
+    from switchyard_dev.embedded import state_dir
     return state_dir() / "bench" / ("airflow" if metadata == "sqlite" else f"airflow-{metadata}")
 
 
@@ -337,7 +337,7 @@ def use_bench_airflow(metadata: str = "sqlite") -> None:
 
 def stop_bench_airflows() -> None:
     """Stop the benchmark's Airflow services, whichever metadata database they use."""
-    from . import local
+    from switchyard_dev import local
     for metadata in ("postgres", "sqlite"):  # sqlite last: the default stays selected
         use_bench_airflow(metadata)
         local.stop_services()
@@ -358,7 +358,7 @@ def metadata_database_url(uri: str, database: str = METADATA_DATABASE) -> tuple[
 
 def airflow_settings(streams: int, preload: bool, flat_priorities: bool,
                      options: dict | None = None) -> dict[str, str]:
-    from .batch import data_root
+    from switchyard.core.batch import data_root
     settings = {"SWITCHYARD_SCHEMA": DAG_SCHEMA, "SWITCHYARD_SCHEDULE": "none", "SWITCHYARD_STREAMS": str(streams),
                 "SWITCHYARD_DATA_ROOT": str(data_root()), "SWITCHYARD_RUNS_DIR": os.environ["SWITCHYARD_RUNS_DIR"],
                 "SWITCHYARD_PRELOAD": "1" if preload else "0",
@@ -378,7 +378,7 @@ def airflow_settings(streams: int, preload: bool, flat_priorities: bool,
 def ensure_airflow(streams: int, preload: bool, flat_priorities: bool,
                    options: dict | None = None, uri: str | None = None) -> tuple[Any, float]:
     """The benchmark's Airflow running with these settings (restarted when they differ)."""
-    from . import local
+    from switchyard_dev import local
     metadata = (options or {}).get("metadata", "sqlite")
     if metadata not in ("sqlite", "postgres"):
         raise ValueError(f"metadata database {metadata!r}: sqlite or postgres")
@@ -421,8 +421,8 @@ def _ts(value: str | None) -> float | None:
 
 def run_dag(uri: str, pg, batch: str, streams: int, slots: int, preload: bool = True,
             flat_priorities: bool = False, timeout: float = 7200, options: dict | None = None) -> dict:
-    from . import demo
-    from .dag_factory import DagConfig, build_dag
+    from switchyard_dev import demo
+    from switchyard.airflow.dag_factory import DagConfig, build_dag
     api, startup = ensure_airflow(streams, preload, flat_priorities, options, uri)
     demo.ensure_connection(api, pg)
     demo.ensure_pool(api, slots)
@@ -451,7 +451,7 @@ def run_dag(uri: str, pg, batch: str, streams: int, slots: int, preload: bool = 
             value = api.get(f"/api/v2/dags/{demo.DAG_ID}/dagRuns/{_quoted(run_id)}/taskInstances/"
                             f"{ti['task_id']}/xcomEntries/return_value").get("value")
         tasks.append(task_record(ti, step, value))
-    from .stats import stats_path
+    from switchyard.observability.stats import stats_path
     stats_file = stats_path(demo.DAG_ID, run_id)
     stats = json.loads(stats_file.read_text()) if stats_file.exists() else None
     reset_schema(uri, DAG_SCHEMA, f"{DAG_SCHEMA}_staging", create=False)
@@ -461,7 +461,7 @@ def run_dag(uri: str, pg, batch: str, streams: int, slots: int, preload: bool = 
 
 def wait_for_weights(api, flat: bool, timeout: float = 120) -> dict:
     """The parsed DAG's load weights, once they match the wanted setting (the dag-processor re-parses)."""
-    from . import demo
+    from switchyard_dev import demo
     deadline = time.monotonic() + timeout
     while True:
         tasks = api.get(f"/api/v2/dags/{demo.DAG_ID}/tasks")["tasks"]
@@ -709,7 +709,7 @@ def defaults_pg_port() -> int:
 
 def defaults_server():
     """A second embedded PostgreSQL with PostgreSQL's default settings, for the settings lever."""
-    from .embedded import EmbeddedPostgres, state_dir
+    from switchyard_dev.embedded import EmbeddedPostgres, state_dir
     pg = EmbeddedPostgres(root=state_dir() / "bench" / "pg-defaults", port=defaults_pg_port())
     fresh = not (pg.pgdata / "PG_VERSION").exists()
     pg.start()
@@ -726,14 +726,14 @@ def defaults_server():
 def let_server_read(folder: Path) -> None:
     """As root the embedded server runs as its own user: let it read the batch (server-side COPY)."""
     if os.geteuid() == 0:
-        from .embedded import _open_up
+        from switchyard_dev.embedded import _open_up
         _open_up(folder, 0o044)
 
 
 def create_tablespaces(uri: str, slots: int) -> dict:
     """One tablespace per session in its own directory; where they sit (device ids) is reported."""
     import psycopg
-    from .embedded import OS_USER, state_dir
+    from switchyard_dev.embedded import OS_USER, state_dir
     base = state_dir() / "bench" / "tablespaces"
     drop_tablespaces(uri, slots)
     devices = {}
@@ -821,11 +821,11 @@ def gx_import_cost(rounds: int = 2) -> dict:
 def run_validation_lever(uri: str, folder: Path, files: list[dict], repeat: int) -> dict:
     """GX with every expectation scanning vs GX counting rows with the key proven by constraints,
     on the biggest file of each of lineitem and orders, loaded by the adapter (GX imported first)."""
-    from .batch import read_manifest
-    from .planner import plan_batch
-    from .spec import load_spec
-    from .targets.postgres import PostgresAdapter
-    from .validation import validate_table
+    from switchyard.core.batch import read_manifest
+    from switchyard.core.planner import plan_batch
+    from switchyard.core.spec import load_spec
+    from switchyard.targets.postgres import PostgresAdapter
+    from switchyard.observability.validation import validate_table
     spec = load_spec("tpch")
     tables = [t for t in ("lineitem", "orders") if any(f["table"] == t for f in files)]
     plan = plan_batch(spec, read_manifest(folder, spec), tables)
@@ -1114,7 +1114,7 @@ def machine() -> dict:
 
 
 def output_dir(base: Path | None = None) -> Path:
-    from .embedded import state_dir
+    from switchyard_dev.embedded import state_dir
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
     out = (base or state_dir() / "bench") / stamp
     out.mkdir(parents=True, exist_ok=True)
@@ -1133,17 +1133,17 @@ def run(scale: float, streams: int, slots: int | None = None, parts: tuple[str, 
         keep_airflow: bool = False, preload: bool = True, plot: bool = True, dag_repeat: int | None = None,
         dag_levers: tuple[str, ...] = DEFAULT_DAG_LEVERS, lever_parts: tuple[str, ...] = ("copy", "validation", "dag"),
         graph_repeat: int = 1) -> dict:
-    from .batch import data_root
-    from .datagen import generate_tpch
-    from .demo import batch_name
-    from .embedded import EmbeddedPostgres
-    from .spec import load_spec
+    from switchyard.core.batch import data_root
+    from switchyard.core.datagen import generate_tpch
+    from switchyard_dev.demo import batch_name
+    from switchyard_dev.embedded import EmbeddedPostgres
+    from switchyard.core.spec import load_spec
     spec = load_spec("tpch")
     slots = slots or os.cpu_count() or 1
     out = output_dir(out)
     result: dict[str, Any] = {"format": "switchyard-bench/1",
                               "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                              "command": " ".join(["python -m switchyard.bench", *sys.argv[1:]]),
+                              "command": " ".join(["python -m switchyard_dev.bench", *sys.argv[1:]]),
                               "machine": machine(), "scale": scale, "streams": streams, "slots": slots,
                               "load_average": {"start": load_average()}}
     say("embedded PostgreSQL")
@@ -1194,7 +1194,7 @@ def run(scale: float, streams: int, slots: int | None = None, parts: tuple[str, 
                 say(f"levers: DAG runs (GX preload, priority weights), {rounds} rounds")
                 result["levers"]["dag"] = run_dag_levers(uri, pg, name, streams, slots, rounds, dag_levers)
         if "graph" in parts:
-            from .bench_graph import run_graphs
+            from switchyard_dev.bench_graph import run_graphs
             say("the DAG's graph with steps that do nothing: in task processes, then in the triggerer")
             result["graph"] = run_graphs(uri, pg, streams, slots, result.get("floor"), graph_repeat)
             result["load_average"]["after_graph"] = load_average()
@@ -1215,7 +1215,7 @@ def report(result: dict, out: Path, plot: bool = True) -> None:
     result["out_dir"] = str(out)
     if plot:
         try:
-            from .bench_plot import plot_all
+            from switchyard_dev.bench_plot import plot_all
             result["plots"] = [str(p) for p in plot_all(result, out)]
         except ImportError as exc:
             result["plots"] = []
@@ -1243,7 +1243,7 @@ def report(result: dict, out: Path, plot: bool = True) -> None:
         for line in cpu:
             print(line)
     if result.get("graph"):
-        from .bench_graph import graph_lines
+        from switchyard_dev.bench_graph import graph_lines
         print()
         for line in graph_lines(result["graph"]):
             print(line)
@@ -1296,7 +1296,7 @@ def report(result: dict, out: Path, plot: bool = True) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m switchyard.bench", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m switchyard_dev.bench", description=__doc__.split("\n")[0])
     p.add_argument("--scale", type=float, default=1.0)
     p.add_argument("--streams", type=int, default=4)
     p.add_argument("--slots", type=int, help="concurrent loads (default: the pool size, one per core)")

@@ -18,7 +18,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from .embedded import state_dir
+from switchyard_dev.embedded import state_dir
 
 PROJECT = Path(__file__).resolve().parents[2]
 SERVICES = ("scheduler", "dag-processor", "api-server", "triggerer")
@@ -73,8 +73,8 @@ SQLITE_LOCK_WAIT_SECONDS = 30
 SQLITE_CONNECT_ARGS = {"timeout": SQLITE_LOCK_WAIT_SECONDS}
 SQLITE_CONNECT_ARGS_ASYNC = {"timeout": SQLITE_LOCK_WAIT_SECONDS}
 _CONNECT_ARGS_SETTINGS = {
-    "AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS": "switchyard.local.SQLITE_CONNECT_ARGS",
-    "AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS_ASYNC": "switchyard.local.SQLITE_CONNECT_ARGS_ASYNC",
+    "AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS": "switchyard_dev.local.SQLITE_CONNECT_ARGS",
+    "AIRFLOW__DATABASE__SQL_ALCHEMY_CONNECT_ARGS_ASYNC": "switchyard_dev.local.SQLITE_CONNECT_ARGS_ASYNC",
 }
 
 
@@ -115,7 +115,7 @@ def airflow_env(streams: int | None = None, extra: dict[str, str] | None = None)
     env.setdefault("AIRFLOW__WORKERS__MIN_HEARTBEAT_INTERVAL", "1")
     env.setdefault("AIRFLOW__SCHEDULER__SCHEDULER_IDLE_SLEEP_TIME", "0.25")
     # airflow_local_settings.py: the scheduler preloads GX and the DAG for the task processes it forks.
-    env["PYTHONPATH"] = os.pathsep.join([str(PROJECT / "plugins" / "switchyard" / "airflow_settings"), env["PYTHONPATH"]])
+    env["PYTHONPATH"] = os.pathsep.join([str(PROJECT / "plugins" / "switchyard" / "airflow" / "local_settings"), env["PYTHONPATH"]])
     env.setdefault("SWITCHYARD_DATA_ROOT", str(state_dir() / "data"))
     env.setdefault("SWITCHYARD_RUNS_DIR", str(state_dir() / "runs"))
     if streams is not None:
