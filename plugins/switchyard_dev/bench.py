@@ -331,7 +331,8 @@ def bench_airflow_home(metadata: str = "sqlite") -> Path:
 def use_bench_airflow(metadata: str = "sqlite") -> None:
     """Point this process's `local` helpers at the benchmark's own Airflow."""
     os.environ["SWITCHYARD_AIRFLOW_HOME"] = str(bench_airflow_home(metadata))
-    os.environ["SWITCHYARD_AIRFLOW_PORT"] = os.environ.get("SWITCHYARD_BENCH_AIRFLOW_PORT", str(BENCH_AIRFLOW_PORT))
+    from switchyard_dev.settings import value
+    os.environ["SWITCHYARD_AIRFLOW_PORT"] = str(value("SWITCHYARD_BENCH_AIRFLOW_PORT"))
     os.environ["SWITCHYARD_RUNS_DIR"] = str(bench_airflow_home().parent / "runs")
 
 
@@ -393,7 +394,9 @@ def ensure_airflow(streams: int, preload: bool, flat_priorities: bool,
         extra["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"], created = metadata_database_url(uri)
         if created:  # a new, empty database: whatever this home migrated before is gone
             (local.airflow_home() / ".migrated").unlink(missing_ok=True)
-    env = local.airflow_env(streams=streams, extra=extra)
+    # The benchmark's own airflow_local_settings.py: the preload with the benchmark's levers.
+    env = local.airflow_env(streams=streams, extra=extra,
+                            local_settings=Path(__file__).resolve().parent / "local_settings")
     local.migrate(env)
     marker = local.airflow_home() / "bench-settings.json"
     current = json.loads(marker.read_text()) if marker.exists() else None
@@ -703,8 +706,8 @@ def free_port() -> int:
 
 
 def defaults_pg_port() -> int:
-    configured = os.environ.get(DEFAULTS_PG_PORT_ENV, "").strip()
-    return int(configured) if configured else free_port()
+    from switchyard_dev.settings import value
+    return value(DEFAULTS_PG_PORT_ENV) or free_port()
 
 
 def defaults_server():

@@ -16,9 +16,11 @@ CREATE TABLE {{ qn(staging_schema, s.staging_table) }} (
 {% endfor %}
 ){% if tablespace %} TABLESPACE {{ q(tablespace) }}{% endif %};
 {% if s.partitioned %}
--- Exactly the partition's bound (FROM lower TO upper + 1), so that ATTACH PARTITION
--- proves the bound from this constraint and skips its validation scan.
+-- Exactly the partition's bound (FROM lower TO upper + one unit of the key: 1, 1 day or
+-- 1 microsecond), so that ATTACH PARTITION proves the bound from this constraint and skips
+-- its validation scan. Date and timestamp bounds are typed literals (DATE '...',
+-- TIMESTAMP '...') of the key's own type: the proof compares constants of one type.
 ALTER TABLE {{ qn(staging_schema, s.staging_table) }}
     ADD CONSTRAINT {{ q(s.staging_table ~ "_range") }}
-    CHECK ({{ q(key) }} >= {{ lit(s.lower) }} AND {{ q(key) }} < {{ lit(s.upper + 1) }});
+    CHECK ({{ q(key) }} >= {{ lit(lower) }} AND {{ q(key) }} < {{ lit(upper_next) }});
 {% endif %}

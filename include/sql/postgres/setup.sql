@@ -16,6 +16,14 @@ CREATE TABLE IF NOT EXISTS {{ qn(schema, t.name) }} (
 {% endfor %}
 ){% if t.partitioned %} PARTITION BY RANGE ({{ q(t.key) }}){% endif %};
 {% endfor %}
+{% for t in tables if t.unique_index %}
+-- The unique index of {{ t.name }}: the spec's `unique` columns ({{ t.unique | join(", ") }}).
+-- Each stream's staging table gets the same index during validation, where a duplicate
+-- fails its build; ATTACH PARTITION then adopts the partition's index instead of building
+-- one. On a table that already has partitions this builds their indexes once.
+CREATE UNIQUE INDEX IF NOT EXISTS {{ q(t.unique_index) }}
+    ON {{ qn(schema, t.name) }} ({% for c in t.unique %}{{ q(c) }}{{ ", " if not loop.last }}{% endfor %});
+{% endfor %}
 -- One row per load, like the record runs' work queue; written by the run's stats task.
 -- PostgreSQL has one listening port and no schedulers: the backend pid is the session.
 -- Keyed by the DAG too: a run id is unique only within its DAG.

@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
+from switchyard.core.keys import KeyValue, KeyValueError, parse_key, to_json
 from switchyard.core.spec import FileFormat, LoadSpec
 
 MANIFEST = "manifest.json"
@@ -67,8 +68,11 @@ class ManifestEntry:
     file: str
     bytes: int
     rows: int
-    key_min: int | None
-    key_max: int | None
+    # The stream's smallest and largest key, parsed (see keys.py): int, datetime.date or
+    # datetime.datetime as the table's key kind says; None for an empty stream. In the file
+    # an integer is a JSON number, a date or timestamp an ISO-8601 string.
+    key_min: KeyValue | None
+    key_max: KeyValue | None
 
 
 @dataclass(frozen=True)
@@ -87,7 +91,8 @@ class Manifest:
 
     def to_json(self) -> dict[str, Any]:
         return {"format": MANIFEST_FORMAT, "spec": self.spec, "streams": self.streams, "scale": self.scale,
-                "files": [asdict(e) for e in self.entries]}
+                "files": [{**asdict(e), "key_min": to_json(e.key_min), "key_max": to_json(e.key_max)}
+                          for e in self.entries]}
 
 
 def _int(value: Any, where: str, allow_none: bool = False) -> int | None:
@@ -96,6 +101,16 @@ def _int(value: Any, where: str, allow_none: bool = False) -> int | None:
     if isinstance(value, bool) or not isinstance(value, int):
         raise BatchError(f"{where}: expected an integer, found {value!r}")
     return value
+
+
+def _key(value: Any, kind: str, where: str) -> KeyValue | None:
+    """A key_min / key_max of the manifest, strictly as the table's key kind (None: empty stream)."""
+    if value is None:
+        return None
+    try:
+        return parse_key(kind, value)
+    except KeyValueError as exc:
+        raise BatchError(f"{where}: {exc}") from None
 
 
 def parse_manifest(raw: Any, path: str, spec: LoadSpec) -> Manifest:
@@ -126,12 +141,14 @@ def parse_manifest(raw: Any, path: str, spec: LoadSpec) -> Manifest:
             raise BatchError(f"{where}: file {file} is listed twice (also files[{files_seen[file]}])")
         seen[(table, stream)] = i
         files_seen[file] = i
+        # An unpartitioned table's key may be of any type; its range is then given as integers.
+        kind = spec.table(table).key_kind("postgres") or "integer"
         entries.append(ManifestEntry(
             table=table, stream=stream, file=file,
             bytes=_int(item.get("bytes"), f"{where}.bytes"),
             rows=_int(item.get("rows"), f"{where}.rows"),
-            key_min=_int(item.get("key_min"), f"{where}.key_min", allow_none=True),
-            key_max=_int(item.get("key_max"), f"{where}.key_max", allow_none=True)))
+            key_min=_key(item.get("key_min"), kind, f"{where}.key_min ({table} stream {stream})"),
+            key_max=_key(item.get("key_max"), kind, f"{where}.key_max ({table} stream {stream})")))
     scale = raw.get("scale")
     return Manifest(spec=str(raw.get("spec", spec.name)), streams=streams, entries=tuple(entries),
                     scale=float(scale) if isinstance(scale, (int, float)) else None, path=path)
@@ -171,14 +188,15 @@ def _open_counted(path: Path):
     return path.open("rb")
 
 
-def count_file(path: Path, fmt: FileFormat | str | None = None, key_index: int = 0
-               ) -> tuple[int, int, int | None, int | None]:
+def count_file(path: Path, fmt: FileFormat | str | None = None, key_index: int = 0, kind: str = "integer"
+               ) -> tuple[int, int, KeyValue | None, KeyValue | None]:
     """(bytes, rows, first key, last key) of a stream file, read independently of any loader.
 
     Rows, not lines: the format's header lines are not counted, a `.gz` file is counted
     decompressed, and with quoting csv Python's csv module reads the records (a quoted field
-    may hold line breaks). Keys are field `key_index` of the first and last record. `bytes`
-    is the file's size on disk. A str `fmt` is a delimiter (the default format otherwise).
+    may hold line breaks). Keys are field `key_index` of the first and last record, read as
+    the key's `kind` (integer, date, timestamp; None when the field is not one). `bytes` is
+    the file's size on disk. A str `fmt` is a delimiter (the default format otherwise).
     """
     if not isinstance(fmt, FileFormat):
         fmt = FileFormat(delimiter=fmt) if isinstance(fmt, str) else FileFormat()
@@ -189,10 +207,11 @@ def count_file(path: Path, fmt: FileFormat | str | None = None, key_index: int =
         else:
             rows, first, last = _plain_lines(fh, fmt)
 
-    def key(fields: list[str] | None) -> int | None:
+    def key(fields: list[str] | None) -> KeyValue | None:
         try:
-            return int(fields[key_index])
-        except (TypeError, IndexError, ValueError):
+            text = fields[key_index]
+            return int(text) if kind == "integer" else parse_key(kind, text.strip())
+        except (TypeError, IndexError, ValueError):  # KeyValueError is a ValueError
             return None
 
     if rows == 0:
@@ -253,7 +272,7 @@ def manifest_for(batch_dir: Path, spec: LoadSpec, streams: int, tables: Iterable
         for k in streams_of(table, streams):
             rel = spec.file_for(table.name, k)
             size, rows, kmin, kmax = count_file(batch_dir / rel, table.format,
-                                                table.column_names.index(table.key))
+                                                table.column_names.index(table.key), table.key_kind())
             entries.append(ManifestEntry(table=table.name, stream=k, file=rel, bytes=size, rows=rows,
                                          key_min=kmin, key_max=kmax))
     return Manifest(spec=spec.name, streams=streams, entries=tuple(entries), scale=scale,
