@@ -557,3 +557,11 @@ def test_a_target_made_with_varchar_and_not_null_is_refused_at_setup_with_the_fi
         conn.execute(fixes)
     load(pg_uri, schema, batch, spec)
     assert loaded_hashes(pg_uri, schema) == file_hashes(read_independently(batch / spec.file_for("corpus", 1), fmt))
+
+
+def test_count_file_reads_date_keys(tmp_path):
+    path = tmp_path / "d.csv"
+    path.write_bytes(b'day,note\r\n2026-01-02,"a\r\nb"\r\n2026-01-05,c\r\n')
+    fmt = make_spec(Fmt(quoting="csv", delimiter=",", trailing=False, header_lines=1)).table("corpus").format
+    from datetime import date
+    assert count_file(path, fmt, 0, "date")[1:] == (2, date(2026, 1, 2), date(2026, 1, 5))
