@@ -3,6 +3,7 @@
 # the embedded PostgreSQL, generated TPC-H data, a local Airflow.
 SCALE ?= 0.1
 STREAMS ?= 4
+SPEC ?= tpch
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -16,6 +17,7 @@ export GX_ANALYTICS_ENABLED := False
 
 help:
 	@echo "make demo [SCALE=0.1 STREAMS=4]   load a generated TPC-H batch through the real DAG"
+	@echo "make demo SPEC=shop                the same with the shop example (messy CSV, date keys, NULLs, gzip)"
 	@echo "make test                          run the tests (embedded PostgreSQL, real Airflow)"
 	@echo "make chaos                         the fault, rerun and backfill cases (README: Reliability and security)"
 	@echo "make bench [SCALE=1 STREAMS=4 LEVERS=1]  throughput side by side with the floor and the peers (JSON, PNG)"
@@ -29,7 +31,7 @@ $(STAMP): requirements.txt constraints.txt
 	@touch $(STAMP)
 
 demo: $(STAMP)
-	$(PY) -m switchyard demo --scale $(SCALE) --streams $(STREAMS)
+	$(PY) -m switchyard demo --spec $(SPEC) --scale $(SCALE) --streams $(STREAMS)
 
 test: $(STAMP)
 	$(PY) -m pytest tests $(PYTEST_ARGS)

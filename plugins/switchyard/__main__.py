@@ -30,11 +30,16 @@ def cmd_db(args) -> int:
 
 def cmd_generate(args) -> int:
     from switchyard.core.batch import data_root
-    from switchyard.core.datagen import generate_tpch
-    from switchyard.core.spec import load_spec
-    name = args.batch or f"tpch-sf{args.scale:g}-s{args.streams}"
-    manifest = generate_tpch(data_root() / name, load_spec("tpch"), args.scale, args.streams, _tables(args.tables))
-    print(f"{data_root() / name}: {len(manifest.entries)} files, {sum(e.bytes for e in manifest.entries):,} bytes")
+    from switchyard.core.datagen import generate
+    from switchyard.core.spec import SpecError, load_spec
+    try:
+        spec = load_spec(args.spec)
+        name = args.batch or f"{spec.name}-sf{args.scale:g}-s{args.streams}"
+        manifest = generate(data_root() / name, spec, args.scale, args.streams, _tables(args.tables), seed=args.seed)
+    except (SpecError, ValueError) as exc:
+        sys.exit(f"generate: {exc}")
+    print(f"{data_root() / name}: {len(manifest.entries)} files, {sum(e.bytes for e in manifest.entries):,} bytes, "
+          f"{sum(e.rows for e in manifest.entries):,} rows")
     return 0
 
 
@@ -132,7 +137,7 @@ def cmd_pool(args) -> int:
 
 def cmd_demo(args) -> int:
     from switchyard_dev.demo import run
-    return run(args.scale, args.streams)
+    return run(args.scale, args.streams, spec=args.spec)
 
 
 def cmd_services(args) -> int:
@@ -178,11 +183,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("action", choices=["start", "stop", "status", "uri", "psql"])
     p.set_defaults(func=cmd_db)
 
-    p = sub.add_parser("generate", help="generate a TPC-H batch with its manifest under the data root")
+    p = sub.add_parser("generate", help="generate a batch (TPC-H, or the shop example) with its manifest "
+                                        "under the data root")
+    p.add_argument("--spec", default="tpch", help="a built-in spec with a generator: tpch (default) or shop")
     p.add_argument("--scale", type=float, default=0.1)
     p.add_argument("--streams", type=int, default=4)
-    p.add_argument("--batch", help="batch folder name (default tpch-sf<scale>-s<streams>)")
+    p.add_argument("--batch", help="batch folder name (default <spec>-sf<scale>-s<streams>)")
     p.add_argument("--tables", help="comma-separated subset")
+    p.add_argument("--seed", type=int, default=None, help="shop: the seed its rows follow from (default 1)")
     p.set_defaults(func=cmd_generate)
 
     p = sub.add_parser("plan", help="print the SQL of a load, in execution order, without a server")
@@ -214,6 +222,7 @@ def main(argv: list[str] | None = None) -> int:
     p.set_defaults(func=cmd_pool)
 
     p = sub.add_parser("demo", help="run the main job end to end on this machine")
+    p.add_argument("--spec", default="tpch", help="the built-in example to load: tpch (default) or shop")
     p.add_argument("--scale", type=float, default=0.1)
     p.add_argument("--streams", type=int, default=4)
     p.set_defaults(func=cmd_demo)

@@ -18,8 +18,10 @@ from switchyard.core.planner import group_id, streams_of
 from switchyard.core.spec import LoadSpec, load_spec
 
 # Bigger tables start first: the run lasts as long as its slowest stream, so the long
-# loads must not be left for last (relative sizes of the TPC-H tables).
-_WEIGHT = {"lineitem": 100, "orders": 25, "partsupp": 15, "customer": 4, "part": 3, "supplier": 1}
+# loads must not be left for last (relative sizes of the TPC-H tables, and of the shop
+# example's events, orders and customers).
+_WEIGHT = {"lineitem": 100, "orders": 25, "partsupp": 15, "customer": 4, "part": 3, "supplier": 1,
+           "events": 100, "customers": 2}
 
 DOC = """
 ### Switchyard: parallel, validated, partition-switched loads

@@ -22,8 +22,8 @@ TARGETS = ("postgres", "mssql")
 # Lower-case letters, digits and underscores, starting with a letter: a subset of what
 # both PostgreSQL and SQL Server accept unquoted, so a name is the same on both.
 IDENTIFIER = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
-# "bigint", "char(25)", "numeric(15,2)", "double precision": no quotes, no semicolons.
-SQL_TYPE = re.compile(r"^[a-z][a-z ]{0,30}(\(\d{1,4}(,\s?\d{1,3})?\))?$")
+# "bigint", "char(25)", "numeric(15,2)", "double precision", "datetime2(3)": no quotes, no semicolons.
+SQL_TYPE = re.compile(r"^[a-z][a-z0-9 ]{0,30}(\(\d{1,4}(,\s?\d{1,3})?\))?$")
 
 BUILTIN_SPECS = Path(__file__).with_name("specs")
 
