@@ -322,3 +322,22 @@ def test_with_nulls_reads_the_marker_only_in_nullable_columns():
     orders = SPEC.table("orders")
     record = ["1", "2025-01-01", "2", "paid", "1.00", "EUR", "NA", "NA", "", "NA"]
     assert with_nulls(orders, record) == ["1", "2025-01-01", "2", "paid", "1.00", "EUR", "NA", None, "", None]
+
+
+def test_the_spec_takes_sql_server_types_with_digits_and_still_refuses_free_text():
+    from switchyard.core.spec import SpecError, parse_spec
+    assert SPEC.table("events").column("event_time").sql_type("mssql") == "datetime2(3)"
+    for bad in ("datetime2(3); DROP TABLE x", "varchar(10)--", "2varchar"):
+        raw = {"name": "s", "tables": {"t": {"key": "k", "columns": [
+            {"name": "k", "type": "bigint"}, {"name": "v", "type": {"postgres": "text", "mssql": bad}}]}}}
+        with pytest.raises(SpecError, match="not an accepted SQL type"):
+            parse_spec(raw)
+
+
+def test_the_shop_spec_renders_as_its_own_dag():
+    from switchyard.airflow.dag_factory import DagConfig, build_dag
+    dag = build_dag(DagConfig(spec="shop", dag_id="switchyard_shop", schema="shop", streams=STREAMS, schedule=None))
+    assert dag.dag_id == "switchyard_shop"
+    groups = {t.task_id.split(".")[0] for t in dag.tasks if t.task_id.endswith(".load")}
+    assert groups == {f"{t.name}_{k}" for t in SPEC.tables for k in range(1, STREAMS + 1)}
+    assert set(dag.params["tables"]) == {"customers", "orders", "events"}

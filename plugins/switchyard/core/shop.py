@@ -22,7 +22,7 @@ manifest (rows, bytes, smallest and largest key per file; ISO-8601 dates for a d
 the producer's own count of what it wrote, and is written last.
 
 Size: `scale` 1 is about 100,000 customers, 400,000 orders and 1.5 million events; the
-demo's default (0.1) is about 200,000 rows and 55 MB.
+demo's default (0.1) is about 200,000 rows and 43 MB, written in about 2 s.
 """
 from __future__ import annotations
 
