@@ -43,7 +43,8 @@ class PostgresAdapter(TargetAdapter):
     quote_open = quote_close = '"'
 
     def __init__(self, spec: LoadSpec, conn_id: str | None = None, uri: str | None = None,
-                 tablespaces: dict[int, str] | None = None, airflow_connection: Any = None, **options: Any):
+                 tablespaces: dict[int, str] | None = None, airflow_connection: Any = None,
+                 copy_slots: int | None = None, copy_slot_wait_seconds: float = 3600.0, **options: Any):
         super().__init__(spec, **options)
         if not conn_id and not uri:
             raise TargetError("PostgreSQL target needs an Airflow connection id or a URI")
@@ -52,6 +53,13 @@ class PostgresAdapter(TargetAdapter):
         self._hook = None
         self._airflow_connection = airflow_connection
         self.tablespaces = {k: self.checked(v) for k, v in (tablespaces or {}).items()}
+        # How many COPYs the server runs at once (slots.py): the connection's extra
+        # {"copy_slots": N} (the server's cores), else this machine's cores (the embedded server
+        # runs here); 0 turns the guard off.
+        extra = getattr(airflow_connection, "extra_dejson", None) or {}
+        configured = copy_slots if copy_slots is not None else extra.get("copy_slots")
+        self.copy_slots = int(configured) if configured is not None else (os.cpu_count() or 1)
+        self.copy_slot_wait_seconds = float(extra.get("copy_slot_wait_seconds", copy_slot_wait_seconds))
 
     # --- SQL text ---------------------------------------------------------------------
     def _eol(self) -> str | None:
@@ -126,8 +134,19 @@ class PostgresAdapter(TargetAdapter):
 
     def scheduler_count(self) -> int:
         # PostgreSQL has no scheduler DMV; one COPY keeps one core busy, so the server's
-        # core count is the useful number of concurrent loads. Ours is the local server.
-        return os.cpu_count() or 1
+        # core count is the useful number of concurrent COPYs: the COPY slots.
+        return self.copy_slots or (os.cpu_count() or 1)
+
+    @contextmanager
+    def copy_slot(self, conn) -> Iterator[dict]:
+        """One of the server's COPY slots for the block (slots.py); a wait that outlasts
+        copy_slot_wait_seconds is worth a retry, not a failure of the data."""
+        from switchyard.targets.postgres.slots import NoSlot, copy_slot
+        try:
+            with copy_slot(conn, self.copy_slots, self.copy_slot_wait_seconds) as held:
+                yield held
+        except NoSlot as exc:
+            raise TargetError(str(exc)) from exc
 
     def execute(self, statements: list[str]) -> None:
         with self.connection() as conn, conn.transaction(), conn.cursor() as cur:
@@ -196,8 +215,9 @@ class PostgresAdapter(TargetAdapter):
         before, copy, after = statements[:at], statements[at], statements[at + 1:]
         total = path.stat().st_size
         sent = 0
-        started = time.monotonic()
-        with self.connection() as conn:
+        with self.connection() as conn, self.copy_slot(conn) as slot:
+            # The COPY's own time: the wait for a slot is not part of it.
+            started = time.monotonic()
             try:
                 with conn.transaction(), conn.cursor() as cur:
                     for stmt in before:
@@ -226,8 +246,10 @@ class PostgresAdapter(TargetAdapter):
                     hint += (f"; {key} must lie in {stream.lower}..{stream.upper}, "
                              f"this stream's key range in the manifest")
                 raise TargetError(message + hint, permanent=True) from exc
-        return LoadResult(rows=rows, bytes=total, seconds=time.monotonic() - started,
-                          details={"backend_pid": pid})
+            seconds = time.monotonic() - started
+        return LoadResult(rows=rows, bytes=total, seconds=seconds,
+                          details={"backend_pid": pid, "copy_slot": slot["slot"],
+                                   "copy_slot_wait_seconds": slot["waited_seconds"]})
 
     def _existing_partition(self, cur, stream: StreamPlan) -> tuple[str, list[str]] | None:
         """(bound, [parent schema, parent name]) of the partition that has this stream's name

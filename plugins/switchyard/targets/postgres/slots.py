@@ -1,0 +1,91 @@
+"""The COPY slot guard: never more concurrent COPYs into a PostgreSQL target than it has slots.
+
+The record-load method runs one load per server core. Airflow's pool caps the *tasks* that
+load, but a load task also spends time starting, connecting and reporting, during which its
+pool slot keeps the server idle. The guard moves the cap to the server itself, around the COPY
+alone: a load takes one of `slots` advisory locks just before its COPY and gives it back right
+after the commit. The pool can then admit more load tasks than the server has cores, so one
+task's start-up overlaps another's COPY, and the server still never runs more COPYs than slots.
+
+Session-level advisory locks (`pg_try_advisory_lock(namespace, slot)`) are what makes it safe:
+the server releases them when the session ends, so a load whose process is killed (SIGKILL, a
+lost worker) frees its slot as soon as its connection closes; no row is left behind to clean up.
+Locks are per database: loads into one database share its slots.
+"""
+from __future__ import annotations
+
+import random
+import time
+from contextlib import contextmanager
+from typing import Any, Iterator
+
+# The first key of every slot lock: a constant no other application is likely to use with the
+# two-key form (0x53594344, "SYCD"). The second key is the slot number.
+NAMESPACE = 0x53594344
+POLL_SECONDS = 0.05
+
+
+class NoSlot(TimeoutError):
+    """Every slot stayed taken for the whole wait."""
+
+
+def try_slot(conn: Any, slots: int) -> int | None:
+    """Take a free slot (0-based) on this connection's session, or None when all are taken.
+
+    Slots are tried from a random start so that waiting loads do not all contend for slot 0.
+    The lock outlives the transaction that took it (a session lock); the transaction is
+    committed here so that the load's own transaction starts clean (COPY FREEZE needs its
+    table truncated in the load's transaction, and a load must never run inside a leftover
+    transaction that closing the connection would roll back)."""
+    start = random.randrange(slots)
+    try:
+        with conn.cursor() as cur:
+            for i in range(slots):
+                slot = (start + i) % slots
+                cur.execute("SELECT pg_try_advisory_lock(%s::int, %s::int)", (NAMESPACE, slot))
+                if cur.fetchone()[0]:
+                    return slot
+        return None
+    finally:
+        conn.commit()
+
+
+def release_slot(conn: Any, slot: int) -> None:
+    with conn.cursor() as cur:
+        cur.execute("SELECT pg_advisory_unlock(%s::int, %s::int)", (NAMESPACE, slot))
+    conn.commit()
+
+
+@contextmanager
+def copy_slot(conn: Any, slots: int, wait_seconds: float) -> Iterator[dict]:
+    """Hold one of `slots` COPY slots on `conn` (autocommit or between transactions) for the
+    block. Yields {"slot", "waited_seconds"}; raises NoSlot after `wait_seconds`. slots <= 0:
+    no guard (the block runs at once)."""
+    info: dict = {"slot": None, "waited_seconds": 0.0}
+    if slots <= 0:
+        yield info
+        return
+    started = time.monotonic()
+    while (slot := try_slot(conn, slots)) is None:
+        if time.monotonic() - started > wait_seconds:
+            raise NoSlot(f"all {slots} COPY slots of the target stayed taken for {wait_seconds:.0f}s")
+        time.sleep(POLL_SECONDS)
+    info.update(slot=slot, waited_seconds=round(time.monotonic() - started, 4))
+    try:
+        yield info
+    finally:
+        try:
+            release_slot(conn, slot)
+        except Exception:  # noqa: BLE001 - a broken connection lost its session, and the lock with it
+            pass
+
+
+def slots_in_use(conn: Any) -> int:
+    """How many COPY slots are held now, in this database (for tests and diagnostics)."""
+    with conn.cursor() as cur:
+        cur.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = %s::oid "
+                    "AND objsubid = 2 AND granted AND database = (SELECT oid FROM pg_database "
+                    "WHERE datname = current_database())", (NAMESPACE,))
+        held = cur.fetchone()[0]
+    conn.commit()
+    return held

@@ -1,0 +1,138 @@
+"""The COPY slot guard on a real server: never more COPYs at once than slots, and a killed
+load gives its slot back.
+
+The server itself is the witness: `pg_stat_progress_copy` lists every COPY in progress, and
+is sampled all through the loads.
+"""
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from switchyard.core.batch import read_manifest
+from switchyard.core.planner import StreamPlan, plan_batch
+from switchyard.core.spec import load_spec
+from switchyard.targets import TargetError
+from switchyard.targets.postgres import PostgresAdapter
+from switchyard.targets.postgres.slots import slots_in_use
+
+SPEC = load_spec("tpch")
+
+
+@pytest.fixture
+def orders(pg_uri, tpch_batch, schema):
+    name, folder = tpch_batch
+    plan = plan_batch(SPEC, read_manifest(folder, SPEC), ["orders"])
+    PostgresAdapter(SPEC, uri=pg_uri, schema=schema).setup(plan)
+    return plan, folder
+
+
+def _frozen_feed(fifo: Path, source: Path, resume: threading.Event) -> None:
+    """Half of `source` into a named pipe, then nothing until `resume`: a COPY held open."""
+    os.mkfifo(fifo)
+
+    def feed():
+        data = source.read_bytes()
+        try:
+            with open(fifo, "wb") as out:
+                out.write(data[: len(data) // 2])
+                out.flush()
+                if resume.wait(60):
+                    out.write(data[len(data) // 2:])
+        except BrokenPipeError:
+            pass
+    threading.Thread(target=feed, daemon=True).start()
+
+
+class CopySampler(threading.Thread):
+    """The most COPYs the server ran at once into this test's staging tables."""
+
+    def __init__(self, uri: str, staging_schema: str):
+        super().__init__(daemon=True)
+        self.uri, self.staging_schema = uri, staging_schema
+        self.most = 0
+        self.samples = 0
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        with psycopg.connect(self.uri, autocommit=True) as conn:
+            while not self.stop.is_set():
+                n = conn.execute("SELECT count(*) FROM pg_stat_progress_copy p JOIN pg_class c ON c.oid = p.relid "
+                                 "JOIN pg_namespace s ON s.oid = c.relnamespace WHERE s.nspname = %s",
+                                 (self.staging_schema,)).fetchone()[0]
+                self.most = max(self.most, n)
+                self.samples += 1
+                time.sleep(0.01)
+
+
+def test_two_loads_on_a_one_slot_target_never_copy_at_once(pg_uri, orders, schema, tmp_path):
+    plan, folder = orders
+    first, second = plan.stream("orders", 1), plan.stream("orders", 2)
+    adapters = [PostgresAdapter(SPEC, uri=pg_uri, schema=schema, copy_slots=1) for _ in range(2)]
+    for a, s in zip(adapters, (first, second)):
+        a.prepare(s)
+    sampler = CopySampler(pg_uri, adapters[0].staging_schema)
+    sampler.start()
+    resume = threading.Event()
+    _frozen_feed(tmp_path / "orders.1.fifo", folder / first.file, resume)
+    results: dict = {}
+    held = threading.Thread(target=lambda: results.update(first=adapters[0].load(first, tmp_path / "orders.1.fifo")))
+    held.start()
+    deadline = time.monotonic() + 20
+    while sampler.most < 1 and time.monotonic() < deadline:  # the first load is in its COPY
+        time.sleep(0.02)
+    waiting = threading.Thread(target=lambda: results.update(second=adapters[1].load(second, folder / second.file)))
+    waiting.start()
+    waiting.join(1.5)
+    assert waiting.is_alive(), "the second load ran while the only slot was held"
+    resume.set()
+    held.join(30)
+    waiting.join(30)
+    sampler.stop.set()
+    sampler.join(5)
+    assert results["first"].rows == first.rows and results["second"].rows == second.rows
+    assert sampler.samples > 50 and sampler.most == 1
+    assert results["second"].details["copy_slot_wait_seconds"] >= 1.0
+    assert {results["first"].details["copy_slot"], results["second"].details["copy_slot"]} == {0}
+
+
+def _load_in_child(uri: str, schema: str, stream: dict, path: str) -> None:
+    PostgresAdapter(SPEC, uri=uri, schema=schema, copy_slots=1).load(StreamPlan(**stream), Path(path))
+
+
+def test_a_killed_load_frees_its_slot(pg_uri, orders, schema, tmp_path):
+    plan, folder = orders
+    stream = plan.stream("orders", 1)
+    adapter = PostgresAdapter(SPEC, uri=pg_uri, schema=schema, copy_slots=1, copy_slot_wait_seconds=20)
+    adapter.prepare(stream)
+    resume = threading.Event()
+    _frozen_feed(tmp_path / "orders.1.fifo", folder / stream.file, resume)
+    child = multiprocessing.get_context("fork").Process(
+        target=_load_in_child, args=(pg_uri, schema, stream.to_dict(), str(tmp_path / "orders.1.fifo")))
+    child.start()
+    with psycopg.connect(pg_uri) as conn:
+        deadline = time.monotonic() + 20
+        while slots_in_use(conn) < 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert slots_in_use(conn) == 1
+        # A load that finds the slot taken waits, then says so (worth a retry, not bad data).
+        impatient = PostgresAdapter(SPEC, uri=pg_uri, schema=schema, copy_slots=1, copy_slot_wait_seconds=0.5)
+        with pytest.raises(TargetError, match="COPY slots") as caught:
+            impatient.load(stream, folder / stream.file)
+        assert caught.value.permanent is False
+        os.kill(child.pid, signal.SIGKILL)
+        child.join(10)
+        resume.set()
+        assert child.exitcode == -signal.SIGKILL
+        # The server ends the killed client's session, and its lock with it.
+        result = adapter.load(stream, folder / stream.file)
+        assert result.rows == stream.rows
+        assert result.details["copy_slot_wait_seconds"] < 20
+        assert slots_in_use(conn) == 0
