@@ -1,6 +1,7 @@
 # Switchyard: `make demo` runs the main job end to end, `make test` runs the tests.
-# Both set up what they need: a virtualenv from requirements.txt + constraints.txt,
-# the embedded PostgreSQL, generated TPC-H data, a local Airflow.
+# Both set up what they need: a virtualenv from requirements.txt + constraints.txt with the
+# project installed in it (editable: `switchyard` and its development tooling), the embedded
+# PostgreSQL, generated TPC-H data, a local Airflow.
 SCALE ?= 0.1
 STREAMS ?= 4
 SPEC ?= tpch
@@ -9,32 +10,41 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
+PIP := $(VENV)/bin/pip --disable-pip-version-check
 
-export PYTHONPATH := $(CURDIR)/plugins
 export GX_ANALYTICS_ENABLED := False
 
-.PHONY: help demo test chaos bench db-uri psql stop clean lock
+.PHONY: help demo test unit chaos bench db-uri psql stop clean lock docs
 
 help:
 	@echo "make demo [SCALE=0.1 STREAMS=4]   load a generated TPC-H batch through the real DAG"
 	@echo "make demo SPEC=shop                the same with the shop example (messy CSV, date keys, NULLs, gzip)"
-	@echo "make test                          run the tests (embedded PostgreSQL, real Airflow)"
-	@echo "make chaos                         the fault, rerun and backfill cases (README: Reliability and security)"
-	@echo "make bench [SCALE=1 STREAMS=4 LEVERS=1]  throughput side by side with the floor and the peers (JSON, PNG)"
+	@echo "make test                          run the tests (embedded PostgreSQL, real Airflow; 10-15 minutes on 2 cores)"
+	@echo "make unit                          the unit tests only (no server; seconds)"
+	@echo "make chaos                         the fault, rerun and backfill cases (docs/reliability-and-security.md)"
+	@echo "make bench [SCALE=1 STREAMS=4 LEVERS=1]  throughput side by side with the floor and the peers (docs/benchmarks.md)"
 	@echo "make db-uri | make psql            the embedded target's URI / a SQL prompt on it"
 	@echo "make stop                          stop the local Airflow and the embedded PostgreSQL"
+	@echo "make docs                          regenerate docs/configuration.md from the settings"
 
-$(STAMP): requirements.txt constraints.txt
+$(STAMP): requirements.txt constraints.txt pyproject.toml plugins/switchyard_dev/pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Switchyard needs Python 3.11 or newer (set PYTHON=python3.11)")'
+	@echo "==> installing into $(VENV): the pinned requirements (about 1.5 GB from the package index, a few minutes), then Switchyard itself"
 	$(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/pip install --quiet --disable-pip-version-check -r requirements.txt -c constraints.txt
+	$(PIP) install -r requirements.txt -c constraints.txt
+	$(PIP) install -c constraints.txt -e '.[mssql,dev]' -e plugins/switchyard_dev
 	@touch $(STAMP)
+	@echo "==> installed: $(VENV)/bin/switchyard --help"
 
 demo: $(STAMP)
-	$(PY) -m switchyard demo --spec $(SPEC) --scale $(SCALE) --streams $(STREAMS)
+	$(VENV)/bin/switchyard demo --spec $(SPEC) --scale $(SCALE) --streams $(STREAMS)
 
+# The whole suite; it stops the embedded PostgreSQL afterwards if it was the one to start it.
 test: $(STAMP)
 	$(PY) -m pytest tests $(PYTEST_ARGS)
+
+unit: $(STAMP)
+	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
 
 # Faults (killed loads, server restarts, lock waits), concurrent runs, backfills with a real
 # scheduler. The fast ones also run in `make test`; the scheduler backfill runs only here.
@@ -52,18 +62,21 @@ bench: $(STAMP)
 	$(PY) -m switchyard_dev.bench --scale $(BENCH_SCALE) --streams $(BENCH_STREAMS) $(if $(filter 1 yes true,$(LEVERS)),--levers) $(BENCH_ARGS)
 
 db-uri: $(STAMP)
-	@$(PY) -m switchyard db uri
+	@$(VENV)/bin/switchyard db uri
 
 psql: $(STAMP)
-	$(PY) -m switchyard db psql
+	$(VENV)/bin/switchyard db psql
 
 stop:
-	-@$(PY) -m switchyard services stop
-	-@$(PY) -m switchyard db stop
+	-@$(VENV)/bin/switchyard services stop
+	-@$(VENV)/bin/switchyard db stop
+
+docs: $(STAMP)
+	$(VENV)/bin/switchyard config --markdown > docs/configuration.md
 
 # Re-lock the resolved set after changing requirements.txt.
 lock: $(STAMP)
-	$(VENV)/bin/pip freeze --exclude-editable | sort > constraints.txt
+	$(PIP) freeze --exclude-editable | sort > constraints.txt
 
 clean: stop
 	rm -rf .switchyard

@@ -1,6 +1,6 @@
 """The TPC-H load DAG: one task group per (table, stream), from the built-in TPC-H spec.
 
-Configured from the environment (see README): SWITCHYARD_STREAMS, SWITCHYARD_SCHEMA,
+Configured from the environment (docs/configuration.md): SWITCHYARD_STREAMS, SWITCHYARD_SCHEMA,
 SWITCHYARD_CONN_ID, SWITCHYARD_POOL, SWITCHYARD_DATA_ROOT.
 """
 import sys

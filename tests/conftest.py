@@ -1,9 +1,8 @@
-"""Shared fixtures: the real embedded PostgreSQL, a test Airflow home, batches of real data."""
+"""Shared fixtures: the real embedded PostgreSQL, a test Airflow home, batches of real data, a
+private Airflow with a real scheduler. Helpers that are not fixtures are in helpers.py."""
 from __future__ import annotations
 
-import json
 import os
-import shutil
 import sys
 import uuid
 from pathlib import Path
@@ -11,10 +10,11 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "plugins"))
+sys.path.insert(0, str(ROOT / "plugins"))  # also without the package installed (PYTHONPATH-only setups)
+
+from helpers import TEST_STATE, private_scheduler  # noqa: E402
 
 # Tests get an Airflow home of their own, so a running demo is never disturbed.
-TEST_STATE = ROOT / ".switchyard" / "test"
 os.environ.setdefault("SWITCHYARD_AIRFLOW_HOME", str(TEST_STATE / "airflow"))
 os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")
 
@@ -32,25 +32,20 @@ def pytest_runtest_makereport(item, call):
     setattr(item, f"report_{report.when}", report)
 
 
-def keep_service_logs(request, home: Path) -> Path | None:
-    """When the test failed, copy its Airflow services' logs (the home is about to be deleted)
-    to `.switchyard/test/failed/<test>/` and say where; None when it passed."""
-    report = getattr(request.node, "report_call", None)
-    if report is None or not report.failed:
-        return None
-    kept = TEST_STATE / "failed" / request.node.name
-    shutil.rmtree(kept, ignore_errors=True)
-    kept.mkdir(parents=True)
-    for log in (home / "logs").glob("*.out"):
-        shutil.copy2(log, kept / log.name)
-    print(f"the Airflow services' logs of this failed test: {kept}", file=sys.stderr)
-    return kept
-
-
 @pytest.fixture(scope="session")
-def pg_uri() -> str:
+def pg_uri(request):
+    """The embedded PostgreSQL's URI. A server the tests started is stopped when they end; one
+    that was already running (the user's) is left running."""
     from switchyard_dev.embedded import EmbeddedPostgres
-    return EmbeddedPostgres().start()
+    server = EmbeddedPostgres()
+    was_running = server.is_running()
+    yield server.start()
+    if was_running:
+        return
+    server.stop()
+    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_line(f"stopped the embedded PostgreSQL the tests started (port {server.port})")
 
 
 @pytest.fixture(scope="session")
@@ -81,15 +76,10 @@ def schema(pg_uri):
         conn.execute(f'DROP SCHEMA IF EXISTS "{name}_staging" CASCADE')
 
 
-def copy_batch(src: Path, dst: Path) -> Path:
-    shutil.copytree(src, dst)
-    return dst
-
-
-def edit_manifest(batch_dir: Path, table: str, stream: int, **changes) -> None:
-    path = batch_dir / "manifest.json"
-    raw = json.loads(path.read_text())
-    for entry in raw["files"]:
-        if entry["table"] == table and entry["stream"] == stream:
-            entry.update(changes)
-    path.write_text(json.dumps(raw, indent=2))
+@pytest.fixture
+def scheduler(request, pg_uri, data_root, schema, tmp_path, monkeypatch):
+    """A private Airflow (scheduler, dag-processor, api-server, triggerer) on the nightly schedule."""
+    if "chaos" not in (request.config.getoption("markexpr") or ""):
+        pytest.skip("several minutes with a real scheduler: runs in `make chaos` (pytest -m chaos)")
+    with private_scheduler(request, monkeypatch, pg_uri, data_root, schema, tmp_path / "runs") as running:
+        yield running

@@ -66,43 +66,50 @@ def test_plan_96_streams_shares_64_ports():
     assert text.count("BULK INSERT [tpch_staging].[") == 6 * 96 + 2
 
 
-def test_plan_server_config_for_96_streams():
-    out = switchyard("plan", "--target", "mssql", "--scale", "1000", "--streams", "96", "--emit", "server-config")
-    assert out.returncode == 0, out.stderr
-    text = out.stdout
-    value = next(line.strip("- ") for line in text.splitlines() if line.startswith("--    2000["))
-    entries = value.split(",")
-    assert len(entries) == 64
-    assert entries[:3] == ["2000[0x1]", "2001[0x2]", "2002[0x4]"] and entries[-1] == "2063[0x8000000000000000]"
-    assert "Windows setting" in text and "Linux" in text
-    assert "streams 65..96 share the ports (and nodes) of streams 1..32" in text
-    assert '{"base_port": 2000, "port_count": 64}' in text
-    assert "ALTER SERVER CONFIGURATION SET SOFTNUMA OFF;" in text
-    assert "ALTER SERVER CONFIGURATION SET PROCESS AFFINITY CPU = 0 TO 63;" in text
-    assert text.count("\\NodeConfiguration\\Node") == 64
-
-
-def test_plan_server_config_with_nodes_cpus_and_ports():
+def test_plan_server_config_for_96_streams_on_a_2x48_layout():
     out = switchyard("plan", "--target", "mssql", "--scale", "1000", "--streams", "96", "--emit", "server-config",
-                     "--nodes", "48", "--cpus-per-node", "2", "--base-port", "3000")
+                     "--layout", "2x48")
     assert out.returncode == 0, out.stderr
     text = out.stdout
-    assert "3000[0x1],3001[0x2]," in text and "3047[0x800000000000]" in text and "3048[" not in text
-    assert "PROCESS AFFINITY CPU = 0 TO 95;" in text
-    # Nodes 32..47 hold CPUs 64..95: the second processor group.
-    assert "\\Node31: CPUMask (DWORD/QWORD) = 0xC000000000000000, Group (DWORD) = 0" in text
-    assert "\\Node32: CPUMask (DWORD/QWORD) = 0x3, Group (DWORD) = 1" in text
+    assert "--    2000[0x1],2001[0x2]\n" in text
+    assert "Windows setting" in text and "Linux" in text and "TCP Dynamic Ports = blank" in text
+    assert '{"base_port": 2000, "port_count": 2}' in text
+    assert "AFFINITY CPU =" not in text.replace("AFFINITY CPU = AUTO", "") and "SOFTNUMA" not in text
+    assert "group 1, CPUs 0-47 of the group (cpu_id 64-111)" in text
+
+
+def test_plan_server_config_from_a_layout_file_with_soft_numa_and_affinity(tmp_path):
+    from test_mssql_server_config import TWO_BY_48
+    path = tmp_path / "layout.json"
+    path.write_text(json.dumps(TWO_BY_48))
+    out = switchyard("plan", "--target", "mssql", "--scale", "1000", "--streams", "96", "--emit", "server-config",
+                     "--layout", str(path), "--soft-numa", "2", "--base-port", "3000", "--affinity", "0-47,64-111")
+    assert out.returncode == 0, out.stderr
+    text = out.stdout
+    assert text.count("\\NodeConfiguration\\Node") == 48 and "3047[" in text and "3048[" not in text
+    assert "\\Node24: CPUMask = 0x3, Group = 1" in text
+    assert "ALTER SERVER CONFIGURATION SET PROCESS AFFINITY CPU = 0 TO 47, 64 TO 111;" in text
+
+
+def test_the_sql_script_dials_the_ports_the_server_config_maps():
+    args = ("plan", "--target", "mssql", "--scale", "1", "--streams", "8", "--tables", "orders", "--layout", "4x8")
+    out = switchyard(*args)
+    assert out.returncode == 0, out.stderr
+    assert "stream k connects to port 2000 + (k - 1) mod 4" in out.stdout
+    assert re.search(r"-- orders_6: .*, port 2001\n", out.stdout)
 
 
 def test_plan_refuses_what_the_server_cannot_do():
-    out = switchyard("plan", "--target", "mssql", "--scale", "1", "--streams", "96", "--emit", "server-config",
-                     "--nodes", "65")
-    assert out.returncode != 0 and "nodes must be 1..64" in out.stderr
+    out = switchyard("plan", "--target", "mssql", "--scale", "1", "--streams", "96", "--emit", "server-config")
+    assert out.returncode != 0 and "needs --layout" in out.stderr and "sys.dm_os_nodes" in out.stderr
     out = switchyard("plan", "--target", "postgres", "--scale", "1", "--streams", "4", "--emit", "server-config")
     assert out.returncode != 0 and "--target mssql" in out.stderr
-    out = switchyard("plan", "--target", "mssql", "--scale", "1", "--streams", "24", "--emit", "server-config",
-                     "--cpus-per-node", "3")
-    assert out.returncode != 0 and "straddle processor groups" in out.stderr
+    out = switchyard("plan", "--target", "mssql", "--scale", "1", "--streams", "96", "--emit", "server-config",
+                     "--layout", "2x48", "--soft-numa", "1")
+    assert out.returncode != 0 and "at most 64" in out.stderr
+    out = switchyard("plan", "--target", "mssql", "--scale", "1", "--streams", "8", "--emit", "server-config",
+                     "--layout", "2x48", "--affinity", "0-63")
+    assert out.returncode != 0 and "CPU ids the layout does not have" in out.stderr
 
 
 def cli_json(stdout: str):

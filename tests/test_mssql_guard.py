@@ -139,7 +139,9 @@ class ScriptedCursor:
         self.session.statements.append(sql)
         self._row = None
         if "FROM sys.dm_exec_sessions" in sql:
-            self._row = (self.session.spid, 3, 3, 0, 2000, 10, 20, 30)
+            self._row = (self.session.spid, 3, 3, 0, 2000, 10, 20, 30, "SIMPLE")
+        elif "FROM sys.dm_os_host_info" in sql:
+            self._row = ("Windows", 16)
         elif "BULK INSERT" in sql:
             # Like the server: the busy error comes from the claim, so only a guarded batch gets it.
             if self.session.answer is BUSY and "sp_getapplock" not in sql:
@@ -151,6 +153,9 @@ class ScriptedCursor:
 
     def fetchone(self):
         return self._row
+
+    def fetchall(self):
+        return []  # sys.columns' code pages: the staging table's text columns need none here
 
     def nextset(self):
         return False
@@ -177,6 +182,7 @@ class ScriptedAdapter(MssqlAdapter):
         super().__init__(SPEC, **options)
         self.answers = list(answers)
         self.sessions: list[ScriptedSession] = []
+        self.watch_every = None  # no second connection watching the load: every session is scripted
 
     def connect_odbc(self, stream=None):
         answer = self.answers.pop(0) if self.answers else None
@@ -214,6 +220,8 @@ def test_load_reconnects_on_each_busy_scheduler_then_loads(stream_file):
     assert result.details["attempts"] == 4
     assert result.details["scheduler_claimed"] is True and result.details["scheduler_shared"] is False
     assert result.details["session_id"] == 54  # the statistics are the successful session's
+    # Not watched: how the load was logged comes from the recovery model's rules.
+    assert result.details["logging"] == "minimal" and result.details["logging_basis"].startswith("rules (SIMPLE")
 
 
 def test_load_without_a_free_scheduler_loads_anyway_and_records_it(stream_file):
@@ -250,5 +258,84 @@ def test_a_bad_line_in_the_tds_path_is_permanent(tmp_path):
     path = tmp_path / "orders.1.tbl"
     path.write_text("1|36901|O|173665.47|1996-13-02|5-LOW|Clerk#000000951|0|x|\n")
     with pytest.raises(TargetError) as info:
-        list(FileRows(path, SPEC.table("orders"), "mssql", "|", True))
+        list(FileRows(path, SPEC.table("orders"), "mssql"))
     assert info.value.permanent is True
+
+
+# --- the load's session, watched from a second connection ----------------------------------------
+class WatchedCursor(ScriptedCursor):
+    """SCRIPTED DMV ANSWERS for the watching connection: LOAD_SAMPLE_SQL's row for the loading
+    session, its open batch growing by 2,500 rows (43 pages) per look, logged minimally."""
+
+    looks = 0
+
+    def execute(self, sql: str, *params):
+        if "FROM sys.dm_tran_session_transactions" in sql or "sys.dm_tran_database_transactions" in sql:
+            WatchedCursor.looks += 1
+            k = WatchedCursor.looks
+            self.session.statements.append(sql)
+            self._row = (params[1], 7, 7, 1, 2001, 0, 0, 0, "BULK_LOGGED", 900, 60 * 43 * k, 4 * k, 2_500 * k, 43 * k)
+            return self
+        return super().execute(sql, *params)
+
+
+def test_the_load_is_watched_and_its_logging_measured(stream_file):
+    import threading
+    import time
+    s, path = stream_file
+    a = ScriptedAdapter([None], local_data_root=path.parents[2], load_mode="bulk_insert")
+    a.watch_every = 0.01
+    loading = threading.Event()
+    original = ScriptedCursor.execute
+
+    def slow_bulk_insert(self, sql, *params):
+        if "BULK INSERT" in sql:
+            loading.set()
+            time.sleep(0.3)  # the load runs while the watcher looks
+        return original(self, sql, *params)
+
+    class Adapter(type(a)):
+        def connect_odbc(self, stream=None):
+            session = super().connect_odbc(stream)
+            if len(self.sessions) > 1:  # the watcher's connection
+                session.cursor = lambda: WatchedCursor(session)
+            return session
+    a.__class__ = Adapter
+    ScriptedCursor.execute = slow_bulk_insert
+    try:
+        result = a.load(s, path)
+    finally:
+        ScriptedCursor.execute = original
+    assert loading.is_set() and len(a.sessions) == 2 and all(x.closed for x in a.sessions)
+    assert a.sessions[1].statements and "sys.dm_tran_database_transactions" in a.sessions[1].statements[0]
+    d = result.details
+    assert d["logging"] == "minimal" and d["logging_basis"].startswith("measured") and d["log_ratio"] < 0.01
+    assert d["recovery_model"] == "SIMPLE"  # the loading session's own word, read after the load
+
+
+def test_text_the_server_would_not_store_exactly_turns_to_the_client_path(stream_file, monkeypatch):
+    """SCRIPTED DMV ANSWERS: the staging table's varchar columns in code page 1252 on Windows,
+    and a file with non-ASCII text: the load takes the client path, saying why, before any
+    BULK INSERT; with text_check off it stays on BULK INSERT."""
+    s, path = stream_file
+    path.write_text("x\n" * 6 + "caf\u00e9\n", encoding="utf-8")
+
+    class CodePages(ScriptedCursor):
+        def fetchall(self):
+            return [("o_comment", 1252)]
+
+    from switchyard.targets.base import LoadResult
+    turned = []
+
+    def client_path(self, stream, path, progress):  # stands in for the TDS bulk copy
+        turned.append(stream)
+        return LoadResult(rows=7, bytes=0, seconds=0.0, details={"mode": "tds"})
+
+    a = ScriptedAdapter([None], local_data_root=path.parents[2], load_mode="bulk_insert")
+    monkeypatch.setattr(ScriptedSession, "cursor", lambda session: CodePages(session))
+    monkeypatch.setattr(type(a), "_load_tds", client_path)
+    result = a.load(s, path)
+    assert turned == [s] and not any("BULK INSERT" in x for x in a.sessions[0].statements)
+    assert "non-ASCII text" in result.details["load_path"] and "o_comment (code page 1252)" in result.details["load_path"]
+    b = ScriptedAdapter([None], local_data_root=path.parents[2], load_mode="bulk_insert", text_check=False)
+    assert b.load(s, path).rows == 7 and any("BULK INSERT" in x for x in b.sessions[0].statements)

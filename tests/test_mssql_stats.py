@@ -90,3 +90,54 @@ def test_base_defaults_for_engines_without_wait_counters():
     assert pg.server_snapshot() is None
     assert pg.server_delta({}, {}) == {}
     assert PostgresAdapter.server_snapshot is TargetAdapter.server_snapshot
+
+
+# --- how a load was logged -----------------------------------------------------------------------
+# SCRIPTED DMV ANSWERS: what LOAD_SAMPLE_SQL's log columns (sys.dm_tran_database_transactions,
+# sys.dm_db_partition_stats) would show, once a second, for a load of ~140-byte rows in
+# batches of 100,000 (about 58 rows per 8-KB page).
+from switchyard.targets.mssql.dmv import LogSample, load_logging, log_ratios  # noqa: E402
+
+
+def samples(log_bytes_per_page: float, batches: int = 3, looks: int = 3) -> list[LogSample]:
+    out = []
+    for b in range(batches):
+        for k in range(1, looks + 1):
+            rows = b * 100_000 + k * 25_000
+            pages = rows // 58
+            in_txn = pages - (b * 100_000) // 58
+            out.append(LogSample(1000 + b, int(in_txn * log_bytes_per_page), in_txn, rows, pages))
+    return out
+
+
+def test_a_minimally_logged_load_is_told_from_a_fully_logged_one():
+    minimal = load_logging(samples(log_bytes_per_page=120), 100_000, "SIMPLE")
+    assert minimal["logging"] == "minimal" and minimal["logging_basis"].startswith("measured")
+    assert minimal["log_ratio"] < 0.05
+    full = load_logging(samples(log_bytes_per_page=9000), 100_000, "FULL")
+    assert full["logging"] == "full" and full["log_ratio"] > 1
+    assert "logging_note" not in minimal and "logging_note" not in full
+
+
+def test_measured_logging_that_contradicts_the_rules_is_reported():
+    odd = load_logging(samples(log_bytes_per_page=9000), 100_000, "BULK_LOGGED")
+    assert odd["logging"] == "full" and "where the rules say minimal" in odd["logging_note"]
+
+
+def test_without_usable_samples_the_rules_decide_and_say_so():
+    fast = load_logging([], 100_000, "BULK_LOGGED")
+    assert fast["logging"] == "minimal" and fast["logging_basis"].startswith("rules (BULK_LOGGED recovery")
+    assert load_logging([], 100_000, "FULL")["logging"] == "full"
+    assert load_logging([], 100_000, None)["logging"] == "unknown"
+    # One look per transaction: the rows past the last full batch give the transaction's share.
+    one = [LogSample(7, 40_000 * 140 * 2, 40_000, 140_000, 140_000 // 58)]
+    assert log_ratios(one, 100_000) and load_logging(one, 100_000, "FULL")["logging"] == "full"
+    # A look between batches (no open transaction) says nothing.
+    assert log_ratios([LogSample(None, None, None, 200_000, 3448)], 100_000) == []
+
+
+def test_the_sampling_queries_parse():
+    from switchyard.targets.mssql.dmv import BULK_SESSION_SQL, LOAD_SAMPLE_SQL, SESSION_STATS_SQL
+    from test_mssql_tsql import sqlfluff_parses
+    for sql in (LOAD_SAMPLE_SQL, BULK_SESSION_SQL, SESSION_STATS_SQL):
+        assert sqlfluff_parses(sql.replace("?", "@p")), sql

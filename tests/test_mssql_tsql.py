@@ -17,7 +17,6 @@ from pathlib import Path
 import pytest
 
 from switchyard.core import tpch
-from switchyard.mssql_server_config import cpu_mask, server_config, tcp_port_value
 from switchyard.core.planner import plan_tpch
 from switchyard.core.spec import load_spec
 from switchyard.targets import TargetError, adapter_class
@@ -90,10 +89,6 @@ def test_lease_held_names_the_holder_and_the_t_sql_to_free_it():
         "2026-01-01 02:00:05 UTC); this run waits its turn. The lease lapses at 2026-01-01 02:30:05 UTC unless "
         "that run renews it; if that run is dead: DELETE FROM [switchyard].[run_lease] WHERE [target_schema] = N'tpch'")
     a.check_lease(("switchyard_tpch/run-b", *row[1:]))  # our own lease: no error
-
-
-def test_server_config_matches_golden():
-    check_golden("server_config_4_nodes.sql", server_config(4, cpus_per_node=2))
 
 
 # --- statements through a T-SQL parser -------------------------------------------------------
@@ -183,19 +178,45 @@ def test_sqlglot_parses_the_plain_statements():
 
 
 # --- the method, statement by statement ------------------------------------------------------
+_PIECE = re.compile(r"N'((?:[^']|'')*)'|NCHAR\((\d+)\)|(@rowterminator)")
+
+
+def dynamic_bulk_insert(batch: str) -> tuple[str, str]:
+    """(row terminator, BULK INSERT) as sp_executesql runs them: the batch's two DECLAREd
+    expressions evaluated (N'' literals, NCHAR(n), the variable)."""
+    def evaluate(expr: str, rowterminator: str = "") -> str:
+        out = []
+        for m in _PIECE.finditer(expr):
+            out.append(m.group(1).replace("''", "'") if m.group(1) is not None else
+                       chr(int(m.group(2))) if m.group(2) else rowterminator)
+        return "".join(out)
+    rt = evaluate(re.search(r"DECLARE @rowterminator nvarchar\(12\) = (.*)$", batch, re.M).group(1))
+    load = re.search(r"DECLARE @load nvarchar\(max\) = (.*)$", batch, re.M).group(1)
+    return rt, evaluate(load, rt)
+
+
 def test_bulk_insert_statement_follows_the_method():
     a = adapter(batch_size=250_000)
     s = small_plan().stream("lineitem", 3)
     (stmt,) = a.load_sql(s, Path(LOCAL_ROOT) / "nightly" / s.file)
-    assert f"FROM '{SERVER_ROOT}/nightly/lineitem/lineitem.3.tbl'" in stmt
-    assert "BULK INSERT [tpch_staging].[lineitem_3]" in stmt
-    assert "DATAFILETYPE = 'char'" in stmt and "FIELDTERMINATOR = '|'" in stmt
-    # '|' then a real line feed: the trailing delimiter folded into the row terminator.
-    assert "ROWTERMINATOR = '|\n'" in stmt and "\\n" not in stmt.split("ROWTERMINATOR")[1]
+    # '|' then LF: the trailing delimiter folded into the row terminator, built with NCHAR(10)
+    # (no line break inside any literal of the batch) and run by sp_executesql.
+    assert "DECLARE @rowterminator nvarchar(12) = N'|' + NCHAR(10)\n" in stmt
+    assert stmt.rstrip().endswith("EXEC sys.sp_executesql @load")
+    code = "\n".join(ln for ln in stmt.splitlines() if not ln.lstrip().startswith("--"))
+    for literal in re.findall(r"N?'(?:[^']|'')*'", code):
+        assert "\n" not in literal and "\r" not in literal, literal
+    rt, inner = dynamic_bulk_insert(stmt)
+    assert rt == "|\n"
+    assert f"FROM '{SERVER_ROOT}/nightly/lineitem/lineitem.3.tbl'" in inner
+    assert inner.startswith("BULK INSERT [tpch_staging].[lineitem_3] ")
+    assert "DATAFILETYPE = 'char'" in inner and "FIELDTERMINATOR = '|'" in inner
+    assert "ROWTERMINATOR = '|\n'" in inner and "CODEPAGE = '65001'" in inner
     for option in ("TABLOCK", "CHECK_CONSTRAINTS", "BATCHSIZE = 250000", "MAXERRORS = 0"):
-        assert option in stmt
+        assert option in inner
+    assert sqlfluff_parses(inner)
     # The scheduler claim comes before the load, in the same batch.
-    assert stmt.index("sp_getapplock") < stmt.index("BULK INSERT [")
+    assert stmt.index("sp_getapplock") < stmt.index("sys.sp_executesql")
     assert "@LockOwner = N'Session'" in stmt and "@LockTimeout = 0" in stmt
     (unguarded,) = adapter(scheduler_guard=False).load_sql(s, Path(LOCAL_ROOT) / "x" / s.file)
     assert "sp_getapplock" not in unguarded
@@ -223,24 +244,32 @@ def test_partition_layout_puts_each_stream_in_its_own_partition_on_its_filegroup
             setup).group(1).split(", ")]
         scheme = re.search(rf"CREATE PARTITION SCHEME \[ps_{table}\] AS PARTITION \[pf_{table}\] TO \(([^)]*)\)",
                            setup).group(1).split(", ")
-        assert len(scheme) == len(values) + 1
+        assert len(scheme) == len(values) + 1 and values == sorted(values)
 
         def partition(key: int) -> int:  # RANGE LEFT: the boundary belongs to the left partition
             return 1 + sum(1 for b in values if key > b)
 
         for s in plan.table(table).streams:
-            assert partition(s.lower) == partition(s.upper) == s.stream + 1
-            assert partition(s.lower - 1) != partition(s.lower) and partition(s.upper + 1) != partition(s.upper)
+            # Exactly the stream's keys: bounded by the values lower - 1 and upper.
+            assert partition(s.lower) == partition(s.upper)
+            assert s.lower - 1 in values and s.upper in values
             assert scheme[partition(s.lower) - 1] == f"[{s.filegroup}]"
             switch = "\n".join(a.switch_sql(s, replace_existing=False))
             assert f"$PARTITION.[pf_{table}]({s.lower})" in switch
-        assert scheme[0] == scheme[-1] == "[PRIMARY]"
+        # Every partition that holds no stream sits on the edge filegroup, never on PRIMARY.
+        streams = {partition(s.lower) for s in plan.table(table).streams}
+        assert all(fg == "[fg_edge]" for i, fg in enumerate(scheme, start=1) if i not in streams)
+        assert scheme[0] == scheme[-1] == "[fg_edge]" and "[PRIMARY]" not in scheme
+        # Every boundary is in the function when it is created: its SPLITs find them all there.
+        splits = [int(v) for v in re.findall(rf"SPLIT RANGE \((\d+)\)", "\n".join(
+            x for x in a.setup_sql(plan) if f"[pf_{table}]" in x and "SPLIT" in x))]
+        assert splits == values
     assert re.search(r"CREATE TABLE \[tpch\]\.\[orders\] \(.*\) ON \[ps_orders\]\(\[o_orderkey\]\)", setup, re.S)
 
 
 def test_filegroups_get_files_round_robin_and_only_when_missing():
     setup = adapter().setup_sql(small_plan())
-    files = [s for s in setup if "ADD FILE (" in s]
+    files = [s for s in setup if "ADD FILE (" in s and "[fg_edge]" not in s]
     assert len(files) == 3 * 2
     assert all(s.lstrip().splitlines()[-2].startswith("IF NOT EXISTS (SELECT 1 FROM sys.database_files")
                for s in files)
@@ -248,7 +277,7 @@ def test_filegroups_get_files_round_robin_and_only_when_missing():
     assert paths[:3] == ["/mnt/v1/switchyard_fg1_1.ndf", "/mnt/v2/switchyard_fg1_2.ndf",
                          "/mnt/v1/switchyard_fg2_1.ndf"]
     groups = [s for s in setup if "ADD FILEGROUP" in s]
-    assert [re.search(r"ADD FILEGROUP \[(\w+)\]", s).group(1) for s in groups] == ["fg1", "fg2", "fg3"]
+    assert [re.search(r"ADD FILEGROUP \[(\w+)\]", s).group(1) for s in groups] == ["fg1", "fg2", "fg3", "fg_edge"]
     assert all("IF NOT EXISTS (SELECT 1 FROM sys.filegroups" in s for s in groups)
     assert any("recovery_model_desc" in s and "N'FULL'" in s for s in setup)
 
@@ -265,7 +294,7 @@ def test_later_batch_splits_new_boundaries_with_next_used_filegroups():
     found = [(int(re.search(r"SPLIT RANGE \((\d+)\)", s).group(1)), re.search(r"NEXT USED (\[\w+\])", s).group(1))
              for s in splits]
     # In ascending order: each split's new (left) partition is exactly the stream's range.
-    assert found == [(100_000, "[PRIMARY]"), (120_000, "[fg1]"), (140_000, "[fg2]")]
+    assert found == [(100_000, "[fg_edge]"), (120_000, "[fg1]"), (140_000, "[fg2]")]
     for s in splits:
         value = re.search(r"SPLIT RANGE \((\d+)\)", s).group(1)
         assert "IF NOT EXISTS (SELECT 1 FROM sys.partition_range_values" in s
@@ -399,15 +428,6 @@ def test_server_path_mapping():
     assert same.server_path(Path(LOCAL_ROOT) / "b" / "x.tbl") == f"{LOCAL_ROOT}/b/x.tbl"
 
 
-def test_server_config_values():
-    assert tcp_port_value(3) == "2000[0x1],2001[0x2],2002[0x4]"
-    assert tcp_port_value(64).endswith("2063[0x8000000000000000]")
-    assert cpu_mask(2, 2) == "0xC"
-    text = server_config(2, cpus_per_node=4)
-    assert "PROCESS AFFINITY CPU = 0 TO 7;" in text and "2000[0x1],2001[0x2]" in text
-    assert "Windows" in text
-
-
 def test_stats_delta():
     before = {"PAGEIOLATCH_EX": (10, 100, 5), "WRITELOG": (1, 2, 0)}
     after = {"PAGEIOLATCH_EX": (15, 400, 9), "WRITELOG": (1, 2, 0), "BULKOP": (2, 50, 1)}
@@ -431,7 +451,7 @@ def test_file_rows_read_a_real_batch(tpch_batch):
     import json
     manifest = json.loads((folder / "manifest.json").read_text())
     entry = next(e for e in manifest["files"] if e["table"] == "lineitem" and e["stream"] == 2)
-    rows = FileRows(folder / entry["file"], SPEC.table("lineitem"), "mssql", "|", True)
+    rows = FileRows(folder / entry["file"], SPEC.table("lineitem"), "mssql")
     out = list(rows)
     assert len(out) == entry["rows"] == rows.rows
     assert out[0][0] == entry["key_min"] and out[-1][0] == entry["key_max"]
@@ -443,13 +463,13 @@ def test_a_bad_line_names_file_line_and_column(tmp_path):
     bad = "2|78002|O|46929.18|1996-13-01|1-URGENT|Clerk#000000880|0| foxes. pending accounts|\n"
     path = tmp_path / "orders.1.tbl"
     path.write_text(good + bad)
-    rows = FileRows(path, SPEC.table("orders"), "mssql", "|", True)
+    rows = FileRows(path, SPEC.table("orders"), "mssql")
     with pytest.raises(TargetError, match=r"orders\.1\.tbl: line 2: column o_orderdate: .*'1996-13-01'"):
         list(rows)
     assert rows.error is not None
     path.write_text(good + "3|1|O|1.00|1996-01-02|x|y|0|z\n")
     with pytest.raises(TargetError, match=r"line 2: 8 fields, expected 9"):
-        list(FileRows(path, SPEC.table("orders"), "mssql", "|", True))
+        list(FileRows(path, SPEC.table("orders"), "mssql"))
 
 
 # --- the docker-compose stack's file, validated without Docker ---------------------------------

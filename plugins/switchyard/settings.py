@@ -1,32 +1,265 @@
-"""Where Switchyard keeps its files: one place that reads the locations from the environment.
+"""Switchyard's settings: every SWITCHYARD_* variable the product reads, in one place.
 
-| variable | default | what |
-|---|---|---|
-| SWITCHYARD_STATE_DIR | `.switchyard/` in the project | local state: embedded server, local Airflow, runs |
-| SWITCHYARD_DATA_ROOT | `<state dir>/data` | batches: one folder each, with its manifest |
-| SWITCHYARD_RUNS_DIR | `<state dir>/runs` | each run's statistics and report |
+Each setting is declared once below (variable, type, default, what it does); `get()` reads
+the environment into a typed, frozen `Settings`, once per distinct environment (a test or a
+tool that changes a variable gets the new value, nobody parses twice). The configuration
+reference, docs/configuration.md, is generated from these declarations
+(`switchyard config --markdown`), and a unit test fails when the two differ.
+
+Other installed packages add their own declarations (documentation only: they read them
+themselves) through the `switchyard.settings` entry-point group: an entry point names a
+sequence of `Setting`s whose `section` says where they go in the reference.
 """
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass, fields
+from functools import lru_cache
+from importlib.metadata import entry_points
 from pathlib import Path
+from typing import Any, Callable, Mapping
 
 # plugins/switchyard/settings.py -> the project folder.
 PROJECT = Path(__file__).resolve().parents[2]
+SETTINGS_GROUP = "switchyard.settings"
+
+_OFF = ("0", "false", "no", "off")
+_NONE = ("", "none", "off", "manual")
 
 
-def _path(variable: str, default: Path) -> Path:
-    configured = os.environ.get(variable)
-    return Path(configured).resolve() if configured else default.resolve()
+def _bool(text: str) -> bool:
+    return text.strip().lower() not in _OFF
 
 
+def _schedule(text: str) -> str | None:
+    """A cron expression, or none/off/manual (or empty) for manual runs only."""
+    return None if text.strip().lower() in _NONE else text.strip()
+
+
+def _path(text: str) -> Path:
+    return Path(text).expanduser().resolve()
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise ValueError(f"{value} is not a positive whole number")
+    return value
+
+
+def _choice(*allowed: str) -> Callable[[str], str]:
+    def parse(text: str) -> str:
+        value = text.strip().lower()
+        if value not in allowed:
+            raise ValueError(f"{text!r} is none of {', '.join(allowed)}")
+        return value
+    parse.__doc__ = " | ".join(allowed)
+    return parse
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One environment variable: how it is parsed, its default and what it does."""
+
+    variable: str
+    field: str
+    parse: Callable[[str], Any]
+    default: Any
+    doc: str
+    section: str
+    type_name: str = ""
+    # The default as the reference shows it, where it is derived (e.g. from another setting).
+    default_text: str | None = None
+
+    def shown_default(self) -> str:
+        return self.default_text if self.default_text is not None else f"`{render(self.default)}`"
+
+
+def render(value: Any) -> str:
+    """A value as it would be written in the environment."""
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+WHERE = "Where files are"
+DAG = "The DAG"
+STEPS = "The steps"
+SCHEDULER = "The scheduler"
+
+# Derived defaults: None here, computed in `_read` from the settings they depend on.
+SETTINGS: tuple[Setting, ...] = (
+    Setting("SWITCHYARD_STATE_DIR", "state_dir", _path, None,
+            "Local state: the embedded server, the local Airflow, batches and runs (unless set apart below).",
+            WHERE, "path", "`.switchyard/` in the project"),
+    Setting("SWITCHYARD_DATA_ROOT", "data_root", _path, None,
+            "Where batches live: one folder per batch, with its `manifest.json`. A batch name never "
+            "leaves this folder.", WHERE, "path", "`<state dir>/data`"),
+    Setting("SWITCHYARD_RUNS_DIR", "runs_dir", _path, None,
+            "Each run's `stats.json` and report, in `<dag id>/<run>/`; the api-server serves the reports "
+            "from here.", WHERE, "path", "`<state dir>/runs`"),
+
+    Setting("SWITCHYARD_DAG_ID", "dag_id", str, "switchyard_tpch", "The DAG's id.", DAG, "text"),
+    Setting("SWITCHYARD_SPEC", "spec", str, "tpch",
+            "The load spec the DAG is built from: a built-in name or a path to a spec file "
+            "([spec reference](spec.md)).", DAG, "text"),
+    Setting("SWITCHYARD_STREAMS", "streams", _positive_int, 4,
+            "Streams the DAG is built for: one task group per table and stream. A batch with another "
+            "stream count fails at `setup.plan`.", DAG, "integer"),
+    Setting("SWITCHYARD_CONN_ID", "conn_id", str, "switchyard_target",
+            "The target's Airflow connection (PostgreSQL or SQL Server); the trigger form can name another. "
+            "Also `switchyard pool sync`'s default.", DAG, "text"),
+    Setting("SWITCHYARD_SCHEMA", "schema", str, "tpch",
+            "Target schema; staging tables go in `<schema>_staging`, the lease and load statistics in "
+            "`switchyard`.", DAG, "identifier"),
+    Setting("SWITCHYARD_POOL", "pool", str, "switchyard_loads",
+            "The Airflow pool the loads run in; size it with `switchyard pool sync`.", DAG, "text"),
+    Setting("SWITCHYARD_SCHEDULE", "schedule", _schedule, "0 2 * * *",
+            "Cron schedule of the DAG (a nightly batch named by the run's date, `YYYY-MM-DD`); "
+            "`none` for manual runs only.", DAG, "cron | none"),
+    Setting("SWITCHYARD_BATCH_WAIT_SECONDS", "batch_wait_seconds", int, 6 * 3600,
+            "How long `setup.wait_for_batch` waits for the batch's manifest (deferred: no worker slot "
+            "held) before the run fails.", DAG, "seconds"),
+    Setting("SWITCHYARD_BATCH_POKE_SECONDS", "batch_poke_seconds", float, 60.0,
+            "How often the wait looks for the manifest.", DAG, "seconds"),
+    Setting("SWITCHYARD_MAX_ACTIVE_TASKS", "max_active_tasks", _positive_int, 16,
+            "The DAG's `max_active_tasks`: tasks of one run at once (the loads are further capped by "
+            "the pool).", DAG, "integer"),
+    Setting("SWITCHYARD_LEASE_RETRIES", "lease_retries", int, 24,
+            "Retries of `setup.plan` while another run holds the target schema's lease.", DAG, "integer"),
+    Setting("SWITCHYARD_LEASE_RETRY_SECONDS", "lease_retry_seconds", float, 300.0,
+            "Delay between those retries.", DAG, "seconds"),
+
+    Setting("SWITCHYARD_LEASE_TTL_SECONDS", "lease_ttl_seconds", _positive_int, 1800,
+            "A run's lease on its target schema lapses after this long without a step renewing it "
+            "(a dead run frees the schema by itself).", STEPS, "seconds"),
+    Setting("SWITCHYARD_PROGRESS_SECONDS", "progress_seconds", float, 5.0,
+            "Interval between a long load's progress lines in its task log.", STEPS, "seconds"),
+    Setting("SWITCHYARD_VALIDATION", "validation", _choice("constraints", "full"), "constraints",
+            "`constraints`: where the staging table's validated constraints prove the key checks, "
+            "they are not re-run by Great Expectations (the row count always is); `full`: every "
+            "expectation runs through Great Expectations.", STEPS, "constraints | full"),
+
+    Setting("SWITCHYARD_PRELOAD", "preload", _bool, True,
+            "The scheduler imports Great Expectations, the drivers and the DAG once, before it forks "
+            "the task processes (LocalExecutor); `0` turns it off.", SCHEDULER, "0 | 1"),
+)
+VARIABLES = tuple(s.variable for s in SETTINGS)
+
+
+class SettingsError(ValueError):
+    """A SWITCHYARD_* variable holds a value its setting cannot take; the message names it."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    state_dir: Path
+    data_root: Path
+    runs_dir: Path
+    dag_id: str
+    spec: str
+    streams: int
+    conn_id: str
+    schema: str
+    pool: str
+    schedule: str | None
+    batch_wait_seconds: int
+    batch_poke_seconds: float
+    max_active_tasks: int
+    lease_retries: int
+    lease_retry_seconds: float
+    lease_ttl_seconds: int
+    progress_seconds: float
+    validation: str
+    preload: bool
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> "Settings":
+        env = os.environ if env is None else env
+        return _read(tuple((v, env.get(v)) for v in VARIABLES))
+
+
+def _read(values: tuple[tuple[str, str | None], ...]) -> Settings:
+    raw = dict(values)
+    out: dict[str, Any] = {}
+    for s in SETTINGS:
+        text = raw.get(s.variable)
+        if text is None or (text.strip() == "" and s.parse is not _schedule):
+            out[s.field] = s.default
+            continue
+        try:
+            out[s.field] = s.parse(text)
+        except ValueError as exc:
+            raise SettingsError(f"{s.variable}={text!r}: {exc}") from None
+    state = out["state_dir"] or (PROJECT / ".switchyard").resolve()
+    out["state_dir"] = state
+    out["data_root"] = out["data_root"] or state / "data"
+    out["runs_dir"] = out["runs_dir"] or state / "runs"
+    return Settings(**out)
+
+
+_cached = lru_cache(maxsize=32)(_read)
+
+
+def get() -> Settings:
+    """The settings of this process's environment (parsed once per distinct environment)."""
+    return _cached(tuple((v, os.environ.get(v)) for v in VARIABLES))
+
+
+# The locations, as functions: what most callers want.
 def state_dir() -> Path:
-    return _path("SWITCHYARD_STATE_DIR", PROJECT / ".switchyard")
+    return get().state_dir
 
 
 def data_root() -> Path:
-    return _path("SWITCHYARD_DATA_ROOT", state_dir() / "data")
+    return get().data_root
 
 
 def runs_dir() -> Path:
-    return _path("SWITCHYARD_RUNS_DIR", state_dir() / "runs")
+    return get().runs_dir
+
+
+# --- the reference ------------------------------------------------------------------------
+def registered() -> list[Setting]:
+    """Declarations of other installed packages (the `switchyard.settings` entry points)."""
+    out: list[Setting] = []
+    for entry in sorted(entry_points(group=SETTINGS_GROUP), key=lambda e: e.name):
+        out.extend(entry.load())
+    return out
+
+
+INTRO = """# Configuration
+
+Switchyard reads its settings from `SWITCHYARD_*` environment variables: in the environment
+of the Airflow components (scheduler, workers, dag-processor, api-server), of `make`, and of
+the `switchyard` command. `switchyard config` prints the values in effect.
+
+This page is generated from `plugins/switchyard/settings.py` by `switchyard config --markdown`
+(with the development tooling installed, which adds its own section); a test fails when the
+two differ. Airflow's own settings (`AIRFLOW__SECTION__KEY`) are Airflow's.
+"""
+
+
+def markdown(extra: list[Setting] | None = None) -> str:
+    """docs/configuration.md: every setting, by section, in declaration order."""
+    extra = registered() if extra is None else extra
+    lines = [INTRO]
+    sections: dict[str, list[Setting]] = {}
+    for s in (*SETTINGS, *extra):
+        sections.setdefault(s.section, []).append(s)
+    for title, items in sections.items():
+        lines += [f"## {title}", "", "| variable | type | default | what it does |", "|---|---|---|---|"]
+        for s in items:
+            doc = s.doc.replace("|", "\\|").replace("\n", " ")
+            kind = (s.type_name or "text").replace("|", "\\|")
+            lines.append(f"| `{s.variable}` | {kind} | {s.shown_default().replace('|', chr(92) + '|')} | {doc} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def field_names() -> tuple[str, ...]:
+    return tuple(f.name for f in fields(Settings))

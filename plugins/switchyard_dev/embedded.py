@@ -4,7 +4,7 @@ No root, no Docker, no system packages: `initdb` and `pg_ctl` from the wheel, da
 `.switchyard/pg/` in the project, listening on 127.0.0.1 only, password authentication
 with a password generated at first start. The server is tuned as a bulk-load server
 (wal_level=minimal, large max_wal_size, no synchronous commit wait) and keeps running
-between commands; `python -m switchyard db stop` stops it.
+between commands; `switchyard db stop` stops it.
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import quote
 
-DEFAULT_PORT = 54329
+DEFAULT_PORT = 54329  # SWITCHYARD_PG_PORT, declared in settings.py
 DATABASE = "switchyard"
 SUPERUSER = "postgres"
 # postgres refuses to run as root; as root we run it as this unprivileged user.
@@ -73,7 +73,8 @@ class EmbeddedPostgres:
     def __init__(self, root: Path | None = None, port: int | None = None):
         self.root = (root or state_dir() / "pg").resolve()
         self.pgdata = self.root / "data"
-        self.port = int(port or os.environ.get("SWITCHYARD_PG_PORT", DEFAULT_PORT))
+        from switchyard_dev.settings import value
+        self.port = int(port or value("SWITCHYARD_PG_PORT"))
         self.logfile = self.root / "server.log"
         self.password_file = self.root / "password"
 

@@ -19,20 +19,19 @@ from pathlib import Path
 from typing import Any
 
 from switchyard_dev.embedded import state_dir
+from switchyard_dev.settings import value as setting
 
 PROJECT = Path(__file__).resolve().parents[2]
 SERVICES = ("scheduler", "dag-processor", "api-server", "triggerer")
-DEFAULT_API_PORT = 28080
 ADMIN_USER = "admin"
 
 
 def airflow_home() -> Path:
-    configured = os.environ.get("SWITCHYARD_AIRFLOW_HOME")
-    return Path(configured).resolve() if configured else state_dir() / "airflow"
+    return setting("SWITCHYARD_AIRFLOW_HOME") or state_dir() / "airflow"
 
 
 def api_port() -> int:
-    return int(os.environ.get("SWITCHYARD_AIRFLOW_PORT", DEFAULT_API_PORT))
+    return setting("SWITCHYARD_AIRFLOW_PORT")
 
 
 def api_url() -> str:
@@ -78,7 +77,12 @@ _CONNECT_ARGS_SETTINGS = {
 }
 
 
-def airflow_env(streams: int | None = None, extra: dict[str, str] | None = None) -> dict[str, str]:
+# The folder of the airflow_local_settings.py Airflow imports: the product's (the scheduler's preload).
+LOCAL_SETTINGS = PROJECT / "plugins" / "switchyard" / "airflow" / "local_settings"
+
+
+def airflow_env(streams: int | None = None, extra: dict[str, str] | None = None,
+                local_settings: Path = LOCAL_SETTINGS) -> dict[str, str]:
     home = airflow_home()
     home.mkdir(parents=True, exist_ok=True)
     admin_password()
@@ -89,7 +93,7 @@ def airflow_env(streams: int | None = None, extra: dict[str, str] | None = None)
         "AIRFLOW__CORE__PLUGINS_FOLDER": str(PROJECT / "plugins"),
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
         "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
-        "AIRFLOW__CORE__PARALLELISM": os.environ.get("SWITCHYARD_PARALLELISM", "8"),
+        "AIRFLOW__CORE__PARALLELISM": str(setting("SWITCHYARD_PARALLELISM")),
         "AIRFLOW__CORE__FERNET_KEY": _secret("fernet_key", _fernet_key),
         "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{api_url()}/execution/",
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{ADMIN_USER}:admin",
@@ -115,7 +119,7 @@ def airflow_env(streams: int | None = None, extra: dict[str, str] | None = None)
     env.setdefault("AIRFLOW__WORKERS__MIN_HEARTBEAT_INTERVAL", "1")
     env.setdefault("AIRFLOW__SCHEDULER__SCHEDULER_IDLE_SLEEP_TIME", "0.25")
     # airflow_local_settings.py: the scheduler preloads GX and the DAG for the task processes it forks.
-    env["PYTHONPATH"] = os.pathsep.join([str(PROJECT / "plugins" / "switchyard" / "airflow" / "local_settings"), env["PYTHONPATH"]])
+    env["PYTHONPATH"] = os.pathsep.join([str(local_settings), env["PYTHONPATH"]])
     env.setdefault("SWITCHYARD_DATA_ROOT", str(state_dir() / "data"))
     env.setdefault("SWITCHYARD_RUNS_DIR", str(state_dir() / "runs"))
     if streams is not None:
@@ -128,6 +132,14 @@ def airflow_env(streams: int | None = None, extra: dict[str, str] | None = None)
             env.setdefault(key, value)
         elif env.get(key) == value:
             del env[key]
+    return env
+
+
+def cli_environment() -> dict[str, str]:
+    """For `switchyard pool sync` (the `switchyard.airflow_environment` entry point): the local
+    Airflow's environment, its metadata database created if needed."""
+    env = airflow_env()
+    migrate(env)
     return env
 
 
@@ -211,11 +223,14 @@ def start_services(env: dict[str, str], streams: int, spec: str = "tpch") -> Non
         _pidfile(service).write_text(f"{proc.pid} {streams} {spec}\n")
 
 
-def stop_services(timeout: float = 30) -> None:
+def stop_services(timeout: float = 30) -> list[str]:
+    """Stop the services that run; the names of those it stopped."""
+    stopped = []
     for service in SERVICES:
         pid = service_pid(service)
         if not pid:
             continue
+        stopped.append(f"{service} (pid {pid})")
         try:
             os.killpg(pid, signal.SIGTERM)
         except OSError:
@@ -232,6 +247,7 @@ def stop_services(timeout: float = 30) -> None:
             except OSError:
                 pass
         _pidfile(service).unlink(missing_ok=True)
+    return stopped
 
 
 def _group_alive(pgid: int) -> bool:

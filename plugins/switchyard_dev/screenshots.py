@@ -1,4 +1,4 @@
-"""`python -m switchyard screenshots`: the local Airflow UI and a run's report in headless Chromium.
+"""`switchyard screenshots`: the local Airflow UI and a run's report in headless Chromium.
 
 Takes PNGs of the DAG's grid for a run, its documentation, the trigger form with the
 Params, and the run report (as the api-server serves it), into .switchyard/screenshots/.

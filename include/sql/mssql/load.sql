@@ -1,3 +1,6 @@
+{% macro bulk_insert(rowterminator, sep, more) -%}
+BULK INSERT {{ qn(staging_schema, s.staging_table) }}{{ sep }}FROM {{ str(server_path) }}{{ sep }}WITH (DATAFILETYPE = 'char'{% if csv %}, FORMAT = 'CSV', FIELDQUOTE = '"'{% endif %}, FIELDTERMINATOR = {{ field_terminator }}, ROWTERMINATOR = {{ rowterminator }}{% if first_row > 1 %}, FIRSTROW = {{ lit(first_row) }}{% endif %}{% if codepage %}, CODEPAGE = {{ str(codepage) }}{% endif %}{% if keepnulls %}, KEEPNULLS{% endif %},{{ more }}TABLOCK, CHECK_CONSTRAINTS, BATCHSIZE = {{ lit(batch_size) }}, MAXERRORS = 0)
+{%- endmacro %}
 {% if guard %}
 -- One load per scheduler, as the 2010 record run did it: the request runs on one scheduler
 -- for its whole batch, so the claim and the BULK INSERT below are on the same one. The
@@ -13,13 +16,39 @@ IF @rc < 0
 EXEC sp_set_session_context N'switchyard.scheduler', @scheduler
 {% endif %}
 {% include "truncate.sql" %}
--- DATAFILETYPE 'char': text fields converted by the server, dates as ISO yyyy-mm-dd (read
--- the same under every DATEFORMAT for the date type). The row terminator is '|' followed by
--- a real line feed inside the literal: '\n' would mean CR LF to SQL Server, and '|0x0a' is
--- not read as hexadecimal. TABLOCK into an empty heap: minimally logged (SIMPLE or
--- BULK_LOGGED recovery). CHECK_CONSTRAINTS keeps the range constraint trusted for SWITCH
--- (without it the load marks the constraint untrusted). MAXERRORS = 0: no bad line is skipped.
-BULK INSERT {{ qn(staging_schema, s.staging_table) }}
-    FROM {{ str(server_path) }}
-    WITH (DATAFILETYPE = 'char', FIELDTERMINATOR = {{ str(delimiter) }}, ROWTERMINATOR = {{ str(row_terminator) }},
-          TABLOCK, CHECK_CONSTRAINTS, BATCHSIZE = {{ lit(batch_size) }}, MAXERRORS = 0{% if codepage %}, CODEPAGE = {{ str(codepage) }}{% endif %});
+-- DATAFILETYPE 'char': every field is taken as it is between its terminators (a backslash
+-- is an ordinary byte).
+{% for line in codepage_note %}
+-- {{ line }}
+{% endfor %}
+{% if csv %}
+-- FORMAT 'CSV' (2017+): RFC 4180, a field in double quotes (FIELDQUOTE) may hold the
+-- delimiter, "" for a quote and line breaks.
+{% endif %}
+{% if first_row > 1 %}
+-- FIRSTROW {{ first_row }}: the {{ first_row - 1 }} header line(s) skipped. BULK INSERT finds the rows it skips
+-- by their field terminators too: a header line needs the table's field count.
+{% endif %}
+{% if keepnulls %}
+-- KEEPNULLS: an empty field is NULL in a nullable column (the spec's NULL marker is the
+-- empty field), never a column default; a NOT NULL character column takes it as ''.
+{% endif %}
+-- TABLOCK into an empty heap: minimally logged under SIMPLE or BULK_LOGGED recovery.
+-- CHECK_CONSTRAINTS keeps the range constraint trusted for SWITCH (without it the load
+-- marks the constraint untrusted). MAXERRORS = 0: no bad line is skipped. Dates as
+-- yyyy-mm-dd, read the same under every DATEFORMAT for date and datetime2; SET DATEFORMAT
+-- ymd makes it so for datetime and smalldatetime too.
+SET DATEFORMAT ymd
+{% if row_terminator_sql %}
+-- The row terminator {{ row_terminator_note }}: the hexadecimal form BULK INSERT documents for a line
+-- feed ('\n' would mean CR LF to SQL Server).
+{{ bulk_insert(row_terminator_sql, "\n    ", "\n          ") }};
+{% else %}
+-- The row terminator {{ row_terminator_note }} holds a control character: BULK INSERT takes only
+-- literals, so it is built with NCHAR() and the statement run by sp_executesql, as the BULK
+-- INSERT documentation builds an LF terminator ('\n' would mean CR LF to SQL Server, and no
+-- line break is written inside a string literal here).
+DECLARE @rowterminator nvarchar(12) = {{ row_terminator_expr }}
+DECLARE @load nvarchar(max) = {{ nstr(bulk_insert("@@ROWTERMINATOR@@", " ", " ")) | replace("@@ROWTERMINATOR@@", "''' + @rowterminator + N'''") }}
+EXEC sys.sp_executesql @load;
+{% endif %}

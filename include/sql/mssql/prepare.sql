@@ -5,12 +5,16 @@ DROP TABLE IF EXISTS {{ qn(staging_schema, s.staging_table) }};
 -- columns (types, nullability, order) exactly.
 CREATE TABLE {{ qn(staging_schema, s.staging_table) }} (
 {% for c in columns %}
-    {{ q(c.name) }} {{ c.type }} NOT NULL{{ "," if not loop.last }}
+    {{ q(c.name) }} {{ c.type }} {{ "NULL" if c.nullable else "NOT NULL" }}{{ "," if not loop.last }}
 {% endfor %}
 ) ON {{ q(s.filegroup) }};
 {% if s.partitioned %}
 -- The partition's range, inclusive at both ends. Added WITH CHECK on the empty table, so it
 -- is trusted from the start; SWITCH refuses an untrusted one.
+{% if key_kind != "integer" %}
+-- Date and time literals are ISO 8601 (with the T for times): SQL Server reads them the
+-- same under every SET LANGUAGE and SET DATEFORMAT.
+{% endif %}
 ALTER TABLE {{ qn(staging_schema, s.staging_table) }} WITH CHECK
-    ADD CONSTRAINT {{ q(s.staging_table ~ "_range") }} CHECK ({{ q(key) }} >= {{ lit(s.lower) }} AND {{ q(key) }} <= {{ lit(s.upper) }});
+    ADD CONSTRAINT {{ q(s.staging_table ~ "_range") }} CHECK ({{ q(key) }} >= {{ lower_sql }} AND {{ q(key) }} <= {{ upper_sql }});
 {% endif %}

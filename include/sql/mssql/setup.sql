@@ -1,12 +1,37 @@
 -- Objects a load needs, created only when missing: safe on every run. Each statement is
 -- its own batch (GO in the script), so none relies on a variable of another.
--- Minimal logging of a bulk load needs SIMPLE or BULK_LOGGED recovery; FULL logs every row.
-IF (SELECT recovery_model_desc FROM sys.databases WHERE database_id = DB_ID()) = N'FULL'
-    PRINT N'switchyard: recovery model is FULL, bulk loads will be fully logged (use SIMPLE or BULK_LOGGED)';
+-- How the loads will be logged. Minimal logging needs the SIMPLE or BULK_LOGGED recovery
+-- model (every load here takes TABLOCK on an empty heap). Nothing here changes the model:
+-- an availability database or a mirrored one must stay in FULL, and FULL -> SIMPLE would
+-- break a log backup chain (FULL -> BULK_LOGGED keeps it). A log chain exists when
+-- sys.database_recovery_status.last_log_backup_lsn is not NULL.
+DECLARE @logging nvarchar(400) = CASE
+    WHEN EXISTS (SELECT 1 FROM sys.databases WHERE database_id = DB_ID() AND replica_id IS NOT NULL)
+        THEN N'switchyard: availability database, FULL recovery: every load is fully logged and sent to every secondary; keep the model, size the log for the load'
+    WHEN EXISTS (SELECT 1 FROM sys.database_mirroring WHERE database_id = DB_ID() AND mirroring_guid IS NOT NULL)
+        THEN N'switchyard: mirrored database, FULL recovery: every load is fully logged and sent to the mirror; keep the model'
+    WHEN (SELECT recovery_model_desc FROM sys.databases WHERE database_id = DB_ID()) <> N'FULL'
+        THEN N'switchyard: SIMPLE or BULK_LOGGED recovery: the loads are minimally logged'
+    WHEN (SELECT last_log_backup_lsn FROM sys.database_recovery_status WHERE database_id = DB_ID()) IS NOT NULL
+        THEN N'switchyard: FULL recovery with a log backup chain: the loads are fully logged; BULK_LOGGED for the load window keeps the chain, SIMPLE would break it'
+    ELSE N'switchyard: FULL recovery without a log backup chain: the loads are fully logged'
+END
+PRINT @logging;
 {% for fg in filegroups %}
 {% if loop.first %}
 -- One filegroup per stream: a staging table and its partition must share a filegroup for
 -- SWITCH, and separate filegroups spread allocation (PFS/GAM) contention over their files.
+-- Files are created at the size this batch needs (the stream files' bytes times the
+-- headroom {{ headroom }}, plus what a file already holds), so no load waits for a file to
+-- grow; FILEGROWTH is only the safety net. Creating or growing a data file writes no
+-- zeros when the service account holds "Perform volume maintenance tasks" (instant file
+-- initialization, sys.dm_server_services.instant_file_initialization_enabled).
+{% endif %}
+{% if fg.edge %}
+-- {{ fg.name }}: the empty partitions below the first stream and above the last (and in
+-- gaps between streams), on a small filegroup of their own rather than on PRIMARY.
+{% else %}
+-- {{ fg.name }}: {{ fg.files | length }} file(s) for {{ fg.size }} of stream files ({{ fg.groups | join(", ") }}){% if fg.unknown %}; sizes unknown for {{ fg.unknown | join(", ") }}{% endif %}.
 {% endif %}
 IF NOT EXISTS (SELECT 1 FROM sys.filegroups WHERE name = {{ nstr(fg.name) }})
     ALTER DATABASE CURRENT ADD FILEGROUP {{ q(fg.name) }};
@@ -16,7 +41,14 @@ IF NOT EXISTS (SELECT 1 FROM sys.filegroups WHERE name = {{ nstr(fg.name) }})
 -- the database name out of the script.
 {% endif %}
 IF NOT EXISTS (SELECT 1 FROM sys.database_files WHERE name = {{ nstr(f.name) }})
-    ALTER DATABASE CURRENT ADD FILE (NAME = {{ nstr(f.name) }}, FILENAME = {{ nstr(f.path) }}, SIZE = {{ lit(file_size_mb) }}MB, FILEGROWTH = {{ lit(file_growth_mb) }}MB) TO FILEGROUP {{ q(fg.name) }};
+    ALTER DATABASE CURRENT ADD FILE (NAME = {{ nstr(f.name) }}, FILENAME = {{ nstr(f.path) }}, SIZE = {{ lit(f.size_mb) }}MB, MAXSIZE = {{ f.max_size }}, FILEGROWTH = {{ lit(f.growth_mb) }}MB) TO FILEGROUP {{ q(fg.name) }};
+{% if fg is sameas filegroups[0] and loop.first %}
+-- A file made by an earlier batch grows to this batch's size before any load; only ever
+-- up (MODIFY FILE refuses a size at or below the current one, error 5039), and
+-- sys.database_files.size counts 8-KB pages.
+{% endif %}
+IF (SELECT size FROM sys.database_files WHERE name = {{ nstr(f.name) }}) < {{ lit(f.size_pages) }}
+    ALTER DATABASE CURRENT MODIFY FILE (NAME = {{ nstr(f.name) }}, SIZE = {{ lit(f.size_mb) }}MB);
 {% endfor %}
 {% endfor %}
 -- CREATE SCHEMA must be alone in its batch, hence EXEC of a constant string.
@@ -25,35 +57,37 @@ IF SCHEMA_ID({{ nstr(staging_schema) }}) IS NULL EXEC (N'CREATE SCHEMA {{ q(stag
 {% include "lease.sql" %}
 {% for t in tables %}
 {% if t.partitioned %}
--- RANGE LEFT: a boundary value belongs to the partition on its left, so boundary k is the
--- largest key of stream k. The first boundary is one below the first stream's smallest key:
--- partition 1 (everything below) stays empty and partition k + 1 holds exactly stream k.
+-- RANGE LEFT: a boundary value belongs to the partition on its left, so a stream's largest
+-- key closes its partition, and the value just below its smallest key closes the empty
+-- partition under it. Every boundary of this batch is in the function when it is created.
 IF NOT EXISTS (SELECT 1 FROM sys.partition_functions WHERE name = {{ nstr(t.function) }})
-    CREATE PARTITION FUNCTION {{ q(t.function) }} ({{ t.key_type }}) AS RANGE LEFT FOR VALUES ({% for b in t.boundaries %}{{ lit(b) }}{{ ", " if not loop.last }}{% endfor %});
--- A scheme names one more filegroup than the function has boundaries: the empty edge
--- partitions (below the first stream, above the last) stay on PRIMARY.
+    CREATE PARTITION FUNCTION {{ q(t.function) }} ({{ t.key_type }}) AS RANGE LEFT FOR VALUES ({% for b in t.boundaries %}{{ b.sql }}{{ ", " if not loop.last }}{% endfor %});
+-- A scheme names one more filegroup than the function has boundaries: each partition's,
+-- in order, then the one above the last boundary. Empty partitions go to {{ edge_filegroup }}.
 IF NOT EXISTS (SELECT 1 FROM sys.partition_schemes WHERE name = {{ nstr(t.scheme) }})
-    CREATE PARTITION SCHEME {{ q(t.scheme) }} AS PARTITION {{ q(t.function) }} TO ([PRIMARY], {% for fg in t.scheme_filegroups %}{{ q(fg) }}, {% endfor %}[PRIMARY]);
-{% for e in t.extend %}
+    CREATE PARTITION SCHEME {{ q(t.scheme) }} AS PARTITION {{ q(t.function) }} TO ({% for fg in t.scheme_filegroups %}{{ q(fg) }}{{ ", " if not loop.last }}{% endfor %});
+{% for b in t.boundaries %}
 {% if loop.first %}
--- A later batch may bring key ranges the function does not have yet: each boundary is
--- checked in sys.partition_range_values when the statement runs. SPLIT RANGE needs a
--- NEXT USED filegroup, which (RANGE LEFT) receives the new partition left of the value.
--- Splits land above the table's keys or in empty gaps, so no rows move.
+-- A function made by an earlier batch may lack this batch's boundaries: each is checked in
+-- sys.partition_range_values when the statement runs (on a function just created, all are
+-- there and nothing happens). SPLIT RANGE needs a NEXT USED filegroup, which (RANGE LEFT)
+-- receives the new partition left of the value. Splits land above the table's keys or in
+-- empty gaps, so no rows move.
 {% endif %}
-IF NOT EXISTS (SELECT 1 FROM sys.partition_range_values AS rv JOIN sys.partition_functions AS pf ON pf.function_id = rv.function_id WHERE pf.name = {{ nstr(t.function) }} AND CONVERT({{ t.key_type }}, rv.value) = {{ lit(e.value) }})
+IF NOT EXISTS (SELECT 1 FROM sys.partition_range_values AS rv JOIN sys.partition_functions AS pf ON pf.function_id = rv.function_id WHERE pf.name = {{ nstr(t.function) }} AND CONVERT({{ t.key_type }}, rv.value) = {{ b.sql }})
 BEGIN
-    ALTER PARTITION SCHEME {{ q(t.scheme) }} NEXT USED {{ e.filegroup_sql }}
-    ALTER PARTITION FUNCTION {{ q(t.function) }}() SPLIT RANGE ({{ lit(e.value) }})
+    ALTER PARTITION SCHEME {{ q(t.scheme) }} NEXT USED {{ q(b.filegroup) }}
+    ALTER PARTITION FUNCTION {{ q(t.function) }}() SPLIT RANGE ({{ b.sql }})
 END;
 {% endfor %}
 {% endif %}
--- All columns NOT NULL, in the file's order: BULK INSERT without a format file maps fields
--- by position, and SWITCH needs staging and target identical column for column.
+-- Columns in the file's order, NULL only where the spec declares them nullable: BULK
+-- INSERT without a format file maps fields by position, and SWITCH needs staging and target
+-- identical column for column (type, nullability, order).
 IF OBJECT_ID({{ nstr(qn(schema, t.name)) }}, N'U') IS NULL
     CREATE TABLE {{ qn(schema, t.name) }} (
 {% for c in t.columns %}
-        {{ q(c.name) }} {{ c.type }} NOT NULL{{ "," if not loop.last }}
+        {{ q(c.name) }} {{ c.type }} {{ "NULL" if c.nullable else "NOT NULL" }}{{ "," if not loop.last }}
 {% endfor %}
     ) ON {% if t.partitioned %}{{ q(t.scheme) }}({{ q(t.key) }}){% else %}[PRIMARY]{% endif %};
 {% endfor %}
@@ -88,9 +122,11 @@ IF OBJECT_ID({{ nstr(qn(control_schema, "load_stats")) }}, N'U') IS NULL
         rows_per_s    float NULL,
         port          int NULL,
         outcome       nvarchar(100) NULL,
+        logging       nvarchar(40) NULL,
+        log_ratio     float NULL,
         CONSTRAINT [load_stats_pk] PRIMARY KEY NONCLUSTERED (dag_id, run_id, table_name, stream)
     );
-{% for column, type in [("dag_id", "nvarchar(250)"), ("mb_per_s", "float"), ("rows_per_s", "float"), ("port", "int"), ("outcome", "nvarchar(100)")] %}
+{% for column, type in [("dag_id", "nvarchar(250)"), ("mb_per_s", "float"), ("rows_per_s", "float"), ("port", "int"), ("outcome", "nvarchar(100)"), ("logging", "nvarchar(40)"), ("log_ratio", "float")] %}
 {% if loop.first %}
 -- Tables created by an earlier version lack the later columns. COL_LENGTH is NULL for a
 -- column that does not exist; a NULL-able column is added as metadata only, no rewrite.

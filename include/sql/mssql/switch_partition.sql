@@ -4,7 +4,7 @@
 DROP TABLE IF EXISTS {{ qn(staging_schema, old_table) }};
 CREATE TABLE {{ qn(staging_schema, old_table) }} (
 {% for c in columns %}
-    {{ q(c.name) }} {{ c.type }} NOT NULL{{ "," if not loop.last }}
+    {{ q(c.name) }} {{ c.type }} {{ "NULL" if c.nullable else "NOT NULL" }}{{ "," if not loop.last }}
 {% endfor %}
 ) ON {{ q(s.filegroup) }};
 {% endif %}
@@ -14,7 +14,7 @@ CREATE TABLE {{ qn(staging_schema, old_table) }} (
 -- queues the schema-modification lock behind readers for at most MAX_DURATION minutes,
 -- then gives up (ABORT_AFTER_WAIT = SELF) instead of blocking every new reader.
 SET XACT_ABORT ON
-DECLARE @partition int = $PARTITION.{{ q(function) }}({{ lit(s.lower) }})
+DECLARE @partition int = $PARTITION.{{ q(function) }}({{ lower_sql }})
 BEGIN TRY
     BEGIN TRANSACTION
 {% if replace_existing %}

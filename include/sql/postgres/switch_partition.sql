@@ -8,4 +8,4 @@ DROP TABLE {{ qn(schema, s.partition_table) }};
 ALTER TABLE {{ qn(staging_schema, s.staging_table) }} RENAME TO {{ q(s.partition_table) }};
 ALTER TABLE {{ qn(staging_schema, s.partition_table) }} SET SCHEMA {{ q(schema) }};
 ALTER TABLE {{ qn(schema, s.table) }} ATTACH PARTITION {{ qn(schema, s.partition_table) }}
-    FOR VALUES FROM ({{ lit(s.lower) }}) TO ({{ lit(s.upper + 1) }});
+    FOR VALUES FROM ({{ lit(lower) }}) TO ({{ lit(upper_next) }});

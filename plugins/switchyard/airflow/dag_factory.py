@@ -6,7 +6,6 @@ every task process imports the DAG file again.
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -15,13 +14,8 @@ from airflow.sdk import DAG, Asset, Param, TaskGroup, TriggerRule
 from switchyard.airflow.operators import (LoadOperator, PlanBatchOperator, PrepareOperator, PublishOperator, StatsOperator,
                         SwitchOperator, ValidateOperator, WaitForBatchSensor)
 from switchyard.core.planner import group_id, streams_of
+from switchyard import settings
 from switchyard.core.spec import LoadSpec, load_spec
-
-# Bigger tables start first: the run lasts as long as its slowest stream, so the long
-# loads must not be left for last (relative sizes of the TPC-H tables, and of the shop
-# example's events, orders and customers).
-_WEIGHT = {"lineitem": 100, "orders": 25, "partsupp": 15, "customer": 4, "part": 3, "supplier": 1,
-           "events": 100, "customers": 2}
 
 DOC = """
 ### Switchyard: parallel, validated, partition-switched loads
@@ -61,40 +55,36 @@ This DAG is built for **{streams} streams** (`SWITCHYARD_STREAMS`).
 """
 
 
+def _default(name: str):
+    return next(s.default for s in settings.SETTINGS if s.field == name)
+
+
 @dataclass(frozen=True)
 class DagConfig:
-    dag_id: str = "switchyard_tpch"
-    spec: str = "tpch"
-    streams: int = 4
-    conn_id: str = "switchyard_target"
-    schema: str = "tpch"
-    pool: str = "switchyard_loads"
-    schedule: str | None = "0 2 * * *"
-    batch_wait_seconds: int = 6 * 3600
-    batch_poke_seconds: float = 60.0
-    max_active_tasks: int = 16
+    """The DAG's shape and its steps' common options; defaults are the settings' (settings.py)."""
+
+    dag_id: str = _default("dag_id")
+    spec: str = _default("spec")
+    streams: int = _default("streams")
+    conn_id: str = _default("conn_id")
+    schema: str = _default("schema")
+    pool: str = _default("pool")
+    schedule: str | None = _default("schedule")
+    batch_wait_seconds: int = _default("batch_wait_seconds")
+    batch_poke_seconds: float = _default("batch_poke_seconds")
+    max_active_tasks: int = _default("max_active_tasks")
     lock_timeout_seconds: int = 60
-    lease_retries: int = 24
-    lease_retry_seconds: float = 300.0
+    lease_retries: int = _default("lease_retries")
+    lease_retry_seconds: float = _default("lease_retry_seconds")
     tags: tuple[str, ...] = field(default=("switchyard",))
 
     @classmethod
     def from_env(cls, **overrides) -> "DagConfig":
-        env = os.environ
-        values = dict(
-            dag_id=env.get("SWITCHYARD_DAG_ID", cls.dag_id),
-            spec=env.get("SWITCHYARD_SPEC", cls.spec),
-            streams=int(env.get("SWITCHYARD_STREAMS", cls.streams)),
-            conn_id=env.get("SWITCHYARD_CONN_ID", cls.conn_id),
-            schema=env.get("SWITCHYARD_SCHEMA", cls.schema),
-            pool=env.get("SWITCHYARD_POOL", cls.pool),
-            batch_wait_seconds=int(env.get("SWITCHYARD_BATCH_WAIT_SECONDS", cls.batch_wait_seconds)),
-            batch_poke_seconds=float(env.get("SWITCHYARD_BATCH_POKE_SECONDS", cls.batch_poke_seconds)),
-            max_active_tasks=int(env.get("SWITCHYARD_MAX_ACTIVE_TASKS", cls.max_active_tasks)),
-            schedule=_schedule(env.get("SWITCHYARD_SCHEDULE", cls.schedule)),
-            lease_retries=int(env.get("SWITCHYARD_LEASE_RETRIES", cls.lease_retries)),
-            lease_retry_seconds=float(env.get("SWITCHYARD_LEASE_RETRY_SECONDS", cls.lease_retry_seconds)),
-        )
+        """From the settings in effect (the SWITCHYARD_* environment), with `overrides`."""
+        current = settings.get()
+        values = {name: getattr(current, name) for name in (
+            "dag_id", "spec", "streams", "conn_id", "schema", "pool", "batch_wait_seconds", "batch_poke_seconds",
+            "max_active_tasks", "schedule", "lease_retries", "lease_retry_seconds")}
         values.update(overrides)
         return cls(**values)
 
@@ -112,13 +102,6 @@ class StepOperators:
     switch: type = SwitchOperator
     publish: type = PublishOperator
     stats: type = StatsOperator
-
-
-def _schedule(value: str | None) -> str | None:
-    """A cron expression, or none/off for manual runs only."""
-    if value is None or value.strip().lower() in ("", "none", "off", "manual"):
-        return None
-    return value.strip()
 
 
 def _params(spec: LoadSpec, config: DagConfig) -> dict[str, Param]:
@@ -174,11 +157,15 @@ def build_dag(config: DagConfig | None = None, operators: StepOperators = StepOp
         groups: list[tuple[str, int]] = []
         switches = []
         by_table: dict[str, list] = {}
-        for table in spec.tables:
+        # Groups are made biggest table first (by weight; the spec's order among equals): the
+        # grid lists them in this order, the way the run spends its time.
+        for table in sorted(spec.tables, key=lambda t: -t.weight):
             for k in streams_of(table, config.streams):
                 gid = group_id(table.name, k)
                 groups.append((table.name, k))
-                weight = _WEIGHT.get(table.name, 1)
+                # Bigger tables start first: the run lasts as long as its slowest stream, so
+                # the long loads must not be left for last (the spec's per-table weight).
+                weight = table.weight
                 with TaskGroup(gid, tooltip=f"{table.name}, stream {k}: prepare, load, validate, switch"):
                     args = dict(table=table.name, stream=k, priority_weight=weight, weight_rule="absolute", **common)
                     prepare = op.prepare(task_id="prepare", **args)

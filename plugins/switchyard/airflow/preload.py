@@ -20,8 +20,9 @@ Switchyard's files (code and specs) last changed, and the DAG file calls
 `forget_changed_code()` first, which drops the preloaded Switchyard modules in a task
 process that finds them changed on disk, so it imports them as they are now.
 
-`SWITCHYARD_PRELOAD=0` turns it off, `SWITCHYARD_PRELOAD_DAG=0` keeps the third-party
-modules but not Switchyard's nor the DAG (the benchmark measures all three ways).
+`SWITCHYARD_PRELOAD=0` turns it off. The benchmark also measures the preload without
+Switchyard's modules and the DAG (`modules=MODULES`) and has further DAGs built (`calls`),
+from its own local settings (switchyard_dev/local_settings/).
 """
 from __future__ import annotations
 
@@ -67,12 +68,9 @@ PACKAGE = Path(__file__).resolve().parents[1]  # plugins/switchyard: every layer
 report: dict = {}
 
 
-def _on(variable: str, default: str = "1") -> bool:
-    return os.environ.get(variable, default).strip().lower() not in ("0", "false", "no", "off")
-
-
 def enabled() -> bool:
-    return _on("SWITCHYARD_PRELOAD")
+    from switchyard.settings import get
+    return get().preload
 
 
 def is_scheduler(argv: list[str] | None = None) -> bool:
@@ -83,8 +81,8 @@ def is_scheduler(argv: list[str] | None = None) -> bool:
 def code_stamp() -> tuple:
     """When Switchyard's files last changed: its modules and specs, and the configured spec."""
     from switchyard.core.spec import spec_file
-    files = [*PACKAGE.rglob("*.py"), *PACKAGE.rglob("*.yaml"),
-             spec_file(os.environ.get("SWITCHYARD_SPEC", "tpch"))]
+    from switchyard.settings import get
+    files = [*PACKAGE.rglob("*.py"), *PACKAGE.rglob("*.yaml"), spec_file(get().spec)]
     stamps = []
     for path in files:
         try:
@@ -95,12 +93,15 @@ def code_stamp() -> tuple:
     return tuple(sorted(stamps))
 
 
-def preload(argv: list[str] | None = None, modules: tuple[str, ...] | None = None) -> dict:
-    """Import `modules` and build the DAG if this process is the scheduler and preloading is on."""
+def preload(argv: list[str] | None = None, modules: tuple[str, ...] | None = None,
+            calls: tuple[str, ...] = ()) -> dict:
+    """Import `modules` (default: the third-party ones and Switchyard's) and build the DAG if this
+    process is the scheduler and preloading is on; then call each of `calls` ("module:function",
+    further DAGs to build once, like the real one)."""
     if not enabled() or not is_scheduler(argv):
         return {"preloaded": []}
     if modules is None:
-        modules = MODULES + OWN_MODULES if _on("SWITCHYARD_PRELOAD_DAG") else MODULES
+        modules = MODULES + OWN_MODULES
     started = time.monotonic()
     stamp = code_stamp()
     done, failed = [], {}
@@ -118,9 +119,7 @@ def preload(argv: list[str] | None = None, modules: tuple[str, ...] | None = Non
             dag_built = True
         except Exception as exc:  # a broken DAG is the dag-processor's to report, not a reason to stop
             failed["dag"] = f"{type(exc).__name__}: {exc}"
-        for extra in filter(None, os.environ.get("SWITCHYARD_PRELOAD_CALLS", "").split(",")):
-            # Further DAGs to build once, like the real one, named "module:function" by whoever
-            # starts the scheduler (the benchmark's empty graphs).
+        for extra in calls:
             try:
                 module, _, function = extra.strip().partition(":")
                 getattr(importlib.import_module(module), function)()

@@ -8,6 +8,9 @@ server's rights) at another file.
 """
 from __future__ import annotations
 
+import csv
+import gzip
+import io
 import json
 import os
 import re
@@ -15,7 +18,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
-from switchyard.core.spec import LoadSpec
+from switchyard.core.keys import KeyValue, KeyValueError, parse_key, to_json
+from switchyard.core.spec import FileFormat, LoadSpec
 
 MANIFEST = "manifest.json"
 MANIFEST_FORMAT = "switchyard-manifest/1"
@@ -64,8 +68,11 @@ class ManifestEntry:
     file: str
     bytes: int
     rows: int
-    key_min: int | None
-    key_max: int | None
+    # The stream's smallest and largest key, parsed (see keys.py): int, datetime.date or
+    # datetime.datetime as the table's key kind says; None for an empty stream. In the file
+    # an integer is a JSON number, a date or timestamp an ISO-8601 string.
+    key_min: KeyValue | None
+    key_max: KeyValue | None
 
 
 @dataclass(frozen=True)
@@ -84,7 +91,8 @@ class Manifest:
 
     def to_json(self) -> dict[str, Any]:
         return {"format": MANIFEST_FORMAT, "spec": self.spec, "streams": self.streams, "scale": self.scale,
-                "files": [asdict(e) for e in self.entries]}
+                "files": [{**asdict(e), "key_min": to_json(e.key_min), "key_max": to_json(e.key_max)}
+                          for e in self.entries]}
 
 
 def _int(value: Any, where: str, allow_none: bool = False) -> int | None:
@@ -93,6 +101,16 @@ def _int(value: Any, where: str, allow_none: bool = False) -> int | None:
     if isinstance(value, bool) or not isinstance(value, int):
         raise BatchError(f"{where}: expected an integer, found {value!r}")
     return value
+
+
+def _key(value: Any, kind: str, where: str) -> KeyValue | None:
+    """A key_min / key_max of the manifest, strictly as the table's key kind (None: empty stream)."""
+    if value is None:
+        return None
+    try:
+        return parse_key(kind, value)
+    except KeyValueError as exc:
+        raise BatchError(f"{where}: {exc}") from None
 
 
 def parse_manifest(raw: Any, path: str, spec: LoadSpec) -> Manifest:
@@ -123,12 +141,14 @@ def parse_manifest(raw: Any, path: str, spec: LoadSpec) -> Manifest:
             raise BatchError(f"{where}: file {file} is listed twice (also files[{files_seen[file]}])")
         seen[(table, stream)] = i
         files_seen[file] = i
+        # An unpartitioned table's key may be of any type; its range is then given as integers.
+        kind = spec.table(table).key_kind("postgres") or "integer"
         entries.append(ManifestEntry(
             table=table, stream=stream, file=file,
             bytes=_int(item.get("bytes"), f"{where}.bytes"),
             rows=_int(item.get("rows"), f"{where}.rows"),
-            key_min=_int(item.get("key_min"), f"{where}.key_min", allow_none=True),
-            key_max=_int(item.get("key_max"), f"{where}.key_max", allow_none=True)))
+            key_min=_key(item.get("key_min"), kind, f"{where}.key_min ({table} stream {stream})"),
+            key_max=_key(item.get("key_max"), kind, f"{where}.key_max ({table} stream {stream})")))
     scale = raw.get("scale")
     return Manifest(spec=str(raw.get("spec", spec.name)), streams=streams, entries=tuple(entries),
                     scale=float(scale) if isinstance(scale, (int, float)) else None, path=path)
@@ -154,37 +174,91 @@ def write_manifest(batch_dir: Path, manifest: Manifest) -> Path:
     return path
 
 
-def count_file(path: Path, delimiter: str = "|") -> tuple[int, int, int | None, int | None]:
-    """(bytes, lines, first key, last key) of a stream file, read independently of any loader."""
-    size = path.stat().st_size
-    lines = 0
-    first_line = b""
-    last_line = b""
-    tail = b""
-    with path.open("rb") as fh:
-        while True:
-            chunk = fh.read(1 << 22)
-            if not chunk:
-                break
-            if not first_line:
-                first_line = (tail + chunk).split(b"\n", 1)[0]
-            lines += chunk.count(b"\n")
-            tail = (tail + chunk)[-4096:]
-    if tail and not tail.endswith(b"\n"):
-        lines += 1  # a last line without its terminator still counts as a line
-    stripped = tail.rstrip(b"\n")
-    last_line = stripped.rsplit(b"\n", 1)[-1] if stripped else b""
-    sep = delimiter.encode()
+_GZIP_MAGIC = b"\x1f\x8b"
 
-    def key(line: bytes) -> int | None:
+
+def _open_counted(path: Path):
+    """The file's bytes: a `.gz` file decompressed (Python's gzip), any other as it is; a
+    plain-named file that is gzip-compressed is refused, as the loaders refuse it."""
+    if path.name.endswith(".gz"):
+        return gzip.open(path, "rb")
+    with path.open("rb") as fh:
+        if fh.read(2) == _GZIP_MAGIC:
+            raise BatchError(f"{path}: the file is gzip-compressed but its name does not end in .gz")
+    return path.open("rb")
+
+
+def count_file(path: Path, fmt: FileFormat | str | None = None, key_index: int = 0, kind: str = "integer"
+               ) -> tuple[int, int, KeyValue | None, KeyValue | None]:
+    """(bytes, rows, first key, last key) of a stream file, read independently of any loader.
+
+    Rows, not lines: the format's header lines are not counted, a `.gz` file is counted
+    decompressed, and with quoting csv Python's csv module reads the records (a quoted field
+    may hold line breaks). Keys are field `key_index` of the first and last record, read as
+    the key's `kind` (integer, date, timestamp; None when the field is not one). `bytes` is
+    the file's size on disk. A str `fmt` is a delimiter (the default format otherwise).
+    """
+    if not isinstance(fmt, FileFormat):
+        fmt = FileFormat(delimiter=fmt) if isinstance(fmt, str) else FileFormat()
+    size = path.stat().st_size
+    with _open_counted(path) as fh:
+        if fmt.quoting == "csv":
+            rows, first, last = _csv_records(fh, fmt)
+        else:
+            rows, first, last = _plain_lines(fh, fmt)
+
+    def key(fields: list[str] | None) -> KeyValue | None:
         try:
-            return int(line.split(sep, 1)[0])
-        except ValueError:
+            text = fields[key_index]
+            return int(text) if kind == "integer" else parse_key(kind, text.strip())
+        except (TypeError, IndexError, ValueError):  # KeyValueError is a ValueError
             return None
 
-    if lines == 0:
+    if rows == 0:
         return size, 0, None, None
-    return size, lines, key(first_line), key(last_line)
+    return size, rows, key(first), key(last)
+
+
+def _plain_lines(fh, fmt: FileFormat) -> tuple[int, list[str] | None, list[str] | None]:
+    """Rows of a file without quoting: its lines after the header lines (a last line without
+    its line end counts); the first and the last non-blank line split at the delimiter."""
+    lines = 0
+    head = b""
+    tail = b""
+    last_chunk = b""
+    while chunk := fh.read(1 << 22):
+        lines += chunk.count(b"\n")
+        if head.count(b"\n") <= fmt.header_lines:
+            head += chunk
+        tail = chunk[-(1 << 16):] if len(chunk) >= 1 << 16 else (tail + chunk)[-(1 << 16):]
+        last_chunk = chunk
+    if last_chunk and not last_chunk.endswith(b"\n"):
+        lines += 1
+    rows = max(lines - fmt.header_lines, 0)
+    if not rows:
+        return 0, None, None
+    first = head.split(b"\n")[fmt.header_lines].rstrip(b"\r")
+    last = tail.rstrip(b"\r\n").rsplit(b"\n", 1)[-1]
+    return rows, _fields(first, fmt), _fields(last, fmt)
+
+
+def _fields(line: bytes, fmt: FileFormat) -> list[str]:
+    return line.decode(fmt.encoding, errors="replace").split(fmt.delimiter)
+
+
+def _csv_records(fh, fmt: FileFormat) -> tuple[int, list[str] | None, list[str] | None]:
+    """Rows of an RFC 4180 file, as Python's csv module reads them after the header lines."""
+    for _ in range(fmt.header_lines):
+        if not fh.readline():
+            return 0, None, None
+    text = io.TextIOWrapper(fh, encoding=fmt.encoding, errors="surrogateescape", newline="")
+    rows, first, last = 0, None, None
+    for row in csv.reader(text, delimiter=fmt.delimiter, quotechar='"', doublequote=True):
+        if rows == 0:
+            first = row
+        last = row
+        rows += 1
+    return rows, first, last
 
 
 def manifest_for(batch_dir: Path, spec: LoadSpec, streams: int, tables: Iterable[str] | None = None,
@@ -197,7 +271,8 @@ def manifest_for(batch_dir: Path, spec: LoadSpec, streams: int, tables: Iterable
             continue
         for k in streams_of(table, streams):
             rel = spec.file_for(table.name, k)
-            size, rows, kmin, kmax = count_file(batch_dir / rel, spec.format.delimiter)
+            size, rows, kmin, kmax = count_file(batch_dir / rel, table.format,
+                                                table.column_names.index(table.key), table.key_kind())
             entries.append(ManifestEntry(table=table.name, stream=k, file=rel, bytes=size, rows=rows,
                                          key_min=kmin, key_max=kmax))
     return Manifest(spec=spec.name, streams=streams, entries=tuple(entries), scale=scale,

@@ -11,6 +11,10 @@ entry fails its own group only).
 Key ranges come either from the producer's rules (`plan_tpch`: no data needed, used to
 plan and to print T-SQL ahead of time) or from a batch's manifest (`plan_batch`: what a
 DAG run loads, since a producer may split a table at other keys than the rules say).
+
+Keys are integers, dates or timestamps (`StreamPlan.key_kind`); the planner orders and
+bounds streams with their parsed values (see keys.py) and writes them into the plan as
+JSON values, because the plan travels through XCom as JSON.
 """
 from __future__ import annotations
 
@@ -18,6 +22,7 @@ from dataclasses import asdict, dataclass
 from typing import Iterable, Mapping
 
 from switchyard.core import tpch
+from switchyard.core.keys import KeyValue, kind_of, parse_key, partition_name, to_json
 from switchyard.core.spec import LoadSpec, SpecError, Table
 
 
@@ -27,23 +32,47 @@ class PlanError(ValueError):
 
 @dataclass(frozen=True)
 class StreamPlan:
+    """What one (table, stream) group loads and where it goes; JSON-serialisable as it is.
+
+    Key fields (`key_min`, `key_max`, `lower`, `upper`) hold JSON values of the key's kind
+    (`key_kind`): an `int` for an integer key, an ISO-8601 string for a date key
+    ("2026-01-31") or a timestamp key ("2026-01-31T23:59:59" or with up to 6 fractional
+    digits, no time zone). `typed(name)` gives the Python value (int, datetime.date,
+    datetime.datetime) to compare or to render, never the text: SQL literals come from the
+    typed value through the adapter's `lit`. Bounds are inclusive: the stream's partition
+    holds lower <= key <= upper (PostgreSQL writes it FROM (lower) TO (upper + one unit),
+    SQL Server's RANGE LEFT function has upper as its boundary and the value one unit
+    below lower as the boundary before it; see keys.after / keys.before).
+    """
     table: str
     stream: int
     file: str                   # relative to the batch folder
-    key_min: int | None         # None: an empty stream
-    key_max: int | None
+    key_min: int | str | None   # the stream's smallest key (JSON value); None: an empty stream
+    key_max: int | str | None   # its largest key
     rows: int | None            # expected rows; None when only the data can tell
-    lower: int | None           # inclusive lower bound of the stream's partition (its smallest key)
-    upper: int | None           # inclusive upper bound (the RANGE LEFT boundary value)
+    lower: int | str | None     # inclusive lower bound of the stream's partition (its smallest key)
+    upper: int | str | None     # inclusive upper bound (the RANGE LEFT boundary value)
     partition_number: int | None  # 1-based position among the table's partitions
     staging_table: str
     partition_table: str        # the name a switched-in partition takes (PostgreSQL)
     filegroup: str
     partitioned: bool = True
+    # The stream file's size: the manifest's, or an estimate when planned from rules; None
+    # when unknown. Targets size their storage from it.
+    bytes: int | None = None
+    key_kind: str = "integer"   # integer | date | timestamp: how to read the key fields
 
     @property
     def empty(self) -> bool:
         return self.key_min is None
+
+    def typed(self, name: str) -> KeyValue | None:
+        """The key field `name` (key_min, key_max, lower, upper) as a Python value: int,
+        datetime.date or datetime.datetime; None where the field is None."""
+        if name not in ("key_min", "key_max", "lower", "upper"):
+            raise AttributeError(f"{name!r} is not a key field of a stream plan")
+        value = getattr(self, name)
+        return None if value is None else parse_key(self.key_kind, value)
 
     @property
     def group_id(self) -> str:
@@ -59,7 +88,8 @@ class TablePlan:
     streams: tuple[StreamPlan, ...]
 
     @property
-    def boundaries(self) -> list[int]:
+    def boundaries(self) -> list[int | str]:
+        """Each partition's inclusive upper bound, as JSON values (see StreamPlan)."""
         return [s.upper for s in self.streams if s.upper is not None]
 
 
@@ -100,33 +130,49 @@ def streams_of(table: Table, streams: int) -> range:
     return range(1, streams + 1) if table.partitioned else range(1, 2)
 
 
-def _table_plan(spec: LoadSpec, table: Table, ranges: Mapping[int, tuple[int | None, int | None, int | None]]
-                ) -> TablePlan:
+def _show(value: KeyValue | None) -> str:
+    return str(to_json(value)) if value is not None else "None"
+
+
+def _table_plan(spec: LoadSpec, table: Table,
+                ranges: Mapping[int, tuple[KeyValue | None, KeyValue | None, int | None]],
+                sizes: Mapping[int, int | None] | None = None) -> TablePlan:
+    """`ranges`: per stream, (smallest key, largest key, rows) with keys as Python values
+    of the table's key kind (int, datetime.date, datetime.datetime); `sizes`: per stream, the
+    file's bytes where known."""
+    kind = table.key_kind("postgres") or "integer"
     plans = []
-    previous_upper: int | None = None
+    previous_upper: KeyValue | None = None
     number = 0
     for stream in sorted(ranges):
         key_min, key_max, rows = ranges[stream]
         lower = upper = part_no = None
         if key_min is not None:
+            for value in (key_min, key_max):
+                if value is not None and kind_of(value) != kind:
+                    raise PlanError(f"{table.name} stream {stream}: key {_show(value)} is not of the key's "
+                                    f"kind ({kind})")
             if key_max is None or key_max < key_min:
-                raise PlanError(f"{table.name} stream {stream}: key range {key_min}..{key_max} is empty or reversed")
+                raise PlanError(f"{table.name} stream {stream}: key range {_show(key_min)}..{_show(key_max)} "
+                                f"is empty or reversed")
             if table.partitioned:
                 if previous_upper is not None and key_min <= previous_upper:
                     raise PlanError(
-                        f"{table.name} stream {stream}: keys start at {key_min}, not above the previous "
-                        f"stream's last key {previous_upper}; each stream must hold one increasing key range")
+                        f"{table.name} stream {stream}: keys start at {_show(key_min)}, not above the previous "
+                        f"stream's last key {_show(previous_upper)}; each stream must hold one increasing "
+                        f"key range")
                 lower, upper = key_min, key_max
                 previous_upper = key_max
                 number += 1
                 part_no = number
-        partition_table = (f"{table.name}_{lower}_{upper}" if table.partitioned and lower is not None
+        partition_table = (partition_name(table.name, lower, upper) if table.partitioned and lower is not None
                            else table.name)
         plans.append(StreamPlan(
             table=table.name, stream=stream, file=spec.file_for(table.name, stream),
-            key_min=key_min, key_max=key_max, rows=rows, lower=lower, upper=upper,
-            partition_number=part_no, staging_table=group_id(table.name, stream),
-            partition_table=partition_table, filegroup=f"fg{stream}", partitioned=table.partitioned))
+            key_min=to_json(key_min), key_max=to_json(key_max), rows=rows, lower=to_json(lower),
+            upper=to_json(upper), partition_number=part_no, staging_table=group_id(table.name, stream),
+            partition_table=partition_table, filegroup=f"fg{stream}", partitioned=table.partitioned,
+            bytes=(sizes or {}).get(stream), key_kind=kind))
     return TablePlan(table=table, streams=tuple(plans))
 
 
@@ -134,6 +180,16 @@ def _select(spec: LoadSpec, tables: Iterable[str] | None) -> list[Table]:
     if not tables:
         return list(spec.tables)
     return [spec.table(name) for name in tables]
+
+
+def _tpch_bytes(table: str, scale: float, streams: int, keys: "tpch.StreamKeys") -> int | None:
+    """A stream file's size from the generator's own row-size estimate (no data at hand);
+    lineitem's rows are about 4 per order."""
+    per_row = tpch._AVG_ROW_BYTES.get(table)
+    if per_row is None or keys.key_min is None:
+        return None
+    rows = keys.rows if keys.rows is not None else 4 * tpch.generator_rows(table, scale) // streams
+    return rows * per_row
 
 
 def plan_tpch(spec: LoadSpec, scale: float, streams: int, tables: Iterable[str] | None = None,
@@ -145,11 +201,12 @@ def plan_tpch(spec: LoadSpec, scale: float, streams: int, tables: Iterable[str] 
         raise PlanError("scale must be positive")
     plans = []
     for table in _select(spec, tables):
-        ranges = {}
+        ranges, sizes = {}, {}
         for k in streams_of(table, streams):
             keys = tpch.stream_keys(table.name, scale, streams, k, producer)
             ranges[k] = (keys.key_min, keys.key_max, keys.rows)
-        plans.append(_table_plan(spec, table, ranges))
+            sizes[k] = _tpch_bytes(table.name, scale, streams, keys)
+        plans.append(_table_plan(spec, table, ranges, sizes))
     return LoadPlan(spec=spec, streams=streams, tables=tuple(plans))
 
 
@@ -157,9 +214,10 @@ def plan_batch(spec: LoadSpec, manifest: "Manifest", tables: Iterable[str] | Non
     """Plan a batch from its manifest: bounds from the key ranges the producer recorded."""
     plans = []
     for table in _select(spec, tables):
-        ranges = {}
+        ranges, sizes = {}, {}
         for k in streams_of(table, manifest.streams):
             entry = manifest.entry(table.name, k)
             ranges[k] = (entry.key_min, entry.key_max, entry.rows)
-        plans.append(_table_plan(spec, table, ranges))
+            sizes[k] = entry.bytes
+        plans.append(_table_plan(spec, table, ranges, sizes))
     return LoadPlan(spec=spec, streams=manifest.streams, tables=tuple(plans))

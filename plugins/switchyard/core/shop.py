@@ -407,7 +407,7 @@ def generate_shop(batch_dir: Path, spec: LoadSpec, scale: float, streams: int,
                     for d in days:
                         yield from rows_of(d, seq, counts[d], customers, seed)
                         seq += counts[d]
-                written = write_stream(path, table, rows(), str, quote_all_every=7 if table.name == "orders" else 0)
+                written = write_stream(path, table, rows(), date.fromisoformat, quote_all_every=7 if table.name == "orders" else 0)
             else:
                 raise ValueError(f"the shop generator does not know table {table.name!r}")
             entries.append(ManifestEntry(table=table.name, stream=k, file=rel, bytes=path.stat().st_size,

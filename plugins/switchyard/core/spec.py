@@ -5,7 +5,7 @@ later reaches SQL is checked here against a strict identifier pattern, and every
 column type against a strict type pattern, so the SQL layers never see free text.
 
 The spec-level `format` is the default of every table; a table's own `format` overrides
-single entries of it. Likewise `files`. See the README's spec reference for every key.
+single entries of it. Likewise `files`. docs/spec.md describes every key.
 """
 from __future__ import annotations
 
@@ -98,6 +98,9 @@ class Table:
     keep: int | None = None
     keep_days: int | None = None
     retire: str = "drop"
+    # Scheduling priority of the table's tasks (Airflow's priority_weight): the run lasts as
+    # long as its slowest stream, so the biggest tables should get the higher weights.
+    weight: int = 1
 
     @property
     def column_names(self) -> tuple[str, ...]:
@@ -223,9 +226,9 @@ def _format(raw: Any, base: FileFormat, where: str) -> FileFormat:
                         f"backslash and double quote, not {fmt.delimiter!r}")
     marker = fmt.null_marker
     if marker is not None and (not isinstance(marker, str) or len(marker) > 16
-                               or any(ch in marker for ch in "\r\n\"\\") or fmt.delimiter in marker):
+                               or any(ch in "\"\\\x7f" or ch < " " for ch in marker) or fmt.delimiter in marker):
         raise SpecError(f"{where}.null_marker: a short text without the delimiter, quotes, backslash "
-                        f"or line breaks ('' for the empty field), not {marker!r}")
+                        f"or control characters ('' for the empty field), not {marker!r}")
     return fmt
 
 
@@ -273,7 +276,7 @@ def _unique(raw: Any, key: str, columns: list[str], where: str) -> tuple[str, ..
 
 
 _TABLE_KEYS = {"columns", "key", "partitioned", "format", "files", "unique", "expectations",
-               "mode", "keep", "keep_days", "retire"}
+               "mode", "keep", "keep_days", "retire", "weight"}
 
 
 def _table(name: str, raw: Mapping[str, Any], where: str, fmt: FileFormat, files: str) -> Table:
@@ -302,6 +305,11 @@ def _table(name: str, raw: Mapping[str, Any], where: str, fmt: FileFormat, files
         if partitioned and key_kind(key_column.sql_type(target)) is None:
             raise SpecError(f"{where}.key: {key!r} has type {key_column.sql_type(target)!r} on {target}; a "
                             f"partition key is an integer, a date or a timestamp")
+    kinds = {target: key_kind(key_column.sql_type(target)) for target in TARGETS}
+    if partitioned and len(set(kinds.values())) > 1:
+        # The manifest gives one value per bound, read as the key's kind: it must be one kind.
+        raise SpecError(f"{where}.key: {key!r} is of a different kind on each target "
+                        f"({', '.join(f'{t}: {k}' for t, k in kinds.items())}); give types of one kind")
     mode = _choice(raw.get("mode", "replace"), LOAD_MODES, f"{where}.mode")
     keep = _count(raw.get("keep"), f"{where}.keep", minimum=1, allow_none=True)
     keep_days = _count(raw.get("keep_days"), f"{where}.keep_days", minimum=1, allow_none=True)
@@ -317,7 +325,8 @@ def _table(name: str, raw: Mapping[str, Any], where: str, fmt: FileFormat, files
                  files=_files(raw["files"], f"{where}.files") if "files" in raw else files,
                  unique=_unique(raw.get("unique"), key, names, f"{where}.unique"),
                  expectations=_expectations(raw.get("expectations"), names, f"{where}.expectations"),
-                 mode=mode, keep=keep, keep_days=keep_days, retire=retire)
+                 mode=mode, keep=keep, keep_days=keep_days, retire=retire,
+                 weight=_count(raw.get("weight", 1), f"{where}.weight", minimum=1))
 
 
 def parse_spec(raw: Mapping[str, Any], source: str = "<inline>") -> LoadSpec:

@@ -1,59 +1,23 @@
 """Progress of one long load in its task's log: rows, MB, MB/s and percent of the file.
 
 The adapters call a progress callback with the bytes sent so far; this module turns those
-calls into a log line every few seconds. Where the target reports its own progress (the
-engine has a `copy_progress.sql` template: PostgreSQL's `pg_stat_progress_copy`), the line
-also carries the rows the server has processed, sampled over one side connection that
-stays open for the load: one small query per line, nothing per chunk.
+calls into a log line every few seconds. Where the target reports its own progress
+(`TargetAdapter.server_progress`: PostgreSQL's `pg_stat_progress_copy`), the line also
+carries the rows the server has processed: one small query per line, nothing per chunk.
 """
 from __future__ import annotations
 
 import logging
-import os
 import time
-from contextlib import ExitStack
-from typing import Any, Callable
+from typing import Callable
 
 log = logging.getLogger(__name__)
-
-DEFAULT_EVERY_SECONDS = 5.0
 
 
 def every_seconds() -> float:
     """The interval between progress lines (SWITCHYARD_PROGRESS_SECONDS, default 5)."""
-    return float(os.environ.get("SWITCHYARD_PROGRESS_SECONDS", DEFAULT_EVERY_SECONDS))
-
-
-class ServerProgress:
-    """Samples the server's own progress of a bulk load into one staging table.
-
-    Returns (rows processed, bytes processed) or None while the server has not started
-    the load yet. The side connection opens at the first sample and closes with `close()`.
-    """
-
-    def __init__(self, adapter: Any, schema: str, table: str):
-        self.adapter = adapter
-        self.sql, = adapter.render("copy_progress.sql")
-        self.target = adapter.qualified(schema, table)
-        self._stack = ExitStack()
-        self._conn = None
-
-    @staticmethod
-    def available(adapter: Any) -> bool:
-        from switchyard.targets.base import SQL_ROOT
-        return (SQL_ROOT / adapter.engine / "copy_progress.sql").is_file()
-
-    def __call__(self) -> tuple[int, int] | None:
-        if self._conn is None:
-            self._conn = self._stack.enter_context(self.adapter.connection())
-            self._conn.autocommit = True
-        cur = self._conn.cursor()
-        cur.execute(self.sql, (self.target,))
-        row = cur.fetchone()
-        return (int(row[0]), int(row[1])) if row else None
-
-    def close(self) -> None:
-        self._stack.close()
+    from switchyard.settings import get
+    return get().progress_seconds
 
 
 class LoadProgress:

@@ -16,7 +16,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Iterable
 
-from switchyard.observability.stats import stragglers
+from switchyard.observability.stats import NEGLIGIBLE_SHARE, stragglers
 
 THRESHOLD = 0.7
 PALETTE = ("#4e79a7", "#f28e2b", "#59a14f", "#b07aa1", "#76b7b2", "#edc948", "#9c755f", "#ff9da7")
@@ -214,15 +214,13 @@ def build(stats: dict) -> dict:
         r.setdefault("table", str(r.get("group", "?")).rsplit("_", 1)[0])
     # Judged on unrounded rates: at 0.1 MB/s resolution a small table's streams look 50% apart.
     precise = [{**r, "mb_per_s": _load_rate(r), "rows_per_s": _rows_rate(r)} for r in records]
+    makespan = stats.get("makespan_seconds")
     try:
-        flagged_list = stragglers(precise, THRESHOLD, waits=_waits(stats)) if records else list(stats.get("stragglers") or [])
+        flagged_list = (stragglers(precise, THRESHOLD, waits=_waits(stats), makespan=makespan) if records
+                        else list(stats.get("stragglers") or []))
     except (KeyError, TypeError, ValueError):  # a stats.json from an older layout
         flagged_list = list(stats.get("stragglers") or [])
-    makespan = stats.get("makespan_seconds")
-    for s in flagged_list:
-        lost = s.get("seconds_lost")
-        s["minor"] = bool(makespan and lost is not None and lost < 0.01 * makespan)
-    flagged_list.sort(key=lambda s: (s["minor"], -(s.get("seconds_lost") or 0), s.get("ratio") or 0))
+    flagged_list.sort(key=lambda s: (-(s.get("seconds_lost") or 0), s.get("ratio") or 0))
     flagged = {s["group"] for s in flagged_list}
     validation = {"passed": 0, "failed": 0, "not run": 0}
     for r in records:
@@ -358,6 +356,19 @@ def streams_svg(model: dict, width: int = 960) -> str | None:
     return _svg(width, height, body, "Per-stream throughput against the table median")
 
 
+TEXTURED = ("prepare", "validate", "switch")
+SEPARATOR = ' stroke="#fff" stroke-width="0.5"'  # a thin line between one step's bar and the next
+GANTT_TEXTURES = (
+    '<defs>'
+    '<pattern id="sy-prepare" width="6" height="6" patternUnits="userSpaceOnUse" patternTransform="rotate(45)">'
+    '<line x1="0" y1="0" x2="0" y2="6" stroke="#fff" stroke-width="2"/></pattern>'
+    '<pattern id="sy-validate" width="5" height="5" patternUnits="userSpaceOnUse">'
+    '<circle cx="2.5" cy="2.5" r="1.1" fill="#fff"/></pattern>'
+    '<pattern id="sy-switch" width="6" height="6" patternUnits="userSpaceOnUse">'
+    '<path d="M0 0 L6 6 M6 0 L0 6" stroke="#fff" stroke-width="1.2"/></pattern>'
+    '</defs>')
+
+
 def gantt_svg(model: dict, width: int = 960) -> str | None:
     """One bar per group for its load (or its steps, when stats carry step times), on the run's clock."""
     rows = []
@@ -375,19 +386,30 @@ def gantt_svg(model: dict, width: int = 960) -> str | None:
     colours = _table_colours(model["records"])
     dense = len(rows) > 80
     bar, gap = (7, 2) if dense else (14, 4)
-    left, right, top = 110, 40, 34
+    has_steps = any(spans for _, _, _, spans in rows)
+    left, right, top = 110, 40, 54 if has_steps else 34
     w = width - left - right
     height = top + len(rows) * (bar + gap) + 40
     x = lambda t: left + w * (t - origin).total_seconds() / t_end  # noqa: E731
     shades = {"prepare": 0.35, "load": 1.0, "validate": 0.6, "switch": 0.8}
-    has_steps = any(spans for _, _, _, spans in rows)
     legend = [(name, colour) for name, colour in colours.items()] + [("straggler", SLOW), ("did not switch", FAILED)]
-    body = []
+    # The steps differ by texture as well as shade (readable in grey print and without colour vision):
+    # prepare hatched, load solid, validate dotted, switch cross-hatched.
+    body = [GANTT_TEXTURES]
     lx = left
     for name, colour in legend:
         body.append(f'<rect x="{lx}" y="6" width="12" height="12" fill="{colour}"/>'
                     f'<text x="{lx + 16}" y="16" fill="#333">{_esc(name)}</text>')
         lx += 30 + 7 * len(str(name))
+    if has_steps:
+        lx = left
+        for step in ("prepare", "load", "validate", "switch"):
+            body.append(f'<rect class="gantt-legend-step" data-step="{step}" x="{lx}" y="26" width="22" height="12" '
+                        f'fill="#4e79a7" fill-opacity="{shades[step]}" stroke="#333" stroke-width="0.5"/>'
+                        + (f'<rect x="{lx}" y="26" width="22" height="12" fill="url(#sy-{step})"/>'
+                           if step in TEXTURED else "")
+                        + f'<text x="{lx + 27}" y="36" fill="#333">{step}</text>')
+            lx += 40 + 7 * len(step)
     for t in _ticks(t_end, 8):
         if t <= t_end:
             xx = left + w * t / t_end
@@ -414,8 +436,11 @@ def gantt_svg(model: dict, width: int = 960) -> str | None:
             bw = max(x(s1) - x(s0), 1.0)
             body.append(f'<rect class="gantt-bar" data-group="{_esc(r.get("group"))}" data-step="{_esc(step)}" '
                         f'x="{x(s0):.2f}" y="{yy}" width="{bw:.2f}" height="{bar}" fill="{colour}" '
-                        f'fill-opacity="{shades.get(step, 0.7)}"{outline}>'
+                        f'fill-opacity="{shades.get(step, 0.7)}"{outline or SEPARATOR}>'
                         f'<title>{_esc(tip)} [{_esc(step)}]</title></rect>')
+            if spans and step in TEXTURED:
+                body.append(f'<rect class="gantt-texture" data-step="{_esc(step)}" x="{x(s0):.2f}" y="{yy}" '
+                            f'width="{bw:.2f}" height="{bar}" fill="url(#sy-{step})" pointer-events="none"/>')
         switched = _ts(r.get("switched"))
         if switched and not spans and end:
             xs, ym = x(switched), yy + bar / 2
@@ -453,7 +478,7 @@ tr.slow td { background: #fff0ef; } tr.slow td:first-child { border-left: 4px so
 tr.failed td { background: #f3f3f3; } tr.failed td:first-child { border-left: 4px solid #555; }
 .tag { display: inline-block; padding: 0 6px; border-radius: 10px; font-size: 11px; font-weight: 600; }
 .tag.slow { background: var(--bad); color: #fff; } .tag.failed { background: #555; color: #fff; }
-.tag.minor { background: #ddd; color: #333; } .tag.ok { background: #dafbe1; color: var(--good); }
+.tag.ok { background: #dafbe1; color: var(--good); }
 .chart { background: #fff; border: 1px solid var(--line); border-radius: 6px; padding: 8px; overflow-x: auto; }
 .chart svg { display: block; max-width: 100%%; height: auto; }
 .note { color: var(--muted); font-size: 13px; } code { font-size: 12px; }
@@ -472,7 +497,9 @@ def _td(value: str, num: bool = False) -> str:
 
 def _header_facts(model: dict) -> list[tuple[str, str]]:
     s, tot = model["stats"], model["stats"].get("totals") or {}
-    return [("makespan", _secs(s.get("makespan_seconds"))), ("rows", _int(tot.get("rows"))),
+    return [("makespan: first load start to last load end", _secs(s.get("makespan_seconds"))),
+            ("steps: first step start to last step end (the Gantt chart)", _secs(s.get("steps_seconds"))),
+            ("rows", _int(tot.get("rows"))),
             ("input", _bytes(tot.get("bytes"))), ("rows/s over the makespan", _int(tot.get("rows_per_s"))),
             ("MB/s over the makespan", _rate(tot.get("mb_per_s"))), ("peak MB/s", _rate(model["peak_mb_per_s"])),
             ("groups switched", f'{_int(tot.get("switched"))} / {_int(tot.get("groups"))}'),
@@ -481,14 +508,13 @@ def _header_facts(model: dict) -> list[tuple[str, str]]:
 
 def _status(model: dict) -> tuple[str, str]:
     bad, n = model["not_switched"], len(model["records"])
-    major = [x for x in model["stragglers"] if not x.get("minor")]
+    major = model["stragglers"]
     if bad:
         return "bad", f"{len(bad)} of {n} groups did not switch: " + ", ".join(r["group"] for r in bad)
     if major:
         return "warn", (f"all {n} groups switched; {len(major)} straggler{'s' if len(major) > 1 else ''}: "
                         + ", ".join(x["group"] for x in major))
-    return "ok", f"all {n} groups switched" + (", no stragglers" if not model["stragglers"] else
-                                               ", stragglers only of negligible cost")
+    return "ok", f"all {n} groups switched, no stragglers"
 
 
 def _straggler_why(s: dict) -> list[str]:
@@ -517,19 +543,21 @@ def _html(model: dict, svgs: dict[str, str]) -> str:
     p.append('<h2 id="stragglers">Long tail: stragglers</h2>')
     if model["stragglers"]:
         p.append(f'<p class="note">Loads under {THRESHOLD:.0%} of their table\'s median MB/s (tables with at '
-                 f'least 2 loads). The run takes as long as its slowest stream; "time lost" is this load\'s '
-                 f'time beyond what its bytes take at the table\'s median rate.</p><table>')
+                 f'least 2 loads) that cost the run at least {NEGLIGIBLE_SHARE:.0%} of its makespan. The run '
+                 f'takes as long as its slowest stream; "time lost" is this load\'s time beyond what its '
+                 f'bytes take at the table\'s median rate.</p><table>')
         p.append(_th("group", "#MB/s", "#table median", "#share", "#seconds", "#time lost", "what differs"))
         for x in model["stragglers"]:
-            tag = '<span class="tag minor">negligible</span>' if x.get("minor") else '<span class="tag slow">slow</span>'
+            tag = '<span class="tag slow">slow</span>'
             why = "".join(f"<li>{_esc(w)}</li>" for w in _straggler_why(x))
-            p.append(f'<tr class="{"" if x.get("minor") else "slow"}"><td>{_esc(x["group"])} {tag}</td>'
+            p.append(f'<tr class="slow"><td>{_esc(x["group"])} {tag}</td>'
                      + _td(_rate(x.get("mb_per_s")), True) + _td(_rate(x.get("table_median_mb_per_s")), True)
                      + _td(_pct(x.get("ratio")), True) + _td(_secs(x.get("seconds")), True)
                      + _td(_secs(x.get("seconds_lost")), True) + f'<td><ul class="why">{why}</ul></td></tr>')
         p.append("</table>")
     else:
-        p.append(f'<p class="note">No load ran under {THRESHOLD:.0%} of its table\'s median MB/s.</p>')
+        p.append(f'<p class="note">No load ran under {THRESHOLD:.0%} of its table\'s median MB/s at a cost of '
+                 f'{NEGLIGIBLE_SHARE:.0%} of the makespan or more.</p>')
     if "streams" in svgs:
         p.append(f'<div class="chart" id="chart-streams">{svgs["streams"]}</div>')
 
@@ -600,6 +628,22 @@ def _html(model: dict, svgs: dict[str, str]) -> str:
                  + _td(_int(r.get("rows")), True) + _td(_esc(r.get("outcome"))) + "</tr>")
     p.append("</table>")
 
+    p = sections['where'] = []
+    placed = _placed(model["records"])
+    if placed:
+        p.append('<h2 id="where">Where each load ran and how it was logged (SQL Server)</h2><p class="note">'
+                 'The scheduler, CPU and NUMA node of each load\'s session (sys.dm_exec_requests, '
+                 'sys.dm_os_schedulers) and the port it came in on; minimal logging measured from the session\'s '
+                 'log bytes against the pages it wrote (sys.dm_tran_database_transactions), or, where no sample '
+                 'fell inside a transaction, by the recovery model\'s rules.</p><table>')
+        p.append(_th("group", "#port", "#session", "#scheduler", "#node", "#CPU", "logged", "how we know"))
+        for r in placed:
+            p.append(f'<tr><td>{_esc(r.get("group"))}</td>' + "".join(
+                _td(_esc("–" if r.get(k) is None else r.get(k)), True)
+                for k in ("port", "session_id", "scheduler_id", "node_id", "cpu_id"))
+                + _td(_esc(r.get("logging") or "–")) + _td(_esc(_logging_basis(r))) + "</tr>")
+        p.append("</table>")
+
     p = sections['waits'] = []
     if model["waits"]:
         total = sum(w["wait_ms"] or 0 for w in model["waits"]) or 1
@@ -614,13 +658,29 @@ def _html(model: dict, svgs: dict[str, str]) -> str:
         p.append("</table>")
 
     # A run with failures leads with them; otherwise the long tail comes first.
-    order = ["stragglers", "throughput", "gantt", "validation", "tables", "streams", "waits"]
+    order = ["stragglers", "throughput", "gantt", "validation", "tables", "streams", "where", "waits"]
     if model["not_switched"] or model["failed_checks"]:
         order.remove("validation")
         order.insert(0, "validation")
     p = head + [line for name in order for line in sections[name]]
     p.append("</main></body></html>\n")
     return "\n".join(p)
+
+
+def _placed(records: list[dict]) -> list[dict]:
+    """The loads whose target said where they ran or how they were logged (SQL Server), by group."""
+    keys = ("scheduler_id", "node_id", "logging")
+    return sorted((r for r in records if any(r.get(k) is not None for k in keys)),
+                  key=lambda r: (str(r.get("table")), r.get("stream") or 0))
+
+
+def _logging_basis(r: dict) -> str:
+    parts = [str(r["logging_basis"])] if r.get("logging_basis") else []
+    if r.get("log_ratio") is not None:
+        parts.append(f"{r['log_ratio']:.3f} log bytes per data byte")
+    if r.get("logging_note"):
+        parts.append(str(r["logging_note"]))
+    return "; ".join(parts) or "–"
 
 
 # --- Markdown -----------------------------------------------------------------------------
@@ -649,15 +709,17 @@ def _markdown(model: dict, chart_files: dict[str, str]) -> str:
 
     m = sections["stragglers"] = ["## Long tail: stragglers", ""]
     if model["stragglers"]:
-        m += [f"Loads under {THRESHOLD:.0%} of their table's median MB/s. Time lost: this load's time beyond "
+        m += [f"Loads under {THRESHOLD:.0%} of their table's median MB/s that cost the run at least "
+              f"{NEGLIGIBLE_SHARE:.0%} of its makespan. Time lost: this load's time beyond "
               f"what its bytes take at the table's median rate.", ""]
         m += _md_table(["group", "#MB/s", "#table median", "#share", "#seconds", "#time lost", "what differs"],
-                       [[f"**{x['group']}** ({'negligible' if x.get('minor') else 'SLOW'})", _rate(x.get("mb_per_s")),
+                       [[f"**{x['group']}** (SLOW)", _rate(x.get("mb_per_s")),
                          _rate(x.get("table_median_mb_per_s")), _pct(x.get("ratio")), _secs(x.get("seconds")),
                          _secs(x.get("seconds_lost")), "; ".join(_straggler_why(x)) or "–"]
                         for x in model["stragglers"]])
     else:
-        m += [f"No load ran under {THRESHOLD:.0%} of its table's median MB/s.", ""]
+        m += [f"No load ran under {THRESHOLD:.0%} of its table's median MB/s at a cost of "
+              f"{NEGLIGIBLE_SHARE:.0%} of the makespan or more.", ""]
     if "streams" in chart_files:
         m += [f"![Per-stream MB/s against the table median]({chart_files['streams']})", ""]
 
@@ -700,6 +762,13 @@ def _markdown(model: dict, chart_files: dict[str, str]) -> str:
                    [[r.get("group") + (" **FAILED**" if not r["ok"] else " **SLOW**" if r["straggler"] else ""),
                      _rate(r["rate"]), _pct(r["vs_median"]), _int(r["rows_rate"]), _secs(r.get("seconds")),
                      _bytes(r.get("bytes")), _int(r.get("rows")), r.get("outcome")] for r in model["streams"]])
+    placed = _placed(model["records"])
+    if placed:
+        m += ["## Where each load ran and how it was logged (SQL Server)", ""]
+        m += _md_table(["group", "#port", "#session", "#scheduler", "#node", "#CPU", "logged", "how we know"],
+                       [[r.get("group")] + ["–" if r.get(k) is None else r.get(k)
+                                            for k in ("port", "session_id", "scheduler_id", "node_id", "cpu_id")]
+                        + [r.get("logging") or "–", _logging_basis(r)] for r in placed])
     if model["waits"]:
         total = sum(w["wait_ms"] or 0 for w in model["waits"]) or 1
         m += ["## Top waits (SQL Server)", "", "Deltas of `sys.dm_os_wait_stats` over the run.", ""]

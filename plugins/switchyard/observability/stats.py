@@ -6,7 +6,6 @@ totals: a straggler shows as a group far below its table's median.
 from __future__ import annotations
 
 import json
-import os
 import re
 import statistics
 from datetime import datetime
@@ -58,9 +57,11 @@ def _rate(amount: float, seconds: float | None) -> float | None:
 
 
 # Where on the server a load ran and what it cost there, as the target adapters report it
-# (PostgreSQL: the backend; SQL Server: session, scheduler, CPU, NUMA node, port, I/O, CPU time).
+# (PostgreSQL: the backend; SQL Server: session, scheduler, CPU, NUMA node, port, I/O, CPU time,
+# and how the load was logged: minimal or full, measured or by the recovery model's rules).
 LOAD_DETAILS = ("backend_pid", "session_id", "scheduler_id", "cpu_id", "node_id", "port", "local_tcp_port",
-                "reads", "writes", "cpu_time_ms", "mode")
+                "reads", "writes", "cpu_time_ms", "mode", "load_path", "recovery_model", "logging",
+                "logging_basis", "log_ratio", "logging_note")
 
 
 def group_record(gid: str, group: dict) -> dict:
@@ -76,6 +77,8 @@ def group_record(gid: str, group: dict) -> dict:
         "rows_per_s": _rate(load.get("rows") or 0, seconds),
         "validation": None if not validate else ("passed" if validate.get("success") else "failed"),
         "validation_checks": validate.get("checks"),
+        # Seconds per kind of check (row_count, key_range, not_null, unique, declared).
+        "validation_cost": validate.get("cost"),
         "partition": switch.get("partition"), "replaced": switch.get("replaced"),
         "switched": switch.get("switched"), "outcome": _outcome(group),
         "states": group.get("states"), "errors": group.get("errors") or {},
@@ -128,8 +131,17 @@ def summary_table(tables: dict[str, dict]) -> list[str]:
     return lines
 
 
-def stragglers(records: list[dict], threshold: float = 0.7, waits: list[dict] | None = None) -> list[dict]:
+# A slow load that cost the run less than this share of its makespan is not worth a look.
+NEGLIGIBLE_SHARE = 0.01
+
+
+def stragglers(records: list[dict], threshold: float = 0.7, waits: list[dict] | None = None,
+               makespan: float | None = None) -> list[dict]:
     """Groups whose throughput is under `threshold` x the median of their table's groups.
+
+    With the run's `makespan`, a slow load whose lost time (its time beyond its bytes at the
+    table's median rate) is under NEGLIGIBLE_SHARE of it is left out: a 0.07 s loss in a 15 s
+    run is no straggler, however low its rate.
 
     A table of two loads counts too: the median of two is their mean, so one is flagged only
     when it ran under 54% of the other's rate (0.7 x the mean); a pair that far apart costs
@@ -151,6 +163,9 @@ def stragglers(records: list[dict], threshold: float = 0.7, waits: list[dict] | 
                 entry = {"group": r["group"], "mb_per_s": r["mb_per_s"], "table_median_mb_per_s": median,
                          "ratio": round(r["mb_per_s"] / median, 2), "bytes": r["bytes"]}
                 entry.update(_what_differs(r, rs, records, median, waits))
+                lost = entry.get("seconds_lost")
+                if makespan and lost is not None and lost < NEGLIGIBLE_SHARE * makespan:
+                    continue
                 out.append(entry)
     return out
 
@@ -257,6 +272,10 @@ def assemble(plan: dict, groups: dict[str, dict], context: Any, server: dict | N
     starts = [r["started"] for r in records if r["started"]]
     ends = [r["ended"] for r in records if r["ended"]]
     makespan = (_ts(max(ends)) - _ts(min(starts))).total_seconds() if starts and ends else None
+    # The groups' steps, first prepare to last switch: the span of the report's Gantt chart.
+    spans = [(_ts(s["started"]), _ts(s["ended"])) for r in records for s in (r.get("steps") or {}).values()
+             if s.get("started") and s.get("ended")]
+    steps_seconds = (max(e for _, e in spans) - min(b for b, _ in spans)).total_seconds() if spans else None
     switched = [r for r in records if r["outcome"] == "switched"]
     failed = [r["group"] for r in records if r["outcome"].startswith(("failed", "not run", "incomplete"))]
     total_rows = sum(r["rows"] or 0 for r in switched)
@@ -268,11 +287,12 @@ def assemble(plan: dict, groups: dict[str, dict], context: Any, server: dict | N
         "target": plan.get("target"), "schema": plan.get("schema"), "streams": plan.get("streams"),
         "generated_at": datetime.now().astimezone().isoformat(timespec="seconds"),
         "makespan_seconds": round(makespan, 3) if makespan is not None else None,
+        "steps_seconds": round(steps_seconds, 3) if steps_seconds is not None else None,
         "totals": {"rows": total_rows, "bytes": total_bytes, "groups": len(records),
                    "switched": len(switched), "failed": len(failed),
                    "mb_per_s": _rate(total_bytes / 1e6, makespan), "rows_per_s": _rate(total_rows, makespan)},
         "tables": tables, "groups": records, "failed_groups": failed,
-        "stragglers": stragglers(records, waits=waits), "summary_lines": summary,
+        "stragglers": stragglers(records, waits=waits, makespan=makespan), "summary_lines": summary,
         "waits": waits, "latches": list(server.get("latches") or []),
     }
 
@@ -310,20 +330,16 @@ def write_stats(stats: dict, context: Any) -> Path:
 LOAD_STATS_KEYS = ("dag_id", "run_id", "table_name", "stream")
 LOAD_STATS_COLUMNS = ("run_id", "batch", "table_name", "stream", "file", "bytes", "rows_loaded", "started_at",
                       "ended_at", "seconds", "mb_per_s", "rows_per_s", "validation", "outcome", "dag_id", "port")
-# Where each engine's table keeps where a load ran (include/sql/<engine>/setup.sql).
-LOAD_STATS_ENGINE_COLUMNS = {
-    "postgres": ("backend_pid",),
-    "mssql": ("session_id", "scheduler_id", "cpu_id", "node_id", "local_tcp_port", "reads", "writes", "cpu_time_ms"),
-}
 
 
-def load_stats_columns(engine: str) -> tuple[str, ...]:
-    return LOAD_STATS_COLUMNS + LOAD_STATS_ENGINE_COLUMNS.get(engine, ())
+def load_stats_columns(adapter: Any) -> tuple[str, ...]:
+    """The shared columns, then where a load ran as the target's engine keeps it."""
+    return LOAD_STATS_COLUMNS + tuple(adapter.load_stats_columns)
 
 
-def load_stats_rows(stats: dict, engine: str) -> list[tuple]:
+def load_stats_rows(stats: dict, adapter: Any) -> list[tuple]:
     """One row per group that has a file to load (a skipped table's groups have none)."""
-    columns = load_stats_columns(engine)
+    columns = load_stats_columns(adapter)
     rows = []
     for r in stats.get("groups") or []:
         if r.get("outcome") == "skipped":
@@ -342,8 +358,8 @@ def load_stats_rows(stats: dict, engine: str) -> list[tuple]:
 
 def write_load_stats(adapter: Any, stats: dict) -> int:
     """Upserts the run's rows into <control schema>.load_stats, all in one transaction."""
-    columns = load_stats_columns(adapter.engine)
-    rows = load_stats_rows(stats, adapter.engine)
+    columns = load_stats_columns(adapter)
+    rows = load_stats_rows(stats, adapter)
     if not rows:
         return 0
     statement, = adapter.render("record_load_stats.sql", columns=columns, keys=LOAD_STATS_KEYS)

@@ -1,15 +1,16 @@
 """What every target does: create objects, prepare a staging table, load it, switch it in.
 
 Names that reach SQL come from the spec and planner (validated identifiers) and are
-quoted here by the engine's own rules; bounds are integers rendered as integer literals.
-No statement is ever built from free text.
+quoted here by the engine's own rules; key bounds are rendered by `lit` from Python values
+only (int, datetime.date, datetime.datetime: see keys.py), as integer or typed date and
+timestamp literals of the engine. No statement is ever built from free text.
 """
 from __future__ import annotations
 
 import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import date, datetime, timezone
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable, ClassVar
@@ -111,11 +112,37 @@ class TargetAdapter(ABC):
     def qualified(self, schema: str, name: str) -> str:
         return f"{self.q(schema)}.{self.q(name)}"
 
-    @staticmethod
-    def lit(value: int) -> str:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise TargetError(f"{value!r} is not an integer bound")
-        return str(value)
+    def lit(self, value: int | date | datetime) -> str:
+        """A literal for SQL text, from a Python value only: an int as an integer literal, a
+        datetime.date through `date_literal`, a naive datetime.datetime through
+        `timestamp_literal` (each engine writes its own typed literal). Text is refused: a key
+        bound given as text is parsed first (StreamPlan.typed, keys.parse_key), so that what
+        reaches the SQL is rebuilt from the value's fields."""
+        if isinstance(value, bool):
+            raise TargetError(f"{value!r} is not a literal value")
+        if isinstance(value, int):
+            return str(value)
+        if isinstance(value, datetime):
+            if value.tzinfo is not None:
+                raise TargetError(f"{value!r}: timestamp bounds are without time zone")
+            return self.timestamp_literal(value)
+        if isinstance(value, date):
+            return self.date_literal(value)
+        raise TargetError(f"{value!r} is not an integer, date or timestamp value")
+
+    def date_literal(self, value: date) -> str:
+        """The engine's typed literal of a date, built from the value's fields."""
+        raise TargetError(f"target {self.engine} has no date literal: date keys are not supported here yet")
+
+    def timestamp_literal(self, value: datetime) -> str:
+        """The engine's typed literal of a timestamp (without time zone), from its fields."""
+        raise TargetError(f"target {self.engine} has no timestamp literal: timestamp keys are not "
+                          f"supported here yet")
+
+    def key_type(self, table: str) -> str:
+        """The SQL type of the table's key on this engine (its precision sets a timestamp's unit)."""
+        t = self.spec.table(table)
+        return t.column(t.key).sql_type(self.engine)
 
     def render(self, template: str, **context: Any) -> list[str]:
         """Render `include/sql/<engine>/<template>` into its statements, in order."""
@@ -145,6 +172,11 @@ class TargetAdapter(ABC):
         """The load's statements, where the load is SQL (server-side bulk load)."""
         return []
 
+    def validate_sql(self, stream: StreamPlan) -> list[str]:
+        """Statements validation runs on the staging table besides Great Expectations' queries
+        (PostgreSQL: the unique index of `prove_unique`)."""
+        return []
+
     def script(self, plan: LoadPlan) -> str:
         """The whole load as one reviewable script, in execution order."""
         out = [f"-- Switchyard load plan: spec {self.spec.name}, {plan.streams} streams, target {self.engine}",
@@ -154,7 +186,8 @@ class TargetAdapter(ABC):
             if s.empty:
                 continue
             out.append(f"\n-- {s.group_id}: {s.file}, keys {s.key_min}..{s.key_max}")
-            for stmt in [*self.prepare_sql(s), *self.load_sql(s), *self.switch_sql(s, replace_existing=False)]:
+            for stmt in [*self.prepare_sql(s), *self.load_sql(s), *self.validate_sql(s),
+                         *self.switch_sql(s, replace_existing=False)]:
                 out.append(stmt + ";")
         return "\n".join(out) + "\n"
 
@@ -260,6 +293,15 @@ class TargetAdapter(ABC):
     def drop_lease(self) -> None:
         """Run `lease_release.sql` for this schema and holder."""
 
+    def prove_unique(self, stream: StreamPlan) -> dict[str, Any] | None:
+        """Check the table's `unique` columns on the staging table with the index the target
+        keeps, where the engine does that; None where it does not (validation then asks Great
+        Expectations). The result: {"columns": [...], "index": name, "seconds": s, "scope":
+        "table" | "stream", "duplicates": None or {"keys": n, "extra_rows": n, "examples": [...]}}.
+        "scope" is "stream" when the index proves uniqueness within the stream only (the
+        unique columns leave out the partition key)."""
+        return None
+
     @abstractmethod
     def sqlalchemy_url(self) -> str:
         """For validation with Great Expectations."""
@@ -276,6 +318,56 @@ class TargetAdapter(ABC):
     def server_delta(self, before: dict, after: dict, top: int = 10) -> dict:
         """What the server waited on between two `server_snapshot()`s, busiest first."""
         return {}
+
+    # --- what observability asks of the engine --------------------------------------------
+    @property
+    def load_stats_columns(self) -> tuple[str, ...]:
+        """Where a load ran, as the engine's `<control schema>.load_stats` keeps it: the columns
+        its setup.sql adds to the shared ones, named as the load's result details name them.
+        Each adapter declares its own (SQL Server's are listed here until its adapter does)."""
+        return _ENGINE_LOAD_STATS_COLUMNS.get(self.engine, ())
+
+    def server_progress(self, schema: str, table: str) -> "ServerProgress | None":
+        """A sampler of the server's own progress of a bulk load into `schema.table`, where the
+        engine reports one (it has a `copy_progress.sql` template); None elsewhere."""
+        if not (SQL_ROOT / self.engine / "copy_progress.sql").is_file():
+            return None
+        return ServerProgress(self, schema, table)
+
+
+_ENGINE_LOAD_STATS_COLUMNS = {
+    "mssql": ("session_id", "scheduler_id", "cpu_id", "node_id", "local_tcp_port", "reads", "writes", "cpu_time_ms",
+              "logging", "log_ratio"),
+}
+
+
+class ServerProgress:
+    """Samples the server's own progress of a bulk load into one staging table.
+
+    Returns (rows processed, bytes processed) or None while the server has not started
+    the load yet. The side connection opens at the first sample and closes with `close()`:
+    one small query per sample, over one connection for the whole load.
+    """
+
+    def __init__(self, adapter: TargetAdapter, schema: str, table: str):
+        from contextlib import ExitStack
+        self.adapter = adapter
+        self.sql, = adapter.render("copy_progress.sql")
+        self.target = adapter.qualified(schema, table)
+        self._stack = ExitStack()
+        self._conn = None
+
+    def __call__(self) -> tuple[int, int] | None:
+        if self._conn is None:
+            self._conn = self._stack.enter_context(self.adapter.connection())
+            self._conn.autocommit = True
+        cur = self._conn.cursor()
+        cur.execute(self.sql, (self.target,))
+        row = cur.fetchone()
+        return (int(row[0]), int(row[1])) if row else None
+
+    def close(self) -> None:
+        self._stack.close()
 
 
 def _utc(when: datetime) -> datetime:
@@ -323,11 +415,3 @@ def adapter_class(engine: str) -> type[TargetAdapter]:
         from switchyard.targets.mssql import MssqlAdapter  # type: ignore[import-not-found]
         return MssqlAdapter
     raise TargetError(f"no target adapter for connection type {engine!r} (known: postgres, mssql)")
-
-
-def adapter_for(conn_id: str, spec: LoadSpec, **options: Any) -> TargetAdapter:
-    """The adapter for an Airflow connection, chosen by its connection type."""
-    from airflow.sdk import BaseHook
-    conn = BaseHook.get_connection(conn_id)
-    # The adapter reuses the connection it was chosen by: one lookup (an API call from a task).
-    return adapter_class(conn.conn_type)(spec, conn_id=conn_id, airflow_connection=conn, **options)

@@ -6,40 +6,94 @@ GO
 -- objects
 -- Objects a load needs, created only when missing: safe on every run. Each statement is
 -- its own batch (GO in the script), so none relies on a variable of another.
--- Minimal logging of a bulk load needs SIMPLE or BULK_LOGGED recovery; FULL logs every row.
-IF (SELECT recovery_model_desc FROM sys.databases WHERE database_id = DB_ID()) = N'FULL'
-    PRINT N'switchyard: recovery model is FULL, bulk loads will be fully logged (use SIMPLE or BULK_LOGGED)';
+-- How the loads will be logged. Minimal logging needs the SIMPLE or BULK_LOGGED recovery
+-- model (every load here takes TABLOCK on an empty heap). Nothing here changes the model:
+-- an availability database or a mirrored one must stay in FULL, and FULL -> SIMPLE would
+-- break a log backup chain (FULL -> BULK_LOGGED keeps it). A log chain exists when
+-- sys.database_recovery_status.last_log_backup_lsn is not NULL.
+DECLARE @logging nvarchar(400) = CASE
+    WHEN EXISTS (SELECT 1 FROM sys.databases WHERE database_id = DB_ID() AND replica_id IS NOT NULL)
+        THEN N'switchyard: availability database, FULL recovery: every load is fully logged and sent to every secondary; keep the model, size the log for the load'
+    WHEN EXISTS (SELECT 1 FROM sys.database_mirroring WHERE database_id = DB_ID() AND mirroring_guid IS NOT NULL)
+        THEN N'switchyard: mirrored database, FULL recovery: every load is fully logged and sent to the mirror; keep the model'
+    WHEN (SELECT recovery_model_desc FROM sys.databases WHERE database_id = DB_ID()) <> N'FULL'
+        THEN N'switchyard: SIMPLE or BULK_LOGGED recovery: the loads are minimally logged'
+    WHEN (SELECT last_log_backup_lsn FROM sys.database_recovery_status WHERE database_id = DB_ID()) IS NOT NULL
+        THEN N'switchyard: FULL recovery with a log backup chain: the loads are fully logged; BULK_LOGGED for the load window keeps the chain, SIMPLE would break it'
+    ELSE N'switchyard: FULL recovery without a log backup chain: the loads are fully logged'
+END
+PRINT @logging;
 GO
 -- One filegroup per stream: a staging table and its partition must share a filegroup for
 -- SWITCH, and separate filegroups spread allocation (PFS/GAM) contention over their files.
+-- Files are created at the size this batch needs (the stream files' bytes times the
+-- headroom 1.2, plus what a file already holds), so no load waits for a file to
+-- grow; FILEGROWTH is only the safety net. Creating or growing a data file writes no
+-- zeros when the service account holds "Perform volume maintenance tasks" (instant file
+-- initialization, sys.dm_server_services.instant_file_initialization_enabled).
+-- fg1: 2 file(s) for 3.1 MB of stream files (orders_1, lineitem_1).
 IF NOT EXISTS (SELECT 1 FROM sys.filegroups WHERE name = N'fg1')
     ALTER DATABASE CURRENT ADD FILEGROUP [fg1];
 GO
 -- A filegroup holds tables only once it has a file. ALTER DATABASE CURRENT (2012+) keeps
 -- the database name out of the script.
 IF NOT EXISTS (SELECT 1 FROM sys.database_files WHERE name = N'fg1_1')
-    ALTER DATABASE CURRENT ADD FILE (NAME = N'fg1_1', FILENAME = N'/mnt/v1/switchyard_fg1_1.ndf', SIZE = 64MB, FILEGROWTH = 256MB) TO FILEGROUP [fg1];
+    ALTER DATABASE CURRENT ADD FILE (NAME = N'fg1_1', FILENAME = N'/mnt/v1/switchyard_fg1_1.ndf', SIZE = 64MB, MAXSIZE = UNLIMITED, FILEGROWTH = 64MB) TO FILEGROUP [fg1];
+GO
+-- A file made by an earlier batch grows to this batch's size before any load; only ever
+-- up (MODIFY FILE refuses a size at or below the current one, error 5039), and
+-- sys.database_files.size counts 8-KB pages.
+IF (SELECT size FROM sys.database_files WHERE name = N'fg1_1') < 8192
+    ALTER DATABASE CURRENT MODIFY FILE (NAME = N'fg1_1', SIZE = 64MB);
 GO
 IF NOT EXISTS (SELECT 1 FROM sys.database_files WHERE name = N'fg1_2')
-    ALTER DATABASE CURRENT ADD FILE (NAME = N'fg1_2', FILENAME = N'/mnt/v2/switchyard_fg1_2.ndf', SIZE = 64MB, FILEGROWTH = 256MB) TO FILEGROUP [fg1];
+    ALTER DATABASE CURRENT ADD FILE (NAME = N'fg1_2', FILENAME = N'/mnt/v2/switchyard_fg1_2.ndf', SIZE = 64MB, MAXSIZE = UNLIMITED, FILEGROWTH = 64MB) TO FILEGROUP [fg1];
 GO
+IF (SELECT size FROM sys.database_files WHERE name = N'fg1_2') < 8192
+    ALTER DATABASE CURRENT MODIFY FILE (NAME = N'fg1_2', SIZE = 64MB);
+GO
+-- fg2: 2 file(s) for 3.1 MB of stream files (orders_2, lineitem_2).
 IF NOT EXISTS (SELECT 1 FROM sys.filegroups WHERE name = N'fg2')
     ALTER DATABASE CURRENT ADD FILEGROUP [fg2];
 GO
 IF NOT EXISTS (SELECT 1 FROM sys.database_files WHERE name = N'fg2_1')
-    ALTER DATABASE CURRENT ADD FILE (NAME = N'fg2_1', FILENAME = N'/mnt/v1/switchyard_fg2_1.ndf', SIZE = 64MB, FILEGROWTH = 256MB) TO FILEGROUP [fg2];
+    ALTER DATABASE CURRENT ADD FILE (NAME = N'fg2_1', FILENAME = N'/mnt/v1/switchyard_fg2_1.ndf', SIZE = 64MB, MAXSIZE = UNLIMITED, FILEGROWTH = 64MB) TO FILEGROUP [fg2];
+GO
+IF (SELECT size FROM sys.database_files WHERE name = N'fg2_1') < 8192
+    ALTER DATABASE CURRENT MODIFY FILE (NAME = N'fg2_1', SIZE = 64MB);
 GO
 IF NOT EXISTS (SELECT 1 FROM sys.database_files WHERE name = N'fg2_2')
-    ALTER DATABASE CURRENT ADD FILE (NAME = N'fg2_2', FILENAME = N'/mnt/v2/switchyard_fg2_2.ndf', SIZE = 64MB, FILEGROWTH = 256MB) TO FILEGROUP [fg2];
+    ALTER DATABASE CURRENT ADD FILE (NAME = N'fg2_2', FILENAME = N'/mnt/v2/switchyard_fg2_2.ndf', SIZE = 64MB, MAXSIZE = UNLIMITED, FILEGROWTH = 64MB) TO FILEGROUP [fg2];
 GO
+IF (SELECT size FROM sys.database_files WHERE name = N'fg2_2') < 8192
+    ALTER DATABASE CURRENT MODIFY FILE (NAME = N'fg2_2', SIZE = 64MB);
+GO
+-- fg3: 2 file(s) for 3.1 MB of stream files (orders_3, lineitem_3).
 IF NOT EXISTS (SELECT 1 FROM sys.filegroups WHERE name = N'fg3')
     ALTER DATABASE CURRENT ADD FILEGROUP [fg3];
 GO
 IF NOT EXISTS (SELECT 1 FROM sys.database_files WHERE name = N'fg3_1')
-    ALTER DATABASE CURRENT ADD FILE (NAME = N'fg3_1', FILENAME = N'/mnt/v1/switchyard_fg3_1.ndf', SIZE = 64MB, FILEGROWTH = 256MB) TO FILEGROUP [fg3];
+    ALTER DATABASE CURRENT ADD FILE (NAME = N'fg3_1', FILENAME = N'/mnt/v1/switchyard_fg3_1.ndf', SIZE = 64MB, MAXSIZE = UNLIMITED, FILEGROWTH = 64MB) TO FILEGROUP [fg3];
+GO
+IF (SELECT size FROM sys.database_files WHERE name = N'fg3_1') < 8192
+    ALTER DATABASE CURRENT MODIFY FILE (NAME = N'fg3_1', SIZE = 64MB);
 GO
 IF NOT EXISTS (SELECT 1 FROM sys.database_files WHERE name = N'fg3_2')
-    ALTER DATABASE CURRENT ADD FILE (NAME = N'fg3_2', FILENAME = N'/mnt/v2/switchyard_fg3_2.ndf', SIZE = 64MB, FILEGROWTH = 256MB) TO FILEGROUP [fg3];
+    ALTER DATABASE CURRENT ADD FILE (NAME = N'fg3_2', FILENAME = N'/mnt/v2/switchyard_fg3_2.ndf', SIZE = 64MB, MAXSIZE = UNLIMITED, FILEGROWTH = 64MB) TO FILEGROUP [fg3];
+GO
+IF (SELECT size FROM sys.database_files WHERE name = N'fg3_2') < 8192
+    ALTER DATABASE CURRENT MODIFY FILE (NAME = N'fg3_2', SIZE = 64MB);
+GO
+-- fg_edge: the empty partitions below the first stream and above the last (and in
+-- gaps between streams), on a small filegroup of their own rather than on PRIMARY.
+IF NOT EXISTS (SELECT 1 FROM sys.filegroups WHERE name = N'fg_edge')
+    ALTER DATABASE CURRENT ADD FILEGROUP [fg_edge];
+GO
+IF NOT EXISTS (SELECT 1 FROM sys.database_files WHERE name = N'fg_edge_1')
+    ALTER DATABASE CURRENT ADD FILE (NAME = N'fg_edge_1', FILENAME = N'/mnt/v1/switchyard_fg_edge_1.ndf', SIZE = 8MB, MAXSIZE = UNLIMITED, FILEGROWTH = 64MB) TO FILEGROUP [fg_edge];
+GO
+IF (SELECT size FROM sys.database_files WHERE name = N'fg_edge_1') < 1024
+    ALTER DATABASE CURRENT MODIFY FILE (NAME = N'fg_edge_1', SIZE = 8MB);
 GO
 -- CREATE SCHEMA must be alone in its batch, hence EXEC of a constant string.
 IF SCHEMA_ID(N'tpch') IS NULL EXEC (N'CREATE SCHEMA [tpch]');
@@ -61,24 +115,25 @@ IF OBJECT_ID(N'[switchyard].[run_lease]', N'U') IS NULL
         [expires_at]    datetime2(3) NOT NULL
     );
 GO
--- RANGE LEFT: a boundary value belongs to the partition on its left, so boundary k is the
--- largest key of stream k. The first boundary is one below the first stream's smallest key:
--- partition 1 (everything below) stays empty and partition k + 1 holds exactly stream k.
+-- RANGE LEFT: a boundary value belongs to the partition on its left, so a stream's largest
+-- key closes its partition, and the value just below its smallest key closes the empty
+-- partition under it. Every boundary of this batch is in the function when it is created.
 IF NOT EXISTS (SELECT 1 FROM sys.partition_functions WHERE name = N'pf_orders')
     CREATE PARTITION FUNCTION [pf_orders] (bigint) AS RANGE LEFT FOR VALUES (0, 20000, 40000, 60000);
 GO
--- A scheme names one more filegroup than the function has boundaries: the empty edge
--- partitions (below the first stream, above the last) stay on PRIMARY.
+-- A scheme names one more filegroup than the function has boundaries: each partition's,
+-- in order, then the one above the last boundary. Empty partitions go to fg_edge.
 IF NOT EXISTS (SELECT 1 FROM sys.partition_schemes WHERE name = N'ps_orders')
-    CREATE PARTITION SCHEME [ps_orders] AS PARTITION [pf_orders] TO ([PRIMARY], [fg1], [fg2], [fg3], [PRIMARY]);
+    CREATE PARTITION SCHEME [ps_orders] AS PARTITION [pf_orders] TO ([fg_edge], [fg1], [fg2], [fg3], [fg_edge]);
 GO
--- A later batch may bring key ranges the function does not have yet: each boundary is
--- checked in sys.partition_range_values when the statement runs. SPLIT RANGE needs a
--- NEXT USED filegroup, which (RANGE LEFT) receives the new partition left of the value.
--- Splits land above the table's keys or in empty gaps, so no rows move.
+-- A function made by an earlier batch may lack this batch's boundaries: each is checked in
+-- sys.partition_range_values when the statement runs (on a function just created, all are
+-- there and nothing happens). SPLIT RANGE needs a NEXT USED filegroup, which (RANGE LEFT)
+-- receives the new partition left of the value. Splits land above the table's keys or in
+-- empty gaps, so no rows move.
 IF NOT EXISTS (SELECT 1 FROM sys.partition_range_values AS rv JOIN sys.partition_functions AS pf ON pf.function_id = rv.function_id WHERE pf.name = N'pf_orders' AND CONVERT(bigint, rv.value) = 0)
 BEGIN
-    ALTER PARTITION SCHEME [ps_orders] NEXT USED [PRIMARY]
+    ALTER PARTITION SCHEME [ps_orders] NEXT USED [fg_edge]
     ALTER PARTITION FUNCTION [pf_orders]() SPLIT RANGE (0)
 END;
 GO
@@ -100,8 +155,9 @@ BEGIN
     ALTER PARTITION FUNCTION [pf_orders]() SPLIT RANGE (60000)
 END;
 GO
--- All columns NOT NULL, in the file's order: BULK INSERT without a format file maps fields
--- by position, and SWITCH needs staging and target identical column for column.
+-- Columns in the file's order, NULL only where the spec declares them nullable: BULK
+-- INSERT without a format file maps fields by position, and SWITCH needs staging and target
+-- identical column for column (type, nullability, order).
 IF OBJECT_ID(N'[tpch].[orders]', N'U') IS NULL
     CREATE TABLE [tpch].[orders] (
         [o_orderkey] bigint NOT NULL,
@@ -115,24 +171,25 @@ IF OBJECT_ID(N'[tpch].[orders]', N'U') IS NULL
         [o_comment] varchar(79) NOT NULL
     ) ON [ps_orders]([o_orderkey]);
 GO
--- RANGE LEFT: a boundary value belongs to the partition on its left, so boundary k is the
--- largest key of stream k. The first boundary is one below the first stream's smallest key:
--- partition 1 (everything below) stays empty and partition k + 1 holds exactly stream k.
+-- RANGE LEFT: a boundary value belongs to the partition on its left, so a stream's largest
+-- key closes its partition, and the value just below its smallest key closes the empty
+-- partition under it. Every boundary of this batch is in the function when it is created.
 IF NOT EXISTS (SELECT 1 FROM sys.partition_functions WHERE name = N'pf_lineitem')
     CREATE PARTITION FUNCTION [pf_lineitem] (bigint) AS RANGE LEFT FOR VALUES (0, 20000, 40000, 60000);
 GO
--- A scheme names one more filegroup than the function has boundaries: the empty edge
--- partitions (below the first stream, above the last) stay on PRIMARY.
+-- A scheme names one more filegroup than the function has boundaries: each partition's,
+-- in order, then the one above the last boundary. Empty partitions go to fg_edge.
 IF NOT EXISTS (SELECT 1 FROM sys.partition_schemes WHERE name = N'ps_lineitem')
-    CREATE PARTITION SCHEME [ps_lineitem] AS PARTITION [pf_lineitem] TO ([PRIMARY], [fg1], [fg2], [fg3], [PRIMARY]);
+    CREATE PARTITION SCHEME [ps_lineitem] AS PARTITION [pf_lineitem] TO ([fg_edge], [fg1], [fg2], [fg3], [fg_edge]);
 GO
--- A later batch may bring key ranges the function does not have yet: each boundary is
--- checked in sys.partition_range_values when the statement runs. SPLIT RANGE needs a
--- NEXT USED filegroup, which (RANGE LEFT) receives the new partition left of the value.
--- Splits land above the table's keys or in empty gaps, so no rows move.
+-- A function made by an earlier batch may lack this batch's boundaries: each is checked in
+-- sys.partition_range_values when the statement runs (on a function just created, all are
+-- there and nothing happens). SPLIT RANGE needs a NEXT USED filegroup, which (RANGE LEFT)
+-- receives the new partition left of the value. Splits land above the table's keys or in
+-- empty gaps, so no rows move.
 IF NOT EXISTS (SELECT 1 FROM sys.partition_range_values AS rv JOIN sys.partition_functions AS pf ON pf.function_id = rv.function_id WHERE pf.name = N'pf_lineitem' AND CONVERT(bigint, rv.value) = 0)
 BEGIN
-    ALTER PARTITION SCHEME [ps_lineitem] NEXT USED [PRIMARY]
+    ALTER PARTITION SCHEME [ps_lineitem] NEXT USED [fg_edge]
     ALTER PARTITION FUNCTION [pf_lineitem]() SPLIT RANGE (0)
 END;
 GO
@@ -154,8 +211,9 @@ BEGIN
     ALTER PARTITION FUNCTION [pf_lineitem]() SPLIT RANGE (60000)
 END;
 GO
--- All columns NOT NULL, in the file's order: BULK INSERT without a format file maps fields
--- by position, and SWITCH needs staging and target identical column for column.
+-- Columns in the file's order, NULL only where the spec declares them nullable: BULK
+-- INSERT without a format file maps fields by position, and SWITCH needs staging and target
+-- identical column for column (type, nullability, order).
 IF OBJECT_ID(N'[tpch].[lineitem]', N'U') IS NULL
     CREATE TABLE [tpch].[lineitem] (
         [l_orderkey] bigint NOT NULL,
@@ -207,6 +265,8 @@ IF OBJECT_ID(N'[switchyard].[load_stats]', N'U') IS NULL
         rows_per_s    float NULL,
         port          int NULL,
         outcome       nvarchar(100) NULL,
+        logging       nvarchar(40) NULL,
+        log_ratio     float NULL,
         CONSTRAINT [load_stats_pk] PRIMARY KEY NONCLUSTERED (dag_id, run_id, table_name, stream)
     );
 GO
@@ -226,6 +286,12 @@ IF COL_LENGTH(N'[switchyard].[load_stats]', N'port') IS NULL
 GO
 IF COL_LENGTH(N'[switchyard].[load_stats]', N'outcome') IS NULL
     ALTER TABLE [switchyard].[load_stats] ADD [outcome] nvarchar(100) NULL;
+GO
+IF COL_LENGTH(N'[switchyard].[load_stats]', N'logging') IS NULL
+    ALTER TABLE [switchyard].[load_stats] ADD [logging] nvarchar(40) NULL;
+GO
+IF COL_LENGTH(N'[switchyard].[load_stats]', N'log_ratio') IS NULL
+    ALTER TABLE [switchyard].[load_stats] ADD [log_ratio] float NULL;
 GO
 -- ... and are keyed by (run_id, table_name, stream): the rows of two DAGs' runs with the
 -- same run id overwrote each other. Re-keyed once, in one transaction (XACT_ABORT rolls it
@@ -286,7 +352,7 @@ GO
 -- that follows still fills an empty heap) and keeps the range CHECK constraint trusted.
 TRUNCATE TABLE [tpch_staging].[orders_1];
 GO
--- load: TDS bulk copy of orders/orders.1.tbl into tpch_staging.orders_1 (table lock, check constraints, batch size 100000, packet size 32767)
+-- load: TDS bulk copy from the worker of orders/orders.1.tbl into tpch_staging.orders_1 (table lock, check constraints, batch size 100000, packet size 32767): load_mode tds: the worker reads the file
 -- SWITCH refuses an untrusted CHECK constraint. The load checked every row, so this finds
 -- the constraint trusted and costs nothing; after a load that bypassed the check (another
 -- tool, a TDS copy without check_constraints) it re-validates once, with one scan.
@@ -349,7 +415,7 @@ GO
 -- that follows still fills an empty heap) and keeps the range CHECK constraint trusted.
 TRUNCATE TABLE [tpch_staging].[orders_2];
 GO
--- load: TDS bulk copy of orders/orders.2.tbl into tpch_staging.orders_2 (table lock, check constraints, batch size 100000, packet size 32767)
+-- load: TDS bulk copy from the worker of orders/orders.2.tbl into tpch_staging.orders_2 (table lock, check constraints, batch size 100000, packet size 32767): load_mode tds: the worker reads the file
 -- SWITCH refuses an untrusted CHECK constraint. The load checked every row, so this finds
 -- the constraint trusted and costs nothing; after a load that bypassed the check (another
 -- tool, a TDS copy without check_constraints) it re-validates once, with one scan.
@@ -412,7 +478,7 @@ GO
 -- that follows still fills an empty heap) and keeps the range CHECK constraint trusted.
 TRUNCATE TABLE [tpch_staging].[orders_3];
 GO
--- load: TDS bulk copy of orders/orders.3.tbl into tpch_staging.orders_3 (table lock, check constraints, batch size 100000, packet size 32767)
+-- load: TDS bulk copy from the worker of orders/orders.3.tbl into tpch_staging.orders_3 (table lock, check constraints, batch size 100000, packet size 32767): load_mode tds: the worker reads the file
 -- SWITCH refuses an untrusted CHECK constraint. The load checked every row, so this finds
 -- the constraint trusted and costs nothing; after a load that bypassed the check (another
 -- tool, a TDS copy without check_constraints) it re-validates once, with one scan.
@@ -482,7 +548,7 @@ GO
 -- that follows still fills an empty heap) and keeps the range CHECK constraint trusted.
 TRUNCATE TABLE [tpch_staging].[lineitem_1];
 GO
--- load: TDS bulk copy of lineitem/lineitem.1.tbl into tpch_staging.lineitem_1 (table lock, check constraints, batch size 100000, packet size 32767)
+-- load: TDS bulk copy from the worker of lineitem/lineitem.1.tbl into tpch_staging.lineitem_1 (table lock, check constraints, batch size 100000, packet size 32767): load_mode tds: the worker reads the file
 -- SWITCH refuses an untrusted CHECK constraint. The load checked every row, so this finds
 -- the constraint trusted and costs nothing; after a load that bypassed the check (another
 -- tool, a TDS copy without check_constraints) it re-validates once, with one scan.
@@ -552,7 +618,7 @@ GO
 -- that follows still fills an empty heap) and keeps the range CHECK constraint trusted.
 TRUNCATE TABLE [tpch_staging].[lineitem_2];
 GO
--- load: TDS bulk copy of lineitem/lineitem.2.tbl into tpch_staging.lineitem_2 (table lock, check constraints, batch size 100000, packet size 32767)
+-- load: TDS bulk copy from the worker of lineitem/lineitem.2.tbl into tpch_staging.lineitem_2 (table lock, check constraints, batch size 100000, packet size 32767): load_mode tds: the worker reads the file
 -- SWITCH refuses an untrusted CHECK constraint. The load checked every row, so this finds
 -- the constraint trusted and costs nothing; after a load that bypassed the check (another
 -- tool, a TDS copy without check_constraints) it re-validates once, with one scan.
@@ -622,7 +688,7 @@ GO
 -- that follows still fills an empty heap) and keeps the range CHECK constraint trusted.
 TRUNCATE TABLE [tpch_staging].[lineitem_3];
 GO
--- load: TDS bulk copy of lineitem/lineitem.3.tbl into tpch_staging.lineitem_3 (table lock, check constraints, batch size 100000, packet size 32767)
+-- load: TDS bulk copy from the worker of lineitem/lineitem.3.tbl into tpch_staging.lineitem_3 (table lock, check constraints, batch size 100000, packet size 32767): load_mode tds: the worker reads the file
 -- SWITCH refuses an untrusted CHECK constraint. The load checked every row, so this finds
 -- the constraint trusted and costs nothing; after a load that bypassed the check (another
 -- tool, a TDS copy without check_constraints) it re-validates once, with one scan.

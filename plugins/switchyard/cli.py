@@ -1,0 +1,223 @@
+"""The `switchyard` command (also `python -m switchyard`).
+
+Product commands live here: `generate`, `plan`, `pool sync`, `config`. Other packages add
+commands through the `switchyard.commands` entry-point group: each entry point names a
+function `register(subparsers)` that adds one sub-command (the development tooling adds
+`demo`, `db`, `services`, `screenshots` and `airflow` this way). This module never imports
+them by name.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+from importlib.metadata import entry_points
+from pathlib import Path
+
+COMMANDS_GROUP = "switchyard.commands"
+# Where `pool sync` finds the Airflow it talks to when AIRFLOW_HOME is not set: a function
+# returning that Airflow's environment (the development tooling's local Airflow).
+AIRFLOW_ENVIRONMENT_GROUP = "switchyard.airflow_environment"
+
+MAX_NODES = 64  # soft-NUMA nodes SQL Server addresses by port (a 64-bit affinity mask)
+
+
+def _tables(value: str | None) -> list[str] | None:
+    return [t.strip() for t in value.split(",") if t.strip()] if value else None
+
+
+def cmd_generate(args) -> int:
+    from switchyard.core.datagen import generate
+    from switchyard.core.spec import SpecError, load_spec
+    from switchyard.settings import data_root
+    try:
+        spec = load_spec(args.spec)
+        name = args.batch or f"{spec.name}-sf{args.scale:g}-s{args.streams}"
+        manifest = generate(data_root() / name, spec, args.scale, args.streams, _tables(args.tables), seed=args.seed)
+    except (SpecError, ValueError) as exc:
+        sys.exit(f"generate: {exc}")
+    print(f"{data_root() / name}: {len(manifest.entries)} files, {sum(e.bytes for e in manifest.entries):,} bytes, "
+          f"{sum(e.rows for e in manifest.entries):,} rows")
+    return 0
+
+
+def plan_nodes(args) -> int:
+    """Pinned ports / soft-NUMA nodes: one per stream, at most 64 (more streams share them)."""
+    return args.nodes if args.nodes is not None else min(args.streams, MAX_NODES)
+
+
+def cmd_plan(args) -> int:
+    from switchyard.core.spec import load_spec
+    from switchyard.targets import adapter_class
+    nodes = plan_nodes(args)
+    if args.target != "mssql" and (args.emit == "server-config" or args.layout):
+        sys.exit("--emit server-config and --layout are SQL Server's (--target mssql): PostgreSQL has no "
+                 "port-to-node mapping")
+    ports = None
+    if args.target == "mssql" and (args.emit == "server-config" or args.layout):
+        from switchyard.targets.mssql.server_config import mssql_plan_ports
+        text, ports = mssql_plan_ports(args)
+        if args.emit == "server-config":
+            print(text, end="")
+            return 0
+    from switchyard.core.planner import plan_tpch
+    spec = load_spec(args.spec)
+    plan = plan_tpch(spec, args.scale, args.streams, _tables(args.tables), producer=args.producer)
+    if args.target == "postgres":
+        adapter = adapter_class("postgres")(spec, uri="postgresql://plan-only", schema=args.schema)
+    else:
+        # Stream k's port in the script is the one the server config maps to its node.
+        adapter = adapter_class("mssql")(spec, schema=args.schema, base_port=args.base_port, port_count=nodes,
+                                         ports=ports)
+    print(adapter.script(plan), end="")
+    return 0
+
+
+def airflow_environment() -> dict[str, str]:
+    """The Airflow this command speaks to: the environment's own when AIRFLOW_HOME is set
+    (a container, a user's Airflow); else the one an installed package provides through the
+    `switchyard.airflow_environment` entry point (the project's local Airflow); else Airflow's
+    default home."""
+    if os.environ.get("AIRFLOW_HOME"):
+        return dict(os.environ)
+    for entry in sorted(entry_points(group=AIRFLOW_ENVIRONMENT_GROUP), key=lambda e: e.name):
+        return entry.load()()
+    return dict(os.environ)
+
+
+def airflow_bin() -> str:
+    """The `airflow` command beside this Python (its virtualenv), else the one on PATH."""
+    beside = Path(sys.executable).with_name("airflow")
+    return str(beside) if beside.exists() else (shutil.which("airflow") or "airflow")
+
+
+def cmd_pool(args) -> int:
+    """Size the load pool from the target server: one slot per scheduler / core."""
+    env = airflow_environment()
+    os.environ.update(env)
+    from switchyard.airflow.connections import ConnectionMissing, adapter_for, bridge_connection
+    from switchyard.core.spec import load_spec
+    from switchyard.targets import TargetError
+    try:
+        bridge_connection(args.conn_id)
+    except ConnectionMissing:
+        sys.exit(f"pool sync: no Airflow connection {args.conn_id!r} (create it first: README, 'Pointing it at your own database')")
+    try:
+        adapter = adapter_for(args.conn_id, load_spec(args.spec))
+        slots = adapter.scheduler_count()
+    except TargetError as exc:
+        sys.exit(f"pool sync: {exc}")
+    if slots < 1:
+        sys.exit(f"pool sync: the server reports {slots} schedulers")
+    description = f"Switchyard: one bulk load per {adapter.engine} scheduler / core of {args.conn_id}"
+    print(f"{args.conn_id} ({adapter.engine}): {slots} schedulers -> pool {args.pool} = {slots} slots")
+    if args.dry_run:
+        return 0
+    result = subprocess.run([airflow_bin(), "pools", "set", args.pool, str(slots), description],
+                            env=env, text=True, capture_output=True)
+    if result.returncode != 0:
+        sys.exit(f"pool sync: `airflow pools set` failed:\n{result.stdout}{result.stderr}")
+    return 0
+
+
+def cmd_config(args) -> int:
+    from switchyard import settings
+    if args.markdown:
+        print(settings.markdown(), end="")
+        return 0
+    current = settings.get()
+    for item in settings.SETTINGS:
+        print(f"{item.variable}={settings.render(getattr(current, item.field))}")
+    return 0
+
+
+def build_parser(extensions: bool = True) -> argparse.ArgumentParser:
+    from switchyard import settings
+    parser = argparse.ArgumentParser(
+        prog="switchyard",
+        description="Parallel, validated, partition-switched bulk loads of flat-file extracts, run by Airflow.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="command")
+
+    p = sub.add_parser("generate", help="generate a batch (TPC-H, or the shop example) with its manifest "
+                                        "under the data root",
+                       description="Generate a batch of a built-in spec's generator (TPC-H from tpchgen-cli, or "
+                                   "the shop example's messy CSV) in streams, with the manifest the DAG plans "
+                                   "from, under the data root (SWITCHYARD_DATA_ROOT).")
+    p.add_argument("--spec", default="tpch", help="a built-in spec with a generator: tpch (default) or shop")
+    p.add_argument("--scale", type=float, default=0.1,
+                   help="scale factor (TPC-H: 1 = about 1 GB; shop: 1 = 1.5 million events; default 0.1)")
+    p.add_argument("--streams", type=int, default=4, help="streams: one file per table per stream (default 4)")
+    p.add_argument("--batch", help="batch folder name (default <spec>-sf<scale>-s<streams>)")
+    p.add_argument("--tables", help="comma-separated subset of the tables (default: all)")
+    p.add_argument("--seed", type=int, default=None, help="shop: the seed its rows follow from (default 1)")
+    p.set_defaults(func=cmd_generate)
+
+    p = sub.add_parser("plan", help="print the SQL of a load, in execution order, without a server",
+                       description="Print the load's statements in execution order (objects, then per stream: "
+                                   "prepare, load, switch), planned from the spec without data or server.")
+    p.add_argument("--target", choices=["postgres", "mssql"], default="postgres",
+                   help="the engine whose SQL to print (default postgres)")
+    p.add_argument("--scale", type=float, required=True, help="TPC-H scale factor the plan is for")
+    p.add_argument("--streams", type=int, required=True, help="stream count the plan is for")
+    p.add_argument("--tables", help="comma-separated subset of the tables (default: all)")
+    p.add_argument("--spec", default="tpch", help="built-in spec name or path of a spec file (default tpch)")
+    p.add_argument("--schema", default=settings.get().schema,
+                   help="target schema (default: SWITCHYARD_SCHEMA or tpch)")
+    p.add_argument("--producer", choices=["tpchgen-cli", "dbgen"], default="tpchgen-cli",
+                   help="the generator whose file split the key ranges follow (default tpchgen-cli)")
+    p.add_argument("--emit", choices=["sql", "server-config"], default="sql",
+                   help="sql: the load's statements in order; server-config (mssql): the instance's port, "
+                        "soft-NUMA and affinity settings for pinned loads")
+    p.add_argument("--nodes", type=int, default=None,
+                   help=f"mssql without --layout: pinned ports (default: the stream count, at most {MAX_NODES}; "
+                        "stream k uses port base + (k - 1) mod nodes)")
+    p.add_argument("--layout", help="mssql: the server's CPU layout, a JSON file of what the layout query prints "
+                                    "on the server (sys.dm_os_nodes, sys.dm_os_schedulers), or NODESxCPUS such as "
+                                    "2x48; ports, node masks and processor groups come from it")
+    p.add_argument("--soft-numa", type=int, default=None, metavar="CPUS",
+                   help="mssql: cut each hardware node into soft-NUMA nodes of CPUS CPUs, one port each "
+                        "(default: one port per node as the server has it, no soft-NUMA change)")
+    p.add_argument("--affinity", default=None, metavar="CPU_IDS",
+                   help="mssql: also restrict the whole instance to these CPU ids (e.g. 0-47,64-111); never "
+                        "emitted unless given")
+    p.add_argument("--base-port", type=int, default=2000, help="mssql: the first pinned port (default 2000)")
+    p.set_defaults(func=cmd_plan)
+
+    p = sub.add_parser("pool", help="size the Airflow load pool from the target server's schedulers",
+                       description="Set the Airflow pool the loads run in to the target's scheduler count "
+                                   "(SQL Server: visible online schedulers; PostgreSQL: cores).")
+    p.add_argument("action", choices=["sync"], help="sync: read the server, then set the pool")
+    p.add_argument("--conn-id", default=settings.get().conn_id,
+                   help="the target's Airflow connection (default: SWITCHYARD_CONN_ID or switchyard_target)")
+    p.add_argument("--pool", default=settings.get().pool,
+                   help="the pool the loads run in (default: SWITCHYARD_POOL or switchyard_loads)")
+    p.add_argument("--spec", default="tpch", help="built-in spec name or path of a spec file (default tpch)")
+    p.add_argument("--dry-run", action="store_true", help="print the size, leave the pool alone")
+    p.set_defaults(func=cmd_pool)
+
+    p = sub.add_parser("config", help="the SWITCHYARD_* settings in effect, or their reference",
+                       description="Print every SWITCHYARD_* setting with the value in effect here "
+                                   "(environment or default).")
+    p.add_argument("--markdown", action="store_true",
+                   help="print the configuration reference (docs/configuration.md) instead")
+    p.set_defaults(func=cmd_config)
+
+    if extensions:
+        for entry in sorted(entry_points(group=COMMANDS_GROUP), key=lambda e: e.name):
+            try:
+                entry.load()(sub)
+            except Exception as exc:  # a broken extension must not take the product's commands with it
+                print(f"switchyard: command {entry.name!r} from {entry.value} is unavailable: "
+                      f"{type(exc).__name__}: {exc}", file=sys.stderr)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,17 @@
+"""Airflow's local settings for the benchmark's own Airflow (first on its PYTHONPATH, in place
+of switchyard/airflow/local_settings/): the product's preload, with the benchmark's levers.
+
+SWITCHYARD_PRELOAD_DAG=0 preloads the third-party modules but neither Switchyard's nor the
+DAG; SWITCHYARD_PRELOAD_CALLS names further DAG builders to call once ("module:function,...");
+SWITCHYARD_FLAT_PRIORITIES=1 gives every task the same weight, to measure what the spec's
+biggest-table-first weights are worth against Airflow's plain order.
+"""
+from switchyard.airflow.preload import MODULES, preload
+from switchyard_dev.settings import value
+
+preload(modules=None if value("SWITCHYARD_PRELOAD_DAG") else MODULES,
+        calls=tuple(c.strip() for c in value("SWITCHYARD_PRELOAD_CALLS").split(",") if c.strip()))
+
+if value("SWITCHYARD_FLAT_PRIORITIES"):
+    def task_policy(task):
+        task.priority_weight = 1

@@ -1,0 +1,56 @@
+"""The development tooling's SWITCHYARD_* variables: declared here (the configuration reference
+shows them, through the `switchyard.settings` entry point) and read here.
+
+They configure the local servers the demo and the tests start, and the benchmark's levers;
+the product never reads them.
+"""
+from __future__ import annotations
+
+import os
+
+from switchyard.settings import Setting, _bool, _path, _positive_int
+
+LOCAL = "Local development: `make demo`, `make test`, the embedded server"
+BENCH = "Benchmark only (`make bench`)"
+TESTS = "Tests"
+
+SETTINGS = (
+    Setting("SWITCHYARD_PG_PORT", "pg_port", int, 54329,
+            "Port of the embedded PostgreSQL on 127.0.0.1.", LOCAL, "port"),
+    Setting("SWITCHYARD_AIRFLOW_HOME", "airflow_home", _path, None,
+            "The local Airflow's home (SQLite metadata database, logs, generated secrets).", LOCAL, "path",
+            "`<state dir>/airflow`"),
+    Setting("SWITCHYARD_AIRFLOW_PORT", "airflow_port", int, 28080,
+            "Port of the local Airflow's api-server (the UI) on 127.0.0.1.", LOCAL, "port"),
+    Setting("SWITCHYARD_PARALLELISM", "parallelism", _positive_int, 8,
+            "The local Airflow's `[core] parallelism`: task processes at once.", LOCAL, "integer"),
+    Setting("SWITCHYARD_POOL_SLOTS", "pool_slots", _positive_int, None,
+            "Size of the demo's load pool.", LOCAL, "integer", "the machine's cores"),
+    Setting("SWITCHYARD_BENCH_AIRFLOW_PORT", "bench_airflow_port", int, 28090,
+            "Port of the benchmark's own Airflow.", BENCH, "port"),
+    Setting("SWITCHYARD_BENCH_DEFAULTS_PG_PORT", "bench_defaults_pg_port", int, None,
+            "Port of the benchmark's second embedded server, with PostgreSQL's default settings "
+            "(the peers' baseline).", BENCH, "port", "a free port"),
+    Setting("SWITCHYARD_PRELOAD_DAG", "preload_dag", _bool, True,
+            "`0`: the scheduler preloads the third-party modules but neither Switchyard's nor the DAG "
+            "(a benchmark lever).", BENCH, "0 | 1"),
+    Setting("SWITCHYARD_PRELOAD_CALLS", "preload_calls", str, "",
+            "Further DAG builders the scheduler calls once when it preloads, as `module:function,...` "
+            "(the benchmark's empty graphs).", BENCH, "text"),
+    Setting("SWITCHYARD_FLAT_PRIORITIES", "flat_priorities", _bool, False,
+            "`1`: every task at the same priority weight (a benchmark lever against the spec's weights).",
+            BENCH, "0 | 1"),
+    Setting("SWITCHYARD_MSSQL_URI", "mssql_uri", str, None,
+            "A real SQL Server for the contract suite (`mssql+pyodbc://...`); without it those tests "
+            "skip.", TESTS, "URI", "unset"),
+    Setting("SWITCHYARD_UPDATE_GOLDEN", "update_golden", _bool, False,
+            "`1`: the rendered-SQL tests rewrite their golden files instead of comparing.", TESTS, "0 | 1"),
+)
+_BY_VARIABLE = {s.variable: s for s in SETTINGS}
+
+
+def value(variable: str):
+    """The variable's value in this process's environment, parsed; its default when unset."""
+    s = _BY_VARIABLE[variable]
+    text = os.environ.get(variable, "")
+    return s.parse(text) if text.strip() else s.default

@@ -1,0 +1,135 @@
+-- Switchyard: server configuration for 96 load stream(s) on pinned ports
+-- Layout from the server (sys.dm_os_nodes, sys.dm_os_schedulers):
+--   2 node(s), 96 logical CPUs in 2 processor group(s) (group 0: 48, group 1: 48):
+--     node 0: memory node 0, group 0, CPUs 0-47 of the group (cpu_id 0-47), 48 scheduler(s)
+--     node 1: memory node 1, group 1, CPUs 0-47 of the group (cpu_id 64-111), 48 scheduler(s)
+--
+-- Port-to-node mapping is a Windows setting of the instance, not T-SQL, and SQL Server on
+-- Linux has none (it listens on one port): there, map several client ports to that one
+-- (the docker-compose stack does) and rely on the scheduler guard alone.
+-- Nothing here changes the instance's CPU affinity: it keeps all 96 CPUs.
+--
+-- 1. Ports: SQL Server Configuration Manager, SQL Server Network Configuration, Protocols for
+--    <instance>, TCP/IP, IP Addresses, IPAll: TCP Port =
+--    2000[0x1],2001[0x1000000],2002[0x2],2003[0x2000000],2004[0x4],2005[0x4000000],2006[0x8],2007[0x8000000],2008[0x10],2009[0x10000000],2010[0x20],2011[0x20000000],2012[0x40],2013[0x40000000],2014[0x80],2015[0x80000000],2016[0x100],2017[0x100000000],2018[0x200],2019[0x200000000],2020[0x400],2021[0x400000000],2022[0x800],2023[0x800000000],2024[0x1000],2025[0x1000000000],2026[0x2000],2027[0x2000000000],2028[0x4000],2029[0x4000000000],2030[0x8000],2031[0x8000000000],2032[0x10000],2033[0x10000000000],2034[0x20000],2035[0x20000000000],2036[0x40000],2037[0x40000000000],2038[0x80000],2039[0x80000000000],2040[0x100000],2041[0x100000000000],2042[0x200000],2043[0x200000000000],2044[0x400000],2045[0x400000000000],2046[0x800000],2047[0x800000000000]
+--    and TCP Dynamic Ports = blank (delete any value, 0 included: with a dynamic port the
+--    instance may listen elsewhere after a restart). Then restart the instance.
+--    Each port names one node; streams are spread so that no node has more than it has
+--    schedulers while another has room:
+--      port 2000 -> node 0 (memory node 0, group 0, 2 scheduler(s)): streams 1, 49
+--      port 2001 -> node 24 (memory node 1, group 1, 2 scheduler(s)): streams 2, 50
+--      port 2002 -> node 1 (memory node 0, group 0, 2 scheduler(s)): streams 3, 51
+--      port 2003 -> node 25 (memory node 1, group 1, 2 scheduler(s)): streams 4, 52
+--      port 2004 -> node 2 (memory node 0, group 0, 2 scheduler(s)): streams 5, 53
+--      port 2005 -> node 26 (memory node 1, group 1, 2 scheduler(s)): streams 6, 54
+--      port 2006 -> node 3 (memory node 0, group 0, 2 scheduler(s)): streams 7, 55
+--      port 2007 -> node 27 (memory node 1, group 1, 2 scheduler(s)): streams 8, 56
+--      port 2008 -> node 4 (memory node 0, group 0, 2 scheduler(s)): streams 9, 57
+--      port 2009 -> node 28 (memory node 1, group 1, 2 scheduler(s)): streams 10, 58
+--      port 2010 -> node 5 (memory node 0, group 0, 2 scheduler(s)): streams 11, 59
+--      port 2011 -> node 29 (memory node 1, group 1, 2 scheduler(s)): streams 12, 60
+--      port 2012 -> node 6 (memory node 0, group 0, 2 scheduler(s)): streams 13, 61
+--      port 2013 -> node 30 (memory node 1, group 1, 2 scheduler(s)): streams 14, 62
+--      port 2014 -> node 7 (memory node 0, group 0, 2 scheduler(s)): streams 15, 63
+--      port 2015 -> node 31 (memory node 1, group 1, 2 scheduler(s)): streams 16, 64
+--      port 2016 -> node 8 (memory node 0, group 0, 2 scheduler(s)): streams 17, 65
+--      port 2017 -> node 32 (memory node 1, group 1, 2 scheduler(s)): streams 18, 66
+--      port 2018 -> node 9 (memory node 0, group 0, 2 scheduler(s)): streams 19, 67
+--      port 2019 -> node 33 (memory node 1, group 1, 2 scheduler(s)): streams 20, 68
+--      port 2020 -> node 10 (memory node 0, group 0, 2 scheduler(s)): streams 21, 69
+--      port 2021 -> node 34 (memory node 1, group 1, 2 scheduler(s)): streams 22, 70
+--      port 2022 -> node 11 (memory node 0, group 0, 2 scheduler(s)): streams 23, 71
+--      port 2023 -> node 35 (memory node 1, group 1, 2 scheduler(s)): streams 24, 72
+--      port 2024 -> node 12 (memory node 0, group 0, 2 scheduler(s)): streams 25, 73
+--      port 2025 -> node 36 (memory node 1, group 1, 2 scheduler(s)): streams 26, 74
+--      port 2026 -> node 13 (memory node 0, group 0, 2 scheduler(s)): streams 27, 75
+--      port 2027 -> node 37 (memory node 1, group 1, 2 scheduler(s)): streams 28, 76
+--      port 2028 -> node 14 (memory node 0, group 0, 2 scheduler(s)): streams 29, 77
+--      port 2029 -> node 38 (memory node 1, group 1, 2 scheduler(s)): streams 30, 78
+--      port 2030 -> node 15 (memory node 0, group 0, 2 scheduler(s)): streams 31, 79
+--      port 2031 -> node 39 (memory node 1, group 1, 2 scheduler(s)): streams 32, 80
+--      port 2032 -> node 16 (memory node 0, group 0, 2 scheduler(s)): streams 33, 81
+--      port 2033 -> node 40 (memory node 1, group 1, 2 scheduler(s)): streams 34, 82
+--      port 2034 -> node 17 (memory node 0, group 0, 2 scheduler(s)): streams 35, 83
+--      port 2035 -> node 41 (memory node 1, group 1, 2 scheduler(s)): streams 36, 84
+--      port 2036 -> node 18 (memory node 0, group 0, 2 scheduler(s)): streams 37, 85
+--      port 2037 -> node 42 (memory node 1, group 1, 2 scheduler(s)): streams 38, 86
+--      port 2038 -> node 19 (memory node 0, group 0, 2 scheduler(s)): streams 39, 87
+--      port 2039 -> node 43 (memory node 1, group 1, 2 scheduler(s)): streams 40, 88
+--      port 2040 -> node 20 (memory node 0, group 0, 2 scheduler(s)): streams 41, 89
+--      port 2041 -> node 44 (memory node 1, group 1, 2 scheduler(s)): streams 42, 90
+--      port 2042 -> node 21 (memory node 0, group 0, 2 scheduler(s)): streams 43, 91
+--      port 2043 -> node 45 (memory node 1, group 1, 2 scheduler(s)): streams 44, 92
+--      port 2044 -> node 22 (memory node 0, group 0, 2 scheduler(s)): streams 45, 93
+--      port 2045 -> node 46 (memory node 1, group 1, 2 scheduler(s)): streams 46, 94
+--      port 2046 -> node 23 (memory node 0, group 0, 2 scheduler(s)): streams 47, 95
+--      port 2047 -> node 47 (memory node 1, group 1, 2 scheduler(s)): streams 48, 96
+--    Switchyard's connection extras: {"base_port": 2000, "port_count": 48}
+--    No node gets more streams than it has schedulers: with the scheduler guard each load
+--    runs on a scheduler of its own.
+--
+-- 2. Soft-NUMA nodes of 2 CPU(s), one per port (machine-wide registry keys of the
+--    Windows server; <nnn> is the version: 130 for 2016, 140, 150, 160 for 2022). CPUMask is
+--    relative to the node's processor Group, both from the layout above; use QWORD values past
+--    the 32nd CPU of a group. Restart after the registry change.
+--    HKLM\SOFTWARE\Microsoft\Microsoft SQL Server\<nnn>\NodeConfiguration\Node0: CPUMask = 0x3, Group = 0
+--    HKLM\SOFTWARE\Microsoft\Microsoft SQL Server\<nnn>\NodeConfiguration\Node1: CPUMask = 0xC, Group = 0
+--    HKLM\SOFTWARE\Microsoft\Microsoft SQL Server\<nnn>\NodeConfiguration\Node2: CPUMask = 0x30, Group = 0
+--    HKLM\SOFTWARE\Microsoft\Microsoft SQL Server\<nnn>\NodeConfiguration\Node3: CPUMask = 0xC0, Group = 0
+--    HKLM\SOFTWARE\Microsoft\Microsoft SQL Server\<nnn>\NodeConfiguration\Node4: CPUMask = 0x300, Group = 0
+--    HKLM\SOFTWARE\Microsoft\Microsoft SQL Server\<nnn>\NodeConfiguration\Node5: CPUMask = 0xC00, Group = 0
+--    HKLM\SOFTWARE\Microsoft\Microsoft SQL Server\<nnn>\NodeConfiguration\Node6: CPUMask = 0x3000, Group = 0
+--    HKLM\SOFTWARE\Microsoft\Microsoft SQL Server\<nnn>\NodeConfiguration\Node7: CPUMask = 0xC000, Group = 0
+--    HKLM\SOFTWARE\Microsoft\Microsoft SQL Server\<nnn>\NodeConfiguration\Node8: CPUMask = 0x30000, Group = 0
+--    HKLM\SOFTWARE\Microsoft\Microsoft SQL Server\<nnn>\NodeConfiguration\Node9: CPUMask = 0xC0000, Group = 0
+--    HKLM\SOFTWARE\Microsoft\Microsoft SQL Server\<nnn>\NodeConfiguration\Node10: CPUMask = 0x300000, Group = 0
+--    HKLM\SOFTWARE\Microsoft\Microsoft SQL Server\<nnn>\NodeConfiguration\Node11: CPUMask = 0xC00000, Group = 0
+--    HKLM\SOFTWARE\Microsoft\Microsoft SQL Server\<nnn>\NodeConfiguration\Node12: CPUMask = 0x3000000, Group = 0
+--    HKLM\SOFTWARE\Microsoft\Microsoft SQL Server\<nnn>\NodeConfiguration\Node13: CPUMask = 0xC000000, Group = 0
+--    HKLM\SOFTWARE\Microsoft\Microsoft SQL Server\<nnn>\NodeConfiguration\Node14: CPUMask = 0x30000000, Group = 0
+--    HKLM\SOFTWARE\Microsoft\Microsoft SQL Server\<nnn>\NodeConfiguration\Node15: CPUMask = 0xC0000000, Group = 0
+--    HKLM\SOFTWARE\Microsoft\Microsoft SQL Server\<nnn>\NodeConfiguration\Node16: CPUMask = 0x300000000, Group = 0
+--    HKLM\SOFTWARE\Microsoft\Microsoft SQL Server\<nnn>\NodeConfiguration\Node17: CPUMask = 0xC00000000, Group = 0
+--    HKLM\SOFTWARE\Microsoft\Microsoft SQL Server\<nnn>\NodeConfiguration\Node18: CPUMask = 0x3000000000, Group = 0
+--    HKLM\SOFTWARE\Microsoft\Microsoft SQL Server\<nnn>\NodeConfiguration\Node19: CPUMask = 0xC000000000, Group = 0
+--    HKLM\SOFTWARE\Microsoft\Microsoft SQL Server\<nnn>\NodeConfiguration\Node20: CPUMask = 0x30000000000, Group = 0
+--    HKLM\SOFTWARE\Microsoft\Microsoft SQL Server\<nnn>\NodeConfiguration\Node21: CPUMask = 0xC0000000000, Group = 0
+--    HKLM\SOFTWARE\Microsoft\Microsoft SQL Server\<nnn>\NodeConfiguration\Node22: CPUMask = 0x300000000000, Group = 0
+--    HKLM\SOFTWARE\Microsoft\Microsoft SQL Server\<nnn>\NodeConfiguration\Node23: CPUMask = 0xC00000000000, Group = 0
+--    HKLM\SOFTWARE\Microsoft\Microsoft SQL Server\<nnn>\NodeConfiguration\Node24: CPUMask = 0x3, Group = 1
+--    HKLM\SOFTWARE\Microsoft\Microsoft SQL Server\<nnn>\NodeConfiguration\Node25: CPUMask = 0xC, Group = 1
+--    HKLM\SOFTWARE\Microsoft\Microsoft SQL Server\<nnn>\NodeConfiguration\Node26: CPUMask = 0x30, Group = 1
+--    HKLM\SOFTWARE\Microsoft\Microsoft SQL Server\<nnn>\NodeConfiguration\Node27: CPUMask = 0xC0, Group = 1
+--    HKLM\SOFTWARE\Microsoft\Microsoft SQL Server\<nnn>\NodeConfiguration\Node28: CPUMask = 0x300, Group = 1
+--    HKLM\SOFTWARE\Microsoft\Microsoft SQL Server\<nnn>\NodeConfiguration\Node29: CPUMask = 0xC00, Group = 1
+--    HKLM\SOFTWARE\Microsoft\Microsoft SQL Server\<nnn>\NodeConfiguration\Node30: CPUMask = 0x3000, Group = 1
+--    HKLM\SOFTWARE\Microsoft\Microsoft SQL Server\<nnn>\NodeConfiguration\Node31: CPUMask = 0xC000, Group = 1
+--    HKLM\SOFTWARE\Microsoft\Microsoft SQL Server\<nnn>\NodeConfiguration\Node32: CPUMask = 0x30000, Group = 1
+--    HKLM\SOFTWARE\Microsoft\Microsoft SQL Server\<nnn>\NodeConfiguration\Node33: CPUMask = 0xC0000, Group = 1
+--    HKLM\SOFTWARE\Microsoft\Microsoft SQL Server\<nnn>\NodeConfiguration\Node34: CPUMask = 0x300000, Group = 1
+--    HKLM\SOFTWARE\Microsoft\Microsoft SQL Server\<nnn>\NodeConfiguration\Node35: CPUMask = 0xC00000, Group = 1
+--    HKLM\SOFTWARE\Microsoft\Microsoft SQL Server\<nnn>\NodeConfiguration\Node36: CPUMask = 0x3000000, Group = 1
+--    HKLM\SOFTWARE\Microsoft\Microsoft SQL Server\<nnn>\NodeConfiguration\Node37: CPUMask = 0xC000000, Group = 1
+--    HKLM\SOFTWARE\Microsoft\Microsoft SQL Server\<nnn>\NodeConfiguration\Node38: CPUMask = 0x30000000, Group = 1
+--    HKLM\SOFTWARE\Microsoft\Microsoft SQL Server\<nnn>\NodeConfiguration\Node39: CPUMask = 0xC0000000, Group = 1
+--    HKLM\SOFTWARE\Microsoft\Microsoft SQL Server\<nnn>\NodeConfiguration\Node40: CPUMask = 0x300000000, Group = 1
+--    HKLM\SOFTWARE\Microsoft\Microsoft SQL Server\<nnn>\NodeConfiguration\Node41: CPUMask = 0xC00000000, Group = 1
+--    HKLM\SOFTWARE\Microsoft\Microsoft SQL Server\<nnn>\NodeConfiguration\Node42: CPUMask = 0x3000000000, Group = 1
+--    HKLM\SOFTWARE\Microsoft\Microsoft SQL Server\<nnn>\NodeConfiguration\Node43: CPUMask = 0xC000000000, Group = 1
+--    HKLM\SOFTWARE\Microsoft\Microsoft SQL Server\<nnn>\NodeConfiguration\Node44: CPUMask = 0x30000000000, Group = 1
+--    HKLM\SOFTWARE\Microsoft\Microsoft SQL Server\<nnn>\NodeConfiguration\Node45: CPUMask = 0xC0000000000, Group = 1
+--    HKLM\SOFTWARE\Microsoft\Microsoft SQL Server\<nnn>\NodeConfiguration\Node46: CPUMask = 0x300000000000, Group = 1
+--    HKLM\SOFTWARE\Microsoft\Microsoft SQL Server\<nnn>\NodeConfiguration\Node47: CPUMask = 0xC00000000000, Group = 1
+--    Manual soft-NUMA needs automatic soft-NUMA off (takes effect at the restart). Stop SQL
+--    Server Agent first: stopping it before the restart reverts this setting.
+ALTER SERVER CONFIGURATION SET SOFTNUMA OFF;
+GO
+--
+-- 3. After the restart, check: the nodes and their schedulers, the port each session came in
+--    on, and instant file initialization (data files grow and are created without zeroing).
+SELECT node_id, memory_node_id, processor_group, online_scheduler_count FROM sys.dm_os_nodes WHERE node_state_desc NOT LIKE N'%DAC%';
+GO
+SELECT session_id, local_tcp_port FROM sys.dm_exec_connections;
+GO
+SELECT servicename, instant_file_initialization_enabled FROM sys.dm_server_services;
+GO

@@ -1,0 +1,368 @@
+"""What several tests use: data checks on the target, batch edits, free ports, running the real
+DAG, a private Airflow with a real scheduler, a headless browser, an independent reading of a
+batch's CSV files.
+
+The one module test files import helpers from (fixtures live in conftest.py); no test file
+imports another.
+"""
+from __future__ import annotations
+
+import csv
+import gzip
+import hashlib
+import io
+import json
+import os
+import re
+import shutil
+import socket
+import sys
+import tempfile
+import time
+import uuid
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta, timezone
+from decimal import Decimal
+from pathlib import Path
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any, Iterator
+
+import pytest
+
+if TYPE_CHECKING:
+    from switchyard.core.spec import Table
+
+ROOT = Path(__file__).resolve().parents[1]
+# Tests get an Airflow home and scratch space of their own, so a running demo is never disturbed.
+TEST_STATE = ROOT / ".switchyard" / "test"
+
+
+# --- the target's data ------------------------------------------------------------------------
+def line_count(path) -> int:
+    with open(path, "rb") as fh:
+        return sum(chunk.count(b"\n") for chunk in iter(lambda: fh.read(1 << 20), b""))
+
+
+def fingerprint(uri: str, schema: str, tables=None) -> dict[str, tuple[int, str]]:
+    """Row count and an order-independent checksum of each target table (default: the TPC-H spec's)."""
+    import psycopg
+    if tables is None:
+        from switchyard.core.spec import load_spec
+        tables = load_spec("tpch").table_names
+    out = {}
+    with psycopg.connect(uri) as conn:
+        for table in tables:
+            out[table] = conn.execute(
+                f'SELECT count(*), md5(coalesce(string_agg(md5(t::text), \'\' ORDER BY md5(t::text)), \'\')) '
+                f'FROM "{schema}"."{table}" t').fetchone()
+    return out
+
+
+def partitions(uri: str, schema: str, table: str) -> list[str]:
+    return list(partition_oids(uri, schema, table))
+
+
+def partition_oids(uri: str, schema: str, table: str) -> dict[str, int]:
+    """Partition name -> table OID: a switched-in partition is a new table with a new OID."""
+    import psycopg
+    with psycopg.connect(uri) as conn:
+        rows = conn.execute(
+            "SELECT c.relname, c.oid::bigint FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
+            "WHERE i.inhparent = %s::regclass ORDER BY 1", (f'"{schema}"."{table}"',)).fetchall()
+    return dict(rows)
+
+
+def run_lease(uri: str, schema: str):
+    """The run lease on the schema, if a run holds one."""
+    import psycopg
+    with psycopg.connect(uri) as conn:
+        return conn.execute("SELECT holder FROM switchyard.run_lease WHERE target_schema = %s",
+                            (schema,)).fetchone()
+
+
+# --- batches ----------------------------------------------------------------------------------
+def copy_batch(src: Path, dst: Path) -> Path:
+    shutil.copytree(src, dst)
+    return dst
+
+
+def edit_manifest(batch_dir: Path, table: str, stream: int, **changes) -> None:
+    path = batch_dir / "manifest.json"
+    raw = json.loads(path.read_text())
+    for entry in raw["files"]:
+        if entry["table"] == table and entry["stream"] == stream:
+            entry.update(changes)
+    path.write_text(json.dumps(raw, indent=2))
+
+
+# --- ports ------------------------------------------------------------------------------------
+def free_port(candidates: range | None = None) -> int:
+    """A free TCP port on 127.0.0.1: the first free one of `candidates`, else one the system picks."""
+    if candidates is None:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            return s.getsockname()[1]
+    for port in candidates:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) != 0:
+                return port
+    raise RuntimeError(f"no free port in {candidates}")
+
+
+# --- the real DAG, with `airflow dags test` -----------------------------------------------------
+@dataclass
+class DagRun:
+    returncode: int
+    output: str
+    stats: dict | None
+
+
+def run_dag(pg_uri: str, data_root: Path, schema: str, streams: int, conf: dict,
+            runs_dir: Path, extra_env: dict | None = None, logical_date: str | None = None,
+            spec: str = "tpch", dag_id: str = "switchyard_tpch") -> DagRun:
+    """Runs the real DAG of `spec` (as `dag_id`) with `airflow dags test` against the embedded PostgreSQL."""
+    from switchyard_dev.local import airflow, airflow_env, migrate
+    env = airflow_env(streams=streams, extra={
+        "AIRFLOW_CONN_SWITCHYARD_TARGET": pg_uri,
+        "SWITCHYARD_DATA_ROOT": str(data_root),
+        "SWITCHYARD_SCHEMA": schema,
+        "SWITCHYARD_RUNS_DIR": str(runs_dir),
+        "SWITCHYARD_SPEC": spec,
+        "SWITCHYARD_DAG_ID": dag_id,
+        **(extra_env or {}),
+    })
+    migrate(env)
+    when = [logical_date] if logical_date else []
+    result = airflow("dags", "test", dag_id, *when, "-c", json.dumps(conf), env=env, check=False,
+                     timeout=900)
+    output = result.stdout + result.stderr
+    stats = None
+    found = sorted(runs_dir.glob(f"{dag_id}/*/stats.json"), key=lambda p: p.stat().st_mtime)
+    if found:
+        stats = json.loads(found[-1].read_text())
+    return DagRun(result.returncode, output, stats)
+
+
+# --- a private Airflow with a real scheduler ----------------------------------------------------
+def keep_service_logs(request, home: Path) -> Path | None:
+    """When the test failed, copy its Airflow services' logs (the home is about to be deleted)
+    to `.switchyard/test/failed/<test>/` and say where; None when it passed."""
+    report = getattr(request.node, "report_call", None)
+    if report is None or not report.failed:
+        return None
+    kept = TEST_STATE / "failed" / request.node.name
+    shutil.rmtree(kept, ignore_errors=True)
+    kept.mkdir(parents=True)
+    for log in (home / "logs").glob("*.out"):
+        shutil.copy2(log, kept / log.name)
+    print(f"the Airflow services' logs of this failed test: {kept}", file=sys.stderr)
+    return kept
+
+
+@contextmanager
+def private_scheduler(request, monkeypatch, pg_uri: str, data_root: Path, schema: str,
+                      runs_dir: Path) -> Iterator[tuple[dict, object]]:
+    """A private Airflow (scheduler, dag-processor, api-server, triggerer) on the nightly
+    schedule, its DAG parsed and unpaused: yields (its environment, its API client)."""
+    from switchyard_dev import local
+    home = TEST_STATE / f"airflow-backfill-{uuid.uuid4().hex[:8]}"
+    monkeypatch.setenv("SWITCHYARD_AIRFLOW_HOME", str(home))
+    monkeypatch.setenv("SWITCHYARD_AIRFLOW_PORT", str(free_port(range(28112, 28120))))
+    monkeypatch.setenv("SWITCHYARD_RUNS_DIR", str(runs_dir))
+    env = local.airflow_env(streams=3, extra={
+        "AIRFLOW_CONN_SWITCHYARD_TARGET": pg_uri, "SWITCHYARD_DATA_ROOT": str(data_root),
+        "SWITCHYARD_SCHEMA": schema, "SWITCHYARD_RUNS_DIR": str(runs_dir),
+        "SWITCHYARD_SCHEDULE": "0 2 * * *", "SWITCHYARD_BATCH_WAIT_SECONDS": "20",
+        "SWITCHYARD_BATCH_POKE_SECONDS": "2", "SWITCHYARD_LEASE_RETRY_SECONDS": "5",
+        "SWITCHYARD_LEASE_RETRIES": "200"})
+    local.migrate(env)
+    local.airflow("pools", "set", "switchyard_loads", "2", "bulk loads", env=env)
+    local.start_services(env, 3)
+    try:
+        api = local.Api()
+        api.wait_ready()
+        deadline = time.monotonic() + 240
+        while not api.exists("/api/v2/dags/switchyard_tpch"):
+            assert time.monotonic() < deadline, "the DAG was not parsed"
+            time.sleep(2)
+        local.airflow("dags", "unpause", "switchyard_tpch", env=env)
+        yield env, api
+    finally:
+        local.stop_services(timeout=10)
+        keep_service_logs(request, home)
+        shutil.rmtree(home, ignore_errors=True)
+
+
+# --- a headless browser -----------------------------------------------------------------------
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
+APT = "apt-get update && apt-get install -y chromium chromium-driver"
+
+
+def browser():
+    """(a headless Chromium driver, its profile folder); the test skips, saying why, without one."""
+    missing = [p for p in (CHROMIUM, CHROMEDRIVER) if not os.path.exists(p)]
+    if missing:
+        pytest.skip(f"headless Chromium not installed ({', '.join(missing)} missing): {APT}")
+    webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed in this venv")
+    from selenium.webdriver.chrome.service import Service
+    os.environ["SE_OFFLINE"] = "true"  # the Debian driver is given; never download one
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    profile = tempfile.mkdtemp(prefix="switchyard-chromium-")
+    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 f"--user-data-dir={profile}", "--window-size=1200,900"):
+        options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    return webdriver.Chrome(service=Service(CHROMEDRIVER), options=options), profile
+
+
+# --- a run's results, shaped like the operators' XComs (for stats and report tests) --------------
+T0 = datetime(2026, 11, 21, 2, 0, 0, tzinfo=timezone.utc)
+KEYS = {"lineitem": "l_orderkey", "orders": "o_orderkey", "customer": "c_custkey"}
+
+
+def iso(seconds: float) -> str:
+    return (T0 + timedelta(seconds=seconds)).isoformat(timespec="milliseconds")
+
+
+def checks(table: str, rows: int, lo: int, hi: int, observed_rows: int | None = None) -> list[dict]:
+    key = KEYS[table]
+    observed_rows = rows if observed_rows is None else observed_rows
+    return [
+        {"expectation": "expect_table_row_count_to_equal", "column": None, "expected": rows,
+         "observed": observed_rows, "success": observed_rows == rows},
+        {"expectation": "expect_column_values_to_not_be_null", "column": key, "expected": "no nulls",
+         "observed": {"null_count": 0}, "success": True},
+        {"expectation": "expect_column_min_to_be_between", "column": key, "expected": [lo, hi],
+         "observed": lo, "success": True},
+        {"expectation": "expect_column_max_to_be_between", "column": key, "expected": [lo, hi],
+         "observed": hi, "success": True},
+    ]
+
+
+def group(table: str, stream: int, start: float, seconds: float, nbytes: int, rows: int, *,
+          observed_rows: int | None = None, load_failed: bool = False) -> dict:
+    """One group's results as the stats task pulls them from XCom."""
+    lo, hi = (stream - 1) * 1000 + 1, stream * 1000
+    if load_failed:
+        return {"table": table, "stream": stream, "load": None, "validate": None, "switch": None,
+                "errors": {"load": f"TargetError: {table}.{stream}.tbl line 17, column 3: invalid integer"},
+                "states": {"prepare": "success", "load": "failed", "validate": "upstream_failed",
+                           "switch": "upstream_failed"}}
+    load = {"rows": rows, "bytes": nbytes, "seconds": seconds, "started": iso(start),
+            "ended": iso(start + seconds), "file": f"/data/batch/{table}/{table}.{stream}.tbl", "backend_pid": 4000}
+    cks = checks(table, rows, lo, hi, observed_rows)
+    valid = all(c["success"] for c in cks)
+    validate = {"success": valid, "checks": cks, "seconds": 0.4, "import_seconds": 3.1}
+    switch = ({"partition": f"tpch.{table}_p{stream}", "replaced": False, "switched": iso(start + seconds + 2)}
+              if valid else None)
+    states = {"prepare": "success", "load": "success", "validate": "success" if valid else "failed",
+              "switch": "success" if valid else "upstream_failed"}
+    return {"table": table, "stream": stream, "load": load, "validate": validate, "switch": switch,
+            "states": states}
+
+
+def context(run_id: str = "manual__2026-11-21T02:00:00+00:00"):
+    return {"ti": SimpleNamespace(dag_id="switchyard_tpch", run_id=run_id)}
+
+
+PLAN = {"batch": "2026-11-21", "batch_dir": "/data/batch", "target": "postgres", "schema": "tpch", "streams": 4}
+LINEITEM_BYTES = 18_500_000
+
+
+# --- an independent reading of a batch's CSV files ----------------------------------------------
+# Python's csv and gzip modules only: it shares nothing with the loaders or the generators and
+# knows a table's format from the spec alone. A field is NULL only where the file has the
+# table's NULL marker in a column the spec declares nullable; everywhere else it is the text
+# as the file holds it.
+_LENGTH = re.compile(r"^(?:n?var)?n?char\((\d+)\)$")
+
+
+def open_text(path: Path, encoding: str = "utf-8") -> io.TextIOBase:
+    """The file's text, decompressed when its name ends in .gz; line ends left as they are."""
+    if path.name.endswith(".gz"):
+        return gzip.open(path, "rt", encoding=encoding, newline="")
+    return path.open("r", encoding=encoding, newline="")
+
+
+def raw_text(path: Path, encoding: str = "utf-8") -> str:
+    with open_text(path, encoding) as fh:
+        return fh.read()
+
+
+def read_records(path: Path, table: Table) -> tuple[list[list[str]], list[list[str]]]:
+    """(header lines, records) of a stream file, every field as the text it is."""
+    fmt = table.format
+    assert fmt.quoting == "csv", "this reader reads CSV files"
+    with open_text(path, fmt.encoding) as fh:
+        reader = csv.reader(fh, delimiter=fmt.delimiter, quotechar='"', doublequote=True, strict=True)
+        rows = list(reader)
+    return rows[:fmt.header_lines], rows[fmt.header_lines:]
+
+
+def with_nulls(table: Table, record: list[str]) -> list[str | None]:
+    marker = table.format.null_marker
+    return [None if (column.nullable and marker is not None and value == marker) else value
+            for column, value in zip(table.columns, record)]
+
+
+def typed(table: Table, values: list[str | None]) -> tuple:
+    """The values as Python objects of the columns' PostgreSQL types (what psycopg returns)."""
+    out: list[Any] = []
+    for column, value in zip(table.columns, values):
+        sql_type = column.sql_type("postgres")
+        if value is None:
+            out.append(None)
+        elif sql_type in ("bigint", "integer", "int", "smallint"):
+            out.append(int(value))
+        elif sql_type == "date":
+            out.append(date.fromisoformat(value))
+        elif sql_type.startswith("timestamp"):
+            out.append(datetime.fromisoformat(value))
+        elif sql_type.startswith("numeric"):
+            out.append(Decimal(value))
+        else:
+            out.append(value)
+    return tuple(out)
+
+
+def canonical(values: tuple) -> tuple:
+    """Equal values compare equal: numerics without trailing zeros, the rest as they are."""
+    return tuple(v.normalize() if isinstance(v, Decimal) else v for v in values)
+
+
+def row_hash(values: tuple) -> str:
+    """A hash of every field of a row (type and value; NULL distinct from every text)."""
+    return hashlib.sha256(repr(canonical(values)).encode("utf-8")).hexdigest()
+
+
+def declared_length(sql_type: str) -> int | None:
+    m = _LENGTH.match(sql_type)
+    return int(m.group(1)) if m else None
+
+
+def table_rows(batch_dir: Path, table: Table, files: list[str]) -> Iterator[tuple]:
+    """Every row of a table's stream files, typed, in file order."""
+    for rel in files:
+        _, records = read_records(batch_dir / rel, table)
+        for record in records:
+            yield typed(table, with_nulls(table, record))
+
+
+def records_by_line_end(text: str, line_end: str) -> list[str]:
+    """The file's records, cut at the line end outside quotes (a quoted field may hold line
+    breaks): a piece with an odd number of quotes continues into the next one."""
+    pieces = text.split(line_end)
+    if pieces and pieces[-1] == "":
+        pieces.pop()
+    records, pending = [], None
+    for piece in pieces:
+        pending = piece if pending is None else pending + line_end + piece
+        if pending.count('"') % 2 == 0:
+            records.append(pending)
+            pending = None
+    assert pending is None, "the file ends inside a quoted field"
+    return records

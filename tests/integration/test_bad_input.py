@@ -1,0 +1,226 @@
+"""Bad input, one case per (table, stream): a clear error, the target untouched, the rest switched.
+
+One good run loads the batch; then one run of a copy of the batch with a different fault
+planted in each of twelve groups. Every faulty group must fail with an error that names
+the file, the line and the column where PostgreSQL can tell, and what was expected; its
+partition must be the one from the good run (same table OID), while the untouched groups
+switch in again. A failed staging table stays for inspection and is named in the error.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import time
+from datetime import datetime
+from pathlib import Path
+
+import psycopg
+
+from helpers import copy_batch, edit_manifest, fingerprint, partition_oids, run_dag
+from switchyard_dev.local import airflow_bin, airflow_env, migrate
+
+SPEC_TABLES = ["supplier", "customer", "part", "partsupp", "orders", "lineitem"]
+
+
+def _lines(path: Path) -> list[bytes]:
+    return path.read_bytes().split(b"\n")[:-1]
+
+
+def _write(path: Path, lines: list[bytes], final_newline: bool = True) -> None:
+    path.write_bytes(b"\n".join(lines) + (b"\n" if final_newline else b""))
+
+
+def _set_field(path: Path, line_no: int, field: int, value: bytes) -> None:
+    lines = _lines(path)
+    fields = lines[line_no - 1].split(b"|")
+    fields[field] = value
+    lines[line_no - 1] = b"|".join(fields)
+    _write(path, lines)
+
+
+def plant_faults(batch: Path) -> dict[str, list[str]]:
+    """Corrupt one group per case; returns what each group's error must say."""
+    f = lambda table, k: batch / table / f"{table}.{k}.tbl"  # noqa: E731
+    expect: dict[str, list[str]] = {}
+
+    # too few fields: drop c_phone from line 10
+    lines = _lines(f("customer", 1))
+    parts = lines[9].split(b"|")
+    lines[9] = b"|".join(parts[:4] + parts[5:])
+    _write(f("customer", 1), lines)
+    expect["customer_1"] = ["customer.1.tbl", "line 10", "line 10 has 7 fields, the spec expects 8"]
+
+    # too many fields: one extra field on line 7
+    lines = _lines(f("customer", 2))
+    lines[6] = lines[6] + b"surplus|"
+    _write(f("customer", 2), lines)
+    expect["customer_2"] = ["customer.2.tbl", "line 7", "line 7 has 9 fields, the spec expects 8"]
+
+    # a non-numeric value in a numeric column
+    _set_field(f("customer", 3), 5, 3, b"abc")
+    expect["customer_3"] = ["customer.3.tbl", "line 5", "column c_nationkey", 'invalid input syntax for type integer: "abc"']
+
+    # an impossible date
+    _set_field(f("orders", 1), 3, 4, b"1995-02-30")
+    expect["orders_1"] = ["orders.1.tbl", "line 3", "column o_orderdate", "date/time field value out of range"]
+
+    # a string longer than its column (o_comment varchar(79))
+    _set_field(f("orders", 2), 4, 8, b"x" * 100)
+    expect["orders_2"] = ["orders.2.tbl", "line 4", "value too long for type character varying(79)"]
+
+    # a key outside the stream's range
+    _set_field(f("orders", 3), 6, 0, b"1")
+    expect["orders_3"] = ["orders.3.tbl", "line 6", 'violates check constraint "orders_3_range"',
+                          "o_orderkey must lie in 40001..60000"]
+
+    # a truncated last line (cut in the middle, no final newline)
+    lines = _lines(f("part", 1))
+    last = len(lines)
+    lines[-1] = lines[-1][: len(lines[-1]) // 2]
+    _write(f("part", 1), lines, final_newline=False)
+    expect["part_1"] = ["part.1.tbl", f"line {last}", "the spec expects 9"]
+
+    # an empty file
+    f("part", 2).write_bytes(b"")
+    expect["part_2"] = ["expect_table_row_count_to_equal", "observed 0", "part.2.tbl"]
+
+    # a missing file
+    f("part", 3).unlink()
+    expect["part_3"] = ["part.3.tbl", "stream file not found"]
+
+    # a file in the wrong encoding (Latin-1 bytes in a UTF-8 batch)
+    _set_field(f("partsupp", 1), 2, 4, "café crème".encode("latin-1"))
+    expect["partsupp_1"] = ["partsupp.1.tbl", "line 2", 'invalid byte sequence for encoding "UTF8"']
+
+    # a manifest whose row count disagrees with the file
+    manifest = json.loads((batch / "manifest.json").read_text())
+    rows = next(e["rows"] for e in manifest["files"] if e["table"] == "partsupp" and e["stream"] == 2)
+    edit_manifest(batch, "partsupp", 2, rows=rows + 3)
+    expect["partsupp_2"] = ["expect_table_row_count_to_equal", f"expected {rows + 3}, observed {rows}",
+                            "partsupp.2.tbl"]
+
+    # a manifest whose key range disagrees with the file (ends 5 keys early)
+    kmax = next(e["key_max"] for e in manifest["files"] if e["table"] == "supplier" and e["stream"] == 2)
+    edit_manifest(batch, "supplier", 2, key_max=kmax - 5)
+    expect["supplier_2"] = ["supplier.2.tbl", 'violates check constraint "supplier_2_range"']
+
+    # a duplicate stream file: stream 2's file is a copy of stream 1's
+    f("lineitem", 2).write_bytes(f("lineitem", 1).read_bytes())
+    expect["lineitem_2"] = ["lineitem.2.tbl", "line 1", 'violates check constraint "lineitem_2_range"']
+    return expect
+
+
+def test_each_bad_input_fails_its_group_only(pg_uri, data_root, tpch_batch, schema, tmp_path):
+    name, folder = tpch_batch
+    good = run_dag(pg_uri, data_root, schema, 3, {"batch": name}, tmp_path / "runs")
+    assert good.returncode == 0, good.output[-3000:]
+    before = fingerprint(pg_uri, schema)
+    oids_before = {t: partition_oids(pg_uri, schema, t) for t in SPEC_TABLES}
+
+    bad = copy_batch(folder, data_root / "bad-input")
+    expect = plant_faults(bad)
+    run = run_dag(pg_uri, data_root, schema, 3, {"batch": "bad-input"}, tmp_path / "runs-bad")
+    assert run.returncode != 0 or run.stats["failed_groups"], "a run with bad input must fail"
+    groups = {g["group"]: g for g in run.stats["groups"]}
+
+    assert sorted(run.stats["failed_groups"]) == sorted(expect)
+    for gid, needles in expect.items():
+        errors = " ".join(groups[gid]["errors"].values())
+        for needle in needles:
+            assert needle in errors, f"{gid}: {needle!r} not in {errors!r}"
+        if gid != "part_3":  # a missing file fails before any staging table exists
+            staging = f"staging table {schema}_staging.{gid}"
+            assert staging in errors and "kept" in errors, f"{gid}: {staging} not named as kept: {errors}"
+
+    # Untouched groups switched in again; faulty ones kept the good run's partition.
+    ok = [g for g in groups if g not in expect]
+    assert all(groups[g]["outcome"] == "switched" for g in ok), {g: groups[g]["outcome"] for g in ok}
+    assert fingerprint(pg_uri, schema) == before
+    partition_of = {g["group"]: g["partition"].split(".", 1)[1] for g in good.stats["groups"] if g["partition"]}
+    for table in SPEC_TABLES:
+        after = partition_oids(pg_uri, schema, table)
+        for gid, part in partition_of.items():
+            if gid.rsplit("_", 1)[0] != table:
+                continue
+            kept = gid in expect
+            assert (after[part] == oids_before[table][part]) == kept, f"{gid} ({part}): kept={kept}"
+
+    # The failed staging tables are there to look at, and only those.
+    assert _staged(pg_uri, schema) == set(expect) - {"part_3"}
+
+    # The next successful run of those groups replaces them: switched in, none left behind.
+    fixed = run_dag(pg_uri, data_root, schema, 3, {"batch": name}, tmp_path / "runs-fixed")
+    assert fixed.returncode == 0, fixed.output[-3000:]
+    assert fixed.stats["failed_groups"] == []
+    assert _staged(pg_uri, schema) == set()
+    assert fingerprint(pg_uri, schema) == before
+
+
+def _staged(uri: str, schema: str) -> set[str]:
+    with psycopg.connect(uri) as conn:
+        return {r[0] for r in conn.execute(
+            "SELECT tablename FROM pg_tables WHERE schemaname = %s", (f"{schema}_staging",))}
+
+
+def _logged_at(output: str, needle: str) -> datetime:
+    """The timestamp of the first log line containing `needle`."""
+    for line in output.splitlines():
+        if needle in line:
+            return datetime.fromisoformat(line.split()[0].replace("Z", "+00:00"))
+    raise AssertionError(f"{needle!r} not logged")
+
+
+def test_a_late_batch_is_waited_for_then_fails_clearly(pg_uri, data_root, schema, tmp_path):
+    run = run_dag(pg_uri, data_root, schema, 3, {"batch": "2031-01-01"}, tmp_path / "runs",
+                  extra_env={"SWITCHYARD_BATCH_WAIT_SECONDS": "3", "SWITCHYARD_BATCH_POKE_SECONDS": "1"})
+    assert run.returncode != 0, "a batch that never came must fail the run"
+    assert "2031-01-01/manifest.json: the batch did not arrive within 3s" in run.output
+    # The wait was deferred (no worker slot held) and lasted the configured time.
+    deferred = _logged_at(run.output, "Pausing task as DEFERRED")
+    woke = _logged_at(run.output, "Trigger completed")
+    assert 2.9 <= (woke - deferred).total_seconds() < 30
+    with psycopg.connect(pg_uri) as conn:
+        exists = conn.execute("SELECT to_regclass(%s)", (f'"{schema}"."orders"',)).fetchone()[0]
+    assert exists is None, "nothing may be created before the batch is there"
+
+
+def test_a_manifest_listing_one_file_twice_fails_the_run_before_any_load(pg_uri, data_root, tpch_batch,
+                                                                          schema, tmp_path):
+    name, folder = tpch_batch
+    bad = copy_batch(folder, data_root / "dup-manifest")
+    edit_manifest(bad, "orders", 3, file="orders/orders.2.tbl")
+    run = run_dag(pg_uri, data_root, schema, 3, {"batch": "dup-manifest"}, tmp_path / "runs")
+    assert "files[" in run.output and "file orders/orders.2.tbl is listed twice" in run.output
+    assert run.stats is not None and run.stats["totals"]["switched"] == 0
+
+
+def test_a_batch_that_arrives_during_the_wait_is_loaded(pg_uri, data_root, tpch_batch, schema, tmp_path):
+    name, folder = tpch_batch
+    env = airflow_env(streams=3, extra={
+        "AIRFLOW_CONN_SWITCHYARD_TARGET": pg_uri, "SWITCHYARD_DATA_ROOT": str(data_root),
+        "SWITCHYARD_SCHEMA": schema, "SWITCHYARD_RUNS_DIR": str(tmp_path / "runs"),
+        "SWITCHYARD_BATCH_WAIT_SECONDS": "240", "SWITCHYARD_BATCH_POKE_SECONDS": "1"})
+    migrate(env)
+    log = tmp_path / "run.log"
+    proc = subprocess.Popen([airflow_bin(), "dags", "test", "switchyard_tpch", "-c",
+                             json.dumps({"batch": "arrives-late", "tables": ["region", "nation"]})],
+                            env=env, stdout=log.open("w"), stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 120
+        while "running trigger in line" not in log.read_text():
+            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
+            time.sleep(0.5)
+        time.sleep(2)
+        # The producer writes its files, then the manifest last.
+        target = data_root / "arrives-late"
+        shutil.copytree(folder, target, ignore=shutil.ignore_patterns("manifest.json"))
+        shutil.copy(folder / "manifest.json", target / "manifest.json")
+        assert proc.wait(300) == 0, log.read_text()[-3000:]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    output = log.read_text()
+    assert "batch ready: " in output and "arrives-late/manifest.json" in output
+    with psycopg.connect(pg_uri) as conn:
+        assert conn.execute(f'SELECT count(*) FROM "{schema}"."nation"').fetchone()[0] == 25

@@ -1,0 +1,123 @@
+"""The run lease and the idempotent switch, through the adapter API, on the embedded PostgreSQL.
+
+The lease's logic (claim, renew before each step, LeaseHeld, release) is shared by both
+adapters in targets/base.py; these tests run it on a real server. The SQL Server side runs
+the same logic in tests/test_mssql_contract.py when a server is given.
+"""
+from __future__ import annotations
+
+import time
+
+import psycopg
+import pytest
+
+from switchyard.core.batch import read_manifest
+from switchyard.core.planner import plan_batch
+from switchyard.core.spec import load_spec
+from switchyard.targets import LeaseHeld, TargetError
+from switchyard.targets.postgres import PostgresAdapter
+from helpers import fingerprint, partition_oids
+
+SPEC = load_spec("tpch")
+
+
+@pytest.fixture
+def plan(tpch_batch):
+    name, folder = tpch_batch
+    return plan_batch(SPEC, read_manifest(folder, SPEC), ["orders", "nation"]), folder
+
+
+@pytest.fixture
+def run(pg_uri, schema):
+    """An adapter bound to a run, as the operators make them; the schema's lease row goes afterwards."""
+    def make(holder: str | None, ttl: int = 60) -> PostgresAdapter:
+        return PostgresAdapter(SPEC, uri=pg_uri, schema=schema, lease_holder=holder,
+                               lease_batch=f"batch-of-{holder}", lease_ttl_seconds=ttl)
+    yield make
+    with psycopg.connect(pg_uri, autocommit=True) as conn:
+        if conn.execute("SELECT to_regclass('switchyard.run_lease')").fetchone()[0]:
+            conn.execute("DELETE FROM switchyard.run_lease WHERE target_schema = %s", (schema,))
+
+
+def test_a_second_run_waits_and_a_lapsed_lease_is_taken_over(run, plan, schema):
+    plan, folder = plan
+    stream = plan.stream("orders", 1)
+    a, b = run("dag/run-a"), run("dag/run-b")
+    a.setup(plan)
+    holder, batch, acquired, expires = a.lease()
+    assert (holder, batch) == ("dag/run-a", "batch-of-dag/run-a")
+
+    # Another run is refused at setup and at every step, as retryable, and told who holds it.
+    with pytest.raises(LeaseHeld) as refused:
+        b.setup(plan)
+    assert refused.value.permanent is False
+    message = str(refused.value)
+    assert f"target schema {schema} is being loaded by run dag/run-a (batch batch-of-dag/run-a, since" in message
+    assert message.endswith(
+        f"if that run is dead: DELETE FROM \"switchyard\".\"run_lease\" WHERE target_schema = '{schema}'")
+    with pytest.raises(LeaseHeld):
+        b.prepare(stream)
+    assert b.lease()[0] == "dag/run-a"
+
+    # The holder's steps renew it: same acquisition, later expiry.
+    time.sleep(0.05)
+    a.prepare(stream)
+    renewed = a.lease()
+    assert renewed[0] == "dag/run-a" and renewed[2] == acquired and renewed[3] > expires
+
+    # Released by its holder only; then the next run takes it.
+    b.release_lease()
+    assert a.lease()[0] == "dag/run-a"
+    a.release_lease()
+    assert a.lease() is None
+
+    # A lease nobody renews lapses: a run that died does not block the next one.
+    dead = run("dag/run-dead", ttl=1)
+    dead.setup(plan)
+    assert dead.lease()[0] == "dag/run-dead"
+    with pytest.raises(LeaseHeld):
+        b.hold_lease()
+    time.sleep(1.5)
+    b.prepare(stream)
+    holder, batch, acquired_b, _ = b.lease()
+    assert (holder, batch) == ("dag/run-b", "batch-of-dag/run-b")
+    # ... and the dead run, should it wake up, has lost it.
+    with pytest.raises(LeaseHeld, match="being loaded by run dag/run-b"):
+        dead.load(stream, folder / stream.file)
+
+
+def test_a_retried_switch_finds_it_done_and_changes_nothing(run, plan, schema, pg_uri):
+    plan, folder = plan
+    adapter = run("dag/run-a")
+    adapter.setup(plan)
+    for s in (plan.stream("orders", 2), plan.stream("nation", 1)):
+        adapter.prepare(s)
+        adapter.load(s, folder / s.file)
+        first = adapter.switch(s)
+        assert not first.get("already_switched")
+        before = fingerprint(pg_uri, schema, [s.table])
+        oids = partition_oids(pg_uri, schema, s.table) if s.partitioned else None
+
+        # The switch committed; its task died before reporting. Airflow retries the switch.
+        again = adapter.switch(s)
+        assert again["already_switched"] is True, again
+        assert again["partition"] == first["partition"]
+        assert fingerprint(pg_uri, schema, [s.table]) == before
+        assert before[s.table][0] == s.rows
+        if s.partitioned:
+            assert partition_oids(pg_uri, schema, s.table) == oids
+
+
+def test_a_switch_with_nothing_to_switch_fails_clearly(run, plan, schema):
+    plan, folder = plan
+    adapter = run("dag/run-a")
+    adapter.setup(plan)
+    s = plan.stream("orders", 3)  # never prepared: no staging table, no partition
+    with pytest.raises(TargetError) as caught:
+        adapter.switch(s)
+    assert caught.value.permanent is True
+    assert str(caught.value) == (
+        f"switch of orders_3: nothing to switch: the staging table {schema}_staging.orders_3 does not "
+        f"exist and no partition of {schema}.orders for keys {s.lower}..{s.upper} is in place; rerun the "
+        f"group from prepare")
+    assert adapter.partitions("orders") == []

@@ -1,0 +1,291 @@
+"""Two runs at once, backfills and clearing a failed group, on the embedded PostgreSQL.
+
+Two runs of the same DAG must never interleave on one target: a backfill's runs are not
+held back by max_active_runs, so the target's run lease does it (targets/postgres.py).
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from helpers import copy_batch, fingerprint, line_count, partition_oids, run_lease
+from switchyard_dev.local import airflow_bin, airflow_env, airflow_home, migrate
+
+TABLES = ["orders", "customer"]
+
+
+def _restamp(batch: Path, marker: bytes) -> None:
+    """Same keys, same rows, other contents: every comment (the last field) becomes `marker`."""
+    for table in TABLES:
+        for path in (batch / table).glob("*.tbl"):
+            lines = path.read_bytes().split(b"\n")[:-1]
+            out = []
+            for line in lines:
+                fields = line.split(b"|")
+                fields[-2] = marker  # fields[-1] is the empty field after the trailing '|'
+                out.append(b"|".join(fields))
+            path.write_bytes(b"\n".join(out) + b"\n")
+
+
+def _second_airflow_home(tmp_path: Path) -> dict[str, str]:
+    """A second, independent Airflow (its own metadata DB) against the same target."""
+    home = tmp_path / "airflow-b"
+    home.mkdir()
+    shutil.copy(airflow_home() / "airflow.db", home / "airflow.db")
+    return {"AIRFLOW_HOME": str(home), "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home / 'airflow.db'}",
+            "AIRFLOW__LOGGING__BASE_LOG_FOLDER": str(home / "logs")}
+
+
+def _start(pg_uri, data_root, schema, runs_dir: Path, conf: dict, extra: dict,
+           log: Path) -> subprocess.Popen:
+    env = airflow_env(streams=3, extra={
+        "AIRFLOW_CONN_SWITCHYARD_TARGET": pg_uri, "SWITCHYARD_DATA_ROOT": str(data_root),
+        "SWITCHYARD_SCHEMA": schema, "SWITCHYARD_RUNS_DIR": str(runs_dir), **extra})
+    migrate(env)
+    return subprocess.Popen([airflow_bin(), "dags", "test", "switchyard_tpch", "-c", json.dumps(conf)],
+                            env=env, stdout=log.open("w"), stderr=subprocess.STDOUT, text=True)
+
+
+def _stats(runs_dir: Path) -> dict:
+    (found,) = runs_dir.glob("switchyard_tpch/*/stats.json")
+    return json.loads(found.read_text())
+
+
+@pytest.mark.chaos
+def test_two_runs_at_once_are_serialized_by_the_run_lease(pg_uri, data_root, tpch_batch, schema, tmp_path):
+    name, folder = tpch_batch
+    batch_a = copy_batch(folder, data_root / "conc-a")
+    batch_b = copy_batch(folder, data_root / "conc-b")
+    _restamp(batch_a, b"batch-a")
+    _restamp(batch_b, b"batch-b")
+
+    fast_retry = {"SWITCHYARD_LEASE_RETRY_SECONDS": "3", "SWITCHYARD_LEASE_RETRIES": "100"}
+    migrate(airflow_env())
+    home_b = _second_airflow_home(tmp_path)
+    run_a = _start(pg_uri, data_root, schema, tmp_path / "runs-a",
+                   {"batch": "conc-a"}, fast_retry, tmp_path / "a.log")
+    # B starts once A is loading (A loads every table, so it is still busy when B asks) (a backfill next to the nightly run, in another Airflow).
+    deadline = time.monotonic() + 300
+    while not _staging_tables(pg_uri, schema):
+        assert run_a.poll() is None and time.monotonic() < deadline, (tmp_path / "a.log").read_text()[-3000:]
+        time.sleep(0.2)
+    run_b = _start(pg_uri, data_root, schema, tmp_path / "runs-b",
+                   {"batch": "conc-b", "tables": TABLES}, {**fast_retry, **home_b},
+                   tmp_path / "b.log")
+    assert run_a.wait(600) == 0, (tmp_path / "a.log").read_text()[-4000:]
+    assert run_b.wait(600) == 0, (tmp_path / "b.log").read_text()[-4000:]
+    a, b = _stats(tmp_path / "runs-a"), _stats(tmp_path / "runs-b")
+    out_b = (tmp_path / "b.log").read_text()
+    assert f"target schema {schema} is being loaded by run switchyard_tpch/{a['run_id']} (batch conc-a" in out_b
+
+    # One after the other: B's first step started after A's last switch.
+    assert a["failed_groups"] == [] and b["failed_groups"] == []
+    a_last = max(g["switched"] for g in a["groups"] if g["switched"])
+    b_first = min(g["started"] for g in b["groups"] if g["started"])
+    assert b_first > a_last, (a_last, b_first)
+    # Nothing doubled, nothing missing, nothing mixed: every row is B's, all of them are there.
+    rows = {t: sum(line_count(p) for p in (folder / t).glob("*.tbl")) for t in TABLES}
+    with psycopg.connect(pg_uri) as conn:
+        for table, col in (("orders", "o_comment"), ("customer", "c_comment")):
+            total, from_b = conn.execute(
+                f'SELECT count(*), count(*) FILTER (WHERE {col} = %s) FROM "{schema}"."{table}"',
+                ("batch-b",)).fetchone()
+            assert total == from_b == rows[table], (table, total, from_b, rows[table])
+    assert run_lease(pg_uri, schema) is None
+
+
+def _staging_tables(uri: str, schema: str) -> list[str]:
+    with psycopg.connect(uri) as conn:
+        return [r[0] for r in conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = %s",
+                                           (f"{schema}_staging",))]
+
+
+# --- backfill and clearing a failed group, with a real scheduler ---------------------------
+DAYS = ["2026-03-01", "2026-03-02", "2026-03-03"]
+
+
+# `scheduler` (conftest.py): a private Airflow with a real scheduler, on the nightly schedule.
+
+
+def _backfill_runs(api) -> dict[str, dict]:
+    runs = api.get_all("/api/v2/dags/switchyard_tpch/dagRuns?run_type=backfill", "dag_runs")
+    return {r["logical_date"][:10]: r for r in runs}
+
+
+def _wait_runs(api, days: list[str], states: dict[str, str] | None = None, timeout: float = 900) -> dict:
+    deadline = time.monotonic() + timeout
+    while True:
+        runs = _backfill_runs(api)
+        if all(d in runs and runs[d]["state"] in ("success", "failed") for d in days):
+            return runs
+        assert time.monotonic() < deadline, {d: runs.get(d, {}).get("state") for d in days}
+        time.sleep(3)
+
+
+def _task_states(api, run_id: str) -> dict[str, str]:
+    from urllib.parse import quote
+    tis = api.get_all(f"/api/v2/dags/switchyard_tpch/dagRuns/{quote(run_id, safe='')}/taskInstances",
+                      "task_instances")
+    return {t["task_id"]: t["state"] for t in tis if t["task_id"].startswith(("lineitem_2", "stats"))}
+
+
+def _all_oids(uri: str, schema: str) -> dict[str, int]:
+    out = {}
+    for table in ("supplier", "customer", "part", "partsupp", "orders", "lineitem"):
+        out.update(partition_oids(uri, schema, table))
+    return out
+
+
+def _create_backfill(env: dict, api, first: str, last: str, *options: str) -> None:
+    """`airflow backfill create`, once the scheduler has closed every earlier backfill of the DAG.
+
+    Airflow refuses a second backfill while one is open, and the scheduler closes a finished
+    one on its own next pass; on SQLite the CLI's write can also meet the scheduler's lock.
+    Both are waited out here; any other refusal fails the test with Airflow's own words.
+    """
+    from switchyard_dev import local
+    deadline = time.monotonic() + 180
+    while any(b.get("completed_at") is None
+              for b in api.get_all("/api/v2/backfills?dag_id=switchyard_tpch", "backfills")):
+        assert time.monotonic() < deadline, "an earlier backfill stayed open"
+        time.sleep(2)
+    for attempt in range(6):
+        done = local.airflow("backfill", "create", "--dag-id", "switchyard_tpch", "--from-date", first,
+                             "--to-date", f"{last}T23:59:59", *options, env=env, check=False)
+        if done.returncode == 0:
+            return
+        said = done.stdout + done.stderr
+        assert ("already a running backfill" in said or "database is locked" in said.lower()) and attempt < 5, said[-3000:]
+        time.sleep(5)
+
+
+@pytest.mark.chaos
+def test_backfill_loads_each_day_once_and_a_cleared_group_reruns_alone(pg_uri, data_root, schema, scheduler,
+                                                                      tmp_path):
+    from switchyard_dev import local
+    from switchyard.core.datagen import generate_tpch_day
+    from switchyard.core.spec import load_spec
+    env, api = scheduler
+    spec = load_spec("tpch")
+    manifests = {day: generate_tpch_day(data_root / day, spec, 0.01, 9, 3 * i + 1, 3) for i, day in enumerate(DAYS)}
+    # Day 3's lineitem stream 2 is broken (a non-numeric quantity on line 5).
+    broken = data_root / DAYS[2] / "lineitem" / "lineitem.2.tbl"
+    good_bytes = broken.read_bytes()
+    lines = good_bytes.split(b"\n")
+    fields = lines[4].split(b"|")
+    fields[4] = b"many"
+    lines[4] = b"|".join(fields)
+    broken.write_bytes(b"\n".join(lines))
+
+    _create_backfill(env, api, DAYS[0], DAYS[2])
+    runs = _wait_runs(api, DAYS)
+    assert {d: runs[d]["state"] for d in DAYS} == {DAYS[0]: "success", DAYS[1]: "success", DAYS[2]: "failed"}
+
+    # Each day loaded once, its own batch, one run after another (the run lease).
+    stats = {d: json.loads(local_stats(tmp_path, runs[d]["dag_run_id"]).read_text()) for d in DAYS}
+    assert [stats[d]["batch"] for d in DAYS] == DAYS
+    assert stats[DAYS[2]]["failed_groups"] == ["lineitem_2"]
+    # The scheduler noted every backfill run when it ended (switchyard.airflow.run_notes).
+    for day in DAYS:
+        assert runs[day]["note"].startswith(f"**Switchyard: batch {day} into postgres {schema}, 3 streams**: "
+                                            f"run {runs[day]['state']}."), runs[day]["note"]
+        assert f"{stats[day]['totals']['rows']:,} rows" in runs[day]["note"]
+    assert "Did not switch: lineitem_2." in runs[DAYS[2]]["note"]
+    windows = sorted((min(g["started"] for g in s["groups"] if g["started"]),
+                      max(g["switched"] or g["ended"] or "" for g in s["groups"])) for s in stats.values())
+    assert all(a[1] < b[0] for a, b in zip(windows, windows[1:])), windows
+    expected_parts = {e.table: 0 for m in manifests.values() for e in m.entries}
+    for m in manifests.values():
+        for e in m.entries:
+            if e.rows and spec.table(e.table).partitioned:
+                expected_parts[e.table] += 1
+    oids = _all_oids(pg_uri, schema)
+    assert len(oids) == sum(expected_parts.values()) - 1  # all but day 3's lineitem_2
+
+    # Fix the file, clear the failed group (and stats, downstream), and let the run finish.
+    broken.write_bytes(good_bytes)
+    cleared = local.airflow("tasks", "clear", "switchyard_tpch", "-s", DAYS[2], "-e", f"{DAYS[2]}T23:59:59",
+                            # Airflow 3.3 matches -t as a substring of the task id here, not a regex.
+                            "-t", "lineitem_2.", "-d", "-y", env=env)
+    run_id = runs[DAYS[2]]["dag_run_id"]
+    deadline = time.monotonic() + 600
+    while (state := _backfill_runs(api)[DAYS[2]]["state"]) != "success":
+        # `tasks clear` puts the run back in the queue at once: failed again means the rerun failed.
+        assert state != "failed" and time.monotonic() < deadline, (
+            state, cleared.stdout[-2000:], _task_states(api, run_id))
+        time.sleep(3)
+    # The rerun ended the run again: its note, which Switchyard wrote, now tells the new outcome.
+    note = _backfill_runs(api)[DAYS[2]]["note"]
+    assert "run success." in note and "Did not switch" not in note, note
+    after = _all_oids(pg_uri, schema)
+    assert {p: o for p, o in after.items() if p in oids} == oids, "the rerun touched other groups' partitions"
+    (new,) = set(after) - set(oids)
+    assert new.startswith("lineitem_")
+    rows = sum(e.rows for m in manifests.values() for e in m.entries if e.table == "lineitem")
+    with psycopg.connect(pg_uri) as conn:
+        assert conn.execute(f'SELECT count(*) FROM "{schema}"."lineitem"').fetchone()[0] == rows
+
+    # Rerunning day 2 replaces day 2's partitions and nothing else.
+    day2 = {f"{e.table}_{e.key_min}_{e.key_max}" for e in manifests[DAYS[1]].entries
+            if e.rows and spec.table(e.table).partitioned}
+    before = _all_oids(pg_uri, schema)
+    before_rows = fingerprint(pg_uri, schema)
+    _create_backfill(env, api, DAYS[1], DAYS[1], "--reprocess-behavior", "completed")
+    deadline = time.monotonic() + 600
+    while True:
+        reruns = [r for r in api.get_all("/api/v2/dags/switchyard_tpch/dagRuns?run_type=backfill", "dag_runs")
+                  if r["logical_date"].startswith(DAYS[1])]
+        if reruns and all(r["state"] in ("success", "failed") for r in reruns) and \
+                _all_oids(pg_uri, schema) != before:
+            break
+        assert time.monotonic() < deadline, [r["state"] for r in reruns]
+        time.sleep(3)
+    now = _all_oids(pg_uri, schema)
+    changed = {p for p in now if now[p] != before.get(p)}
+    assert changed == day2, (sorted(changed ^ day2))
+    assert fingerprint(pg_uri, schema) == before_rows
+
+
+def local_stats(tmp_path: Path, run_id: str) -> Path:
+    from switchyard.observability.stats import stats_path
+    return stats_path("switchyard_tpch", run_id)
+
+
+_WRITE_BEHIND_A_LOCK = """
+import sqlite3, sys, threading, time
+from pathlib import Path
+from sqlalchemy import text
+from airflow import settings
+db = Path(sys.argv[1])
+with settings.engine.begin() as conn:
+    conn.execute(text("CREATE TABLE IF NOT EXISTS lock_probe (x INTEGER)"))
+# Another process's write transaction, held for `hold` seconds: longer than pysqlite's default wait.
+hold = float(sys.argv[2])
+other = sqlite3.connect(db, isolation_level=None, check_same_thread=False)
+other.execute("BEGIN IMMEDIATE")
+other.execute("INSERT INTO lock_probe VALUES (1)")
+threading.Timer(hold, lambda: other.execute("COMMIT")).start()
+started = time.monotonic()
+with settings.engine.begin() as conn:  # the metadata engine, as every Airflow process makes it
+    conn.execute(text("INSERT INTO lock_probe VALUES (2)"))
+print(round(time.monotonic() - started, 2))
+"""
+
+
+def test_a_metadata_write_waits_out_another_process_lock_on_sqlite(tmp_path, monkeypatch):
+    """The local Airflow's SQLite writers wait for another writer's lock (up to 30 s) instead
+    of failing after pysqlite's 5 s with "database is locked"."""
+    import sys
+    monkeypatch.setenv("SWITCHYARD_AIRFLOW_HOME", str(tmp_path / "airflow"))
+    env = airflow_env()
+    done = subprocess.run([sys.executable, "-c", _WRITE_BEHIND_A_LOCK, str(airflow_home() / "airflow.db"), "7"],
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    waited = float(done.stdout.strip().splitlines()[-1])
+    assert 6.5 <= waited < 20, waited

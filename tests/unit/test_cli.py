@@ -1,0 +1,100 @@
+"""The `switchyard` command: its help covers every argument, the product's commands never need
+the development tooling, and the Airflow plugin is registered exactly once."""
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from importlib.metadata import entry_points
+from pathlib import Path
+
+import pytest
+
+from switchyard import cli
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _parsers(parser: argparse.ArgumentParser, path: str = "switchyard"):
+    yield path, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from _parsers(sub, f"{path} {name}")
+
+
+def _development_commands(sub) -> None:
+    """The development tooling's commands, as its entry points add them (installed or not)."""
+    from switchyard_dev import commands
+    for register in (commands.register_airflow, commands.register_db, commands.register_demo,
+                     commands.register_screenshots, commands.register_services):
+        register(sub)
+
+
+def test_every_argument_of_every_command_has_help():
+    parser = cli.build_parser(extensions=False)
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    _development_commands(sub)
+    missing = []
+    commands = dict(_parsers(parser))
+    assert {"switchyard generate", "switchyard plan", "switchyard pool", "switchyard config",
+            "switchyard demo", "switchyard db", "switchyard services"} <= set(commands)
+    for path, p in commands.items():
+        for action in p._actions:
+            if isinstance(action, (argparse._HelpAction, argparse._SubParsersAction)):
+                continue
+            if not (action.help or "").strip():
+                missing.append(f"{path} {'/'.join(action.option_strings) or action.dest}")
+    for action in sub._choices_actions:
+        if not (action.help or "").strip():
+            missing.append(f"switchyard {action.dest} (the command itself)")
+    assert not missing, missing
+
+
+def test_python_dash_m_switchyard_runs_the_same_command():
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT / "plugins"), os.environ.get("PYTHONPATH")])))
+    out = subprocess.run([sys.executable, "-m", "switchyard", "plan", "--scale", "0.01", "--streams", "2",
+                          "--tables", "orders"], env=env, capture_output=True, text=True, timeout=60, cwd=str(ROOT))
+    assert out.returncode == 0, out.stderr
+    assert "-- Switchyard load plan: spec tpch, 2 streams, target postgres" in out.stdout
+    assert "ATTACH PARTITION" in out.stdout
+
+
+def test_the_product_parser_builds_without_the_development_tooling(monkeypatch):
+    # An installation of the product alone: no `switchyard.commands` entry points at all.
+    monkeypatch.setattr(cli, "entry_points", lambda group: [])
+    parser = cli.build_parser()
+    names = {name for path, _ in _parsers(parser) for name in [path.split()[-1]]}
+    assert {"generate", "plan", "pool", "config"} <= names and "demo" not in names
+
+
+def test_a_broken_extension_leaves_the_product_commands(monkeypatch, capsys):
+    class Broken:
+        name, value = "broken", "nowhere:register"
+
+        def load(self):
+            raise ImportError("No module named 'nowhere'")
+
+    monkeypatch.setattr(cli, "entry_points", lambda group: [Broken()] if group == cli.COMMANDS_GROUP else [])
+    parser = cli.build_parser()
+    assert parser.parse_args(["plan", "--scale", "1", "--streams", "2"]).func is cli.cmd_plan
+    assert "command 'broken' from nowhere:register is unavailable" in capsys.readouterr().err
+
+
+def test_config_prints_the_settings_in_effect(monkeypatch, capsys):
+    monkeypatch.setenv("SWITCHYARD_STREAMS", "9")
+    assert cli.main(["config"]) == 0
+    assert "SWITCHYARD_STREAMS=9" in capsys.readouterr().out.splitlines()
+
+
+def test_the_airflow_plugin_is_registered_once():
+    """By the package's `airflow.plugins` entry point, and not again from the plugins folder
+    (its .airflowignore keeps Airflow out of the package's files)."""
+    ours = [e for e in entry_points(group="airflow.plugins") if e.value.startswith("switchyard.")]
+    if not ours:
+        pytest.skip("the switchyard package is not installed in this Python (make installs it)")
+    assert [e.value for e in ours] == ["switchyard.airflow.plugin:SwitchyardReportsPlugin"]
+    from airflow._shared.plugins_manager.plugins_manager import _load_plugins_from_plugin_directory
+    found, errors = _load_plugins_from_plugin_directory(plugins_folder=str(ROOT / "plugins"))
+    assert [p.name for p in found] == [] and errors == {}

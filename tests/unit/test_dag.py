@@ -1,0 +1,113 @@
+"""DAG integrity: imports cleanly, no cycles, one group of four tasks per (table, stream), one
+publish task per table carrying its Asset."""
+from __future__ import annotations
+
+import importlib.util
+import time
+
+import pytest
+
+from switchyard.airflow.dag_factory import DagConfig, build_dag
+from switchyard.core.spec import load_spec
+
+ROOT_DAG = __import__("pathlib").Path(__file__).resolve().parents[2] / "dags" / "switchyard_tpch.py"
+
+
+def expected_tasks(streams: int) -> int:
+    spec = load_spec("tpch")
+    groups = sum(streams if t.partitioned else 1 for t in spec.tables)
+    return 4 * groups + 2 + len(spec.tables) + 1  # setup (wait_for_batch, plan), publish per table, stats
+
+
+@pytest.mark.parametrize("streams", [1, 3, 8, 56])
+def test_task_count_and_no_cycles(streams):
+    dag = build_dag(DagConfig(streams=streams))
+    dag.check_cycle()
+    assert len(dag.tasks) == expected_tasks(streams)
+    assert 4 * (6 * streams + 2) + 3 + 8 == len(dag.tasks)
+    group = dag.task_group_dict["orders_1"]
+    assert [t.task_id for t in group] == ["orders_1.prepare", "orders_1.load", "orders_1.validate",
+                                         "orders_1.switch"]
+    assert dag.get_task("orders_1.load").pool == "switchyard_loads"
+    assert dag.get_task("stats").trigger_rule == "all_done"
+    assert dag.get_task("orders_1.prepare").upstream_task_ids == {"setup.plan"}
+
+
+def test_dag_file_imports_with_the_configured_stream_count(monkeypatch):
+    monkeypatch.setenv("SWITCHYARD_STREAMS", "5")
+    spec = importlib.util.spec_from_file_location("switchyard_tpch_dag", ROOT_DAG)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.dag.dag_id == "switchyard_tpch"
+    assert len(module.dag.tasks) == expected_tasks(5)
+    assert module.dag.max_active_runs == 1
+    assert set(module.dag.params.keys()) == {"batch", "tables", "conn_id"}
+
+
+def test_big_tables_start_first():
+    dag = build_dag(DagConfig(streams=2))
+    assert dag.get_task("lineitem_1.load").priority_weight > dag.get_task("supplier_1.load").priority_weight
+
+
+@pytest.mark.parametrize("streams", [56, 96])
+def test_parse_time_of_large_dags_is_reported(streams):
+    start = time.perf_counter()
+    dag = build_dag(DagConfig(streams=streams))
+    elapsed = time.perf_counter() - start
+    print(f"DAG with {streams} streams: {len(dag.tasks)} tasks built in {elapsed:.2f} s")
+    assert len(dag.tasks) == expected_tasks(streams)
+
+
+def test_every_table_has_an_asset_updated_after_all_its_switches():
+    streams = 3
+    dag = build_dag(DagConfig(streams=streams, conn_id="warehouse", schema="dw"))
+    spec = load_spec("tpch")
+    for table in spec.tables:
+        publish = dag.get_task(f"publish.{table.name}")
+        assert [a.uri for a in publish.outlets] == [f"switchyard://warehouse/dw/{table.name}"]
+        n = streams if table.partitioned else 1
+        assert publish.upstream_task_ids == {f"{table.name}_{k}.switch" for k in range(1, n + 1)}
+        assert publish.trigger_rule == "all_success"
+        assert "stats" in publish.downstream_task_ids
+    # Only the publish tasks update Assets: a switch alone is not the table's new batch.
+    outlets = {t.task_id for t in dag.tasks if t.outlets}
+    assert outlets == {f"publish.{t.name}" for t in spec.tables}
+
+
+def test_stats_task_links_the_run_report():
+    from switchyard.airflow.operators import report_url
+    dag = build_dag(DagConfig(streams=1))
+    assert [link.name for link in dag.get_task("stats").operator_extra_links] == ["Run report"]
+    assert report_url("switchyard_tpch", "manual__2026-11-21T02:00:00+00:00", "http://x:8080/") == (
+        "http://x:8080/switchyard/reports/switchyard_tpch/manual__2026-11-21T02_00_00_00_00/report.html")
+
+
+def test_trigger_form_does_not_require_a_batch():
+    # The UI marks a param required unless its type admits null; an empty batch means the run's date.
+    batch = build_dag(DagConfig(streams=1)).params.get_param("batch")
+    assert "null" in batch.schema["type"] and batch.value == ""
+    assert batch.schema["section"] == "What to load" and batch.schema["title"] == "Batch"
+
+def test_dag_file_parses_in_a_fresh_process_for_96_streams():
+    """As Airflow's dag-processor and every task process do: the file imported, the stream
+    count from the environment. The time is printed (and judged by `make bench`), not asserted."""
+    from switchyard_dev.bench import parse_seconds
+    r = parse_seconds(96, rounds=1)
+    assert r["tasks"] == expected_tasks(96)
+    print(f"DAG file with 96 streams in a fresh process: {r['dag_file_seconds']['median']:.2f} s "
+          f"(+ airflow.sdk import {r['airflow_sdk_import_seconds']['median']:.2f} s)")
+
+
+def test_the_grid_lists_the_groups_biggest_table_first():
+    """Airflow's grid shows a DAG's task groups in the order they were made (topological, ties in
+    order of creation): the spec's weights, biggest first, with the weights the spec gives."""
+    spec = load_spec("tpch")
+    assert {t.name: t.weight for t in spec.tables} == {"region": 1, "nation": 1, "supplier": 1, "customer": 4,
+                                                       "part": 3, "partsupp": 15, "orders": 25, "lineitem": 100}
+    dag = build_dag(DagConfig(streams=2))
+    groups = [g for g in dag.task_group.children if g not in ("setup", "publish", "stats")]
+    assert groups[:4] == ["lineitem_1", "lineitem_2", "orders_1", "orders_2"]
+    tables = list(dict.fromkeys(g.rsplit("_", 1)[0] for g in groups))
+    assert tables == ["lineitem", "orders", "partsupp", "customer", "part", "region", "nation", "supplier"]
+    assert dag.get_task("lineitem_1.load").priority_weight == 100
+    assert dag.get_task("nation_1.load").priority_weight == 1

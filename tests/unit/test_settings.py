@@ -1,0 +1,83 @@
+"""One settings module: every SWITCHYARD_* variable the product reads is declared there, read
+there only, typed, and documented in docs/configuration.md, which is generated from it."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from switchyard import settings
+from switchyard_dev import settings as dev_settings
+
+ROOT = Path(__file__).resolve().parents[2]
+DOC = ROOT / "docs" / "configuration.md"
+VARIABLE = re.compile(r"SWITCHYARD_[A-Z0-9_]+")
+
+
+def test_the_configuration_reference_is_generated_from_the_settings():
+    expected = settings.markdown(extra=list(dev_settings.SETTINGS))
+    assert DOC.read_text() == expected, (
+        "docs/configuration.md differs from the settings: regenerate it with `make docs` "
+        "(switchyard config --markdown > docs/configuration.md)")
+
+
+def test_every_variable_the_product_names_is_declared():
+    declared = set(settings.VARIABLES)
+    product = ROOT / "plugins" / "switchyard"
+    named = {v: p for p in product.rglob("*.py") for v in VARIABLE.findall(p.read_text())}
+    assert not set(named) - declared, {v: str(named[v]) for v in set(named) - declared}
+
+
+def test_every_variable_the_tooling_names_is_declared():
+    declared = set(settings.VARIABLES) | {s.variable for s in dev_settings.SETTINGS}
+    tooling = ROOT / "plugins" / "switchyard_dev"
+    named = {v: p for p in tooling.rglob("*.py") for v in VARIABLE.findall(p.read_text())}
+    assert not set(named) - declared, {v: str(named[v]) for v in set(named) - declared}
+
+
+def test_only_the_settings_module_reads_the_environment():
+    product = ROOT / "plugins" / "switchyard"
+    readers = [str(p.relative_to(product)) for p in product.rglob("*.py")
+               if re.search(r"environ(?:\.get)?\(\s*[\"']SWITCHYARD_|environ\[\s*[\"']SWITCHYARD_|getenv\(\s*[\"']SWITCHYARD_",
+                            p.read_text())]
+    assert readers == [], readers
+
+
+def test_defaults_types_and_derived_locations():
+    s = settings.Settings.from_env({})
+    assert s.streams == 4 and isinstance(s.streams, int)
+    assert s.schedule == "0 2 * * *" and s.preload is True and s.validation == "constraints"
+    assert s.data_root == s.state_dir / "data" and s.runs_dir == s.state_dir / "runs"
+    moved = settings.Settings.from_env({"SWITCHYARD_STATE_DIR": "/tmp/sy-state", "SWITCHYARD_STREAMS": "8",
+                                        "SWITCHYARD_SCHEDULE": "none", "SWITCHYARD_PRELOAD": "off",
+                                        "SWITCHYARD_BATCH_POKE_SECONDS": "2.5"})
+    assert moved.data_root == Path("/tmp/sy-state/data").resolve()
+    assert (moved.streams, moved.schedule, moved.preload, moved.batch_poke_seconds) == (8, None, False, 2.5)
+    assert settings.Settings.from_env({"SWITCHYARD_SCHEDULE": ""}).schedule is None
+
+
+def test_a_bad_value_names_its_variable():
+    with pytest.raises(settings.SettingsError, match=r"SWITCHYARD_STREAMS='four'"):
+        settings.Settings.from_env({"SWITCHYARD_STREAMS": "four"})
+    with pytest.raises(settings.SettingsError, match=r"SWITCHYARD_VALIDATION='some'.*constraints, full"):
+        settings.Settings.from_env({"SWITCHYARD_VALIDATION": "some"})
+
+
+def test_the_environment_is_read_once_per_distinct_value(monkeypatch):
+    monkeypatch.setenv("SWITCHYARD_STREAMS", "5")
+    first = settings.get()
+    assert settings.get() is first and first.streams == 5
+    monkeypatch.setenv("SWITCHYARD_STREAMS", "6")
+    assert settings.get().streams == 6
+
+
+def test_the_dag_config_defaults_are_the_settings_defaults(monkeypatch):
+    from switchyard.airflow.dag_factory import DagConfig
+    for s in settings.SETTINGS:
+        monkeypatch.delenv(s.variable, raising=False)
+    from_env = DagConfig.from_env()
+    assert from_env == DagConfig()
+    monkeypatch.setenv("SWITCHYARD_STREAMS", "7")
+    monkeypatch.setenv("SWITCHYARD_POOL", "p2")
+    assert (DagConfig.from_env().streams, DagConfig.from_env().pool) == (7, "p2")
