@@ -496,7 +496,9 @@ def task_record(ti: dict, step: str, value: dict | None) -> dict:
             "rows": (value or {}).get("rows") if step == "load" else None,
             "bytes": (value or {}).get("bytes") if step == "load" else None,
             "work_start": _ts((value or {}).get("started")) if step == "load" else None,
-            "work_end": _ts((value or {}).get("ended")) if step == "load" else None}
+            "work_end": _ts((value or {}).get("ended")) if step == "load" else None,
+            # Seconds per kind of check (row_count, key_range, not_null, unique, declared).
+            "validation_cost": (value or {}).get("cost") if step == "validate" else None}
 
 
 def schedule_efficiency(loads: list[dict], slots: int, makespan: float | None) -> dict:
@@ -547,6 +549,13 @@ def analyse_dag(run: dict, state: str, tasks: list[dict], slots: int, stats: dic
             "work_reported": any(t["work_seconds"] is not None for t in ts),
         }
     pool_busy = sum(t["wall_seconds"] for t in loads) / (slots * load_span) if load_span else None
+    # What the default validation costs, kind by kind, beside what the loads cost: summed over
+    # the run's validate tasks, in wall seconds of each check's own work on the server.
+    validation_cost: dict[str, float] = {}
+    for t in tasks:
+        for kind, seconds in (t.get("validation_cost") or {}).items():
+            validation_cost[kind] = round(validation_cost.get(kind, 0.0) + (seconds or 0.0), 3)
+    load_work = sum(t["work_seconds"] or 0.0 for t in loads)
     # Tasks that ran: an upstream-failed or skipped task has no process and no overhead.
     group_tasks = [t for t in tasks if t["step"] in STEPS and t["wall_seconds"] is not None
                    and t["state"] in ("success", "failed")]
@@ -558,6 +567,7 @@ def analyse_dag(run: dict, state: str, tasks: list[dict], slots: int, stats: dic
             "load_window_seconds": _r(load_span),
             "load_window_rows_per_s": _r(rows / load_span if load_span else None, 1),
             "per_step": per_step, "pool_busy_fraction": _r(pool_busy),
+            "validation_cost_seconds": validation_cost, "load_work_seconds": _r(load_work),
             "task_overhead_median": _r(_median(overheads)), "group_tasks": len(group_tasks),
             "lineitem": table_window(tasks, "lineitem"),
             "efficiency_run": schedule_efficiency(loads, slots, wall),
@@ -1093,6 +1103,13 @@ def overhead_lines(dag: dict) -> list[str]:
         lines.append(f"pool busy (load task wall / slots / loads window): {dag['pool_busy_fraction']:.3f}")
     if dag.get("task_overhead_median") is not None:
         lines.append(f"median overhead over all {dag['group_tasks']} group tasks: {dag['task_overhead_median']:.2f} s")
+    cost = dag.get("validation_cost_seconds") or {}
+    if cost:
+        total = sum(cost.values())
+        work = dag.get("load_work_seconds") or 0.0
+        parts = ", ".join(f"{kind} {seconds:.2f}" for kind, seconds in sorted(cost.items(), key=lambda kv: -kv[1]))
+        lines.append(f"validation cost (sum of each check's work over the run's validate tasks): {total:.2f} s = "
+                     f"{parts}" + (f"; {total / work:.3f} x the loads' work ({work:.2f} s)" if work else ""))
     v = dag["per_step"].get("validate")
     if v and v.get("gx_preloaded") is not None:
         lines.append(f"validate tasks that found GX already imported (preload): {v['gx_preloaded']} of {v['tasks']}")
