@@ -464,7 +464,7 @@ class PostgresAdapter(TargetAdapter):
         table: the build sorts the rows and fails at the first duplicate; the index is the one
         the target's table has (setup.sql), so the switch's ATTACH adopts it instead of building
         one. Measured at scale 1 against Great Expectations' uniqueness expectations and a
-        GROUP BY query: see the README's "Validation" section. On a duplicate, one GROUP BY
+        GROUP BY query: see docs/validation.md. On a duplicate, one GROUP BY
         (only then) counts the duplicated keys and names a few."""
         import psycopg
         table = self.spec.table(stream.table)
