@@ -4,6 +4,7 @@
 # PostgreSQL, generated TPC-H data, a local Airflow.
 SCALE ?= 0.1
 STREAMS ?= 4
+SPEC ?= tpch
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -17,6 +18,7 @@ export GX_ANALYTICS_ENABLED := False
 
 help:
 	@echo "make demo [SCALE=0.1 STREAMS=4]   load a generated TPC-H batch through the real DAG"
+	@echo "make demo SPEC=shop                the same with the shop example (messy CSV, date keys, NULLs, gzip)"
 	@echo "make test                          run the tests (embedded PostgreSQL, real Airflow; 10-15 minutes on 2 cores)"
 	@echo "make unit                          the unit tests only (no server; seconds)"
 	@echo "make chaos                         the fault, rerun and backfill cases (docs/reliability-and-security.md)"
@@ -35,7 +37,7 @@ $(STAMP): requirements.txt constraints.txt pyproject.toml plugins/switchyard_dev
 	@echo "==> installed: $(VENV)/bin/switchyard --help"
 
 demo: $(STAMP)
-	$(VENV)/bin/switchyard demo --scale $(SCALE) --streams $(STREAMS)
+	$(VENV)/bin/switchyard demo --spec $(SPEC) --scale $(SCALE) --streams $(STREAMS)
 
 # The whole suite; it stops the embedded PostgreSQL afterwards if it was the one to start it.
 test: $(STAMP)

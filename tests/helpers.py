@@ -1,13 +1,19 @@
 """What several tests use: data checks on the target, batch edits, free ports, running the real
-DAG, a private Airflow with a real scheduler, a headless browser.
+DAG, a private Airflow with a real scheduler, a headless browser, an independent reading of a
+batch's CSV files.
 
 The one module test files import helpers from (fixtures live in conftest.py); no test file
 imports another.
 """
 from __future__ import annotations
 
+import csv
+import gzip
+import hashlib
+import io
 import json
 import os
+import re
 import shutil
 import socket
 import sys
@@ -16,12 +22,16 @@ import time
 import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import date, datetime, timedelta, timezone
+from decimal import Decimal
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 import pytest
+
+if TYPE_CHECKING:
+    from switchyard.core.spec import Table
 
 ROOT = Path(__file__).resolve().parents[1]
 # Tests get an Airflow home and scratch space of their own, so a running demo is never disturbed.
@@ -133,23 +143,26 @@ class DagRun:
 
 
 def run_dag(pg_uri: str, data_root: Path, schema: str, streams: int, conf: dict,
-            runs_dir: Path, extra_env: dict | None = None, logical_date: str | None = None) -> DagRun:
-    """Runs the real DAG with `airflow dags test` against the embedded PostgreSQL."""
+            runs_dir: Path, extra_env: dict | None = None, logical_date: str | None = None,
+            spec: str = "tpch", dag_id: str = "switchyard_tpch") -> DagRun:
+    """Runs the real DAG of `spec` (as `dag_id`) with `airflow dags test` against the embedded PostgreSQL."""
     from switchyard_dev.local import airflow, airflow_env, migrate
     env = airflow_env(streams=streams, extra={
         "AIRFLOW_CONN_SWITCHYARD_TARGET": pg_uri,
         "SWITCHYARD_DATA_ROOT": str(data_root),
         "SWITCHYARD_SCHEMA": schema,
         "SWITCHYARD_RUNS_DIR": str(runs_dir),
+        "SWITCHYARD_SPEC": spec,
+        "SWITCHYARD_DAG_ID": dag_id,
         **(extra_env or {}),
     })
     migrate(env)
     when = [logical_date] if logical_date else []
-    result = airflow("dags", "test", "switchyard_tpch", *when, "-c", json.dumps(conf), env=env, check=False,
+    result = airflow("dags", "test", dag_id, *when, "-c", json.dumps(conf), env=env, check=False,
                      timeout=900)
     output = result.stdout + result.stderr
     stats = None
-    found = sorted(runs_dir.glob("switchyard_tpch/*/stats.json"), key=lambda p: p.stat().st_mtime)
+    found = sorted(runs_dir.glob(f"{dag_id}/*/stats.json"), key=lambda p: p.stat().st_mtime)
     if found:
         stats = json.loads(found[-1].read_text())
     return DagRun(result.returncode, output, stats)
@@ -282,3 +295,98 @@ def context(run_id: str = "manual__2026-11-21T02:00:00+00:00"):
 
 PLAN = {"batch": "2026-11-21", "batch_dir": "/data/batch", "target": "postgres", "schema": "tpch", "streams": 4}
 LINEITEM_BYTES = 18_500_000
+
+
+# --- an independent reading of a batch's CSV files ----------------------------------------------
+# Python's csv and gzip modules only: it shares nothing with the loaders or the generators and
+# knows a table's format from the spec alone. A field is NULL only where the file has the
+# table's NULL marker in a column the spec declares nullable; everywhere else it is the text
+# as the file holds it.
+_LENGTH = re.compile(r"^(?:n?var)?n?char\((\d+)\)$")
+
+
+def open_text(path: Path, encoding: str = "utf-8") -> io.TextIOBase:
+    """The file's text, decompressed when its name ends in .gz; line ends left as they are."""
+    if path.name.endswith(".gz"):
+        return gzip.open(path, "rt", encoding=encoding, newline="")
+    return path.open("r", encoding=encoding, newline="")
+
+
+def raw_text(path: Path, encoding: str = "utf-8") -> str:
+    with open_text(path, encoding) as fh:
+        return fh.read()
+
+
+def read_records(path: Path, table: Table) -> tuple[list[list[str]], list[list[str]]]:
+    """(header lines, records) of a stream file, every field as the text it is."""
+    fmt = table.format
+    assert fmt.quoting == "csv", "this reader reads CSV files"
+    with open_text(path, fmt.encoding) as fh:
+        reader = csv.reader(fh, delimiter=fmt.delimiter, quotechar='"', doublequote=True, strict=True)
+        rows = list(reader)
+    return rows[:fmt.header_lines], rows[fmt.header_lines:]
+
+
+def with_nulls(table: Table, record: list[str]) -> list[str | None]:
+    marker = table.format.null_marker
+    return [None if (column.nullable and marker is not None and value == marker) else value
+            for column, value in zip(table.columns, record)]
+
+
+def typed(table: Table, values: list[str | None]) -> tuple:
+    """The values as Python objects of the columns' PostgreSQL types (what psycopg returns)."""
+    out: list[Any] = []
+    for column, value in zip(table.columns, values):
+        sql_type = column.sql_type("postgres")
+        if value is None:
+            out.append(None)
+        elif sql_type in ("bigint", "integer", "int", "smallint"):
+            out.append(int(value))
+        elif sql_type == "date":
+            out.append(date.fromisoformat(value))
+        elif sql_type.startswith("timestamp"):
+            out.append(datetime.fromisoformat(value))
+        elif sql_type.startswith("numeric"):
+            out.append(Decimal(value))
+        else:
+            out.append(value)
+    return tuple(out)
+
+
+def canonical(values: tuple) -> tuple:
+    """Equal values compare equal: numerics without trailing zeros, the rest as they are."""
+    return tuple(v.normalize() if isinstance(v, Decimal) else v for v in values)
+
+
+def row_hash(values: tuple) -> str:
+    """A hash of every field of a row (type and value; NULL distinct from every text)."""
+    return hashlib.sha256(repr(canonical(values)).encode("utf-8")).hexdigest()
+
+
+def declared_length(sql_type: str) -> int | None:
+    m = _LENGTH.match(sql_type)
+    return int(m.group(1)) if m else None
+
+
+def table_rows(batch_dir: Path, table: Table, files: list[str]) -> Iterator[tuple]:
+    """Every row of a table's stream files, typed, in file order."""
+    for rel in files:
+        _, records = read_records(batch_dir / rel, table)
+        for record in records:
+            yield typed(table, with_nulls(table, record))
+
+
+def records_by_line_end(text: str, line_end: str) -> list[str]:
+    """The file's records, cut at the line end outside quotes (a quoted field may hold line
+    breaks): a piece with an odd number of quotes continues into the next one."""
+    pieces = text.split(line_end)
+    if pieces and pieces[-1] == "":
+        pieces.pop()
+    records, pending = [], None
+    for piece in pieces:
+        pending = piece if pending is None else pending + line_end + piece
+        if pending.count('"') % 2 == 0:
+            records.append(pending)
+            pending = None
+    assert pending is None, "the file ends inside a quoted field"
+    return records

@@ -128,6 +128,69 @@ def test_code_pages_follow_the_encoding_and_the_server():
     assert "CODEPAGE = '1252'" in inner(adapter(a.spec, codepage="1252").load_sql(s, path)[0])
 
 
+def test_each_table_loads_by_its_own_format():
+    """Three tables of one spec: the spec's format (pipe-delimited, a trailing delimiter, the
+    empty field as NULL) is the default; `notes` overrides it with CSV, two header lines and
+    CRLF, `memos` with the NULL marker 'NA'. Each BULK INSERT, and each plan comment, follows
+    its own table's format, never the spec-level one."""
+    def column(name, pg, ms, nullable=False):
+        return {"name": name, "type": {"postgres": pg, "mssql": ms}, "nullable": nullable}
+    spec = parse_spec({"name": "mixed", "format": {"delimiter": "|", "trailing_delimiter": True, "null_marker": ""},
+                       "tables": {
+        "notes": {"key": "id", "files": "notes/notes.{stream}.csv",
+                  "format": {"delimiter": ",", "trailing_delimiter": False, "quoting": "csv", "header_lines": 2,
+                             "line_end": "crlf"},
+                  "columns": [column("id", "bigint", "bigint"), column("body", "varchar(12)", "nvarchar(12)")]},
+        "tags": {"key": "id", "files": "tags/tags.{stream}.tbl",
+                 "columns": [column("id", "bigint", "bigint"), column("tag", "varchar(8)", "varchar(8)", True)]},
+        "memos": {"key": "id", "files": "memos/memos.{stream}.txt", "format": {"null_marker": "NA"},
+                  "columns": [column("id", "bigint", "bigint"), column("memo", "varchar(8)", "varchar(8)", True)]},
+    }})
+    assert spec.format.delimiter == "|" and spec.table("notes").format.delimiter == ","
+
+    def stream(table):
+        return StreamPlan(table=table, stream=1, file=spec.file_for(table, 1), key_min=1, key_max=1000, rows=None,
+                          lower=1, upper=1000, partition_number=1, staging_table=f"{table}_1",
+                          partition_table=table, filegroup="fg1")
+    a = adapter(spec)
+    streams = {t: stream(t) for t in ("notes", "tags", "memos")}
+
+    (notes,) = a.load_sql(streams["notes"])
+    bulk = inner(notes)
+    assert "BULK INSERT [tpch_staging].[notes_1]" in bulk and "notes.1.csv" in bulk
+    assert "FORMAT = 'CSV'" in bulk and "FIELDTERMINATOR = ','" in bulk and "ROWTERMINATOR = '\r\n'" in bulk
+    assert "FIRSTROW = 3" in bulk and "KEEPNULLS" not in bulk
+    assert "-- FIRSTROW 3: the 2 header line(s) skipped" in notes and "RFC 4180" in notes
+
+    (tags,) = a.load_sql(streams["tags"])
+    bulk = inner(tags)
+    assert "BULK INSERT [tpch_staging].[tags_1]" in bulk and "tags.1.tbl" in bulk
+    assert "FIELDTERMINATOR = '|'" in bulk and "ROWTERMINATOR = '|\n'" in bulk and "KEEPNULLS" in bulk
+    assert "FORMAT" not in bulk and "FIRSTROW" not in bulk
+    assert "header line" not in tags and "RFC 4180" not in tags and "-- KEEPNULLS" in tags
+
+    kind, why = a.load_path(streams["memos"])
+    assert kind == "tds" and "the NULL marker 'NA'" in why
+
+    plan = LoadPlan(spec=spec, streams=1, tables=tuple(TablePlan(spec.table(t), (s,)) for t, s in streams.items()))
+    script = a.script(plan)
+    # The plan: each table's section (from its header comment to the next one) holds its load.
+    starts = sorted((script.index(f"\n-- {s.group_id}: {s.file},"), t) for t, s in streams.items())
+    sections = {t: script[at:(starts[i + 1][0] if i + 1 < len(starts) else len(script))]
+                for i, (at, t) in enumerate(starts)}
+    # notes: CRLF is built with NCHAR() and run by sp_executesql (quotes doubled in its literal).
+    assert "DECLARE @rowterminator nvarchar(12) = NCHAR(13) + NCHAR(10)\n" in sections["notes"]
+    assert "FORMAT = ''CSV''" in sections["notes"] and "FIRSTROW = 3" in sections["notes"]
+    assert "FIELDTERMINATOR = ''," in sections["notes"]
+    assert "-- FIRSTROW 3: the 2 header line(s) skipped" in sections["notes"]
+    assert "DECLARE @rowterminator nvarchar(12) = N'|' + NCHAR(10)\n" in sections["tags"]
+    assert "FIELDTERMINATOR = ''|''" in sections["tags"] and "KEEPNULLS" in sections["tags"]
+    assert "CSV" not in sections["tags"] and "FIRSTROW" not in sections["tags"]
+    assert "BULK INSERT [" not in sections["memos"] and "BULK INSERT [" in sections["tags"]
+    assert ("-- load: TDS bulk copy from the worker of memos/memos.1.txt into tpch_staging.memos_1"
+            in sections["memos"] and "the NULL marker 'NA'" in sections["memos"])
+
+
 # --- the client path: what the server cannot read ------------------------------------------------
 @pytest.mark.parametrize("fmt, files, reason", [
     ({}, "notes/notes.{stream}.txt.gz", "gzip-compressed and BULK INSERT reads plain files only"),

@@ -29,12 +29,17 @@ def _tables(value: str | None) -> list[str] | None:
 
 
 def cmd_generate(args) -> int:
-    from switchyard.core.datagen import generate_tpch
-    from switchyard.core.spec import load_spec
+    from switchyard.core.datagen import generate
+    from switchyard.core.spec import SpecError, load_spec
     from switchyard.settings import data_root
-    name = args.batch or f"tpch-sf{args.scale:g}-s{args.streams}"
-    manifest = generate_tpch(data_root() / name, load_spec("tpch"), args.scale, args.streams, _tables(args.tables))
-    print(f"{data_root() / name}: {len(manifest.entries)} files, {sum(e.bytes for e in manifest.entries):,} bytes")
+    try:
+        spec = load_spec(args.spec)
+        name = args.batch or f"{spec.name}-sf{args.scale:g}-s{args.streams}"
+        manifest = generate(data_root() / name, spec, args.scale, args.streams, _tables(args.tables), seed=args.seed)
+    except (SpecError, ValueError) as exc:
+        sys.exit(f"generate: {exc}")
+    print(f"{data_root() / name}: {len(manifest.entries)} files, {sum(e.bytes for e in manifest.entries):,} bytes, "
+          f"{sum(e.rows for e in manifest.entries):,} rows")
     return 0
 
 
@@ -135,13 +140,18 @@ def build_parser(extensions: bool = True) -> argparse.ArgumentParser:
         description="Parallel, validated, partition-switched bulk loads of flat-file extracts, run by Airflow.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="command")
 
-    p = sub.add_parser("generate", help="generate a TPC-H batch with its manifest under the data root",
-                       description="Generate a TPC-H batch (tpchgen-cli) in streams, with the manifest the "
-                                   "DAG plans from, under the data root (SWITCHYARD_DATA_ROOT).")
-    p.add_argument("--scale", type=float, default=0.1, help="TPC-H scale factor (1 = about 1 GB; default 0.1)")
+    p = sub.add_parser("generate", help="generate a batch (TPC-H, or the shop example) with its manifest "
+                                        "under the data root",
+                       description="Generate a batch of a built-in spec's generator (TPC-H from tpchgen-cli, or "
+                                   "the shop example's messy CSV) in streams, with the manifest the DAG plans "
+                                   "from, under the data root (SWITCHYARD_DATA_ROOT).")
+    p.add_argument("--spec", default="tpch", help="a built-in spec with a generator: tpch (default) or shop")
+    p.add_argument("--scale", type=float, default=0.1,
+                   help="scale factor (TPC-H: 1 = about 1 GB; shop: 1 = 1.5 million events; default 0.1)")
     p.add_argument("--streams", type=int, default=4, help="streams: one file per table per stream (default 4)")
-    p.add_argument("--batch", help="batch folder name (default tpch-sf<scale>-s<streams>)")
+    p.add_argument("--batch", help="batch folder name (default <spec>-sf<scale>-s<streams>)")
     p.add_argument("--tables", help="comma-separated subset of the tables (default: all)")
+    p.add_argument("--seed", type=int, default=None, help="shop: the seed its rows follow from (default 1)")
     p.set_defaults(func=cmd_generate)
 
     p = sub.add_parser("plan", help="print the SQL of a load, in execution order, without a server",

@@ -39,16 +39,17 @@ def cmd_db(args) -> int:
 
 def register_demo(sub) -> None:
     p = sub.add_parser("demo", help="run the main job end to end on this machine",
-                       description="Embedded PostgreSQL, a generated TPC-H batch, a local Airflow, one DAG run "
-                                   "followed to its end.")
-    p.add_argument("--scale", type=float, default=0.1, help="TPC-H scale factor of the batch (default 0.1)")
+                       description="Embedded PostgreSQL, a generated batch (TPC-H, or the shop example), a "
+                                   "local Airflow, one DAG run followed to its end.")
+    p.add_argument("--spec", default="tpch", help="the built-in example to load: tpch (default) or shop")
+    p.add_argument("--scale", type=float, default=0.1, help="scale factor of the batch (default 0.1)")
     p.add_argument("--streams", type=int, default=4, help="streams of the batch and the DAG (default 4)")
     p.set_defaults(func=cmd_demo)
 
 
 def cmd_demo(args) -> int:
     from switchyard_dev.demo import run
-    return run(args.scale, args.streams)
+    return run(args.scale, args.streams, spec=args.spec)
 
 
 def register_services(sub) -> None:

@@ -1,9 +1,11 @@
 """`make demo`: the main job end to end on this machine.
 
-Embedded PostgreSQL, a generated TPC-H batch, a local Airflow (scheduler, dag-processor,
-api-server; LocalExecutor), the target connection and the load pool, one DAG run
-followed to its end, and the run's summary. Everything it starts or makes is reused by
-the next `make demo`, which reloads the same batch (replacing its partitions).
+Embedded PostgreSQL, a generated batch (TPC-H, or with `SPEC=shop` the shop example), a
+local Airflow (scheduler, dag-processor, api-server; LocalExecutor), the target connection
+and the load pool, one DAG run followed to its end, and the run's summary. Everything it
+starts or makes is reused by the next `make demo`, which reloads the same batch (replacing
+its partitions). Each built-in spec has its own DAG (`switchyard_<spec>`) and target schema
+(`<spec>`); Airflow is restarted when the demo switches between them.
 """
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from pathlib import Path
 
 from switchyard_dev import local
 from switchyard.core.batch import data_root
-from switchyard.core.datagen import generate_tpch
+from switchyard.core.datagen import generate
 from switchyard_dev.embedded import EmbeddedPostgres
 from switchyard_dev.settings import value
 from switchyard.core.spec import load_spec
@@ -31,8 +33,13 @@ def say(step: str, text: str) -> None:
     print(f"==> [{step}] {text}", flush=True)
 
 
-def batch_name(scale: float, streams: int) -> str:
-    return f"tpch-sf{scale:g}-s{streams}"
+def batch_name(scale: float, streams: int, spec: str = "tpch") -> str:
+    return f"{spec}-sf{scale:g}-s{streams}"
+
+
+def dag_id_for(spec: str) -> str:
+    """The demo's DAG for a built-in spec: switchyard_tpch, switchyard_shop."""
+    return f"switchyard_{spec}"
 
 
 def ensure_connection(api: local.Api, pg: EmbeddedPostgres) -> None:
@@ -165,7 +172,7 @@ def _quote(run_id: str) -> str:
     return quote(run_id, safe="")
 
 
-def reset_other_layouts(pg_uri: str, folder: Path, schema: str = "tpch") -> None:
+def reset_other_layouts(pg_uri: str, folder: Path, schema: str = "tpch", spec_name: str = "tpch") -> None:
     """The demo's schema holds one layout: tables partitioned for another scale or stream count go.
 
     In production an existing partition that overlaps a new one with other bounds is a
@@ -174,7 +181,7 @@ def reset_other_layouts(pg_uri: str, folder: Path, schema: str = "tpch") -> None
     from switchyard.core.batch import read_manifest
     from switchyard.core.planner import plan_batch
     from switchyard.targets.postgres import PostgresAdapter
-    spec = load_spec("tpch")
+    spec = load_spec(spec_name)
     adapter = PostgresAdapter(spec, uri=pg_uri, schema=schema)
     plan = plan_batch(spec, read_manifest(folder, spec))
     for table_plan in plan.tables:
@@ -187,31 +194,40 @@ def reset_other_layouts(pg_uri: str, folder: Path, schema: str = "tpch") -> None
             adapter.execute([f"DROP TABLE {adapter.qualified(schema, table_plan.table.name)} CASCADE"])
 
 
-def run(scale: float, streams: int, timeout: float = 3600) -> int:
+def run(scale: float, streams: int, timeout: float = 3600, spec: str = "tpch") -> int:
     began = time.monotonic()
-    spec = load_spec("tpch")
+    loaded = load_spec(spec)
+    spec = loaded.name
+    dag_id = dag_id_for(spec)
+    schema = spec
     say("1/6", "embedded PostgreSQL")
     pg = EmbeddedPostgres()
     uri = pg.start()
     print(f"    target: {uri.split('@', 1)[1]} (make db-uri prints the full URI, make psql opens a prompt)")
 
-    say("2/6", f"TPC-H batch, scale {scale:g}, {streams} streams")
-    name = batch_name(scale, streams)
+    say("2/6", f"{'TPC-H' if spec == 'tpch' else spec} batch, scale {scale:g}, {streams} streams")
+    name = batch_name(scale, streams, spec)
     folder = data_root() / name
-    manifest = generate_tpch(folder, spec, scale, streams)
+    manifest = generate(folder, loaded, scale, streams)
     total = sum(e.bytes for e in manifest.entries)
-    print(f"    {folder}: {len(manifest.entries)} files, {total / 1e6:.1f} MB")
-    reset_other_layouts(uri, folder)
+    print(f"    {folder}: {len(manifest.entries)} files, {total / 1e6:.1f} MB, "
+          f"{sum(e.rows for e in manifest.entries):,} rows")
+    reset_other_layouts(uri, folder, schema, spec)
 
     say("3/6", "Airflow (scheduler, dag-processor, api-server; LocalExecutor)")
     # The demo loads one batch on demand; without its nightly schedule no run for today's
     # date sits waiting for a batch the demo does not produce.
-    env = local.airflow_env(streams=streams, extra={"SWITCHYARD_SCHEDULE": "none"})
+    env = local.airflow_env(streams=streams, extra={
+        "SWITCHYARD_SCHEDULE": "none", "SWITCHYARD_SPEC": spec, "SWITCHYARD_DAG_ID": dag_id,
+        "SWITCHYARD_SCHEMA": schema})
     local.migrate(env)
     if local.running_streams() not in (None, streams):
         print(f"    restarting Airflow for {streams} streams")
         local.stop_services()
-    local.start_services(env, streams)
+    elif local.running_spec() not in (None, spec):
+        print(f"    restarting Airflow for the {spec} spec's DAG")
+        local.stop_services()
+    local.start_services(env, streams, spec)
     api = local.Api()
     api.wait_ready()
     print(f"    UI: {local.api_url()}  login: {local.ADMIN_USER} / {local.admin_password()}")
@@ -224,26 +240,26 @@ def run(scale: float, streams: int, timeout: float = 3600) -> int:
 
     say("5/6", "trigger the DAG")
     from switchyard.airflow.dag_factory import DagConfig, build_dag
-    expected = len(build_dag(DagConfig(streams=streams)).tasks)
-    wait_for_dag(api, expected)
-    api.patch(f"/api/v2/dags/{DAG_ID}", {"is_paused": False})
-    dag_run = api.post(f"/api/v2/dags/{DAG_ID}/dagRuns", {"logical_date": None, "conf": {"batch": name}})
+    expected = len(build_dag(DagConfig(streams=streams, spec=spec, dag_id=dag_id, schema=schema)).tasks)
+    wait_for_dag(api, expected, dag_id=dag_id)
+    api.patch(f"/api/v2/dags/{dag_id}", {"is_paused": False})
+    dag_run = api.post(f"/api/v2/dags/{dag_id}/dagRuns", {"logical_date": None, "conf": {"batch": name}})
     run_id = dag_run["dag_run_id"]
-    print(f"    run {run_id}: {local.api_url()}/dags/{DAG_ID}/runs/{run_id}")
+    print(f"    run {run_id}: {local.api_url()}/dags/{dag_id}/runs/{run_id}")
 
     say("6/6", "following the run")
-    state = follow(api, run_id, timeout)
-    path = stats_path(DAG_ID, run_id)
+    state = follow(api, run_id, timeout, dag_id=dag_id)
+    path = stats_path(dag_id, run_id)
     stats = json.loads(path.read_text()) if path.exists() else None
     if stats:
         print_summary(stats, path)
     from switchyard.observability.stats import report_url
-    report = report_url(DAG_ID, run_id, local.api_url())
+    report = report_url(dag_id, run_id, local.api_url())
     # The scheduler wrote the run's note (switchyard.airflow.run_notes) with the run's final state.
-    note = api.get(f"/api/v2/dags/{DAG_ID}/dagRuns/{_quote(run_id)}").get("note")
+    note = api.get(f"/api/v2/dags/{dag_id}/dagRuns/{_quote(run_id)}").get("note")
     print(f"run report: {path.parent / 'report.html'}\n            {report} (also linked from the stats task's "
           f"\"Run report\" button" + (" and the run's note)" if note else ")"))
-    finished = api.get(f"/api/v2/dags/{DAG_ID}/dagRuns/{_quote(run_id)}")
+    finished = api.get(f"/api/v2/dags/{dag_id}/dagRuns/{_quote(run_id)}")
     print_durations(stats, finished, time.monotonic() - began)
     print(f"\nrun {state}. Airflow keeps running for you to look around: {local.api_url()} "
           f"({local.ADMIN_USER} / {local.admin_password()}); `make stop` stops it.")
@@ -256,4 +272,4 @@ def pg_slots() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(run(float(sys.argv[1]), int(sys.argv[2])))
+    sys.exit(run(float(sys.argv[1]), int(sys.argv[2]), spec=sys.argv[3] if len(sys.argv) > 3 else "tpch"))

@@ -202,7 +202,16 @@ def running_streams() -> int | None:
     return None
 
 
-def start_services(env: dict[str, str], streams: int) -> None:
+def running_spec() -> str | None:
+    """The spec whose DAG the running services were started with (None: not running)."""
+    path = _pidfile("scheduler")
+    if path.exists() and service_pid("scheduler"):
+        parts = path.read_text().split()
+        return parts[2] if len(parts) > 2 else "tpch"
+    return None
+
+
+def start_services(env: dict[str, str], streams: int, spec: str = "tpch") -> None:
     logs = airflow_home() / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     for service in SERVICES:
@@ -211,7 +220,7 @@ def start_services(env: dict[str, str], streams: int) -> None:
         out = open(logs / f"{service}.out", "ab")
         proc = subprocess.Popen([airflow_bin(), service], env=env, stdout=out, stderr=subprocess.STDOUT,
                                 start_new_session=True, cwd=str(PROJECT))
-        _pidfile(service).write_text(f"{proc.pid} {streams}\n")
+        _pidfile(service).write_text(f"{proc.pid} {streams} {spec}\n")
 
 
 def stop_services(timeout: float = 30) -> list[str]:

@@ -132,6 +132,24 @@ def test_validate_work_excludes_the_gx_import():
     assert p["work_seconds"] == 0.25 and p["overhead_seconds"] == 6.75
 
 
+def test_the_validation_cost_is_summed_by_kind_of_check_beside_the_loads_work():
+    from switchyard_dev.bench import analyse_dag, overhead_lines, task_record
+    def ti(task_id, start, end):
+        return {"task_id": task_id, "state": "success", "start_date": f"2026-11-22T10:00:{start:02d}Z",
+                "end_date": f"2026-11-22T10:00:{end:02d}Z"}
+    tasks = [task_record(ti("orders_1.load", 0, 4), "load", {"seconds": 3.0, "rows": 10, "bytes": 100}),
+             task_record(ti("orders_2.load", 0, 4), "load", {"seconds": 1.0, "rows": 10, "bytes": 100}),
+             task_record(ti("orders_1.validate", 4, 6), "validate",
+                         {"seconds": 1.5, "import_seconds": 0.0, "cost": {"row_count": 0.25, "unique": 0.5}}),
+             task_record(ti("orders_2.validate", 4, 6), "validate",
+                         {"seconds": 1.0, "import_seconds": 0.0, "cost": {"row_count": 0.25, "unique": 0.25}})]
+    run = {"start_date": "2026-11-22T10:00:00Z", "end_date": "2026-11-22T10:00:08Z"}
+    dag = analyse_dag(run, "success", tasks, slots=2, stats=None)
+    assert dag["validation_cost_seconds"] == {"row_count": 0.5, "unique": 0.75} and dag["load_work_seconds"] == 4.0
+    line = next(x for x in overhead_lines(dag) if x.startswith("validation cost"))
+    assert "1.25 s = unique 0.75, row_count 0.50" in line and "0.312 x the loads' work (4.00 s)" in line
+
+
 _FORKED = """
 import json, os, sys
 sys.argv = [os.path.join(os.path.dirname(sys.executable), "airflow"), sys.argv[1]]

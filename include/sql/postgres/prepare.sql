@@ -2,9 +2,10 @@
 -- earlier attempt of the group's switch had attached it to the table's next version).
 DROP TABLE IF EXISTS {{ qn(staging_schema, s.staging_table) }};
 -- The target table as it is, not as the spec first made it: its columns, types, nullability,
--- defaults, CHECK constraints, storage and compression (a DBA's change to the target
--- included), so that ATTACH PARTITION accepts the table. Plus one trailing column that takes
--- the empty field after each line's final delimiter; it is dropped once loaded.
+-- defaults, CHECK constraints (the length CHECKs of varchar columns, same names, and a DBA's),
+-- storage and compression, so that ATTACH PARTITION accepts the table (setup has checked that
+-- the target's columns are what the spec loads). Plus one trailing column that takes the
+-- empty field after each line's final delimiter; it is dropped once loaded.
 CREATE TABLE {{ qn(staging_schema, s.staging_table) }} (
     LIKE {{ qn(schema, s.table) }} INCLUDING DEFAULTS INCLUDING CONSTRAINTS INCLUDING GENERATED
         INCLUDING STORAGE INCLUDING COMPRESSION{{ "," if eol_column }}

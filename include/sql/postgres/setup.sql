@@ -3,11 +3,16 @@ CREATE SCHEMA IF NOT EXISTS {{ q(schema) }};
 CREATE SCHEMA IF NOT EXISTS {{ q(staging_schema) }};
 CREATE SCHEMA IF NOT EXISTS {{ q(control_schema) }};
 {% for t in tables %}
--- Columns NOT NULL: a partition's constraint includes "key IS NOT NULL", and staging
--- tables copy these definitions, so ATTACH can prove the bound without a scan.
+-- NOT NULL unless the spec declares the column nullable (a partition key never is: a
+-- partition's constraint includes "key IS NOT NULL", and staging tables copy these
+-- definitions, so ATTACH can prove the bound without a scan). A varchar(n) column is text
+-- with a named length CHECK: varchar(n) would cut excess trailing spaces without an error.
 CREATE TABLE IF NOT EXISTS {{ qn(schema, t.name) }} (
 {% for c in t.columns %}
-    {{ q(c.name) }} {{ c.type }} NOT NULL{{ "," if not loop.last }}
+    {{ q(c.name) }} {{ c.type }}{{ " NOT NULL" if not c.nullable }}{{ "," if t.checks or not loop.last }}
+{% endfor %}
+{% for k in t.checks %}
+    CONSTRAINT {{ q(k.name) }} CHECK ({{ k.sql }}){{ "," if not loop.last }}
 {% endfor %}
 ){% if t.partitioned %} PARTITION BY RANGE ({{ q(t.key) }}){% endif %};
 {% endfor %}

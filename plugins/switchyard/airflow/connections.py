@@ -3,7 +3,8 @@
 The one module that looks connections up through Airflow and builds what an adapter needs
 from them; the adapters themselves never import Airflow. PostgreSQL gets a connect callable
 and a SQLAlchemy URL from the provider's `PostgresHook` (login, SSL and the other extras
-handled as Airflow does). SQL Server's adapter is handed the looked-up connection itself.
+handled as Airflow does). SQL Server gets an endpoint (host, port, login, database, ODBC
+attributes) and its adapter settings, both read from the connection's fields and extra.
 """
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import os
 from typing import Any
 
 from switchyard.core.spec import LoadSpec
-from switchyard.targets import TargetAdapter, adapter_class
+from switchyard.targets import TargetAdapter, TargetError, adapter_class
 
 
 class ConnectionMissing(LookupError):
@@ -35,7 +36,14 @@ def adapter_for(conn_id: str, spec: LoadSpec, **options: Any) -> TargetAdapter:
         extra = getattr(conn, "extra_dejson", None) or {}
         slots = {key: extra[key] for key in ("copy_slots", "copy_slot_wait_seconds") if key in extra}
         return adapter_class(engine)(spec, conn_id=conn_id, connect=connect, url=url, **slots, **options)
-    return adapter_class(engine)(spec, conn_id=conn_id, airflow_connection=conn, **options)
+    if engine == "mssql":
+        from switchyard.targets.mssql.settings import parse_connection
+        endpoint, settings = parse_connection(host=conn.host, port=conn.port, login=conn.login,
+                                              password=conn.password, schema=conn.schema,
+                                              extra=getattr(conn, "extra_dejson", None) or {})
+        return adapter_class(engine)(spec, conn_id=conn_id, endpoint=endpoint, connection_settings=settings,
+                                     **options)
+    raise TargetError(f"connection {conn_id!r}: no mapping for the {engine} engine")
 
 
 def _postgres(conn_id: str, conn: Any):

@@ -8,6 +8,9 @@ server's rights) at another file.
 """
 from __future__ import annotations
 
+import csv
+import gzip
+import io
 import json
 import os
 import re
@@ -16,7 +19,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from switchyard.core.keys import KeyValue, KeyValueError, parse_key, to_json
-from switchyard.core.spec import LoadSpec
+from switchyard.core.spec import FileFormat, LoadSpec
 
 MANIFEST = "manifest.json"
 MANIFEST_FORMAT = "switchyard-manifest/1"
@@ -182,37 +185,91 @@ def write_manifest(batch_dir: Path, manifest: Manifest) -> Path:
     return path
 
 
-def count_file(path: Path, delimiter: str = "|") -> tuple[int, int, int | None, int | None]:
-    """(bytes, lines, first key, last key) of a stream file, read independently of any loader."""
-    size = path.stat().st_size
-    lines = 0
-    first_line = b""
-    last_line = b""
-    tail = b""
-    with path.open("rb") as fh:
-        while True:
-            chunk = fh.read(1 << 22)
-            if not chunk:
-                break
-            if not first_line:
-                first_line = (tail + chunk).split(b"\n", 1)[0]
-            lines += chunk.count(b"\n")
-            tail = (tail + chunk)[-4096:]
-    if tail and not tail.endswith(b"\n"):
-        lines += 1  # a last line without its terminator still counts as a line
-    stripped = tail.rstrip(b"\n")
-    last_line = stripped.rsplit(b"\n", 1)[-1] if stripped else b""
-    sep = delimiter.encode()
+_GZIP_MAGIC = b"\x1f\x8b"
 
-    def key(line: bytes) -> int | None:
+
+def _open_counted(path: Path):
+    """The file's bytes: a `.gz` file decompressed (Python's gzip), any other as it is; a
+    plain-named file that is gzip-compressed is refused, as the loaders refuse it."""
+    if path.name.endswith(".gz"):
+        return gzip.open(path, "rb")
+    with path.open("rb") as fh:
+        if fh.read(2) == _GZIP_MAGIC:
+            raise BatchError(f"{path}: the file is gzip-compressed but its name does not end in .gz")
+    return path.open("rb")
+
+
+def count_file(path: Path, fmt: FileFormat | str | None = None, key_index: int = 0, kind: str = "integer"
+               ) -> tuple[int, int, KeyValue | None, KeyValue | None]:
+    """(bytes, rows, first key, last key) of a stream file, read independently of any loader.
+
+    Rows, not lines: the format's header lines are not counted, a `.gz` file is counted
+    decompressed, and with quoting csv Python's csv module reads the records (a quoted field
+    may hold line breaks). Keys are field `key_index` of the first and last record, read as
+    the key's `kind` (integer, date, timestamp; None when the field is not one). `bytes` is
+    the file's size on disk. A str `fmt` is a delimiter (the default format otherwise).
+    """
+    if not isinstance(fmt, FileFormat):
+        fmt = FileFormat(delimiter=fmt) if isinstance(fmt, str) else FileFormat()
+    size = path.stat().st_size
+    with _open_counted(path) as fh:
+        if fmt.quoting == "csv":
+            rows, first, last = _csv_records(fh, fmt)
+        else:
+            rows, first, last = _plain_lines(fh, fmt)
+
+    def key(fields: list[str] | None) -> KeyValue | None:
         try:
-            return int(line.split(sep, 1)[0])
-        except ValueError:
+            text = fields[key_index]
+            return int(text) if kind == "integer" else parse_key(kind, text.strip())
+        except (TypeError, IndexError, ValueError):  # KeyValueError is a ValueError
             return None
 
-    if lines == 0:
+    if rows == 0:
         return size, 0, None, None
-    return size, lines, key(first_line), key(last_line)
+    return size, rows, key(first), key(last)
+
+
+def _plain_lines(fh, fmt: FileFormat) -> tuple[int, list[str] | None, list[str] | None]:
+    """Rows of a file without quoting: its lines after the header lines (a last line without
+    its line end counts); the first and the last non-blank line split at the delimiter."""
+    lines = 0
+    head = b""
+    tail = b""
+    last_chunk = b""
+    while chunk := fh.read(1 << 22):
+        lines += chunk.count(b"\n")
+        if head.count(b"\n") <= fmt.header_lines:
+            head += chunk
+        tail = chunk[-(1 << 16):] if len(chunk) >= 1 << 16 else (tail + chunk)[-(1 << 16):]
+        last_chunk = chunk
+    if last_chunk and not last_chunk.endswith(b"\n"):
+        lines += 1
+    rows = max(lines - fmt.header_lines, 0)
+    if not rows:
+        return 0, None, None
+    first = head.split(b"\n")[fmt.header_lines].rstrip(b"\r")
+    last = tail.rstrip(b"\r\n").rsplit(b"\n", 1)[-1]
+    return rows, _fields(first, fmt), _fields(last, fmt)
+
+
+def _fields(line: bytes, fmt: FileFormat) -> list[str]:
+    return line.decode(fmt.encoding, errors="replace").split(fmt.delimiter)
+
+
+def _csv_records(fh, fmt: FileFormat) -> tuple[int, list[str] | None, list[str] | None]:
+    """Rows of an RFC 4180 file, as Python's csv module reads them after the header lines."""
+    for _ in range(fmt.header_lines):
+        if not fh.readline():
+            return 0, None, None
+    text = io.TextIOWrapper(fh, encoding=fmt.encoding, errors="surrogateescape", newline="")
+    rows, first, last = 0, None, None
+    for row in csv.reader(text, delimiter=fmt.delimiter, quotechar='"', doublequote=True):
+        if rows == 0:
+            first = row
+        last = row
+        rows += 1
+    return rows, first, last
 
 
 def manifest_for(batch_dir: Path, spec: LoadSpec, streams: int, tables: Iterable[str] | None = None,
@@ -228,7 +285,8 @@ def manifest_for(batch_dir: Path, spec: LoadSpec, streams: int, tables: Iterable
             continue
         for k in streams_of(table, table_streams.get(table.name, streams)):
             rel = spec.file_for(table.name, k)
-            size, rows, kmin, kmax = count_file(batch_dir / rel, spec.format.delimiter)
+            size, rows, kmin, kmax = count_file(batch_dir / rel, table.format,
+                                                table.column_names.index(table.key), table.key_kind())
             entries.append(ManifestEntry(table=table.name, stream=k, file=rel, bytes=size, rows=rows,
                                          key_min=kmin, key_max=kmax))
     return Manifest(spec=spec.name, streams=streams, entries=tuple(entries), scale=scale,

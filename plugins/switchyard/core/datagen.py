@@ -1,8 +1,10 @@
-"""The demo's producer: a TPC-H batch from tpchgen-cli, and its manifest.
+"""The demo's producers: a batch of the spec's generator (`generator:` in the spec), with its manifest.
 
-The manifest is written by counting the generated files (lines, bytes, first and last
-key), independently of the loader, and last, so an interrupted generation never looks
-like a complete batch.
+`tpch`: a TPC-H batch from tpchgen-cli; the manifest is written by counting the generated
+files (lines, bytes, first and last key), independently of the loader. `shop`: the shop
+example's messy CSV extract (switchyard/core/shop.py), whose producer counts as it writes.
+Either way the manifest is written last, so an interrupted generation never looks like a
+complete batch.
 """
 from __future__ import annotations
 
@@ -13,6 +15,23 @@ from pathlib import Path
 
 from switchyard.core.batch import MANIFEST, Manifest, manifest_for, write_manifest
 from switchyard.core.spec import LoadSpec
+
+
+GENERATORS = ("tpch", "shop")
+
+
+def generate(batch_dir: Path, spec: LoadSpec, scale: float, streams: int, tables: list[str] | None = None,
+             seed: int | None = None) -> Manifest:
+    """A batch of `streams` streams at `scale` from the generator the spec names."""
+    if spec.generator == "tpch":
+        if seed is not None:
+            raise ValueError("TPC-H data has no seed: tpchgen-cli always writes the same rows for a scale")
+        return generate_tpch(batch_dir, spec, scale, streams, tables)
+    if spec.generator == "shop":
+        from switchyard.core.shop import DEFAULT_SEED, generate_shop
+        return generate_shop(batch_dir, spec, scale, streams, tables, seed=DEFAULT_SEED if seed is None else seed)
+    raise ValueError(f"{spec.source}: spec {spec.name!r} names the generator {spec.generator!r}; the built-in "
+                     f"generators are {', '.join(GENERATORS)} (a spec for your own files needs none)")
 
 
 def tpchgen_binary() -> str:

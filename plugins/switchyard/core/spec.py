@@ -226,9 +226,9 @@ def _format(raw: Any, base: FileFormat, where: str) -> FileFormat:
                         f"backslash and double quote, not {fmt.delimiter!r}")
     marker = fmt.null_marker
     if marker is not None and (not isinstance(marker, str) or len(marker) > 16
-                               or any(ch in marker for ch in "\r\n\"\\") or fmt.delimiter in marker):
+                               or any(ch in "\"\\\x7f" or ch < " " for ch in marker) or fmt.delimiter in marker):
         raise SpecError(f"{where}.null_marker: a short text without the delimiter, quotes, backslash "
-                        f"or line breaks ('' for the empty field), not {marker!r}")
+                        f"or control characters ('' for the empty field), not {marker!r}")
     return fmt
 
 

@@ -29,7 +29,7 @@ staging table (`TargetAdapter.prove_unique`, PostgreSQL: the index ATTACH then a
 passes its result here; where an engine has no such step, GX's
 `expect_column_values_to_be_unique` / `expect_compound_columns_to_be_unique` run instead.
 At scale 1 the index cost 0.25 s on orders and 1.3-2.4 s on lineitem, GX's expectations
-1.0 s and 14-23 s, a GROUP BY query 0.3 s and 1.8-5.3 s (README, "Validation").
+1.0 s and 14-23 s, a GROUP BY query 0.3 s and 1.8-5.3 s (docs/validation.md).
 
 Each expectation runs through GX on its own, so that its cost is its own (`Check.seconds`).
 

@@ -330,12 +330,10 @@ class TargetAdapter(ABC):
         return {}
 
     # --- what observability asks of the engine --------------------------------------------
-    @property
-    def load_stats_columns(self) -> tuple[str, ...]:
-        """Where a load ran, as the engine's `<control schema>.load_stats` keeps it: the columns
-        its setup.sql adds to the shared ones, named as the load's result details name them.
-        Each adapter declares its own (SQL Server's are listed here until its adapter does)."""
-        return _ENGINE_LOAD_STATS_COLUMNS.get(self.engine, ())
+    # Where a load ran, as the engine's `<control schema>.load_stats` keeps it: the columns its
+    # setup.sql adds to the shared ones, named as the load's result details name them. Each
+    # adapter declares its own.
+    load_stats_columns: tuple[str, ...] = ()
 
     def server_progress(self, schema: str, table: str) -> "ServerProgress | None":
         """A sampler of the server's own progress of a bulk load into `schema.table`, where the
@@ -343,12 +341,6 @@ class TargetAdapter(ABC):
         if not (SQL_ROOT / self.engine / "copy_progress.sql").is_file():
             return None
         return ServerProgress(self, schema, table)
-
-
-_ENGINE_LOAD_STATS_COLUMNS = {
-    "mssql": ("session_id", "scheduler_id", "cpu_id", "node_id", "local_tcp_port", "reads", "writes", "cpu_time_ms",
-              "logging", "log_ratio"),
-}
 
 
 class ServerProgress:

@@ -100,10 +100,10 @@ IF SCHEMA_ID(N'tpch') IS NULL EXEC (N'CREATE SCHEMA [tpch]');
 GO
 IF SCHEMA_ID(N'tpch_staging') IS NULL EXEC (N'CREATE SCHEMA [tpch_staging]');
 GO
--- The run lease: one run at a time loads a target schema (see README, "Reliability and
--- security"); a row per target schema names the run that holds it. Created before the lease
--- is first taken, under the setup applock. CREATE SCHEMA must be alone in its batch, hence
--- EXEC of a constant string.
+-- The run lease: one run at a time loads a target schema (see
+-- docs/reliability-and-security.md); a row per target schema names the run that holds it.
+-- Created before the lease is first taken, under the setup applock. CREATE SCHEMA must be
+-- alone in its batch, hence EXEC of a constant string.
 IF SCHEMA_ID(N'switchyard') IS NULL EXEC (N'CREATE SCHEMA [switchyard]');
 GO
 IF OBJECT_ID(N'[switchyard].[run_lease]', N'U') IS NULL

@@ -4,15 +4,20 @@
 CREATE SCHEMA IF NOT EXISTS "tpch";
 CREATE SCHEMA IF NOT EXISTS "tpch_staging";
 CREATE SCHEMA IF NOT EXISTS "switchyard";
--- Columns NOT NULL: a partition's constraint includes "key IS NOT NULL", and staging
--- tables copy these definitions, so ATTACH can prove the bound without a scan.
+-- NOT NULL unless the spec declares the column nullable (a partition key never is: a
+-- partition's constraint includes "key IS NOT NULL", and staging tables copy these
+-- definitions, so ATTACH can prove the bound without a scan). A varchar(n) column is text
+-- with a named length CHECK: varchar(n) would cut excess trailing spaces without an error.
 CREATE TABLE IF NOT EXISTS "tpch"."region" (
     "r_regionkey" integer NOT NULL,
     "r_name" char(25) NOT NULL,
-    "r_comment" varchar(152) NOT NULL
+    "r_comment" text NOT NULL,
+    CONSTRAINT "r_comment_length" CHECK (octet_length("r_comment") <= 152 OR char_length("r_comment") <= 152)
 );
--- Columns NOT NULL: a partition's constraint includes "key IS NOT NULL", and staging
--- tables copy these definitions, so ATTACH can prove the bound without a scan.
+-- NOT NULL unless the spec declares the column nullable (a partition key never is: a
+-- partition's constraint includes "key IS NOT NULL", and staging tables copy these
+-- definitions, so ATTACH can prove the bound without a scan). A varchar(n) column is text
+-- with a named length CHECK: varchar(n) would cut excess trailing spaces without an error.
 CREATE TABLE IF NOT EXISTS "tpch"."orders" (
     "o_orderkey" bigint NOT NULL,
     "o_custkey" bigint NOT NULL,
@@ -22,10 +27,13 @@ CREATE TABLE IF NOT EXISTS "tpch"."orders" (
     "o_orderpriority" char(15) NOT NULL,
     "o_clerk" char(15) NOT NULL,
     "o_shippriority" integer NOT NULL,
-    "o_comment" varchar(79) NOT NULL
+    "o_comment" text NOT NULL,
+    CONSTRAINT "o_comment_length" CHECK (octet_length("o_comment") <= 79 OR char_length("o_comment") <= 79)
 ) PARTITION BY RANGE ("o_orderkey");
--- Columns NOT NULL: a partition's constraint includes "key IS NOT NULL", and staging
--- tables copy these definitions, so ATTACH can prove the bound without a scan.
+-- NOT NULL unless the spec declares the column nullable (a partition key never is: a
+-- partition's constraint includes "key IS NOT NULL", and staging tables copy these
+-- definitions, so ATTACH can prove the bound without a scan). A varchar(n) column is text
+-- with a named length CHECK: varchar(n) would cut excess trailing spaces without an error.
 CREATE TABLE IF NOT EXISTS "tpch"."lineitem" (
     "l_orderkey" bigint NOT NULL,
     "l_partkey" bigint NOT NULL,
@@ -42,7 +50,8 @@ CREATE TABLE IF NOT EXISTS "tpch"."lineitem" (
     "l_receiptdate" date NOT NULL,
     "l_shipinstruct" char(25) NOT NULL,
     "l_shipmode" char(10) NOT NULL,
-    "l_comment" varchar(44) NOT NULL
+    "l_comment" text NOT NULL,
+    CONSTRAINT "l_comment_length" CHECK (octet_length("l_comment") <= 44 OR char_length("l_comment") <= 44)
 ) PARTITION BY RANGE ("l_orderkey");
 -- The unique index of region: the spec's `unique` columns (r_regionkey).
 -- Each stream's staging table gets the same index during validation, where a duplicate
@@ -151,9 +160,10 @@ CREATE TABLE IF NOT EXISTS "switchyard"."planned_partitions" (
 -- earlier attempt of the group's switch had attached it to the table's next version).
 DROP TABLE IF EXISTS "tpch_staging"."region_1";
 -- The target table as it is, not as the spec first made it: its columns, types, nullability,
--- defaults, CHECK constraints, storage and compression (a DBA's change to the target
--- included), so that ATTACH PARTITION accepts the table. Plus one trailing column that takes
--- the empty field after each line's final delimiter; it is dropped once loaded.
+-- defaults, CHECK constraints (the length CHECKs of varchar columns, same names, and a DBA's),
+-- storage and compression, so that ATTACH PARTITION accepts the table (setup has checked that
+-- the target's columns are what the spec loads). Plus one trailing column that takes the
+-- empty field after each line's final delimiter; it is dropped once loaded.
 CREATE TABLE "tpch_staging"."region_1" (
     LIKE "tpch"."region" INCLUDING DEFAULTS INCLUDING CONSTRAINTS INCLUDING GENERATED
         INCLUDING STORAGE INCLUDING COMPRESSION,
@@ -169,6 +179,9 @@ ALTER TABLE "tpch_staging"."region_1"
 -- TRUNCATE in the loading transaction is what makes COPY ... FREEZE legal (the table
 -- is new in this transaction), and with wal_level=minimal it also skips WAL.
 TRUNCATE "tpch_staging"."region_1";
+-- Every field taken literally: the client doubles each backslash while streaming, so COPY
+-- sees no escape, no \N (NULL) and no end-of-data marker. No field can be NULL here (the
+-- spec gives no NULL marker, or no nullable column). targets/postgres/copy_format.py says how and why.
 COPY "tpch_staging"."region_1" ("r_regionkey", "r_name", "r_comment", "switchyard_eol")
     FROM STDIN (FORMAT text, DELIMITER '|', ENCODING 'UTF8', FREEZE);
 ALTER TABLE "tpch_staging"."region_1" DROP COLUMN "switchyard_eol";
@@ -190,9 +203,10 @@ DROP TABLE "tpch_staging"."region_1";
 -- earlier attempt of the group's switch had attached it to the table's next version).
 DROP TABLE IF EXISTS "tpch_staging"."orders_1";
 -- The target table as it is, not as the spec first made it: its columns, types, nullability,
--- defaults, CHECK constraints, storage and compression (a DBA's change to the target
--- included), so that ATTACH PARTITION accepts the table. Plus one trailing column that takes
--- the empty field after each line's final delimiter; it is dropped once loaded.
+-- defaults, CHECK constraints (the length CHECKs of varchar columns, same names, and a DBA's),
+-- storage and compression, so that ATTACH PARTITION accepts the table (setup has checked that
+-- the target's columns are what the spec loads). Plus one trailing column that takes the
+-- empty field after each line's final delimiter; it is dropped once loaded.
 CREATE TABLE "tpch_staging"."orders_1" (
     LIKE "tpch"."orders" INCLUDING DEFAULTS INCLUDING CONSTRAINTS INCLUDING GENERATED
         INCLUDING STORAGE INCLUDING COMPRESSION,
@@ -215,6 +229,9 @@ ALTER TABLE "tpch_staging"."orders_1"
 -- TRUNCATE in the loading transaction is what makes COPY ... FREEZE legal (the table
 -- is new in this transaction), and with wal_level=minimal it also skips WAL.
 TRUNCATE "tpch_staging"."orders_1";
+-- Every field taken literally: the client doubles each backslash while streaming, so COPY
+-- sees no escape, no \N (NULL) and no end-of-data marker. No field can be NULL here (the
+-- spec gives no NULL marker, or no nullable column). targets/postgres/copy_format.py says how and why.
 COPY "tpch_staging"."orders_1" ("o_orderkey", "o_custkey", "o_orderstatus", "o_totalprice", "o_orderdate", "o_orderpriority", "o_clerk", "o_shippriority", "o_comment", "switchyard_eol")
     FROM STDIN (FORMAT text, DELIMITER '|', ENCODING 'UTF8', FREEZE);
 ALTER TABLE "tpch_staging"."orders_1" DROP COLUMN "switchyard_eol";
@@ -239,9 +256,10 @@ ALTER TABLE "tpch_staging"."orders__next" ATTACH PARTITION "tpch_staging"."order
 -- earlier attempt of the group's switch had attached it to the table's next version).
 DROP TABLE IF EXISTS "tpch_staging"."orders_2";
 -- The target table as it is, not as the spec first made it: its columns, types, nullability,
--- defaults, CHECK constraints, storage and compression (a DBA's change to the target
--- included), so that ATTACH PARTITION accepts the table. Plus one trailing column that takes
--- the empty field after each line's final delimiter; it is dropped once loaded.
+-- defaults, CHECK constraints (the length CHECKs of varchar columns, same names, and a DBA's),
+-- storage and compression, so that ATTACH PARTITION accepts the table (setup has checked that
+-- the target's columns are what the spec loads). Plus one trailing column that takes the
+-- empty field after each line's final delimiter; it is dropped once loaded.
 CREATE TABLE "tpch_staging"."orders_2" (
     LIKE "tpch"."orders" INCLUDING DEFAULTS INCLUDING CONSTRAINTS INCLUDING GENERATED
         INCLUDING STORAGE INCLUDING COMPRESSION,
@@ -264,6 +282,9 @@ ALTER TABLE "tpch_staging"."orders_2"
 -- TRUNCATE in the loading transaction is what makes COPY ... FREEZE legal (the table
 -- is new in this transaction), and with wal_level=minimal it also skips WAL.
 TRUNCATE "tpch_staging"."orders_2";
+-- Every field taken literally: the client doubles each backslash while streaming, so COPY
+-- sees no escape, no \N (NULL) and no end-of-data marker. No field can be NULL here (the
+-- spec gives no NULL marker, or no nullable column). targets/postgres/copy_format.py says how and why.
 COPY "tpch_staging"."orders_2" ("o_orderkey", "o_custkey", "o_orderstatus", "o_totalprice", "o_orderdate", "o_orderpriority", "o_clerk", "o_shippriority", "o_comment", "switchyard_eol")
     FROM STDIN (FORMAT text, DELIMITER '|', ENCODING 'UTF8', FREEZE);
 ALTER TABLE "tpch_staging"."orders_2" DROP COLUMN "switchyard_eol";
@@ -288,9 +309,10 @@ ALTER TABLE "tpch_staging"."orders__next" ATTACH PARTITION "tpch_staging"."order
 -- earlier attempt of the group's switch had attached it to the table's next version).
 DROP TABLE IF EXISTS "tpch_staging"."orders_3";
 -- The target table as it is, not as the spec first made it: its columns, types, nullability,
--- defaults, CHECK constraints, storage and compression (a DBA's change to the target
--- included), so that ATTACH PARTITION accepts the table. Plus one trailing column that takes
--- the empty field after each line's final delimiter; it is dropped once loaded.
+-- defaults, CHECK constraints (the length CHECKs of varchar columns, same names, and a DBA's),
+-- storage and compression, so that ATTACH PARTITION accepts the table (setup has checked that
+-- the target's columns are what the spec loads). Plus one trailing column that takes the
+-- empty field after each line's final delimiter; it is dropped once loaded.
 CREATE TABLE "tpch_staging"."orders_3" (
     LIKE "tpch"."orders" INCLUDING DEFAULTS INCLUDING CONSTRAINTS INCLUDING GENERATED
         INCLUDING STORAGE INCLUDING COMPRESSION,
@@ -313,6 +335,9 @@ ALTER TABLE "tpch_staging"."orders_3"
 -- TRUNCATE in the loading transaction is what makes COPY ... FREEZE legal (the table
 -- is new in this transaction), and with wal_level=minimal it also skips WAL.
 TRUNCATE "tpch_staging"."orders_3";
+-- Every field taken literally: the client doubles each backslash while streaming, so COPY
+-- sees no escape, no \N (NULL) and no end-of-data marker. No field can be NULL here (the
+-- spec gives no NULL marker, or no nullable column). targets/postgres/copy_format.py says how and why.
 COPY "tpch_staging"."orders_3" ("o_orderkey", "o_custkey", "o_orderstatus", "o_totalprice", "o_orderdate", "o_orderpriority", "o_clerk", "o_shippriority", "o_comment", "switchyard_eol")
     FROM STDIN (FORMAT text, DELIMITER '|', ENCODING 'UTF8', FREEZE);
 ALTER TABLE "tpch_staging"."orders_3" DROP COLUMN "switchyard_eol";
@@ -337,9 +362,10 @@ ALTER TABLE "tpch_staging"."orders__next" ATTACH PARTITION "tpch_staging"."order
 -- earlier attempt of the group's switch had attached it to the table's next version).
 DROP TABLE IF EXISTS "tpch_staging"."lineitem_1";
 -- The target table as it is, not as the spec first made it: its columns, types, nullability,
--- defaults, CHECK constraints, storage and compression (a DBA's change to the target
--- included), so that ATTACH PARTITION accepts the table. Plus one trailing column that takes
--- the empty field after each line's final delimiter; it is dropped once loaded.
+-- defaults, CHECK constraints (the length CHECKs of varchar columns, same names, and a DBA's),
+-- storage and compression, so that ATTACH PARTITION accepts the table (setup has checked that
+-- the target's columns are what the spec loads). Plus one trailing column that takes the
+-- empty field after each line's final delimiter; it is dropped once loaded.
 CREATE TABLE "tpch_staging"."lineitem_1" (
     LIKE "tpch"."lineitem" INCLUDING DEFAULTS INCLUDING CONSTRAINTS INCLUDING GENERATED
         INCLUDING STORAGE INCLUDING COMPRESSION,
@@ -362,6 +388,9 @@ ALTER TABLE "tpch_staging"."lineitem_1"
 -- TRUNCATE in the loading transaction is what makes COPY ... FREEZE legal (the table
 -- is new in this transaction), and with wal_level=minimal it also skips WAL.
 TRUNCATE "tpch_staging"."lineitem_1";
+-- Every field taken literally: the client doubles each backslash while streaming, so COPY
+-- sees no escape, no \N (NULL) and no end-of-data marker. No field can be NULL here (the
+-- spec gives no NULL marker, or no nullable column). targets/postgres/copy_format.py says how and why.
 COPY "tpch_staging"."lineitem_1" ("l_orderkey", "l_partkey", "l_suppkey", "l_linenumber", "l_quantity", "l_extendedprice", "l_discount", "l_tax", "l_returnflag", "l_linestatus", "l_shipdate", "l_commitdate", "l_receiptdate", "l_shipinstruct", "l_shipmode", "l_comment", "switchyard_eol")
     FROM STDIN (FORMAT text, DELIMITER '|', ENCODING 'UTF8', FREEZE);
 ALTER TABLE "tpch_staging"."lineitem_1" DROP COLUMN "switchyard_eol";
@@ -386,9 +415,10 @@ ALTER TABLE "tpch_staging"."lineitem__next" ATTACH PARTITION "tpch_staging"."lin
 -- earlier attempt of the group's switch had attached it to the table's next version).
 DROP TABLE IF EXISTS "tpch_staging"."lineitem_2";
 -- The target table as it is, not as the spec first made it: its columns, types, nullability,
--- defaults, CHECK constraints, storage and compression (a DBA's change to the target
--- included), so that ATTACH PARTITION accepts the table. Plus one trailing column that takes
--- the empty field after each line's final delimiter; it is dropped once loaded.
+-- defaults, CHECK constraints (the length CHECKs of varchar columns, same names, and a DBA's),
+-- storage and compression, so that ATTACH PARTITION accepts the table (setup has checked that
+-- the target's columns are what the spec loads). Plus one trailing column that takes the
+-- empty field after each line's final delimiter; it is dropped once loaded.
 CREATE TABLE "tpch_staging"."lineitem_2" (
     LIKE "tpch"."lineitem" INCLUDING DEFAULTS INCLUDING CONSTRAINTS INCLUDING GENERATED
         INCLUDING STORAGE INCLUDING COMPRESSION,
@@ -411,6 +441,9 @@ ALTER TABLE "tpch_staging"."lineitem_2"
 -- TRUNCATE in the loading transaction is what makes COPY ... FREEZE legal (the table
 -- is new in this transaction), and with wal_level=minimal it also skips WAL.
 TRUNCATE "tpch_staging"."lineitem_2";
+-- Every field taken literally: the client doubles each backslash while streaming, so COPY
+-- sees no escape, no \N (NULL) and no end-of-data marker. No field can be NULL here (the
+-- spec gives no NULL marker, or no nullable column). targets/postgres/copy_format.py says how and why.
 COPY "tpch_staging"."lineitem_2" ("l_orderkey", "l_partkey", "l_suppkey", "l_linenumber", "l_quantity", "l_extendedprice", "l_discount", "l_tax", "l_returnflag", "l_linestatus", "l_shipdate", "l_commitdate", "l_receiptdate", "l_shipinstruct", "l_shipmode", "l_comment", "switchyard_eol")
     FROM STDIN (FORMAT text, DELIMITER '|', ENCODING 'UTF8', FREEZE);
 ALTER TABLE "tpch_staging"."lineitem_2" DROP COLUMN "switchyard_eol";
@@ -435,9 +468,10 @@ ALTER TABLE "tpch_staging"."lineitem__next" ATTACH PARTITION "tpch_staging"."lin
 -- earlier attempt of the group's switch had attached it to the table's next version).
 DROP TABLE IF EXISTS "tpch_staging"."lineitem_3";
 -- The target table as it is, not as the spec first made it: its columns, types, nullability,
--- defaults, CHECK constraints, storage and compression (a DBA's change to the target
--- included), so that ATTACH PARTITION accepts the table. Plus one trailing column that takes
--- the empty field after each line's final delimiter; it is dropped once loaded.
+-- defaults, CHECK constraints (the length CHECKs of varchar columns, same names, and a DBA's),
+-- storage and compression, so that ATTACH PARTITION accepts the table (setup has checked that
+-- the target's columns are what the spec loads). Plus one trailing column that takes the
+-- empty field after each line's final delimiter; it is dropped once loaded.
 CREATE TABLE "tpch_staging"."lineitem_3" (
     LIKE "tpch"."lineitem" INCLUDING DEFAULTS INCLUDING CONSTRAINTS INCLUDING GENERATED
         INCLUDING STORAGE INCLUDING COMPRESSION,
@@ -460,6 +494,9 @@ ALTER TABLE "tpch_staging"."lineitem_3"
 -- TRUNCATE in the loading transaction is what makes COPY ... FREEZE legal (the table
 -- is new in this transaction), and with wal_level=minimal it also skips WAL.
 TRUNCATE "tpch_staging"."lineitem_3";
+-- Every field taken literally: the client doubles each backslash while streaming, so COPY
+-- sees no escape, no \N (NULL) and no end-of-data marker. No field can be NULL here (the
+-- spec gives no NULL marker, or no nullable column). targets/postgres/copy_format.py says how and why.
 COPY "tpch_staging"."lineitem_3" ("l_orderkey", "l_partkey", "l_suppkey", "l_linenumber", "l_quantity", "l_extendedprice", "l_discount", "l_tax", "l_returnflag", "l_linestatus", "l_shipdate", "l_commitdate", "l_receiptdate", "l_shipinstruct", "l_shipmode", "l_comment", "switchyard_eol")
     FROM STDIN (FORMAT text, DELIMITER '|', ENCODING 'UTF8', FREEZE);
 ALTER TABLE "tpch_staging"."lineitem_3" DROP COLUMN "switchyard_eol";

@@ -1,6 +1,6 @@
 """The SQL Server target: the record-load method (see adapter.py), one concern per module.
 
-* settings: a URI or an Airflow connection's extras into typed settings;
+* settings: a URI or a connection's fields and extras into typed settings;
 * adapter: `MssqlAdapter`, the T-SQL of every step and their execution;
 * rows: the TDS path's reader (rows parsed without locale rules);
 * dmv: where a load ran and what the server waited on (DMV queries and deltas);
@@ -21,12 +21,12 @@ from switchyard.targets.mssql.guard import (SCHEDULER_BUSY_ERROR, SCHEDULER_BUSY
 from switchyard.targets.mssql.rows import FileRows, converter
 from switchyard.targets.mssql.settings import (ADAPTER_OPTIONS, DEFAULT_PORT, LOAD_MODES, MAX_PACKET_SIZE,
                                                ODBC_DRIVER_NAME, Endpoint, find_odbc_driver, odbc_value,
-                                               parse_uri)
+                                               parse_connection, parse_uri)
 
 __all__ = [
     "ADAPTER_OPTIONS", "DATA_ERRORS", "DEFAULT_PORT", "IDLE_WAITS", "LOAD_MODES", "LOGIN_REFUSED", "MAX_PACKET_SIZE",
     "ODBC_DRIVER_NAME", "SCHEDULER_BUSY_ERROR", "SCHEDULER_BUSY_MESSAGE", "Endpoint", "FileRows", "GuardOutcome",
     "MssqlAdapter", "SchedulerBusy", "converter", "drain", "error_numbers", "find_odbc_driver", "first_row",
-    "is_data_error", "is_login_refused", "is_scheduler_busy", "nstr", "odbc_value", "parse_uri", "plan_script",
+    "is_data_error", "is_login_refused", "is_scheduler_busy", "nstr", "odbc_value", "parse_connection", "parse_uri", "plan_script",
     "snapshot_delta", "sstr", "stats_delta", "with_scheduler_guard",
 ]

@@ -47,9 +47,8 @@ from switchyard.targets.mssql.rows import FileRows
 from switchyard.targets.mssql.keys import KeyType, key_type
 from switchyard.targets.mssql.server_config import LAYOUT_SQL, Layout, layout_from_json
 from switchyard.targets.mssql.tsql import nstr, split_statements, sstr
-from switchyard.targets.mssql.settings import (ADAPTER_OPTIONS, DEFAULT_PORT, EDGE_FILEGROUP, _SAFE_PATH,
-                                               Endpoint, Settings, _odbc_attributes, find_odbc_driver,
-                                               odbc_value, parse_settings, parse_uri)
+from switchyard.targets.mssql.settings import (ADAPTER_OPTIONS, EDGE_FILEGROUP, _SAFE_PATH, Endpoint, Settings,
+                                               find_odbc_driver, odbc_value, parse_settings, parse_uri)
 
 log = logging.getLogger(__name__)
 MB = 1 << 20
@@ -71,17 +70,24 @@ class MssqlAdapter(TargetAdapter):
     engine = "mssql"
     quote_open = "["
     quote_close = "]"
+    # The columns setup.sql adds to load_stats: where the load ran (session, scheduler, CPU,
+    # soft-NUMA node, port), what it read and wrote, and how it was logged.
+    load_stats_columns = ("session_id", "scheduler_id", "cpu_id", "node_id", "local_tcp_port", "reads", "writes",
+                          "cpu_time_ms", "logging", "log_ratio")
 
     def __init__(self, spec: LoadSpec, conn_id: str | None = None, uri: str | None = None,
-                 database: str | None = None, script_batch: str = "batch", airflow_connection: Any = None,
-                 **options: Any):
+                 endpoint: Endpoint | None = None, connection_settings: Mapping[str, Any] | None = None,
+                 database: str | None = None, script_batch: str = "batch", **options: Any):
+        """A URI (`mssql://...`), or an `endpoint` with `connection_settings` (the adapter
+        settings of a connection's extra): switchyard/airflow/connections.py builds those two
+        from an Airflow connection (settings.parse_connection). Neither: the adapter only
+        writes SQL (script, plan output). `conn_id` names the connection in messages."""
         # Adapter settings (ADAPTER_OPTIONS) given here win over the connection's or the URI's.
         given = {k: options.pop(k) for k in list(options) if k in ADAPTER_OPTIONS}
         super().__init__(spec, **options)
         self.conn_id = conn_id
         self.uri = uri
-        self._airflow_connection = airflow_connection
-        endpoint, configured = self._endpoint()
+        endpoint, configured = self._endpoint(endpoint, connection_settings)
         if database:
             endpoint = dataclasses.replace(endpoint, database=database)
         self.endpoint = endpoint
@@ -98,19 +104,15 @@ class MssqlAdapter(TargetAdapter):
         self.script_batch = script_batch
 
     # --- configuration ---------------------------------------------------------------
-    def _endpoint(self) -> tuple[Endpoint, dict[str, Any]]:
+    def _endpoint(self, endpoint: Endpoint | None,
+                  settings: Mapping[str, Any] | None) -> tuple[Endpoint, dict[str, Any]]:
         if self.uri:
             return parse_uri(self.uri)
+        if endpoint is not None:
+            return endpoint, dict(settings or {})
         if self.conn_id:
-            conn = self._airflow_connection
-            if conn is None:
-                from airflow.sdk import BaseHook
-                conn = BaseHook.get_connection(self.conn_id)
-            extra = dict(conn.extra_dejson or {})
-            options = {k: extra.pop(k) for k in list(extra) if k in ADAPTER_OPTIONS}
-            return Endpoint(host=conn.host or "localhost", port=int(conn.port or DEFAULT_PORT),
-                            user=conn.login or None, password=conn.password or None,
-                            database=conn.schema or "switchyard", attributes=_odbc_attributes(extra)), options
+            raise TargetError(f"connection {self.conn_id!r}: SQL Server's adapter is given the connection's "
+                              f"endpoint (switchyard.airflow.connections.adapter_for builds it), or a URI")
         # No connection: the adapter only writes SQL (script, plan output).
         return Endpoint(), {}
 

@@ -1,4 +1,4 @@
-"""Where the server is and how the adapter is set up: a URI or an Airflow connection's
+"""Where the server is and how the adapter is set up: a URI or a connection's fields and
 extras into typed settings, ODBC connection-string values, the ODBC driver to use.
 
 Nothing here connects to a server.
@@ -87,6 +87,22 @@ def parse_uri(uri: str) -> tuple[Endpoint, dict[str, str]]:
                     user=unquote(parts.username) if parts.username else None,
                     password=unquote(parts.password) if parts.password is not None else None,
                     database=database, attributes=attributes), options
+
+
+def parse_connection(host: str | None = None, port: int | str | None = None, login: str | None = None,
+                     password: str | None = None, schema: str | None = None,
+                     extra: Mapping[str, Any] | None = None) -> tuple[Endpoint, dict[str, Any]]:
+    """A connection's fields (as an Airflow connection has them: `schema` is the database)
+    into an endpoint and options, as `parse_uri` does for a URI: the extra's adapter
+    settings (ADAPTER_OPTIONS) are the options, the rest must be ODBC attributes."""
+    extra = dict(extra or {})
+    options = {k: extra.pop(k) for k in list(extra) if k in ADAPTER_OPTIONS}
+    try:
+        port = int(port or DEFAULT_PORT)
+    except (TypeError, ValueError) as exc:
+        raise TargetError(f"connection port {port!r} is not a TCP port") from exc
+    return Endpoint(host=host or "localhost", port=port, user=login or None, password=password or None,
+                    database=schema or "switchyard", attributes=_odbc_attributes(extra)), options
 
 
 def _odbc_attributes(raw: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:

@@ -46,9 +46,13 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from switchyard.core import keys
+from switchyard.core.files import GZIP_UNDER_PLAIN_NAME, GzipUnderPlainName, StreamFileError, open_source
 from switchyard.core.planner import LoadPlan, StreamPlan, TablePlan
 from switchyard.core.spec import LoadSpec, Table
 from switchyard.targets.base import LoadResult, ProgressCallback, TargetAdapter, TargetError
+from switchyard.targets.postgres.copy_format import (copy_chunks, copy_format, copy_options, field_count,
+                                                     field_index, length_check_name, length_check_sql,
+                                                     max_chars, record_at, rendered_type)
 
 log = logging.getLogger(__name__)
 
@@ -92,8 +96,24 @@ class PostgresAdapter(TargetAdapter):
         self.copy_slot_wait_seconds = float(copy_slot_wait_seconds)
 
     # --- SQL text ---------------------------------------------------------------------
-    def _eol(self) -> str | None:
-        return EOL_COLUMN if self.spec.format.trailing_delimiter else None
+    def _eol(self, table: Table) -> str | None:
+        return EOL_COLUMN if table.format.trailing_delimiter else None
+
+    def columns(self, table: Table) -> list[dict[str, Any]]:
+        """Each column as created here: its type (varchar(n) as text, see copy_format.py), and
+        NOT NULL unless the spec declares it nullable."""
+        return [{"name": c.name, "type": rendered_type(c.sql_type(self.engine)), "nullable": c.nullable}
+                for c in table.columns]
+
+    def length_checks(self, table: Table) -> list[dict[str, Any]]:
+        """The CHECK (char_length(c) <= n) of each varchar(n) column: name, column, n."""
+        out = []
+        for c in table.columns:
+            n = max_chars(c.sql_type(self.engine))
+            if n is not None:
+                out.append({"name": length_check_name(c.name), "column": c.name, "max": n,
+                            "sql": length_check_sql(self.q(c.name), n)})
+        return out
 
     def date_literal(self, value: date) -> str:
         return keys.ansi_literal(value)            # DATE 'YYYY-MM-DD'
@@ -139,7 +159,8 @@ class PostgresAdapter(TargetAdapter):
 
     def setup_sql(self, plan: LoadPlan) -> list[str]:
         tables = [{"name": t.table.name, "key": t.table.key, "partitioned": t.table.partitioned,
-                   "columns": self.columns(t.table), "unique": list(t.table.unique),
+                   "columns": self.columns(t.table), "checks": self.length_checks(t.table),
+                   "unique": list(t.table.unique),
                    "unique_index": self.index_name(t.table.name) if self.parent_has_unique_index(t.table) else None}
                   for t in plan.tables]
         return self.render("setup.sql", tables=tables)
@@ -147,8 +168,8 @@ class PostgresAdapter(TargetAdapter):
     def prepare_sql(self, stream: StreamPlan) -> list[str]:
         table = self.spec.table(stream.table)
         return self.render("prepare.sql", s=stream, columns=self.columns(table), key=table.key,
-                           eol_column=self._eol(), tablespace=self.tablespaces.get(stream.stream),
-                           **self._bound_context(stream))
+                           checks=self.length_checks(table), eol_column=self._eol(table),
+                           tablespace=self.tablespaces.get(stream.stream), **self._bound_context(stream))
 
     def validate_sql(self, stream: StreamPlan) -> list[str]:
         return self.unique_index_sql(stream) if self.spec.table(stream.table).unique else []
@@ -160,11 +181,14 @@ class PostgresAdapter(TargetAdapter):
 
     def load_sql(self, stream: StreamPlan) -> list[str]:
         table = self.spec.table(stream.table)
-        encoding = _ENCODINGS.get(self.spec.format.encoding.lower())
+        fmt = table.format
+        encoding = _ENCODINGS.get(fmt.encoding.lower())
         if encoding is None:
-            raise TargetError(f"encoding {self.spec.format.encoding!r} has no PostgreSQL name here")
-        return self.render("load.sql", s=stream, columns=self.columns(table), eol_column=self._eol(),
-                           delimiter=self.spec.format.delimiter.replace("'", "''"), encoding=encoding)
+            raise TargetError(f"encoding {fmt.encoding!r} has no PostgreSQL name here")
+        eol = self._eol(table)
+        return self.render("load.sql", s=stream, columns=self.columns(table), eol_column=eol,
+                           options=copy_options(fmt, table.columns, eol, encoding, self.q),
+                           text_format=copy_format(fmt, table.columns) == "text")
 
     def switch_sql(self, stream: StreamPlan, replace_existing: bool) -> list[str]:
         """A stream's switch: a partitioned table's stream attaches to the table's next version
@@ -312,6 +336,8 @@ class PostgresAdapter(TargetAdapter):
                     checks = self.preflight(cur, plan)
                     for stmt in self.setup_sql(plan):
                         cur.execute(stmt)
+                    # What the spec loads: varchar as text with its length CHECK, nullability.
+                    self._check_columns(cur, plan)
                     discarded = [note for table_plan in plan.tables if table_plan.table.partitioned
                                  for note in self._plan_next(cur, table_plan)]
             except psycopg.errors.UniqueViolation as exc:
@@ -461,6 +487,50 @@ class PostgresAdapter(TargetAdapter):
                 f"planned_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, now())", rows)
         return notes
 
+    def _check_columns(self, cur, plan: LoadPlan) -> None:
+        """Refuse, before any load, a target table whose columns a staging table of this spec
+        could not be attached to: one created by an earlier version (varchar(n), now text with
+        a length CHECK; every column NOT NULL) or by hand. Only what the spec decides here is
+        compared (varchar lengths and nullability); the fix is a DBA's, so it is named, not run."""
+        names = [t.table.name for t in plan.tables]
+        cur.execute(
+            "SELECT c.relname, a.attname, format_type(a.atttypid, a.atttypmod), a.attnotnull "
+            "FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid "
+            "JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE n.nspname = %s AND c.relname = ANY(%s) AND a.attnum > 0 AND NOT a.attisdropped",
+            (self.schema, names))
+        found = {(t, c): (kind, not_null) for t, c, kind, not_null in cur.fetchall()}
+        cur.execute(
+            "SELECT c.relname, k.conname FROM pg_constraint k JOIN pg_class c ON c.oid = k.conrelid "
+            "JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE n.nspname = %s AND c.relname = ANY(%s) AND k.contype = 'c'", (self.schema, names))
+        checks = set(cur.fetchall())
+        fixes, why = [], []
+        for t in plan.tables:
+            table = self.qualified(self.schema, t.table.name)
+            for c in t.table.columns:
+                if (t.table.name, c.name) not in found:
+                    continue
+                kind, not_null = found[(t.table.name, c.name)]
+                if max_chars(c.sql_type(self.engine)) is not None and kind != "text":
+                    why.append(f"{t.table.name}.{c.name} is {kind}, loads make it text with a length CHECK "
+                               f"(varchar(n) would cut excess trailing spaces)")
+                    fixes.append(f"ALTER TABLE {table} ALTER COLUMN {self.q(c.name)} TYPE text;")
+                if not_null == c.nullable:
+                    why.append(f"{t.table.name}.{c.name} is {'NOT NULL' if not_null else 'nullable'}, the spec "
+                               f"says {'nullable' if c.nullable else 'NOT NULL'}")
+                    fixes.append(f"ALTER TABLE {table} ALTER COLUMN {self.q(c.name)} "
+                                 f"{'DROP' if c.nullable else 'SET'} NOT NULL;")
+            for k in self.length_checks(t.table):
+                if (t.table.name, k["name"]) not in checks:
+                    why.append(f"{t.table.name} lacks the CHECK {k['name']}")
+                    fixes.append(f"ALTER TABLE {table} ADD CONSTRAINT {self.q(k['name'])} CHECK ({k['sql']});")
+        if fixes:
+            raise TargetError(
+                f"the target's tables differ from what this spec loads, so no staging table would attach: "
+                f"{'; '.join(why)}. Nothing was loaded. To keep the data, run (a CHECK scans the table once): "
+                f"{' '.join(fixes)} Or drop the tables to have them created anew.", permanent=True)
+
     def create_staging(self, stream: StreamPlan) -> None:
         import psycopg
         try:
@@ -471,11 +541,15 @@ class PostgresAdapter(TargetAdapter):
 
     def load_staging(self, stream: StreamPlan, path: Path, progress: ProgressCallback | None) -> LoadResult:
         import psycopg
+        table = self.spec.table(stream.table)
+        where = f"[table {stream.table}, stream {stream.stream}]"
         statements = self.load_sql(stream)
-        at = next(i for i, stmt in enumerate(statements) if stmt.startswith("COPY "))
+        at = next(i for i, stmt in enumerate(statements)
+                  if "\n".join(ln for ln in stmt.splitlines() if not ln.startswith("--")).startswith("COPY "))
         before, copy, after = statements[:at], statements[at], statements[at + 1:]
         total = path.stat().st_size
-        sent = 0
+        single_field = len(table.columns) == 1 and not table.format.trailing_delimiter
+        text_format = copy_format(table.format, table.columns) == "text"
         with self.connection() as conn, self.copy_slot(conn) as slot:
             # The COPY's own time: the wait for a slot is not part of it.
             started = time.monotonic()
@@ -483,28 +557,32 @@ class PostgresAdapter(TargetAdapter):
                 with conn.transaction(), conn.cursor() as cur:
                     for stmt in before:
                         cur.execute(stmt)
-                    # Unbuffered: each read returns what is there (a pipe need not fill 1 MiB
-                    # first), so progress and the server see data as it comes.
-                    with path.open("rb", buffering=0) as fh, cur.copy(copy) as cp:
-                        while chunk := fh.read(_CHUNK):
-                            cp.write(chunk)
-                            sent += len(chunk)
+                    # The file as the spec declares it, decompressed while read, header lines
+                    # skipped, guarded against the quote byte (see copy_format.py).
+                    with open_source(path) as source, cur.copy(copy) as cp:
+                        for data in copy_chunks(source.read, table.format, text_format, single_field, _CHUNK):
+                            cp.write(data)
                             if progress:
-                                progress(sent, total)
+                                progress(source.consumed(), total)
                     rows = cur.rowcount
                     for stmt in after:
                         cur.execute(stmt)
                     pid = conn.info.backend_pid
+            except GzipUnderPlainName as exc:
+                raise TargetError(f"{path}: line 1, column {table.columns[0].name}: {GZIP_UNDER_PLAIN_NAME} "
+                                  f"{where}", permanent=True) from exc
+            except StreamFileError as exc:
+                raise TargetError(f"{exc} {where}; nothing was committed", permanent=True) from exc
             except psycopg.OperationalError as exc:
-                raise TargetError(f"{path}: connection lost while loading [table {stream.table}, stream "
-                                  f"{stream.stream}]: {exc}; nothing was committed") from exc
+                raise TargetError(f"{path}: connection lost while loading {where}: {exc}; nothing was "
+                                  f"committed") from exc
             except psycopg.Error as exc:
-                message = copy_error_message(exc, path, stream, f"{self.staging_schema}.{stream.staging_table}")
-                hint = field_count_hint(exc, path, len(self.spec.table(stream.table).columns),
-                                        self.spec.format.delimiter, self.spec.format.trailing_delimiter)
+                failed = failed_record(exc, path, table)
+                message = copy_error_message(exc, path, stream, f"{self.staging_schema}.{stream.staging_table}",
+                                             table, self.length_checks(table), failed)
+                hint = field_count_hint(failed, table)
                 if (exc.diag.constraint_name or "").endswith("_range"):
-                    key = self.spec.table(stream.table).key
-                    hint += (f"; {key} must lie in {stream.lower}..{stream.upper}, "
+                    hint += (f"; {table.key} must lie in {stream.lower}..{stream.upper}, "
                              f"this stream's key range in the manifest")
                 raise TargetError(message + hint, permanent=True) from exc
             seconds = time.monotonic() - started
@@ -810,7 +888,7 @@ class PostgresAdapter(TargetAdapter):
         table: the build sorts the rows and fails at the first duplicate; the index is the one
         the target's table has (setup.sql), so the switch's ATTACH adopts it instead of building
         one. Measured at scale 1 against Great Expectations' uniqueness expectations and a
-        GROUP BY query: see the README's "Validation" section. On a duplicate, one GROUP BY
+        GROUP BY query: see docs/validation.md. On a duplicate, one GROUP BY
         (only then) counts the duplicated keys and names a few."""
         import psycopg
         table = self.spec.table(stream.table)
@@ -883,8 +961,32 @@ def psycopg_errors():
     return psycopg.errors
 
 
-def copy_error_message(exc: Any, path: Path, stream: StreamPlan, staging: str) -> str:
-    """PostgreSQL's COPY error, with the file and the staging table kept for inspection.
+_COPY_LINE = re.compile(r"\bline (\d+)")
+_BAD_BYTES = re.compile(r"invalid byte sequence for encoding \"[^\"]+\": ((?:0x[0-9a-f]{2} ?)+)$")
+
+
+def failed_record(exc: Any, path: Path, table: Table) -> tuple[int, int, bytes] | None:
+    """(COPY's line number, the line in the file where that record starts, the record's
+    bytes) of the record COPY failed on, if it named one. COPY counts what it was sent:
+    header lines skipped before it do not count, and with quoting csv a record may span
+    lines (see copy_format.record_at)."""
+    match = _COPY_LINE.search(exc.diag.context or "")
+    if not match:
+        return None
+    copy_line = int(match.group(1))
+    found = record_at(path, table.format, copy_line)
+    if found is None:
+        return copy_line, copy_line + table.format.header_lines, b""
+    return copy_line, found[0], found[1]
+
+
+def copy_error_message(exc: Any, path: Path, stream: StreamPlan, staging: str, table: Table,
+                       length_checks: list[dict] = (), failed: tuple[int, int, bytes] | None = None) -> str:
+    """PostgreSQL's COPY error, with the file's own line number and the staging table kept.
+
+    The line is the file's (`failed`, from failed_record). A varchar(n) column's length
+    CHECK gets PostgreSQL's own varchar wording and the column; an invalid byte sequence,
+    which PostgreSQL reports for the line only, gets the column it is in.
 
     The staging table stays until the group's next successful run replaces it, but empty:
     the COPY is one transaction (what lets FREEZE skip WAL), so nothing of a failed file
@@ -894,27 +996,30 @@ def copy_error_message(exc: Any, path: Path, stream: StreamPlan, staging: str) -
     where = diag.context or ""
     # context reads 'COPY orders_3, line 42, column o_custkey: "x"'; drop the table name.
     where = where.split(", ", 1)[1] if where.startswith("COPY ") and ", " in where else where
+    if failed and failed[0] != failed[1]:
+        where = _COPY_LINE.sub(f"line {failed[1]}", where, count=1)
     detail = f" ({diag.message_detail})" if diag.message_detail else ""
+    check = next((c for c in length_checks if c["name"] == diag.constraint_name), None)
+    if check is not None:
+        where = where.split(":", 1)[0] + f", column {check['column']}"
+        primary = f"value too long for type character varying({check['max']})"
+        detail = f" (check constraint {check['name']}: char_length({check['column']}) <= {check['max']})"
+    bad = _BAD_BYTES.match(primary)
+    if bad and failed and failed[2] and ", column " not in where:
+        at = failed[2].find(bytes(int(b, 16) for b in bad.group(1).split()))
+        index = field_index(failed[2][:at], table.format) if at >= 0 else None
+        if index is not None and index < len(table.columns):
+            where = where.split(":", 1)[0] + f", column {table.columns[index].name}"
     return (f"{path}: {where}: {primary}{detail} [table {stream.table}, stream {stream.stream}; "
             f"staging table {staging} kept for inspection, empty: the COPY rolled back]").replace(": :", ":")
 
 
-def field_count_hint(exc, path: Path, columns: int, delimiter: str, trailing: bool) -> str:
-    """When the failing line has the wrong number of fields, say so: the engine's own message
-    then names whichever column the shifted values first broke, which misleads."""
-    import re
-    match = re.search(r"line (\d+)", exc.diag.context or "")
-    if not match:
+def field_count_hint(failed: tuple[int, int, bytes] | None, table: Table) -> str:
+    """When the failing record has the wrong number of fields, say so: the engine's own
+    message then names whichever column the shifted values first broke, which misleads."""
+    if not failed or not failed[2]:
         return ""
-    wanted = int(match.group(1))
-    with path.open("rb") as fh:
-        for number, line in enumerate(fh, 1):
-            if number == wanted:
-                break
-        else:
-            return ""
-    body = line.rstrip(b"\r\n")
-    fields = body.count(delimiter.encode()) + (0 if trailing and body.endswith(delimiter.encode()) else 1)
-    if fields == columns:
+    fields = field_count(failed[2], table.format)
+    if fields == len(table.columns):
         return ""
-    return f"; line {wanted} has {fields} fields, the spec expects {columns}"
+    return f"; line {failed[1]} has {fields} fields, the spec expects {len(table.columns)}"

@@ -1,0 +1,567 @@
+"""What is in the file is what is in the table: byte-exact loads and the formats extracts come in.
+
+Each case writes a file of nasty values in one of the spec's formats, loads it through the
+real PostgreSQL adapter (setup, prepare, load, switch) into the embedded server, and compares
+every row, by a hash of its fields, with an independent reading of the same file: plain
+splitting for quoting none, Python's csv module for quoting csv; never the loader's code.
+The one exception to "byte for byte" is the spec's: a field equal to the NULL marker in a
+nullable column is NULL. char(n) holds its value blank-padded to n (the type's meaning).
+"""
+from __future__ import annotations
+
+import csv
+import gzip
+import hashlib
+import io
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from switchyard.core.batch import count_file, manifest_for, write_manifest
+from switchyard.core.planner import plan_batch
+from switchyard.core.spec import SpecError, parse_spec
+from switchyard.targets.postgres import adapter as pg_adapter
+from switchyard.targets.base import TargetError
+from switchyard.targets.postgres import PostgresAdapter
+
+# (name, type, nullable): the corpus table. `code` holds the marker text as a value where it
+# is NOT NULL (a country code "NA"); `note` and `qty` are nullable; `fixed` is char(5).
+COLUMNS = [("id", "bigint", False), ("code", "char(2)", False), ("note", "varchar(12)", True),
+           ("body", "text", False), ("fixed", "char(5)", False), ("qty", "integer", True),
+           ("tail", "varchar(20)", False)]
+
+NASTY = [
+    "\\N", "\\t", "\\\\", "\\", "ends in a backslash\\", "C:\\new\\table\\N", "\\.", "\\x41\\101",
+    '"', '""', '"quoted"', 'a"b', "'single'", '\\"', "a\tb", "tab at end\t",
+    "漢字テキスト", "😀👍🏽 family 👨‍👩‍👧", "e\u0301 A\u030a \u00c5", "مرحبا", "\u2028\u2029", "\ufeffbom inside",
+    "  leading", "trailing  ", "  both  ", " ", "", "NA", "na", "NULL", "null", "\\N\\N",
+    "\x01", "a\x01b\x01c", "\x01\x01", "\x02\x03\x7f", "\x0b\x0c\x1c", "%s %d {}", "a;b,c|d",
+    "x" * 300, "é" * 150, "line\nbreak", "crlf\r\ninside", "cr\ronly", '"a|b",\n"c"',
+]
+NOTES = [None, "NA", "exactly12chr", "ÅÅÅÅÅÅÅÅÅÅÅÅ", "abc         ", "  ", "x", "\\N", "12 chars 😀😀."[:12]]
+CODES = ["NA", "DE", "", "  ", "é", "\\N"]
+FIXED = ["abcde", "ab", "", "a  ", "ünï", "\\\\", "ab   "]  # "ab   " fits char(5) exactly
+QTY = [None, "1", "-5", "0", "2147483647"]
+TAILS = ["", "end\\", "  ", "x" * 20, "ü" * 20, "\\N", "NA", "tail ", "\x01tail\x01"]
+
+
+def corpus(nulls: bool = True) -> list[list[str | None]]:
+    """One row per nasty value; without nulls (a format with no NULL marker), values instead."""
+    rows = []
+    for i, body in enumerate(NASTY):
+        note, qty = NOTES[i % len(NOTES)], QTY[i % len(QTY)]
+        rows.append([str(i + 1), CODES[i % len(CODES)], note if note is not None or nulls else "",
+                     body, FIXED[i % len(FIXED)], qty if qty is not None or nulls else "7", TAILS[i % len(TAILS)]])
+    return rows
+
+
+@dataclass
+class Fmt:
+    quoting: str = "none"
+    delimiter: str = "|"
+    trailing: bool = True
+    marker: str | None = "NA"
+    header_lines: int = 0
+    crlf: bool = False
+    gzip: bool = False
+
+    def spec_format(self) -> dict:
+        return {"delimiter": self.delimiter, "trailing_delimiter": self.trailing, "quoting": self.quoting,
+                "header_lines": self.header_lines, "null_marker": self.marker,
+                "line_end": "crlf" if self.crlf else "lf"}
+
+
+def make_spec(fmt: Fmt, columns=COLUMNS, name: str = "corpus"):
+    suffix = ".gz" if fmt.gzip else ""
+    return parse_spec({
+        "name": "exact", "format": fmt.spec_format(),
+        "files": f"{{table}}/{{table}}.{{stream}}.txt{suffix}",
+        "tables": {name: {"key": columns[0][0], "unique": True, "columns": [
+            {"name": n, "type": t, **({"nullable": True} if nullable else {})} for n, t, nullable in columns]}}})
+
+
+def representable(value: str | None, fmt: Fmt, nullable: bool) -> bool:
+    """Whether the format can carry this value at all (quoting none has no way to put its
+    delimiter or a line break in a field; a nullable column's marker text means NULL)."""
+    if value is None:
+        return fmt.marker is not None and nullable
+    if nullable and value == fmt.marker:
+        return False
+    if fmt.quoting == "none":
+        return fmt.delimiter not in value and "\n" not in value and "\r" not in value
+    return True
+
+
+def write_file(path: Path, rows: list[list[str | None]], fmt: Fmt, nullable: list[bool],
+               quote_all: bool = False) -> list[list[str | None]]:
+    """Write the rows in the format (test code, not the loader's); returns the rows written."""
+    eol = "\r\n" if fmt.crlf else "\n"
+    out = io.StringIO(newline="")
+    for h in range(fmt.header_lines):
+        out.write(f"header line {h + 1}: {fmt.delimiter.join(c[0] for c in COLUMNS)} \\N \"{eol}")
+    written = []
+    for row in rows:
+        if not all(representable(v, fmt, n) for v, n in zip(row, nullable)):
+            continue
+        fields = []
+        for v in row:
+            if v is None:
+                fields.append(fmt.marker)
+            elif fmt.quoting == "csv" and (quote_all or any(ch in v for ch in f'"{fmt.delimiter}\r\n')
+                                           or v.startswith(" ")):
+                fields.append('"' + v.replace('"', '""') + '"')
+            else:
+                fields.append(v)
+        out.write(fmt.delimiter.join(fields) + (fmt.delimiter if fmt.trailing else "") + eol)
+        written.append(row)
+    data = out.getvalue().encode("utf-8")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(gzip.compress(data) if fmt.gzip else data)
+    return written
+
+
+def read_independently(path: Path, fmt: Fmt, columns=COLUMNS) -> list[list[str | None]]:
+    """The file's rows as the spec defines them, by plain splitting or Python's csv module."""
+    data = path.read_bytes()
+    if fmt.gzip:
+        data = gzip.decompress(data)
+    text = data.decode("utf-8")
+    eol = "\r\n" if fmt.crlf else "\n"
+    if fmt.quoting == "csv":
+        body = text.split(eol, fmt.header_lines)[-1] if fmt.header_lines else text
+        records = list(csv.reader(io.StringIO(body, newline=""), delimiter=fmt.delimiter))
+    else:
+        lines = text.split(eol)
+        assert lines[-1] == "", "the file ends with its line end"
+        records = [line.split(fmt.delimiter) for line in lines[fmt.header_lines:-1]]
+    rows = []
+    for fields in records:
+        if fmt.trailing:
+            assert fields[-1] == ""
+            fields = fields[:-1]
+        assert len(fields) == len(columns), fields
+        row = []
+        for value, (_, sql_type, nullable) in zip(fields, columns):
+            if nullable and fmt.marker is not None and value == fmt.marker:
+                row.append(None)
+            elif sql_type.startswith("char("):
+                # char(n) is blank-padded to n: the type's meaning, the documented exception.
+                row.append(value.ljust(int(sql_type[5:-1])))
+            else:
+                row.append(value)
+        rows.append(row)
+    return rows
+
+
+def row_hash(values) -> str:
+    return hashlib.sha256(json.dumps([None if v is None else str(v) for v in values],
+                                     ensure_ascii=False).encode()).hexdigest()
+
+
+def load(pg_uri: str, schema: str, batch: Path, spec, streams: int = 1) -> tuple[PostgresAdapter, list[dict]]:
+    """Setup, prepare, load and switch every stream through the real adapter."""
+    write_manifest(batch, manifest_for(batch, spec, streams))
+    from switchyard.core.batch import read_manifest
+    plan = plan_batch(spec, read_manifest(batch, spec))
+    adapter = PostgresAdapter(spec, uri=pg_uri, schema=schema)
+    adapter.setup(plan)
+    results = []
+    for s in plan.all_streams():
+        adapter.prepare(s)
+        loaded = adapter.load(s, batch / s.file)
+        switched = adapter.switch(s)
+        results.append({"rows": loaded.rows, "switch": switched, "expected_rows": s.rows})
+    return adapter, results
+
+
+def loaded_hashes(pg_uri: str, schema: str, table: str = "corpus", columns=COLUMNS) -> dict[int, str]:
+    names = ", ".join(f'"{n}"' for n, _, _ in columns)
+    with psycopg.connect(pg_uri) as conn:
+        rows = conn.execute(f'SELECT {names} FROM "{schema}"."{table}"').fetchall()
+    return {int(r[0]): row_hash(r) for r in rows}
+
+
+def file_hashes(rows) -> dict[int, str]:
+    return {int(r[0]): row_hash(r) for r in rows}
+
+
+FORMATS = {
+    "pipe-trailing-NA": Fmt(),
+    "tab-empty-marker-header-crlf-gzip": Fmt(delimiter="\t", trailing=False, marker="", header_lines=1,
+                                             crlf=True, gzip=True),
+    "csv-comma-empty-marker-2-headers-crlf": Fmt(quoting="csv", delimiter=",", trailing=False, marker="",
+                                                 header_lines=2, crlf=True),
+    "csv-semicolon-trailing-NA-gzip": Fmt(quoting="csv", delimiter=";", trailing=True, marker="NA", gzip=True),
+    "pipe-no-marker": Fmt(marker=None),
+}
+
+
+@pytest.mark.parametrize("fmt", list(FORMATS.values()), ids=list(FORMATS))
+def test_every_field_arrives_byte_for_byte(pg_uri, schema, tmp_path, fmt):
+    spec = make_spec(fmt)
+    batch = tmp_path / "batch"
+    nullable = [n for _, _, n in COLUMNS]
+    written = write_file(batch / spec.file_for("corpus", 1), corpus(fmt.marker is not None), fmt, nullable)
+    assert len(written) >= len(NASTY) - 10, "the corpus must survive the format mostly whole"
+    _, results = load(pg_uri, schema, batch, spec)
+
+    expected = read_independently(batch / spec.file_for("corpus", 1), fmt)
+    assert [r["rows"] for r in results] == [len(expected)] == [results[0]["expected_rows"]]
+    got = loaded_hashes(pg_uri, schema)
+    want = file_hashes(expected)
+    differ = sorted(k for k in want if got.get(k) != want[k])
+    assert got.keys() == want.keys() and not differ, _explain(pg_uri, schema, expected, differ)
+    # The independent reading agrees with what was meant to be written (the test's own check).
+    assert file_hashes(expected) == file_hashes(
+        [[v if not (t.startswith("char(") and v is not None) else v.ljust(int(t[5:-1]))
+          for v, (_, t, _) in zip(r, COLUMNS)] for r in written])
+
+
+def _explain(pg_uri, schema, expected, ids) -> str:
+    with psycopg.connect(pg_uri) as conn:
+        got = {r[0]: r for r in conn.execute(f'SELECT * FROM "{schema}"."corpus"').fetchall()}
+    rows = {int(r[0]): r for r in expected}
+    return "\n".join(f"id {i}: file {rows[i]!r}\n      table {got.get(i)!r}" for i in ids[:10])
+
+
+def test_the_marker_is_null_only_in_nullable_columns(pg_uri, schema, tmp_path):
+    fmt = Fmt(marker="NA")
+    spec = make_spec(fmt)
+    batch = tmp_path / "batch"
+    path = batch / spec.file_for("corpus", 1)
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"1|NA|NA|NA|NA|NA|NA|\n2|NA||||NA||\n")
+    load(pg_uri, schema, batch, spec)
+    with psycopg.connect(pg_uri) as conn:
+        rows = conn.execute(f'SELECT * FROM "{schema}".corpus ORDER BY id').fetchall()
+    assert rows == [(1, "NA", None, "NA", "NA   ", None, "NA"), (2, "NA", "", "", "     ", None, "")]
+
+
+def test_quoted_marker_is_a_value_unquoted_is_null(pg_uri, schema, tmp_path):
+    # RFC 4180: quoting makes a field a value. With the empty marker, "" is the empty
+    # string and an unquoted empty field is NULL, in nullable columns only.
+    fmt = Fmt(quoting="csv", delimiter=",", trailing=False, marker="")
+    spec = make_spec(fmt)
+    batch = tmp_path / "batch"
+    path = batch / spec.file_for("corpus", 1)
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b'1,"",,"",,,""\n2,,"","","",,\n')
+    load(pg_uri, schema, batch, spec)
+    with psycopg.connect(pg_uri) as conn:
+        rows = conn.execute(f'SELECT * FROM "{schema}".corpus ORDER BY id').fetchall()
+    assert rows == [(1, "  ", None, "", "     ", None, ""), (2, "  ", "", "", "     ", None, "")]
+
+
+def test_many_chunks_with_the_quote_byte_across_their_edges(pg_uri, schema, tmp_path, monkeypatch):
+    """The client's guard of quoting none: chunks cut at line ends, lines holding 0x01
+    quoted, lines longer than a chunk carried, at chunk sizes that split lines everywhere."""
+    fmt = Fmt()
+    spec = make_spec(fmt)
+    nullable = [n for _, _, n in COLUMNS]
+    rows = []
+    base = corpus()
+    for i in range(4000):
+        row = list(base[i % len(base)])
+        row[0] = str(i + 1)
+        if i % 97 == 0:
+            row[3] = row[3] + "\x01" * (i % 3 + 1) + "x" * (i % 700)
+        rows.append(row)
+    for size in (1 << 20, 4099, 7):
+        monkeypatch.setattr(pg_adapter, "_CHUNK", size)
+        batch = tmp_path / f"batch-{size}"
+        write_file(batch / spec.file_for("corpus", 1), rows, fmt, nullable)
+        load(pg_uri, schema, batch, spec)
+        expected = read_independently(batch / spec.file_for("corpus", 1), fmt)
+        assert loaded_hashes(pg_uri, schema) == file_hashes(expected), f"chunk size {size}"
+
+
+def test_streams_and_partitions_with_nullable_columns(pg_uri, schema, tmp_path):
+    """Three streams into three partitions: nullable columns stay nullable on the target and
+    the staging table, the key stays NOT NULL, and ATTACH still skips its scan."""
+    fmt = Fmt(quoting="csv", delimiter=",", trailing=False, marker="", header_lines=1, gzip=True)
+    spec = make_spec(fmt)
+    batch = tmp_path / "batch"
+    nullable = [n for _, _, n in COLUMNS]
+    rows = corpus()
+    per = len(rows) // 3 + 1
+    expected = []
+    for k in range(3):
+        write_file(batch / spec.file_for("corpus", k + 1), rows[k * per:(k + 1) * per], fmt, nullable)
+        expected += read_independently(batch / spec.file_for("corpus", k + 1), fmt)
+    _, results = load(pg_uri, schema, batch, spec, streams=3)
+    assert all(r["switch"]["attach_scan_skipped"] for r in results), results
+    assert loaded_hashes(pg_uri, schema) == file_hashes(expected)
+    with psycopg.connect(pg_uri) as conn:
+        found = dict(conn.execute(
+            "SELECT column_name, is_nullable FROM information_schema.columns "
+            "WHERE table_schema = %s AND table_name = 'corpus'", (schema,)).fetchall())
+    assert found == {n: ("YES" if null else "NO") for n, _, null in COLUMNS}
+
+
+# --- lengths: at the limit loads, past it fails clearly -------------------------------------
+LENGTH_CASES = {
+    "varchar one past": (3, "note", "x" * 13, "value too long for type character varying(12)"),
+    "varchar multibyte one past": (3, "note", "é" * 13, "value too long for type character varying(12)"),
+    "varchar excess trailing spaces": (3, "note", "abc" + " " * 10, "value too long for type character varying(12)"),
+    "char one past": (5, "fixed", "abcdef", "value too long for type character(5)"),
+}
+
+
+@pytest.mark.parametrize("case", list(LENGTH_CASES), ids=list(LENGTH_CASES))
+def test_a_field_past_its_length_fails_naming_file_line_column(pg_uri, schema, tmp_path, case):
+    field, column, value, message = LENGTH_CASES[case]
+    fmt = Fmt(header_lines=2)
+    spec = make_spec(fmt)
+    batch = tmp_path / "batch"
+    path = batch / spec.file_for("corpus", 1)
+    path.parent.mkdir(parents=True)
+    good = ["1", "NA", "exactly12chr", "x", "abcde", "1", "y" * 20]
+    bad = list(good)
+    bad[0] = "2"
+    bad[field - 1] = value
+    lines = ["h1", "h2", "|".join(good) + "|", "|".join(bad) + "|", "3|DE|NA|z|a|NA|z|"]
+    path.write_bytes(("\n".join(lines) + "\n").encode())
+    with pytest.raises(TargetError) as err:
+        load(pg_uri, schema, batch, spec)
+    text = str(err.value)
+    assert str(path) in text and "line 4," in text and f"column {column}" in text and message in text, text
+    assert err.value.permanent
+    with psycopg.connect(pg_uri) as conn:
+        assert conn.execute(f'SELECT count(*) FROM "{schema}".corpus').fetchone()[0] == 0
+
+
+def test_char_pads_and_excess_trailing_spaces_are_its_padding(pg_uri, schema, tmp_path):
+    fmt = Fmt()
+    spec = make_spec(fmt)
+    batch = tmp_path / "batch"
+    path = batch / spec.file_for("corpus", 1)
+    path.parent.mkdir(parents=True)
+    path.write_bytes("1|N|NA|x|ab       |1|y|\n".encode())
+    load(pg_uri, schema, batch, spec)
+    with psycopg.connect(pg_uri) as conn:
+        row = conn.execute(f'SELECT code, fixed FROM "{schema}".corpus').fetchone()
+    assert row == ("N ", "ab   ")
+
+
+# --- line numbers are the file's -----------------------------------------------------------
+def test_error_line_counts_header_lines_and_quoted_line_breaks(pg_uri, schema, tmp_path):
+    fmt = Fmt(quoting="csv", delimiter=",", trailing=False, marker="", header_lines=3)
+    spec = make_spec(fmt)
+    batch = tmp_path / "batch"
+    path = batch / spec.file_for("corpus", 1)
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b'a\nb\nc\n1,DE,,"two\nlines\r\nthree",x,1,y\n2,DE,,z,x,1,y\n3,DE,,z,x,notanumber,y\n')
+    with pytest.raises(TargetError) as err:
+        load(pg_uri, schema, batch, spec)
+    text = str(err.value)
+    # Line 8 of the file: 3 header lines, a record over three lines, one more record.
+    assert "line 8, column qty" in text and 'invalid input syntax for type integer: "notanumber"' in text, text
+
+
+def test_field_count_hint_names_the_files_line(pg_uri, schema, tmp_path):
+    fmt = Fmt(header_lines=1)
+    spec = make_spec(fmt)
+    batch = tmp_path / "batch"
+    path = batch / spec.file_for("corpus", 1)
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"header\n1|DE|a|b|c|1|d|\n2|DE|a|b|1|d|\n")
+    with pytest.raises(TargetError) as err:
+        load(pg_uri, schema, batch, spec)
+    assert "line 3" in str(err.value) and "line 3 has 6 fields, the spec expects 7" in str(err.value), str(err.value)
+
+
+# --- gzip ---------------------------------------------------------------------------------
+def test_gzip_under_a_plain_name_is_refused_saying_gzip(pg_uri, schema, tmp_path):
+    fmt = Fmt()
+    spec = make_spec(fmt)
+    batch = tmp_path / "batch"
+    path = batch / spec.file_for("corpus", 1)
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"1|DE|a|b|c|1|d|\n")
+    write_manifest(batch, manifest_for(batch, spec, 1))
+    path.write_bytes(gzip.compress(b"1|DE|a|b|c|1|d|\n"))
+    from switchyard.core.batch import read_manifest
+    plan = plan_batch(spec, read_manifest(batch, spec))
+    adapter = PostgresAdapter(spec, uri=pg_uri, schema=schema)
+    adapter.setup(plan)
+    s = plan.stream("corpus", 1)
+    adapter.prepare(s)
+    with pytest.raises(TargetError) as err:
+        adapter.load(s, path)
+    text = str(err.value)
+    assert str(path) in text and "gzip-compressed" in text and "line 1" in text and ".gz" in text, text
+    assert err.value.permanent
+
+
+def test_a_broken_gzip_file_fails_clearly(pg_uri, schema, tmp_path):
+    fmt = Fmt(gzip=True)
+    spec = make_spec(fmt)
+    batch = tmp_path / "batch"
+    path = batch / spec.file_for("corpus", 1)
+    path.parent.mkdir(parents=True)
+    data = gzip.compress(b"1|DE|a|b|c|1|d|\n" * 1000)
+    path.write_bytes(data)
+    write_manifest(batch, manifest_for(batch, spec, 1))
+    path.write_bytes(data[: len(data) // 2])
+    from switchyard.core.batch import read_manifest
+    plan = plan_batch(spec, read_manifest(batch, spec))
+    adapter = PostgresAdapter(spec, uri=pg_uri, schema=schema)
+    adapter.setup(plan)
+    s = plan.stream("corpus", 1)
+    adapter.prepare(s)
+    with pytest.raises(TargetError) as err:
+        adapter.load(s, path)
+    assert str(path) in str(err.value) and "gzip" in str(err.value), str(err.value)
+
+
+# --- the manifest producer counts rows -----------------------------------------------------
+def test_count_file_counts_records_not_lines(tmp_path):
+    fmt = Fmt(quoting="csv", delimiter=",", trailing=False, marker="", header_lines=2, crlf=True, gzip=True)
+    spec = make_spec(fmt)
+    table = spec.table("corpus")
+    path = tmp_path / "c.csv.gz"
+    rows = corpus()
+    write_file(path, rows, fmt, [n for _, _, n in COLUMNS])
+    lines = gzip.decompress(path.read_bytes()).count(b"\n")
+    size, counted, first, last = count_file(path, table.format, 0)
+    assert counted == len(rows) and lines > counted + 2, (counted, lines)
+    assert (size, first, last) == (path.stat().st_size, 1, len(rows))
+    # The key need not be the first field.
+    plain = Fmt(header_lines=1)
+    p2 = tmp_path / "p.txt"
+    write_file(p2, rows, plain, [n for _, _, n in COLUMNS])
+    written = read_independently(p2, plain)
+    assert count_file(p2, make_spec(plain).table("corpus").format, 5)[1:] == (
+        len(written), int(written[0][5]) if written[0][5] else None, int(written[-1][5]) if written[-1][5] else None)
+
+
+def test_count_file_refuses_gzip_under_a_plain_name(tmp_path):
+    from switchyard.core.batch import BatchError
+    path = tmp_path / "x.tbl"
+    path.write_bytes(gzip.compress(b"1|a|\n"))
+    with pytest.raises(BatchError, match="gzip"):
+        count_file(path)
+
+
+def test_a_null_marker_with_control_characters_is_refused():
+    with pytest.raises(SpecError, match="null_marker"):
+        make_spec(Fmt(marker="\x01"))
+
+
+# --- what already worked, kept: TPC-H files with one fault each ------------------------------
+def _orders_batch(tpch_batch, tmp_path: Path, data: bytes) -> tuple[Path, object]:
+    """A one-stream batch of TPC-H orders holding `data` as its file."""
+    from switchyard.core.spec import load_spec
+    spec = load_spec("tpch")
+    batch = tmp_path / "orders-batch"
+    path = batch / spec.file_for("orders", 1)
+    path.parent.mkdir(parents=True)
+    path.write_bytes(data)
+    return batch, spec
+
+
+def _orders(tpch_batch) -> bytes:
+    return (tpch_batch[1] / "orders" / "orders.1.tbl").read_bytes()
+
+
+def _load_orders(pg_uri, schema, batch, spec, manifest_from: bytes | None = None):
+    """Load the batch's orders file; the manifest is counted from `manifest_from` when given
+    (the file as the producer wrote it, before it was damaged)."""
+    path = batch / spec.file_for("orders", 1)
+    if manifest_from is not None:
+        damaged = path.read_bytes()
+        path.write_bytes(manifest_from)
+        write_manifest(batch, manifest_for(batch, spec, 1, tables=["orders"]))
+        path.write_bytes(damaged)
+    else:
+        write_manifest(batch, manifest_for(batch, spec, 1, tables=["orders"]))
+    from switchyard.core.batch import read_manifest
+    plan = plan_batch(spec, read_manifest(batch, spec), tables=["orders"])
+    adapter = PostgresAdapter(spec, uri=pg_uri, schema=schema)
+    adapter.setup(plan)
+    s = plan.stream("orders", 1)
+    adapter.prepare(s)
+    result = adapter.load(s, path)
+    adapter.switch(s)
+    return result
+
+
+def _on_line(data: bytes, number: int, change) -> bytes:
+    lines = data.split(b"\n")
+    lines[number - 1] = change(lines[number - 1])
+    return b"\n".join(lines)
+
+
+FAULTS = {
+    "utf-8 BOM": (lambda d: b"\xef\xbb\xbf" + d, ["line 1, column o_orderkey", "invalid input syntax for type bigint"]),
+    "blank trailing line": (lambda d: d + b"\n", ["line {n1}, column o_orderkey", 'invalid input syntax for type bigint: ""']),
+    "NUL byte": (lambda d: _on_line(d, 3, lambda line: line[:-5] + b"\x00" + line[-5:]),
+                 ["line 3, column o_comment", 'invalid byte sequence for encoding "UTF8": 0x00']),
+    "Latin-1 byte": (lambda d: _on_line(d, 4, lambda line: line[:-3] + "é".encode("latin-1") + line[-3:]),
+                     ["line 4, column o_comment", 'invalid byte sequence for encoding "UTF8": 0xe9']),
+    "gzip under the .tbl name": (lambda d: gzip.compress(d), ["line 1, column o_orderkey", "gzip-compressed",
+                                                              "does not end in .gz"]),
+}
+
+
+@pytest.mark.parametrize("fault", list(FAULTS), ids=list(FAULTS))
+def test_damaged_tpch_files_fail_at_load_naming_file_line_column(pg_uri, schema, tmp_path, tpch_batch, fault):
+    damage, needles = FAULTS[fault]
+    good = _orders(tpch_batch)
+    batch, spec = _orders_batch(tpch_batch, tmp_path, damage(good))
+    with pytest.raises(TargetError) as err:
+        _load_orders(pg_uri, schema, batch, spec, manifest_from=good)
+    text = str(err.value)
+    n1 = good.count(b"\n") + 1
+    assert str(batch / spec.file_for("orders", 1)) in text, text
+    for needle in needles:
+        assert needle.format(n1=n1) in text, f"{needle!r} not in {text}"
+    assert err.value.permanent
+
+
+def test_crlf_tpch_file_loads_identically(pg_uri, schema, tmp_path, tpch_batch):
+    good = _orders(tpch_batch)
+
+    def contents():
+        with psycopg.connect(pg_uri) as conn:
+            return conn.execute(f'SELECT count(*), md5(string_agg(t::text, \'\n\' ORDER BY o_orderkey)) '
+                                f'FROM "{schema}".orders t').fetchone()
+
+    batch, spec = _orders_batch(tpch_batch, tmp_path / "lf", good)
+    _load_orders(pg_uri, schema, batch, spec)
+    lf = contents()
+    batch, spec = _orders_batch(tpch_batch, tmp_path / "crlf", good.replace(b"\n", b"\r\n"))
+    result = _load_orders(pg_uri, schema, batch, spec)
+    assert result.rows == good.count(b"\n") and contents() == lf
+
+
+def test_a_target_made_with_varchar_and_not_null_is_refused_at_setup_with_the_fix(pg_uri, schema, tmp_path):
+    fmt = Fmt()
+    spec = make_spec(fmt)
+    batch = tmp_path / "batch"
+    write_file(batch / spec.file_for("corpus", 1), corpus(), fmt, [n for _, _, n in COLUMNS])
+    with psycopg.connect(pg_uri, autocommit=True) as conn:  # as an earlier version made it
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+        conn.execute(f'CREATE TABLE "{schema}".corpus (id bigint NOT NULL, code char(2) NOT NULL, '
+                     f'note varchar(12) NOT NULL, body text NOT NULL, fixed char(5) NOT NULL, qty integer NOT NULL, '
+                     f'tail varchar(20) NOT NULL) PARTITION BY RANGE (id)')
+    with pytest.raises(TargetError) as err:
+        load(pg_uri, schema, batch, spec)
+    text = str(err.value)
+    assert "corpus.note is character varying(12)" in text and "corpus.qty is NOT NULL" in text, text
+    fixes = text.split("run (a CHECK scans the table once): ", 1)[1].split(" Or drop", 1)[0]
+    with psycopg.connect(pg_uri, autocommit=True) as conn:
+        conn.execute(fixes)
+    load(pg_uri, schema, batch, spec)
+    assert loaded_hashes(pg_uri, schema) == file_hashes(read_independently(batch / spec.file_for("corpus", 1), fmt))
+
+
+def test_count_file_reads_date_keys(tmp_path):
+    path = tmp_path / "d.csv"
+    path.write_bytes(b'day,note\r\n2026-01-02,"a\r\nb"\r\n2026-01-05,c\r\n')
+    fmt = make_spec(Fmt(quoting="csv", delimiter=",", trailing=False, header_lines=1)).table("corpus").format
+    from datetime import date
+    assert count_file(path, fmt, 0, "date")[1:] == (2, date(2026, 1, 2), date(2026, 1, 5))
