@@ -227,12 +227,18 @@ def _explain(pg_uri, schema, expected, ids) -> str:
     return "\n".join(f"id {i}: file {rows[i]!r}\n      table {got.get(i)!r}" for i in ids[:10])
 
 
-def test_the_marker_is_null_only_in_nullable_columns(pg_uri, schema, tmp_path):
-    fmt = Fmt(marker="NA")
-    spec = make_spec(fmt)
+def stream_file(tmp_path, spec):
+    """A batch folder and the path of its one corpus stream file (not yet written)."""
     batch = tmp_path / "batch"
     path = batch / spec.file_for("corpus", 1)
     path.parent.mkdir(parents=True)
+    return batch, path
+
+
+def test_the_marker_is_null_only_in_nullable_columns(pg_uri, schema, tmp_path):
+    fmt = Fmt(marker="NA")
+    spec = make_spec(fmt)
+    batch, path = stream_file(tmp_path, spec)
     path.write_bytes(b"1|NA|NA|NA|NA|NA|NA|\n2|NA||||NA||\n")
     load(pg_uri, schema, batch, spec)
     with psycopg.connect(pg_uri) as conn:
@@ -245,9 +251,7 @@ def test_quoted_marker_is_a_value_unquoted_is_null(pg_uri, schema, tmp_path):
     # string and an unquoted empty field is NULL, in nullable columns only.
     fmt = Fmt(quoting="csv", delimiter=",", trailing=False, marker="")
     spec = make_spec(fmt)
-    batch = tmp_path / "batch"
-    path = batch / spec.file_for("corpus", 1)
-    path.parent.mkdir(parents=True)
+    batch, path = stream_file(tmp_path, spec)
     path.write_bytes(b'1,"",,"",,,""\n2,,"","","",,\n')
     load(pg_uri, schema, batch, spec)
     with psycopg.connect(pg_uri) as conn:
@@ -315,9 +319,7 @@ def test_a_field_past_its_length_fails_naming_file_line_column(pg_uri, schema, t
     field, column, value, message = LENGTH_CASES[case]
     fmt = Fmt(header_lines=2)
     spec = make_spec(fmt)
-    batch = tmp_path / "batch"
-    path = batch / spec.file_for("corpus", 1)
-    path.parent.mkdir(parents=True)
+    batch, path = stream_file(tmp_path, spec)
     good = ["1", "NA", "exactly12chr", "x", "abcde", "1", "y" * 20]
     bad = list(good)
     bad[0] = "2"
@@ -336,9 +338,7 @@ def test_a_field_past_its_length_fails_naming_file_line_column(pg_uri, schema, t
 def test_char_pads_and_excess_trailing_spaces_are_its_padding(pg_uri, schema, tmp_path):
     fmt = Fmt()
     spec = make_spec(fmt)
-    batch = tmp_path / "batch"
-    path = batch / spec.file_for("corpus", 1)
-    path.parent.mkdir(parents=True)
+    batch, path = stream_file(tmp_path, spec)
     path.write_bytes("1|N|NA|x|ab       |1|y|\n".encode())
     load(pg_uri, schema, batch, spec)
     with psycopg.connect(pg_uri) as conn:
@@ -350,9 +350,7 @@ def test_char_pads_and_excess_trailing_spaces_are_its_padding(pg_uri, schema, tm
 def test_error_line_counts_header_lines_and_quoted_line_breaks(pg_uri, schema, tmp_path):
     fmt = Fmt(quoting="csv", delimiter=",", trailing=False, marker="", header_lines=3)
     spec = make_spec(fmt)
-    batch = tmp_path / "batch"
-    path = batch / spec.file_for("corpus", 1)
-    path.parent.mkdir(parents=True)
+    batch, path = stream_file(tmp_path, spec)
     path.write_bytes(b'a\nb\nc\n1,DE,,"two\nlines\r\nthree",x,1,y\n2,DE,,z,x,1,y\n3,DE,,z,x,notanumber,y\n')
     with pytest.raises(TargetError) as err:
         load(pg_uri, schema, batch, spec)
@@ -364,9 +362,7 @@ def test_error_line_counts_header_lines_and_quoted_line_breaks(pg_uri, schema, t
 def test_field_count_hint_names_the_files_line(pg_uri, schema, tmp_path):
     fmt = Fmt(header_lines=1)
     spec = make_spec(fmt)
-    batch = tmp_path / "batch"
-    path = batch / spec.file_for("corpus", 1)
-    path.parent.mkdir(parents=True)
+    batch, path = stream_file(tmp_path, spec)
     path.write_bytes(b"header\n1|DE|a|b|c|1|d|\n2|DE|a|b|1|d|\n")
     with pytest.raises(TargetError) as err:
         load(pg_uri, schema, batch, spec)
@@ -377,9 +373,7 @@ def test_field_count_hint_names_the_files_line(pg_uri, schema, tmp_path):
 def test_gzip_under_a_plain_name_is_refused_saying_gzip(pg_uri, schema, tmp_path):
     fmt = Fmt()
     spec = make_spec(fmt)
-    batch = tmp_path / "batch"
-    path = batch / spec.file_for("corpus", 1)
-    path.parent.mkdir(parents=True)
+    batch, path = stream_file(tmp_path, spec)
     path.write_bytes(b"1|DE|a|b|c|1|d|\n")
     write_manifest(batch, manifest_for(batch, spec, 1))
     path.write_bytes(gzip.compress(b"1|DE|a|b|c|1|d|\n"))
@@ -399,9 +393,7 @@ def test_gzip_under_a_plain_name_is_refused_saying_gzip(pg_uri, schema, tmp_path
 def test_a_broken_gzip_file_fails_clearly(pg_uri, schema, tmp_path):
     fmt = Fmt(gzip=True)
     spec = make_spec(fmt)
-    batch = tmp_path / "batch"
-    path = batch / spec.file_for("corpus", 1)
-    path.parent.mkdir(parents=True)
+    batch, path = stream_file(tmp_path, spec)
     data = gzip.compress(b"1|DE|a|b|c|1|d|\n" * 1000)
     path.write_bytes(data)
     write_manifest(batch, manifest_for(batch, spec, 1))
