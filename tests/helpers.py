@@ -201,7 +201,8 @@ def private_scheduler(request, monkeypatch, pg_uri: str, data_root: Path, schema
         "SWITCHYARD_BATCH_POKE_SECONDS": "2", "SWITCHYARD_LEASE_RETRY_SECONDS": "5",
         "SWITCHYARD_LEASE_RETRIES": "200", **(extra_env or {})})
     local.migrate(env)
-    local.airflow("pools", "set", "switchyard_loads", "2", "bulk loads", env=env)
+    from switchyard_dev.demo import default_pool_size
+    local.airflow("pools", "set", "switchyard_loads", str(default_pool_size()), "bulk loads", env=env)
     local.start_services(env, 3)
     try:
         api = local.Api()

@@ -94,7 +94,8 @@ def airflow_bin() -> str:
 
 
 def cmd_pool(args) -> int:
-    """Size the load pool from the target server: one slot per scheduler / core."""
+    """Size the load pool from the target server: its load slots (schedulers / cores) x
+    SWITCHYARD_POOL_PER_SLOT; the target's slot guard keeps one bulk load per slot."""
     env = airflow_environment()
     os.environ.update(env)
     from switchyard.airflow.connections import ConnectionMissing, adapter_for, bridge_connection
@@ -111,11 +112,15 @@ def cmd_pool(args) -> int:
         sys.exit(f"pool sync: {exc}")
     if slots < 1:
         sys.exit(f"pool sync: the server reports {slots} schedulers")
-    description = f"Switchyard: one bulk load per {adapter.engine} scheduler / core of {args.conn_id}"
-    print(f"{args.conn_id} ({adapter.engine}): {slots} schedulers -> pool {args.pool} = {slots} slots")
+    from switchyard.settings import pool_size
+    size = pool_size(slots, args.per_slot)
+    description = (f"Switchyard: load tasks of {args.conn_id}, {size} for its {slots} {adapter.engine} "
+                   f"schedulers / cores (the target runs one bulk load per slot at a time)")
+    print(f"{args.conn_id} ({adapter.engine}): {slots} schedulers -> pool {args.pool} = {size} slots"
+          + (f" ({size / slots:g} load tasks per server slot)" if size != slots else ""))
     if args.dry_run:
         return 0
-    result = subprocess.run([airflow_bin(), "pools", "set", args.pool, str(slots), description],
+    result = subprocess.run([airflow_bin(), "pools", "set", args.pool, str(size), description],
                             env=env, text=True, capture_output=True)
     if result.returncode != 0:
         sys.exit(f"pool sync: `airflow pools set` failed:\n{result.stdout}{result.stderr}")
@@ -186,14 +191,18 @@ def build_parser(extensions: bool = True) -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_plan)
 
     p = sub.add_parser("pool", help="size the Airflow load pool from the target server's schedulers",
-                       description="Set the Airflow pool the loads run in to the target's scheduler count "
-                                   "(SQL Server: visible online schedulers; PostgreSQL: cores).")
+                       description="Set the Airflow pool the loads run in from the target's load slots "
+                                   "(SQL Server: visible online schedulers; PostgreSQL: the connection's "
+                                   "copy_slots, else cores) x SWITCHYARD_POOL_PER_SLOT.")
     p.add_argument("action", choices=["sync"], help="sync: read the server, then set the pool")
     p.add_argument("--conn-id", default=settings.get().conn_id,
                    help="the target's Airflow connection (default: SWITCHYARD_CONN_ID or switchyard_target)")
     p.add_argument("--pool", default=settings.get().pool,
                    help="the pool the loads run in (default: SWITCHYARD_POOL or switchyard_loads)")
     p.add_argument("--spec", default="tpch", help="built-in spec name or path of a spec file (default tpch)")
+    p.add_argument("--per-slot", type=float, default=None,
+                   help="load tasks per server slot (default: SWITCHYARD_POOL_PER_SLOT, "
+                        f"{settings.render(settings.get().pool_per_slot)}); 1 = one per slot")
     p.add_argument("--dry-run", action="store_true", help="print the size, leave the pool alone")
     p.set_defaults(func=cmd_pool)
 

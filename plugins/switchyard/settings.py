@@ -47,6 +47,13 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _at_least_one(text: str) -> float:
+    value = float(text)
+    if not value >= 1:
+        raise ValueError(f"{text.strip()} is less than 1")
+    return value
+
+
 def _choice(*allowed: str) -> Callable[[str], str]:
     def parse(text: str) -> str:
         value = text.strip().lower()
@@ -119,6 +126,13 @@ SETTINGS: tuple[Setting, ...] = (
             "`switchyard`.", DAG, "identifier"),
     Setting("SWITCHYARD_POOL", "pool", str, "switchyard_loads",
             "The Airflow pool the loads run in; size it with `switchyard pool sync`.", DAG, "text"),
+    Setting("SWITCHYARD_POOL_PER_SLOT", "pool_per_slot", _at_least_one, 2.0,
+            "Load tasks the pool admits per load slot of the target (PostgreSQL: its `copy_slots`, by "
+            "default its cores; SQL Server: its schedulers): `switchyard pool sync` sets the pool to "
+            "slots x this, rounded up. The target's own slot guard still runs at most one COPY / bulk "
+            "load per slot, taken just before it and released right after, so the extra tasks only "
+            "overlap their start-up and tear-down with other loads' COPYs. `1`: one load task per slot.",
+            DAG, "number >= 1"),
     Setting("SWITCHYARD_SCHEDULE", "schedule", _schedule, "0 2 * * *",
             "Cron schedule of the DAG (a nightly batch named by the run's date, `YYYY-MM-DD`); "
             "`none` for manual runs only.", DAG, "cron | none"),
@@ -167,6 +181,7 @@ class Settings:
     conn_id: str
     schema: str
     pool: str
+    pool_per_slot: float
     schedule: str | None
     batch_wait_seconds: int
     batch_poke_seconds: float
@@ -209,6 +224,14 @@ _cached = lru_cache(maxsize=32)(_read)
 def get() -> Settings:
     """The settings of this process's environment (parsed once per distinct environment)."""
     return _cached(tuple((v, os.environ.get(v)) for v in VARIABLES))
+
+
+def pool_size(server_slots: int, per_slot: float | None = None) -> int:
+    """The load pool's size for a target with `server_slots` load slots: slots x
+    SWITCHYARD_POOL_PER_SLOT (or `per_slot`), rounded up, at least the slots."""
+    import math
+    factor = get().pool_per_slot if per_slot is None else per_slot
+    return max(server_slots, math.ceil(server_slots * factor - 1e-9))
 
 
 # The locations, as functions: what most callers want.

@@ -12,8 +12,16 @@ One command, one machine, one batch, measured in the same run:
 4. peers: what a user writes with stock Airflow (PostgresHook.insert_rows, pandas
    to_sql, PostgresHook.copy_expert), on a sample, extrapolated.
 
+It measures two shapes: laptop (the server, Airflow and the clients share every core) and
+production (the server pinned to CPUs of its own, Airflow and the clients to the others; its
+floor taken in the same shape with one COPY session per server CPU), side by side, each
+against its own floor and with Airflow's CPU per service. `--pool-sizes` adds DAG runs with
+other load pools (the target's COPY slot guard keeps one COPY per slot whatever the pool).
+Each load's fixed cost is reported part by part (task start, plan pull, connection lookup,
+connect, slot wait, lease, release, task end).
+
 It also times the DAG file's parse for 56 and 96 streams in fresh processes, and checks
-the figures against the project's targets (a `targets` block in the output and the JSON).
+the figures against the project's targets (a `targets` block per shape in the output and the JSON).
 Task overhead is a task's wall time minus the work it reports; importing Great
 Expectations counts as overhead, not as validation work.
 
@@ -423,18 +431,25 @@ def _ts(value: str | None) -> float | None:
 
 
 def run_dag(uri: str, pg, batch: str, streams: int, slots: int, preload: bool = True,
-            flat_priorities: bool = False, timeout: float = 7200, options: dict | None = None) -> dict:
+            flat_priorities: bool = False, timeout: float = 7200, options: dict | None = None,
+            pool: int | None = None, before_run: Callable[[], Any] | None = None) -> dict:
+    """One DAG run: the target's COPY slots (the connection's `copy_slots`) are `slots`, the
+    load pool `pool` (default: what `switchyard pool sync` sets for `slots`). `before_run` is
+    called once the benchmark's Airflow runs, just before the run is triggered."""
     from switchyard_dev import demo
     from switchyard.airflow.dag_factory import DagConfig, build_dag
+    pool = pool or demo.default_pool_size(slots)
     api, startup = ensure_airflow(streams, preload, flat_priorities, options, uri)
-    demo.ensure_connection(api, pg)
-    demo.ensure_pool(api, slots)
+    demo.ensure_connection(api, pg, {"copy_slots": slots})
+    demo.ensure_pool(api, pool)
     expected = len(build_dag(DagConfig(streams=streams)).tasks)
     demo.wait_for_dag(api, expected)
     weights = wait_for_weights(api, flat_priorities)
     # A fresh schema each time: every run is the same first load, no partitions to replace.
     reset_schema(uri, DAG_SCHEMA, f"{DAG_SCHEMA}_staging", create=False)
     api.patch(f"/api/v2/dags/{demo.DAG_ID}", {"is_paused": False})
+    if before_run is not None:
+        before_run()
     cpu_meter = AirflowCpu()
     run = api.post(f"/api/v2/dags/{demo.DAG_ID}/dagRuns",
                    {"logical_date": None, "conf": {"batch": batch}, "note": "switchyard bench"})
@@ -459,7 +474,8 @@ def run_dag(uri: str, pg, batch: str, streams: int, slots: int, preload: bool = 
     stats = json.loads(stats_file.read_text()) if stats_file.exists() else None
     reset_schema(uri, DAG_SCHEMA, f"{DAG_SCHEMA}_staging", create=False)
     return analyse_dag(run, state, tasks, slots, stats, preload=preload, flat_priorities=flat_priorities,
-                       services_start_seconds=round(startup, 2), priority_weights=weights, cpu_seconds=cpu)
+                       services_start_seconds=round(startup, 2), priority_weights=weights, cpu_seconds=cpu,
+                       pool=pool, copy_slots=slots)
 
 
 def wait_for_weights(api, flat: bool, timeout: float = 120) -> dict:
@@ -495,10 +511,90 @@ def task_record(ti: dict, step: str, value: dict | None) -> dict:
             "overhead_seconds": round(wall - work, 4) if wall is not None and work is not None else None,
             "rows": (value or {}).get("rows") if step == "load" else None,
             "bytes": (value or {}).get("bytes") if step == "load" else None,
-            "work_start": _ts((value or {}).get("started")) if step == "load" else None,
-            "work_end": _ts((value or {}).get("ended")) if step == "load" else None,
+            # The COPY itself, where the load reports when it held its slot; else the load call.
+            "work_start": ((value or {}).get("copy_began_at") or _ts((value or {}).get("started")))
+            if step == "load" else None,
+            "work_end": ((value or {}).get("copy_ended_at") or _ts((value or {}).get("ended")))
+            if step == "load" else None,
+            "step_started": _ts((value or {}).get("step_started")),
+            "step_ended": _ts((value or {}).get("step_ended")),
+            "parts": load_parts(value) if step == "load" and value else None,
             # Seconds per kind of check (row_count, key_range, not_null, unique, declared).
             "validation_cost": (value or {}).get("cost") if step == "validate" else None}
+
+
+# A load's fixed cost, part by part, in the order a load task pays them: (key, label).
+LOAD_PARTS = (
+    ("task_start", "task start (start_date to execute)"),
+    ("plan_pull", "plan pull (XCom, API call)"),
+    ("connection_lookup", "connection lookup (API call)"),
+    ("progress_setup", "progress sampler setup"),
+    ("connect", "connect + slot query"),
+    ("slot_wait", "wait for a COPY slot"),
+    ("lease", "lease renewal"),
+    ("copy", "COPY (the work)"),
+    ("release", "commit done, slot release, close"),
+    ("progress_close", "progress side connection close"),
+    ("rest", "rest of execute (logging, result)"),
+    ("task_end", "task end (result XCom, state, exit)"),
+)
+
+
+def load_parts(value: dict) -> dict:
+    """The parts a load task's result reports (operators.LoadOperator, the adapter's details)."""
+    parts = dict(value.get("parts") or {})
+    for key, name in (("connect", "connect_seconds"), ("slot_wait", "copy_slot_wait_seconds"),
+                      ("lease", "lease_seconds"), ("release", "release_seconds")):
+        if value.get(name) is not None:
+            parts[key] = value[name]
+    parts["copy"] = value.get("seconds")
+    return parts
+
+
+def load_fixed_cost(tasks: list[dict]) -> dict:
+    """Each load's wall time cut into its parts (LOAD_PARTS): the median over the run's loads
+    and the sum, in seconds. The rest of execute is the load call's time its parts leave out."""
+    rows: list[dict] = []
+    for t in tasks:
+        if t["step"] != "load" or t["state"] != "success" or not t.get("parts") or not t["start"]:
+            continue
+        p = t["parts"]
+        r = {k: p.get(k) for k, _ in LOAD_PARTS if k in p}
+        if t.get("step_started"):
+            r["task_start"] = t["step_started"] - t["start"]
+        if t.get("step_ended") and t["end"]:
+            r["task_end"] = t["end"] - t["step_ended"]
+        if t.get("step_started") and t.get("step_ended"):
+            inside = t["step_ended"] - t["step_started"]
+            known = sum(v for k, v in r.items() if v is not None and k not in ("task_start", "task_end"))
+            r["rest"] = max(0.0, inside - known)
+        r["wall"] = t["wall_seconds"]
+        rows.append(r)
+    if not rows:
+        return {}
+    out = {"loads": len(rows), "parts": {}}
+    for key, label in (*LOAD_PARTS, ("wall", "load task wall")):
+        values = [r[key] for r in rows if r.get(key) is not None]
+        if values:
+            out["parts"][key] = {"label": label, "median": _r(statistics.median(values), 4),
+                                 "total": _r(sum(values), 3)}
+    fixed = [r["wall"] - (r.get("copy") or 0) - (r.get("slot_wait") or 0) for r in rows if r.get("wall")]
+    out["fixed_median"] = _r(statistics.median(fixed), 4) if fixed else None
+    out["fixed_total"] = _r(sum(fixed), 3) if fixed else None
+    return out
+
+
+def fixed_cost_lines(cost: dict) -> list[str]:
+    if not cost:
+        return []
+    lines = [f"each load's fixed cost, part by part ({cost['loads']} load tasks; seconds)",
+             f"  {'part':<44} {'median':>8} {'sum':>9}"]
+    for key, p in cost["parts"].items():
+        lines.append(f"  {p['label']:<44} {p['median']:>8.4f} {p['total']:>9.3f}")
+    if cost.get("fixed_median") is not None:
+        lines.append(f"  {'fixed cost (wall - COPY - slot wait)':<44} {cost['fixed_median']:>8.4f} "
+                     f"{cost['fixed_total']:>9.3f}")
+    return lines
 
 
 def schedule_efficiency(loads: list[dict], slots: int, makespan: float | None) -> dict:
@@ -570,6 +666,9 @@ def analyse_dag(run: dict, state: str, tasks: list[dict], slots: int, stats: dic
             "validation_cost_seconds": validation_cost, "load_work_seconds": _r(load_work),
             "task_overhead_median": _r(_median(overheads)), "group_tasks": len(group_tasks),
             "lineitem": table_window(tasks, "lineitem"),
+            "load_fixed_cost": load_fixed_cost(tasks),
+            "tasks_run": len([t for t in tasks if t["wall_seconds"] is not None
+                              and t["state"] in ("success", "failed")]),
             "efficiency_run": schedule_efficiency(loads, slots, wall),
             "efficiency_loads": schedule_efficiency(loads, slots, load_span),
             "stats_makespan_seconds": (stats or {}).get("makespan_seconds"),
@@ -997,13 +1096,8 @@ def targets(result: dict) -> list[dict]:
     out.append(_target("loader alone / floor, per stream", ">= 0.95", ratio, ratio is not None and ratio >= 0.95,
                        f"rows/s of {result['slots']} loader processes over {result['slots']} raw COPY sessions"))
     ok_dag = dag.get("state") == "success"
-    fm = _r(floor["wall_seconds"] / dag["wall_seconds"]) if ok_dag and dag.get("wall_seconds") else None
-    size = f"scale {result['scale']:g}, {result['streams']} streams"
-    defined = result["scale"] >= 10 and result["streams"] >= 8
-    out.append(_target("floor / makespan (end to end)", ">= 0.8 at scale 10, 8 streams", fm,
-                       (fm >= 0.8) if fm is not None and defined else None,
-                       f"floor wall over the DAG run's wall ({size}"
-                       + ("" if defined else "; the target is set for scale 10, 8 streams: reported, not judged") + ")"))
+    if dag:
+        out += shape_targets("laptop", result, result["scale"], result["streams"])
     ov = dag.get("task_overhead_median") if ok_dag else None
     out.append(_target("median per-task overhead, seconds", "< 1", ov, ov is not None and ov < 1,
                        f"median over {dag.get('group_tasks', 0)} prepare/load/validate/switch tasks of wall minus "
@@ -1070,8 +1164,10 @@ CPU_ORDER = ("postgres", "clients", "task processes", "scheduler", "api-server",
 
 def cpu_lines(result: dict) -> list[str]:
     """One line per measured part: CPU seconds per process tree, and the machine's cores x wall."""
+    prod = result.get("production") or {}
     parts = [(name, result.get(key)) for name, key in (("floor", "floor"), ("loader alone", "loader"),
                                                         ("DAG end to end", "dag"))]
+    parts += [("floor, prod.", prod.get("floor")), ("DAG, prod.", prod.get("dag"))]
     parts = [(n, r) for n, r in parts if r and r.get("cpu_seconds")]
     if not parts:
         return []
@@ -1148,23 +1244,230 @@ def load_average() -> dict:
             "5min": round(five, 2), "15min": round(fifteen, 2)}
 
 
+# --- shapes: where the server runs ---------------------------------------------------------
+# laptop: the server, Airflow and the clients share every core (the default machine state);
+# production: the server on cores of its own, Airflow and the clients on the others, each
+# measured against a floor taken in the same shape (as many COPY sessions as server cores).
+SHAPES = ("laptop", "production")
+SHAPE_TARGETS = {"laptop": 0.7, "production": 0.9}
+
+
+def parse_pool_size(text: str, slots: int) -> int:
+    """'slots', 'slots+N', 'Nxslots' (N may be a fraction: rounded up), or a number of slots."""
+    import math
+    t = text.strip().lower().replace(" ", "").replace("*", "x")
+    if t == "slots":
+        return slots
+    if t.startswith("slots+"):
+        return slots + int(t[6:])
+    if t.endswith("xslots"):
+        return max(1, math.ceil(float(t[:-6]) * slots - 1e-9))
+    return int(t)
+
+
+def airflow_pids() -> dict[str, int | None]:
+    from switchyard_dev import local
+    return {name: local.service_pid(name) for name in local.SERVICES}
+
+
+@contextmanager
+def production_shape(server_cpus: set[int], other_cpus: set[int]):
+    """The embedded server's tree on `server_cpus`; this process (the clients it forks) and the
+    benchmark's Airflow services on `other_cpus`; everything back on all CPUs afterwards."""
+    from switchyard_dev import affinity
+    everything = affinity.all_cpus()
+    pg = postmaster_pid()
+    if pg is None:
+        raise RuntimeError("production shape: the embedded server's postmaster is not running")
+    affinity.pin(pg, server_cpus)
+    affinity.pin(os.getpid(), other_cpus)
+    try:
+        yield lambda: [affinity.pin(pid, other_cpus) for pid in airflow_pids().values() if pid]
+    finally:
+        affinity.pin(os.getpid(), everything)
+        for pid in [postmaster_pid(), *airflow_pids().values()]:
+            if pid:
+                affinity.pin(pid, everything)
+
+
+def run_pool_sizes(uri: str, pg, batch: str, streams: int, slots: int, sizes: list[int], default: int,
+                   default_run: dict | None, repeat: int = 1, before_run: Callable[[], Any] | None = None,
+                   floor: dict | None = None) -> dict:
+    """DAG runs with each pool size (the default's run reused for its first round), in rotating
+    order: wall, ratio to the floor, pool busy, Airflow CPU, and the median slot wait."""
+    sizes = list(dict.fromkeys(sizes))
+    runs: dict[int, list[dict]] = {n: [] for n in sizes}
+    for r in range(repeat):
+        order = sizes[r % len(sizes):] + sizes[:r % len(sizes)]
+        for n in order:
+            if r == 0 and n == default and default_run is not None:
+                result = default_run
+            else:
+                say(f"pool of {n} ({slots} COPY slots), round {r + 1}")
+                result = run_dag(uri, pg, batch, streams, slots, pool=n, before_run=before_run)
+            c = compact_dag(result)
+            cost = result.get("load_fixed_cost") or {}
+            c["slot_wait_median"] = ((cost.get("parts") or {}).get("slot_wait") or {}).get("median")
+            c["fixed_median"] = cost.get("fixed_median")
+            c["floor_ratio"] = (_r(floor["wall_seconds"] / result["wall_seconds"])
+                                if floor and result.get("wall_seconds") and result.get("state") == "success" else None)
+            runs[n].append(c)
+            print(f"    pool {n}: {result['wall_seconds']} s, x{c['floor_ratio']} of the floor, "
+                  f"pool busy {c['pool_busy']}", flush=True)
+    return {str(n): {"pool": n, "wall_seconds": spread([x["wall_seconds"] for x in rs]),
+                     "floor_ratio": spread([x["floor_ratio"] for x in rs]),
+                     "pool_busy": spread([x["pool_busy"] for x in rs]),
+                     "slot_wait_median": spread([x["slot_wait_median"] for x in rs]),
+                     "fixed_median": spread([x["fixed_median"] for x in rs]),
+                     "airflow_cpu_seconds": spread([airflow_cpu_total(x["cpu_seconds"] or {}) for x in rs]),
+                     "default": n == default, "runs": rs} for n, rs in runs.items()}
+
+
+def run_production(uri: str, pg, files: list[dict], batch: str, streams: int, server_cpus: set[int],
+                   other_cpus: set[int], parts: tuple[str, ...], preload: bool, pool_sizes: list[str],
+                   pool_repeat: int) -> dict:
+    """The production shape: the floor and the DAG with the server on `server_cpus` alone."""
+    from switchyard_dev import demo
+    slots = len(server_cpus)
+    out: dict[str, Any] = {"shape": "production", "server_cpus": sorted(server_cpus),
+                           "other_cpus": sorted(other_cpus), "slots": slots,
+                           "pool": demo.default_pool_size(slots)}
+    with production_shape(server_cpus, other_cpus) as pin_airflow:
+        say(f"production shape, server on CPU {_cpus(server_cpus)}, the rest on CPU {_cpus(other_cpus)}: "
+            f"floor, {slots} raw COPY FREEZE sessions")
+        out["floor"] = run_floor(uri, files, slots)
+        print(f"    {out['floor']['rows_per_s']:,.0f} rows/s in {out['floor']['wall_seconds']:.2f} s", flush=True)
+        if "dag" in parts:
+            say(f"production shape: the DAG, {slots} COPY slots, pool of {out['pool']}")
+            out["dag"] = run_dag(uri, pg, batch, streams, slots, preload=preload, before_run=pin_airflow)
+            print(f"    {out['dag']['wall_seconds']} s", flush=True)
+            if pool_sizes:
+                out["pool_sizes"] = run_pool_sizes(
+                    uri, pg, batch, streams, slots, [parse_pool_size(x, slots) for x in pool_sizes],
+                    out["pool"], out["dag"], pool_repeat, pin_airflow, out["floor"])
+    return out
+
+
+def _cpus(cpus) -> str:
+    return ",".join(str(c) for c in sorted(cpus))
+
+
+def shape_targets(shape: str, section: dict, scale: float, streams: int) -> list[dict]:
+    """The shape's end-to-end target: its DAG against its own floor."""
+    floor, dag = section.get("floor") or {}, section.get("dag") or {}
+    want = SHAPE_TARGETS[shape]
+    ok = dag.get("state") == "success" and dag.get("wall_seconds") and floor.get("wall_seconds")
+    ratio = _r(floor["wall_seconds"] / dag["wall_seconds"]) if ok else None
+    defined = scale >= 10 and streams >= 8
+    where = ("server, Airflow and clients on all cores" if shape == "laptop" else
+             f"server on CPU {_cpus(section.get('server_cpus') or [])}, Airflow and clients on CPU "
+             f"{_cpus(section.get('other_cpus') or [])}")
+    out = [_target(f"floor / makespan, {shape} shape", f">= {want} at scale 10, 8 streams", ratio,
+                   (ratio >= want) if ratio is not None and defined else None,
+                   f"floor wall over the DAG run's wall, {where} (scale {scale:g}, {streams} streams"
+                   + ("" if defined else "; the target is set for scale 10, 8 streams: reported, not judged") + ")")]
+    return out
+
+
+def shape_lines(result: dict) -> list[str]:
+    """Both shapes side by side: where each part ran, the floor, the DAG and its ratio, Airflow's CPU."""
+    rows = []
+    for shape, section in (("laptop", result), ("production", result.get("production"))):
+        if not section or not section.get("floor"):
+            continue
+        dag = section.get("dag") or {}
+        cpu = dag.get("cpu_seconds") or {}
+        air = airflow_cpu_total(cpu) if cpu else None
+        ratio = (section["floor"]["wall_seconds"] / dag["wall_seconds"]
+                 if dag.get("wall_seconds") and dag.get("state") == "success" else None)
+        where = ("all" if shape == "laptop" else _cpus(section["server_cpus"]),
+                 "all" if shape == "laptop" else _cpus(section["other_cpus"]))
+        rows.append(f"{shape:<11} {where[0]:>10} {where[1]:>14} {section['slots']:>5} "
+                    f"{(dag.get('pool') or '-')!s:>5} {section['floor']['wall_seconds']:>8.2f} "
+                    + (f"{dag['wall_seconds']:>8.2f} {ratio:>8.3f}" if ratio else f"{'-':>8} {'-':>8}")
+                    + (f" {air:>9.1f} {100 * air / (dag['wall_seconds'] * len(section.get('other_cpus') or [0, 1])):>7.0f}%"
+                       if air is not None and dag.get("wall_seconds") else ""))
+    if not rows:
+        return []
+    return [f"{'shape':<11} {'server CPU':>10} {'Airflow+client':>14} {'slots':>5} {'pool':>5} {'floor s':>8} "
+            f"{'DAG s':>8} {'x floor':>8} {'Airflow':>9} {'of cores':>8}", *rows]
+
+
+def airflow_service_lines(result: dict) -> list[str]:
+    """Airflow's CPU per service in each shape's DAG run: seconds, per task run, per second of the run."""
+    lines = []
+    for shape, section in (("laptop", result), ("production", result.get("production"))):
+        dag = (section or {}).get("dag") or {}
+        cpu = dag.get("cpu_seconds") or {}
+        if not cpu or not dag.get("wall_seconds"):
+            continue
+        n = dag.get("tasks_run") or 0
+        if not lines:
+            lines.append(f"{'shape':<11} {'service':<15} {'CPU s':>8} {'per task':>9} {'per s of run':>13}")
+        for name in (*AIRFLOW_SERVICES, "postgres", "other"):
+            v = cpu.get(name)
+            if v is None:
+                continue
+            lines.append(f"{shape:<11} {name:<15} {v:>8.1f} {v / n if n else float('nan'):>9.3f} "
+                         f"{v / dag['wall_seconds']:>13.3f}")
+        lines.append(f"{shape:<11} {'Airflow, all':<15} {airflow_cpu_total(cpu):>8.1f} "
+                     f"{airflow_cpu_total(cpu) / n if n else float('nan'):>9.3f} "
+                     f"{airflow_cpu_total(cpu) / dag['wall_seconds']:>13.3f}   ({n} tasks ran)")
+    return lines
+
+
+def pool_size_lines(result: dict) -> list[str]:
+    lines = []
+    for shape, section in (("laptop", result), ("production", result.get("production"))):
+        sizes = (section or {}).get("pool_sizes") or {}
+        if not sizes:
+            continue
+        if not lines:
+            lines.append(f"{'shape':<11} {'pool':>5} {'wall s (median [min, max])':>28} {'x floor':>8} "
+                         f"{'pool busy':>9} {'slot wait':>9} {'fixed':>7} {'Airflow CPU s':>13}")
+        for key, v in sizes.items():
+            w, f = v["wall_seconds"], v["floor_ratio"]
+            mark = " (default)" if v["default"] else ""
+
+            def m(x, fmt="{:.3f}"):
+                return fmt.format(x["median"]) if x.get("n") else "-"
+            lines.append(f"{shape:<11} {v['pool']:>5} {m(w, '{:.1f}'):>10} [{w.get('min', 0):.1f}, "
+                         f"{w.get('max', 0):.1f}]{'':>6} {m(f):>8} {m(v['pool_busy']):>9} "
+                         f"{m(v['slot_wait_median']):>9} {m(v['fixed_median']):>7} "
+                         f"{m(v['airflow_cpu_seconds'], '{:.1f}'):>13}{mark}")
+    return lines
+
+
 def run(scale: float, streams: int, slots: int | None = None, parts: tuple[str, ...] = ("floor", "loader", "dag",
         "graph", "peers", "parse"), levers: bool = False, repeat: int = 3, peer_seconds: float = 15.0, out: Path | None = None,
         keep_airflow: bool = False, preload: bool = True, plot: bool = True, dag_repeat: int | None = None,
         dag_levers: tuple[str, ...] = DEFAULT_DAG_LEVERS, lever_parts: tuple[str, ...] = ("copy", "validation", "dag"),
-        graph_repeat: int = 1) -> dict:
+        graph_repeat: int = 1, shapes: tuple[str, ...] | None = None, server_cpus: str | None = None,
+        pool_sizes: tuple[str, ...] = (), pool_repeat: int = 1) -> dict:
     from switchyard.core.batch import data_root
     from switchyard.core.datagen import generate_tpch
     from switchyard_dev.demo import batch_name
     from switchyard_dev.embedded import EmbeddedPostgres
     from switchyard.core.spec import load_spec
+    from switchyard_dev import affinity
     spec = load_spec("tpch")
     slots = slots or os.cpu_count() or 1
+    cpus = affinity.all_cpus()
+    if shapes is None:
+        shapes = SHAPES if len(cpus) >= 2 else ("laptop",)
+    unknown = [x for x in shapes if x not in SHAPES]
+    if unknown:
+        raise ValueError(f"shapes {unknown}: known {', '.join(SHAPES)}")
+    server_set, other_set = (affinity.split(cpus) if server_cpus is None else
+                             (affinity.parse_cpus(server_cpus), cpus - affinity.parse_cpus(server_cpus)))
+    if "production" in shapes and (not server_set or not other_set or not server_set <= cpus):
+        raise ValueError(f"--server-cpus {server_cpus}: CPUs of this machine ({_cpus(cpus)}), leaving one for the rest")
     out = output_dir(out)
     result: dict[str, Any] = {"format": "switchyard-bench/1",
                               "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                               "command": " ".join(["python -m switchyard_dev.bench", *sys.argv[1:]]),
                               "machine": machine(), "scale": scale, "streams": streams, "slots": slots,
+                              "shapes": list(shapes),
                               "load_average": {"start": load_average()}}
     say("embedded PostgreSQL")
     pg = EmbeddedPostgres()
@@ -1181,7 +1484,7 @@ def run(scale: float, streams: int, slots: int | None = None, parts: tuple[str, 
     print(f"    {folder}: {len(files)} files, {result['batch']['rows']:,} rows, "
           f"{result['batch']['bytes'] / 1e6:,.1f} MB", flush=True)
     try:
-        say(f"floor: {slots} raw COPY FREEZE sessions")
+        say(f"laptop shape (everything on all cores): floor, {slots} raw COPY FREEZE sessions")
         result["floor"] = run_floor(uri, files, slots)
         print(f"    {result['floor']['rows_per_s']:,.0f} rows/s in {result['floor']['wall_seconds']:.2f} s", flush=True)
         result["load_average"]["after_floor"] = load_average()
@@ -1206,13 +1509,26 @@ def run(scale: float, streams: int, slots: int | None = None, parts: tuple[str, 
                 say(f"levers: validation, all expectations scanning vs the key proven by constraints, {repeat} rounds")
                 result["levers"]["validation"] = run_validation_lever(uri, folder, files, repeat)
         if "dag" in parts:
-            say(f"Switchyard end to end: the DAG through the scheduler, LocalExecutor, pool of {slots}")
+            from switchyard_dev.demo import default_pool_size
+            result["pool"] = default_pool_size(slots)
+            say(f"Switchyard end to end: the DAG through the scheduler, LocalExecutor, {slots} COPY slots, "
+                f"pool of {result['pool']}")
             result["dag"] = run_dag(uri, pg, name, streams, slots, preload=preload)
             result["load_average"]["after_dag"] = load_average()
+            if pool_sizes:
+                result["pool_sizes"] = run_pool_sizes(uri, pg, name, streams, slots,
+                                                      [parse_pool_size(x, slots) for x in pool_sizes],
+                                                      result["pool"], result["dag"], pool_repeat,
+                                                      floor=result["floor"])
+                result["load_average"]["after_pool_sizes"] = load_average()
             if levers and "dag" in lever_parts:
                 rounds = repeat if dag_repeat is None else dag_repeat
                 say(f"levers: DAG runs (GX preload, priority weights), {rounds} rounds")
                 result["levers"]["dag"] = run_dag_levers(uri, pg, name, streams, slots, rounds, dag_levers)
+        if "production" in shapes and ("dag" in parts or "floor" in parts):
+            result["production"] = run_production(uri, pg, files, name, streams, server_set, other_set, parts,
+                                                  preload, list(pool_sizes), pool_repeat)
+            result["load_average"]["after_production"] = load_average()
         if "graph" in parts:
             from switchyard_dev.bench_graph import run_graphs
             say("the DAG's graph with steps that do nothing: in task processes, then in the triggerer")
@@ -1226,6 +1542,8 @@ def run(scale: float, streams: int, slots: int | None = None, parts: tuple[str, 
             stop_bench_airflows()
     result["load_average"]["end"] = load_average()
     result["targets"] = targets(result)
+    if result.get("production"):
+        result["production"]["targets"] = shape_targets("production", result["production"], scale, streams)
     report(result, out, plot)
     return result
 
@@ -1237,6 +1555,10 @@ def report(result: dict, out: Path, plot: bool = True) -> None:
         try:
             from switchyard_dev.bench_plot import plot_all
             result["plots"] = [str(p) for p in plot_all(result, out)]
+            if (result.get("production") or {}).get("floor"):
+                shaped = dict(result, **{k: v for k, v in result["production"].items()
+                                         if k in ("floor", "dag", "slots")}, loader=None, shape="production")
+                result["plots"] += [str(p) for p in plot_all(shaped, out, suffix="-production")]
         except ImportError as exc:
             result["plots"] = []
             print(f"    no plots ({exc}; pip install matplotlib)", flush=True)
@@ -1248,6 +1570,22 @@ def report(result: dict, out: Path, plot: bool = True) -> None:
           + ", ".join(f"{k} {v['1min']}" for k, v in la.items()) + "\n")
     for line in table_lines(result):
         print(line)
+    sides = shape_lines(result)
+    if sides:
+        print("\nboth shapes side by side (each DAG against its own floor; Airflow = CPU s of its services "
+              "during the DAG run, and that over the run's wall x the cores Airflow had)")
+        for line in sides:
+            print(line)
+    services = airflow_service_lines(result)
+    if services:
+        print("\nAirflow's CPU per service during each shape's DAG run (seconds; per task run; per second of the run)")
+        for line in services:
+            print(line)
+    sizes = pool_size_lines(result)
+    if sizes:
+        print("\npool sizes (the load pool over the target's COPY slots; slot wait and fixed cost: medians per load)")
+        for line in sizes:
+            print(line)
     if result.get("peers"):
         print(f"(peers: one session measured on a lineitem sample, rate x{result['slots']} sessions assumed "
               f"to scale perfectly)")
@@ -1256,6 +1594,12 @@ def report(result: dict, out: Path, plot: bool = True) -> None:
               "overhead = wall;\n queued = start - queued; gap = start - upstream task's end)")
         for line in overhead_lines(result["dag"]):
             print(line)
+        for shape, section in (("laptop", result), ("production", result.get("production"))):
+            lines = fixed_cost_lines(((section or {}).get("dag") or {}).get("load_fixed_cost") or {})
+            if lines:
+                print(f"\n{shape} shape: " + lines[0])
+                for line in lines[1:]:
+                    print(line)
     cpu = cpu_lines(result)
     if cpu:
         print("\nwhere the CPU went (CPU seconds of each process tree while the part ran; "
@@ -1274,8 +1618,14 @@ def report(result: dict, out: Path, plot: bool = True) -> None:
             print(f"  {p['streams']:>3} streams, {p['tasks']:>5} tasks: {d['median']:.2f} s [{d['min']:.2f}, "
                   f"{d['max']:.2f}] (+ airflow.sdk import {a['median']:.2f} s, paid once by the dag-processor)")
     if result.get("targets"):
-        print("\ntargets")
+        print("\ntargets, laptop shape (everything on all cores)")
         for line in target_lines(result["targets"]):
+            print(line)
+    prod = result.get("production") or {}
+    if prod.get("targets"):
+        print(f"\ntargets, production shape (server on CPU {_cpus(prod['server_cpus'])}, Airflow and clients on "
+              f"CPU {_cpus(prod['other_cpus'])})")
+        for line in target_lines(prod["targets"]):
             print(line)
     if result.get("levers"):
         print("\nlevers (median [min, max] over rounds)")
@@ -1334,6 +1684,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--peer-seconds", type=float, default=15.0,
                    help="target seconds per peer sample (default 15: their rates are steady after a few "
                         "seconds, and four peers at a minute each would double the default run)")
+    p.add_argument("--shapes", default=None,
+                   help="comma-separated: laptop (everything on all cores), production (the server on CPUs of "
+                        "its own, Airflow and the clients on the others); default both (laptop only on 1 CPU)")
+    p.add_argument("--server-cpus", default=None,
+                   help="the production shape's server CPUs, e.g. 0 or 0-3 (default: the first half, 0 on 2 CPUs)")
+    p.add_argument("--pool-sizes", default="",
+                   help="also run the DAG with these load pools, in each shape, e.g. 'slots,slots+1,2xslots' "
+                        "(the default pool's run is reused)")
+    p.add_argument("--pool-repeat", type=int, default=1, help="rounds of the pool sizes (default 1)")
     p.add_argument("--no-preload", action="store_true", help="end-to-end run without the scheduler's GX preload")
     p.add_argument("--keep-airflow", action="store_true", help="leave the benchmark's Airflow running")
     p.add_argument("--no-plot", action="store_true")
@@ -1343,9 +1702,11 @@ def main(argv: list[str] | None = None) -> int:
     result = run(a.scale, a.streams, a.slots, parts, a.levers, a.repeat, a.peer_seconds, a.out,
                  a.keep_airflow, not a.no_preload, not a.no_plot, a.dag_repeat,
                  tuple(x.strip() for x in a.dag_levers.split(";") if x.strip()),
-                 tuple(x.strip() for x in a.lever_parts.split(",") if x.strip()), a.graph_repeat)
-    dag = result.get("dag")
-    return 1 if dag and dag.get("state") != "success" else 0
+                 tuple(x.strip() for x in a.lever_parts.split(",") if x.strip()), a.graph_repeat,
+                 tuple(x.strip() for x in a.shapes.split(",") if x.strip()) if a.shapes else None, a.server_cpus,
+                 tuple(x.strip() for x in a.pool_sizes.split(",") if x.strip()), a.pool_repeat)
+    dags = [result.get("dag"), (result.get("production") or {}).get("dag")]
+    return 1 if any(d and d.get("state") != "success" for d in dags) else 0
 
 
 if __name__ == "__main__":

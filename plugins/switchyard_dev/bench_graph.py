@@ -127,8 +127,8 @@ def graph_airflow(uri: str, pg, streams: int, slots: int):
     from switchyard.airflow.dag_factory import DagConfig, build_dag
     options = {"airflow": {"AIRFLOW__CORE__DAGS_FOLDER": str(dag_folder()), **PRELOAD_CALLS}}
     api, startup = ensure_airflow(streams, True, False, options, uri)
-    demo.ensure_connection(api, pg)
-    demo.ensure_pool(api, slots)
+    demo.ensure_connection(api, pg, {"copy_slots": slots})
+    demo.ensure_pool(api, demo.default_pool_size(slots))
     expected = len(build_dag(DagConfig(streams=streams)).tasks)
     for mode in MODES:
         demo.wait_for_dag(api, expected, dag_id=dag_id(mode))

@@ -39,13 +39,18 @@ def _dag_intervals(dag: dict) -> list[tuple[float, float, float]]:
             if t["step"] == "load" and t.get("work_start") and t.get("work_end") and t.get("bytes")]
 
 
-def plot_all(result: dict, out: Path) -> list[Path]:
+def plot_all(result: dict, out: Path, suffix: str = "") -> list[Path]:
+    """throughput<suffix>.png and gantt<suffix>.png (a shape's plots: suffix "-production")."""
     import matplotlib
     matplotlib.use("Agg")
-    paths = [plot_throughput(result, out / "throughput.png")]
+    paths = [plot_throughput(result, out / f"throughput{suffix}.png")]
     if result.get("dag") and result["dag"].get("tasks"):
-        paths.append(plot_gantt(result, out / "gantt.png"))
+        paths.append(plot_gantt(result, out / f"gantt{suffix}.png"))
     return paths
+
+
+def _shape(result: dict) -> str:
+    return f"{result.get('shape', 'laptop')} shape: "
 
 
 def plot_throughput(result: dict, path: Path) -> Path:
@@ -64,8 +69,9 @@ def plot_throughput(result: dict, path: Path) -> Path:
         xs, ys = throughput_series(intervals, origin, step=max(0.05, section["wall_seconds"] / 200))
         ax.step(xs, ys, where="post", label=f"{label}: {section['wall_seconds']:.1f} s", color=colour)
     b = result["batch"]
-    ax.set_title(f"Input MB/s over time: TPC-H scale {result['scale']:g}, {result['streams']} streams, "
-                 f"{result['slots']} slots ({b['bytes'] / 1e6:,.0f} MB); x = seconds from each section's start")
+    ax.set_title(f"{_shape(result)}input MB/s over time: TPC-H scale {result['scale']:g}, {result['streams']} "
+                 f"streams, {result['slots']} COPY slots ({b['bytes'] / 1e6:,.0f} MB); x = seconds from each "
+                 f"section's start", fontsize=10)
     ax.set_xlabel("seconds (DAG: from the run's start)")
     ax.set_ylabel("MB/s of input")
     ax.grid(alpha=0.3)
@@ -102,8 +108,9 @@ def plot_gantt(result: dict, path: Path) -> Path:
     ax.invert_yaxis()
     ax.set_xlabel("seconds from the DAG run's start")
     eff = dag.get("efficiency_run") or {}
-    ax.set_title(f"DAG run tasks (wall {dag['wall_seconds']:.1f} s; schedule efficiency "
-                 f"{eff.get('efficiency', float('nan')):.2f}; pool of {result['slots']})")
+    ax.set_title(f"{_shape(result)}DAG run tasks (wall {dag['wall_seconds']:.1f} s; schedule efficiency "
+                 f"{eff.get('efficiency', float('nan')):.2f}; {result['slots']} COPY slots, pool of "
+                 f"{dag.get('pool') or result['slots']})", fontsize=10)
     handles = [Patch(color=c, label=s) for s, c in STEP_COLOURS.items() if s in ("prepare", "load", "validate",
                                                                               "switch")]
     handles.append(Patch(color="#d94801", label="COPY (reported load work)"))

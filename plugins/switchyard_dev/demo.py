@@ -42,9 +42,11 @@ def dag_id_for(spec: str) -> str:
     return f"switchyard_{spec}"
 
 
-def ensure_connection(api: local.Api, pg: EmbeddedPostgres) -> None:
+def ensure_connection(api: local.Api, pg: EmbeddedPostgres, extra: dict | None = None) -> None:
+    """The demo's target connection; `extra` as the connection's extra (e.g. {"copy_slots": 1})."""
     body = {"connection_id": CONN_ID, "conn_type": "postgres", "host": "127.0.0.1", "port": pg.port,
             "login": "postgres", "password": pg.password(), "schema": "switchyard",
+            "extra": json.dumps(extra or {}),
             "description": "Switchyard demo target: the embedded PostgreSQL"}
     if api.exists(f"/api/v2/connections/{CONN_ID}"):
         api.patch(f"/api/v2/connections/{CONN_ID}", body)
@@ -53,8 +55,9 @@ def ensure_connection(api: local.Api, pg: EmbeddedPostgres) -> None:
 
 
 def ensure_pool(api: local.Api, slots: int) -> None:
+    """The load pool with `slots` slots (default_pool_size: what `switchyard pool sync` sets)."""
     body = {"name": POOL, "slots": slots,
-            "description": "Concurrent bulk loads: one per core / scheduler of the target"}
+            "description": "Load tasks: the target's load slots x SWITCHYARD_POOL_PER_SLOT"}
     if api.exists(f"/api/v2/pools/{POOL}"):
         api.patch(f"/api/v2/pools/{POOL}", {"pool": POOL, "slots": slots, "description": body["description"],
                                             "include_deferred": False})
@@ -234,9 +237,10 @@ def run(scale: float, streams: int, timeout: float = 3600, spec: str = "tpch") -
 
     say("4/6", "target connection and load pool")
     ensure_connection(api, pg)
-    slots = value("SWITCHYARD_POOL_SLOTS") or pg_slots()
+    slots = value("SWITCHYARD_POOL_SLOTS") or default_pool_size()
     ensure_pool(api, slots)
-    print(f"    connection {CONN_ID}; pool {POOL} with {slots} slots (one load per core)")
+    print(f"    connection {CONN_ID}; pool {POOL} with {slots} slots (the server runs one COPY per core "
+          f"at a time, {pg_slots()} here)")
 
     say("5/6", "trigger the DAG")
     from switchyard.airflow.dag_factory import DagConfig, build_dag
@@ -267,8 +271,16 @@ def run(scale: float, streams: int, timeout: float = 3600, spec: str = "tpch") -
 
 
 def pg_slots() -> int:
+    """The embedded target's COPY slots: this machine's cores."""
     from switchyard.targets.postgres import PostgresAdapter
     return PostgresAdapter(load_spec("tpch"), uri="postgresql://unused").scheduler_count()
+
+
+def default_pool_size(server_slots: int | None = None) -> int:
+    """The load pool `switchyard pool sync` would set for the embedded target (or one with
+    `server_slots` COPY slots): slots x SWITCHYARD_POOL_PER_SLOT."""
+    from switchyard.settings import pool_size
+    return pool_size(server_slots or pg_slots())
 
 
 if __name__ == "__main__":

@@ -107,17 +107,20 @@ def test_targets_judge_the_measured_figures():
     t = {x["name"]: x for x in targets(_result())}
     assert t["loader alone / floor, per stream"]["measured"] == 0.96
     assert t["loader alone / floor, per stream"]["met"] is True
-    f = t["floor / makespan (end to end)"]
+    f = t["floor / makespan, laptop shape"]
     assert f["measured"] == 0.25 and f["met"] is None, "judged only at scale 10 with 8 streams"
+    assert f["target"].startswith(">= 0.7")
     assert t["median per-task overhead, seconds"]["met"] is False
     assert t["lineitem rows/s per core, end to end"]["measured"] == 300_000.0
     assert t["lineitem rows/s per core, end to end"]["met"] is False
     assert t["DAG parse, 56 streams (1355 tasks), seconds"]["met"] is True
     assert t["DAG parse, 96 streams (2315 tasks), seconds"]["met"] is False
     big = {x["name"]: x for x in targets(_result(scale=10.0, streams=8))}
-    assert big["floor / makespan (end to end)"]["met"] is False
+    assert big["floor / makespan, laptop shape"]["met"] is False
+    assert {x["name"]: x for x in targets(_result(scale=10.0, streams=8, dag=dict(
+        _result()["dag"], wall_seconds=14.0)))}["floor / makespan, laptop shape"]["met"] is True
     failed = {x["name"]: x for x in targets(_result(dag={"state": "failed", "wall_seconds": 5.0}))}
-    assert failed["floor / makespan (end to end)"]["measured"] is None, "a failed run measures nothing"
+    assert failed["floor / makespan, laptop shape"]["measured"] is None, "a failed run measures nothing"
     lines = target_lines(targets(_result()))
     assert any(line.startswith("median per-task overhead") and line.endswith("NO") for line in lines)
 
@@ -306,3 +309,69 @@ def test_the_task_start_measurement_reports_every_part():
     assert re.search(r"fork and exit of the preloaded process \(\d+ MB resident\): [\d.]+ ms in the parent", out)
     for part in ("logging set-up", "plugin load", "message channel's validator", "TLS context"):
         assert re.search(rf"{part}: \+-?[\d.]+ ms", out), (part, out)
+
+
+def test_production_shape_targets_each_dag_against_its_own_floor():
+    from switchyard_dev.bench import shape_lines, shape_targets
+    prod = {"server_cpus": [0], "other_cpus": [1], "slots": 1,
+            "floor": {"wall_seconds": 18.0, "rows_per_s": 1.0},
+            "dag": {"state": "success", "wall_seconds": 20.0, "pool": 2, "cpu_seconds": {"scheduler": 4.0}}}
+    small = shape_targets("production", prod, 1.0, 4)[0]
+    assert small["measured"] == 0.9 and small["met"] is None and small["target"].startswith(">= 0.9")
+    big = shape_targets("production", prod, 10.0, 8)[0]
+    assert big["met"] is True and "server on CPU 0, Airflow and clients on CPU 1" in big["how"]
+    assert shape_targets("production", dict(prod, dag=dict(prod["dag"], wall_seconds=21.0)), 10.0, 8)[0]["met"] is False
+    lines = shape_lines({"slots": 2, "floor": {"wall_seconds": 10.0},
+                         "dag": {"state": "success", "wall_seconds": 20.0, "pool": 4}, "production": prod})
+    assert lines[1].split()[:7] == ["laptop", "all", "all", "2", "4", "10.00", "20.00"]
+    assert lines[2].split()[:8] == ["production", "0", "1", "1", "2", "18.00", "20.00", "0.900"]
+
+
+def test_pool_sizes_are_read_against_the_slots():
+    from switchyard_dev.bench import parse_pool_size
+    assert [parse_pool_size(x, 2) for x in ("slots", "slots+1", "2xslots", "1.5 x slots", "5")] == [2, 3, 4, 3, 5]
+    assert [parse_pool_size(x, 1) for x in ("slots", "slots+1", "2xslots", "1.5xslots")] == [1, 2, 2, 2]
+
+
+def test_a_loads_fixed_cost_is_cut_into_its_parts():
+    from switchyard_dev.bench import fixed_cost_lines, load_fixed_cost, task_record
+    ti = {"task_id": "orders_1.load", "state": "success", "start_date": "2026-11-22T10:00:00Z",
+          "end_date": "2026-11-22T10:00:03Z"}
+    value = {"seconds": 1.5, "rows": 10, "bytes": 100, "step_started": "2026-11-22T10:00:00.400Z",
+             "step_ended": "2026-11-22T10:00:02.800Z", "copy_slot_wait_seconds": 0.5, "connect_seconds": 0.01,
+             "lease_seconds": 0.002, "release_seconds": 0.003, "copy_began_at": 1.0, "copy_ended_at": 2.5,
+             "parts": {"plan_pull": 0.02, "connection_lookup": 0.03, "progress_setup": 0.001,
+                       "progress_close": 0.0, "load_call": 2.02}}
+    cost = load_fixed_cost([task_record(ti, "load", value)])
+    parts = {k: v["median"] for k, v in cost["parts"].items()}
+    assert parts["task_start"] == 0.4 and parts["task_end"] == 0.2 and parts["slot_wait"] == 0.5
+    assert parts["copy"] == 1.5 and parts["wall"] == 3.0
+    assert parts["rest"] == round(2.4 - (0.02 + 0.03 + 0.001 + 0.01 + 0.5 + 0.002 + 1.5 + 0.003 + 0.0), 4)
+    assert cost["fixed_median"] == 1.0, "wall minus the COPY and the wait for a slot"
+    assert any(line.strip().startswith("wait for a COPY slot") for line in fixed_cost_lines(cost))
+    r = task_record(ti, "load", value)
+    assert (r["work_start"], r["work_end"]) == (1.0, 2.5), "the COPY's own span, not the slot wait"
+
+
+def test_the_production_shape_pins_the_server_tree_and_puts_everything_back(pg_uri):
+    """The postmaster's tree goes on the server's CPUs (a backend it forks later too), this
+    process on the others; afterwards all of them are back on every CPU."""
+    import os
+    import psycopg
+    import pytest
+    from switchyard_dev import affinity, bench
+    cpus = affinity.all_cpus()
+    if len(cpus) < 2:
+        pytest.skip("the production shape needs 2 CPUs")
+    server, other = affinity.split(cpus)
+    pg = bench.postmaster_pid()
+    with bench.production_shape(server, other):
+        assert affinity.cpus_of(pg) == server and affinity.cpus_of(os.getpid()) == other
+        with psycopg.connect(pg_uri) as conn:
+            backend = conn.info.backend_pid
+            assert affinity.cpus_of(backend) == server, "a backend forked meanwhile inherits the server's CPUs"
+    assert affinity.cpus_of(pg) == cpus and affinity.cpus_of(os.getpid()) == cpus
+    assert all(affinity.cpus_of(p) in (cpus, None) for p in affinity.tree(pg))
+    assert affinity.parse_cpus("0,2-3") == {0, 2, 3} and affinity.split({0, 1, 2, 3}) == ({0, 1}, {2, 3})
+    with pytest.raises(ValueError):
+        affinity.split({0})

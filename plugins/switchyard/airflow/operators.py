@@ -297,12 +297,24 @@ class LoadOperator(_GroupOperator):
     def step(self, context: Any) -> dict:
         from switchyard.observability.progress import LoadProgress
         from switchyard.targets import TargetError
+        # The load's fixed cost part by part, in its result (`parts`, seconds): the plan's pull
+        # from XCom, the connection's lookup, the progress sampler's setup and close; the
+        # adapter adds its own (connect, lease, release) to the result's details.
+        clock = time.monotonic()
         plan, s = self.stream_plan(context)
+        parts = {"plan_pull": time.monotonic() - clock}
         path = resolve_file(Path(plan["batch_dir"]), s.file)
+        clock = time.monotonic()
         adapter = self.adapter()
+        parts["connection_lookup"] = time.monotonic() - clock
+        clock = time.monotonic()
+        # The server's progress sampler connects only when a progress line is due (after
+        # SWITCHYARD_PROGRESS_SECONDS): a short load never opens that side connection.
         server = adapter.server_progress(adapter.staging_schema, s.staging_table)
         progress = LoadProgress(s.group_id, self.progress_every_seconds, server=server)
+        parts["progress_setup"] = time.monotonic() - clock
         started = now_iso()
+        clock = time.monotonic()
         try:
             result = adapter.load(s, path, progress)
         except TargetError as exc:
@@ -310,13 +322,18 @@ class LoadOperator(_GroupOperator):
                 raise AirflowFailException(str(exc)) from exc
             raise
         finally:
+            loaded = time.monotonic()
             if server is not None:
                 server.close()
+            parts["progress_close"] = time.monotonic() - loaded
+        parts["load_call"] = loaded - clock
+        ended = now_iso()
         log.info("%s: %d rows, %.1f MB in %.2f s (%.1f MB/s, %.0f rows/s)", s.group_id, result.rows,
                  result.bytes / 1e6, result.seconds, result.bytes / 1e6 / max(result.seconds, 1e-9),
                  result.rows / max(result.seconds, 1e-9))
         return {"rows": result.rows, "bytes": result.bytes, "seconds": round(result.seconds, 4),
-                "started": started, "ended": now_iso(), "file": str(path), **result.details}
+                "started": started, "ended": ended, "file": str(path),
+                "parts": {k: round(v, 4) for k, v in parts.items()}, **result.details}
 
 
 class ValidateOperator(_GroupOperator):
