@@ -136,3 +136,26 @@ def test_a_killed_load_frees_its_slot(pg_uri, orders, schema, tmp_path):
         assert result.rows == stream.rows
         assert result.details["copy_slot_wait_seconds"] < 20
         assert slots_in_use(conn) == 0
+
+
+def test_the_slot_settings_in_a_connections_extra_reach_the_adapter_not_the_driver(pg_uri, orders, schema,
+                                                                                    monkeypatch):
+    """PostgresHook hands a connection's extra keys to psycopg as connection options, and psycopg
+    refuses unknown ones: the guard's own keys are the adapter's and must not reach the driver."""
+    import json
+    from urllib.parse import urlsplit
+    from switchyard.airflow.connections import adapter_for
+    u = urlsplit(pg_uri)
+    conn = {"conn_type": "postgres", "host": u.hostname, "port": u.port, "login": u.username,
+            "password": u.password, "schema": u.path.lstrip("/"),
+            "extra": {"copy_slots": 1, "copy_slot_wait_seconds": 7, "application_name": "switchyard-extra"}}
+    monkeypatch.setenv("AIRFLOW_CONN_SY_SLOTS_EXTRA", json.dumps(conn))
+    adapter = adapter_for("sy_slots_extra", SPEC, schema=schema)
+    assert (adapter.copy_slots, adapter.copy_slot_wait_seconds) == (1, 7.0)
+    plan, folder = orders
+    s = plan.stream("orders", 1)
+    adapter.prepare(s)
+    assert adapter.load(s, folder / s.file).rows == s.rows
+    with adapter.connection() as c:
+        assert c.execute("SHOW application_name").fetchone()[0] == "switchyard-extra", \
+            "the driver's own extra keys still reach it"

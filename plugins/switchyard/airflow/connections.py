@@ -34,7 +34,7 @@ def adapter_for(conn_id: str, spec: LoadSpec, **options: Any) -> TargetAdapter:
         connect, url = _postgres(conn_id, conn)
         # The COPY slot guard's settings, from the connection's extra (targets/postgres/slots.py).
         extra = getattr(conn, "extra_dejson", None) or {}
-        slots = {key: extra[key] for key in ("copy_slots", "copy_slot_wait_seconds") if key in extra}
+        slots = {key: extra[key] for key in POSTGRES_ADAPTER_EXTRAS if key in extra}
         return adapter_class(engine)(spec, conn_id=conn_id, connect=connect, url=url, **slots, **options)
     if engine == "mssql":
         from switchyard.targets.mssql.settings import parse_connection
@@ -44,6 +44,11 @@ def adapter_for(conn_id: str, spec: LoadSpec, **options: Any) -> TargetAdapter:
         return adapter_class(engine)(spec, conn_id=conn_id, endpoint=endpoint, connection_settings=settings,
                                      **options)
     raise TargetError(f"connection {conn_id!r}: no mapping for the {engine} engine")
+
+
+# The PostgreSQL connection's extra keys that are the adapter's, not the driver's: PostgresHook
+# hands every other extra key to psycopg as a connection option, which refuses unknown ones.
+POSTGRES_ADAPTER_EXTRAS = ("copy_slots", "copy_slot_wait_seconds")
 
 
 def _postgres(conn_id: str, conn: Any):
@@ -56,6 +61,7 @@ def _postgres(conn_id: str, conn: Any):
         if hook is None:
             from airflow.providers.postgres.hooks.postgres import PostgresHook
             hook = PostgresHook(postgres_conn_id=conn_id, connection=conn)
+            hook.ignored_extra_options = set(hook.ignored_extra_options) | set(POSTGRES_ADAPTER_EXTRAS)
         return hook
 
     def connect():
