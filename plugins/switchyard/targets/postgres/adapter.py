@@ -551,7 +551,6 @@ class PostgresAdapter(TargetAdapter):
         return self.load_staging(stream, path, progress)
 
     def load_staging(self, stream: StreamPlan, path: Path, progress: ProgressCallback | None) -> LoadResult:
-        import psycopg
         table = self.spec.table(stream.table)
         where = f"[table {stream.table}, stream {stream.stream}]"
         statements = self.load_sql(stream)
@@ -562,60 +561,73 @@ class PostgresAdapter(TargetAdapter):
         single_field = len(table.columns) == 1 and not table.format.trailing_delimiter
         text_format = copy_format(table.format, table.columns) == "text"
         began = time.monotonic()
-        with self.connection() as conn, self.copy_slot(conn) as slot:
-            slotted = time.monotonic()
+        with self.connection() as conn:
+            connected = time.monotonic()
+            # The lease is renewed before the wait for a slot, as a separate step's renewal was:
+            # the slot is then held for the COPY alone.
             if self.lease_holder:
                 self.check_lease(self.claim_lease(conn))
-            # The COPY's own time: the wait for a slot and the lease are not part of it.
-            started = time.monotonic()
-            copy_began_at = time.time()
-            try:
-                with conn.transaction(), conn.cursor() as cur:
-                    for stmt in before:
-                        cur.execute(stmt)
-                    # The file as the spec declares it, decompressed while read, header lines
-                    # skipped, guarded against the quote byte (see copy_format.py).
-                    with open_source(path) as source, cur.copy(copy) as cp:
-                        for data in copy_chunks(source.read, table.format, text_format, single_field, _CHUNK):
-                            cp.write(data)
-                            if progress:
-                                progress(source.consumed(), total)
-                    rows = cur.rowcount
-                    for stmt in after:
-                        cur.execute(stmt)
-                    pid = conn.info.backend_pid
-            except GzipUnderPlainName as exc:
-                raise TargetError(f"{path}: line 1, column {table.columns[0].name}: {GZIP_UNDER_PLAIN_NAME} "
-                                  f"{where}", permanent=True) from exc
-            except StreamFileError as exc:
-                raise TargetError(f"{exc} {where}; nothing was committed", permanent=True) from exc
-            except psycopg.OperationalError as exc:
-                raise TargetError(f"{path}: connection lost while loading {where}: {exc}; nothing was "
-                                  f"committed") from exc
-            except psycopg.Error as exc:
-                failed = failed_record(exc, path, table)
-                message = copy_error_message(exc, path, stream, f"{self.staging_schema}.{stream.staging_table}",
-                                             table, self.length_checks(table), failed)
-                hint = field_count_hint(failed, table)
-                if (exc.diag.constraint_name or "").endswith("_range"):
-                    hint += (f"; {table.key} must lie in {stream.lower}..{stream.upper}, "
-                             f"this stream's key range in the manifest")
-                raise TargetError(message + hint, permanent=True) from exc
-            copied = time.monotonic()
-            copy_ended_at = time.time()
-            seconds = copied - started
-        # The load's fixed cost beside its COPY, part by part (the benchmark reports them):
-        # connecting, the lease's renewal, the slot's release and closing the connection.
+            leased = time.monotonic()
+            with self.copy_slot(conn) as slot:
+                rows, pid, copy_began_at, copy_ended_at, seconds, copied = self._copy(
+                    conn, stream, path, progress, table, where, before, copy, after, total, single_field, text_format)
         ended = time.monotonic()
+        # The load's fixed cost beside its COPY, part by part (the benchmark reports them):
+        # connecting, the lease's renewal, the slot's query, release, and closing the connection.
         return LoadResult(rows=rows, bytes=total, seconds=seconds,
                           details={"backend_pid": pid, "copy_slot": slot["slot"],
                                    "copy_slot_wait_seconds": slot["waited_seconds"],
-                                   "connect_seconds": round(slotted - began - slot["waited_seconds"], 4),
-                                   "lease_seconds": round(started - slotted, 4),
+                                   "connect_seconds": round(connected - began, 4),
+                                   "lease_seconds": round(leased - connected, 4),
                                    "release_seconds": round(ended - copied, 4),
                                    # When the server held the slot for this COPY (epoch seconds).
                                    "copy_began_at": round(copy_began_at, 4),
                                    "copy_ended_at": round(copy_ended_at, 4)})
+
+    def _copy(self, conn, stream: StreamPlan, path: Path, progress: ProgressCallback | None, table: Table,
+              where: str, before: list[str], copy: str, after: list[str], total: int, single_field: bool,
+              text_format: bool) -> tuple:
+        """The load's transaction on `conn`, its COPY slot held: (rows, backend pid, COPY start and
+        end in epoch seconds, COPY seconds, monotonic end)."""
+        import psycopg
+        # The COPY's own time: the wait for a slot and the lease are not part of it.
+        started = time.monotonic()
+        copy_began_at = time.time()
+        try:
+            with conn.transaction(), conn.cursor() as cur:
+                for stmt in before:
+                    cur.execute(stmt)
+                # The file as the spec declares it, decompressed while read, header lines
+                # skipped, guarded against the quote byte (see copy_format.py).
+                with open_source(path) as source, cur.copy(copy) as cp:
+                    for data in copy_chunks(source.read, table.format, text_format, single_field, _CHUNK):
+                        cp.write(data)
+                        if progress:
+                            progress(source.consumed(), total)
+                rows = cur.rowcount
+                for stmt in after:
+                    cur.execute(stmt)
+                pid = conn.info.backend_pid
+        except GzipUnderPlainName as exc:
+            raise TargetError(f"{path}: line 1, column {table.columns[0].name}: {GZIP_UNDER_PLAIN_NAME} "
+                              f"{where}", permanent=True) from exc
+        except StreamFileError as exc:
+            raise TargetError(f"{exc} {where}; nothing was committed", permanent=True) from exc
+        except psycopg.OperationalError as exc:
+            raise TargetError(f"{path}: connection lost while loading {where}: {exc}; nothing was "
+                              f"committed") from exc
+        except psycopg.Error as exc:
+            failed = failed_record(exc, path, table)
+            message = copy_error_message(exc, path, stream, f"{self.staging_schema}.{stream.staging_table}",
+                                         table, self.length_checks(table), failed)
+            hint = field_count_hint(failed, table)
+            if (exc.diag.constraint_name or "").endswith("_range"):
+                hint += (f"; {table.key} must lie in {stream.lower}..{stream.upper}, "
+                         f"this stream's key range in the manifest")
+            raise TargetError(message + hint, permanent=True) from exc
+        copied = time.monotonic()
+        copy_ended_at = time.time()
+        return rows, pid, copy_began_at, copy_ended_at, copied - started, copied
 
     def _existing_partition(self, cur, stream: StreamPlan) -> tuple[str, list[str]] | None:
         """(bound, [parent schema, parent name]) of the partition that has this stream's name

@@ -7,7 +7,8 @@ alone: a load takes one of `slots` advisory locks just before its COPY and gives
 after the commit. The pool can then admit more load tasks than the server has cores, so one
 task's start-up overlaps another's COPY, and the server still never runs more COPYs than slots.
 
-Session-level advisory locks (`pg_try_advisory_lock(namespace, slot)`) are what makes it safe:
+Session-level advisory locks (`pg_try_advisory_lock(namespace, slot)`, and while all are
+taken a bounded blocking `pg_advisory_lock` on one of them) are what makes it safe:
 the server releases them when the session ends, so a load whose process is killed (SIGKILL, a
 lost worker) frees its slot as soon as its connection closes; no row is left behind to clean up.
 Locks are per database: loads into one database share its slots.
@@ -22,7 +23,12 @@ from typing import Any, Iterator
 # The first key of every slot lock: a constant no other application is likely to use with the
 # two-key form (0x53594344, "SYCD"). The second key is the slot number.
 NAMESPACE = 0x53594344
-POLL_SECONDS = 0.05
+# While every slot is taken, a load waits *in the server* for one slot (a blocking advisory
+# lock, bounded by a lock timeout of this many seconds), then looks at all of them again: a
+# slot freed while the load waits on it is handed over at once (no polling gap, which would
+# leave the server's core idle between two COPYs), and one freed elsewhere is found within
+# this bound.
+BLOCK_SECONDS = 0.25
 
 
 class NoSlot(TimeoutError):
@@ -50,6 +56,25 @@ def try_slot(conn: Any, slots: int) -> int | None:
         conn.commit()
 
 
+def wait_slot(conn: Any, slots: int, seconds: float) -> int | None:
+    """Wait up to `seconds` in the server for one slot, chosen at random; the slot, or None.
+
+    The lock timeout is the transaction's own (SET LOCAL): the load's statements keep theirs.
+    A timed-out wait rolls its transaction back; a granted lock is a session lock and
+    outlives the commit."""
+    import psycopg
+    slot = random.randrange(slots)
+    try:
+        with conn.cursor() as cur:
+            cur.execute(f"SET LOCAL lock_timeout = '{max(1, int(seconds * 1000))}ms'")
+            cur.execute("SELECT pg_advisory_lock(%s::int, %s::int)", (NAMESPACE, slot))
+        conn.commit()
+        return slot
+    except psycopg.errors.LockNotAvailable:
+        conn.rollback()
+        return None
+
+
 def release_slot(conn: Any, slot: int) -> None:
     with conn.cursor() as cur:
         cur.execute("SELECT pg_advisory_unlock(%s::int, %s::int)", (NAMESPACE, slot))
@@ -67,9 +92,12 @@ def copy_slot(conn: Any, slots: int, wait_seconds: float) -> Iterator[dict]:
         return
     started = time.monotonic()
     while (slot := try_slot(conn, slots)) is None:
-        if time.monotonic() - started > wait_seconds:
+        left = wait_seconds - (time.monotonic() - started)
+        if left <= 0:
             raise NoSlot(f"all {slots} COPY slots of the target stayed taken for {wait_seconds:.0f}s")
-        time.sleep(POLL_SECONDS)
+        slot = wait_slot(conn, slots, min(BLOCK_SECONDS, left))
+        if slot is not None:
+            break
     info.update(slot=slot, waited_seconds=round(time.monotonic() - started, 4))
     try:
         yield info
