@@ -112,8 +112,7 @@ def cmd_pool(args) -> int:
         sys.exit(f"pool sync: {exc}")
     if slots < 1:
         sys.exit(f"pool sync: the server reports {slots} schedulers")
-    from switchyard.settings import pool_size
-    size = pool_size(slots, args.per_slot)
+    size = adapter.pool_size(args.per_slot)
     description = (f"Switchyard: load tasks of {args.conn_id}, {size} for its {slots} {adapter.engine} "
                    f"schedulers / cores (the target runs one bulk load per slot at a time)")
     print(f"{args.conn_id} ({adapter.engine}): {slots} schedulers -> pool {args.pool} = {size} slots"

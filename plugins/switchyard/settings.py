@@ -127,12 +127,13 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("SWITCHYARD_POOL", "pool", str, "switchyard_loads",
             "The Airflow pool the loads run in; size it with `switchyard pool sync`.", DAG, "text"),
     Setting("SWITCHYARD_POOL_PER_SLOT", "pool_per_slot", _at_least_one, 2.0,
-            "Load tasks the pool admits per load slot of the target (PostgreSQL: its `copy_slots`, by "
-            "default its cores; SQL Server: its schedulers): `switchyard pool sync` sets the pool to "
-            "slots x this, rounded up. The target's own slot guard still runs at most one COPY / bulk "
-            "load per slot, taken just before it and released right after, so the extra tasks only "
-            "overlap their start-up and tear-down with other loads' COPYs. `1`: one load task per slot.",
-            DAG, "number >= 1"),
+            "Load tasks the pool admits per COPY slot of a PostgreSQL target (its connection's "
+            "`copy_slots`, by default its cores): `switchyard pool sync` sets the pool to slots x this, "
+            "rounded up. The target's slot guard still runs at most one COPY per slot, taken just "
+            "before it and released right after, so the extra tasks only overlap their start-up and "
+            "tear-down with other loads' COPYs. `1`: one load task per slot. A SQL Server target's "
+            "pool stays at its scheduler count (its scheduler claim shares a scheduler after its "
+            "retries instead of waiting).", DAG, "number >= 1"),
     Setting("SWITCHYARD_SCHEDULE", "schedule", _schedule, "0 2 * * *",
             "Cron schedule of the DAG (a nightly batch named by the run's date, `YYYY-MM-DD`); "
             "`none` for manual runs only.", DAG, "cron | none"),

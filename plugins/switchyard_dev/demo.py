@@ -279,8 +279,9 @@ def pg_slots() -> int:
 def default_pool_size(server_slots: int | None = None) -> int:
     """The load pool `switchyard pool sync` would set for the embedded target (or one with
     `server_slots` COPY slots): slots x SWITCHYARD_POOL_PER_SLOT."""
-    from switchyard.settings import pool_size
-    return pool_size(server_slots or pg_slots())
+    from switchyard.targets.postgres import PostgresAdapter
+    return PostgresAdapter(load_spec("tpch"), uri="postgresql://unused",
+                           copy_slots=server_slots or pg_slots()).pool_size()
 
 
 if __name__ == "__main__":

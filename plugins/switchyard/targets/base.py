@@ -318,7 +318,14 @@ class TargetAdapter(ABC):
 
     @abstractmethod
     def scheduler_count(self) -> int:
-        """How many loads the server runs side by side at full speed: the pool size."""
+        """How many loads the server runs side by side at full speed: its load slots."""
+
+    def pool_size(self, per_slot: float | None = None) -> int:
+        """The Airflow load pool for this target: its load slots, or more where the target's own
+        slot guard makes a load wait for a free slot (then slots x SWITCHYARD_POOL_PER_SLOT, so
+        one load's task start-up overlaps another's bulk load). By default the pool is the cap:
+        one load task per slot."""
+        return self.scheduler_count()
 
     def server_snapshot(self) -> dict | None:
         """The server's cumulative wait counters now, JSON-serialisable (it travels through

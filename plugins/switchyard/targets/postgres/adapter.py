@@ -266,6 +266,15 @@ class PostgresAdapter(TargetAdapter):
         # core count is the useful number of concurrent COPYs: the COPY slots.
         return self.copy_slots or (os.cpu_count() or 1)
 
+    def pool_size(self, per_slot: float | None = None) -> int:
+        # The COPY slot guard waits for a free slot: the pool may admit more load tasks than
+        # the server has slots (settings.pool_size), never more COPYs. Without the guard
+        # (copy_slots 0) the pool is the only cap.
+        if not self.copy_slots:
+            return self.scheduler_count()
+        from switchyard.settings import pool_size
+        return pool_size(self.copy_slots, per_slot)
+
     @contextmanager
     def copy_slot(self, conn) -> Iterator[dict]:
         """One of the server's COPY slots for the block (slots.py); a wait that outlasts
