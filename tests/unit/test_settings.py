@@ -81,3 +81,24 @@ def test_the_dag_config_defaults_are_the_settings_defaults(monkeypatch):
     monkeypatch.setenv("SWITCHYARD_STREAMS", "7")
     monkeypatch.setenv("SWITCHYARD_POOL", "p2")
     assert (DagConfig.from_env().streams, DagConfig.from_env().pool) == (7, "p2")
+
+
+def test_the_load_pool_admits_load_tasks_per_copy_slot(monkeypatch):
+    """slots x SWITCHYARD_POOL_PER_SLOT, rounded up, never fewer than the slots; a PostgreSQL
+    target without the slot guard (copy_slots 0) and a SQL Server target keep one per slot."""
+    from switchyard.core.spec import load_spec
+    from switchyard.settings import SettingsError, get, pool_size
+    from switchyard.targets.postgres import PostgresAdapter
+    monkeypatch.delenv("SWITCHYARD_POOL_PER_SLOT", raising=False)
+    assert get().pool_per_slot == 2.0 and pool_size(1) == 2 and pool_size(2) == 4
+    assert pool_size(2, 1.5) == 3 and pool_size(3, 1.5) == 5 and pool_size(2, 1) == 2
+    monkeypatch.setenv("SWITCHYARD_POOL_PER_SLOT", "1.25")
+    assert pool_size(4) == 5 and pool_size(1) == 2
+    monkeypatch.setenv("SWITCHYARD_POOL_PER_SLOT", "0.5")
+    with pytest.raises(SettingsError, match="SWITCHYARD_POOL_PER_SLOT"):
+        get()
+    monkeypatch.delenv("SWITCHYARD_POOL_PER_SLOT")
+    spec = load_spec("tpch")
+    assert PostgresAdapter(spec, uri="postgresql://x", copy_slots=3).pool_size() == 6
+    guardless = PostgresAdapter(spec, uri="postgresql://x", copy_slots=0)
+    assert guardless.pool_size() == guardless.scheduler_count()
