@@ -545,6 +545,21 @@ class PostgresAdapter(TargetAdapter):
                 f"{'; '.join(why)}. Nothing was loaded. To keep the data, run (a CHECK scans the table once): "
                 f"{' '.join(fixes)} Or drop the tables to have them created anew.", permanent=True)
 
+    def prepare(self, stream: StreamPlan) -> None:
+        """A fresh staging table with its partition's range CHECK. The run's lease is renewed on
+        the same connection first, in a transaction of its own (one connection per prepare)."""
+        import psycopg
+        try:
+            with self.connection() as conn:
+                if self.lease_holder:
+                    self.check_lease(self.claim_lease(conn))
+                with conn.transaction(), conn.cursor() as cur:
+                    for stmt in self.prepare_sql(stream):
+                        cur.execute(stmt)
+        except psycopg.OperationalError as exc:
+            raise TargetError(f"prepare of {stream.group_id}: connection lost: {exc}; nothing was "
+                              f"committed") from exc
+
     def create_staging(self, stream: StreamPlan) -> None:
         import psycopg
         try:
