@@ -1488,7 +1488,7 @@ def run(scale: float, streams: int, slots: int | None = None, parts: tuple[str, 
         result["floor"] = run_floor(uri, files, slots)
         print(f"    {result['floor']['rows_per_s']:,.0f} rows/s in {result['floor']['wall_seconds']:.2f} s", flush=True)
         result["load_average"]["after_floor"] = load_average()
-        if "loader" in parts:
+        if "loader" in parts and "laptop" in shapes:
             say(f"Switchyard loader alone: PostgresAdapter prepare + load, {slots} processes")
             result["loader"] = run_loader(uri, folder, files, slots)
             print(f"    {result['loader']['rows_per_s']:,.0f} rows/s in {result['loader']['wall_seconds']:.2f} s",
@@ -1508,7 +1508,7 @@ def run(scale: float, streams: int, slots: int | None = None, parts: tuple[str, 
             if "validation" in lever_parts:
                 say(f"levers: validation, all expectations scanning vs the key proven by constraints, {repeat} rounds")
                 result["levers"]["validation"] = run_validation_lever(uri, folder, files, repeat)
-        if "dag" in parts:
+        if "dag" in parts and "laptop" in shapes:
             from switchyard_dev.demo import default_pool_size
             result["pool"] = default_pool_size(slots)
             say(f"Switchyard end to end: the DAG through the scheduler, LocalExecutor, {slots} COPY slots, "
@@ -1686,7 +1686,7 @@ def main(argv: list[str] | None = None) -> int:
                         "seconds, and four peers at a minute each would double the default run)")
     p.add_argument("--shapes", default=None,
                    help="comma-separated: laptop (everything on all cores), production (the server on CPUs of "
-                        "its own, Airflow and the clients on the others); default both (laptop only on 1 CPU)")
+                        "its own, Airflow and the clients on the others); default both (laptop only on 1 CPU); the laptop floor always runs")
     p.add_argument("--server-cpus", default=None,
                    help="the production shape's server CPUs, e.g. 0 or 0-3 (default: the first half, 0 on 2 CPUs)")
     p.add_argument("--pool-sizes", default="",
