@@ -33,7 +33,8 @@ from contextlib import contextmanager
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any, Iterator, Mapping
 
-from switchyard.core.planner import LoadPlan, StreamPlan, plan_tpch
+from switchyard.core.keys import partition_name
+from switchyard.core.planner import LoadPlan, StreamPlan, TablePlan, plan_tpch
 from switchyard.core.spec import FileFormat, LoadSpec, Table
 from switchyard.targets.base import LoadResult, ProgressCallback, TargetAdapter, TargetError, _jinja
 from switchyard.targets.mssql.dmv import (IDLE_WAITS, LATCH_STATS_SQL, SCHEDULER_COUNT_SQL, SESSION_STATS_SQL,
@@ -46,7 +47,11 @@ from switchyard.targets.mssql.recovery import LAST_LOG_BACKUP_SQL, RECOVERY_SQL,
 from switchyard.targets.mssql.rows import FileRows
 from switchyard.targets.mssql.keys import KeyType, key_type
 from switchyard.targets.mssql.server_config import LAYOUT_SQL, Layout, layout_from_json
-from switchyard.targets.mssql.tsql import nstr, split_statements, sstr
+from switchyard.targets.mssql.tsql import nstr, quote_name, split_statements, sstr
+from switchyard.targets.mssql.catalog import (ColumnInfo, TargetTable, shape_problems, staging_constraint_name,
+                                              target_from_catalog)
+from switchyard.targets.mssql.window import (Incoming, Partition, WindowPlan, keys_text, object_name, plan_window,
+                                             show_key)
 from switchyard.targets.mssql.settings import (ADAPTER_OPTIONS, EDGE_FILEGROUP, _SAFE_PATH, Endpoint, Settings,
                                                find_odbc_driver, odbc_value, parse_settings, parse_uri)
 
@@ -164,14 +169,21 @@ class MssqlAdapter(TargetAdapter):
         text = _jinja(self.engine).get_template(template).render(
             q=self.q, qn=self.qualified, lit=self.lit, schema=self.schema,
             staging_schema=self.staging_schema, control_schema=self.control_schema,
-            lock_timeout_seconds=self.lock_timeout_seconds, nstr=nstr, str=sstr, **context)
+            lock_timeout_seconds=self.lock_timeout_seconds, nstr=nstr, str=sstr, qc=quote_name, **context)
         return split_statements(text)
 
     def function_name(self, table: str) -> str:
-        return self.checked(f"pf_{table}")
+        """The partition function setup creates for a new table: `pf_<schema>_<table>`. An existing
+        table's function is the one the catalog names (TargetTable.function), whatever its name."""
+        return object_name("pf", self.schema, self.checked(table))
 
     def scheme_name(self, table: str) -> str:
-        return self.checked(f"ps_{table}")
+        return object_name("ps", self.schema, self.checked(table))
+
+    @property
+    def archive_schema(self) -> str:
+        """Where `retire: archive` switches out the partitions that fall out of an append table's window."""
+        return self.checked(f"{self.schema}_archive")
 
     def _key_type(self, table: Table) -> str:
         return next(c.sql_type(self.engine) for c in table.columns if c.name == table.key)
@@ -183,7 +195,8 @@ class MssqlAdapter(TargetAdapter):
 
     def columns(self, table: Table) -> list[dict[str, Any]]:
         """Name, type and nullability: SWITCH needs staging and target identical in all three."""
-        return [{"name": c.name, "type": c.sql_type(self.engine), "nullable": c.nullable} for c in table.columns]
+        return [{"name": c.name, "type": c.sql_type(self.engine), "nullable": c.nullable, "collation": None}
+                for c in table.columns]
 
     def filegroups(self, plan: LoadPlan, used_pages: Mapping[str, int] | None = None) -> list[dict]:
         """Every stream's filegroup with its files, and the edge filegroup.
@@ -260,8 +273,10 @@ class MssqlAdapter(TargetAdapter):
         return ctx
 
     def setup_sql(self, plan: LoadPlan, used_pages: Mapping[str, int] | None = None) -> list[str]:
+        archive = any(t.table.mode == "append" and t.table.retire == "archive" for t in plan.tables)
         return self.render("setup.sql", filegroups=self.filegroups(plan, used_pages), headroom=self.file_headroom,
-                           tables=[self._table_context(t) for t in plan.tables], edge_filegroup=EDGE_FILEGROUP)
+                           tables=[self._table_context(t) for t in plan.tables], edge_filegroup=EDGE_FILEGROUP,
+                           archive=archive, archive_schema=self.archive_schema if archive else None)
 
     def _bounds(self, stream: StreamPlan) -> dict[str, str]:
         if not stream.partitioned or stream.empty:
@@ -269,9 +284,14 @@ class MssqlAdapter(TargetAdapter):
         key = self.key(stream.table)
         return {"lower_sql": key.literal(stream.lower), "upper_sql": key.literal(stream.upper)}
 
-    def prepare_sql(self, stream: StreamPlan) -> list[str]:
+    def prepare_sql(self, stream: StreamPlan, columns: list | None = None, filegroup: str | None = None,
+                    compression: str = "NONE") -> list[str]:
+        """The staging table: by default from the spec on the stream's filegroup (a plan written
+        without a server); at run time with the target's columns as the catalog has them, on the
+        filegroup and with the data compression its partition will have (setup's plan)."""
         table = self.spec.table(stream.table)
-        return self.render("prepare.sql", s=stream, columns=self.columns(table), key=table.key,
+        return self.render("prepare.sql", s=stream, columns=columns or self.columns(table), key=table.key,
+                           filegroup=filegroup or stream.filegroup, compression=compression,
                            key_kind=self.key(table).kind if stream.partitioned else "integer", **self._bounds(stream))
 
     def server_path(self, path: Path) -> str:
@@ -361,13 +381,109 @@ class MssqlAdapter(TargetAdapter):
         return max(1, math.ceil(self.lock_timeout_seconds / 60))
 
     def switch_sql(self, stream: StreamPlan, replace_existing: bool) -> list[str]:
+        """An unpartitioned table is replaced whole. A partitioned table's stream switches in with
+        its table's commit (`commit_sql`, run by the table's last switch); its own switch step
+        builds the target's indexes on the staging table (`staging_index_sql`) and marks it ready."""
         columns = self.columns(self.spec.table(stream.table))
         if not stream.partitioned:
             return self.render("switch_table.sql", s=stream, columns=columns)
-        return self.render("switch_partition.sql", s=stream, columns=columns, replace_existing=replace_existing,
-                           **self._bounds(stream),
-                           function=self.function_name(stream.table), wait_minutes=self.wait_minutes(),
-                           old_table=self.checked(f"{stream.staging_table}_old"))
+        return []
+
+    def staging_index_sql(self, stream: StreamPlan, indexes: list, filegroup: str,
+                          compression: Mapping[str, str]) -> list[str]:
+        """The target's indexes (catalog.IndexInfo) built on the stream's staging table."""
+        names = {i.name: staging_constraint_name(stream.staging_table, i.name) for i in indexes if i.constraint}
+        return self.render("staging_indexes.sql", s=stream, indexes=indexes, filegroup=filegroup,
+                           compression=dict(compression), constraint_names=names)
+
+    def catalog_sql(self, table: str) -> dict[str, str]:
+        """The pre-flight's catalog queries for a table (values are parameters)."""
+        (table_sql,) = self.render("catalog_table.sql")
+        (boundaries_sql,) = self.render("catalog_boundaries.sql", key_type=self._key_type(self.spec.table(table)))
+        (partitions_sql,) = self.render("catalog_partitions.sql")
+        (indexes_sql,) = self.render("catalog_indexes.sql")
+        columns_sql, shared_sql = self.render("catalog_columns.sql")
+        (batches_sql,) = self.render("partition_batches.sql")
+        return {"table": table_sql, "boundaries": boundaries_sql, "partitions": partitions_sql,
+                "indexes": indexes_sql, "columns": columns_sql, "shared": shared_sql, "batches": batches_sql}
+
+    def incoming(self, table_plan: TablePlan) -> list[Incoming]:
+        key = self.key(table_plan.table)
+        return [Incoming(stream=s.stream, lower=key.value(s.lower), upper=key.value(s.upper), filegroup=s.filegroup,
+                         staging_table=s.staging_table, rows=s.rows)
+                for s in table_plan.streams if s.partitioned and not s.empty]
+
+    def window(self, table: str, target: TargetTable, streams: list[Incoming], batch: str) -> WindowPlan:
+        """What the table's commit does with this batch (window.plan_window on the catalog's answers)."""
+        t = self.spec.table(table)
+        key = self.key(t)
+        return plan_window(f"{self.schema}.{table}", t.mode, batch, target.partitions, streams, key,
+                           keep=t.keep, keep_days=t.keep_days, archive=t.retire == "archive",
+                           shared_with=target.shared_with, function=target.function or "",
+                           archive_name=lambda p: partition_name(table, key.after(p.lower) if p.lower is not None
+                                                                 else p.upper, p.upper))
+
+    def new_target(self, table_plan: TablePlan) -> TargetTable:
+        """The table as setup creates it for this batch (no server: a plan, the script): its
+        function with the batch's boundaries, every partition empty."""
+        ctx = self._table_context(table_plan)
+        bounds = [b["value"] for b in ctx["boundaries"]]
+        fgs = ctx["scheme_filegroups"]
+        edges = [None, *bounds, None]
+        parts = [Partition(number=i + 1, lower=edges[i], upper=edges[i + 1], filegroup=fgs[i], rows=0,
+                           compression=(("(heap)", "NONE"),)) for i in range(len(fgs))]
+        return TargetTable(exists=True, partitioned=True, data_space=ctx["scheme"], function=ctx["function"],
+                           scheme=ctx["scheme"], partition_column=table_plan.table.key, boundaries=bounds,
+                           partitions=parts, columns=[ColumnInfo(c["name"], c["type"], c["nullable"])
+                                                      for c in self.columns(table_plan.table)])
+
+    def commit_sql(self, table_plan: TablePlan, target: TargetTable | None = None, batch: str | None = None,
+                   run: str | None = None) -> list[str]:
+        """The table's commit: the batch switched in whole, in one transaction (commit_table.sql).
+        Without `target` (no server: the script), against the table setup creates for the batch."""
+        table = table_plan.table
+        if not table.partitioned:
+            return []
+        target = target or self.new_target(table_plan)
+        streams = self.incoming(table_plan)
+        batch = self.lease_batch or self.script_batch if batch is None else batch
+        wp = self.window(table.name, target, streams, batch)
+        if not wp.ok:
+            raise TargetError("\n".join(wp.problems), permanent=True)
+        return self.render_commit(table.name, wp, target, streams, batch, run if run is not None else
+                                  (self.lease_holder or ""))
+
+    def render_commit(self, table: str, wp: WindowPlan, target: TargetTable, streams: list[Incoming], batch: str,
+                      run: str) -> list[str]:
+        key = self.key(table)
+        steps = []
+        for st in wp.steps:
+            d: dict[str, Any] = {"kind": st.kind, "why": st.why,
+                                 "value_sql": key.literal(st.value) if st.value is not None else "NULL"}
+            if st.partition is not None:
+                d.update(number=st.partition.number, rows=st.partition.rows,
+                         range=keys_text(st.partition.lower, st.partition.upper, key))
+            if st.kind == "split":
+                d["filegroup"] = st.filegroup
+            elif st.kind == "archive":
+                name = self.checked(st.archive_table)
+                d.update(archive=self.qualified(self.archive_schema, name), filegroup=st.filegroup,
+                         heap_compression=st.compression[0][1] if st.compression else "NONE",
+                         compression=dict(st.compression),
+                         constraint_names={i.name: staging_constraint_name(name, i.name)
+                                           for i in target.indexes if i.constraint})
+            elif st.kind == "switch_in":
+                d.update(stream=st.stream.stream, filegroup=st.filegroup,
+                         staging=self.qualified(self.staging_schema, st.stream.staging_table),
+                         range=keys_text(key.before(st.stream.lower), st.stream.upper, key))
+            steps.append(d)
+        records = [{"key_min": show_key(s.lower), "key_max": show_key(s.upper), "rows": s.rows} for s in streams]
+        gone = sorted({show_key(p.upper) for p in [*wp.removed, *wp.retired] if p.upper is not None}
+                      | {r["key_max"] for r in records})
+        return self.render("commit_table.sql", table=f"{self.schema}.{table}", table_name=table,
+                           mode=self.spec.table(table).mode, batch=batch, run=run, steps=steps,
+                           function=target.function, scheme=target.scheme, columns=target.columns,
+                           indexes=target.indexes, records=records, gone=gone, wait_minutes=self.wait_minutes())
 
     def script(self, plan: LoadPlan) -> str:
         """The whole load as T-SQL for review, in execution order, one batch per GO."""
@@ -398,6 +514,15 @@ class MssqlAdapter(TargetAdapter):
                            f"packet size {self.packet_size}): {why}")
             emit(self.constraint_sql(s))
             emit(self.switch_sql(s, replace_existing=False))
+            if s.partitioned:
+                out.append(f"-- switch: the target's indexes built on {self.staging_schema}.{s.staging_table} "
+                           f"(none on a table setup made from the spec), then the stream is marked ready; the "
+                           f"table's last switch runs the table's commit")
+        for t in plan.tables:
+            commit = self.commit_sql(t)
+            if commit:
+                out.append(f"\n-- {t.table.name}: its last switch moves the batch in whole")
+                emit(commit)
         return "\n".join(out) + "\n"
 
     # --- connections ----------------------------------------------------------------------

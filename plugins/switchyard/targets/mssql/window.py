@@ -40,8 +40,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Sequence
 
 from switchyard.targets.mssql.keys import KeyType
+from switchyard.targets.mssql.settings import EDGE_FILEGROUP
 
-EDGE_FILEGROUP = "fg_edge"
 MAX_SYSNAME = 128
 _SYSNAME = re.compile(r"^[a-z_][a-z0-9_]{0,127}$")
 _COMPRESSIONS = ("NONE", "ROW", "PAGE")
@@ -82,8 +82,12 @@ def keys_text(lower: Any, upper: Any, key: KeyType) -> str:
     return f"keys {low}..{_show(upper)}" if lower is not None else f"keys up to {_show(upper)}"
 
 
-def _show(value: Any) -> str:
+def show_key(value: Any) -> str:
+    """A key value as text: the integer, or ISO 8601 (the form the control tables keep)."""
     return value.isoformat() if hasattr(value, "isoformat") else str(value)
+
+
+_show = show_key
 
 
 @dataclass(frozen=True)
