@@ -36,7 +36,7 @@ from __future__ import annotations
 import bisect
 import hashlib
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from switchyard.targets.mssql.keys import KeyType
@@ -416,4 +416,4 @@ def compression_of(text: str | None) -> str:
 
 
 __all__ = ["EDGE_FILEGROUP", "Incoming", "Layout", "Partition", "RowsWouldMove", "Step", "WindowPlan",
-           "keys_text", "object_name", "plan_window", "replace"]
+           "keys_text", "object_name", "plan_window", "show_key"]
