@@ -1073,9 +1073,8 @@ class MssqlAdapter(TargetAdapter):
         control = self.qualified(self.control_schema, "planned_partitions")
         with self.connection(stream.stream) as conn:
             cur = conn.cursor()
-            cur.execute("EXEC sp_getapplock @Resource = ?, @LockMode = N'Exclusive', @LockOwner = N'Session', "
-                        "@LockTimeout = ?", f"switchyard.commit.{self.schema}.{stream.table}",
-                        self.lock_timeout_seconds * 1000)
+            (lock,) = self.render("commit_lock.sql")
+            drain(cur.execute(lock, f"switchyard.commit.{self.schema}.{stream.table}", self.lock_timeout_seconds * 1000))
             planned = self.planned(cur, stream.table)
             mine = planned.get(stream.staging_table)
             if mine is None or mine["run"] != (self.lease_holder or ""):
@@ -1100,6 +1099,14 @@ class MssqlAdapter(TargetAdapter):
                 result["in_target"] = True
             return result
 
+    def _archive_name(self, cur, name: str) -> str:
+        for n in range(1000):
+            candidate = self.checked(_free_name(name, n))
+            if cur.execute("SELECT OBJECT_ID(?, N'U')", self.qualified(self.archive_schema, candidate)
+                           ).fetchone()[0] is None:
+                return candidate
+        raise TargetError(f"{self.archive_schema}: no free name for {name}", permanent=True)
+
     def _commit_table(self, cur, table: str, planned: dict[str, dict]) -> dict[str, Any]:
         """The table's batch in whole: the window planned again from the catalog now (it must
         place every stream where setup planned it), then commit_table.sql, one transaction."""
@@ -1119,6 +1126,10 @@ class MssqlAdapter(TargetAdapter):
         if moved:
             raise TargetError(f"{self.schema}.{table}: the table changed since setup.plan ({'; '.join(moved)}); "
                               f"nothing was switched: run the batch again from setup.plan", permanent=True)
+        # A partition retired to the archive schema takes its range's name, or `<name>_<n>` when an
+        # earlier retirement took it.
+        wp.steps = [dataclasses.replace(st, archive_table=self._archive_name(cur, st.archive_table))
+                    if st.kind == "archive" else st for st in wp.steps]
         for stmt in self.render_commit(table, wp, target, streams, batch, run):
             cur.execute(stmt)
             drain(cur)
@@ -1154,6 +1165,10 @@ class MssqlAdapter(TargetAdapter):
 
     def row_count(self, table: str) -> int:
         return int(self.fetch(f"SELECT COUNT_BIG(*) FROM {self.qualified(self.schema, table)}")[0][0])
+
+def _free_name(name: str, n: int) -> str:
+    return name if n == 0 else f"{name[:56]}_{n}"
+
 
 def _planned_key(text: str, key: KeyType) -> Any:
     """A key kept as text in planned_partitions (the plan's JSON value)."""
