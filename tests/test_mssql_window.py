@@ -41,7 +41,8 @@ def spec_with(**table):
 
 
 def adapter(spec=SPEC, **options) -> MssqlAdapter:
-    return MssqlAdapter(spec, base_port=2000, port_count=4, lease_holder="switchyard_tpch/run-2",
+    return MssqlAdapter(spec, base_port=2000, port_count=4,
+                        lease_holder=options.pop("lease_holder", "switchyard_tpch/run-2"),
                         lease_batch=options.pop("batch", "2026-04-05"), **options)
 
 
@@ -430,3 +431,122 @@ def test_the_modes_contract_suites_own_queries_parse():
     assert len(drops) == 2 and all(re.fullmatch(r"DROP PARTITION (SCHEME|FUNCTION) \[\w+\]", x) for x in drops)
     failed = [x for x in statements if x not in drops and not sqlfluff_parses(re.sub(r"\?", "@p", x))]
     assert not failed, "not T-SQL by sqlfluff:\n\n" + "\n\n".join(failed)
+
+
+# --- a table's switches, against a scripted session -----------------------------------------------
+class ScriptedSession(ScriptedCatalog):
+    """SCRIPTED CATALOG ANSWERS plus a hand-kept `planned_partitions` table: what the switch step
+    reads and writes besides the catalog. The table's commit batch is recorded, not run."""
+
+    def __init__(self, a, partitions, indexes=()):
+        super().__init__(a, partitions, indexes)
+        self.planned: list[dict] = []
+        self.commits: list[str] = []
+        self.nextset = lambda: False
+        self.rowcount = 1
+        self.description = None
+
+    def execute(self, sql: str, *params):
+        self.sent.append((sql, params))
+        head = " ".join(sql.split())
+        self._rows = []
+        if sql in self.answers and "OBJECT_ID(?, N'U')" != sql.split("SELECT ")[-1]:
+            self._rows = list(self.answers[sql])
+        elif head.startswith("SELECT OBJECT_ID(?, N'U')"):
+            self._rows = [(None,)] if "archive" in str(params[0]) else [(1,)]
+        elif "sp_getapplock" in sql:
+            pass
+        elif head.startswith("SELECT DISTINCT run, batch FROM [switchyard].[planned_partitions]"):
+            self._rows = sorted({(p["run"], p["batch"]) for p in self.planned if p["run"] != params[2]})
+        elif head.startswith("SELECT staging_table FROM [switchyard].[planned_partitions]"):
+            self._rows = [(p["staging_table"],) for p in self.planned
+                          if "ready_at IS NOT NULL" not in head or p["ready_at"]]
+        elif head.startswith("DROP TABLE IF EXISTS") or head.startswith("DELETE FROM [switchyard].[planned"):
+            if head.startswith("DELETE"):
+                self.planned = []
+        elif head.startswith("INSERT INTO [switchyard].[planned_partitions]"):
+            keys = ("target_schema", "table_name", "staging_table", "stream", "batch", "key_min", "key_max",
+                    "rows_planned", "run", "stream_filegroup", "filegroup", "compression")
+            self.planned.append({**dict(zip(keys, params)), "ready_at": None})
+        elif head.startswith("SELECT [staging_table], [stream]"):
+            fields = ("staging_table", "stream", "batch", "key_min", "key_max", "rows_planned", "run",
+                      "stream_filegroup", "filegroup", "compression", "ready_at")
+            self._rows = [tuple(p[f] for f in fields) for p in sorted(self.planned, key=lambda p: p["stream"])]
+        elif head.startswith("UPDATE [switchyard].[planned_partitions] SET ready_at"):
+            for p in self.planned:
+                if p["staging_table"] == params[2] and not p["ready_at"]:
+                    p["ready_at"] = "now"
+        elif head.startswith("-- tpch.orders: batch"):
+            self.commits.append(sql)
+        else:
+            raise AssertionError(f"not a statement of this step:\n{sql}")
+        return self
+
+
+def scripted(a, session):
+    from contextlib import contextmanager
+
+    class Conn:
+        def cursor(self):
+            return session
+
+    @contextmanager
+    def connection(stream=None):
+        yield Conn()
+    a.connection = connection
+    return a
+
+
+def test_a_tables_streams_wait_for_its_last_switch_which_commits_the_batch():
+    a = scripted(adapter(batch="2026-04-05"), ScriptedSession(adapter(), layout_of({"2026-04-04": even(8)}),
+                                                              DBA_INDEXES[:1]))
+    session = a.connection().__enter__().cursor()
+    plan = orders_plan(SPEC, even(4))
+    assert a._plan_table(session, plan.table("orders")) == []
+    assert [(p["stream"], p["filegroup"], p["compression"]) for p in session.planned] == [
+        (k, f"fg{k}", '[["PK_orders", "NONE"]]') for k in range(1, 5)]
+    streams = plan.table("orders").streams
+    for s in streams[:3]:
+        result = a._stage(s)
+        assert result["in_target"] is False and not session.commits
+    assert result["waiting_for"] == ["orders_4"]
+    last = a._stage(streams[3])
+    assert last["in_target"] and last["table_switched"] and last["partitions_in"] == 4
+    (commit,) = session.commits
+    assert commit.count("TRUNCATE TABLE [tpch].[orders] WITH (PARTITIONS") == 8
+    assert commit.count("SWITCH TO [tpch].[orders] PARTITION @partition") == 4
+    # A group of another run cannot switch into this run's plan.
+    other = scripted(adapter(batch="2026-04-06", lease_holder="switchyard_tpch/run-3"), session)
+    with pytest.raises(TargetError, match="has no switch of this run pending: its plan was made by run "
+                                          "switchyard_tpch/run-2 \\(batch 2026-04-05\\)") as refused:
+        other._stage(streams[0])
+    assert refused.value.permanent is True
+
+
+def test_the_commit_refuses_when_the_table_changed_since_setup():
+    session = ScriptedSession(adapter(), layout_of({"b1": even(4)}))
+    a = scripted(adapter(batch="b2"), session)
+    plan = orders_plan(SPEC, even(4))
+    a._plan_table(session, plan.table("orders"))
+    for p in session.planned:
+        p["filegroup"] = "fg_elsewhere"     # as if a DBA had moved the partitions since setup
+    for s in plan.table("orders").streams[:3]:
+        a._stage(s)
+    with pytest.raises(TargetError, match="the table changed since setup.plan .*nothing was switched"):
+        a._stage(plan.table("orders").streams[3])
+    assert not session.commits
+
+
+def test_a_later_run_discards_a_held_back_batch_and_says_so():
+    session = ScriptedSession(adapter(), layout_of({"b1": even(4)}))
+    first = scripted(adapter(batch="b2"), session)
+    plan = orders_plan(SPEC, even(4))
+    first._plan_table(session, plan.table("orders"))
+    first._stage(plan.table("orders").streams[0])        # stream 2 failed: nothing went in
+    later = scripted(adapter(batch="b3", lease_holder="switchyard_tpch/run-9"), session)
+    notes = later._plan_table(session, plan.table("orders"))
+    assert notes == ["tpch.orders: batch b2 (run switchyard_tpch/run-2) never went in: its validated groups "
+                     "(orders_1) waited for the rest of its batch and are discarded now; to load batch b2, run it "
+                     "again from setup.plan"]
+    assert {p["run"] for p in session.planned} == {"switchyard_tpch/run-9"}
+    assert any(sql.startswith("DROP TABLE IF EXISTS [tpch_staging].[orders_1]") for sql, _ in session.sent)
