@@ -550,3 +550,20 @@ def test_a_later_run_discards_a_held_back_batch_and_says_so():
                      "again from setup.plan"]
     assert {p["run"] for p in session.planned} == {"switchyard_tpch/run-9"}
     assert any(sql.startswith("DROP TABLE IF EXISTS [tpch_staging].[orders_1]") for sql, _ in session.sent)
+
+
+def test_keep_days_on_a_date_key_retires_the_days_outside_the_window():
+    from datetime import date, timedelta
+    key = key_type("date")
+    day = date(2026, 4, 1)
+    partitions = [Partition(1, None, day - timedelta(days=1), "fg_edge", 0)]
+    for i in range(3):   # three daily batches, one partition each
+        partitions.append(Partition(i + 2, day + timedelta(days=i - 1), day + timedelta(days=i), "fg1", 10,
+                                    batch=f"d{i}"))
+    partitions.append(Partition(5, day + timedelta(days=2), None, "fg_edge", 0))
+    new = [Incoming(1, day + timedelta(days=3), day + timedelta(days=3), "fg1")]
+    wp = plan_window("tpch.events", "append", "d3", partitions, new, key, keep_days=2)
+    assert wp.ok, wp.problems
+    assert [p.batch for p in wp.retired] == ["d0", "d1"]
+    assert [(s.kind, s.value) for s in wp.steps][:2] == [("truncate", day), ("truncate", day + timedelta(days=1))]
+    assert wp.final.boundaries == [day + timedelta(days=1), day + timedelta(days=2), day + timedelta(days=3)]
