@@ -151,21 +151,19 @@ def test_pool_sync_sets_the_pool_from_the_server(pg_uri, pool_name):
     assert out.returncode == 0, out.stdout + out.stderr
     assert f"{expected} schedulers -> pool {pool_name} = {2 * expected} slots" in out.stdout
     assert pool_slots(pool_name) == 2 * expected
-    # Set apart from the default, the factor is rounded up; 1 is one load task per slot.
+    # The connection's copy_slots are the server's slots; a factor set apart from the default
+    # is rounded up (3 x 1.5 -> 5).
+    extra = '{"copy_slots": 3}'
     out = switchyard("pool", "sync", "--conn-id", conn_id, "--pool", pool_name,
-                     env={f"AIRFLOW_CONN_{conn_id.upper()}": pg_uri, "SWITCHYARD_POOL_PER_SLOT": "1.5"})
+                     env={f"AIRFLOW_CONN_{conn_id.upper()}": f"{pg_uri}?__extra__={extra}",
+                          "SWITCHYARD_POOL_PER_SLOT": "1.5"})
     assert out.returncode == 0, out.stdout + out.stderr
-    assert pool_slots(pool_name) == -(-3 * expected // 2)
+    assert pool_slots(pool_name) == 5
+    # --per-slot 1: one load task per slot.
     out = switchyard("pool", "sync", "--conn-id", conn_id, "--pool", pool_name, "--per-slot", "1",
                      env={f"AIRFLOW_CONN_{conn_id.upper()}": pg_uri})
     assert f"{expected} schedulers -> pool {pool_name} = {expected} slots" in out.stdout
     assert pool_slots(pool_name) == expected
-    # The connection's copy_slots are the server's slots.
-    extra = '{"copy_slots": 3}'
-    out = switchyard("pool", "sync", "--conn-id", conn_id, "--pool", pool_name,
-                     env={f"AIRFLOW_CONN_{conn_id.upper()}": f"{pg_uri}?__extra__={extra}"})
-    assert out.returncode == 0, out.stdout + out.stderr
-    assert pool_slots(pool_name) == 6
 
 
 def test_pool_sync_finds_a_connection_in_the_metadata_database(pg_uri, pool_name):
