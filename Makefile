@@ -22,7 +22,7 @@ help:
 	@echo "make test                          run the tests (embedded PostgreSQL, real Airflow; 10-15 minutes on 2 cores)"
 	@echo "make unit                          the unit tests only (no server; seconds)"
 	@echo "make chaos                         the fault, rerun and backfill cases (docs/reliability-and-security.md)"
-	@echo "make bench [SCALE=1 STREAMS=4 LEVERS=1]  throughput side by side with the floor and the peers (docs/benchmarks.md)"
+	@echo "make bench [SCALE=1 STREAMS=4 LEVERS=1]  throughput against the floor and the peers, server apart and all shared (docs/benchmarks.md)"
 	@echo "make db-uri | make psql            the embedded target's URI / a SQL prompt on it"
 	@echo "make stop                          stop the local Airflow and the embedded PostgreSQL"
 	@echo "make docs                          regenerate docs/configuration.md from the settings"
