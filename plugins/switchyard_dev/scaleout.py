@@ -224,3 +224,64 @@ def wait_for_workers(names: Iterable[str], timeout: float = 120) -> None:
             raise RuntimeError(f"Edge workers not ready in {timeout:.0f}s: {found} (logs: "
                                f"{local.airflow_home() / 'logs'}/worker-*.out)")
         time.sleep(1)
+
+
+# --- a whole site: central services and workers -------------------------------------------------
+def site_env(pg, streams: int, extra: dict[str, str], heartbeat_timeout: int = 60) -> dict[str, str]:
+    """The environment of a central site with Edge workers (metadata database created)."""
+    env = local.airflow_env(streams=streams, extra={
+        **edge_settings(ensure_metadata_database(pg), heartbeat_timeout=heartbeat_timeout), **extra})
+    local.migrate(env)
+    return env
+
+
+def start_site(env: dict[str, str], streams: int, spec: str, pool_slots: int,
+               worker_roots: dict[str, tuple[str, Path]], concurrency: int = 2,
+               dag_id: str = "switchyard_tpch", timeout: float = 240) -> local.Api:
+    """Start the services and one Edge worker per entry of `worker_roots` (name -> (queue, data
+    root)), set the load pool, wait for the workers and the parsed DAG, unpause it."""
+    local.airflow("pools", "set", env.get("SWITCHYARD_POOL", "switchyard_loads"), str(pool_slots), "bulk loads",
+                  env=env)
+    local.start_services(env, streams, spec)
+    api = local.Api()
+    api.wait_ready()
+    for name, (queue, root) in worker_roots.items():
+        start_worker(env, name, [queue], root, concurrency=concurrency)
+    wait_for_workers(worker_roots, timeout=timeout)
+    deadline = time.monotonic() + timeout
+    while not api.exists(f"/api/v2/dags/{dag_id}"):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the DAG {dag_id} was not parsed in {timeout:.0f}s")
+        time.sleep(1)
+    api.patch(f"/api/v2/dags/{dag_id}", {"is_paused": False})
+    return api
+
+
+def task_instances(api: local.Api, dag_id: str, run_id: str) -> list[dict]:
+    """The run's task instances as Airflow's metadata has them (hostname, queue, executor,
+    pool, try number, start and end)."""
+    from urllib.parse import quote
+    return api.get_all(f"/api/v2/dags/{dag_id}/dagRuns/{quote(run_id, safe='')}/taskInstances", "task_instances")
+
+
+def try_history(api: local.Api, dag_id: str, run_id: str, task_id: str) -> list[dict]:
+    """Every try of one task instance (an earlier try's hostname and state too)."""
+    from urllib.parse import quote
+    out = api.get(f"/api/v2/dags/{dag_id}/dagRuns/{quote(run_id, safe='')}/taskInstances/{quote(task_id, safe='')}"
+                  f"/tries")
+    return out["task_instances"]
+
+
+def max_overlap(spans: Iterable[tuple[str, str]]) -> int:
+    """The most intervals (ISO start, ISO end) running at one moment; an end at the very moment
+    of a start comes first (the slot was free again)."""
+    from datetime import datetime
+    events = []
+    for start, end in spans:
+        events.append((datetime.fromisoformat(start.replace("Z", "+00:00")), 1))
+        events.append((datetime.fromisoformat(end.replace("Z", "+00:00")), -1))
+    most = now = 0
+    for _, step in sorted(events):
+        now += step
+        most = max(most, now)
+    return most

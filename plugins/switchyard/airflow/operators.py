@@ -336,7 +336,7 @@ class LoadOperator(_GroupOperator):
         path the planning host saw. Beside the scheduler both are the same folder."""
         batch_dir = resolve_batch(plan["batch"])
         path = resolve_file(batch_dir, s.file)
-        if not path.is_file():
+        if not path.exists() or path.is_dir():  # a named pipe is a file to load, too
             # Retried: another worker of the queue may hold the file (a retry goes to any of them).
             raise BatchError(f"{path}: stream file not found on this worker [table {s.table}, stream {s.stream}; "
                              f"host {socket.gethostname()}, queue {self.queue!r}, data root "
