@@ -159,7 +159,7 @@ def worker_pid(name: str) -> int | None:
     path = _pidfile(name)
     if path.exists():
         pid = int(path.read_text().split()[0])
-        if local._alive(pid) or local._group_alive(pid):
+        if local._alive(pid) or session_pids(pid):
             return pid
     return None
 
@@ -172,15 +172,39 @@ def workers() -> dict[str, int | None]:
     return {name: worker_pid(name) for name in names}
 
 
+def session_pids(sid: int) -> list[int]:
+    """Every process of session `sid`. A worker is started in a session of its own; the task
+    supervisors it forks put themselves (and their task) in process groups of their own, so
+    the worker's process group alone does not hold them."""
+    out = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except (OSError, IndexError):
+                continue
+            if int(fields[3]) == sid and fields[0] != "Z":
+                out.append(int(entry.name))
+    return out
+
+
+def _signal_session(sid: int, sig: int) -> None:
+    for pid in session_pids(sid):
+        try:
+            os.kill(pid, sig)
+        except OSError:
+            pass
+
+
 def kill_worker(name: str) -> int:
     """SIGKILL the worker and everything it started (its task supervisors and task processes), as
     if its machine died; the pid it had."""
     pid = worker_pid(name)
     if pid is None:
         raise RuntimeError(f"worker {name} is not running")
-    os.killpg(pid, signal.SIGKILL)
+    _signal_session(pid, signal.SIGKILL)
     deadline = time.monotonic() + 10
-    while (local._alive(pid) or local._group_alive(pid)) and time.monotonic() < deadline:
+    while (local._alive(pid) or session_pids(pid)) and time.monotonic() < deadline:
         time.sleep(0.1)
     return pid
 
@@ -196,14 +220,12 @@ def stop_workers(timeout: float = 20) -> list[str]:
                 os.killpg(pid, signal.SIGTERM)
             except OSError:
                 pass
+            # The worker forwards SIGTERM to its running tasks; what is left of its session at
+            # the deadline is killed.
             deadline = time.monotonic() + timeout
-            while (local._alive(pid) or local._group_alive(pid)) and time.monotonic() < deadline:
+            while (local._alive(pid) or session_pids(pid)) and time.monotonic() < deadline:
                 time.sleep(0.3)
-            if local._alive(pid) or local._group_alive(pid):
-                try:
-                    os.killpg(pid, signal.SIGKILL)
-                except OSError:
-                    pass
+            _signal_session(pid, signal.SIGKILL)
         _pidfile(name).unlink(missing_ok=True)
     return stopped
 
