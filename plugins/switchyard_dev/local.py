@@ -156,12 +156,14 @@ def airflow(*args: str, env: dict[str, str] | None = None, check: bool = True,
 def migrate(env: dict[str, str]) -> None:
     """Create or upgrade the metadata database (a no-op when it is current)."""
     conn = env.get("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN", "")
-    # One stamp per metadata database: the remote executors' is in the embedded PostgreSQL.
-    stamp = airflow_home() / (".migrated" if conn.startswith("sqlite") else
-                              f".migrated-{conn.rsplit('/', 1)[-1].split('?')[0]}")
-    if not stamp.exists():
+    # The stamp names the database it stands for (a home's metadata may move between SQLite and
+    # the embedded PostgreSQL, e.g. for the remote workers); an older stamp names none: SQLite.
+    database = "sqlite" if conn.startswith("sqlite") else conn.rsplit("/", 1)[-1].split("?")[0]
+    stamp = airflow_home() / ".migrated"
+    recorded = stamp.read_text().split() if stamp.exists() else None
+    if recorded is None or (recorded[1:] or ["sqlite"])[0] != database:
         airflow("db", "migrate", env=env)
-        stamp.write_text(time.strftime("%Y-%m-%dT%H:%M:%S"))
+        stamp.write_text(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {database}")
 
 
 # --- services ------------------------------------------------------------------------

@@ -55,6 +55,7 @@ def drop_metadata_database(pg) -> None:
     import psycopg
     with psycopg.connect(pg.uri("postgres"), autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{metadata_database()}" WITH (FORCE)')
+    (local.airflow_home() / ".migrated").unlink(missing_ok=True)  # what it stood for is gone
 
 
 def edge_settings(metadata_uri: str, heartbeat_timeout: int = 60) -> dict[str, str]:
