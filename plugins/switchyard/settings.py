@@ -160,7 +160,8 @@ SETTINGS: tuple[Setting, ...] = (
 
     Setting("SWITCHYARD_PRELOAD", "preload", _bool, True,
             "The scheduler imports Great Expectations, the drivers and the DAG once, before it forks "
-            "the task processes (LocalExecutor); `0` turns it off.", SCHEDULER, "0 | 1"),
+            "the task processes (LocalExecutor); an Edge worker does the same without Great "
+            "Expectations (it runs loads only); `0` turns it off.", SCHEDULER, "0 | 1"),
 )
 VARIABLES = tuple(s.variable for s in SETTINGS)
 

@@ -72,3 +72,22 @@ def test_the_load_executor_setting(monkeypatch):
     assert DagConfig.from_env().load_executor == "EdgeExecutor"
     monkeypatch.setenv("SWITCHYARD_LOAD_EXECUTOR", "none")
     assert DagConfig.from_env().load_executor is None
+
+
+def test_an_edge_worker_preloads_what_a_load_needs_without_great_expectations(monkeypatch):
+    from switchyard.airflow import preload
+    airflow = "/venv/bin/airflow"
+    assert preload.is_edge_worker([airflow, "edge", "worker", "--queues", "source_a"])
+    assert not preload.is_edge_worker([airflow, "edge", "stop"]) and not preload.is_scheduler([airflow, "edge", "worker"])
+    assert preload.preload([airflow, "api-server"]) == {"preloaded": []}
+    assert not any(m.startswith("great_expectations") for m in preload.WORKER_MODULES)
+    assert {"psycopg", "switchyard.targets.postgres", "switchyard.airflow.operators"} <= set(preload.WORKER_MODULES)
+    imported = []
+    monkeypatch.setattr(preload, "report", {})
+    monkeypatch.setattr("switchyard.airflow.dag_factory.dag_from_env", lambda: None)
+    monkeypatch.setattr(preload.importlib, "import_module", lambda name: imported.append(name))
+    monkeypatch.setenv("SWITCHYARD_PRELOAD", "0")
+    assert preload.preload([airflow, "edge", "worker"]) == {"preloaded": []} and imported == []
+    monkeypatch.setenv("SWITCHYARD_PRELOAD", "1")
+    report = preload.preload([airflow, "edge", "worker", "--queues", "source_a"])
+    assert imported == list(preload.WORKER_MODULES) and report["dag_built"]
