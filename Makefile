@@ -25,7 +25,7 @@ help:
 	@echo "make demo EXECUTOR=edge            the loads on two local Edge workers, one per source (docs/deployment.md)"
 	@echo "make test                          run the tests (embedded PostgreSQL, real Airflow; 10-15 minutes on 2 cores)"
 	@echo "make unit                          the unit tests only (no server; seconds)"
-	@echo "make chaos                         the fault, rerun and backfill cases (docs/reliability-and-security.md)"
+	@echo "make chaos                         the fault, rerun and backfill cases, the remote workers (docs/reliability-and-security.md)"
 	@echo "make bench [SCALE=1 STREAMS=4 LEVERS=1]  throughput side by side with the floor and the peers (docs/benchmarks.md)"
 	@echo "make db-uri | make psql            the embedded target's URI / a SQL prompt on it"
 	@echo "make stop                          stop the local Airflow and the embedded PostgreSQL"
@@ -51,7 +51,8 @@ unit: $(STAMP)
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
 
 # Faults (killed loads, server restarts, lock waits), concurrent runs, backfills with a real
-# scheduler. The fast ones also run in `make test`; the scheduler backfill runs only here.
+# scheduler, the loads on Edge workers with one killed (about 3 minutes). The fast ones also run
+# in `make test`; the scheduler backfill and the remote workers run only here.
 chaos: $(STAMP)
 	$(PY) -m pytest tests -m chaos $(PYTEST_ARGS)
 

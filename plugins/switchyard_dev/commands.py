@@ -71,9 +71,9 @@ def cmd_services(args) -> int:
         from switchyard_dev.scaleout import workers
         for service in local.SERVICES:
             pid = local.service_pid(service)
-            print(f"{service:<14} {'running (pid %d)' % pid if pid else 'stopped'}")
+            print(f"{service:<16} {'running (pid %d)' % pid if pid else 'stopped'}")
         for name, pid in workers().items():
-            print(f"{'worker ' + name:<14} {'running (pid %d)' % pid if pid else 'stopped'}")
+            print(f"{'worker ' + name:<16} {'running (pid %d)' % pid if pid else 'stopped'}")
     return 0
 
 

@@ -111,6 +111,7 @@ def stream_of(task_id: str) -> int:
 
 
 def test_each_load_runs_on_its_sources_worker_within_the_pool(site, pg_uri):
+    from urllib.parse import quote
     began = time.monotonic()
     generated = lay_out(site, "routed")
     run_id = trigger(site, "routed")
@@ -129,6 +130,12 @@ def test_each_load_runs_on_its_sources_worker_within_the_pool(site, pg_uri):
         # worker's name is the hostname its task instances report).
         assert (t["queue"], t["executor"], t["hostname"], t["pool"]) == (
             queue, "EdgeExecutor", scaleout.worker_name(queue), "switchyard_loads"), t["task_id"]
+        # The load's own report agrees, and it took one of the target's COPY slots (the guard is
+        # on the server: advisory locks, shared by every worker's loads).
+        result = site["api"].get(f"/api/v2/dags/{DAG_ID}/dagRuns/{quote(run_id, safe='')}/taskInstances/"
+                                 f"{t['task_id']}/xcomEntries/return_value")["value"]
+        assert result["host"] == t["hostname"] and result["queue"] == queue
+        assert result["copy_slot"] in range(os.cpu_count() or 1), result
     workers = {scaleout.worker_name(q) for q in SOURCES}
     others = [t for t in tis if t["task_id"].rsplit(".", 1)[-1] in ("prepare", "validate", "switch", "plan")]
     assert others and all(t["hostname"] not in workers and t["executor"] in (None, "LocalExecutor")
