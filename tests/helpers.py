@@ -346,19 +346,62 @@ def raw_text(path: Path, encoding: str = "utf-8") -> str:
         return fh.read()
 
 
-def read_records(path: Path, table: Table) -> tuple[list[list[str]], list[list[str]]]:
-    """(header lines, records) of a stream file, every field as the text it is."""
+class Field(str):
+    """A field's text, and whether the file quoted it: a quoted field is a value, never NULL."""
+    quoted = False
+
+
+def split_fields(record: str, delimiter: str) -> list[Field]:
+    """One RFC 4180 record's fields, each with its quoting (Python 3.11's csv module does not
+    say which fields were quoted)."""
+    out: list[Field] = []
+    i, n = 0, len(record)
+    while True:
+        if i < n and record[i] == '"':
+            parts, j = [], i + 1
+            while True:
+                k = record.index('"', j)  # ValueError: a quoted field left open
+                parts.append(record[j:k])
+                if record.startswith('""', k):
+                    parts.append('"')
+                    j = k + 2
+                    continue
+                i = k + 1
+                break
+            field = Field("".join(parts))
+            field.quoted = True
+        else:
+            k = record.find(delimiter, i)
+            k = n if k < 0 else k
+            field = Field(record[i:k])
+            i = k
+        out.append(field)
+        if i >= n:
+            return out
+        assert record[i] == delimiter, f"text after a closing quote: {record!r}"
+        i += 1
+
+
+def read_records(path: Path, table: Table) -> tuple[list[list[str]], list[list[Field]]]:
+    """(header lines, records) of a stream file, every field as the text it is, with its
+    quoting. Read twice, by Python's csv module and by splitting at the line end and the
+    delimiter outside quotes; the two readings must agree."""
     fmt = table.format
     assert fmt.quoting == "csv", "this reader reads CSV files"
     with open_text(path, fmt.encoding) as fh:
         reader = csv.reader(fh, delimiter=fmt.delimiter, quotechar='"', doublequote=True, strict=True)
         rows = list(reader)
-    return rows[:fmt.header_lines], rows[fmt.header_lines:]
+    eol = "\r\n" if fmt.line_end == "crlf" else "\n"
+    split = [split_fields(r, fmt.delimiter) for r in records_by_line_end(raw_text(path, fmt.encoding), eol)]
+    assert split == rows, f"{path}: the two readings differ"
+    return rows[:fmt.header_lines], split[fmt.header_lines:]
 
 
 def with_nulls(table: Table, record: list[str]) -> list[str | None]:
+    """NULL where an unquoted field is the table's NULL marker in a nullable column."""
     marker = table.format.null_marker
-    return [None if (column.nullable and marker is not None and value == marker) else value
+    return [None if (column.nullable and marker is not None and value == marker
+                     and not getattr(value, "quoted", False)) else value
             for column, value in zip(table.columns, record)]
 
 

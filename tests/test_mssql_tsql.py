@@ -58,12 +58,6 @@ def test_script_matches_golden_tds():
     check_golden("orders_lineitem_s3_tds.sql", adapter(load_mode="tds").script(small_plan()))
 
 
-def test_rerun_switch_matches_golden():
-    s = small_plan().stream("orders", 2)
-    text = "\n".join(stmt + ";\nGO" for stmt in adapter().switch_sql(s, replace_existing=True)) + "\n"
-    check_golden("orders_2_switch_replace.sql", text)
-
-
 def test_lease_and_switch_retry_match_golden():
     """The run lease's claim and release (values are parameters), the hand-run release the
     LeaseHeld message prints, and the check a retried switch makes."""
@@ -100,8 +94,11 @@ def all_statements(a: MssqlAdapter) -> list[tuple[str, str]]:
         out += [("load", x) for x in a.load_sql(s)]
         out += [("constraint", x) for x in a.constraint_sql(s)]
         out += [("switch", x) for x in a.switch_sql(s, replace_existing=False)]
-        out += [("switch-replace", x) for x in a.switch_sql(s, replace_existing=True)]
         out += [("switched-in", x) for x in (a.switched_in_sql(s) if s.partitioned else [])]
+    for t in plan.tables:
+        out += [("commit", x) for x in a.commit_sql(t)]
+        if t.table.partitioned:
+            out += [("catalog", x) for x in a.catalog_sql(t.table.name).values()]
     out += [("lease", x) for x in a.render("lease.sql")]
     out += [("lease-claim", x) for x in a.render("lease_claim.sql")]
     out += [("lease-release", x) for x in a.render("lease_release.sql", schema_literal=None)]
@@ -137,8 +134,9 @@ def test_every_statement_parses_as_tsql():
             continue
         failed.append((step, stmt))
     assert not failed, "not T-SQL by sqlfluff:\n\n" + "\n\n".join(f"[{k}]\n{s}" for k, s in failed)
-    # Exactly the partition switches need the literal stand-in; anything else must parse as is.
-    assert set(with_literal) == {"switch", "switch-replace"}
+    # Exactly the partition switches of the tables' commits need the literal stand-in; anything
+    # else must parse as is.
+    assert set(with_literal) == {"commit"}
 
 
 def test_tds_mode_statements_parse_too():
@@ -240,9 +238,9 @@ def test_partition_layout_puts_each_stream_in_its_own_partition_on_its_filegroup
     setup = "\n".join(a.setup_sql(plan))
     for table in ("orders", "lineitem"):
         values = [int(v) for v in re.search(
-            rf"CREATE PARTITION FUNCTION \[pf_{table}\] \(bigint\) AS RANGE LEFT FOR VALUES \(([^)]*)\)",
+            rf"CREATE PARTITION FUNCTION \[pf_tpch_{table}\] \(bigint\) AS RANGE LEFT FOR VALUES \(([^)]*)\)",
             setup).group(1).split(", ")]
-        scheme = re.search(rf"CREATE PARTITION SCHEME \[ps_{table}\] AS PARTITION \[pf_{table}\] TO \(([^)]*)\)",
+        scheme = re.search(rf"CREATE PARTITION SCHEME \[ps_tpch_{table}\] AS PARTITION \[pf_tpch_{table}\] TO \(([^)]*)\)",
                            setup).group(1).split(", ")
         assert len(scheme) == len(values) + 1 and values == sorted(values)
 
@@ -254,17 +252,15 @@ def test_partition_layout_puts_each_stream_in_its_own_partition_on_its_filegroup
             assert partition(s.lower) == partition(s.upper)
             assert s.lower - 1 in values and s.upper in values
             assert scheme[partition(s.lower) - 1] == f"[{s.filegroup}]"
-            switch = "\n".join(a.switch_sql(s, replace_existing=False))
-            assert f"$PARTITION.[pf_{table}]({s.lower})" in switch
+            commit = "\n".join(a.commit_sql(plan.table(table)))
+            assert f"SET @partition = $PARTITION.[pf_tpch_{table}]({s.upper})\n    ALTER TABLE [tpch_staging].[{s.staging_table}] SWITCH" in commit
         # Every partition that holds no stream sits on the edge filegroup, never on PRIMARY.
         streams = {partition(s.lower) for s in plan.table(table).streams}
         assert all(fg == "[fg_edge]" for i, fg in enumerate(scheme, start=1) if i not in streams)
         assert scheme[0] == scheme[-1] == "[fg_edge]" and "[PRIMARY]" not in scheme
-        # Every boundary is in the function when it is created: its SPLITs find them all there.
-        splits = [int(v) for v in re.findall(rf"SPLIT RANGE \((\d+)\)", "\n".join(
-            x for x in a.setup_sql(plan) if f"[pf_{table}]" in x and "SPLIT" in x))]
-        assert splits == values
-    assert re.search(r"CREATE TABLE \[tpch\]\.\[orders\] \(.*\) ON \[ps_orders\]\(\[o_orderkey\]\)", setup, re.S)
+        # Every boundary is in the function when it is created: a new table's commit only switches.
+        assert "SPLIT RANGE" not in setup and "MERGE RANGE" not in "\n".join(a.commit_sql(plan.table(table)))
+    assert re.search(r"CREATE TABLE \[tpch\]\.\[orders\] \(.*\) ON \[ps_tpch_orders\]\(\[o_orderkey\]\)", setup, re.S)
 
 
 def test_filegroups_get_files_round_robin_and_only_when_missing():
@@ -282,42 +278,17 @@ def test_filegroups_get_files_round_robin_and_only_when_missing():
     assert any("recovery_model_desc" in s and "N'FULL'" in s for s in setup)
 
 
-def test_later_batch_splits_new_boundaries_with_next_used_filegroups():
-    from switchyard.core.batch import Manifest, ManifestEntry
-    from switchyard.core.planner import plan_batch
-    # A second batch whose keys lie above the first batch's, plus a gap below its first stream.
-    entries = tuple(ManifestEntry("orders", k, f"orders/orders.{k}.tbl", 10, 10, lo, hi)
-                    for k, (lo, hi) in enumerate([(100_001, 120_000), (120_001, 140_000)], start=1))
-    plan = plan_batch(SPEC, Manifest(spec="tpch", streams=2, entries=entries), ["orders"])
-    setup = adapter().setup_sql(plan)
-    splits = [s for s in setup if "SPLIT RANGE" in s]
-    found = [(int(re.search(r"SPLIT RANGE \((\d+)\)", s).group(1)), re.search(r"NEXT USED (\[\w+\])", s).group(1))
-             for s in splits]
-    # In ascending order: each split's new (left) partition is exactly the stream's range.
-    assert found == [(100_000, "[fg_edge]"), (120_000, "[fg1]"), (140_000, "[fg2]")]
-    for s in splits:
-        value = re.search(r"SPLIT RANGE \((\d+)\)", s).group(1)
-        assert "IF NOT EXISTS (SELECT 1 FROM sys.partition_range_values" in s
-        assert f"CONVERT(bigint, rv.value) = {value})" in s
-        assert s.index("ALTER PARTITION SCHEME [ps_orders] NEXT USED") < s.index("ALTER PARTITION FUNCTION [pf_orders]()")
-
-
-def test_rerun_switches_the_old_partition_out_first_in_one_transaction():
-    s = small_plan().stream("orders", 2)
-    stmts = adapter(lock_timeout_seconds=150).switch_sql(s, replace_existing=True)
-    body = next(x for x in stmts if "SWITCH TO [tpch].[orders]" in x)
-    out_at = body.index("SWITCH PARTITION @partition TO [tpch_staging].[orders_2_old]")
-    in_at = body.index("ALTER TABLE [tpch_staging].[orders_2] SWITCH TO [tpch].[orders] PARTITION @partition")
-    assert body.index("BEGIN TRANSACTION") < out_at < in_at < body.index("COMMIT TRANSACTION")
-    assert "SET XACT_ABORT ON" in body and "ROLLBACK TRANSACTION" in body
-    assert body.count("WAIT_AT_LOW_PRIORITY (MAX_DURATION = 3 MINUTES, ABORT_AFTER_WAIT = SELF)") == 2
-    old = next(x for x in stmts if x.lstrip().startswith("CREATE TABLE") or "\nCREATE TABLE" in x)
-    assert old.rstrip().endswith("ON [fg2]")
-    # Both drops commit with the switches (DROP TABLE is transactional): none after COMMIT.
-    commit = body.index("COMMIT TRANSACTION")
-    assert in_at < body.index("DROP TABLE [tpch_staging].[orders_2]\n") < commit
-    assert in_at < body.index("DROP TABLE [tpch_staging].[orders_2_old]") < commit
-    assert stmts[-1] is body and "DROP" not in body[commit:]
+def test_setup_creates_a_function_for_a_new_table_only_and_never_splits():
+    """An existing table keeps its function: the pre-flight checks the batch against it and the
+    table's commit merges and splits (tests/test_mssql_window.py); setup never repartitions."""
+    setup = adapter().setup_sql(small_plan())
+    function = next(x for x in setup if "CREATE PARTITION FUNCTION [pf_tpch_orders]" in x)
+    scheme = next(x for x in setup if "CREATE PARTITION SCHEME [ps_tpch_orders]" in x)
+    for statement in (function, scheme):
+        assert "IF OBJECT_ID(N'[tpch].[orders]', N'U') IS NULL AND NOT EXISTS" in statement
+    assert not any("SPLIT RANGE" in x or "NEXT USED" in x for x in setup)
+    assert any("CREATE TABLE [switchyard].[planned_partitions]" in x for x in setup)
+    assert any("CREATE TABLE [switchyard].[partition_batches]" in x for x in setup)
 
 
 def test_a_load_starts_by_emptying_its_staging_table():
@@ -349,7 +320,7 @@ def test_orders_sf1000_56_streams_bounds_equal_the_tpch_rules():
     a = adapter(port_count=8)
     plan = plan_tpch(SPEC, scale, n, tables=["orders"])
     setup = "\n".join(a.setup_sql(plan))
-    values = [int(v) for v in re.search(r"CREATE PARTITION FUNCTION \[pf_orders\] \(bigint\) AS RANGE LEFT "
+    values = [int(v) for v in re.search(r"CREATE PARTITION FUNCTION \[pf_tpch_orders\] \(bigint\) AS RANGE LEFT "
                                         r"FOR VALUES \(([^)]*)\)", setup).group(1).split(", ")]
     keys = [tpch.stream_keys("orders", scale, n, k) for k in range(1, n + 1)]
     assert values == [keys[0].key_min - 1] + [k.key_max for k in keys]

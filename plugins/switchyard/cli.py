@@ -51,6 +51,9 @@ def plan_nodes(args) -> int:
 def cmd_plan(args) -> int:
     from switchyard.core.spec import load_spec
     from switchyard.targets import adapter_class
+    spec = load_spec(args.spec)
+    plan = _plan(args, spec)
+    args.streams = plan.streams  # a batch's own stream count when planned from its manifest
     nodes = plan_nodes(args)
     if args.target != "mssql" and (args.emit == "server-config" or args.layout):
         sys.exit("--emit server-config and --layout are SQL Server's (--target mssql): PostgreSQL has no "
@@ -62,9 +65,6 @@ def cmd_plan(args) -> int:
         if args.emit == "server-config":
             print(text, end="")
             return 0
-    from switchyard.core.planner import plan_tpch
-    spec = load_spec(args.spec)
-    plan = plan_tpch(spec, args.scale, args.streams, _tables(args.tables), producer=args.producer)
     if args.target == "postgres":
         adapter = adapter_class("postgres")(spec, uri="postgresql://plan-only", schema=args.schema)
     else:
@@ -73,6 +73,25 @@ def cmd_plan(args) -> int:
                                          ports=ports)
     print(adapter.script(plan), end="")
     return 0
+
+
+def _plan(args, spec):
+    """The plan `plan` prints: from a batch's manifest (any spec), or, for TPC-H, from the
+    generator's rules at a scale and stream count (no data needed)."""
+    from switchyard.core.planner import PlanError, plan_batch, plan_tpch
+    if args.batch:
+        from pathlib import Path
+        from switchyard.core.batch import BatchError, read_manifest
+        try:
+            return plan_batch(spec, read_manifest(Path(args.batch), spec), _tables(args.tables))
+        except (BatchError, PlanError) as exc:
+            sys.exit(f"plan: {exc}")
+    if spec.generator != "tpch":
+        sys.exit(f"plan: {spec.source}: key ranges without data are known for the TPC-H generator only; plan "
+                 f"this spec from a batch: --batch <folder with manifest.json>")
+    if args.scale is None or args.streams is None:
+        sys.exit("plan: give --scale and --streams (TPC-H from the generator's rules) or --batch <folder>")
+    return plan_tpch(spec, args.scale, args.streams, _tables(args.tables), producer=args.producer)
 
 
 def airflow_environment() -> dict[str, str]:
@@ -156,11 +175,15 @@ def build_parser(extensions: bool = True) -> argparse.ArgumentParser:
 
     p = sub.add_parser("plan", help="print the SQL of a load, in execution order, without a server",
                        description="Print the load's statements in execution order (objects, then per stream: "
-                                   "prepare, load, switch), planned from the spec without data or server.")
+                                   "prepare, load, switch), without a server: from a batch's manifest "
+                                   "(--batch), or for TPC-H from the generator's rules (--scale, --streams).")
     p.add_argument("--target", choices=["postgres", "mssql"], default="postgres",
                    help="the engine whose SQL to print (default postgres)")
-    p.add_argument("--scale", type=float, required=True, help="TPC-H scale factor the plan is for")
-    p.add_argument("--streams", type=int, required=True, help="stream count the plan is for")
+    p.add_argument("--scale", type=float, help="TPC-H scale factor the plan is for (planned from the generator's "
+                                               "rules, no data needed)")
+    p.add_argument("--streams", type=int, help="TPC-H stream count the plan is for")
+    p.add_argument("--batch", help="plan from this batch folder's manifest.json instead (any spec: the key "
+                                   "ranges and streams the producer recorded)")
     p.add_argument("--tables", help="comma-separated subset of the tables (default: all)")
     p.add_argument("--spec", default="tpch", help="built-in spec name or path of a spec file (default tpch)")
     p.add_argument("--schema", default=settings.get().schema,

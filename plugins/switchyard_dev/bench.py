@@ -372,8 +372,22 @@ def airflow_settings(streams: int, preload: bool, flat_priorities: bool,
         settings["SWITCHYARD_VALIDATION"] = options["validation"]
     if options.get("preload_dag") is False:
         settings["SWITCHYARD_PRELOAD_DAG"] = "0"
+    if options.get("without_unique"):
+        settings["SWITCHYARD_SPEC"] = str(spec_without_unique())
     settings.update(options.get("airflow") or {})  # Airflow settings, as AIRFLOW__SECTION__KEY
     return settings
+
+
+def spec_without_unique(name: str = "tpch") -> Path:
+    """A copy of a built-in spec with every table's `unique` left out, in the results folder."""
+    import yaml
+    from switchyard.core.spec import spec_file
+    raw = yaml.safe_load(spec_file(name).read_text(encoding="utf-8"))
+    for table in raw.get("tables", {}).values():
+        table.pop("unique", None)
+    out = Path(os.environ["SWITCHYARD_RUNS_DIR"]).parent / f"{name}-without-unique.yaml"
+    out.write_text(yaml.safe_dump(raw, sort_keys=False), encoding="utf-8")
+    return out
 
 
 def ensure_airflow(streams: int, preload: bool, flat_priorities: bool,
@@ -879,6 +893,9 @@ DAG_LEVERS = {
     # Great Expectations and the driver preloaded, but each task process builds the DAG itself.
     "preload, not the DAG": (True, False, {"preload_dag": False}),
     "preload, validation full": (True, False, {"validation": "full"}),
+    # The same spec with no `unique` declared: no unique index on the target, none built on
+    # the staging tables. Side by side with "preload", what uniqueness costs end to end.
+    "preload, without unique": (True, False, {"without_unique": True}),
     "preload, parallelism 4": (True, False, {"parallelism": 4}),
     "preload, parallelism 16": (True, False, {"parallelism": 16}),
     # The two latencies local.airflow_env shortens, back at Airflow's defaults.

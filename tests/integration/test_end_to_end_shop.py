@@ -105,6 +105,10 @@ def test_shop_batch_loads_exactly_what_is_in_its_files(pg_uri, data_root, shop_b
         assert count("SELECT count(*) FROM {s}.orders WHERE ship_country = 'NA'") > 0
         assert count("SELECT count(*) FROM {s}.orders WHERE coupon_code = ''") > 0
         assert count("SELECT count(*) FROM {s}.orders WHERE coupon_code IS NULL") > 0
+        # the NULL marker's text quoted in a nullable column is that text: "NA", and "" for email
+        assert count("SELECT count(*) FROM {s}.orders WHERE coupon_code = 'NA'") > 0
+        assert count("SELECT count(*) FROM {s}.customers WHERE email = ''") > 0
+        assert count("SELECT count(*) FROM {s}.customers WHERE email IS NULL") > 0
         assert count("SELECT count(*) FROM {s}.orders WHERE gift_message LIKE %s", "%\r\n%") > 0
         # the date partitions: each stream's days, and no day in two partitions
         days = conn.execute(f'SELECT tableoid::regclass::text, min(order_date), max(order_date) '

@@ -3,6 +3,7 @@ the development tooling, and the Airflow plugin is registered exactly once."""
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -98,3 +99,31 @@ def test_the_airflow_plugin_is_registered_once():
     from airflow._shared.plugins_manager.plugins_manager import _load_plugins_from_plugin_directory
     found, errors = _load_plugins_from_plugin_directory(plugins_folder=str(ROOT / "plugins"))
     assert [p.name for p in found] == [] and errors == {}
+
+
+def _switchyard(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    env = dict(os.environ, **(env or {}),
+               PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT / "plugins"), os.environ.get("PYTHONPATH")])))
+    return subprocess.run([sys.executable, "-m", "switchyard", *args], env=env, capture_output=True, text=True,
+                          timeout=120, cwd=str(ROOT))
+
+
+def test_plan_of_a_spec_without_rules_comes_from_its_batch_manifest(tmp_path):
+    refused = _switchyard("plan", "--spec", "shop")
+    assert refused.returncode != 0
+    assert "--batch" in refused.stderr and "shop.yaml" in refused.stderr and "Traceback" not in refused.stderr
+    made = _switchyard("generate", "--spec", "shop", "--scale", "0.001", "--streams", "3",
+                       env={"SWITCHYARD_DATA_ROOT": str(tmp_path)})
+    assert made.returncode == 0, made.stderr
+    batch = tmp_path / "shop-sf0.001-s3"
+    manifest = json.loads((batch / "manifest.json").read_text())
+    for target in ("postgres", "mssql"):
+        out = _switchyard("plan", "--spec", "shop", "--batch", str(batch), "--target", target, "--schema", "shop")
+        assert out.returncode == 0, out.stderr
+        assert f"-- Switchyard load plan: spec shop, 3 streams, target {target}" in out.stdout
+        # Every stream's date range from the manifest reaches the plan (its staging CHECKs).
+        for entry in manifest["files"]:
+            if entry["table"] == "orders" and entry["rows"]:
+                assert str(entry["key_min"]) in out.stdout and str(entry["key_max"]) in out.stdout
+    missing = _switchyard("plan", "--spec", "shop", "--batch", str(tmp_path / "nope"))
+    assert missing.returncode != 0 and "manifest.json: manifest not found" in missing.stderr

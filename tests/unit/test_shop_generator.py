@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from helpers import (declared_length, raw_text, read_records, records_by_line_end, table_rows,
-                       with_nulls)
+from helpers import (declared_length, raw_text, read_records, records_by_line_end, split_fields,
+                       table_rows, with_nulls)
 from switchyard.core.datagen import generate
 from switchyard.core.shop import generate_shop
 from switchyard.core.spec import load_spec
@@ -246,6 +246,9 @@ def test_the_messy_values_a_real_extract_holds_are_all_there(batch, manifest, ro
     assert "NULL" in column("customers", "notes", rows) and "NULL" in column("events", "search_query", rows)
     assert "NA" in column("events", "search_query", rows), "NA is text where the marker is the empty field"
     assert "na" in column("orders", "coupon_code", rows) and "N/A" in column("orders", "coupon_code", rows)
+    # the NULL marker's text, quoted, in a nullable column: a value, not NULL
+    assert "NA" in column("orders", "coupon_code", rows) and None in column("orders", "coupon_code", rows)
+    assert "" in column("customers", "email", rows) and None in column("customers", "email", rows)
     # a field exactly at its declared length, in multi-byte characters
     limit = declared_length(SPEC.table("orders").column("coupon_code").sql_type("postgres"))
     assert any(v is not None and len(v) == limit and not v.isascii() for v in column("orders", "coupon_code", rows))
@@ -254,6 +257,8 @@ def test_the_messy_values_a_real_extract_holds_are_all_there(batch, manifest, ro
     assert re.search(r"^\d+(,[^,\n]*){5},NA,", orders_text, re.M), "unquoted NA as ship_country"
     customers_text = "".join(raw_text(batch / e["file"]) for e in entries(manifest, "customers"))
     assert re.search(r"^\d+,[^,\n]*,,", customers_text, re.M), "an unquoted empty full_name"
+    assert re.search(r'^\d+(,[^,\n]*){6},"NA",', orders_text, re.M), "a quoted NA as coupon_code"
+    assert re.search(r'^\d+,"",', customers_text, re.M), "a quoted empty email"
     # and quoted fields that need no quotes (an exporter that quotes everything, some rows)
     assert re.search(r'^\d+,"\d{4}-\d\d-\d\d",', orders_text, re.M)
 
@@ -318,10 +323,12 @@ def _generated(folder: Path, seed: int) -> Path:
     return folder
 
 
-def test_with_nulls_reads_the_marker_only_in_nullable_columns():
+def test_with_nulls_reads_the_marker_only_unquoted_in_nullable_columns():
     orders = SPEC.table("orders")
-    record = ["1", "2025-01-01", "2", "paid", "1.00", "EUR", "NA", "NA", "", "NA"]
-    assert with_nulls(orders, record) == ["1", "2025-01-01", "2", "paid", "1.00", "EUR", "NA", None, "", None]
+    record = split_fields('1,2025-01-01,2,paid,1.00,EUR,NA,NA,,"NA"', ",")
+    assert with_nulls(orders, record) == ["1", "2025-01-01", "2", "paid", "1.00", "EUR", "NA", None, "", "NA"]
+    assert [f.quoted for f in split_fields('"a ""b"", c",,"",x,', ",")] == [True, False, True, False, False]
+    assert split_fields('"a ""b"", c",,"",x,', ",") == ['a "b", c', "", "", "x", ""]
 
 
 def test_the_spec_takes_sql_server_types_with_digits_and_still_refuses_free_text():

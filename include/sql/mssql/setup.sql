@@ -55,31 +55,27 @@ IF (SELECT size FROM sys.database_files WHERE name = {{ nstr(f.name) }}) < {{ li
 IF SCHEMA_ID({{ nstr(schema) }}) IS NULL EXEC (N'CREATE SCHEMA {{ q(schema) }}');
 IF SCHEMA_ID({{ nstr(staging_schema) }}) IS NULL EXEC (N'CREATE SCHEMA {{ q(staging_schema) }}');
 {% include "lease.sql" %}
+{% if archive %}
+-- Retired partitions of append tables (retire: archive) are switched out to tables here.
+IF SCHEMA_ID({{ nstr(archive_schema) }}) IS NULL EXEC (N'CREATE SCHEMA {{ q(archive_schema) }}');
+{% endif %}
 {% for t in tables %}
 {% if t.partitioned %}
--- RANGE LEFT: a boundary value belongs to the partition on its left, so a stream's largest
--- key closes its partition, and the value just below its smallest key closes the empty
--- partition under it. Every boundary of this batch is in the function when it is created.
-IF NOT EXISTS (SELECT 1 FROM sys.partition_functions WHERE name = {{ nstr(t.function) }})
-    CREATE PARTITION FUNCTION {{ q(t.function) }} ({{ t.key_type }}) AS RANGE LEFT FOR VALUES ({% for b in t.boundaries %}{{ b.sql }}{{ ", " if not loop.last }}{% endfor %});
+-- A new table only: its partition function and scheme, named after schema and table
+-- (functions and schemes are database-wide objects, so two schemas never share one), with
+-- this batch's boundaries. RANGE LEFT: a boundary value belongs to the partition on its
+-- left, so a stream's largest key closes its partition, and the value just below its
+-- smallest key closes the empty partition under it. An existing table keeps its function:
+-- the pre-flight has checked this batch against it, and the table's commit merges and splits
+-- its boundaries (empty partitions only) in the transaction that switches the batch in.
+IF OBJECT_ID({{ nstr(qn(schema, t.name)) }}, N'U') IS NULL AND NOT EXISTS (SELECT 1 FROM sys.partition_functions WHERE name = {{ nstr(t.function) }})
+    CREATE PARTITION FUNCTION {{ qc(t.function) }} ({{ t.key_type }}) AS RANGE LEFT FOR VALUES ({% for b in t.boundaries %}{{ b.sql }}{{ ", " if not loop.last }}{% endfor %});
 -- A scheme names one more filegroup than the function has boundaries: each partition's,
--- in order, then the one above the last boundary. Empty partitions go to {{ edge_filegroup }}.
-IF NOT EXISTS (SELECT 1 FROM sys.partition_schemes WHERE name = {{ nstr(t.scheme) }})
-    CREATE PARTITION SCHEME {{ q(t.scheme) }} AS PARTITION {{ q(t.function) }} TO ({% for fg in t.scheme_filegroups %}{{ q(fg) }}{{ ", " if not loop.last }}{% endfor %});
-{% for b in t.boundaries %}
-{% if loop.first %}
--- A function made by an earlier batch may lack this batch's boundaries: each is checked in
--- sys.partition_range_values when the statement runs (on a function just created, all are
--- there and nothing happens). SPLIT RANGE needs a NEXT USED filegroup, which (RANGE LEFT)
--- receives the new partition left of the value. Splits land above the table's keys or in
--- empty gaps, so no rows move.
-{% endif %}
-IF NOT EXISTS (SELECT 1 FROM sys.partition_range_values AS rv JOIN sys.partition_functions AS pf ON pf.function_id = rv.function_id WHERE pf.name = {{ nstr(t.function) }} AND CONVERT({{ t.key_type }}, rv.value) = {{ b.sql }})
-BEGIN
-    ALTER PARTITION SCHEME {{ q(t.scheme) }} NEXT USED {{ q(b.filegroup) }}
-    ALTER PARTITION FUNCTION {{ q(t.function) }}() SPLIT RANGE ({{ b.sql }})
-END;
-{% endfor %}
+-- in order, then the one above the last boundary. Empty partitions go to {{ edge_filegroup }}:
+-- the table keeps an empty partition at both ends, so that later batches split and merge
+-- empty partitions only.
+IF OBJECT_ID({{ nstr(qn(schema, t.name)) }}, N'U') IS NULL AND NOT EXISTS (SELECT 1 FROM sys.partition_schemes WHERE name = {{ nstr(t.scheme) }})
+    CREATE PARTITION SCHEME {{ qc(t.scheme) }} AS PARTITION {{ qc(t.function) }} TO ({% for fg in t.scheme_filegroups %}{{ q(fg) }}{{ ", " if not loop.last }}{% endfor %});
 {% endif %}
 -- Columns in the file's order, NULL only where the spec declares them nullable: BULK
 -- INSERT without a format file maps fields by position, and SWITCH needs staging and target
@@ -89,7 +85,7 @@ IF OBJECT_ID({{ nstr(qn(schema, t.name)) }}, N'U') IS NULL
 {% for c in t.columns %}
         {{ q(c.name) }} {{ c.type }} {{ "NULL" if c.nullable else "NOT NULL" }}{{ "," if not loop.last }}
 {% endfor %}
-    ) ON {% if t.partitioned %}{{ q(t.scheme) }}({{ q(t.key) }}){% else %}[PRIMARY]{% endif %};
+    ) ON {% if t.partitioned %}{{ qc(t.scheme) }}({{ q(t.key) }}){% else %}[PRIMARY]{% endif %};
 {% endfor %}
 -- One row per load, like the record runs' work queue, with where on the server it ran
 -- (port: the one the client dialled; local_tcp_port: the one the connection landed on).
@@ -125,6 +121,41 @@ IF OBJECT_ID({{ nstr(qn(control_schema, "load_stats")) }}, N'U') IS NULL
         logging       nvarchar(40) NULL,
         log_ratio     float NULL,
         CONSTRAINT [load_stats_pk] PRIMARY KEY NONCLUSTERED (dag_id, run_id, table_name, stream)
+    );
+-- Each partitioned table's plan for this run (setup writes it, each stream's switch marks
+-- its row ready, the table's last switch commits the batch and clears it): the partition
+-- each staging table goes to, on which filegroup, with which data compression.
+IF OBJECT_ID({{ nstr(qn(control_schema, "planned_partitions")) }}, N'U') IS NULL
+    CREATE TABLE {{ qn(control_schema, "planned_partitions") }} (
+        target_schema    nvarchar(128) NOT NULL,
+        table_name       nvarchar(128) NOT NULL,
+        staging_table    nvarchar(128) NOT NULL,
+        stream           int NOT NULL,
+        batch            nvarchar(250) NOT NULL,
+        key_min          nvarchar(64) NOT NULL,
+        key_max          nvarchar(64) NOT NULL,
+        rows_planned     bigint NULL,
+        run              nvarchar(250) NOT NULL,
+        stream_filegroup nvarchar(128) NOT NULL,
+        [filegroup]      nvarchar(128) NOT NULL,
+        [compression]    nvarchar(4000) NOT NULL,
+        planned_at       datetime2(3) NOT NULL,
+        ready_at         datetime2(3) NULL,
+        CONSTRAINT [planned_partitions_pk] PRIMARY KEY (target_schema, table_name, staging_table)
+    );
+-- The batch each partition of a partitioned table holds (RANGE LEFT: a partition is named by
+-- its upper boundary), written in the transaction that switches it in.
+IF OBJECT_ID({{ nstr(qn(control_schema, "partition_batches")) }}, N'U') IS NULL
+    CREATE TABLE {{ qn(control_schema, "partition_batches") }} (
+        target_schema nvarchar(128) NOT NULL,
+        table_name    nvarchar(128) NOT NULL,
+        key_min       nvarchar(64) NOT NULL,
+        key_max       nvarchar(64) NOT NULL,
+        batch         nvarchar(250) NOT NULL,
+        run           nvarchar(250) NOT NULL,
+        rows_planned  bigint NULL,
+        switched_at   datetime2(3) NOT NULL,
+        CONSTRAINT [partition_batches_pk] PRIMARY KEY (target_schema, table_name, key_max)
     );
 {% for column, type in [("dag_id", "nvarchar(250)"), ("mb_per_s", "float"), ("rows_per_s", "float"), ("port", "int"), ("outcome", "nvarchar(100)"), ("logging", "nvarchar(40)"), ("log_ratio", "float")] %}
 {% if loop.first %}

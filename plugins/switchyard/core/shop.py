@@ -99,8 +99,9 @@ NOTES = [
 STATUSES = ["placed", "paid", "shipped", "delivered", "cancelled", "returned"]
 CURRENCIES = ["EUR", "USD", "GBP", "JPY", "SEK", "BRL", "CAD"]
 # Coupon codes: "" is a coupon field submitted empty (not NULL: the marker here is NA); the
-# 40-character CJK code sits exactly at varchar(40) / nvarchar(40) (one UTF-16 unit each).
-COUPONS = ["", "SPRING25", " summer-10 ", "N/A", "na", "NULL", "\\N", "WELCOME\\5",
+# 40-character CJK code sits exactly at varchar(40) / nvarchar(40) (one UTF-16 unit each);
+# "NA", the NULL marker's text, is quoted: a quoted field is a value, so it is the text NA.
+COUPONS = ["", "NA", "SPRING25", " summer-10 ", "N/A", "na", "NULL", "\\N", "WELCOME\\5",
            "優惠券" * 13 + "券", "BLACK,FRIDAY", 'SAVE"20"', "ÉTÉ-2025"]
 ADDRESSES = [
     "12 Main St\nApt 4, Springfield, IL 62701",
@@ -212,6 +213,8 @@ def customer_rows(numbers: range, seed: int) -> Iterator[list]:
         email = None if rng.random() < 0.1 else f"{first}.{last}{n}@example.com".lower().replace("'", "")
         if nasty and turn % 5 == 0:
             email = f'"{first} {last}"@example.com'  # a quoted local part: quotes inside the field
+        elif nasty and turn % 5 == 2:
+            email = ""  # written "": an empty string, where an unquoted empty field is NULL
         country = rng.choice(COUNTRIES) if not nasty else COUNTRIES[turn % len(COUNTRIES)]
         if country == "NA" and n % 2:
             country = Bare("NA")  # Namibia, unquoted: NULL marker text in a NOT NULL column
@@ -307,6 +310,7 @@ class CsvWriter:
         self.delimiter = fmt.delimiter
         self.eol = "\r\n" if fmt.line_end == "crlf" else "\n"
         self.marker = fmt.null_marker
+        self.quoting = fmt.quoting
         self.nullable = [c.nullable for c in table.columns]
         self.names = table.column_names
 
@@ -322,8 +326,8 @@ class CsvWriter:
             return str(value)
         if isinstance(value, Bare):
             return str(value)
-        if self.nullable[i] and value == self.marker:
-            # In a nullable column the marker's text would read back as NULL: never write it.
+        if self.nullable[i] and value == self.marker and self.quoting != "csv":
+            # Unquoted, the marker's text in a nullable column reads back as NULL.
             raise ValueError(f"column {self.names[i]}: the value {value!r} is the NULL marker")
         if (quote_all or value == "" or '"' in value or self.delimiter in value or "\n" in value
                 or "\r" in value or value == self.marker):

@@ -115,45 +115,22 @@ IF OBJECT_ID(N'[switchyard].[run_lease]', N'U') IS NULL
         [expires_at]    datetime2(3) NOT NULL
     );
 GO
--- RANGE LEFT: a boundary value belongs to the partition on its left, so a stream's largest
--- key closes its partition, and the value just below its smallest key closes the empty
--- partition under it. Every boundary of this batch is in the function when it is created.
-IF NOT EXISTS (SELECT 1 FROM sys.partition_functions WHERE name = N'pf_orders')
-    CREATE PARTITION FUNCTION [pf_orders] (bigint) AS RANGE LEFT FOR VALUES (0, 20000, 40000, 60000);
+-- A new table only: its partition function and scheme, named after schema and table
+-- (functions and schemes are database-wide objects, so two schemas never share one), with
+-- this batch's boundaries. RANGE LEFT: a boundary value belongs to the partition on its
+-- left, so a stream's largest key closes its partition, and the value just below its
+-- smallest key closes the empty partition under it. An existing table keeps its function:
+-- the pre-flight has checked this batch against it, and the table's commit merges and splits
+-- its boundaries (empty partitions only) in the transaction that switches the batch in.
+IF OBJECT_ID(N'[tpch].[orders]', N'U') IS NULL AND NOT EXISTS (SELECT 1 FROM sys.partition_functions WHERE name = N'pf_tpch_orders')
+    CREATE PARTITION FUNCTION [pf_tpch_orders] (bigint) AS RANGE LEFT FOR VALUES (0, 20000, 40000, 60000);
 GO
 -- A scheme names one more filegroup than the function has boundaries: each partition's,
--- in order, then the one above the last boundary. Empty partitions go to fg_edge.
-IF NOT EXISTS (SELECT 1 FROM sys.partition_schemes WHERE name = N'ps_orders')
-    CREATE PARTITION SCHEME [ps_orders] AS PARTITION [pf_orders] TO ([fg_edge], [fg1], [fg2], [fg3], [fg_edge]);
-GO
--- A function made by an earlier batch may lack this batch's boundaries: each is checked in
--- sys.partition_range_values when the statement runs (on a function just created, all are
--- there and nothing happens). SPLIT RANGE needs a NEXT USED filegroup, which (RANGE LEFT)
--- receives the new partition left of the value. Splits land above the table's keys or in
--- empty gaps, so no rows move.
-IF NOT EXISTS (SELECT 1 FROM sys.partition_range_values AS rv JOIN sys.partition_functions AS pf ON pf.function_id = rv.function_id WHERE pf.name = N'pf_orders' AND CONVERT(bigint, rv.value) = 0)
-BEGIN
-    ALTER PARTITION SCHEME [ps_orders] NEXT USED [fg_edge]
-    ALTER PARTITION FUNCTION [pf_orders]() SPLIT RANGE (0)
-END;
-GO
-IF NOT EXISTS (SELECT 1 FROM sys.partition_range_values AS rv JOIN sys.partition_functions AS pf ON pf.function_id = rv.function_id WHERE pf.name = N'pf_orders' AND CONVERT(bigint, rv.value) = 20000)
-BEGIN
-    ALTER PARTITION SCHEME [ps_orders] NEXT USED [fg1]
-    ALTER PARTITION FUNCTION [pf_orders]() SPLIT RANGE (20000)
-END;
-GO
-IF NOT EXISTS (SELECT 1 FROM sys.partition_range_values AS rv JOIN sys.partition_functions AS pf ON pf.function_id = rv.function_id WHERE pf.name = N'pf_orders' AND CONVERT(bigint, rv.value) = 40000)
-BEGIN
-    ALTER PARTITION SCHEME [ps_orders] NEXT USED [fg2]
-    ALTER PARTITION FUNCTION [pf_orders]() SPLIT RANGE (40000)
-END;
-GO
-IF NOT EXISTS (SELECT 1 FROM sys.partition_range_values AS rv JOIN sys.partition_functions AS pf ON pf.function_id = rv.function_id WHERE pf.name = N'pf_orders' AND CONVERT(bigint, rv.value) = 60000)
-BEGIN
-    ALTER PARTITION SCHEME [ps_orders] NEXT USED [fg3]
-    ALTER PARTITION FUNCTION [pf_orders]() SPLIT RANGE (60000)
-END;
+-- in order, then the one above the last boundary. Empty partitions go to fg_edge:
+-- the table keeps an empty partition at both ends, so that later batches split and merge
+-- empty partitions only.
+IF OBJECT_ID(N'[tpch].[orders]', N'U') IS NULL AND NOT EXISTS (SELECT 1 FROM sys.partition_schemes WHERE name = N'ps_tpch_orders')
+    CREATE PARTITION SCHEME [ps_tpch_orders] AS PARTITION [pf_tpch_orders] TO ([fg_edge], [fg1], [fg2], [fg3], [fg_edge]);
 GO
 -- Columns in the file's order, NULL only where the spec declares them nullable: BULK
 -- INSERT without a format file maps fields by position, and SWITCH needs staging and target
@@ -169,47 +146,24 @@ IF OBJECT_ID(N'[tpch].[orders]', N'U') IS NULL
         [o_clerk] char(15) NOT NULL,
         [o_shippriority] integer NOT NULL,
         [o_comment] varchar(79) NOT NULL
-    ) ON [ps_orders]([o_orderkey]);
+    ) ON [ps_tpch_orders]([o_orderkey]);
 GO
--- RANGE LEFT: a boundary value belongs to the partition on its left, so a stream's largest
--- key closes its partition, and the value just below its smallest key closes the empty
--- partition under it. Every boundary of this batch is in the function when it is created.
-IF NOT EXISTS (SELECT 1 FROM sys.partition_functions WHERE name = N'pf_lineitem')
-    CREATE PARTITION FUNCTION [pf_lineitem] (bigint) AS RANGE LEFT FOR VALUES (0, 20000, 40000, 60000);
+-- A new table only: its partition function and scheme, named after schema and table
+-- (functions and schemes are database-wide objects, so two schemas never share one), with
+-- this batch's boundaries. RANGE LEFT: a boundary value belongs to the partition on its
+-- left, so a stream's largest key closes its partition, and the value just below its
+-- smallest key closes the empty partition under it. An existing table keeps its function:
+-- the pre-flight has checked this batch against it, and the table's commit merges and splits
+-- its boundaries (empty partitions only) in the transaction that switches the batch in.
+IF OBJECT_ID(N'[tpch].[lineitem]', N'U') IS NULL AND NOT EXISTS (SELECT 1 FROM sys.partition_functions WHERE name = N'pf_tpch_lineitem')
+    CREATE PARTITION FUNCTION [pf_tpch_lineitem] (bigint) AS RANGE LEFT FOR VALUES (0, 20000, 40000, 60000);
 GO
 -- A scheme names one more filegroup than the function has boundaries: each partition's,
--- in order, then the one above the last boundary. Empty partitions go to fg_edge.
-IF NOT EXISTS (SELECT 1 FROM sys.partition_schemes WHERE name = N'ps_lineitem')
-    CREATE PARTITION SCHEME [ps_lineitem] AS PARTITION [pf_lineitem] TO ([fg_edge], [fg1], [fg2], [fg3], [fg_edge]);
-GO
--- A function made by an earlier batch may lack this batch's boundaries: each is checked in
--- sys.partition_range_values when the statement runs (on a function just created, all are
--- there and nothing happens). SPLIT RANGE needs a NEXT USED filegroup, which (RANGE LEFT)
--- receives the new partition left of the value. Splits land above the table's keys or in
--- empty gaps, so no rows move.
-IF NOT EXISTS (SELECT 1 FROM sys.partition_range_values AS rv JOIN sys.partition_functions AS pf ON pf.function_id = rv.function_id WHERE pf.name = N'pf_lineitem' AND CONVERT(bigint, rv.value) = 0)
-BEGIN
-    ALTER PARTITION SCHEME [ps_lineitem] NEXT USED [fg_edge]
-    ALTER PARTITION FUNCTION [pf_lineitem]() SPLIT RANGE (0)
-END;
-GO
-IF NOT EXISTS (SELECT 1 FROM sys.partition_range_values AS rv JOIN sys.partition_functions AS pf ON pf.function_id = rv.function_id WHERE pf.name = N'pf_lineitem' AND CONVERT(bigint, rv.value) = 20000)
-BEGIN
-    ALTER PARTITION SCHEME [ps_lineitem] NEXT USED [fg1]
-    ALTER PARTITION FUNCTION [pf_lineitem]() SPLIT RANGE (20000)
-END;
-GO
-IF NOT EXISTS (SELECT 1 FROM sys.partition_range_values AS rv JOIN sys.partition_functions AS pf ON pf.function_id = rv.function_id WHERE pf.name = N'pf_lineitem' AND CONVERT(bigint, rv.value) = 40000)
-BEGIN
-    ALTER PARTITION SCHEME [ps_lineitem] NEXT USED [fg2]
-    ALTER PARTITION FUNCTION [pf_lineitem]() SPLIT RANGE (40000)
-END;
-GO
-IF NOT EXISTS (SELECT 1 FROM sys.partition_range_values AS rv JOIN sys.partition_functions AS pf ON pf.function_id = rv.function_id WHERE pf.name = N'pf_lineitem' AND CONVERT(bigint, rv.value) = 60000)
-BEGIN
-    ALTER PARTITION SCHEME [ps_lineitem] NEXT USED [fg3]
-    ALTER PARTITION FUNCTION [pf_lineitem]() SPLIT RANGE (60000)
-END;
+-- in order, then the one above the last boundary. Empty partitions go to fg_edge:
+-- the table keeps an empty partition at both ends, so that later batches split and merge
+-- empty partitions only.
+IF OBJECT_ID(N'[tpch].[lineitem]', N'U') IS NULL AND NOT EXISTS (SELECT 1 FROM sys.partition_schemes WHERE name = N'ps_tpch_lineitem')
+    CREATE PARTITION SCHEME [ps_tpch_lineitem] AS PARTITION [pf_tpch_lineitem] TO ([fg_edge], [fg1], [fg2], [fg3], [fg_edge]);
 GO
 -- Columns in the file's order, NULL only where the spec declares them nullable: BULK
 -- INSERT without a format file maps fields by position, and SWITCH needs staging and target
@@ -232,7 +186,7 @@ IF OBJECT_ID(N'[tpch].[lineitem]', N'U') IS NULL
         [l_shipinstruct] char(25) NOT NULL,
         [l_shipmode] char(10) NOT NULL,
         [l_comment] varchar(44) NOT NULL
-    ) ON [ps_lineitem]([l_orderkey]);
+    ) ON [ps_tpch_lineitem]([l_orderkey]);
 GO
 -- One row per load, like the record runs' work queue, with where on the server it ran
 -- (port: the one the client dialled; local_tcp_port: the one the connection landed on).
@@ -268,6 +222,43 @@ IF OBJECT_ID(N'[switchyard].[load_stats]', N'U') IS NULL
         logging       nvarchar(40) NULL,
         log_ratio     float NULL,
         CONSTRAINT [load_stats_pk] PRIMARY KEY NONCLUSTERED (dag_id, run_id, table_name, stream)
+    );
+GO
+-- Each partitioned table's plan for this run (setup writes it, each stream's switch marks
+-- its row ready, the table's last switch commits the batch and clears it): the partition
+-- each staging table goes to, on which filegroup, with which data compression.
+IF OBJECT_ID(N'[switchyard].[planned_partitions]', N'U') IS NULL
+    CREATE TABLE [switchyard].[planned_partitions] (
+        target_schema    nvarchar(128) NOT NULL,
+        table_name       nvarchar(128) NOT NULL,
+        staging_table    nvarchar(128) NOT NULL,
+        stream           int NOT NULL,
+        batch            nvarchar(250) NOT NULL,
+        key_min          nvarchar(64) NOT NULL,
+        key_max          nvarchar(64) NOT NULL,
+        rows_planned     bigint NULL,
+        run              nvarchar(250) NOT NULL,
+        stream_filegroup nvarchar(128) NOT NULL,
+        [filegroup]      nvarchar(128) NOT NULL,
+        [compression]    nvarchar(4000) NOT NULL,
+        planned_at       datetime2(3) NOT NULL,
+        ready_at         datetime2(3) NULL,
+        CONSTRAINT [planned_partitions_pk] PRIMARY KEY (target_schema, table_name, staging_table)
+    );
+GO
+-- The batch each partition of a partitioned table holds (RANGE LEFT: a partition is named by
+-- its upper boundary), written in the transaction that switches it in.
+IF OBJECT_ID(N'[switchyard].[partition_batches]', N'U') IS NULL
+    CREATE TABLE [switchyard].[partition_batches] (
+        target_schema nvarchar(128) NOT NULL,
+        table_name    nvarchar(128) NOT NULL,
+        key_min       nvarchar(64) NOT NULL,
+        key_max       nvarchar(64) NOT NULL,
+        batch         nvarchar(250) NOT NULL,
+        run           nvarchar(250) NOT NULL,
+        rows_planned  bigint NULL,
+        switched_at   datetime2(3) NOT NULL,
+        CONSTRAINT [partition_batches_pk] PRIMARY KEY (target_schema, table_name, key_max)
     );
 GO
 -- Tables created by an earlier version lack the later columns. COL_LENGTH is NULL for a
@@ -326,9 +317,12 @@ GO
 -- A failed earlier attempt's staging table is replaced, never appended to (DROP ... IF EXISTS: 2016+).
 DROP TABLE IF EXISTS [tpch_staging].[orders_1];
 GO
--- A heap with no index, on the stream's filegroup: BULK INSERT with TABLOCK into an empty
--- heap is minimally logged, and SWITCH needs the partition's filegroup and the target's
--- columns (types, nullability, order) exactly.
+-- A heap with no index, on its partition's filegroup: BULK INSERT with TABLOCK into an empty
+-- heap is minimally logged; the target's indexes are built on it after validation, before
+-- the switch.
+-- The target's columns as the catalog has them (names, types, lengths, collation,
+-- nullability, order): SWITCH needs them equal. On the partition's filegroup, with its data
+-- compression: SWITCH needs both equal to the partition's.
 CREATE TABLE [tpch_staging].[orders_1] (
     [o_orderkey] bigint NOT NULL,
     [o_custkey] bigint NOT NULL,
@@ -389,39 +383,18 @@ GO
 IF EXISTS (SELECT 1 FROM sys.check_constraints WHERE parent_object_id = OBJECT_ID(N'[tpch_staging].[orders_1]') AND name = N'orders_1_range' AND is_not_trusted = 1)
     ALTER TABLE [tpch_staging].[orders_1] WITH CHECK CHECK CONSTRAINT [orders_1_range];
 GO
--- One batch, one transaction (XACT_ABORT rolls back on any error): readers see the old
--- partition or the new one, never neither. The partition number is looked up by
--- $PARTITION at run time, so it is right after any SPLIT. WAIT_AT_LOW_PRIORITY (2014+)
--- queues the schema-modification lock behind readers for at most MAX_DURATION minutes,
--- then gives up (ABORT_AFTER_WAIT = SELF) instead of blocking every new reader.
-SET XACT_ABORT ON
-DECLARE @partition int = $PARTITION.[pf_orders](1)
-BEGIN TRY
-    BEGIN TRANSACTION
-    ALTER TABLE [tpch_staging].[orders_1] SWITCH TO [tpch].[orders] PARTITION @partition
-        WITH (WAIT_AT_LOW_PRIORITY (MAX_DURATION = 1 MINUTES, ABORT_AFTER_WAIT = SELF))
-    -- DROP TABLE is transactional in SQL Server, so the drops commit with the switch: a
-    -- staging table exists exactly while its rows are not switched in. Were they dropped
-    -- after COMMIT, a task killed in between would leave an empty staging table behind, and
-    -- its retry would switch the new partition out and that empty table in. The staging
-    -- table is empty now (metadata only); the old partition's pages are freed after COMMIT
-    -- (deferred drop for large tables).
-    DROP TABLE [tpch_staging].[orders_1]
-    COMMIT TRANSACTION
-END TRY
-BEGIN CATCH
-    IF @@TRANCOUNT > 0 ROLLBACK TRANSACTION
-    ;THROW
-END CATCH;
-GO
+-- switch: the target's indexes built on tpch_staging.orders_1 (none on a table setup made from the spec), then the stream is marked ready; the table's last switch runs the table's commit
 
 -- orders_2: orders/orders.2.tbl, keys 20001..40000, filegroup fg2, port 2001
 -- A failed earlier attempt's staging table is replaced, never appended to (DROP ... IF EXISTS: 2016+).
 DROP TABLE IF EXISTS [tpch_staging].[orders_2];
 GO
--- A heap with no index, on the stream's filegroup: BULK INSERT with TABLOCK into an empty
--- heap is minimally logged, and SWITCH needs the partition's filegroup and the target's
--- columns (types, nullability, order) exactly.
+-- A heap with no index, on its partition's filegroup: BULK INSERT with TABLOCK into an empty
+-- heap is minimally logged; the target's indexes are built on it after validation, before
+-- the switch.
+-- The target's columns as the catalog has them (names, types, lengths, collation,
+-- nullability, order): SWITCH needs them equal. On the partition's filegroup, with its data
+-- compression: SWITCH needs both equal to the partition's.
 CREATE TABLE [tpch_staging].[orders_2] (
     [o_orderkey] bigint NOT NULL,
     [o_custkey] bigint NOT NULL,
@@ -482,39 +455,18 @@ GO
 IF EXISTS (SELECT 1 FROM sys.check_constraints WHERE parent_object_id = OBJECT_ID(N'[tpch_staging].[orders_2]') AND name = N'orders_2_range' AND is_not_trusted = 1)
     ALTER TABLE [tpch_staging].[orders_2] WITH CHECK CHECK CONSTRAINT [orders_2_range];
 GO
--- One batch, one transaction (XACT_ABORT rolls back on any error): readers see the old
--- partition or the new one, never neither. The partition number is looked up by
--- $PARTITION at run time, so it is right after any SPLIT. WAIT_AT_LOW_PRIORITY (2014+)
--- queues the schema-modification lock behind readers for at most MAX_DURATION minutes,
--- then gives up (ABORT_AFTER_WAIT = SELF) instead of blocking every new reader.
-SET XACT_ABORT ON
-DECLARE @partition int = $PARTITION.[pf_orders](20001)
-BEGIN TRY
-    BEGIN TRANSACTION
-    ALTER TABLE [tpch_staging].[orders_2] SWITCH TO [tpch].[orders] PARTITION @partition
-        WITH (WAIT_AT_LOW_PRIORITY (MAX_DURATION = 1 MINUTES, ABORT_AFTER_WAIT = SELF))
-    -- DROP TABLE is transactional in SQL Server, so the drops commit with the switch: a
-    -- staging table exists exactly while its rows are not switched in. Were they dropped
-    -- after COMMIT, a task killed in between would leave an empty staging table behind, and
-    -- its retry would switch the new partition out and that empty table in. The staging
-    -- table is empty now (metadata only); the old partition's pages are freed after COMMIT
-    -- (deferred drop for large tables).
-    DROP TABLE [tpch_staging].[orders_2]
-    COMMIT TRANSACTION
-END TRY
-BEGIN CATCH
-    IF @@TRANCOUNT > 0 ROLLBACK TRANSACTION
-    ;THROW
-END CATCH;
-GO
+-- switch: the target's indexes built on tpch_staging.orders_2 (none on a table setup made from the spec), then the stream is marked ready; the table's last switch runs the table's commit
 
 -- orders_3: orders/orders.3.tbl, keys 40001..60000, filegroup fg3, port 2002
 -- A failed earlier attempt's staging table is replaced, never appended to (DROP ... IF EXISTS: 2016+).
 DROP TABLE IF EXISTS [tpch_staging].[orders_3];
 GO
--- A heap with no index, on the stream's filegroup: BULK INSERT with TABLOCK into an empty
--- heap is minimally logged, and SWITCH needs the partition's filegroup and the target's
--- columns (types, nullability, order) exactly.
+-- A heap with no index, on its partition's filegroup: BULK INSERT with TABLOCK into an empty
+-- heap is minimally logged; the target's indexes are built on it after validation, before
+-- the switch.
+-- The target's columns as the catalog has them (names, types, lengths, collation,
+-- nullability, order): SWITCH needs them equal. On the partition's filegroup, with its data
+-- compression: SWITCH needs both equal to the partition's.
 CREATE TABLE [tpch_staging].[orders_3] (
     [o_orderkey] bigint NOT NULL,
     [o_custkey] bigint NOT NULL,
@@ -575,39 +527,18 @@ GO
 IF EXISTS (SELECT 1 FROM sys.check_constraints WHERE parent_object_id = OBJECT_ID(N'[tpch_staging].[orders_3]') AND name = N'orders_3_range' AND is_not_trusted = 1)
     ALTER TABLE [tpch_staging].[orders_3] WITH CHECK CHECK CONSTRAINT [orders_3_range];
 GO
--- One batch, one transaction (XACT_ABORT rolls back on any error): readers see the old
--- partition or the new one, never neither. The partition number is looked up by
--- $PARTITION at run time, so it is right after any SPLIT. WAIT_AT_LOW_PRIORITY (2014+)
--- queues the schema-modification lock behind readers for at most MAX_DURATION minutes,
--- then gives up (ABORT_AFTER_WAIT = SELF) instead of blocking every new reader.
-SET XACT_ABORT ON
-DECLARE @partition int = $PARTITION.[pf_orders](40001)
-BEGIN TRY
-    BEGIN TRANSACTION
-    ALTER TABLE [tpch_staging].[orders_3] SWITCH TO [tpch].[orders] PARTITION @partition
-        WITH (WAIT_AT_LOW_PRIORITY (MAX_DURATION = 1 MINUTES, ABORT_AFTER_WAIT = SELF))
-    -- DROP TABLE is transactional in SQL Server, so the drops commit with the switch: a
-    -- staging table exists exactly while its rows are not switched in. Were they dropped
-    -- after COMMIT, a task killed in between would leave an empty staging table behind, and
-    -- its retry would switch the new partition out and that empty table in. The staging
-    -- table is empty now (metadata only); the old partition's pages are freed after COMMIT
-    -- (deferred drop for large tables).
-    DROP TABLE [tpch_staging].[orders_3]
-    COMMIT TRANSACTION
-END TRY
-BEGIN CATCH
-    IF @@TRANCOUNT > 0 ROLLBACK TRANSACTION
-    ;THROW
-END CATCH;
-GO
+-- switch: the target's indexes built on tpch_staging.orders_3 (none on a table setup made from the spec), then the stream is marked ready; the table's last switch runs the table's commit
 
 -- lineitem_1: lineitem/lineitem.1.tbl, keys 1..20000, filegroup fg1, port 2000
 -- A failed earlier attempt's staging table is replaced, never appended to (DROP ... IF EXISTS: 2016+).
 DROP TABLE IF EXISTS [tpch_staging].[lineitem_1];
 GO
--- A heap with no index, on the stream's filegroup: BULK INSERT with TABLOCK into an empty
--- heap is minimally logged, and SWITCH needs the partition's filegroup and the target's
--- columns (types, nullability, order) exactly.
+-- A heap with no index, on its partition's filegroup: BULK INSERT with TABLOCK into an empty
+-- heap is minimally logged; the target's indexes are built on it after validation, before
+-- the switch.
+-- The target's columns as the catalog has them (names, types, lengths, collation,
+-- nullability, order): SWITCH needs them equal. On the partition's filegroup, with its data
+-- compression: SWITCH needs both equal to the partition's.
 CREATE TABLE [tpch_staging].[lineitem_1] (
     [l_orderkey] bigint NOT NULL,
     [l_partkey] bigint NOT NULL,
@@ -675,39 +606,18 @@ GO
 IF EXISTS (SELECT 1 FROM sys.check_constraints WHERE parent_object_id = OBJECT_ID(N'[tpch_staging].[lineitem_1]') AND name = N'lineitem_1_range' AND is_not_trusted = 1)
     ALTER TABLE [tpch_staging].[lineitem_1] WITH CHECK CHECK CONSTRAINT [lineitem_1_range];
 GO
--- One batch, one transaction (XACT_ABORT rolls back on any error): readers see the old
--- partition or the new one, never neither. The partition number is looked up by
--- $PARTITION at run time, so it is right after any SPLIT. WAIT_AT_LOW_PRIORITY (2014+)
--- queues the schema-modification lock behind readers for at most MAX_DURATION minutes,
--- then gives up (ABORT_AFTER_WAIT = SELF) instead of blocking every new reader.
-SET XACT_ABORT ON
-DECLARE @partition int = $PARTITION.[pf_lineitem](1)
-BEGIN TRY
-    BEGIN TRANSACTION
-    ALTER TABLE [tpch_staging].[lineitem_1] SWITCH TO [tpch].[lineitem] PARTITION @partition
-        WITH (WAIT_AT_LOW_PRIORITY (MAX_DURATION = 1 MINUTES, ABORT_AFTER_WAIT = SELF))
-    -- DROP TABLE is transactional in SQL Server, so the drops commit with the switch: a
-    -- staging table exists exactly while its rows are not switched in. Were they dropped
-    -- after COMMIT, a task killed in between would leave an empty staging table behind, and
-    -- its retry would switch the new partition out and that empty table in. The staging
-    -- table is empty now (metadata only); the old partition's pages are freed after COMMIT
-    -- (deferred drop for large tables).
-    DROP TABLE [tpch_staging].[lineitem_1]
-    COMMIT TRANSACTION
-END TRY
-BEGIN CATCH
-    IF @@TRANCOUNT > 0 ROLLBACK TRANSACTION
-    ;THROW
-END CATCH;
-GO
+-- switch: the target's indexes built on tpch_staging.lineitem_1 (none on a table setup made from the spec), then the stream is marked ready; the table's last switch runs the table's commit
 
 -- lineitem_2: lineitem/lineitem.2.tbl, keys 20001..40000, filegroup fg2, port 2001
 -- A failed earlier attempt's staging table is replaced, never appended to (DROP ... IF EXISTS: 2016+).
 DROP TABLE IF EXISTS [tpch_staging].[lineitem_2];
 GO
--- A heap with no index, on the stream's filegroup: BULK INSERT with TABLOCK into an empty
--- heap is minimally logged, and SWITCH needs the partition's filegroup and the target's
--- columns (types, nullability, order) exactly.
+-- A heap with no index, on its partition's filegroup: BULK INSERT with TABLOCK into an empty
+-- heap is minimally logged; the target's indexes are built on it after validation, before
+-- the switch.
+-- The target's columns as the catalog has them (names, types, lengths, collation,
+-- nullability, order): SWITCH needs them equal. On the partition's filegroup, with its data
+-- compression: SWITCH needs both equal to the partition's.
 CREATE TABLE [tpch_staging].[lineitem_2] (
     [l_orderkey] bigint NOT NULL,
     [l_partkey] bigint NOT NULL,
@@ -775,39 +685,18 @@ GO
 IF EXISTS (SELECT 1 FROM sys.check_constraints WHERE parent_object_id = OBJECT_ID(N'[tpch_staging].[lineitem_2]') AND name = N'lineitem_2_range' AND is_not_trusted = 1)
     ALTER TABLE [tpch_staging].[lineitem_2] WITH CHECK CHECK CONSTRAINT [lineitem_2_range];
 GO
--- One batch, one transaction (XACT_ABORT rolls back on any error): readers see the old
--- partition or the new one, never neither. The partition number is looked up by
--- $PARTITION at run time, so it is right after any SPLIT. WAIT_AT_LOW_PRIORITY (2014+)
--- queues the schema-modification lock behind readers for at most MAX_DURATION minutes,
--- then gives up (ABORT_AFTER_WAIT = SELF) instead of blocking every new reader.
-SET XACT_ABORT ON
-DECLARE @partition int = $PARTITION.[pf_lineitem](20001)
-BEGIN TRY
-    BEGIN TRANSACTION
-    ALTER TABLE [tpch_staging].[lineitem_2] SWITCH TO [tpch].[lineitem] PARTITION @partition
-        WITH (WAIT_AT_LOW_PRIORITY (MAX_DURATION = 1 MINUTES, ABORT_AFTER_WAIT = SELF))
-    -- DROP TABLE is transactional in SQL Server, so the drops commit with the switch: a
-    -- staging table exists exactly while its rows are not switched in. Were they dropped
-    -- after COMMIT, a task killed in between would leave an empty staging table behind, and
-    -- its retry would switch the new partition out and that empty table in. The staging
-    -- table is empty now (metadata only); the old partition's pages are freed after COMMIT
-    -- (deferred drop for large tables).
-    DROP TABLE [tpch_staging].[lineitem_2]
-    COMMIT TRANSACTION
-END TRY
-BEGIN CATCH
-    IF @@TRANCOUNT > 0 ROLLBACK TRANSACTION
-    ;THROW
-END CATCH;
-GO
+-- switch: the target's indexes built on tpch_staging.lineitem_2 (none on a table setup made from the spec), then the stream is marked ready; the table's last switch runs the table's commit
 
 -- lineitem_3: lineitem/lineitem.3.tbl, keys 40001..60000, filegroup fg3, port 2002
 -- A failed earlier attempt's staging table is replaced, never appended to (DROP ... IF EXISTS: 2016+).
 DROP TABLE IF EXISTS [tpch_staging].[lineitem_3];
 GO
--- A heap with no index, on the stream's filegroup: BULK INSERT with TABLOCK into an empty
--- heap is minimally logged, and SWITCH needs the partition's filegroup and the target's
--- columns (types, nullability, order) exactly.
+-- A heap with no index, on its partition's filegroup: BULK INSERT with TABLOCK into an empty
+-- heap is minimally logged; the target's indexes are built on it after validation, before
+-- the switch.
+-- The target's columns as the catalog has them (names, types, lengths, collation,
+-- nullability, order): SWITCH needs them equal. On the partition's filegroup, with its data
+-- compression: SWITCH needs both equal to the partition's.
 CREATE TABLE [tpch_staging].[lineitem_3] (
     [l_orderkey] bigint NOT NULL,
     [l_partkey] bigint NOT NULL,
@@ -875,24 +764,110 @@ GO
 IF EXISTS (SELECT 1 FROM sys.check_constraints WHERE parent_object_id = OBJECT_ID(N'[tpch_staging].[lineitem_3]') AND name = N'lineitem_3_range' AND is_not_trusted = 1)
     ALTER TABLE [tpch_staging].[lineitem_3] WITH CHECK CHECK CONSTRAINT [lineitem_3_range];
 GO
--- One batch, one transaction (XACT_ABORT rolls back on any error): readers see the old
--- partition or the new one, never neither. The partition number is looked up by
--- $PARTITION at run time, so it is right after any SPLIT. WAIT_AT_LOW_PRIORITY (2014+)
--- queues the schema-modification lock behind readers for at most MAX_DURATION minutes,
--- then gives up (ABORT_AFTER_WAIT = SELF) instead of blocking every new reader.
+-- switch: the target's indexes built on tpch_staging.lineitem_3 (none on a table setup made from the spec), then the stream is marked ready; the table's last switch runs the table's commit
+
+-- orders: its last switch moves the batch in whole
+-- tpch.orders: batch batch goes in whole (replace mode), in one transaction run by the
+-- table's last switch once every stream of the batch is validated and staged. Readers see the
+-- table before the batch or after it, never a mix: every statement below is part of one
+-- transaction (XACT_ABORT: any error rolls all of it back, and the table stays as it was).
+-- Locks: SWITCH, TRUNCATE and ALTER PARTITION FUNCTION take a schema-modification (Sch-M)
+-- lock on the table, held to COMMIT; while it is held every reader waits, even under
+-- READ UNCOMMITTED or snapshot isolation. All steps are metadata only (empty partitions), so
+-- it is held for the catalog changes alone. LOCK_TIMEOUT bounds the wait for readers that
+-- hold the table: after 60 s the commit fails, nothing changed, and is retried.
 SET XACT_ABORT ON
-DECLARE @partition int = $PARTITION.[pf_lineitem](40001)
+SET LOCK_TIMEOUT 60000
+DECLARE @partition int
 BEGIN TRY
     BEGIN TRANSACTION
+    -- Stream 1 (keys 1..20000): its staging table's trusted CHECK lies within the partition's
+    -- boundaries, it is on the partition's filegroup fg1 with the partition's compression
+    -- and the target's indexes, and the partition is empty: SWITCH is metadata only.
+    SET @partition = $PARTITION.[pf_tpch_orders](20000)
+    ALTER TABLE [tpch_staging].[orders_1] SWITCH TO [tpch].[orders] PARTITION @partition
+        WITH (WAIT_AT_LOW_PRIORITY (MAX_DURATION = 1 MINUTES, ABORT_AFTER_WAIT = SELF))
+    -- DROP TABLE is transactional: the (now empty) staging table goes with this commit.
+    DROP TABLE [tpch_staging].[orders_1]
+    -- Stream 2 (keys 20001..40000): its staging table's trusted CHECK lies within the partition's
+    -- boundaries, it is on the partition's filegroup fg2 with the partition's compression
+    -- and the target's indexes, and the partition is empty: SWITCH is metadata only.
+    SET @partition = $PARTITION.[pf_tpch_orders](40000)
+    ALTER TABLE [tpch_staging].[orders_2] SWITCH TO [tpch].[orders] PARTITION @partition
+        WITH (WAIT_AT_LOW_PRIORITY (MAX_DURATION = 1 MINUTES, ABORT_AFTER_WAIT = SELF))
+    -- DROP TABLE is transactional: the (now empty) staging table goes with this commit.
+    DROP TABLE [tpch_staging].[orders_2]
+    -- Stream 3 (keys 40001..60000): its staging table's trusted CHECK lies within the partition's
+    -- boundaries, it is on the partition's filegroup fg3 with the partition's compression
+    -- and the target's indexes, and the partition is empty: SWITCH is metadata only.
+    SET @partition = $PARTITION.[pf_tpch_orders](60000)
+    ALTER TABLE [tpch_staging].[orders_3] SWITCH TO [tpch].[orders] PARTITION @partition
+        WITH (WAIT_AT_LOW_PRIORITY (MAX_DURATION = 1 MINUTES, ABORT_AFTER_WAIT = SELF))
+    -- DROP TABLE is transactional: the (now empty) staging table goes with this commit.
+    DROP TABLE [tpch_staging].[orders_3]
+    -- The batch each partition holds, for the next batch's pre-flight; this run's plan is done.
+    DELETE FROM [switchyard].[partition_batches] WHERE target_schema = N'tpch' AND table_name = N'orders'
+    INSERT INTO [switchyard].[partition_batches] (target_schema, table_name, key_min, key_max, batch, run, rows_planned, switched_at)
+    VALUES
+        (N'tpch', N'orders', N'1', N'20000', N'batch', N'', 5000, SYSUTCDATETIME()),
+        (N'tpch', N'orders', N'20001', N'40000', N'batch', N'', 5000, SYSUTCDATETIME()),
+        (N'tpch', N'orders', N'40001', N'60000', N'batch', N'', 5000, SYSUTCDATETIME())
+    DELETE FROM [switchyard].[planned_partitions] WHERE target_schema = N'tpch' AND table_name = N'orders'
+    COMMIT TRANSACTION
+END TRY
+BEGIN CATCH
+    IF @@TRANCOUNT > 0 ROLLBACK TRANSACTION
+    ;THROW
+END CATCH;
+GO
+
+-- lineitem: its last switch moves the batch in whole
+-- tpch.lineitem: batch batch goes in whole (replace mode), in one transaction run by the
+-- table's last switch once every stream of the batch is validated and staged. Readers see the
+-- table before the batch or after it, never a mix: every statement below is part of one
+-- transaction (XACT_ABORT: any error rolls all of it back, and the table stays as it was).
+-- Locks: SWITCH, TRUNCATE and ALTER PARTITION FUNCTION take a schema-modification (Sch-M)
+-- lock on the table, held to COMMIT; while it is held every reader waits, even under
+-- READ UNCOMMITTED or snapshot isolation. All steps are metadata only (empty partitions), so
+-- it is held for the catalog changes alone. LOCK_TIMEOUT bounds the wait for readers that
+-- hold the table: after 60 s the commit fails, nothing changed, and is retried.
+SET XACT_ABORT ON
+SET LOCK_TIMEOUT 60000
+DECLARE @partition int
+BEGIN TRY
+    BEGIN TRANSACTION
+    -- Stream 1 (keys 1..20000): its staging table's trusted CHECK lies within the partition's
+    -- boundaries, it is on the partition's filegroup fg1 with the partition's compression
+    -- and the target's indexes, and the partition is empty: SWITCH is metadata only.
+    SET @partition = $PARTITION.[pf_tpch_lineitem](20000)
+    ALTER TABLE [tpch_staging].[lineitem_1] SWITCH TO [tpch].[lineitem] PARTITION @partition
+        WITH (WAIT_AT_LOW_PRIORITY (MAX_DURATION = 1 MINUTES, ABORT_AFTER_WAIT = SELF))
+    -- DROP TABLE is transactional: the (now empty) staging table goes with this commit.
+    DROP TABLE [tpch_staging].[lineitem_1]
+    -- Stream 2 (keys 20001..40000): its staging table's trusted CHECK lies within the partition's
+    -- boundaries, it is on the partition's filegroup fg2 with the partition's compression
+    -- and the target's indexes, and the partition is empty: SWITCH is metadata only.
+    SET @partition = $PARTITION.[pf_tpch_lineitem](40000)
+    ALTER TABLE [tpch_staging].[lineitem_2] SWITCH TO [tpch].[lineitem] PARTITION @partition
+        WITH (WAIT_AT_LOW_PRIORITY (MAX_DURATION = 1 MINUTES, ABORT_AFTER_WAIT = SELF))
+    -- DROP TABLE is transactional: the (now empty) staging table goes with this commit.
+    DROP TABLE [tpch_staging].[lineitem_2]
+    -- Stream 3 (keys 40001..60000): its staging table's trusted CHECK lies within the partition's
+    -- boundaries, it is on the partition's filegroup fg3 with the partition's compression
+    -- and the target's indexes, and the partition is empty: SWITCH is metadata only.
+    SET @partition = $PARTITION.[pf_tpch_lineitem](60000)
     ALTER TABLE [tpch_staging].[lineitem_3] SWITCH TO [tpch].[lineitem] PARTITION @partition
         WITH (WAIT_AT_LOW_PRIORITY (MAX_DURATION = 1 MINUTES, ABORT_AFTER_WAIT = SELF))
-    -- DROP TABLE is transactional in SQL Server, so the drops commit with the switch: a
-    -- staging table exists exactly while its rows are not switched in. Were they dropped
-    -- after COMMIT, a task killed in between would leave an empty staging table behind, and
-    -- its retry would switch the new partition out and that empty table in. The staging
-    -- table is empty now (metadata only); the old partition's pages are freed after COMMIT
-    -- (deferred drop for large tables).
+    -- DROP TABLE is transactional: the (now empty) staging table goes with this commit.
     DROP TABLE [tpch_staging].[lineitem_3]
+    -- The batch each partition holds, for the next batch's pre-flight; this run's plan is done.
+    DELETE FROM [switchyard].[partition_batches] WHERE target_schema = N'tpch' AND table_name = N'lineitem'
+    INSERT INTO [switchyard].[partition_batches] (target_schema, table_name, key_min, key_max, batch, run, rows_planned, switched_at)
+    VALUES
+        (N'tpch', N'lineitem', N'1', N'20000', N'batch', N'', NULL, SYSUTCDATETIME()),
+        (N'tpch', N'lineitem', N'20001', N'40000', N'batch', N'', NULL, SYSUTCDATETIME()),
+        (N'tpch', N'lineitem', N'40001', N'60000', N'batch', N'', NULL, SYSUTCDATETIME())
+    DELETE FROM [switchyard].[planned_partitions] WHERE target_schema = N'tpch' AND table_name = N'lineitem'
     COMMIT TRANSACTION
 END TRY
 BEGIN CATCH

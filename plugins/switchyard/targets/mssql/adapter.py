@@ -33,7 +33,8 @@ from contextlib import contextmanager
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any, Iterator, Mapping
 
-from switchyard.core.planner import LoadPlan, StreamPlan, plan_tpch
+from switchyard.core.keys import partition_name
+from switchyard.core.planner import LoadPlan, StreamPlan, TablePlan, plan_tpch
 from switchyard.core.spec import FileFormat, LoadSpec, Table
 from switchyard.targets.base import LoadResult, ProgressCallback, TargetAdapter, TargetError, _jinja
 from switchyard.targets.mssql.dmv import (IDLE_WAITS, LATCH_STATS_SQL, SCHEDULER_COUNT_SQL, SESSION_STATS_SQL,
@@ -46,7 +47,11 @@ from switchyard.targets.mssql.recovery import LAST_LOG_BACKUP_SQL, RECOVERY_SQL,
 from switchyard.targets.mssql.rows import FileRows
 from switchyard.targets.mssql.keys import KeyType, key_type
 from switchyard.targets.mssql.server_config import LAYOUT_SQL, Layout, layout_from_json
-from switchyard.targets.mssql.tsql import nstr, split_statements, sstr
+from switchyard.targets.mssql.tsql import nstr, quote_name, split_statements, sstr
+from switchyard.targets.mssql.catalog import (ColumnInfo, TargetTable, shape_problems, staging_constraint_name,
+                                              target_from_catalog)
+from switchyard.targets.mssql.window import (Incoming, Partition, WindowPlan, keys_text, object_name, plan_window,
+                                             show_key)
 from switchyard.targets.mssql.settings import (ADAPTER_OPTIONS, EDGE_FILEGROUP, _SAFE_PATH, Endpoint, Settings,
                                                find_odbc_driver, odbc_value, parse_settings, parse_uri)
 
@@ -164,14 +169,21 @@ class MssqlAdapter(TargetAdapter):
         text = _jinja(self.engine).get_template(template).render(
             q=self.q, qn=self.qualified, lit=self.lit, schema=self.schema,
             staging_schema=self.staging_schema, control_schema=self.control_schema,
-            lock_timeout_seconds=self.lock_timeout_seconds, nstr=nstr, str=sstr, **context)
+            lock_timeout_seconds=self.lock_timeout_seconds, nstr=nstr, str=sstr, qc=quote_name, **context)
         return split_statements(text)
 
     def function_name(self, table: str) -> str:
-        return self.checked(f"pf_{table}")
+        """The partition function setup creates for a new table: `pf_<schema>_<table>`. An existing
+        table's function is the one the catalog names (TargetTable.function), whatever its name."""
+        return object_name("pf", self.schema, self.checked(table))
 
     def scheme_name(self, table: str) -> str:
-        return self.checked(f"ps_{table}")
+        return object_name("ps", self.schema, self.checked(table))
+
+    @property
+    def archive_schema(self) -> str:
+        """Where `retire: archive` switches out the partitions that fall out of an append table's window."""
+        return self.checked(f"{self.schema}_archive")
 
     def _key_type(self, table: Table) -> str:
         return next(c.sql_type(self.engine) for c in table.columns if c.name == table.key)
@@ -183,7 +195,8 @@ class MssqlAdapter(TargetAdapter):
 
     def columns(self, table: Table) -> list[dict[str, Any]]:
         """Name, type and nullability: SWITCH needs staging and target identical in all three."""
-        return [{"name": c.name, "type": c.sql_type(self.engine), "nullable": c.nullable} for c in table.columns]
+        return [{"name": c.name, "type": c.sql_type(self.engine), "nullable": c.nullable, "collation": None}
+                for c in table.columns]
 
     def filegroups(self, plan: LoadPlan, used_pages: Mapping[str, int] | None = None) -> list[dict]:
         """Every stream's filegroup with its files, and the edge filegroup.
@@ -260,8 +273,10 @@ class MssqlAdapter(TargetAdapter):
         return ctx
 
     def setup_sql(self, plan: LoadPlan, used_pages: Mapping[str, int] | None = None) -> list[str]:
+        archive = any(t.table.mode == "append" and t.table.retire == "archive" for t in plan.tables)
         return self.render("setup.sql", filegroups=self.filegroups(plan, used_pages), headroom=self.file_headroom,
-                           tables=[self._table_context(t) for t in plan.tables], edge_filegroup=EDGE_FILEGROUP)
+                           tables=[self._table_context(t) for t in plan.tables], edge_filegroup=EDGE_FILEGROUP,
+                           archive=archive, archive_schema=self.archive_schema if archive else None)
 
     def _bounds(self, stream: StreamPlan) -> dict[str, str]:
         if not stream.partitioned or stream.empty:
@@ -269,9 +284,14 @@ class MssqlAdapter(TargetAdapter):
         key = self.key(stream.table)
         return {"lower_sql": key.literal(stream.lower), "upper_sql": key.literal(stream.upper)}
 
-    def prepare_sql(self, stream: StreamPlan) -> list[str]:
+    def prepare_sql(self, stream: StreamPlan, columns: list | None = None, filegroup: str | None = None,
+                    compression: str = "NONE") -> list[str]:
+        """The staging table: by default from the spec on the stream's filegroup (a plan written
+        without a server); at run time with the target's columns as the catalog has them, on the
+        filegroup and with the data compression its partition will have (setup's plan)."""
         table = self.spec.table(stream.table)
-        return self.render("prepare.sql", s=stream, columns=self.columns(table), key=table.key,
+        return self.render("prepare.sql", s=stream, columns=columns or self.columns(table), key=table.key,
+                           filegroup=filegroup or stream.filegroup, compression=compression,
                            key_kind=self.key(table).kind if stream.partitioned else "integer", **self._bounds(stream))
 
     def server_path(self, path: Path) -> str:
@@ -361,13 +381,109 @@ class MssqlAdapter(TargetAdapter):
         return max(1, math.ceil(self.lock_timeout_seconds / 60))
 
     def switch_sql(self, stream: StreamPlan, replace_existing: bool) -> list[str]:
+        """An unpartitioned table is replaced whole. A partitioned table's stream switches in with
+        its table's commit (`commit_sql`, run by the table's last switch); its own switch step
+        builds the target's indexes on the staging table (`staging_index_sql`) and marks it ready."""
         columns = self.columns(self.spec.table(stream.table))
         if not stream.partitioned:
             return self.render("switch_table.sql", s=stream, columns=columns)
-        return self.render("switch_partition.sql", s=stream, columns=columns, replace_existing=replace_existing,
-                           **self._bounds(stream),
-                           function=self.function_name(stream.table), wait_minutes=self.wait_minutes(),
-                           old_table=self.checked(f"{stream.staging_table}_old"))
+        return []
+
+    def staging_index_sql(self, stream: StreamPlan, indexes: list, filegroup: str,
+                          compression: Mapping[str, str]) -> list[str]:
+        """The target's indexes (catalog.IndexInfo) built on the stream's staging table."""
+        names = {i.name: staging_constraint_name(stream.staging_table, i.name) for i in indexes if i.constraint}
+        return self.render("staging_indexes.sql", s=stream, indexes=indexes, filegroup=filegroup,
+                           compression=dict(compression), constraint_names=names)
+
+    def catalog_sql(self, table: str) -> dict[str, str]:
+        """The pre-flight's catalog queries for a table (values are parameters)."""
+        (table_sql,) = self.render("catalog_table.sql")
+        (boundaries_sql,) = self.render("catalog_boundaries.sql", key_type=self._key_type(self.spec.table(table)))
+        (partitions_sql,) = self.render("catalog_partitions.sql")
+        (indexes_sql,) = self.render("catalog_indexes.sql")
+        columns_sql, shared_sql = self.render("catalog_columns.sql")
+        (batches_sql,) = self.render("partition_batches.sql")
+        return {"table": table_sql, "boundaries": boundaries_sql, "partitions": partitions_sql,
+                "indexes": indexes_sql, "columns": columns_sql, "shared": shared_sql, "batches": batches_sql}
+
+    def incoming(self, table_plan: TablePlan) -> list[Incoming]:
+        key = self.key(table_plan.table)
+        return [Incoming(stream=s.stream, lower=key.value(s.lower), upper=key.value(s.upper), filegroup=s.filegroup,
+                         staging_table=s.staging_table, rows=s.rows)
+                for s in table_plan.streams if s.partitioned and not s.empty]
+
+    def window(self, table: str, target: TargetTable, streams: list[Incoming], batch: str) -> WindowPlan:
+        """What the table's commit does with this batch (window.plan_window on the catalog's answers)."""
+        t = self.spec.table(table)
+        key = self.key(t)
+        return plan_window(f"{self.schema}.{table}", t.mode, batch, target.partitions, streams, key,
+                           keep=t.keep, keep_days=t.keep_days, archive=t.retire == "archive",
+                           shared_with=target.shared_with, function=target.function or "",
+                           archive_name=lambda p: partition_name(table, key.after(p.lower) if p.lower is not None
+                                                                 else p.upper, p.upper))
+
+    def new_target(self, table_plan: TablePlan) -> TargetTable:
+        """The table as setup creates it for this batch (no server: a plan, the script): its
+        function with the batch's boundaries, every partition empty."""
+        ctx = self._table_context(table_plan)
+        bounds = [b["value"] for b in ctx["boundaries"]]
+        fgs = ctx["scheme_filegroups"]
+        edges = [None, *bounds, None]
+        parts = [Partition(number=i + 1, lower=edges[i], upper=edges[i + 1], filegroup=fgs[i], rows=0,
+                           compression=(("(heap)", "NONE"),)) for i in range(len(fgs))]
+        return TargetTable(exists=True, partitioned=True, data_space=ctx["scheme"], function=ctx["function"],
+                           scheme=ctx["scheme"], partition_column=table_plan.table.key, boundaries=bounds,
+                           partitions=parts, columns=[ColumnInfo(c["name"], c["type"], c["nullable"])
+                                                      for c in self.columns(table_plan.table)])
+
+    def commit_sql(self, table_plan: TablePlan, target: TargetTable | None = None, batch: str | None = None,
+                   run: str | None = None) -> list[str]:
+        """The table's commit: the batch switched in whole, in one transaction (commit_table.sql).
+        Without `target` (no server: the script), against the table setup creates for the batch."""
+        table = table_plan.table
+        if not table.partitioned:
+            return []
+        target = target or self.new_target(table_plan)
+        streams = self.incoming(table_plan)
+        batch = self.lease_batch or self.script_batch if batch is None else batch
+        wp = self.window(table.name, target, streams, batch)
+        if not wp.ok:
+            raise TargetError("\n".join(wp.problems), permanent=True)
+        return self.render_commit(table.name, wp, target, streams, batch, run if run is not None else
+                                  (self.lease_holder or ""))
+
+    def render_commit(self, table: str, wp: WindowPlan, target: TargetTable, streams: list[Incoming], batch: str,
+                      run: str) -> list[str]:
+        key = self.key(table)
+        steps = []
+        for st in wp.steps:
+            d: dict[str, Any] = {"kind": st.kind, "why": st.why,
+                                 "value_sql": key.literal(st.value) if st.value is not None else "NULL"}
+            if st.partition is not None:
+                d.update(number=st.partition.number, rows=st.partition.rows,
+                         range=keys_text(st.partition.lower, st.partition.upper, key))
+            if st.kind == "split":
+                d["filegroup"] = st.filegroup
+            elif st.kind == "archive":
+                name = self.checked(st.archive_table)
+                d.update(archive=self.qualified(self.archive_schema, name), filegroup=st.filegroup,
+                         heap_compression=st.compression[0][1] if st.compression else "NONE",
+                         compression=dict(st.compression),
+                         constraint_names={i.name: staging_constraint_name(name, i.name)
+                                           for i in target.indexes if i.constraint})
+            elif st.kind == "switch_in":
+                d.update(stream=st.stream.stream, filegroup=st.filegroup,
+                         staging=self.qualified(self.staging_schema, st.stream.staging_table),
+                         range=keys_text(key.before(st.stream.lower), st.stream.upper, key))
+            steps.append(d)
+        records = [{"key_min": show_key(s.lower), "key_max": show_key(s.upper), "rows": s.rows} for s in streams]
+        gone = sorted({show_key(p.upper) for p in [*wp.removed, *wp.retired] if p.upper is not None}
+                      | {r["key_max"] for r in records})
+        return self.render("commit_table.sql", table=f"{self.schema}.{table}", table_name=table,
+                           mode=self.spec.table(table).mode, batch=batch, run=run, steps=steps,
+                           function=target.function, scheme=target.scheme, columns=target.columns,
+                           indexes=target.indexes, records=records, gone=gone, wait_minutes=self.wait_minutes())
 
     def script(self, plan: LoadPlan) -> str:
         """The whole load as T-SQL for review, in execution order, one batch per GO."""
@@ -398,6 +514,15 @@ class MssqlAdapter(TargetAdapter):
                            f"packet size {self.packet_size}): {why}")
             emit(self.constraint_sql(s))
             emit(self.switch_sql(s, replace_existing=False))
+            if s.partitioned:
+                out.append(f"-- switch: the target's indexes built on {self.staging_schema}.{s.staging_table} "
+                           f"(none on a table setup made from the spec), then the stream is marked ready; the "
+                           f"table's last switch runs the table's commit")
+        for t in plan.tables:
+            commit = self.commit_sql(t)
+            if commit:
+                out.append(f"\n-- {t.table.name}: its last switch moves the batch in whole")
+                emit(commit)
         return "\n".join(out) + "\n"
 
     # --- connections ----------------------------------------------------------------------
@@ -501,7 +626,11 @@ class MssqlAdapter(TargetAdapter):
         """Pages each data file holds now (FILEPROPERTY SpaceUsed): files grow by what a batch adds."""
         return {name: int(pages or 0) for name, pages in cur.execute(USED_PAGES_SQL).fetchall()}
 
-    def setup(self, plan: LoadPlan) -> None:
+    def setup(self, plan: LoadPlan) -> list[str]:
+        """The run lease, the pre-flight (every table of the batch against the target as the
+        catalog has it: refused with every problem, permanent, before anything is created), the
+        missing objects, and each partitioned table's plan for this run (planned_partitions).
+        Returns the pre-flight's notes."""
         import pyodbc
         with self.connection() as conn:
             cur = conn.cursor()
@@ -509,7 +638,7 @@ class MssqlAdapter(TargetAdapter):
             advice = recovery_advice(self.recovery_state(cur), load_bytes)
             for line in advice.lines:
                 (log.warning if advice.warning else log.info)("%s", line)
-            # Concurrent runs would race on the IF NOT EXISTS checks and the SPLITs: one at a time.
+            # Concurrent runs would race on the IF NOT EXISTS checks: one at a time.
             cur.execute("EXEC sp_getapplock @Resource = N'switchyard.setup', @LockMode = N'Exclusive', "
                         "@LockOwner = N'Session', @LockTimeout = ?", self.lock_timeout_seconds * 1000)
             stmt = "(reading the files' used space)"
@@ -525,16 +654,147 @@ class MssqlAdapter(TargetAdapter):
                         raise TargetError(f"claiming the run lease on {self.schema} failed: "
                                           f"{_message(exc)}") from exc
                     self.check_lease(row)
+                stmt = "(pre-flight: reading the target's catalog)"
+                notes = self.preflight(cur, plan)
                 for stmt in self.setup_sql(plan, used_pages=self.used_pages(cur)):
                     cur.execute(stmt)
                     drain(cur)
+                stmt = "(recording this run's planned partitions)"
+                for table_plan in plan.tables:
+                    if table_plan.table.partitioned:
+                        notes += self._plan_table(cur, table_plan)
             except pyodbc.Error as exc:
                 raise TargetError(f"setup of {self.schema} failed: {_message(exc)}\nstatement:\n{stmt}") from exc
+        for note in notes:
+            log.info("pre-flight: %s", note)
+        return notes
+
+    def read_target(self, cur, table: str) -> TargetTable:
+        """The table as the catalog has it now (the pre-flight's queries, catalog_*.sql)."""
+        sql = self.catalog_sql(table)
+        name = self.qualified(self.schema, table)
+        key = self.key(table)
+        rows = [tuple(r) for r in cur.execute(sql["table"], name).fetchall()]
+        if not rows:
+            return TargetTable(exists=False)
+        function_id, parameter_type = rows[0][2], rows[0][6]
+        same_type = function_id is not None and str(parameter_type or "").lower() == key.base
+        boundaries = [tuple(r) for r in cur.execute(sql["boundaries"], function_id).fetchall()] if same_type else []
+        partitions = [tuple(r) for r in cur.execute(sql["partitions"], name).fetchall()]
+        indexes = [tuple(r) for r in cur.execute(sql["indexes"], name).fetchall()]
+        columns = [tuple(r) for r in cur.execute(sql["columns"], name).fetchall()]
+        shared = ([tuple(r) for r in cur.execute(sql["shared"], function_id, name).fetchall()]
+                  if function_id is not None else [])
+        batches = []
+        if cur.execute("SELECT OBJECT_ID(?, N'U')", self.qualified(self.control_schema, "partition_batches")
+                       ).fetchone()[0] is not None:
+            batches = [tuple(r) for r in cur.execute(sql["batches"], self.schema, table).fetchall()]
+        return target_from_catalog(key, rows, boundaries, partitions, indexes, columns, shared, batches)
+
+    def preflight(self, cur, plan: LoadPlan) -> list[str]:
+        """Each table of the plan against the target as it is; TargetError (permanent) listing
+        every problem, before anything is created or loaded. Returns the notes."""
+        notes, problems = [], []
+        for table_plan in plan.tables:
+            table = table_plan.table
+            where = f"{self.schema}.{table.name}"
+            target = self.read_target(cur, table.name)
+            if not target.exists:
+                notes.append(f"{where}: new table; setup creates it"
+                             + (f" with this batch's {len(self.incoming(table_plan))} partitions on "
+                                f"{self.function_name(table.name)}" if table.partitioned else ""))
+                continue
+            found = shape_problems(target, where, table, self.key(table), self._key_type(table))
+            problems += found
+            if found or not table.partitioned:
+                continue
+            streams = self.incoming(table_plan)
+            if not streams:
+                problems.append(f"{where}: every stream of the table is empty in this batch; in {table.mode} mode "
+                                f"that would {'empty the table' if table.mode == 'replace' else 'add nothing'}. "
+                                f"Leave the table out of this run (the tables param), or check the manifest")
+                continue
+            wp = self.window(table.name, target, streams, self.lease_batch or "")
+            problems += wp.problems
+            notes += wp.notes
+        if problems:
+            raise TargetError("pre-flight refused the batch before any load; nothing was changed:\n- "
+                              + "\n- ".join(problems), permanent=True)
+        return notes
+
+    def _plan_table(self, cur, table_plan: TablePlan) -> list[str]:
+        """This run's plan for a partitioned table: where each stream's partition will be
+        (filegroup, data compression), in planned_partitions. Another run's plan still there (a
+        run with a failed group) is discarded with its staging tables, and said so."""
+        import json
+        table = table_plan.table.name
+        control = self.qualified(self.control_schema, "planned_partitions")
+        notes = []
+        others = cur.execute(f"SELECT DISTINCT run, batch FROM {control} WHERE target_schema = ? AND table_name = ? "
+                             f"AND run <> ?", self.schema, table, self.lease_holder or "").fetchall()
+        held = [r[0] for r in cur.execute(f"SELECT staging_table FROM {control} WHERE target_schema = ? AND "
+                                          f"table_name = ? AND ready_at IS NOT NULL", self.schema, table).fetchall()]
+        for run, batch in sorted(tuple(r) for r in others):
+            notes.append(f"{self.schema}.{table}: batch {batch} (run {run or '(none)'}) never went in: its validated "
+                         f"groups ({', '.join(held) or 'none'}) waited for the rest of its batch and are discarded "
+                         f"now; to load batch {batch}, run it again from setup.plan")
+        for (staging,) in cur.execute(f"SELECT staging_table FROM {control} WHERE target_schema = ? AND "
+                                      f"table_name = ?", self.schema, table).fetchall():
+            cur.execute(f"DROP TABLE IF EXISTS {self.qualified(self.staging_schema, self.checked(staging))}")
+        cur.execute(f"DELETE FROM {control} WHERE target_schema = ? AND table_name = ?", self.schema, table)
+        target = self.read_target(cur, table)
+        streams = self.incoming(table_plan)
+        wp = self.window(table, target, streams, self.lease_batch or "")
+        if not wp.ok:  # the pre-flight passed a moment ago, under the same lock
+            raise TargetError("pre-flight refused the batch before any load; nothing was changed:\n- "
+                              + "\n- ".join(wp.problems), permanent=True)
+        by_stream = {s.stream: s for s in table_plan.streams}
+        for s in streams:
+            fg, compression = wp.placement[s.stream]
+            plan_s = by_stream[s.stream]
+            cur.execute(f"INSERT INTO {control} (target_schema, table_name, staging_table, stream, batch, key_min, "
+                        f"key_max, rows_planned, run, stream_filegroup, [filegroup], [compression], planned_at) "
+                        f"VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, SYSUTCDATETIME())",
+                        self.schema, table, s.staging_table, s.stream, self.lease_batch or "", str(plan_s.lower),
+                        str(plan_s.upper), s.rows, self.lease_holder or "", s.filegroup, fg,
+                        json.dumps([list(c) for c in compression]))
+        return notes
+
+    def planned(self, cur, table: str) -> dict[str, dict]:
+        """This table's planned partitions (setup's), by staging table name."""
+        import json
+        fields = ("staging_table", "stream", "batch", "key_min", "key_max", "rows_planned", "run",
+                  "stream_filegroup", "filegroup", "compression", "ready_at")
+        rows = cur.execute(f"SELECT {', '.join(self.q(f) for f in fields)} FROM "
+                           f"{self.qualified(self.control_schema, 'planned_partitions')} "
+                           f"WHERE target_schema = ? AND table_name = ? ORDER BY stream", self.schema, table).fetchall()
+        out = {}
+        for r in rows:
+            d = dict(zip(fields, tuple(r)))
+            d["compression"] = tuple(tuple(c) for c in json.loads(d["compression"]))
+            out[d["staging_table"]] = d
+        return out
 
     def create_staging(self, stream: StreamPlan) -> None:
+        """The staging table with the target's columns as they are, on the filegroup and with the
+        data compression its partition will have (setup's plan); from the spec where no plan is."""
         import pyodbc
         try:
-            self.execute(self.prepare_sql(stream), stream.stream)
+            with self.connection(stream.stream) as conn:
+                cur = conn.cursor()
+                columns, filegroup, compression = None, None, "NONE"
+                if stream.partitioned:
+                    target = self.read_target(cur, stream.table)
+                    mine = self.planned(cur, stream.table).get(stream.staging_table)
+                    if target.exists and target.columns:
+                        columns = [{"name": c.name, "type": c.type, "nullable": c.nullable,
+                                    "collation": c.collation} for c in target.columns]
+                    if mine is not None and mine["run"] == (self.lease_holder or ""):
+                        filegroup = mine["filegroup"]
+                        compression = mine["compression"][0][1] if mine["compression"] else "NONE"
+                for stmt in self.prepare_sql(stream, columns=columns, filegroup=filegroup, compression=compression):
+                    cur.execute(stmt)
+                    drain(cur)
         except pyodbc.Error as exc:
             raise TargetError(f"prepare of {stream.group_id} failed: {_message(exc)}") from exc
 
@@ -715,17 +975,19 @@ class MssqlAdapter(TargetAdapter):
         return LoadResult(rows=copied, bytes=rows.bytes, seconds=time.monotonic() - started, details=details)
 
     def partition_number(self, stream: StreamPlan) -> int:
-        """The stream's partition now, by the function's own word."""
-        return self.fetch(f"SELECT $PARTITION.{self.q(self.function_name(stream.table))}(?)",
-                          (self.key(stream.table).value(stream.lower),))[0][0]
+        """The stream's partition now, by the table's own function (RANGE LEFT: 1 + the
+        boundaries below the stream's smallest key)."""
+        key = self.key(stream.table)
+        with self.connection() as conn:
+            target = self.read_target(conn.cursor(), stream.table)
+        return 1 + sum(1 for b in target.boundaries if b < key.value(stream.lower))
 
     def partition_rows(self, stream: StreamPlan) -> int:
-        rows = self.fetch(
-            "SELECT COALESCE(SUM(row_count), 0) FROM sys.dm_db_partition_stats "
-            "WHERE object_id = OBJECT_ID(?) AND index_id IN (0, 1) AND partition_number = "
-            f"$PARTITION.{self.q(self.function_name(stream.table))}(?)",
-            (self.qualified(self.schema, stream.table), self.key(stream.table).value(stream.lower)))
-        return int(rows[0][0])
+        with self.connection() as conn:
+            target = self.read_target(conn.cursor(), stream.table)
+        key = self.key(stream.table)
+        number = 1 + sum(1 for b in target.boundaries if b < key.value(stream.lower))
+        return next((p.rows for p in target.partitions if p.number == number), 0)
 
     def constraint_trusted(self, stream: StreamPlan) -> bool | None:
         rows = self.fetch("SELECT is_not_trusted FROM sys.check_constraints "
@@ -739,8 +1001,7 @@ class MssqlAdapter(TargetAdapter):
 
     def switched_in_sql(self, stream: StreamPlan) -> list[str]:
         table = self.spec.table(stream.table)
-        return self.render("switched_in.sql", function=self.function_name(stream.table),
-                           key_type=self._key_type(table))
+        return self.render("switched_in.sql", key_type=self._key_type(table))
 
     def switched_in(self, stream: StreamPlan) -> dict[str, Any] | None:
         """The stream's partition holding rows (its two boundaries in place); for an
@@ -748,33 +1009,136 @@ class MssqlAdapter(TargetAdapter):
         target = self.qualified(self.schema, stream.table)
         if not stream.partitioned:
             exists = self.fetch("SELECT OBJECT_ID(?, N'U')", (target,))[0][0] is not None
-            return {"partition": None} if exists else None
+            return {"partition": None, "in_target": True} if exists else None
         statement, = self.switched_in_sql(stream)
         key = self.key(stream.table)
-        rows = self.fetch(statement, (target, key.value(stream.lower), self.function_name(stream.table),
-                                      key.before(stream.lower), key.value(stream.upper)))
+        rows = self.fetch(statement, (target, key.value(stream.lower), key.before(stream.lower),
+                                      key.value(stream.upper)))
         if not rows:
             return None
         number = int(rows[0][0])
-        return {"partition_number": number, "partition": f"{self.schema}.{stream.table} partition {number}"}
+        return {"partition_number": number, "partition": f"{self.schema}.{stream.table} partition {number}",
+                "in_target": True}
 
     def switch_staging(self, stream: StreamPlan) -> dict[str, Any]:
+        """Unpartitioned: the table replaced whole. Partitioned: the target's indexes built on the
+        staging table, then (under the table's commit lock) the stream marked ready; the table's
+        last switch commits the whole batch (`in_target` says whether the partition is in now)."""
         import pyodbc
-        replace = stream.partitioned and self.partition_rows(stream) > 0
+        where = f"{self.schema}.{stream.table}"
         try:
-            self.execute(self.switch_sql(stream, replace_existing=replace), stream.stream)
+            if not stream.partitioned:
+                self.execute(self.switch_sql(stream, replace_existing=True), stream.stream)
+                return {"partition": None, "replaced": True, "in_target": True, "table_switched": True}
+            built = self._build_target_indexes(stream)
+            return {**self._stage(stream), **built}
         except pyodbc.Error as exc:
             text = _message(exc)
-            if "1222" in str(exc) or "Lock request time out" in text:
-                raise TargetError(f"switch of {stream.group_id} into {self.schema}.{stream.table} waited "
-                                  f"{self.lock_timeout_seconds}s for a lock (a long-running reader holds the "
-                                  f"table); nothing was changed, retry later") from exc
-            raise TargetError(f"switch of {stream.group_id} into {self.schema}.{stream.table} failed: {text}") from exc
-        out: dict[str, Any] = {"replaced": replace}
-        if stream.partitioned:
-            out["partition_number"] = self.partition_number(stream)
-            out["partition"] = f"{self.schema}.{stream.table} partition {out['partition_number']}"
-        return out
+            if 1222 in error_numbers(exc) or "Lock request time out" in text:
+                raise TargetError(f"switch of {stream.group_id} into {where} waited {self.lock_timeout_seconds}s "
+                                  f"for a lock (a long-running reader holds the table); nothing was changed, "
+                                  f"retry later") from exc
+            raise TargetError(f"switch of {stream.group_id} into {where} failed: {text}") from exc
+
+    def _build_target_indexes(self, stream: StreamPlan) -> dict[str, Any]:
+        """The target's indexes on the staging table, on its filegroup with the compression its
+        partition has (setup's plan), before the commit: SWITCH then finds them equal, and the
+        build runs per stream, in parallel, outside the table's lock. Idempotent: a retry finds
+        them built (an index's name is the target's; a constraint's, see staging_constraint_name)."""
+        started = time.monotonic()
+        with self.connection(stream.stream) as conn:
+            cur = conn.cursor()
+            target = self.read_target(cur, stream.table)
+            mine = self.planned(cur, stream.table).get(stream.staging_table)
+            if not target.indexes or mine is None:
+                return {"indexes_built": [], "index_seconds": 0.0}
+            (indexes_sql,) = self.render("catalog_indexes.sql")
+            present = {r[1] for r in cur.execute(indexes_sql, self.qualified(self.staging_schema,
+                                                                             stream.staging_table)).fetchall()}
+            names = {i.name: staging_constraint_name(stream.staging_table, i.name) for i in target.indexes}
+            todo = [i for i in target.indexes if (names[i.name] if i.constraint else i.name) not in present]
+            for stmt in self.staging_index_sql(stream, todo, mine["filegroup"], dict(mine["compression"])):
+                cur.execute(stmt)
+                drain(cur)
+        seconds = round(time.monotonic() - started, 4)
+        if todo:
+            log.info("%s: built the target's %s on the staging table in %.2f s", stream.group_id,
+                     ", ".join(i.name for i in todo), seconds)
+        return {"indexes_built": [i.name for i in todo], "index_seconds": seconds}
+
+    def _stage(self, stream: StreamPlan) -> dict[str, Any]:
+        """Mark the stream ready; the table's last one runs the commit. One switch of a table at a
+        time: a session application lock per table, held to the end of the commit."""
+        where = f"{self.schema}.{stream.table}"
+        control = self.qualified(self.control_schema, "planned_partitions")
+        with self.connection(stream.stream) as conn:
+            cur = conn.cursor()
+            (lock,) = self.render("commit_lock.sql")
+            drain(cur.execute(lock, f"switchyard.commit.{self.schema}.{stream.table}", self.lock_timeout_seconds * 1000))
+            planned = self.planned(cur, stream.table)
+            mine = planned.get(stream.staging_table)
+            if mine is None or mine["run"] != (self.lease_holder or ""):
+                first = next(iter(planned.values()), None)
+                by = f"run {first['run'] or '(no run)'} (batch {first['batch']})" if first else "no run"
+                raise TargetError(
+                    f"switch of {stream.group_id}: {where} has no switch of this run pending: its plan was made by "
+                    f"{by}. A group of an earlier run cannot switch into it; run this batch again from setup.plan "
+                    f"(clear the whole run)", permanent=True)
+            if (mine["key_min"], mine["key_max"]) != (str(stream.lower), str(stream.upper)):
+                raise TargetError(f"switch of {stream.group_id}: setup planned keys {mine['key_min']}..{mine['key_max']}, "
+                                  f"this group carries {stream.lower}..{stream.upper}; run the batch again from "
+                                  f"setup.plan", permanent=True)
+            cur.execute(f"UPDATE {control} SET ready_at = SYSUTCDATETIME() WHERE target_schema = ? AND table_name = ? "
+                        f"AND staging_table = ? AND ready_at IS NULL", self.schema, stream.table, stream.staging_table)
+            waiting = [p["staging_table"] for p in planned.values()
+                       if p["ready_at"] is None and p["staging_table"] != stream.staging_table]
+            result: dict[str, Any] = {"partition": f"{where} keys {stream.lower}..{stream.upper}", "replaced": None,
+                                      "in_target": False, "table_switched": False, "waiting_for": waiting}
+            if not waiting:
+                result.update(self._commit_table(cur, stream.table, planned))
+                result["in_target"] = True
+            return result
+
+    def _archive_name(self, cur, name: str) -> str:
+        for n in range(1000):
+            candidate = self.checked(_free_name(name, n))
+            if cur.execute("SELECT OBJECT_ID(?, N'U')", self.qualified(self.archive_schema, candidate)
+                           ).fetchone()[0] is None:
+                return candidate
+        raise TargetError(f"{self.archive_schema}: no free name for {name}", permanent=True)
+
+    def _commit_table(self, cur, table: str, planned: dict[str, dict]) -> dict[str, Any]:
+        """The table's batch in whole: the window planned again from the catalog now (it must
+        place every stream where setup planned it), then commit_table.sql, one transaction."""
+        key = self.key(table)
+        rows = sorted(planned.values(), key=lambda p: p["stream"])
+        batch, run = rows[0]["batch"], rows[0]["run"]
+        streams = [Incoming(stream=p["stream"], lower=key.value(_planned_key(p["key_min"], key)),
+                            upper=key.value(_planned_key(p["key_max"], key)), filegroup=p["stream_filegroup"],
+                            staging_table=p["staging_table"], rows=p["rows_planned"]) for p in rows]
+        target = self.read_target(cur, table)
+        wp = self.window(table, target, streams, batch)
+        if not wp.ok:
+            raise TargetError(f"{self.schema}.{table}: the batch cannot go in now; nothing was switched:\n- "
+                              + "\n- ".join(wp.problems), permanent=True)
+        moved = [f"stream {p['stream']}: planned {p['filegroup']} {p['compression']}, now {wp.placement[p['stream']]}"
+                 for p in rows if wp.placement.get(p["stream"]) != (p["filegroup"], p["compression"])]
+        if moved:
+            raise TargetError(f"{self.schema}.{table}: the table changed since setup.plan ({'; '.join(moved)}); "
+                              f"nothing was switched: run the batch again from setup.plan", permanent=True)
+        # A partition retired to the archive schema takes its range's name, or `<name>_<n>` when an
+        # earlier retirement took it.
+        wp.steps = [dataclasses.replace(st, archive_table=self._archive_name(cur, st.archive_table))
+                    if st.kind == "archive" else st for st in wp.steps]
+        for stmt in self.render_commit(table, wp, target, streams, batch, run):
+            cur.execute(stmt)
+            drain(cur)
+        log.info("%s.%s: batch %s switched in: %d partitions%s%s", self.schema, table, batch, len(streams),
+                 f"; replaced {len(wp.removed)}" if wp.removed else "",
+                 f"; retired {len(wp.retired)}" if wp.retired else "")
+        return {"table_switched": True, "batch": batch, "partitions_in": len(streams),
+                "removed": [keys_text(p.lower, p.upper, key) for p in wp.removed],
+                "retired": [keys_text(p.lower, p.upper, key) for p in wp.retired]}
 
     def scheduler_count(self) -> int:
         return int(self.fetch(SCHEDULER_COUNT_SQL)[0][0])
@@ -801,6 +1165,15 @@ class MssqlAdapter(TargetAdapter):
 
     def row_count(self, table: str) -> int:
         return int(self.fetch(f"SELECT COUNT_BIG(*) FROM {self.qualified(self.schema, table)}")[0][0])
+
+def _free_name(name: str, n: int) -> str:
+    return name if n == 0 else f"{name[:56]}_{n}"
+
+
+def _planned_key(text: str, key: KeyType) -> Any:
+    """A key kept as text in planned_partitions (the plan's JSON value)."""
+    return int(text) if key.kind == "integer" else text
+
 
 def _nchar_expression(text: str) -> str:
     """A T-SQL expression for `text`: printable runs as N'' literals, control characters as

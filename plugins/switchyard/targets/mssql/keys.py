@@ -105,6 +105,22 @@ class KeyType:
         return v - timedelta(microseconds=10 ** max(0, 6 - digits))
 
 
+    def after(self, raw: Any) -> int | date | datetime:
+        """A value of the type just above `raw` (one step of the type's resolution, as in `before`):
+        a key inside the partition above the RANGE LEFT boundary `raw`."""
+        v = self.value(raw)
+        if self.kind == "integer":
+            return v + 1
+        if self.kind == "date":
+            return v + timedelta(days=1)
+        if self.base == "smalldatetime":
+            return v + timedelta(minutes=1)
+        if self.base == "datetime":
+            return v + timedelta(milliseconds=10)
+        digits = 7 if self.precision is None else self.precision
+        return v + timedelta(microseconds=10 ** max(0, 6 - digits))
+
+
 def key_type(sql_type: str) -> KeyType:
     m = _TYPE.match(sql_type.strip().lower())
     if not m:

@@ -18,6 +18,18 @@ def nstr(value: str) -> str:
     return "N'" + str(value).replace("'", "''") + "'"
 
 
+_CATALOG_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_@#$]{0,127}$")
+
+
+def quote_name(name: str) -> str:
+    """A name read from the catalog (an index, a filegroup, a function a DBA named) in brackets.
+    Only letters, digits, _, @, # and $ are taken (up to SQL Server's 128 characters), so the
+    brackets never need escaping; anything else is refused."""
+    if not isinstance(name, str) or not _CATALOG_NAME.match(name):
+        raise ValueError(f"{name!r}: not a name Switchyard writes into T-SQL (letters, digits, _ @ # $ only)")
+    return f"[{name}]"
+
+
 def sstr(value: str) -> str:
     """A plain string literal (BULK INSERT options take these); quotes doubled."""
     return "'" + str(value).replace("'", "''") + "'"

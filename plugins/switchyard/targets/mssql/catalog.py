@@ -1,0 +1,219 @@
+"""The target table as SQL Server's catalog answers it, turned into Python values (no connection).
+
+The adapter runs the pre-flight queries (include/sql/mssql/catalog_*.sql) and hands their rows
+here, in the order the queries select them; tests hand scripted answers the same way. What
+comes back (`TargetTable`) feeds window.plan_window and the staging tables' DDL: columns as the
+target has them (a DBA's widened column, a collation), each index with its columns, and each
+partition's filegroup, rows and data compression.
+"""
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from switchyard.targets.mssql.keys import KeyType
+from switchyard.targets.mssql.window import Partition, compression_of
+
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_@#$]{0,127}$")
+_TYPE = re.compile(r"^[a-z0-9_]+$")
+_COLLATION = re.compile(r"^[A-Za-z0-9_]+$")
+_LENGTH_BYTES = {"char", "varchar", "binary", "varbinary"}
+_LENGTH_CHARS = {"nchar", "nvarchar"}
+_SCALE = {"datetime2", "time", "datetimeoffset"}
+_DECIMAL = {"decimal", "numeric"}
+
+
+@dataclass(frozen=True)
+class ColumnInfo:
+    name: str
+    type: str          # as CREATE TABLE writes it: varchar(79), decimal(15,2), datetime2(3)
+    nullable: bool
+    collation: str | None = None
+
+
+@dataclass(frozen=True)
+class IndexInfo:
+    index_id: int
+    name: str
+    clustered: bool
+    unique: bool
+    primary_key: bool
+    unique_constraint: bool
+    keys: tuple[tuple[str, bool], ...]   # (column, descending)
+    included: tuple[str, ...] = ()
+    filter: str | None = None
+    aligned: bool = True
+    disabled: bool = False
+    kind: str = "CLUSTERED"
+
+    @property
+    def constraint(self) -> bool:
+        return self.primary_key or self.unique_constraint
+
+
+@dataclass
+class TargetTable:
+    exists: bool
+    partitioned: bool = False
+    data_space: str | None = None
+    function: str | None = None
+    function_id: int | None = None
+    scheme: str | None = None
+    range_right: bool = False
+    parameter_type: str | None = None
+    partition_column: str | None = None
+    boundaries: list[Any] = field(default_factory=list)
+    partitions: list[Partition] = field(default_factory=list)
+    indexes: list[IndexInfo] = field(default_factory=list)
+    columns: list[ColumnInfo] = field(default_factory=list)
+    shared_with: list[str] = field(default_factory=list)
+
+
+def column_type(type_name: str, max_length: int, precision: int, scale: int) -> str:
+    """The type as CREATE TABLE writes it, from sys.columns' fields (max_length is in bytes, -1 for max)."""
+    t = type_name.lower()
+    if not _TYPE.match(t):
+        raise ValueError(f"type {type_name!r} is not a system type name")
+    if t in _LENGTH_BYTES:
+        return f"{t}({'max' if max_length == -1 else int(max_length)})"
+    if t in _LENGTH_CHARS:
+        return f"{t}({'max' if max_length == -1 else int(max_length) // 2})"
+    if t in _DECIMAL:
+        return f"{t}({int(precision)},{int(scale)})"
+    if t in _SCALE:
+        return f"{t}({int(scale)})"
+    return t
+
+
+def _name(value: str) -> str:
+    if not isinstance(value, str) or not _NAME.match(value):
+        raise ValueError(f"{value!r}: a name Switchyard does not write into T-SQL (letters, digits, _ only)")
+    return value
+
+
+def target_from_catalog(key: KeyType, table_rows: Sequence[tuple], boundary_rows: Sequence[tuple] = (),
+                        partition_rows: Sequence[tuple] = (), index_rows: Sequence[tuple] = (),
+                        column_rows: Sequence[tuple] = (), shared_rows: Sequence[tuple] = (),
+                        batch_rows: Sequence[tuple] = (), scheme: str | None = None) -> TargetTable:
+    """The catalog's answers (rows of catalog_table, _boundaries, _partitions, _indexes, _columns
+    and the shared-function query; `batch_rows`: (key_min, key_max, batch) of the control table
+    partition_batches, keys as JSON text) as one TargetTable."""
+    if not table_rows:
+        return TargetTable(exists=False)
+    (ds_type, data_space, function_id, function, on_right, _fanout, p_type, _len, _prec, _scale, column), = \
+        [tuple(r) for r in table_rows]
+    t = TargetTable(exists=True, partitioned=str(ds_type).strip() == "PS", data_space=data_space,
+                    function=function, function_id=function_id, range_right=bool(on_right),
+                    parameter_type=(p_type or None), partition_column=column, scheme=scheme or data_space)
+    t.columns = [ColumnInfo(name=_name(n), type=column_type(tn, ml, pr, sc), nullable=bool(nul),
+                            collation=c if c and _COLLATION.match(c) else None)
+                 for n, tn, ml, pr, sc, nul, c, *_ in column_rows]
+    t.shared_with = [r[0] for r in shared_rows]
+    t.indexes = _indexes(index_rows)
+    if not t.partitioned:
+        return t
+    t.boundaries = [key.value(b) for _, b in sorted(boundary_rows)]
+    by_number: dict[int, dict] = {}
+    for index_id, index_name, number, rows, compression, filegroup in partition_rows:
+        entry = by_number.setdefault(int(number), {"rows": 0, "filegroup": None, "compression": []})
+        if int(index_id) in (0, 1):
+            entry["rows"] = int(rows)
+            entry["filegroup"] = filegroup
+        entry["compression"].append((index_name or "(heap)", compression_of(compression)))
+    recorded = {}
+    for key_min, key_max, batch in batch_rows:
+        recorded[(key.before(key.value(_json(key_min, key))), key.value(_json(key_max, key)))] = batch
+    bounds = [None, *t.boundaries, None]
+    if len(by_number) != len(t.boundaries) + 1:
+        return t   # boundaries not read (a function of another type): shape_problems says so
+    for number in sorted(by_number):
+        e = by_number[number]
+        lower, upper = bounds[number - 1], bounds[number]
+        t.partitions.append(Partition(number=number, lower=lower, upper=upper, filegroup=e["filegroup"] or "",
+                                      rows=e["rows"], compression=tuple(e["compression"]),
+                                      batch=recorded.get((lower, upper))))
+    return t
+
+
+def _json(text: Any, key: KeyType) -> Any:
+    """A key kept as JSON text in the control tables, as the key type's value."""
+    if key.kind == "integer":
+        return int(text)
+    return str(text)
+
+
+def _indexes(rows: Sequence[tuple]) -> list[IndexInfo]:
+    grouped: dict[int, dict] = {}
+    for (index_id, name, type_desc, unique, pk, uq, disabled, has_filter, filter_def, aligned, column, ordinal,
+         descending, included) in rows:
+        g = grouped.setdefault(int(index_id), {
+            "name": _name(name), "kind": str(type_desc), "unique": bool(unique), "pk": bool(pk), "uq": bool(uq),
+            "disabled": bool(disabled), "filter": filter_def if has_filter else None, "aligned": bool(aligned),
+            "keys": [], "included": []})
+        if column is None:
+            continue
+        if included:
+            g["included"].append(_name(column))
+        elif ordinal:
+            g["keys"].append((_name(column), bool(descending)))
+    return [IndexInfo(index_id=i, name=g["name"], clustered=g["kind"] == "CLUSTERED", unique=g["unique"],
+                      primary_key=g["pk"], unique_constraint=g["uq"], keys=tuple(g["keys"]),
+                      included=tuple(g["included"]), filter=g["filter"], aligned=g["aligned"],
+                      disabled=g["disabled"], kind=g["kind"])
+            for i, g in sorted(grouped.items())]
+
+
+def shape_problems(t: TargetTable, where: str, spec_table, key: KeyType, key_sql_type: str) -> list[str]:
+    """What about the existing table stops this spec's batches from switching in, with what to do."""
+    problems = []
+    if spec_table.partitioned and not t.partitioned:
+        problems.append(f"{where} exists but is not partitioned (it is on {t.data_space}; the spec partitions it by "
+                        f"range on {spec_table.key}): rename or drop it, or declare the table partitioned: false")
+        return problems
+    if not spec_table.partitioned:
+        if t.partitioned:
+            problems.append(f"{where} is partitioned, the spec declares it partitioned: false: rename or drop it, "
+                            f"or change the spec")
+        return problems
+    if t.partition_column != spec_table.key:
+        problems.append(f"{where} is partitioned on {t.partition_column}, the spec on {spec_table.key}: rename or "
+                        f"drop it, or change the spec's key")
+    if t.range_right:
+        problems.append(f"{where}: its partition function {t.function} is RANGE RIGHT; Switchyard's partitions are "
+                        f"RANGE LEFT (a stream's largest key is its boundary): rebuild the table on a RANGE LEFT "
+                        f"function, or drop it and let setup create it")
+    if t.parameter_type and t.parameter_type.lower() != key.base:
+        problems.append(f"{where}: its partition function {t.function} takes {t.parameter_type}, the spec's key "
+                        f"{spec_table.key} is {key_sql_type}: the boundaries would not compare; make them the same type")
+    names = [c.name for c in t.columns]
+    if names != list(spec_table.column_names):
+        problems.append(f"{where} has the columns ({', '.join(names)}); the spec's files carry "
+                        f"({', '.join(spec_table.column_names)}) in that order, which the staging tables load by "
+                        f"position and SWITCH needs equal: make them the same")
+    for index in t.indexes:
+        if not index.aligned:
+            problems.append(f"{where}: index {index.name} is not aligned (not partitioned on the table's scheme): "
+                            f"SWITCH needs every index partitioned with the table; rebuild it ON {t.scheme}"
+                            f"({spec_table.key}) or drop it")
+        if index.kind not in ("CLUSTERED", "NONCLUSTERED"):
+            problems.append(f"{where}: index {index.name} is {index.kind.lower()}: Switchyard builds rowstore indexes "
+                            f"on its staging tables only; drop it or load this table another way")
+        if index.filter:
+            problems.append(f"{where}: index {index.name} is filtered: Switchyard writes no index definition it "
+                            f"did not build from names (a filter is free text), so it cannot build it on the staging "
+                            f"tables that SWITCH needs it on; drop the filter or the index")
+        if index.disabled:
+            problems.append(f"{where}: index {index.name} is disabled: SWITCH needs it enabled (ALTER INDEX "
+                            f"{index.name} ON {where} REBUILD) or dropped")
+    return problems
+
+
+def staging_constraint_name(staging_table: str, index: str) -> str:
+    """A primary key or unique constraint is an object of its schema: on the staging table it is
+    named after the staging table and the target's constraint (hashed past 128 characters)."""
+    name = f"{staging_table}__{index}"
+    if len(name) > 128:
+        name = f"{name[:100]}_{hashlib.sha1(name.encode()).hexdigest()[:16]}"
+    return _name(name)

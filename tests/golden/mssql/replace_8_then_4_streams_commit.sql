@@ -1,0 +1,150 @@
+-- tpch.orders: batch 2026-04-05 goes in whole (replace mode), in one transaction run by the
+-- table's last switch once every stream of the batch is validated and staged. Readers see the
+-- table before the batch or after it, never a mix: every statement below is part of one
+-- transaction (XACT_ABORT: any error rolls all of it back, and the table stays as it was).
+-- Locks: SWITCH, TRUNCATE and ALTER PARTITION FUNCTION take a schema-modification (Sch-M)
+-- lock on the table, held to COMMIT; while it is held every reader waits, even under
+-- READ UNCOMMITTED or snapshot isolation. All steps are metadata only (empty partitions), so
+-- it is held for the catalog changes alone. LOCK_TIMEOUT bounds the wait for readers that
+-- hold the table: after 60 s the commit fails, nothing changed, and is retried.
+SET XACT_ABORT ON
+SET LOCK_TIMEOUT 60000
+DECLARE @partition int
+BEGIN TRY
+    BEGIN TRANSACTION
+    -- replace mode: gives way to batch 2026-04-05: partition 2 (keys 1..1000, 100 rows). The partition numbers
+    -- are the catalog's as read for this commit (no MERGE or SPLIT ran before); the check
+    -- stops the commit if the function changed since. TRUNCATE ... WITH (PARTITIONS) (2016+)
+    -- needs every index aligned; it deallocates the partition's pages (deferred for large ones).
+    IF $PARTITION.[pf_tpch_orders](1000) <> 2 THROW 51010, N'tpch.orders: its partitions changed since this commit was planned; nothing was changed', 1
+    TRUNCATE TABLE [tpch].[orders] WITH (PARTITIONS (2))
+    -- replace mode: gives way to batch 2026-04-05: partition 3 (keys 1001..2000, 100 rows). The partition numbers
+    -- are the catalog's as read for this commit (no MERGE or SPLIT ran before); the check
+    -- stops the commit if the function changed since. TRUNCATE ... WITH (PARTITIONS) (2016+)
+    -- needs every index aligned; it deallocates the partition's pages (deferred for large ones).
+    IF $PARTITION.[pf_tpch_orders](2000) <> 3 THROW 51010, N'tpch.orders: its partitions changed since this commit was planned; nothing was changed', 1
+    TRUNCATE TABLE [tpch].[orders] WITH (PARTITIONS (3))
+    -- replace mode: gives way to batch 2026-04-05: partition 4 (keys 2001..3000, 100 rows). The partition numbers
+    -- are the catalog's as read for this commit (no MERGE or SPLIT ran before); the check
+    -- stops the commit if the function changed since. TRUNCATE ... WITH (PARTITIONS) (2016+)
+    -- needs every index aligned; it deallocates the partition's pages (deferred for large ones).
+    IF $PARTITION.[pf_tpch_orders](3000) <> 4 THROW 51010, N'tpch.orders: its partitions changed since this commit was planned; nothing was changed', 1
+    TRUNCATE TABLE [tpch].[orders] WITH (PARTITIONS (4))
+    -- replace mode: gives way to batch 2026-04-05: partition 5 (keys 3001..4000, 100 rows). The partition numbers
+    -- are the catalog's as read for this commit (no MERGE or SPLIT ran before); the check
+    -- stops the commit if the function changed since. TRUNCATE ... WITH (PARTITIONS) (2016+)
+    -- needs every index aligned; it deallocates the partition's pages (deferred for large ones).
+    IF $PARTITION.[pf_tpch_orders](4000) <> 5 THROW 51010, N'tpch.orders: its partitions changed since this commit was planned; nothing was changed', 1
+    TRUNCATE TABLE [tpch].[orders] WITH (PARTITIONS (5))
+    -- replace mode: gives way to batch 2026-04-05: partition 6 (keys 4001..5000, 100 rows). The partition numbers
+    -- are the catalog's as read for this commit (no MERGE or SPLIT ran before); the check
+    -- stops the commit if the function changed since. TRUNCATE ... WITH (PARTITIONS) (2016+)
+    -- needs every index aligned; it deallocates the partition's pages (deferred for large ones).
+    IF $PARTITION.[pf_tpch_orders](5000) <> 6 THROW 51010, N'tpch.orders: its partitions changed since this commit was planned; nothing was changed', 1
+    TRUNCATE TABLE [tpch].[orders] WITH (PARTITIONS (6))
+    -- replace mode: gives way to batch 2026-04-05: partition 7 (keys 5001..6000, 100 rows). The partition numbers
+    -- are the catalog's as read for this commit (no MERGE or SPLIT ran before); the check
+    -- stops the commit if the function changed since. TRUNCATE ... WITH (PARTITIONS) (2016+)
+    -- needs every index aligned; it deallocates the partition's pages (deferred for large ones).
+    IF $PARTITION.[pf_tpch_orders](6000) <> 7 THROW 51010, N'tpch.orders: its partitions changed since this commit was planned; nothing was changed', 1
+    TRUNCATE TABLE [tpch].[orders] WITH (PARTITIONS (7))
+    -- replace mode: gives way to batch 2026-04-05: partition 8 (keys 6001..7000, 100 rows). The partition numbers
+    -- are the catalog's as read for this commit (no MERGE or SPLIT ran before); the check
+    -- stops the commit if the function changed since. TRUNCATE ... WITH (PARTITIONS) (2016+)
+    -- needs every index aligned; it deallocates the partition's pages (deferred for large ones).
+    IF $PARTITION.[pf_tpch_orders](7000) <> 8 THROW 51010, N'tpch.orders: its partitions changed since this commit was planned; nothing was changed', 1
+    TRUNCATE TABLE [tpch].[orders] WITH (PARTITIONS (8))
+    -- replace mode: gives way to batch 2026-04-05: partition 9 (keys 7001..8000, 100 rows). The partition numbers
+    -- are the catalog's as read for this commit (no MERGE or SPLIT ran before); the check
+    -- stops the commit if the function changed since. TRUNCATE ... WITH (PARTITIONS) (2016+)
+    -- needs every index aligned; it deallocates the partition's pages (deferred for large ones).
+    IF $PARTITION.[pf_tpch_orders](8000) <> 9 THROW 51010, N'tpch.orders: its partitions changed since this commit was planned; nothing was changed', 1
+    TRUNCATE TABLE [tpch].[orders] WITH (PARTITIONS (9))
+    -- MERGE RANGE (1000): no partition needs this boundary any more. Both partitions it joins are empty here, so it is
+    -- metadata only; the merged partition stays on the filegroup of the right one.
+    ALTER PARTITION FUNCTION [pf_tpch_orders]() MERGE RANGE (1000)
+    -- MERGE RANGE (2000): re-split for the stream's filegroup. Both partitions it joins are empty here, so it is
+    -- metadata only; the merged partition stays on the filegroup of the right one.
+    ALTER PARTITION FUNCTION [pf_tpch_orders]() MERGE RANGE (2000)
+    -- MERGE RANGE (3000): no partition needs this boundary any more. Both partitions it joins are empty here, so it is
+    -- metadata only; the merged partition stays on the filegroup of the right one.
+    ALTER PARTITION FUNCTION [pf_tpch_orders]() MERGE RANGE (3000)
+    -- MERGE RANGE (4000): re-split for the stream's filegroup. Both partitions it joins are empty here, so it is
+    -- metadata only; the merged partition stays on the filegroup of the right one.
+    ALTER PARTITION FUNCTION [pf_tpch_orders]() MERGE RANGE (4000)
+    -- MERGE RANGE (5000): no partition needs this boundary any more. Both partitions it joins are empty here, so it is
+    -- metadata only; the merged partition stays on the filegroup of the right one.
+    ALTER PARTITION FUNCTION [pf_tpch_orders]() MERGE RANGE (5000)
+    -- MERGE RANGE (6000): re-split for the stream's filegroup. Both partitions it joins are empty here, so it is
+    -- metadata only; the merged partition stays on the filegroup of the right one.
+    ALTER PARTITION FUNCTION [pf_tpch_orders]() MERGE RANGE (6000)
+    -- MERGE RANGE (7000): no partition needs this boundary any more. Both partitions it joins are empty here, so it is
+    -- metadata only; the merged partition stays on the filegroup of the right one.
+    ALTER PARTITION FUNCTION [pf_tpch_orders]() MERGE RANGE (7000)
+    -- MERGE RANGE (8000): re-split for the stream's filegroup. Both partitions it joins are empty here, so it is
+    -- metadata only; the merged partition stays on the filegroup of the right one.
+    ALTER PARTITION FUNCTION [pf_tpch_orders]() MERGE RANGE (8000)
+    -- SPLIT RANGE (2000): closes stream 1's partition. It lands in an empty partition (metadata only); with
+    -- RANGE LEFT the new partition is the one left of the value, on the NEXT USED filegroup.
+    ALTER PARTITION SCHEME [ps_tpch_orders] NEXT USED [fg1]
+    ALTER PARTITION FUNCTION [pf_tpch_orders]() SPLIT RANGE (2000)
+    -- SPLIT RANGE (4000): closes stream 2's partition. It lands in an empty partition (metadata only); with
+    -- RANGE LEFT the new partition is the one left of the value, on the NEXT USED filegroup.
+    ALTER PARTITION SCHEME [ps_tpch_orders] NEXT USED [fg2]
+    ALTER PARTITION FUNCTION [pf_tpch_orders]() SPLIT RANGE (4000)
+    -- SPLIT RANGE (6000): closes stream 3's partition. It lands in an empty partition (metadata only); with
+    -- RANGE LEFT the new partition is the one left of the value, on the NEXT USED filegroup.
+    ALTER PARTITION SCHEME [ps_tpch_orders] NEXT USED [fg3]
+    ALTER PARTITION FUNCTION [pf_tpch_orders]() SPLIT RANGE (6000)
+    -- SPLIT RANGE (8000): closes stream 4's partition. It lands in an empty partition (metadata only); with
+    -- RANGE LEFT the new partition is the one left of the value, on the NEXT USED filegroup.
+    ALTER PARTITION SCHEME [ps_tpch_orders] NEXT USED [fg4]
+    ALTER PARTITION FUNCTION [pf_tpch_orders]() SPLIT RANGE (8000)
+    -- Stream 1 (keys 1..2000): its staging table's trusted CHECK lies within the partition's
+    -- boundaries, it is on the partition's filegroup fg1 with the partition's compression
+    -- and the target's indexes, and the partition is empty: SWITCH is metadata only.
+    SET @partition = $PARTITION.[pf_tpch_orders](2000)
+    ALTER TABLE [tpch_staging].[orders_1] SWITCH TO [tpch].[orders] PARTITION @partition
+        WITH (WAIT_AT_LOW_PRIORITY (MAX_DURATION = 1 MINUTES, ABORT_AFTER_WAIT = SELF))
+    -- DROP TABLE is transactional: the (now empty) staging table goes with this commit.
+    DROP TABLE [tpch_staging].[orders_1]
+    -- Stream 2 (keys 2001..4000): its staging table's trusted CHECK lies within the partition's
+    -- boundaries, it is on the partition's filegroup fg2 with the partition's compression
+    -- and the target's indexes, and the partition is empty: SWITCH is metadata only.
+    SET @partition = $PARTITION.[pf_tpch_orders](4000)
+    ALTER TABLE [tpch_staging].[orders_2] SWITCH TO [tpch].[orders] PARTITION @partition
+        WITH (WAIT_AT_LOW_PRIORITY (MAX_DURATION = 1 MINUTES, ABORT_AFTER_WAIT = SELF))
+    -- DROP TABLE is transactional: the (now empty) staging table goes with this commit.
+    DROP TABLE [tpch_staging].[orders_2]
+    -- Stream 3 (keys 4001..6000): its staging table's trusted CHECK lies within the partition's
+    -- boundaries, it is on the partition's filegroup fg3 with the partition's compression
+    -- and the target's indexes, and the partition is empty: SWITCH is metadata only.
+    SET @partition = $PARTITION.[pf_tpch_orders](6000)
+    ALTER TABLE [tpch_staging].[orders_3] SWITCH TO [tpch].[orders] PARTITION @partition
+        WITH (WAIT_AT_LOW_PRIORITY (MAX_DURATION = 1 MINUTES, ABORT_AFTER_WAIT = SELF))
+    -- DROP TABLE is transactional: the (now empty) staging table goes with this commit.
+    DROP TABLE [tpch_staging].[orders_3]
+    -- Stream 4 (keys 6001..8000): its staging table's trusted CHECK lies within the partition's
+    -- boundaries, it is on the partition's filegroup fg4 with the partition's compression
+    -- and the target's indexes, and the partition is empty: SWITCH is metadata only.
+    SET @partition = $PARTITION.[pf_tpch_orders](8000)
+    ALTER TABLE [tpch_staging].[orders_4] SWITCH TO [tpch].[orders] PARTITION @partition
+        WITH (WAIT_AT_LOW_PRIORITY (MAX_DURATION = 1 MINUTES, ABORT_AFTER_WAIT = SELF))
+    -- DROP TABLE is transactional: the (now empty) staging table goes with this commit.
+    DROP TABLE [tpch_staging].[orders_4]
+    -- The batch each partition holds, for the next batch's pre-flight; this run's plan is done.
+    DELETE FROM [switchyard].[partition_batches] WHERE target_schema = N'tpch' AND table_name = N'orders'
+    INSERT INTO [switchyard].[partition_batches] (target_schema, table_name, key_min, key_max, batch, run, rows_planned, switched_at)
+    VALUES
+        (N'tpch', N'orders', N'1', N'2000', N'2026-04-05', N'switchyard_tpch/run-2', 100, SYSUTCDATETIME()),
+        (N'tpch', N'orders', N'2001', N'4000', N'2026-04-05', N'switchyard_tpch/run-2', 100, SYSUTCDATETIME()),
+        (N'tpch', N'orders', N'4001', N'6000', N'2026-04-05', N'switchyard_tpch/run-2', 100, SYSUTCDATETIME()),
+        (N'tpch', N'orders', N'6001', N'8000', N'2026-04-05', N'switchyard_tpch/run-2', 100, SYSUTCDATETIME())
+    DELETE FROM [switchyard].[planned_partitions] WHERE target_schema = N'tpch' AND table_name = N'orders'
+    COMMIT TRANSACTION
+END TRY
+BEGIN CATCH
+    IF @@TRANCOUNT > 0 ROLLBACK TRANSACTION
+    ;THROW
+END CATCH;
+GO
