@@ -43,9 +43,11 @@ $(STAMP): requirements.txt constraints.txt pyproject.toml plugins/switchyard_dev
 demo: $(STAMP)
 	$(VENV)/bin/switchyard demo --spec $(SPEC) --scale $(SCALE) --streams $(STREAMS) --executor $(EXECUTOR)
 
-# The whole suite; it stops the embedded PostgreSQL afterwards if it was the one to start it.
+# The whole suite, in one process per core (TEST_WORKERS=1: one process); it stops the
+# embedded PostgreSQL afterwards if it was the one to start it.
+TEST_WORKERS ?= auto
 test: $(STAMP)
-	$(PY) -m pytest tests $(PYTEST_ARGS)
+	$(PY) -m pytest tests -n $(TEST_WORKERS) $(PYTEST_ARGS)
 
 unit: $(STAMP)
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)

@@ -14,14 +14,32 @@ sys.path.insert(0, str(ROOT / "plugins"))  # also without the package installed 
 
 from helpers import TEST_STATE, mode_spec, private_scheduler  # noqa: E402
 
-# Tests get an Airflow home of their own, so a running demo is never disturbed.
-os.environ.setdefault("SWITCHYARD_AIRFLOW_HOME", str(TEST_STATE / "airflow"))
+# With pytest-xdist (make test runs `-n auto`), each worker process is "gw0", "gw1", ...
+WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
+
+# Tests get an Airflow home of their own, so a running demo is never disturbed; each parallel
+# worker its own (`airflow dags test` runs write to the home's SQLite metadata database).
+os.environ.setdefault("SWITCHYARD_AIRFLOW_HOME", str(TEST_STATE / (f"airflow-{WORKER}" if WORKER else "airflow")))
 os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")
 
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "mssql: needs a real SQL Server (SWITCHYARD_MSSQL_URI); skipped without one")
     config.addinivalue_line("markers", "chaos: fault injection on a real server (killed loads, restarts, lock waits)")
+    # Parallel workers share one embedded PostgreSQL (every test has schemas of its own): the
+    # controlling process starts it before the workers and stops it after them, if it started it.
+    if not WORKER and getattr(config.option, "numprocesses", None):
+        from switchyard_dev.embedded import EmbeddedPostgres
+        server = EmbeddedPostgres()
+        config._switchyard_server = None if server.is_running() else server
+        server.start()
+
+
+def pytest_unconfigure(config):
+    server = getattr(config, "_switchyard_server", None)
+    if server is not None:
+        server.stop()
+        print(f"stopped the embedded PostgreSQL the tests started (port {server.port})")
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -40,7 +58,7 @@ def pg_uri(request):
     server = EmbeddedPostgres()
     was_running = server.is_running()
     yield server.start()
-    if was_running:
+    if was_running or WORKER:  # a parallel worker's server is the controlling process's to stop
         return
     server.stop()
     reporter = request.config.pluginmanager.get_plugin("terminalreporter")
