@@ -5,6 +5,9 @@
 SCALE ?= 0.1
 STREAMS ?= 4
 SPEC ?= tpch
+# local: LocalExecutor runs every step; edge: the loads run on two local Edge workers
+# (queues source_a, source_b, a data root each; docs/deployment.md).
+EXECUTOR ?= local
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -19,9 +22,10 @@ export GX_ANALYTICS_ENABLED := False
 help:
 	@echo "make demo [SCALE=0.1 STREAMS=4]   load a generated TPC-H batch through the real DAG"
 	@echo "make demo SPEC=shop                the same with the shop example (messy CSV, date keys, NULLs, gzip)"
+	@echo "make demo EXECUTOR=edge            the loads on two local Edge workers, one per source (docs/deployment.md)"
 	@echo "make test                          run the tests (embedded PostgreSQL, real Airflow; 10-15 minutes on 2 cores)"
 	@echo "make unit                          the unit tests only (no server; seconds)"
-	@echo "make chaos                         the fault, rerun and backfill cases (docs/reliability-and-security.md)"
+	@echo "make chaos                         the fault, rerun and backfill cases, the remote workers (docs/reliability-and-security.md)"
 	@echo "make bench [SCALE=1 STREAMS=4 LEVERS=1]  throughput against the floor and the peers, server apart and all shared (docs/benchmarks.md)"
 	@echo "make db-uri | make psql            the embedded target's URI / a SQL prompt on it"
 	@echo "make stop                          stop the local Airflow and the embedded PostgreSQL"
@@ -32,12 +36,12 @@ $(STAMP): requirements.txt constraints.txt pyproject.toml plugins/switchyard_dev
 	@echo "==> installing into $(VENV): the pinned requirements (about 1.5 GB from the package index, a few minutes), then Switchyard itself"
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -r requirements.txt -c constraints.txt
-	$(PIP) install -c constraints.txt -e '.[mssql,dev]' -e plugins/switchyard_dev
+	$(PIP) install -c constraints.txt -e '.[mssql,edge,dev]' -e plugins/switchyard_dev
 	@touch $(STAMP)
 	@echo "==> installed: $(VENV)/bin/switchyard --help"
 
 demo: $(STAMP)
-	$(VENV)/bin/switchyard demo --spec $(SPEC) --scale $(SCALE) --streams $(STREAMS)
+	$(VENV)/bin/switchyard demo --spec $(SPEC) --scale $(SCALE) --streams $(STREAMS) --executor $(EXECUTOR)
 
 # The whole suite, in one process per core (TEST_WORKERS=1: one process); it stops the
 # embedded PostgreSQL afterwards if it was the one to start it.
@@ -49,7 +53,8 @@ unit: $(STAMP)
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
 
 # Faults (killed loads, server restarts, lock waits), concurrent runs, backfills with a real
-# scheduler. The fast ones also run in `make test`; the scheduler backfill runs only here.
+# scheduler, the loads on Edge workers with one killed (about 3 minutes). The fast ones also run
+# in `make test`; the scheduler backfill and the remote workers run only here.
 chaos: $(STAMP)
 	$(PY) -m pytest tests -m chaos $(PYTEST_ARGS)
 

@@ -59,6 +59,35 @@ def fingerprint(uri: str, schema: str, tables=None) -> dict[str, tuple[int, str]
     return out
 
 
+def batch_fingerprint(uri: str, batch_dir: Path, tables=None) -> dict[str, tuple[int, str]]:
+    """`fingerprint` of a TPC-H batch's files as they are, loaded apart from Switchyard: each
+    table's files copied by plain `COPY` (text format, '|', the trailing '|' into a spare column)
+    into unpartitioned tables of the spec's PostgreSQL types in a scratch schema, dropped after."""
+    import psycopg
+    from switchyard.core.batch import read_manifest
+    from switchyard.core.spec import load_spec
+    spec = load_spec("tpch")
+    manifest = read_manifest(batch_dir, spec)
+    tables = tables or spec.table_names
+    scratch = f"ref_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(uri, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{scratch}"')
+        try:
+            for name in tables:
+                table = spec.table(name)
+                cols = ", ".join(f'"{c.name}" {c.sql_type("postgres")}' for c in table.columns)
+                conn.execute(f'CREATE TABLE "{scratch}"."{name}" ({cols}, spare text)')
+                for k in manifest.streams_of(name):
+                    with conn.cursor().copy(f'COPY "{scratch}"."{name}" FROM STDIN (FORMAT text, DELIMITER \'|\')') as cp, \
+                            open(batch_dir / manifest.entry(name, k).file, "rb") as fh:
+                        while chunk := fh.read(1 << 20):
+                            cp.write(chunk)
+                conn.execute(f'ALTER TABLE "{scratch}"."{name}" DROP COLUMN spare')
+            return fingerprint(uri, scratch, tables)
+        finally:
+            conn.execute(f'DROP SCHEMA "{scratch}" CASCADE')
+
+
 def partitions(uri: str, schema: str, table: str) -> list[str]:
     return list(partition_oids(uri, schema, table))
 

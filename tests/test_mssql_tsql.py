@@ -491,7 +491,49 @@ def test_compose_file_is_valid_compose():
     from compose_spec import PyCompose
     compose = PyCompose.from_json(json.dumps(load()))
     assert {"postgres", "mssql", "mssql-ports", "airflow-init", "switchyard-demo", "airflow-apiserver",
-            "airflow-scheduler", "airflow-dag-processor", "airflow-triggerer"} == set(compose.service_names())
+            "airflow-scheduler", "airflow-dag-processor", "airflow-triggerer", *EDGE_PROFILE} == set(
+        compose.service_names())
+
+
+EDGE_PROFILE = {"edge-init", "edge-apiserver", "edge-scheduler", "edge-dag-processor", "edge-triggerer",
+                "edge-worker-source-a", "edge-worker-source-b"}
+
+
+def test_the_edge_profile_is_a_site_of_its_own_with_a_worker_and_a_volume_per_source():
+    services = load()["services"]
+    assert {name for name, svc in services.items() if svc.get("profiles")} == EDGE_PROFILE
+    assert all(services[name]["profiles"] == ["edge"] for name in EDGE_PROFILE)
+    for name in EDGE_PROFILE:
+        env = services[name]["environment"]
+        assert env["AIRFLOW__CORE__EXECUTOR"] == "LocalExecutor,airflow.providers.edge3.executors.EdgeExecutor"
+        assert env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"].endswith("@postgres/airflow_edge")  # not the stack's
+        assert env["SWITCHYARD_LOAD_EXECUTOR"] == "EdgeExecutor"
+        assert env["AIRFLOW__EDGE__API_URL"] == "http://edge-apiserver:8080/edge_worker/v1/rpcapi"
+        assert env["SWITCHYARD_SPEC"] == "/switchyard/spec/tpch-sources.yaml"
+        assert env["SWITCHYARD_SCHEMA"] == "tpch_edge" and env["SWITCHYARD_DATA_ROOT"] == "/switchyard/data"
+        assert any(v.startswith("./.switchyard/edge/spec:/switchyard/spec") for v in services[name]["volumes"])
+    roots = {}
+    for source in ("source_a", "source_b"):
+        worker = services[f"edge-worker-{source.replace('_', '-')}"]
+        # Its own queue (without one a worker serves every queue) and its own volume as its data root.
+        assert worker["command"].split()[:4] == ["edge", "worker", "--queues", source]
+        (mount,) = [v for v in worker["volumes"] if ":/switchyard/data" in v]
+        roots[source] = mount
+        assert mount == f"./.switchyard/edge/{source}:/switchyard/data:ro"
+        assert worker["depends_on"]["edge-apiserver"]["condition"] == "service_healthy"
+        assert "airflow edge status" in worker["healthcheck"]["test"][-1]
+    central = [v for v in services["edge-scheduler"]["volumes"] if v.endswith(":/switchyard/data")]
+    assert central == ["./.switchyard/edge/central:/switchyard/data"]
+    init = services["edge-init"]
+    assert init["entrypoint"][-1] == "/opt/airflow/include/docker/init-edge.sh"
+    assert {f"./.switchyard/edge/{s}:/switchyard/sources/{s}" for s in roots} <= set(init["volumes"])
+    assert services["edge-apiserver"]["ports"] == ["127.0.0.1:8081:8080"]
+    script = (ROOT / "include" / "docker" / "init-edge.sh").read_text()
+    assert "CREATE DATABASE airflow_edge" in script and "init-switchyard.sh" in script
+    blocks = re.findall(r"python - <<'PY'\n(.*?)\nPY\n", script, re.S)
+    assert len(blocks) == 2
+    for python in blocks:
+        compile(python, "init-edge.sh:python", "exec")
 
 
 def test_the_validator_rejects_a_broken_file():
@@ -517,7 +559,7 @@ def test_secrets_come_from_env_and_are_required():
 def test_services_structure():
     services = load()["services"]
     one_shot = {name for name, svc in services.items() if svc.get("restart") == "no"}
-    assert one_shot == {"airflow-init", "switchyard-demo"}
+    assert one_shot == {"airflow-init", "switchyard-demo", "edge-init"}
     for name, svc in services.items():
         if name not in one_shot:
             assert "healthcheck" in svc, f"{name} has no health check"
@@ -572,7 +614,7 @@ def test_init_generates_the_demo_batch_and_the_demo_service_unpauses_the_dag():
 
 def test_init_scripts_are_valid_bash_and_python():
     import subprocess
-    for name in ("init-switchyard.sh", "unpause-switchyard.sh"):
+    for name in ("init-switchyard.sh", "unpause-switchyard.sh", "init-edge.sh"):
         path = ROOT / "include" / "docker" / name
         assert subprocess.run(["bash", "-n", str(path)], capture_output=True).returncode == 0, name
     init = (ROOT / "include" / "docker" / "init-switchyard.sh").read_text()
@@ -601,3 +643,4 @@ def test_dockerfile_extends_the_official_image():
     text = (ROOT / "include" / "docker" / "Dockerfile").read_text()
     assert re.search(r"^FROM apache/airflow:3\.3\.2-python3\.11$", text, re.M)
     assert "unixodbc" in text and "requirements.txt" in text
+    assert "[mssql,edge]" in text  # the Edge executor's provider, for the edge profile

@@ -36,6 +36,11 @@ def _schedule(text: str) -> str | None:
     return None if text.strip().lower() in _NONE else text.strip()
 
 
+def _optional(text: str) -> str | None:
+    """A name, or none/off (or empty) for none."""
+    return None if text.strip().lower() in ("", "none", "off") else text.strip()
+
+
 def _path(text: str) -> Path:
     return Path(text).expanduser().resolve()
 
@@ -105,7 +110,9 @@ SETTINGS: tuple[Setting, ...] = (
             WHERE, "path", "`.switchyard/` in the project"),
     Setting("SWITCHYARD_DATA_ROOT", "data_root", _path, None,
             "Where batches live: one folder per batch, with its `manifest.json`. A batch name never "
-            "leaves this folder.", WHERE, "path", "`<state dir>/data`"),
+            "leaves this folder. Each process reads its own: on a remote worker, the worker's root, "
+            "holding its source's stream files (`<root>/<batch>/...`); the load resolves its file there "
+            "([deployment](deployment.md)).", WHERE, "path", "`<state dir>/data`"),
     Setting("SWITCHYARD_RUNS_DIR", "runs_dir", _path, None,
             "Each run's `stats.json` and report, in `<dag id>/<run>/`; the api-server serves the reports "
             "from here.", WHERE, "path", "`<state dir>/runs`"),
@@ -142,6 +149,12 @@ SETTINGS: tuple[Setting, ...] = (
             "held) before the run fails.", DAG, "seconds"),
     Setting("SWITCHYARD_BATCH_POKE_SECONDS", "batch_poke_seconds", float, 60.0,
             "How often the wait looks for the manifest.", DAG, "seconds"),
+    Setting("SWITCHYARD_LOAD_EXECUTOR", "load_executor", _optional, None,
+            "The Airflow executor that runs the loads (the file-reading steps), as named in "
+            "`[core] executor`, e.g. `EdgeExecutor` with `[core] executor = LocalExecutor,"
+            "airflow.providers.edge3.executors.EdgeExecutor`; each load goes to its stream's source "
+            "queue (the spec's `sources`). Every other step stays on the default executor. `none`: "
+            "the default executor runs everything. Set the same value on the workers.", DAG, "text | none"),
     Setting("SWITCHYARD_MAX_ACTIVE_TASKS", "max_active_tasks", _positive_int, 16,
             "The DAG's `max_active_tasks`: tasks of one run at once (the loads are further capped by "
             "the pool).", DAG, "integer"),
@@ -162,7 +175,8 @@ SETTINGS: tuple[Setting, ...] = (
 
     Setting("SWITCHYARD_PRELOAD", "preload", _bool, True,
             "The scheduler imports Great Expectations, the drivers and the DAG once, before it forks "
-            "the task processes (LocalExecutor); `0` turns it off.", SCHEDULER, "0 | 1"),
+            "the task processes (LocalExecutor); an Edge worker does the same without Great "
+            "Expectations (it runs loads only); `0` turns it off.", SCHEDULER, "0 | 1"),
 )
 VARIABLES = tuple(s.variable for s in SETTINGS)
 
@@ -186,6 +200,7 @@ class Settings:
     schedule: str | None
     batch_wait_seconds: int
     batch_poke_seconds: float
+    load_executor: str | None
     max_active_tasks: int
     lease_retries: int
     lease_retry_seconds: float

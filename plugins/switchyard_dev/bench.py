@@ -1542,10 +1542,16 @@ def run(scale: float, streams: int, slots: int | None = None, parts: tuple[str, 
                 rounds = repeat if dag_repeat is None else dag_repeat
                 say(f"levers: DAG runs (GX preload, priority weights), {rounds} rounds")
                 result["levers"]["dag"] = run_dag_levers(uri, pg, name, streams, slots, rounds, dag_levers)
+<<<<<<< HEAD
         if "production" in shapes and ("dag" in parts or "floor" in parts):
             result["production"] = run_production(uri, pg, files, name, streams, server_set, other_set, parts,
                                                   preload, list(pool_sizes), pool_repeat)
             result["load_average"]["after_production"] = load_average()
+=======
+        if "remote" in parts:  # the loads on two Edge workers beside LocalExecutor alone
+            from switchyard_dev.bench_remote import run_remote
+            result["remote"] = run_remote(uri, pg, name, folder, streams, slots)
+>>>>>>> main
         if "graph" in parts:
             from switchyard_dev.bench_graph import run_graphs
             say("the DAG's graph with steps that do nothing: in task processes, then in the triggerer")
@@ -1555,7 +1561,7 @@ def run(scale: float, streams: int, slots: int | None = None, parts: tuple[str, 
             say("DAG parse time: the DAG file imported in fresh processes for 56 and 96 streams")
             result["parse"] = [parse_seconds(n) for n in (56, 96)]
     finally:
-        if not keep_airflow and ("dag" in parts or "graph" in parts):
+        if not keep_airflow and ("dag" in parts or "graph" in parts or "remote" in parts):
             stop_bench_airflows()
     result["load_average"]["end"] = load_average()
     result["targets"] = targets(result)
@@ -1688,7 +1694,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--streams", type=int, default=4)
     p.add_argument("--slots", type=int, help="concurrent loads (default: the pool size, one per core)")
     p.add_argument("--parts", default="floor,loader,dag,graph,peers,parse",
-                   help="comma-separated subset of floor,loader,dag,graph,peers,parse (the floor always runs)")
+                   help="comma-separated subset of floor,loader,dag,graph,peers,parse,remote (the floor always "
+                        "runs; remote: the loads on two Edge workers beside LocalExecutor alone, not by default)")
     p.add_argument("--graph-repeat", type=int, default=1,
                    help="runs of each empty graph (worker, triggerer), in rotating order (default 1)")
     p.add_argument("--levers", action="store_true", help="also measure the levers (COPY options, settings, "

@@ -44,16 +44,20 @@ def register_demo(sub) -> None:
     p.add_argument("--spec", default="tpch", help="the built-in example to load: tpch (default) or shop")
     p.add_argument("--scale", type=float, default=0.1, help="scale factor of the batch (default 0.1)")
     p.add_argument("--streams", type=int, default=4, help="streams of the batch and the DAG (default 4)")
+    p.add_argument("--executor", choices=["local", "edge"], default="local",
+                   help="local (default): LocalExecutor runs every step; edge: the loads run on two Edge "
+                        "workers, queues source_a and source_b, each with its own data root")
     p.set_defaults(func=cmd_demo)
 
 
 def cmd_demo(args) -> int:
     from switchyard_dev.demo import run
-    return run(args.scale, args.streams, spec=args.spec)
+    return run(args.scale, args.streams, spec=args.spec, executor=args.executor)
 
 
 def register_services(sub) -> None:
-    p = sub.add_parser("services", help="the local Airflow services (scheduler, dag-processor, api-server, triggerer)")
+    p = sub.add_parser("services", help="the local Airflow services (scheduler, dag-processor, api-server, triggerer, "
+                                          "remote workers)")
     p.add_argument("action", choices=["status", "stop"], help="status: which run; stop: stop them all")
     p.set_defaults(func=cmd_services)
 
@@ -64,9 +68,12 @@ def cmd_services(args) -> int:
         stopped = local.stop_services()
         print(f"stopped the local Airflow: {', '.join(stopped)}" if stopped else "the local Airflow was not running")
     else:
+        from switchyard_dev.scaleout import workers
         for service in local.SERVICES:
             pid = local.service_pid(service)
-            print(f"{service:<14} {'running (pid %d)' % pid if pid else 'stopped'}")
+            print(f"{service:<16} {'running (pid %d)' % pid if pid else 'stopped'}")
+        for name, pid in workers().items():
+            print(f"{'worker ' + name:<16} {'running (pid %d)' % pid if pid else 'stopped'}")
     return 0
 
 

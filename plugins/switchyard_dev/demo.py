@@ -18,7 +18,7 @@ from pathlib import Path
 from switchyard_dev import local
 from switchyard.core.batch import data_root
 from switchyard.core.datagen import generate
-from switchyard_dev.embedded import EmbeddedPostgres
+from switchyard_dev.embedded import EmbeddedPostgres, state_dir
 from switchyard_dev.settings import value
 from switchyard.core.spec import load_spec
 from switchyard.observability.stats import stats_path
@@ -197,10 +197,11 @@ def reset_other_layouts(pg_uri: str, folder: Path, schema: str = "tpch", spec_na
             adapter.execute([f"DROP TABLE {adapter.qualified(schema, table_plan.table.name)} CASCADE"])
 
 
-def run(scale: float, streams: int, timeout: float = 3600, spec: str = "tpch") -> int:
+def run(scale: float, streams: int, timeout: float = 3600, spec: str = "tpch", executor: str = "local") -> int:
     began = time.monotonic()
     loaded = load_spec(spec)
     spec = loaded.name
+    remote = executor != "local"
     dag_id = dag_id_for(spec)
     schema = spec
     say("1/6", "embedded PostgreSQL")
@@ -210,19 +211,39 @@ def run(scale: float, streams: int, timeout: float = 3600, spec: str = "tpch") -
 
     say("2/6", f"{'TPC-H' if spec == 'tpch' else spec} batch, scale {scale:g}, {streams} streams")
     name = batch_name(scale, streams, spec)
-    folder = data_root() / name
-    manifest = generate(folder, loaded, scale, streams)
+    extra = {}
+    if remote:
+        from switchyard_dev import scaleout
+        # The producer's batch, then laid out as two source machines would hold it: each
+        # source's data root gets its own streams' files, the central root the manifest only.
+        place = state_dir() / "scaleout"
+        sources = scaleout.split_streams(streams)
+        spec_path = scaleout.spec_with_sources(spec, sources, place)
+        generated = place / "generated" / name
+        manifest = generate(generated, loaded, scale, streams)
+        roots = {source: place / source for source in sources}
+        folder = place / "central" / name
+        scaleout.distribute(generated, name, load_spec(spec_path), place / "central", roots)
+        for source, ks in sources.items():
+            print(f"    {roots[source] / name}: streams {', '.join(map(str, ks))} (queue {source})")
+        extra = {**scaleout.edge_settings(scaleout.ensure_metadata_database(pg)),
+                 "SWITCHYARD_DATA_ROOT": str(place / "central"), "SWITCHYARD_SPEC": spec_path}
+    else:
+        folder = data_root() / name
+        manifest = generate(folder, loaded, scale, streams)
     total = sum(e.bytes for e in manifest.entries)
-    print(f"    {folder}: {len(manifest.entries)} files, {total / 1e6:.1f} MB, "
+    print(f"    {folder if not remote else folder.parent}: {len(manifest.entries)} files, {total / 1e6:.1f} MB, "
           f"{sum(e.rows for e in manifest.entries):,} rows")
     reset_other_layouts(uri, folder, schema, spec)
 
-    say("3/6", "Airflow (scheduler, dag-processor, api-server; LocalExecutor)")
+    say("3/6", "Airflow (scheduler, dag-processor, api-server; " +
+        ("LocalExecutor, the loads on two Edge workers; metadata in the embedded PostgreSQL)" if remote
+         else "LocalExecutor)"))
     # The demo loads one batch on demand; without its nightly schedule no run for today's
     # date sits waiting for a batch the demo does not produce.
     env = local.airflow_env(streams=streams, extra={
         "SWITCHYARD_SCHEDULE": "none", "SWITCHYARD_SPEC": spec, "SWITCHYARD_DAG_ID": dag_id,
-        "SWITCHYARD_SCHEMA": schema})
+        "SWITCHYARD_SCHEMA": schema, **extra})
     local.migrate(env)
     if local.running_streams() not in (None, streams):
         print(f"    restarting Airflow for {streams} streams")
@@ -230,9 +251,18 @@ def run(scale: float, streams: int, timeout: float = 3600, spec: str = "tpch") -
     elif local.running_spec() not in (None, spec):
         print(f"    restarting Airflow for the {spec} spec's DAG")
         local.stop_services()
+    elif local.running_executor() not in (None, executor):
+        print(f"    restarting Airflow for the {executor} executor")
+        local.stop_services()
     local.start_services(env, streams, spec)
     api = local.Api()
     api.wait_ready()
+    if remote:
+        for source in sources:
+            scaleout.start_worker(env, scaleout.worker_name(source), [source], roots[source])
+        scaleout.wait_for_workers(scaleout.worker_name(source) for source in sources)
+        for source in sources:
+            print(f"    Edge worker {scaleout.worker_name(source)}: queue {source}, data root {roots[source]}")
     print(f"    UI: {local.api_url()}  login: {local.ADMIN_USER} / {local.admin_password()}")
 
     say("4/6", "target connection and load pool")
@@ -285,4 +315,5 @@ def default_pool_size(server_slots: int | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(run(float(sys.argv[1]), int(sys.argv[2]), spec=sys.argv[3] if len(sys.argv) > 3 else "tpch"))
+    sys.exit(run(float(sys.argv[1]), int(sys.argv[2]), spec=sys.argv[3] if len(sys.argv) > 3 else "tpch",
+                 executor=sys.argv[4] if len(sys.argv) > 4 else "local"))

@@ -155,10 +155,15 @@ def airflow(*args: str, env: dict[str, str] | None = None, check: bool = True,
 
 def migrate(env: dict[str, str]) -> None:
     """Create or upgrade the metadata database (a no-op when it is current)."""
+    conn = env.get("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN", "")
+    # The stamp names the database it stands for (a home's metadata may move between SQLite and
+    # the embedded PostgreSQL, e.g. for the remote workers); an older stamp names none: SQLite.
+    database = "sqlite" if conn.startswith("sqlite") else conn.rsplit("/", 1)[-1].split("?")[0]
     stamp = airflow_home() / ".migrated"
-    if not stamp.exists():
+    recorded = stamp.read_text().split() if stamp.exists() else None
+    if recorded is None or (recorded[1:] or ["sqlite"])[0] != database:
         airflow("db", "migrate", env=env)
-        stamp.write_text(time.strftime("%Y-%m-%dT%H:%M:%S"))
+        stamp.write_text(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {database}")
 
 
 # --- services ------------------------------------------------------------------------
@@ -211,6 +216,15 @@ def running_spec() -> str | None:
     return None
 
 
+def running_executor() -> str | None:
+    """The executor the running services were started with (local, edge; None: not running)."""
+    path = _pidfile("scheduler")
+    if path.exists() and service_pid("scheduler"):
+        parts = path.read_text().split()
+        return parts[3] if len(parts) > 3 else "local"
+    return None
+
+
 def start_services(env: dict[str, str], streams: int, spec: str = "tpch") -> None:
     logs = airflow_home() / "logs"
     logs.mkdir(parents=True, exist_ok=True)
@@ -220,12 +234,15 @@ def start_services(env: dict[str, str], streams: int, spec: str = "tpch") -> Non
         out = open(logs / f"{service}.out", "ab")
         proc = subprocess.Popen([airflow_bin(), service], env=env, stdout=out, stderr=subprocess.STDOUT,
                                 start_new_session=True, cwd=str(PROJECT))
-        _pidfile(service).write_text(f"{proc.pid} {streams} {spec}\n")
+        executor = "edge" if "EdgeExecutor" in env.get("AIRFLOW__CORE__EXECUTOR", "") else "local"
+        _pidfile(service).write_text(f"{proc.pid} {streams} {spec} {executor}\n")
 
 
 def stop_services(timeout: float = 30) -> list[str]:
-    """Stop the services that run; the names of those it stopped."""
-    stopped = []
+    """Stop the services that run (remote workers first: they report to the api-server); the
+    names of those it stopped."""
+    from switchyard_dev.scaleout import stop_workers
+    stopped = stop_workers()
     for service in SERVICES:
         pid = service_pid(service)
         if not pid:

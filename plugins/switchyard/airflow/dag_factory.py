@@ -29,7 +29,7 @@ file into its own staging table and switches it in as one partition of the big t
 2. **load**: bulk load of the file into the staging table (PostgreSQL `COPY ... FREEZE`;
    SQL Server `BULK INSERT ... TABLOCK` or TDS bulk copy), in the pool `{pool}` whose
    size is the target's scheduler count: one load per core. Long loads log their progress
-   (rows, MB, MB/s, percent of the file) every few seconds;
+   (rows, MB, MB/s, percent of the file) every few seconds. {routing}
 3. **validate**: Great Expectations on the staging table: row count equals the manifest,
    key not null, key range inside the partition. A failure stops the group here and its
    table keeps its previous data, whole;
@@ -78,6 +78,8 @@ class DagConfig:
     batch_wait_seconds: int = _default("batch_wait_seconds")
     batch_poke_seconds: float = _default("batch_poke_seconds")
     max_active_tasks: int = _default("max_active_tasks")
+    # The executor of the loads (None: the default executor); see routing() below.
+    load_executor: str | None = _default("load_executor")
     lock_timeout_seconds: int = 60
     lease_retries: int = _default("lease_retries")
     lease_retry_seconds: float = _default("lease_retry_seconds")
@@ -89,7 +91,7 @@ class DagConfig:
         current = settings.get()
         values = {name: getattr(current, name) for name in (
             "dag_id", "spec", "streams", "conn_id", "schema", "pool", "batch_wait_seconds", "batch_poke_seconds",
-            "max_active_tasks", "schedule", "lease_retries", "lease_retry_seconds")}
+            "max_active_tasks", "schedule", "lease_retries", "lease_retry_seconds", "load_executor")}
         values.update(overrides)
         return cls(**values)
 
@@ -131,6 +133,25 @@ def _params(spec: LoadSpec, config: DagConfig) -> dict[str, Param]:
     }
 
 
+def routing(spec: LoadSpec, config: DagConfig, stream: int) -> dict[str, str]:
+    """Where stream `stream`'s load runs: the `executor` and `queue` of its load task.
+
+    Only the load reads the stream's file, so only the load is routed; prepare, validate and
+    switch talk to the target alone and stay on the default executor, next to the scheduler.
+    A stream the spec's `sources` place on a source goes to that source's queue (its workers
+    hold its files under their own data root); the executor is SWITCHYARD_LOAD_EXECUTOR. A
+    stream without a source (shared storage, or a server that reads the file itself) keeps
+    the executor's default queue.
+    """
+    out = {}
+    if config.load_executor:
+        out["executor"] = config.load_executor
+    source = spec.source_of(stream)
+    if source:
+        out["queue"] = source
+    return out
+
+
 def build_dag(config: DagConfig | None = None, operators: StepOperators = StepOperators()) -> DAG:
     config = config or DagConfig.from_env()
     op = operators
@@ -146,7 +167,7 @@ def build_dag(config: DagConfig | None = None, operators: StepOperators = StepOp
         max_active_runs=1,
         max_active_tasks=config.max_active_tasks,
         params=_params(spec, config),
-        doc_md=DOC.format(pool=config.pool, streams=config.streams),
+        doc_md=DOC.format(pool=config.pool, streams=config.streams, routing=_routing_doc(spec, config)),
         tags=list(config.tags),
         default_args={"retries": 1, "retry_delay": timedelta(seconds=10)},
     ) as dag:
@@ -173,8 +194,10 @@ def build_dag(config: DagConfig | None = None, operators: StepOperators = StepOp
                 weight = table.weight
                 with TaskGroup(gid, tooltip=f"{table.name}, stream {k}: prepare, load, validate, switch"):
                     args = dict(table=table.name, stream=k, priority_weight=weight, weight_rule="absolute", **common)
-                    prepare = op.prepare(task_id="prepare", **args)
-                    load = op.load(task_id="load", pool=config.pool, **args)
+                    route = routing(spec, config, k)
+                    # A stream on a source: its file is on that source's workers, not here.
+                    prepare = op.prepare(task_id="prepare", file_on_source=spec.source_of(k), **args)
+                    load = op.load(task_id="load", pool=config.pool, **route, **args)
                     # A failed expectation is a fact about the data and fails at once
                     # (AirflowFailException); a lost connection is retried.
                     validate = op.validate(task_id="validate", **args)
@@ -201,6 +224,14 @@ def build_dag(config: DagConfig | None = None, operators: StepOperators = StepOp
         switches >> stats
         publishes >> stats
     return dag
+
+
+def _routing_doc(spec: LoadSpec, config: DagConfig) -> str:
+    where = "; ".join(f"streams {', '.join(map(str, ks))} on queue `{name}`" for name, ks in spec.sources.items())
+    if config.load_executor:
+        return (f"Loads run on the `{config.load_executor}` workers" + (f" ({where})" if where else "")
+                + ", each reading its file under its own data root; the other steps run here;")
+    return f"Loads are routed by source ({where});" if where else "Loads run beside the other steps;"
 
 
 # The DAG built from the environment, by configuration: see dag_from_env.

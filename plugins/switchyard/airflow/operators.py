@@ -8,6 +8,7 @@ heavy is imported at module level: every task process imports this module.
 from __future__ import annotations
 
 import logging
+import socket
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -268,12 +269,20 @@ class _GroupOperator(_TargetOperator):
 
 
 class PrepareOperator(_GroupOperator):
-    """Fresh staging table on the stream's filegroup, with its partition's range CHECK."""
+    """Fresh staging table on the stream's filegroup, with its partition's range CHECK.
+
+    Checks that the stream file is there before anything is created, except for a stream on a
+    source (`file_on_source`: the spec's `sources`), whose file only that source's workers
+    see: its load checks it there."""
+
+    def __init__(self, *, file_on_source: str | None = None, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.file_on_source = file_on_source
 
     def step(self, context: Any) -> dict:
         plan, s = self.stream_plan(context)
         path = resolve_file(Path(plan["batch_dir"]), s.file)
-        if not path.is_file():
+        if not self.file_on_source and not path.is_file():
             raise AirflowFailException(f"{path}: stream file not found [table {s.table}, stream {s.stream}]")
         adapter = self.adapter()
         started = time.monotonic()
@@ -302,9 +311,13 @@ class LoadOperator(_GroupOperator):
         # adapter adds its own (connect, lease, release) to the result's details.
         clock = time.monotonic()
         plan, s = self.stream_plan(context)
+<<<<<<< HEAD
         parts = {"plan_pull": time.monotonic() - clock}
         path = resolve_file(Path(plan["batch_dir"]), s.file)
         clock = time.monotonic()
+=======
+        path = self.local_file(plan, s)
+>>>>>>> main
         adapter = self.adapter()
         parts["connection_lookup"] = time.monotonic() - clock
         clock = time.monotonic()
@@ -332,8 +345,29 @@ class LoadOperator(_GroupOperator):
                  result.bytes / 1e6, result.seconds, result.bytes / 1e6 / max(result.seconds, 1e-9),
                  result.rows / max(result.seconds, 1e-9))
         return {"rows": result.rows, "bytes": result.bytes, "seconds": round(result.seconds, 4),
+<<<<<<< HEAD
                 "started": started, "ended": ended, "file": str(path),
                 "parts": {k: round(v, 4) for k, v in parts.items()}, **result.details}
+=======
+                "started": started, "ended": now_iso(), "file": str(path), "host": context["ti"].hostname,
+                "queue": self.queue, **result.details}
+
+    def local_file(self, plan: dict, s) -> Path:
+        """The stream file under this process's data root (SWITCHYARD_DATA_ROOT).
+
+        The load is the one step that may run on another machine (a worker of the stream's
+        source, see dag_factory.routing): it finds the batch under its own root, not at the
+        path the planning host saw. Beside the scheduler both are the same folder."""
+        batch_dir = resolve_batch(plan["batch"])
+        path = resolve_file(batch_dir, s.file)
+        if not path.exists() or path.is_dir():  # a named pipe is a file to load, too
+            # Retried: another worker of the queue may hold the file (a retry goes to any of them).
+            raise BatchError(f"{path}: stream file not found on this worker [table {s.table}, stream {s.stream}; "
+                             f"host {socket.gethostname()}, queue {self.queue!r}, data root "
+                             f"{settings.data_root()}]: its source's workers must hold "
+                             f"<data root>/{plan['batch']}/{s.file} (the spec's sources say which queue)")
+        return path
+>>>>>>> main
 
 
 class ValidateOperator(_GroupOperator):

@@ -73,9 +73,20 @@ def enabled() -> bool:
     return get().preload
 
 
+# An Edge worker forks its task processes too (`airflow edge worker`; loads only, see
+# dag_factory.routing): it preloads what a load needs, without Great Expectations.
+WORKER_MODULES = tuple(m for m in MODULES if not m.startswith("great_expectations")) + tuple(
+    m for m in OWN_MODULES if m != "switchyard.observability.validation")
+
+
 def is_scheduler(argv: list[str] | None = None) -> bool:
     argv = sys.argv if argv is None else argv
     return len(argv) >= 2 and Path(argv[0]).name == "airflow" and argv[1] == "scheduler"
+
+
+def is_edge_worker(argv: list[str] | None = None) -> bool:
+    argv = sys.argv if argv is None else argv
+    return len(argv) >= 3 and Path(argv[0]).name == "airflow" and argv[1:3] == ["edge", "worker"]
 
 
 def code_stamp() -> tuple:
@@ -98,10 +109,11 @@ def preload(argv: list[str] | None = None, modules: tuple[str, ...] | None = Non
     """Import `modules` (default: the third-party ones and Switchyard's) and build the DAG if this
     process is the scheduler and preloading is on; then call each of `calls` ("module:function",
     further DAGs to build once, like the real one)."""
-    if not enabled() or not is_scheduler(argv):
+    worker = is_edge_worker(argv)
+    if not enabled() or not (is_scheduler(argv) or worker):
         return {"preloaded": []}
     if modules is None:
-        modules = MODULES + OWN_MODULES
+        modules = WORKER_MODULES if worker else MODULES + OWN_MODULES
     started = time.monotonic()
     stamp = code_stamp()
     done, failed = [], {}

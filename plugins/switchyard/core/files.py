@@ -53,18 +53,25 @@ class Source:
         self._raw = raw
         self.reader = reader
         self._head = head
+        self._given = 0
 
     def read(self, size: int) -> bytes:
         if self._head:
             head, self._head = self._head, b""
+            self._given += len(head)
             return head
         try:
-            return self.reader.read(size)
+            data = self.reader.read(size)
         except (OSError, EOFError) as exc:  # gzip.BadGzipFile is an OSError
             raise StreamFileError(f"{self._raw.name}: not a readable gzip file: {exc}") from exc
+        self._given += len(data)
+        return data
 
     def consumed(self) -> int:
-        return self._raw.tell()
+        try:
+            return self._raw.tell()
+        except OSError:  # a named pipe has no position: the bytes read from it so far
+            return self._given
 
 
 @contextmanager

@@ -39,6 +39,10 @@ LOAD_MODES = ("replace", "append")
 RETIRE = ("drop", "archive")
 # A Great Expectations expectation type as declared in a spec: its snake_case name.
 _EXPECTATION = re.compile(r"^expect_[a-z0-9_]{1,80}$")
+# A source: where a stream's files live, and the name of the Airflow queue whose workers can
+# read them (an Edge or Celery queue name: letters, digits, '_', '-', '.').
+SOURCE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
+_STREAM_RANGE = re.compile(r"^(\d{1,5})\s*-\s*(\d{1,5})$")
 
 
 class SpecError(ValueError):
@@ -125,6 +129,16 @@ class LoadSpec:
     format: FileFormat = field(default_factory=FileFormat)
     generator: str | None = None
     source: str = "<inline>"
+    # Where each stream's files live: source (queue) name -> its streams. A stream no source
+    # lists is read wherever its load runs (shared storage, or the server reads the file).
+    sources: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+
+    def source_of(self, stream: int) -> str | None:
+        """The source (the Airflow queue) whose workers hold stream `stream`'s files; None: any."""
+        for name, streams in self.sources.items():
+            if stream in streams:
+                return name
+        return None
 
     def table(self, name: str) -> Table:
         for t in self.tables:
@@ -329,6 +343,40 @@ def _table(name: str, raw: Mapping[str, Any], where: str, fmt: FileFormat, files
                  weight=_count(raw.get("weight", 1), f"{where}.weight", minimum=1))
 
 
+def _sources(raw: Any, where: str) -> dict[str, tuple[int, ...]]:
+    """`sources`: {source name: [stream numbers or "first-last" ranges]}; a stream in one source only."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, Mapping):
+        raise SpecError(f"{where}: a mapping of source (queue) names to lists of streams, "
+                        f"e.g. {{source_a: [1, 2], source_b: [\"3-4\"]}}")
+    out: dict[str, tuple[int, ...]] = {}
+    owner: dict[int, str] = {}
+    for name, items in raw.items():
+        at = f"{where}.{name}"
+        if not isinstance(name, str) or not SOURCE.match(name):
+            raise SpecError(f"{where}: {name!r} is not a valid source name (letters, digits, '_', '-', '.'; "
+                            f"it is the Airflow queue of the workers that read its files)")
+        if not isinstance(items, list) or not items:
+            raise SpecError(f"{at}: a list of stream numbers or ranges like \"1-7\"")
+        streams: list[int] = []
+        for item in items:
+            if isinstance(item, int) and not isinstance(item, bool) and item >= 1:
+                streams.append(item)
+            elif isinstance(item, str) and (m := _STREAM_RANGE.match(item.strip())) \
+                    and 1 <= int(m.group(1)) <= int(m.group(2)):
+                streams.extend(range(int(m.group(1)), int(m.group(2)) + 1))
+            else:
+                raise SpecError(f"{at}: {item!r} is neither a stream number (1 or more) nor a range like \"1-7\"")
+        for k in streams:
+            if k in owner:
+                raise SpecError(f"{at}: stream {k} is listed twice (also in {owner[k]}); a stream's files live "
+                                f"in one source")
+            owner[k] = name
+        out[name] = tuple(sorted(streams))
+    return out
+
+
 def parse_spec(raw: Mapping[str, Any], source: str = "<inline>") -> LoadSpec:
     if not isinstance(raw, Mapping):
         raise SpecError(f"{source}: a spec is a mapping with name, tables and optionally format, files")
@@ -340,7 +388,8 @@ def parse_spec(raw: Mapping[str, Any], source: str = "<inline>") -> LoadSpec:
     files = _files(raw.get("files", LoadSpec.files), f"{source}: files")
     tables = tuple(_table(t, d, f"{source}: tables.{t}", fmt, files) for t, d in tables_raw.items())
     return LoadSpec(name=name, tables=tables, files=files, format=fmt,
-                    generator=raw.get("generator"), source=source)
+                    generator=raw.get("generator"), source=source,
+                    sources=_sources(raw.get("sources"), f"{source}: sources"))
 
 
 def spec_file(name_or_path: str = "tpch") -> Path:

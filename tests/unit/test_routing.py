@@ -1,0 +1,93 @@
+"""Routing by source: the spec's `sources` and SWITCHYARD_LOAD_EXECUTOR put each stream's load (and
+only the load) on the executor and queue of the workers that hold its files."""
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from switchyard.airflow.dag_factory import DagConfig, build_dag
+from switchyard.core.spec import SpecError, parse_spec, spec_file
+
+TPCH = yaml.safe_load(spec_file("tpch").read_text())
+
+
+def spec_with(sources, tmp_path):
+    raw = dict(TPCH, sources=sources)
+    path = tmp_path / "tpch.yaml"
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    return str(path)
+
+
+def test_sources_name_streams_and_ranges():
+    spec = parse_spec(dict(TPCH, sources={"source_a": [1, "2-3"], "source_b": ["4 - 4"]}))
+    assert spec.sources == {"source_a": (1, 2, 3), "source_b": (4,)}
+    assert [spec.source_of(k) for k in (1, 3, 4, 5)] == ["source_a", "source_a", "source_b", None]
+    assert parse_spec(TPCH).sources == {} and parse_spec(TPCH).source_of(1) is None
+
+
+@pytest.mark.parametrize("sources, message", [
+    ({"source_a": [1, 2], "source_b": [2]}, "stream 2 is listed twice"),
+    ({"source a": [1]}, "not a valid source name"),
+    ({"source_a": []}, "a list of stream numbers"),
+    ({"source_a": [0]}, "neither a stream number"),
+    ({"source_a": ["3-1"]}, "neither a stream number"),
+    (["source_a"], "a mapping of source"),
+])
+def test_bad_sources_are_refused_naming_the_entry(sources, message):
+    with pytest.raises(SpecError, match=message) as err:
+        parse_spec(dict(TPCH, sources=sources), source="x.yaml")
+    assert "x.yaml: sources" in str(err.value)
+
+
+def test_only_the_load_goes_to_the_source_queue_on_the_load_executor(tmp_path):
+    spec = spec_with({"source_a": [1, 2], "source_b": [3, 4]}, tmp_path)
+    dag = build_dag(DagConfig(streams=4, spec=spec, load_executor="EdgeExecutor"))
+    for table, k, queue in [("orders", 1, "source_a"), ("lineitem", 2, "source_a"), ("orders", 3, "source_b"),
+                            ("region", 1, "source_a")]:
+        load = dag.get_task(f"{table}_{k}.load")
+        assert (load.executor, load.queue, load.pool) == ("EdgeExecutor", queue, "switchyard_loads")
+        for step in ("prepare", "validate", "switch"):
+            task = dag.get_task(f"{table}_{k}.{step}")
+            assert task.executor is None and task.queue == "default", (table, k, step)
+        # The prepare step does not look for a file its host cannot see.
+        assert dag.get_task(f"{table}_{k}.prepare").file_on_source == queue
+    for task_id in ("setup.plan", "setup.wait_for_batch", "stats", "publish.orders"):
+        assert dag.get_task(task_id).executor is None
+
+
+def test_without_sources_loads_use_the_executors_default_queue(tmp_path):
+    dag = build_dag(DagConfig(streams=2, load_executor="EdgeExecutor"))
+    load = dag.get_task("orders_2.load")
+    assert load.executor == "EdgeExecutor" and load.queue == "default"
+    assert dag.get_task("orders_2.prepare").file_on_source is None
+
+
+def test_the_default_is_todays_dag(tmp_path):
+    dag = build_dag(DagConfig(streams=2))
+    assert all(t.executor is None and t.queue == "default" for t in dag.tasks)
+
+
+def test_the_load_executor_setting(monkeypatch):
+    monkeypatch.setenv("SWITCHYARD_LOAD_EXECUTOR", "EdgeExecutor")
+    assert DagConfig.from_env().load_executor == "EdgeExecutor"
+    monkeypatch.setenv("SWITCHYARD_LOAD_EXECUTOR", "none")
+    assert DagConfig.from_env().load_executor is None
+
+
+def test_an_edge_worker_preloads_what_a_load_needs_without_great_expectations(monkeypatch):
+    from switchyard.airflow import preload
+    airflow = "/venv/bin/airflow"
+    assert preload.is_edge_worker([airflow, "edge", "worker", "--queues", "source_a"])
+    assert not preload.is_edge_worker([airflow, "edge", "stop"]) and not preload.is_scheduler([airflow, "edge", "worker"])
+    assert preload.preload([airflow, "api-server"]) == {"preloaded": []}
+    assert not any(m.startswith("great_expectations") for m in preload.WORKER_MODULES)
+    assert {"psycopg", "switchyard.targets.postgres", "switchyard.airflow.operators"} <= set(preload.WORKER_MODULES)
+    imported = []
+    monkeypatch.setattr(preload, "report", {})
+    monkeypatch.setattr("switchyard.airflow.dag_factory.dag_from_env", lambda: None)
+    monkeypatch.setattr(preload.importlib, "import_module", lambda name: imported.append(name))
+    monkeypatch.setenv("SWITCHYARD_PRELOAD", "0")
+    assert preload.preload([airflow, "edge", "worker"]) == {"preloaded": []} and imported == []
+    monkeypatch.setenv("SWITCHYARD_PRELOAD", "1")
+    report = preload.preload([airflow, "edge", "worker", "--queues", "source_a"])
+    assert imported == list(preload.WORKER_MODULES) and report["dag_built"]
