@@ -1542,16 +1542,13 @@ def run(scale: float, streams: int, slots: int | None = None, parts: tuple[str, 
                 rounds = repeat if dag_repeat is None else dag_repeat
                 say(f"levers: DAG runs (GX preload, priority weights), {rounds} rounds")
                 result["levers"]["dag"] = run_dag_levers(uri, pg, name, streams, slots, rounds, dag_levers)
-<<<<<<< HEAD
         if "production" in shapes and ("dag" in parts or "floor" in parts):
             result["production"] = run_production(uri, pg, files, name, streams, server_set, other_set, parts,
                                                   preload, list(pool_sizes), pool_repeat)
             result["load_average"]["after_production"] = load_average()
-=======
         if "remote" in parts:  # the loads on two Edge workers beside LocalExecutor alone
             from switchyard_dev.bench_remote import run_remote
             result["remote"] = run_remote(uri, pg, name, folder, streams, slots)
->>>>>>> main
         if "graph" in parts:
             from switchyard_dev.bench_graph import run_graphs
             say("the DAG's graph with steps that do nothing: in task processes, then in the triggerer")

@@ -311,13 +311,9 @@ class LoadOperator(_GroupOperator):
         # adapter adds its own (connect, lease, release) to the result's details.
         clock = time.monotonic()
         plan, s = self.stream_plan(context)
-<<<<<<< HEAD
         parts = {"plan_pull": time.monotonic() - clock}
-        path = resolve_file(Path(plan["batch_dir"]), s.file)
-        clock = time.monotonic()
-=======
         path = self.local_file(plan, s)
->>>>>>> main
+        clock = time.monotonic()
         adapter = self.adapter()
         parts["connection_lookup"] = time.monotonic() - clock
         clock = time.monotonic()
@@ -345,12 +341,8 @@ class LoadOperator(_GroupOperator):
                  result.bytes / 1e6, result.seconds, result.bytes / 1e6 / max(result.seconds, 1e-9),
                  result.rows / max(result.seconds, 1e-9))
         return {"rows": result.rows, "bytes": result.bytes, "seconds": round(result.seconds, 4),
-<<<<<<< HEAD
-                "started": started, "ended": ended, "file": str(path),
-                "parts": {k: round(v, 4) for k, v in parts.items()}, **result.details}
-=======
-                "started": started, "ended": now_iso(), "file": str(path), "host": context["ti"].hostname,
-                "queue": self.queue, **result.details}
+                "started": started, "ended": ended, "file": str(path), "host": context["ti"].hostname,
+                "queue": self.queue, "parts": {k: round(v, 4) for k, v in parts.items()}, **result.details}
 
     def local_file(self, plan: dict, s) -> Path:
         """The stream file under this process's data root (SWITCHYARD_DATA_ROOT).
@@ -367,7 +359,6 @@ class LoadOperator(_GroupOperator):
                              f"{settings.data_root()}]: its source's workers must hold "
                              f"<data root>/{plan['batch']}/{s.file} (the spec's sources say which queue)")
         return path
->>>>>>> main
 
 
 class ValidateOperator(_GroupOperator):
