@@ -57,6 +57,7 @@ def plot_throughput(result: dict, path: Path) -> Path:
     import matplotlib.pyplot as plt
     fig, ax = plt.subplots(figsize=(11, 4.5))
     series = [("floor (raw COPY FREEZE)", result.get("floor"), _section_intervals, "black"),
+              ("floor with the target's unique indexes", result.get("floor_unique"), _section_intervals, "grey"),
               ("loader alone", result.get("loader"), _section_intervals, "tab:blue"),
               ("DAG end to end (loads)", result.get("dag"), _dag_intervals, "tab:orange")]
     for label, section, get, colour in series:

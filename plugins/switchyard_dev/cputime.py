@@ -31,6 +31,16 @@ def _processes() -> dict[int, tuple[int, float, float]]:
     return out
 
 
+def process_cpu(pid: int) -> float | None:
+    """One process's own user + system CPU seconds so far (None if it is gone): e.g. a
+    PostgreSQL backend, whose session's work it is."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / _TICK
+
+
 def machine_busy() -> float:
     """CPU seconds all cores spent busy since boot (user, nice, system, irq, softirq, steal)."""
     parts = Path("/proc/stat").read_text().splitlines()[0].split()[1:]

@@ -41,6 +41,10 @@ SETTINGS = (
     Setting("SWITCHYARD_FLAT_PRIORITIES", "flat_priorities", _bool, False,
             "`1`: every task at the same priority weight (a benchmark lever against the spec's weights).",
             BENCH, "0 | 1"),
+    Setting("SWITCHYARD_BENCH_INDEX_ONLY", "bench_index_only", _bool, False,
+            "`1`: the benchmark's Airflow validates by building the target's unique index alone, no other "
+            "check (the `preload, index only` lever: a measuring device that switches the checks off).",
+            BENCH, "0 | 1"),
     Setting("SWITCHYARD_MSSQL_URI", "mssql_uri", str, None,
             "A real SQL Server for the contract suite (`mssql+pyodbc://...`); without it those tests "
             "skip.", TESTS, "URI", "unset"),

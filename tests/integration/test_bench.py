@@ -6,6 +6,9 @@ the JSON the README's table is made from.
 from __future__ import annotations
 
 import json
+from pathlib import Path
+
+import pytest
 
 
 def test_floor_and_loader_alone(pg_uri, tpch_batch, tmp_path):
@@ -88,6 +91,40 @@ def test_server_side_copy_and_tablespace_levers_load_every_row(pg_uri, tpch_batc
         left = conn.execute("SELECT count(*) FROM pg_tablespace WHERE spcname LIKE %s",
                             (bench.TABLESPACE_PREFIX + "%",)).fetchone()[0]
     assert left == 0
+
+
+def test_the_floor_with_unique_indexes_builds_each_tables_index_in_the_loading_session(pg_uri, tpch_batch, tmp_path):
+    """The floor's unique-index variant: every row loaded, one unique index per file on the spec's
+    unique columns; a file with a duplicated key fails in its session, as the product's index does."""
+    import psycopg
+    from switchyard.core.batch import read_manifest
+    from switchyard.core.spec import load_spec
+    from switchyard_dev import bench
+    name, folder = tpch_batch
+    spec = load_spec("tpch")
+    files = bench.batch_files(folder, read_manifest(folder, spec), spec)
+    r = bench.run_unique_floor(pg_uri, files, 2)
+    assert r["name"] == bench.UNIQUE_FLOOR and r["variant"] == "freeze_unique"
+    assert r["rows"] == sum(f["rows"] for f in files)
+    ix = r["unique_index"]
+    assert ix["indexes"] == len(files) and ix["seconds_total"] >= 0
+    assert sorted(ix["by_table"]) == sorted({f["table"] for f in files})
+    assert all(f["index_seconds"] is not None and f["copy_seconds"] >= 0 for f in r["files"])
+    plain = bench.run_floor(pg_uri, files, 2)
+    assert all(f["index_seconds"] is None for f in plain["files"]) and "unique_index" not in plain
+
+    orders = next(f for f in files if f["table"] == "orders")
+    lines = Path(orders["path"]).read_bytes().splitlines(keepends=True)
+    twice = tmp_path / "orders_dup.tbl"
+    twice.write_bytes(b"".join(lines + lines[:1]))
+    job = dict(orders, path=str(twice), rows=len(lines) + 1)
+    bench.reset_schema(pg_uri, bench.FLOOR_SCHEMA)
+    try:
+        with pytest.raises(psycopg.errors.UniqueViolation):
+            bench.floor_one((pg_uri, bench.FLOOR_SCHEMA, job, "freeze_unique", False))
+        assert bench.floor_one((pg_uri, bench.FLOOR_SCHEMA, job, "freeze_dummy", False))["rows"] == len(lines) + 1
+    finally:
+        bench.reset_schema(pg_uri, bench.FLOOR_SCHEMA, create=False)
 
 
 def _result(**over):

@@ -4,7 +4,9 @@ of switchyard/airflow/local_settings/): the product's preload, with the benchmar
 SWITCHYARD_PRELOAD_DAG=0 preloads the third-party modules but neither Switchyard's nor the
 DAG; SWITCHYARD_PRELOAD_CALLS names further DAG builders to call once ("module:function,...");
 SWITCHYARD_FLAT_PRIORITIES=1 gives every task the same weight, to measure what the spec's
-biggest-table-first weights are worth against Airflow's plain order.
+biggest-table-first weights are worth against Airflow's plain order. SWITCHYARD_BENCH_INDEX_ONLY=1
+switches the validate tasks' checks off but the target's unique index (a measuring device: what
+the other default checks cost end to end).
 """
 from switchyard.airflow.preload import MODULES, preload
 from switchyard_dev.settings import value
@@ -15,3 +17,8 @@ preload(modules=None if value("SWITCHYARD_PRELOAD_DAG") else MODULES,
 if value("SWITCHYARD_FLAT_PRIORITIES"):
     def task_policy(task):
         task.priority_weight = 1
+
+if value("SWITCHYARD_BENCH_INDEX_ONLY"):
+    from switchyard_dev.bench import switch_checks_off
+
+    switch_checks_off()

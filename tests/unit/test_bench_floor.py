@@ -1,0 +1,127 @@
+"""The benchmark's floor with the target's unique indexes and its "index only" DAG lever: the
+index's SQL, the files' unique columns from the spec, the lever's stand-in for the checks and
+the test that tells whether it took effect, the reported bound. No timing is asserted."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from switchyard.core.datagen import generate_tpch
+from switchyard.core.batch import read_manifest
+from switchyard.core.spec import load_spec
+from switchyard_dev import bench
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_floors_unique_index_quotes_every_name_and_keeps_the_columns_order():
+    assert bench.floor_unique_index_sql("bench_floor", "lineitem_1", ["l_orderkey", "l_linenumber"]) == (
+        'CREATE UNIQUE INDEX "lineitem_1_unique" ON "bench_floor"."lineitem_1" ("l_orderkey", "l_linenumber")')
+    assert bench.floor_unique_index_sql("s", "orders_2", ("o_orderkey",)).endswith('"s"."orders_2" ("o_orderkey")')
+    # A name that needs quoting stays one identifier: case kept, a double quote doubled.
+    odd = bench.floor_unique_index_sql('My"Schema', "Part Supp_3", ["PS_PartKey", 'ps"supp'])
+    assert odd == ('CREATE UNIQUE INDEX "Part Supp_3_unique" ON "My""Schema"."Part Supp_3" '
+                   '("PS_PartKey", "ps""supp")')
+    with pytest.raises(ValueError, match="no unique columns"):
+        bench.floor_unique_index_sql("s", "t_1", [])
+
+
+def test_each_floor_file_carries_its_tables_unique_columns_from_the_spec(tmp_path):
+    spec = load_spec("tpch")
+    generate_tpch(tmp_path / "b", spec, 0.001, 2)
+    files = bench.batch_files(tmp_path / "b", read_manifest(tmp_path / "b", spec), spec)
+    unique = {f["table"]: f["unique"] for f in files}
+    assert unique["lineitem"] == ["l_orderkey", "l_linenumber"]
+    assert unique["partsupp"] == ["ps_partkey", "ps_suppkey"]
+    assert unique["orders"] == ["o_orderkey"] and unique["nation"] == ["n_nationkey"]
+    assert all(unique[t.name] == list(t.unique) for t in spec.tables if t.name in unique)
+    assert bench.VARIANTS["freeze_unique"]["unique_index"] is True
+
+
+def test_the_index_only_stand_in_reports_the_unique_index_alone():
+    built = {"columns": ["l_orderkey", "l_linenumber"], "index": "s.lineitem_1_unique", "scope": "table",
+             "duplicates": None, "seconds": 0.5}
+    o = bench.validate_index_only("postgresql://x", "s", "lineitem_1", "l_orderkey", 10, 1, 7,
+                                  key_type="bigint", not_null=["l_partkey"], unique=("l_orderkey", "l_linenumber"),
+                                  unique_result=built, expectations=(), expectations_where="spec")
+    assert o.success is True and o.cost() == {"unique": 0.5} and o.import_seconds == 0.0
+    dup = dict(built, duplicates={"keys": 1, "extra_rows": 1, "examples": [], "server": "x"})
+    failed = bench.validate_index_only("u", "s", "t", "k", 10, 1, 7, unique=("k",), unique_result=dup)
+    assert failed.success is False and failed.failures()[0].category == "unique"
+
+
+def _validate(task_id: str, cost: dict | None) -> dict:
+    return {"task_id": task_id, "step": "validate", "validation_cost": cost}
+
+
+def test_the_lever_check_tells_whether_the_checks_were_switched_off():
+    index_only = {"tasks": [_validate("a_1.validate", {"unique": 0.2}), _validate("b_1.validate", {"unique": 0.1}),
+                            {"task_id": "a_1.load", "step": "load"}]}
+    default = {"tasks": [_validate("a_1.validate", {"row_count": 0.1, "unique": 0.2}),
+                         _validate("b_1.validate", {"row_count": 0.1, "key_range": 0.01})]}
+    assert bench.checks_ran(index_only, True)["as_intended"] is True
+    assert bench.checks_ran(default, False)["as_intended"] is True
+    missed = bench.checks_ran(default, True)
+    assert missed["as_intended"] is False and missed["other_kinds"] == ["key_range", "row_count"]
+    assert "2 of 2 validate tasks" in missed["why"]
+    assert bench.checks_ran(index_only, False)["as_intended"] is False, "a run left index-only is caught too"
+    assert bench.checks_ran({"tasks": [_validate("a_1.validate", None)]}, True)["as_intended"] is False
+    assert bench.checks_ran({"tasks": []}, True)["as_intended"] is False, "no validate task proves nothing"
+
+
+def test_the_benchmarks_local_settings_switch_the_checks_off_only_when_asked(monkeypatch, tmp_path):
+    probe = ("import airflow_local_settings, switchyard.observability.validation as v, switchyard_dev.bench as b; "
+             "print(v.validate_table is b.validate_index_only)")
+    plugins = ROOT / "plugins"
+    found = {}
+    for flag in ("1", "0"):
+        env = dict(os.environ, SWITCHYARD_BENCH_INDEX_ONLY=flag, SWITCHYARD_PRELOAD="0", GX_ANALYTICS_ENABLED="False",
+                   PYTHONPATH=os.pathsep.join([str(plugins / "switchyard_dev" / "local_settings"), str(plugins)]))
+        out = subprocess.run([sys.executable, "-c", probe], env=env, check=True, capture_output=True, text=True)
+        found[flag] = out.stdout.strip().splitlines()[-1]
+    assert found == {"1": "True", "0": "False"}
+    # The lever sets it for the benchmark's Airflow; the other levers leave it out.
+    monkeypatch.setenv("SWITCHYARD_RUNS_DIR", str(tmp_path / "runs"))
+    preload, flat, options = bench.DAG_LEVERS["preload, index only"]
+    assert bench.airflow_settings(2, preload, flat, options)["SWITCHYARD_BENCH_INDEX_ONLY"] == "1"
+    assert "SWITCHYARD_BENCH_INDEX_ONLY" not in bench.airflow_settings(2, *bench.DAG_LEVERS["preload"])
+
+
+def test_the_floor_with_indexes_is_a_bound_reported_beside_the_headline():
+    section = {"slots": 2, "floor": {"wall_seconds": 10.0}, "floor_unique": {"wall_seconds": 12.0},
+               "dag": {"state": "success", "wall_seconds": 16.0, "pool": 4}}
+    small = bench.shape_targets("laptop", section, 1.0, 4)
+    assert small[0]["name"] == "floor / makespan, laptop shape" and small[0]["measured"] == 0.625
+    bound = small[1]
+    assert bound["name"] == "floor with the target's unique indexes / makespan, laptop shape"
+    assert bound["measured"] == 0.75 and bound["met"] is None and bound["target"] == ">= 0.7, same end state"
+    assert "same end state" in bound["how"]
+    big = bench.shape_targets("production", dict(section, server_cpus=[0], other_cpus=[1]), 10.0, 8)
+    assert big[1]["target"].startswith(">= 0.9") and big[1]["met"] is False and big[0]["met"] is False
+    assert len(bench.shape_targets("laptop", dict(section, floor_unique=None), 1.0, 4)) == 1
+    line = bench.shape_lines(section)[1].split()
+    assert line[5:10] == ["10.00", "16.00", "0.625", "12.00", "0.750"]
+    assert bench.target_lines(small)[2].startswith("floor with the target's unique indexes / makespan, laptop")
+
+
+def test_the_indexes_cost_in_the_floor_is_reported_beside_the_plain_floor():
+    floor = {"wall_seconds": 10.0, "cpu_seconds": {"postgres": 15.0}}
+    indexed = {"wall_seconds": 12.5, "cpu_seconds": {"postgres": 19.5},
+               "unique_index": bench.index_summary([
+                   {"table": "lineitem", "index_seconds": 1.0, "index_backend_cpu_seconds": 0.9, "copy_seconds": 4.0},
+                   {"table": "lineitem", "index_seconds": 1.5, "index_backend_cpu_seconds": 1.4, "copy_seconds": 4.5},
+                   {"table": "orders", "index_seconds": 0.25, "index_backend_cpu_seconds": None,
+                    "copy_seconds": 1.0}])}
+    c = bench.unique_floor_cost(floor, indexed)
+    assert c["added_wall_seconds"] == 2.5 and c["added_server_cpu_seconds"] == 4.5 and c["ratio_to_floor"] == 0.8
+    assert c["index_builds_seconds"] == 2.75 and c["index_builds_backend_cpu_seconds"] == 2.3
+    assert indexed["unique_index"]["by_table"]["lineitem"] == {"indexes": 2, "seconds": 2.5,
+                                                               "backend_cpu_seconds": 2.3, "copy_seconds": 8.5}
+    lines = bench.unique_floor_lines({"unique_floor_cost": c, "floor_unique": indexed})
+    assert lines[1].split()[:8] == ["laptop", "10.00", "12.50", "+2.50", "15.0", "19.5", "+4.5", "2.75"]
+    assert "lineitem 2.50 / 8.50 (2)" in lines[2]
+    assert bench.unique_floor_cost(floor, None) == {}
