@@ -112,16 +112,16 @@ def test_the_indexes_cost_in_the_floor_is_reported_beside_the_plain_floor():
     floor = {"wall_seconds": 10.0, "cpu_seconds": {"postgres": 15.0}}
     indexed = {"wall_seconds": 12.5, "cpu_seconds": {"postgres": 19.5},
                "unique_index": bench.index_summary([
-                   {"table": "lineitem", "index_seconds": 1.0, "index_backend_cpu_seconds": 0.9, "copy_seconds": 4.0},
-                   {"table": "lineitem", "index_seconds": 1.5, "index_backend_cpu_seconds": 1.4, "copy_seconds": 4.5},
-                   {"table": "orders", "index_seconds": 0.25, "index_backend_cpu_seconds": None,
+                   {"table": "lineitem", "index_seconds": 1.0, "index_leader_cpu_seconds": 0.9, "copy_seconds": 4.0},
+                   {"table": "lineitem", "index_seconds": 1.5, "index_leader_cpu_seconds": 1.4, "copy_seconds": 4.5},
+                   {"table": "orders", "index_seconds": 0.25, "index_leader_cpu_seconds": None,
                     "copy_seconds": 1.0}])}
     c = bench.unique_floor_cost(floor, indexed)
     assert c["added_wall_seconds"] == 2.5 and c["added_server_cpu_seconds"] == 4.5 and c["ratio_to_floor"] == 0.8
-    assert c["index_builds_seconds"] == 2.75 and c["index_builds_backend_cpu_seconds"] == 2.3
+    assert c["index_builds_seconds"] == 2.75 and c["index_builds_leader_cpu_seconds"] == 2.3
     assert indexed["unique_index"]["by_table"]["lineitem"] == {"indexes": 2, "seconds": 2.5,
-                                                               "backend_cpu_seconds": 2.3, "copy_seconds": 8.5}
+                                                               "leader_cpu_seconds": 2.3, "copy_seconds": 8.5}
     lines = bench.unique_floor_lines({"unique_floor_cost": c, "floor_unique": indexed})
     assert lines[1].split()[:8] == ["laptop", "10.00", "12.50", "+2.50", "15.0", "19.5", "+4.5", "2.75"]
-    assert "lineitem 2.50 / 8.50 (2)" in lines[2]
+    assert lines[2].endswith("each table's files: lineitem 2.50 / 8.50 s; orders 0.25 / 1.00 s")
     assert bench.unique_floor_cost(floor, None) == {}
