@@ -995,6 +995,9 @@ DAG_LEVERS = {
     # The same spec with no `unique` declared: no unique index on the target, none built on
     # the staging tables. Side by side with "preload", what uniqueness costs end to end.
     "preload, without unique": (True, False, {"without_unique": True}),
+    # The loads by the spec's weights alone (SWITCHYARD_LOAD_ORDER), against the default order
+    # that pairs each big load with a small one.
+    "preload, biggest first": (True, False, {"airflow": {"SWITCHYARD_LOAD_ORDER": "biggest-first"}}),
     "preload, parallelism 4": (True, False, {"parallelism": 4}),
     "preload, parallelism 16": (True, False, {"parallelism": 16}),
     # The two latencies local.airflow_env shortens, back at Airflow's defaults.
