@@ -158,6 +158,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("SWITCHYARD_MAX_ACTIVE_TASKS", "max_active_tasks", _positive_int, 16,
             "The DAG's `max_active_tasks`: tasks of one run at once (the loads are further capped by "
             "the pool).", DAG, "integer"),
+    Setting("SWITCHYARD_LOAD_ORDER", "load_order", _choice("interleaved", "biggest-first"), "interleaved",
+            "The loads' priority order (from the spec's table `weight`s). `interleaved`: the biggest "
+            "remaining load, then the smallest, so that each small load's task start overlaps a big "
+            "COPY; `biggest-first`: by weight alone.", DAG, "interleaved | biggest-first"),
     Setting("SWITCHYARD_LEASE_RETRIES", "lease_retries", int, 24,
             "Retries of `setup.plan` while another run holds the target schema's lease.", DAG, "integer"),
     Setting("SWITCHYARD_LEASE_RETRY_SECONDS", "lease_retry_seconds", float, 300.0,
@@ -202,6 +206,7 @@ class Settings:
     batch_poke_seconds: float
     load_executor: str | None
     max_active_tasks: int
+    load_order: str
     lease_retries: int
     lease_retry_seconds: float
     lease_ttl_seconds: int

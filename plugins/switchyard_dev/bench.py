@@ -1098,6 +1098,9 @@ DAG_LEVERS = {
     # proofs, no declared expectations). Side by side with "preload", what the default checks
     # other than uniqueness cost end to end. The benchmark's own Airflow only, never the product.
     "preload, index only": (True, False, {"index_only": True}),
+    # The loads by the spec's weights alone (SWITCHYARD_LOAD_ORDER), against the default order
+    # that pairs each big load with a small one.
+    "preload, biggest first": (True, False, {"airflow": {"SWITCHYARD_LOAD_ORDER": "biggest-first"}}),
     "preload, parallelism 4": (True, False, {"parallelism": 4}),
     "preload, parallelism 16": (True, False, {"parallelism": 16}),
     # The two latencies local.airflow_env shortens, back at Airflow's defaults.

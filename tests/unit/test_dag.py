@@ -111,5 +111,19 @@ def test_the_grid_lists_the_groups_biggest_table_first():
     assert groups[:4] == ["lineitem_1", "lineitem_2", "orders_1", "orders_2"]
     tables = list(dict.fromkeys(g.rsplit("_", 1)[0] for g in groups))
     assert tables == ["lineitem", "orders", "partsupp", "customer", "part", "region", "nation", "supplier"]
-    assert dag.get_task("lineitem_1.load").priority_weight == 100
-    assert dag.get_task("nation_1.load").priority_weight == 1
+    biggest_first = build_dag(DagConfig(streams=2, load_order="biggest-first"))
+    assert biggest_first.get_task("lineitem_1.load").priority_weight == 100
+    assert biggest_first.get_task("nation_1.load").priority_weight == 1
+
+
+def test_the_loads_pair_each_big_load_with_a_small_one():
+    """The default order: the biggest remaining load, then the smallest, by the spec's weights;
+    every step of a group has its load's weight."""
+    dag = build_dag(DagConfig(streams=2))
+    loads = sorted((t for t in dag.tasks if t.task_id.endswith(".load")), key=lambda t: -t.priority_weight)
+    order = [t.task_id.split(".")[0] for t in loads]
+    assert order[:6] == ["lineitem_1", "supplier_2", "lineitem_2", "supplier_1", "orders_1", "nation_1"]
+    assert len({t.priority_weight for t in loads}) == len(loads)
+    for t in dag.tasks:
+        if t.task_id.count(".") == 1 and t.task_id.split(".")[0] in order:
+            assert t.priority_weight == dag.get_task(t.task_id.split(".")[0] + ".load").priority_weight

@@ -92,3 +92,22 @@ def test_overlapping_streams_are_refused():
     from switchyard.core.planner import _table_plan
     with pytest.raises(PlanError, match="stream 2: keys start at 5"):
         _table_plan(SPEC, SPEC.table("orders"), {1: (1, 10, 10), 2: (5, 20, 10)})
+
+
+def test_interleaved_priorities_alternate_the_biggest_and_the_smallest_remaining():
+    from switchyard.core.planner import load_priorities
+    sizes = [("a", 100), ("b", 100), ("c", 25), ("d", 4), ("e", 1)]
+    weights = load_priorities(sizes)
+    assert sorted(weights, key=lambda k: -weights[k]) == ["a", "e", "b", "d", "c"]
+    assert sorted(weights.values()) == [1, 2, 3, 4, 5]
+    # Ties keep the order they were given in; one load, or none, is its own order.
+    assert load_priorities([("x", 1), ("y", 1)]) == {"x": 2, "y": 1}
+    assert load_priorities([("x", 7)]) == {"x": 1}
+    assert load_priorities([]) == {}
+
+
+def test_biggest_first_priorities_are_the_sizes():
+    from switchyard.core.planner import load_priorities
+    assert load_priorities([("a", 100), ("e", 1)], "biggest-first") == {"a": 100, "e": 1}
+    with pytest.raises(ValueError, match="load order 'random'"):
+        load_priorities([("a", 1)], "random")

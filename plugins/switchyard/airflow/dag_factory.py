@@ -13,7 +13,7 @@ from airflow.sdk import DAG, Asset, Param, TaskGroup, TriggerRule
 
 from switchyard.airflow.operators import (LoadOperator, PlanBatchOperator, PrepareOperator, PublishOperator, StatsOperator,
                         SwitchOperator, ValidateOperator, WaitForBatchSensor)
-from switchyard.core.planner import group_id, streams_of
+from switchyard.core.planner import group_id, load_priorities, streams_of
 from switchyard import settings
 from switchyard.core.spec import LoadSpec, load_spec
 
@@ -78,6 +78,8 @@ class DagConfig:
     batch_wait_seconds: int = _default("batch_wait_seconds")
     batch_poke_seconds: float = _default("batch_poke_seconds")
     max_active_tasks: int = _default("max_active_tasks")
+    # The loads' priority order: see planner.load_priorities.
+    load_order: str = _default("load_order")
     # The executor of the loads (None: the default executor); see routing() below.
     load_executor: str | None = _default("load_executor")
     lock_timeout_seconds: int = 60
@@ -91,7 +93,8 @@ class DagConfig:
         current = settings.get()
         values = {name: getattr(current, name) for name in (
             "dag_id", "spec", "streams", "conn_id", "schema", "pool", "batch_wait_seconds", "batch_poke_seconds",
-            "max_active_tasks", "schedule", "lease_retries", "lease_retry_seconds", "load_executor")}
+            "max_active_tasks", "schedule", "lease_retries", "lease_retry_seconds", "load_executor",
+            "load_order")}
         values.update(overrides)
         return cls(**values)
 
@@ -185,13 +188,16 @@ def build_dag(config: DagConfig | None = None, operators: StepOperators = StepOp
         by_table: dict[str, list] = {}
         # Groups are made biggest table first (by weight; the spec's order among equals): the
         # grid lists them in this order, the way the run spends its time.
-        for table in sorted(spec.tables, key=lambda t: -t.weight):
+        tables = sorted(spec.tables, key=lambda t: -t.weight)
+        # Bigger tables start first (the run lasts as long as its slowest stream), with the
+        # small loads paired in between by default: see planner.load_priorities.
+        priorities = load_priorities([((t.name, k), t.weight) for t in tables for k in streams_of(t, config.streams)],
+                                     config.load_order)
+        for table in tables:
             for k in streams_of(table, config.streams):
                 gid = group_id(table.name, k)
                 groups.append((table.name, k))
-                # Bigger tables start first: the run lasts as long as its slowest stream, so
-                # the long loads must not be left for last (the spec's per-table weight).
-                weight = table.weight
+                weight = priorities[(table.name, k)]
                 with TaskGroup(gid, tooltip=f"{table.name}, stream {k}: prepare, load, validate, switch"):
                     args = dict(table=table.name, stream=k, priority_weight=weight, weight_rule="absolute", **common)
                     route = routing(spec, config, k)

@@ -19,11 +19,13 @@ JSON values, because the plan travels through XCom as JSON.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Iterable, Mapping
+from typing import Iterable, Mapping, Sequence, TypeVar
 
 from switchyard.core import tpch
 from switchyard.core.keys import KeyValue, kind_of, parse_key, partition_name, to_json
 from switchyard.core.spec import LoadSpec, SpecError, Table
+
+K = TypeVar("K")
 
 
 class PlanError(ValueError):
@@ -128,6 +130,38 @@ def group_id(table: str, stream: int) -> str:
 def streams_of(table: Table, streams: int) -> range:
     """Unpartitioned tables are loaded once, from stream 1."""
     return range(1, streams + 1) if table.partitioned else range(1, 2)
+
+
+LOAD_ORDERS = ("interleaved", "biggest-first")
+
+
+def load_priorities(sizes: Sequence[tuple[K, int]], order: str = "interleaved") -> dict[K, int]:
+    """Priority weights (higher runs first) for the loads of one run, from each load's size
+    (its table's spec `weight`); `sizes` in the order the groups were made.
+
+    `biggest-first`: the size itself, so that the longest loads never start last.
+    `interleaved`: the biggest remaining load, then the smallest remaining, and so on. The
+    target runs one COPY per slot (the server-side slot guard) and the pool admits more loads
+    than slots, so a load's task start-up overlaps another load's COPY, but only when that
+    COPY lasts longer than a task's start (about half a second to a second). Biggest first
+    leaves all the small loads for the end, where their COPYs are shorter than the start of
+    the next task and the slots wait on Airflow; paired with the big ones, every small load
+    starts while a big COPY runs. The big loads keep their order and still come first among
+    themselves, so none is left for last."""
+    if order not in LOAD_ORDERS:
+        raise ValueError(f"load order {order!r}: one of {', '.join(LOAD_ORDERS)}")
+    if order == "biggest-first":
+        return {key: size for key, size in sizes}
+    ranked = [key for _, _, key in sorted((-size, i, key) for i, (key, size) in enumerate(sizes))]
+    sequence: list[K] = []
+    front, back = 0, len(ranked) - 1
+    while front <= back:
+        sequence.append(ranked[front])
+        front += 1
+        if front <= back:
+            sequence.append(ranked[back])
+            back -= 1
+    return {key: len(sequence) - position for position, key in enumerate(sequence)}
 
 
 def _show(value: KeyValue | None) -> str:
