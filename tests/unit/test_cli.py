@@ -127,3 +127,24 @@ def test_plan_of_a_spec_without_rules_comes_from_its_batch_manifest(tmp_path):
                 assert str(entry["key_min"]) in out.stdout and str(entry["key_max"]) in out.stdout
     missing = _switchyard("plan", "--spec", "shop", "--batch", str(tmp_path / "nope"))
     assert missing.returncode != 0 and "manifest.json: manifest not found" in missing.stderr
+
+
+def test_the_readme_spec_example_is_a_valid_spec(tmp_path):
+    """The spec a user copies from the README reads, with its format, key, nullability,
+    uniqueness and declared expectation as the README describes them."""
+    import re
+    from pathlib import Path
+    from switchyard.core.spec import load_spec
+    from switchyard.observability.validation import check_spec_expectations
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```yaml\n(.*?)```", readme, flags=re.S)
+    assert len(blocks) == 1
+    path = tmp_path / "sales.yaml"
+    path.write_text(blocks[0], encoding="utf-8")
+    spec = load_spec(str(path))
+    orders = spec.table("orders")
+    assert (orders.key, orders.unique) == ("order_date", ("order_id", "order_date"))
+    assert [c.name for c in orders.columns if c.nullable] == ["coupon"]
+    assert (orders.format.quoting, orders.format.header_lines, orders.format.null_marker,
+            orders.format.line_end) == ("csv", 1, "", "crlf")
+    assert check_spec_expectations(spec) == 1
