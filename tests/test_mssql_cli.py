@@ -144,13 +144,13 @@ def test_pool_sync_sets_the_pool_from_the_server(pg_uri, pool_name):
     assert expected != 999
 
     conn_id = f"sy_env_{uuid.uuid4().hex[:6]}"
-    # The pool admits SWITCHYARD_POOL_PER_SLOT load tasks per server slot (default 2): the
+    # The pool admits SWITCHYARD_POOL_PER_SLOT load tasks per server slot (default 3): the
     # target's slot guard keeps one COPY per slot, the extra tasks overlap their start-up.
     out = switchyard("pool", "sync", "--conn-id", conn_id, "--pool", pool_name,
                      env={f"AIRFLOW_CONN_{conn_id.upper()}": pg_uri})
     assert out.returncode == 0, out.stdout + out.stderr
-    assert f"{expected} schedulers -> pool {pool_name} = {2 * expected} slots" in out.stdout
-    assert pool_slots(pool_name) == 2 * expected
+    assert f"{expected} schedulers -> pool {pool_name} = {3 * expected} slots" in out.stdout
+    assert pool_slots(pool_name) == 3 * expected
     # The connection's copy_slots are the server's slots; a factor set apart from the default
     # is rounded up (3 x 1.5 -> 5).
     extra = '{"copy_slots": 3}'
@@ -176,7 +176,7 @@ def test_pool_sync_finds_a_connection_in_the_metadata_database(pg_uri, pool_name
     try:
         out = switchyard("pool", "sync", "--conn-id", conn_id, "--pool", pool_name)
         assert out.returncode == 0, out.stdout + out.stderr
-        assert pool_slots(pool_name) == 2 * os.cpu_count()
+        assert pool_slots(pool_name) == 3 * os.cpu_count()
     finally:
         airflow("connections", "delete", conn_id, env=env, check=False)
 

@@ -133,7 +133,7 @@ SETTINGS: tuple[Setting, ...] = (
             "`switchyard`.", DAG, "identifier"),
     Setting("SWITCHYARD_POOL", "pool", str, "switchyard_loads",
             "The Airflow pool the loads run in; size it with `switchyard pool sync`.", DAG, "text"),
-    Setting("SWITCHYARD_POOL_PER_SLOT", "pool_per_slot", _at_least_one, 2.0,
+    Setting("SWITCHYARD_POOL_PER_SLOT", "pool_per_slot", _at_least_one, 3.0,
             "Load tasks the pool admits per COPY slot of a PostgreSQL target (its connection's "
             "`copy_slots`, by default its cores): `switchyard pool sync` sets the pool to slots x this, "
             "rounded up. The target's slot guard still runs at most one COPY per slot, taken just "

@@ -90,7 +90,7 @@ def test_the_load_pool_admits_load_tasks_per_copy_slot(monkeypatch):
     from switchyard.settings import SettingsError, get, pool_size
     from switchyard.targets.postgres import PostgresAdapter
     monkeypatch.delenv("SWITCHYARD_POOL_PER_SLOT", raising=False)
-    assert get().pool_per_slot == 2.0 and pool_size(1) == 2 and pool_size(2) == 4
+    assert get().pool_per_slot == 3.0 and pool_size(1) == 3 and pool_size(2) == 6
     assert pool_size(2, 1.5) == 3 and pool_size(3, 1.5) == 5 and pool_size(2, 1) == 2
     monkeypatch.setenv("SWITCHYARD_POOL_PER_SLOT", "1.25")
     assert pool_size(4) == 5 and pool_size(1) == 2
@@ -99,6 +99,6 @@ def test_the_load_pool_admits_load_tasks_per_copy_slot(monkeypatch):
         get()
     monkeypatch.delenv("SWITCHYARD_POOL_PER_SLOT")
     spec = load_spec("tpch")
-    assert PostgresAdapter(spec, uri="postgresql://x", copy_slots=3).pool_size() == 6
+    assert PostgresAdapter(spec, uri="postgresql://x", copy_slots=3).pool_size() == 9
     guardless = PostgresAdapter(spec, uri="postgresql://x", copy_slots=0)
     assert guardless.pool_size() == guardless.scheduler_count()
