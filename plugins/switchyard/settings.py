@@ -59,6 +59,10 @@ def _at_least_one(text: str) -> float:
     return value
 
 
+# The loads' priority orders (core/planner.py, load_priorities).
+LOAD_ORDERS = ("interleaved", "biggest-first")
+
+
 def _choice(*allowed: str) -> Callable[[str], str]:
     def parse(text: str) -> str:
         value = text.strip().lower()
@@ -158,7 +162,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("SWITCHYARD_MAX_ACTIVE_TASKS", "max_active_tasks", _positive_int, 16,
             "The DAG's `max_active_tasks`: tasks of one run at once (the loads are further capped by "
             "the pool).", DAG, "integer"),
-    Setting("SWITCHYARD_LOAD_ORDER", "load_order", _choice("interleaved", "biggest-first"), "interleaved",
+    Setting("SWITCHYARD_LOAD_ORDER", "load_order", _choice(*LOAD_ORDERS), "interleaved",
             "The loads' priority order (from the spec's table `weight`s). `interleaved`: the biggest "
             "remaining load, then the smallest, so that each small load's task start overlaps a big "
             "COPY; `biggest-first`: by weight alone.", DAG, "interleaved | biggest-first"),

@@ -24,6 +24,7 @@ from typing import Iterable, Mapping, Sequence, TypeVar
 from switchyard.core import tpch
 from switchyard.core.keys import KeyValue, kind_of, parse_key, partition_name, to_json
 from switchyard.core.spec import LoadSpec, SpecError, Table
+from switchyard.settings import LOAD_ORDERS
 
 K = TypeVar("K")
 
@@ -130,9 +131,6 @@ def group_id(table: str, stream: int) -> str:
 def streams_of(table: Table, streams: int) -> range:
     """Unpartitioned tables are loaded once, from stream 1."""
     return range(1, streams + 1) if table.partitioned else range(1, 2)
-
-
-LOAD_ORDERS = ("interleaved", "biggest-first")
 
 
 def load_priorities(sizes: Sequence[tuple[K, int]], order: str = "interleaved") -> dict[K, int]:
