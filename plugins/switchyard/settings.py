@@ -180,6 +180,13 @@ SETTINGS: tuple[Setting, ...] = (
             "`constraints`: where the staging table's validated constraints prove the key checks, "
             "they are not re-run by Great Expectations (the row count always is); `full`: every "
             "expectation runs through Great Expectations.", STEPS, "constraints | full"),
+    Setting("SWITCHYARD_STEP_PARALLELISM", "step_parallelism", _choice("serial", "server"), "serial",
+            "Parallel workers for the steps' own statements on a PostgreSQL target (the unique index "
+            "builds, the row counts). `serial`: none, each statement on the one backend it has: the "
+            "loads already keep one COPY per server core busy, and workers would only share those "
+            "cores at a cost of their own; `server`: the server's settings "
+            "(`max_parallel_maintenance_workers`, `max_parallel_workers_per_gather`), for a server with "
+            "cores to spare beside its COPY slots.", STEPS, "serial | server"),
 
     Setting("SWITCHYARD_PRELOAD", "preload", _bool, True,
             "The scheduler imports Great Expectations, the drivers and the DAG once, before it forks "
@@ -216,6 +223,7 @@ class Settings:
     lease_ttl_seconds: int
     progress_seconds: float
     validation: str
+    step_parallelism: str
     preload: bool
 
     @classmethod

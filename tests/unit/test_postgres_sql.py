@@ -42,3 +42,21 @@ def test_names_are_quoted_and_bounds_are_integer_literals():
     assert 'CREATE TABLE IF NOT EXISTS "sales"."orders"' in text
     stream = plan.tables[0].streams[1]
     assert f"FOR VALUES FROM ({stream.lower}) TO ({stream.upper + 1})" in text
+
+
+def test_the_steps_settings_ride_in_the_urls_options_after_the_connections_own():
+    from sqlalchemy.engine import make_url
+    from switchyard.targets.postgres.adapter import step_settings, with_server_options
+    serial = step_settings("serial")
+    assert serial == {"max_parallel_maintenance_workers": "0", "max_parallel_workers_per_gather": "0"}
+    assert step_settings("server") == {}
+    plain = "postgresql+psycopg://u:p%40ss@db.example:5432/wh?sslmode=require"
+    assert with_server_options(plain, {}) == plain
+    url = make_url(with_server_options(plain, serial))
+    assert url.query["options"] == "-c max_parallel_maintenance_workers=0 -c max_parallel_workers_per_gather=0"
+    assert (url.password, url.host, url.database, url.query["sslmode"]) == ("p@ss", "db.example", "wh", "require")
+    own = make_url(with_server_options(plain + "&options=-c%20search_path%3Dwh", serial))
+    assert own.query["options"] == ("-c search_path=wh -c max_parallel_maintenance_workers=0 "
+                                    "-c max_parallel_workers_per_gather=0")
+    with pytest.raises(ValueError, match="serial or server"):
+        step_settings("parallel")

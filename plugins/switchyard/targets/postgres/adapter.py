@@ -76,7 +76,7 @@ class PostgresAdapter(TargetAdapter):
     def __init__(self, spec: LoadSpec, conn_id: str | None = None, uri: str | None = None,
                  tablespaces: dict[int, str] | None = None, connect: Callable[[], Any] | None = None,
                  url: Callable[[], str] | None = None, copy_slots: int | None = None,
-                 copy_slot_wait_seconds: float = 3600.0, **options: Any):
+                 copy_slot_wait_seconds: float = 3600.0, step_parallelism: str | None = None, **options: Any):
         """A URI (`postgresql://...`), or `connect` (returns a new psycopg connection) with `url`
         (returns its SQLAlchemy URL): switchyard/airflow/connections.py builds those two from an
         Airflow connection, and the COPY slot settings from its extra. `conn_id` names the
@@ -94,6 +94,11 @@ class PostgresAdapter(TargetAdapter):
         # runs here); 0 turns the guard off.
         self.copy_slots = int(copy_slots) if copy_slots is not None else (os.cpu_count() or 1)
         self.copy_slot_wait_seconds = float(copy_slot_wait_seconds)
+        # Parallel workers for the steps' statements (SWITCHYARD_STEP_PARALLELISM): see step_settings.
+        if step_parallelism is None:
+            from switchyard.settings import get
+            step_parallelism = get().step_parallelism
+        self.step_parallelism = step_parallelism
 
     # --- SQL text ---------------------------------------------------------------------
     def _eol(self, table: Table) -> str | None:
@@ -248,18 +253,25 @@ class PostgresAdapter(TargetAdapter):
             # committed load or switch in a crash after Airflow marked the task done. COPY
             # ... FREEZE with wal_level=minimal syncs its files at commit anyway; this adds
             # one WAL flush per step.
-            conn.execute("SET synchronous_commit = on")
+            # One round trip for the session's settings: that one and the steps' (step_settings).
+            settings = {"synchronous_commit": "on", **step_settings(self.step_parallelism)}
+            conn.execute("SELECT " + ", ".join("set_config(%s, %s, false)" for _ in settings),
+                         [part for item in settings.items() for part in item])
             conn.commit()
             yield conn
         finally:
             conn.close()
 
     def sqlalchemy_url(self) -> str:
+        """The URL Great Expectations and the constraint proofs connect with: the steps'
+        settings (step_settings) ride in its `options`, as libpq's `-c name=value`."""
         if self.uri:
-            return self.uri.replace("postgresql://", "postgresql+psycopg://", 1)
-        if self._url is None:
+            url = self.uri.replace("postgresql://", "postgresql+psycopg://", 1)
+        elif self._url is None:
             raise TargetError(f"PostgreSQL target {self.conn_id or ''}: no SQLAlchemy URL was given")
-        return self._url()
+        else:
+            url = self._url()
+        return with_server_options(url, step_settings(self.step_parallelism))
 
     def scheduler_count(self) -> int:
         # PostgreSQL has no scheduler DMV; one COPY keeps one core busy, so the server's
@@ -992,6 +1004,40 @@ class PostgresAdapter(TargetAdapter):
 
     def row_count(self, table: str) -> int:
         return self.fetch(f"SELECT count(*) FROM {self.qualified(self.schema, table)}")[0][0]
+
+
+# The steps' statements without parallel workers (SWITCHYARD_STEP_PARALLELISM=serial, the
+# default). The method runs one COPY per server core (the COPY slots), so while a batch loads
+# every core is busy: a unique index build or a row count that adds workers only shares those
+# cores with the COPYs, and pays for the workers' start and their exchange of tuples. Measured
+# on one scale-10 lineitem stream (7.5 M rows): the index build 2.0 CPU s serial against 2.3
+# with two workers, count(*) 0.41 against 0.52 (docs/benchmarks.md).
+SERIAL_STEP_SETTINGS = {"max_parallel_maintenance_workers": "0", "max_parallel_workers_per_gather": "0"}
+
+
+def step_settings(parallelism: str) -> dict[str, str]:
+    """The server settings of a step's sessions: `serial` turns parallel workers off, `server`
+    leaves the server's own."""
+    if parallelism == "serial":
+        return dict(SERIAL_STEP_SETTINGS)
+    if parallelism == "server":
+        return {}
+    raise ValueError(f"step parallelism {parallelism!r}: serial or server")
+
+
+def with_server_options(url: str, settings: dict[str, str]) -> str:
+    """`url` with `settings` appended to its libpq `options` (`-c name=value`), after any the
+    connection already has. Names and values are this module's constants, never user input."""
+    if not settings:
+        return url
+    from sqlalchemy.engine import make_url
+    parsed = make_url(url)
+    current = parsed.query.get("options")
+    if isinstance(current, tuple):
+        current = " ".join(current)
+    added = " ".join(f"-c {name}={value}" for name, value in settings.items())
+    return parsed.update_query_dict({"options": f"{current} {added}" if current else added}).render_as_string(
+        hide_password=False)
 
 
 def _typed(text: str, kind: str) -> keys.KeyValue:
