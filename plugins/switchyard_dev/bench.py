@@ -267,6 +267,9 @@ def floor_one(job: tuple) -> dict:
             copied = now()
             index_seconds = index_cpu = None
             if v.get("unique_index") and f.get("unique"):
+                # The index build with the settings the product's validate step gives it.
+                for setting, value in product_step_settings().items():
+                    cur.execute("SELECT set_config(%s, %s, true)", (setting, value))
                 backend = conn.info.backend_pid
                 cpu_before = cputime.process_cpu(backend)
                 cur.execute(floor_unique_index_sql(schema, name, f["unique"]))
@@ -285,6 +288,13 @@ def floor_one(job: tuple) -> dict:
             "end": end, "seconds": round(end - start, 4), "scan_seconds": scan_seconds, "pid": os.getpid(),
             "copy_seconds": round(copied - start, 4), "index_seconds": index_seconds,
             "index_leader_cpu_seconds": index_cpu}
+
+
+def product_step_settings() -> dict[str, str]:
+    """The server settings the product's steps run with (SWITCHYARD_STEP_PARALLELISM)."""
+    from switchyard.settings import get
+    from switchyard.targets.postgres.adapter import step_settings
+    return step_settings(get().step_parallelism)
 
 
 def _literal(text: str) -> str:
@@ -1101,6 +1111,9 @@ DAG_LEVERS = {
     # The loads by the spec's weights alone (SWITCHYARD_LOAD_ORDER), against the default order
     # that pairs each big load with a small one.
     "preload, biggest first": (True, False, {"airflow": {"SWITCHYARD_LOAD_ORDER": "biggest-first"}}),
+    # The steps' statements (index builds, row counts) with the server's parallel workers
+    # (SWITCHYARD_STEP_PARALLELISM=server) against the default, serial.
+    "preload, server's parallel workers": (True, False, {"airflow": {"SWITCHYARD_STEP_PARALLELISM": "server"}}),
     "preload, parallelism 4": (True, False, {"parallelism": 4}),
     "preload, parallelism 16": (True, False, {"parallelism": 16}),
     # The two latencies local.airflow_env shortens, back at Airflow's defaults.
@@ -1156,7 +1169,8 @@ def checks_ran(result: dict, index_only: bool) -> dict:
 
 
 def run_dag_levers(uri: str, pg, batch: str, streams: int, slots: int, repeat: int,
-                   names: tuple[str, ...] = DEFAULT_DAG_LEVERS) -> dict:
+                   names: tuple[str, ...] = DEFAULT_DAG_LEVERS,
+                   before_run: Callable[[], Any] | None = None) -> dict:
     unknown = [n for n in names if n not in DAG_LEVERS]
     if unknown:
         raise ValueError(f"unknown DAG levers {unknown}; known: {', '.join(DAG_LEVERS)}")
@@ -1168,7 +1182,8 @@ def run_dag_levers(uri: str, pg, batch: str, streams: int, slots: int, repeat: i
         for name in order:
             preload, flat, options = configs[name]
             say(f"levers: DAG run, {name} (round {r + 1})")
-            result = run_dag(uri, pg, batch, streams, slots, preload=preload, flat_priorities=flat, options=options)
+            result = run_dag(uri, pg, batch, streams, slots, preload=preload, flat_priorities=flat, options=options,
+                             before_run=before_run)
             compact = compact_dag(result)
             compact["checks"] = checks_ran(result, bool(options.get("index_only")))
             runs[name].append(compact)
@@ -1537,9 +1552,11 @@ def run_pool_sizes(uri: str, pg, batch: str, streams: int, slots: int, sizes: li
 
 def run_production(uri: str, pg, files: list[dict], batch: str, streams: int, server_cpus: set[int],
                    other_cpus: set[int], parts: tuple[str, ...], preload: bool, pool_sizes: list[str],
-                   pool_repeat: int, unique_floor: bool = True) -> dict:
+                   pool_repeat: int, unique_floor: bool = True, dag_levers: tuple[str, ...] = (),
+                   lever_rounds: int = 0) -> dict:
     """The production shape: the floor (and, before a DAG run, the floor with the target's unique
-    indexes: `unique_floor`) and the DAG with the server on `server_cpus` alone."""
+    indexes: `unique_floor`) and the DAG with the server on `server_cpus` alone; then the DAG
+    levers `dag_levers`, `lever_rounds` rounds, in the same shape."""
     from switchyard_dev import demo
     slots = len(server_cpus)
     out: dict[str, Any] = {"shape": "production", "server_cpus": sorted(server_cpus),
@@ -1563,6 +1580,10 @@ def run_production(uri: str, pg, files: list[dict], batch: str, streams: int, se
                 out["pool_sizes"] = run_pool_sizes(
                     uri, pg, batch, streams, slots, [parse_pool_size(x, slots) for x in pool_sizes],
                     out["pool"], out["dag"], pool_repeat, pin_airflow, out["floor"])
+            if dag_levers and lever_rounds:
+                say(f"production shape: levers, DAG runs, {lever_rounds} rounds")
+                out["levers"] = {"dag": run_dag_levers(uri, pg, batch, streams, slots, lever_rounds, dag_levers,
+                                                       before_run=pin_airflow)}
     return out
 
 
@@ -1767,8 +1788,10 @@ def run(scale: float, streams: int, slots: int | None = None, parts: tuple[str, 
                 say(f"levers: DAG runs (GX preload, priority weights), {rounds} rounds")
                 result["levers"]["dag"] = run_dag_levers(uri, pg, name, streams, slots, rounds, dag_levers)
         if "production" in shapes and ("dag" in parts or "floor" in parts):
+            production_levers = dag_levers if levers and "dag" in lever_parts else ()
             result["production"] = run_production(uri, pg, files, name, streams, server_set, other_set, parts,
-                                                  preload, list(pool_sizes), pool_repeat, unique_floor)
+                                                  preload, list(pool_sizes), pool_repeat, unique_floor,
+                                                  production_levers, repeat if dag_repeat is None else dag_repeat)
             result["load_average"]["after_production"] = load_average()
         if "remote" in parts:  # the loads on two Edge workers beside LocalExecutor alone
             from switchyard_dev.bench_remote import run_remote
@@ -1905,25 +1928,37 @@ def report(result: dict, out: Path, plot: bool = True) -> None:
                   f"{full['median']:.3f} s, key proven by constraints {lean['median']:.3f} s, saved "
                   f"{lv['saved_seconds']['median']:.3f} s [{lv['saved_seconds']['min']:.3f}, "
                   f"{lv['saved_seconds']['max']:.3f}]")
-        for name, lv in result["levers"].get("dag", {}).items():
-            w, r = lv["wall_seconds"], lv.get("ratio_to_reference") or lv["ratio_to_no_preload"]
-            v = lv["validate_overhead_median"]
-            o = lv.get("task_overhead_median") or {}
-            vw = (lv.get("validation_work_seconds") or {}).get("median")
-            print(f"  DAG {name:<24} {w['median']:>8.1f} s [{w['min']:.1f}, {w['max']:.1f}]  "
-                  f"x{r['median']:.3f} of {lv.get('reference', 'no preload')}; validate overhead {v.get('median')} s; "
-                  f"median task overhead {o.get('median')} s; pool busy {(lv.get('pool_busy') or {}).get('median')}; "
-                  f"Airflow CPU {(lv.get('airflow_cpu_seconds') or {}).get('median')} s"
-                  + (f"; validation work {vw} s" if vw is not None else ""))
-            if DAG_LEVERS.get(name, (None, None, {}))[2].get("index_only"):
-                print("    (a measuring device: the checks switched off but the target's unique index; "
-                      "never a way to run)")
-            if lv.get("in_effect") is False:
-                print(f"    NOT IN EFFECT: {'; '.join(x['checks']['why'] for x in lv['runs'] if x['checks']['why'])}"
-                      f": these figures do not measure the lever")
+        for line in dag_lever_lines(result["levers"].get("dag", {})):
+            print(line)
+    if (prod.get("levers") or {}).get("dag"):
+        print(f"\nlevers, production shape (server on CPU {_cpus(prod['server_cpus'])}; median [min, max] over rounds)")
+        for line in dag_lever_lines(prod["levers"]["dag"]):
+            print(line)
     print(f"\nresults: {path}")
     for p in result.get("plots", []):
         print(f"plot: {p}")
+
+
+def dag_lever_lines(levers: dict) -> list[str]:
+    """The DAG levers' lines of the summary: median [min, max] wall and ratio to the reference."""
+    lines = []
+    for name, lv in levers.items():
+        w, r = lv["wall_seconds"], lv.get("ratio_to_reference") or lv["ratio_to_no_preload"]
+        v = lv["validate_overhead_median"]
+        o = lv.get("task_overhead_median") or {}
+        vw = (lv.get("validation_work_seconds") or {}).get("median")
+        lines.append(f"  DAG {name:<34} {w['median']:>8.1f} s [{w['min']:.1f}, {w['max']:.1f}]  "
+                     f"x{r['median']:.3f} of {lv.get('reference', 'no preload')}; validate overhead {v.get('median')} s; "
+                     f"median task overhead {o.get('median')} s; pool busy {(lv.get('pool_busy') or {}).get('median')}; "
+                     f"Airflow CPU {(lv.get('airflow_cpu_seconds') or {}).get('median')} s"
+                     + (f"; validation work {vw} s" if vw is not None else ""))
+        if DAG_LEVERS.get(name, (None, None, {}))[2].get("index_only"):
+            lines.append("    (a measuring device: the checks switched off but the target's unique index; "
+                         "never a way to run)")
+        if lv.get("in_effect") is False:
+            lines.append(f"    NOT IN EFFECT: {'; '.join(x['checks']['why'] for x in lv['runs'] if x['checks']['why'])}"
+                         f": these figures do not measure the lever")
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:
