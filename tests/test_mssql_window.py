@@ -385,10 +385,18 @@ def test_staging_tables_take_the_targets_columns_indexes_and_compression():
     check_golden("staging_from_target_orders_2.sql", text)
     assert "[o_comment] varchar(79) COLLATE SQL_Latin1_General_CP1_CI_AS NOT NULL" in text
     assert ") ON [fg2] WITH (DATA_COMPRESSION = PAGE);" in text
+    # Serial builds by default (SWITCHYARD_STEP_PARALLELISM=serial): the other streams load on
+    # the other schedulers.
     assert ("ALTER TABLE [tpch_staging].[orders_2] ADD CONSTRAINT [orders_2__PK_orders] PRIMARY KEY CLUSTERED "
-            "([o_orderkey]) WITH (DATA_COMPRESSION = PAGE) ON [fg2]") in text
+            "([o_orderkey]) WITH (DATA_COMPRESSION = PAGE, MAXDOP = 1) ON [fg2]") in text
     assert ("CREATE NONCLUSTERED INDEX [IX_orders_cust_date] ON [tpch_staging].[orders_2] ([o_custkey], "
-            "[o_orderdate] DESC) INCLUDE ([o_totalprice]) WITH (DATA_COMPRESSION = PAGE) ON [fg2]") in text
+            "[o_orderdate] DESC) INCLUDE ([o_totalprice]) WITH (DATA_COMPRESSION = PAGE, MAXDOP = 1) ON [fg2]") in text
+    # The server's own degree of parallelism on request.
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("SWITCHYARD_STEP_PARALLELISM", "server")
+        server = "\n".join(a.staging_index_sql(s, target.indexes, fg, dict(compression)))
+    assert "MAXDOP" not in server
+    assert "INCLUDE ([o_totalprice]) WITH (DATA_COMPRESSION = PAGE) ON [fg2]" in server
 
 
 def test_the_preflight_queries_match_golden():

@@ -181,12 +181,13 @@ SETTINGS: tuple[Setting, ...] = (
             "they are not re-run by Great Expectations (the row count always is); `full`: every "
             "expectation runs through Great Expectations.", STEPS, "constraints | full"),
     Setting("SWITCHYARD_STEP_PARALLELISM", "step_parallelism", _choice("serial", "server"), "serial",
-            "Parallel workers for the steps' own statements on a PostgreSQL target (the unique index "
-            "builds, the row counts). `serial`: none, each statement on the one backend it has: the "
-            "loads already keep one COPY per server core busy, and workers would only share those "
-            "cores at a cost of their own; `server`: the server's settings "
-            "(`max_parallel_maintenance_workers`, `max_parallel_workers_per_gather`), for a server with "
-            "cores to spare beside its COPY slots.", STEPS, "serial | server"),
+            "Parallelism of the steps' own statements on the target. `serial`: PostgreSQL runs the "
+            "unique index builds and the row counts without parallel workers, SQL Server builds the "
+            "staging tables' indexes with `MAXDOP = 1`: the loads already keep one bulk load per "
+            "server core busy, and a parallel plan would only share those cores at a cost of its own; "
+            "`server`: the server's settings (`max_parallel_maintenance_workers`, "
+            "`max_parallel_workers_per_gather`; SQL Server's max degree of parallelism), for a server "
+            "with cores to spare beside its load slots.", STEPS, "serial | server"),
 
     Setting("SWITCHYARD_PRELOAD", "preload", _bool, True,
             "The scheduler imports Great Expectations, the drivers and the DAG once, before it forks "

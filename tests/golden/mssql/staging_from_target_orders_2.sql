@@ -30,7 +30,10 @@ GO
 -- filegroup: SWITCH needs the same clustered index and every index of the target on the
 -- source, aligned with the partition; built here, before the commit, they are attached as
 -- they are (metadata only). A primary key or unique constraint is made as a constraint.
-ALTER TABLE [tpch_staging].[orders_2] ADD CONSTRAINT [orders_2__PK_orders] PRIMARY KEY CLUSTERED ([o_orderkey]) WITH (DATA_COMPRESSION = PAGE) ON [fg2];
+-- MAXDOP = 1 (an index option of CREATE INDEX and of ALTER TABLE ... ADD CONSTRAINT):
+-- the build's plan uses at most that many schedulers; 1 suppresses its parallel plan. The
+-- other streams' bulk loads keep the other schedulers busy, one each.
+ALTER TABLE [tpch_staging].[orders_2] ADD CONSTRAINT [orders_2__PK_orders] PRIMARY KEY CLUSTERED ([o_orderkey]) WITH (DATA_COMPRESSION = PAGE, MAXDOP = 1) ON [fg2];
 GO
-CREATE NONCLUSTERED INDEX [IX_orders_cust_date] ON [tpch_staging].[orders_2] ([o_custkey], [o_orderdate] DESC) INCLUDE ([o_totalprice]) WITH (DATA_COMPRESSION = PAGE) ON [fg2];
+CREATE NONCLUSTERED INDEX [IX_orders_cust_date] ON [tpch_staging].[orders_2] ([o_custkey], [o_orderdate] DESC) INCLUDE ([o_totalprice]) WITH (DATA_COMPRESSION = PAGE, MAXDOP = 1) ON [fg2];
 GO
