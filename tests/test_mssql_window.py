@@ -394,7 +394,7 @@ def test_staging_tables_take_the_targets_columns_indexes_and_compression():
     # The server's own degree of parallelism on request.
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("SWITCHYARD_STEP_PARALLELISM", "server")
-        server = "\n".join(a.staging_index_sql(s, target.indexes, fg, dict(compression)))
+        server = "\n".join(adapter(batch="b2").staging_index_sql(s, target.indexes, fg, dict(compression)))
     assert "MAXDOP" not in server
     assert "INCLUDE ([o_totalprice]) WITH (DATA_COMPRESSION = PAGE) ON [fg2]" in server
 

@@ -86,8 +86,14 @@ class TargetAdapter(ABC):
     def __init__(self, spec: LoadSpec, schema: str = "tpch", staging_schema: str | None = None,
                  control_schema: str = "switchyard", lock_timeout_seconds: int = 60,
                  lease_holder: str | None = None, lease_batch: str = "",
-                 lease_ttl_seconds: int = 1800):
+                 lease_ttl_seconds: int = 1800, step_parallelism: str | None = None):
         self.spec = spec
+        # Parallelism of the steps' own statements (SWITCHYARD_STEP_PARALLELISM): `serial`
+        # while every server core runs a load, or `server`; each engine applies it its own way.
+        if step_parallelism is None:
+            from switchyard.settings import get
+            step_parallelism = get().step_parallelism
+        self.step_parallelism = step_parallelism
         # The run lease (one run at a time per target schema): who we are, for how long a
         # claim holds without being renewed. None: steps run without a lease (tools, tests).
         self.lease_holder = lease_holder

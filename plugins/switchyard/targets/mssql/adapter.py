@@ -393,9 +393,8 @@ class MssqlAdapter(TargetAdapter):
                           compression: Mapping[str, str]) -> list[str]:
         """The target's indexes (catalog.IndexInfo) built on the stream's staging table."""
         names = {i.name: staging_constraint_name(stream.staging_table, i.name) for i in indexes if i.constraint}
-        # Serial builds while the batch loads (SWITCHYARD_STEP_PARALLELISM, as on PostgreSQL).
-        from switchyard.settings import get
-        maxdop = 1 if get().step_parallelism == "serial" else None
+        # Serial builds while the batch loads (step_parallelism, as on PostgreSQL).
+        maxdop = 1 if self.step_parallelism == "serial" else None
         return self.render("staging_indexes.sql", s=stream, indexes=indexes, filegroup=filegroup,
                            compression=dict(compression), constraint_names=names, maxdop=maxdop)
 

@@ -76,7 +76,7 @@ class PostgresAdapter(TargetAdapter):
     def __init__(self, spec: LoadSpec, conn_id: str | None = None, uri: str | None = None,
                  tablespaces: dict[int, str] | None = None, connect: Callable[[], Any] | None = None,
                  url: Callable[[], str] | None = None, copy_slots: int | None = None,
-                 copy_slot_wait_seconds: float = 3600.0, step_parallelism: str | None = None, **options: Any):
+                 copy_slot_wait_seconds: float = 3600.0, **options: Any):
         """A URI (`postgresql://...`), or `connect` (returns a new psycopg connection) with `url`
         (returns its SQLAlchemy URL): switchyard/airflow/connections.py builds those two from an
         Airflow connection, and the COPY slot settings from its extra. `conn_id` names the
@@ -94,11 +94,6 @@ class PostgresAdapter(TargetAdapter):
         # runs here); 0 turns the guard off.
         self.copy_slots = int(copy_slots) if copy_slots is not None else (os.cpu_count() or 1)
         self.copy_slot_wait_seconds = float(copy_slot_wait_seconds)
-        # Parallel workers for the steps' statements (SWITCHYARD_STEP_PARALLELISM): see step_settings.
-        if step_parallelism is None:
-            from switchyard.settings import get
-            step_parallelism = get().step_parallelism
-        self.step_parallelism = step_parallelism
 
     # --- SQL text ---------------------------------------------------------------------
     def _eol(self, table: Table) -> str | None:
