@@ -61,8 +61,6 @@ def _at_least_one(text: str) -> float:
 
 # The loads' priority orders (core/planner.py, load_priorities).
 LOAD_ORDERS = ("interleaved", "biggest-first")
-# Which waiting load gets a freed COPY slot (targets/postgres/slots.py).
-SLOT_ORDERS = ("shortest-first", "arrival")
 
 
 def _choice(*allowed: str) -> Callable[[str], str]:
@@ -182,12 +180,6 @@ SETTINGS: tuple[Setting, ...] = (
             "`constraints`: where the staging table's validated constraints prove the key checks, "
             "they are not re-run by Great Expectations (the row count always is); `full`: every "
             "expectation runs through Great Expectations.", STEPS, "constraints | full"),
-    Setting("SWITCHYARD_SLOT_ORDER", "slot_order", _choice(*SLOT_ORDERS), "shortest-first",
-            "Which waiting load gets a PostgreSQL target's freed COPY slot. `shortest-first`: the "
-            "one with the smallest file, so that a small load never holds its pool slot through a "
-            "big load's COPY while the next big load waits for that pool slot; `arrival`: the "
-            "server's lock queue, roughly the order the loads began to wait.", STEPS,
-            "shortest-first | arrival"),
     Setting("SWITCHYARD_STEP_PARALLELISM", "step_parallelism", _choice("serial", "server"), "serial",
             "Parallelism of the steps' own statements on the target. `serial`: PostgreSQL runs the "
             "unique index builds and the row counts without parallel workers, SQL Server builds the "
@@ -232,7 +224,6 @@ class Settings:
     lease_ttl_seconds: int
     progress_seconds: float
     validation: str
-    slot_order: str
     step_parallelism: str
     preload: bool
 

@@ -1114,9 +1114,6 @@ DAG_LEVERS = {
     # The steps' statements (index builds, row counts) with the server's parallel workers
     # (SWITCHYARD_STEP_PARALLELISM=server) against the default, serial.
     "preload, server's parallel workers": (True, False, {"airflow": {"SWITCHYARD_STEP_PARALLELISM": "server"}}),
-    # A freed COPY slot to the waiting load that began to wait first (SWITCHYARD_SLOT_ORDER=
-    # arrival) against the default, the shortest waiting load first.
-    "preload, slots by arrival": (True, False, {"airflow": {"SWITCHYARD_SLOT_ORDER": "arrival"}}),
     "preload, parallelism 4": (True, False, {"parallelism": 4}),
     "preload, parallelism 16": (True, False, {"parallelism": 16}),
     # The two latencies local.airflow_env shortens, back at Airflow's defaults.

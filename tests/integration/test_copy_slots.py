@@ -21,7 +21,7 @@ from switchyard.core.planner import StreamPlan, plan_batch
 from switchyard.core.spec import load_spec
 from switchyard.targets import TargetError
 from switchyard.targets.postgres import PostgresAdapter
-from switchyard.targets.postgres.slots import BLOCK_SECONDS, WAITING, size_key, slots_in_use
+from switchyard.targets.postgres.slots import slots_in_use
 
 SPEC = load_spec("tpch")
 
@@ -105,120 +105,6 @@ def test_two_loads_on_a_one_slot_target_never_copy_at_once(pg_uri, orders, schem
 
 def _load_in_child(uri: str, schema: str, stream: dict, path: str) -> None:
     PostgresAdapter(SPEC, uri=uri, schema=schema, copy_slots=1).load(StreamPlan(**stream), Path(path))
-
-
-@pytest.fixture
-def orders_and_suppliers(pg_uri, tpch_batch, schema):
-    name, folder = tpch_batch
-    plan = plan_batch(SPEC, read_manifest(folder, SPEC), ["orders", "supplier"])
-    PostgresAdapter(SPEC, uri=pg_uri, schema=schema).setup(plan)
-    return plan, folder
-
-
-def _waiting(uri: str) -> int:
-    """Loads marked as waiting for a slot, in this database."""
-    with psycopg.connect(uri, autocommit=True) as conn:
-        return conn.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = %s::oid "
-                            "AND objsubid = 2 AND granted AND database = (SELECT oid FROM pg_database "
-                            "WHERE datname = current_database())", (WAITING,)).fetchone()[0]
-
-
-def _until(condition, seconds: float = 20) -> bool:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.02)
-    return True
-
-
-def test_a_freed_slot_goes_to_the_shortest_waiting_load(pg_uri, orders_and_suppliers, schema, tmp_path):
-    """A big load waiting first and a small one waiting second: the small one COPYs first
-    (once the big one has looked at the queue again)."""
-    plan, folder = orders_and_suppliers
-    held, big, small = plan.stream("orders", 1), plan.stream("orders", 2), plan.stream("supplier", 1)
-    assert size_key((folder / small.file).stat().st_size) < size_key((folder / big.file).stat().st_size)
-    adapter = PostgresAdapter(SPEC, uri=pg_uri, schema=schema, copy_slots=1, slot_order="shortest-first",
-                              copy_slot_wait_seconds=30)
-    for s in (held, big, small):
-        adapter.prepare(s)
-    resume = threading.Event()
-    _frozen_feed(tmp_path / "orders.1.fifo", folder / held.file, resume)
-    results: dict = {}
-
-    def load(key, stream, path):
-        t = threading.Thread(target=lambda: results.update({key: adapter.load(stream, path)}), daemon=True)
-        t.start()
-        return t
-    loads = [load("held", held, tmp_path / "orders.1.fifo")]
-    try:
-        assert _until(lambda: slots_in_use_now(pg_uri) == 1)
-        loads.append(load("big", big, folder / big.file))
-        assert _until(lambda: _waiting(pg_uri) == 1), "the big load never marked itself as waiting"
-        time.sleep(0.5)  # the big load waits well before the small one arrives
-        loads.append(load("small", small, folder / small.file))
-        assert _until(lambda: _waiting(pg_uri) == 2), "the small load never marked itself as waiting"
-        # A waiting load looks at the queue between its bounded waits on the slot: the big
-        # one sees the small one within BLOCK_SECONDS and stands back.
-        time.sleep(BLOCK_SECONDS + 0.25)
-    finally:
-        resume.set()
-        for t in loads:
-            t.join(30)
-    assert {k: r.rows for k, r in results.items()} == {"held": held.rows, "big": big.rows, "small": small.rows}
-    d = {k: r.details for k, r in results.items()}
-    assert d["held"]["copy_ended_at"] <= d["small"]["copy_began_at"] < d["big"]["copy_began_at"], d
-    assert d["small"]["copy_ended_at"] <= d["big"]["copy_began_at"]
-    assert _waiting(pg_uri) == 0 and slots_in_use_now(pg_uri) == 0
-
-
-def slots_in_use_now(uri: str) -> int:
-    with psycopg.connect(uri) as conn:
-        return slots_in_use(conn)
-
-
-def _wait_in_child(uri: str, schema: str, stream: dict, path: str) -> None:
-    PostgresAdapter(SPEC, uri=uri, schema=schema, copy_slots=1, slot_order="shortest-first").load(
-        StreamPlan(**stream), Path(path))
-
-
-def test_a_killed_waiting_load_no_longer_holds_back_the_others(pg_uri, orders_and_suppliers, schema, tmp_path):
-    """A small load killed while it waits leaves no marker: the big load behind it gets the slot."""
-    plan, folder = orders_and_suppliers
-    held, big, small = plan.stream("orders", 1), plan.stream("orders", 2), plan.stream("supplier", 1)
-    adapter = PostgresAdapter(SPEC, uri=pg_uri, schema=schema, copy_slots=1, slot_order="shortest-first",
-                              copy_slot_wait_seconds=30)
-    for s in (held, big, small):
-        adapter.prepare(s)
-    resume = threading.Event()
-    _frozen_feed(tmp_path / "orders.1.fifo", folder / held.file, resume)
-    results: dict = {}
-    holder = threading.Thread(target=lambda: results.update(held=adapter.load(held, tmp_path / "orders.1.fifo")),
-                              daemon=True)
-    waiter = threading.Thread(target=lambda: results.update(big=adapter.load(big, folder / big.file)), daemon=True)
-    child = multiprocessing.get_context("fork").Process(
-        target=_wait_in_child, args=(pg_uri, schema, small.to_dict(), str(folder / small.file)))
-    holder.start()
-    try:
-        assert _until(lambda: slots_in_use_now(pg_uri) == 1)
-        child.start()
-        assert _until(lambda: _waiting(pg_uri) == 1)
-        waiter.start()
-        assert _until(lambda: _waiting(pg_uri) == 2)
-        os.kill(child.pid, signal.SIGKILL)
-        child.join(10)
-        # The server ends the killed client's session at its next lock wait's timeout, and its
-        # marker with it.
-        assert _until(lambda: _waiting(pg_uri) == 1, 10), "the killed load's marker outlived it"
-    finally:
-        if child.is_alive():
-            child.kill()
-        resume.set()
-        holder.join(30)
-        if waiter.ident:
-            waiter.join(30)
-    assert results["big"].rows == big.rows and results["held"].rows == held.rows
-    assert _waiting(pg_uri) == 0 and slots_in_use_now(pg_uri) == 0
 
 
 def test_a_killed_load_frees_its_slot(pg_uri, orders, schema, tmp_path):

@@ -76,7 +76,7 @@ class PostgresAdapter(TargetAdapter):
     def __init__(self, spec: LoadSpec, conn_id: str | None = None, uri: str | None = None,
                  tablespaces: dict[int, str] | None = None, connect: Callable[[], Any] | None = None,
                  url: Callable[[], str] | None = None, copy_slots: int | None = None,
-                 copy_slot_wait_seconds: float = 3600.0, slot_order: str | None = None, **options: Any):
+                 copy_slot_wait_seconds: float = 3600.0, **options: Any):
         """A URI (`postgresql://...`), or `connect` (returns a new psycopg connection) with `url`
         (returns its SQLAlchemy URL): switchyard/airflow/connections.py builds those two from an
         Airflow connection, and the COPY slot settings from its extra. `conn_id` names the
@@ -94,11 +94,6 @@ class PostgresAdapter(TargetAdapter):
         # runs here); 0 turns the guard off.
         self.copy_slots = int(copy_slots) if copy_slots is not None else (os.cpu_count() or 1)
         self.copy_slot_wait_seconds = float(copy_slot_wait_seconds)
-        # Which waiting load gets a freed slot (SWITCHYARD_SLOT_ORDER, slots.py).
-        if slot_order is None:
-            from switchyard.settings import get
-            slot_order = get().slot_order
-        self.slot_order = slot_order
 
     # --- SQL text ---------------------------------------------------------------------
     def _eol(self, table: Table) -> str | None:
@@ -288,13 +283,12 @@ class PostgresAdapter(TargetAdapter):
         return pool_size(self.copy_slots, per_slot)
 
     @contextmanager
-    def copy_slot(self, conn, size: int) -> Iterator[dict]:
-        """One of the server's COPY slots for the block (slots.py), for a load of `size` bytes;
-        a wait that outlasts copy_slot_wait_seconds is worth a retry, not a failure of the data."""
+    def copy_slot(self, conn) -> Iterator[dict]:
+        """One of the server's COPY slots for the block (slots.py); a wait that outlasts
+        copy_slot_wait_seconds is worth a retry, not a failure of the data."""
         from switchyard.targets.postgres.slots import NoSlot, copy_slot
         try:
-            with copy_slot(conn, self.copy_slots, self.copy_slot_wait_seconds,
-                           size if self.slot_order == "shortest-first" else None) as held:
+            with copy_slot(conn, self.copy_slots, self.copy_slot_wait_seconds) as held:
                 yield held
         except NoSlot as exc:
             raise TargetError(str(exc)) from exc
@@ -605,7 +599,7 @@ class PostgresAdapter(TargetAdapter):
             if self.lease_holder:
                 self.check_lease(self.claim_lease(conn))
             leased = time.monotonic()
-            with self.copy_slot(conn, total) as slot:
+            with self.copy_slot(conn) as slot:
                 rows, pid, copy_began_at, copy_ended_at, seconds, copied = self._copy(
                     conn, stream, path, progress, table, where, before, copy, after, total, single_field, text_format)
         ended = time.monotonic()

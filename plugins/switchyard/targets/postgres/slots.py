@@ -12,17 +12,6 @@ taken a bounded blocking `pg_advisory_lock` on one of them) are what makes it sa
 the server releases them when the session ends, so a load whose process is killed (SIGKILL, a
 lost worker) frees its slot as soon as its connection closes; no row is left behind to clean up.
 Locks are per database: loads into one database share its slots.
-
-Which waiting load gets a freed slot: the shortest first (by its file's size). The pool admits
-loads in priority order, a big load then a small one, and a small load that loses the slot to a
-big one keeps its pool slot through that whole COPY: the pool then runs out of waiting big
-loads, and when the big COPY ends, the only waiters are small ones, done in a blink, and the
-server's core idles while the next big load's task starts. A small load first costs the big
-one a fraction of a second and frees the small one's pool slot for the next big load. A load
-that has to wait says so with a shared session lock on (WAITING, its size in KiB) for as long
-as it waits, released with its session like the slot; a waiting load stands back while a
-shorter one waits and no slot is left over for it. Nothing can starve: a batch has finitely
-many loads, and a slot left free longer than one look goes to whoever sees it.
 """
 from __future__ import annotations
 
@@ -40,11 +29,6 @@ NAMESPACE = 0x53594344
 # leave the server's core idle between two COPYs), and one freed elsewhere is found within
 # this bound.
 BLOCK_SECONDS = 0.25
-# A waiting load's marker: the first key of its shared lock; the second is its size in KiB.
-WAITING = NAMESPACE + 1
-# How often a load that stands back for a shorter waiter looks again: the handover from the
-# shorter load's COPY to it waits at most this long.
-STAND_BACK_SECONDS = 0.05
 
 
 class NoSlot(TimeoutError):
@@ -97,87 +81,23 @@ def release_slot(conn: Any, slot: int) -> None:
     conn.commit()
 
 
-def size_key(nbytes: int) -> int:
-    """A load's size as the second key of its waiting marker: KiB, within the lock key's int4."""
-    return min(max(int(nbytes), 0) >> 10, 2**31 - 1)
-
-
-def queue(conn: Any, size: int) -> tuple[int, int]:
-    """(slots held, loads waiting that are shorter than `size` KiB), in this database."""
-    with conn.cursor() as cur:
-        cur.execute("SELECT count(*) FILTER (WHERE classid = %s::oid), "
-                    "count(*) FILTER (WHERE classid = %s::oid AND objid::bigint < %s) "
-                    "FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 2 AND granted "
-                    "AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
-                    (NAMESPACE, WAITING, size))
-        held, shorter = cur.fetchone()
-    conn.commit()
-    return held, shorter
-
-
-def stands_back(slots: int, held: int, shorter: int, free_before: bool) -> bool:
-    """Whether a waiting load leaves the next slot to shorter waiters: while they are at least
-    as many as the free slots, unless a slot was already free at its last look (a slot free
-    for that long is nobody's: its shorter waiter is busy elsewhere)."""
-    free = max(slots - held, 0)
-    return shorter > 0 and free <= shorter and not (free and free_before)
-
-
-def _marker(conn: Any, size: int, take: bool) -> None:
-    with conn.cursor() as cur:
-        call = "pg_advisory_lock_shared" if take else "pg_advisory_unlock_shared"
-        cur.execute(f"SELECT {call}(%s::int, %s::int)", (WAITING, size))
-    conn.commit()
-
-
-def _wait(conn: Any, slots: int, wait_seconds: float, started: float, size: int | None) -> int:
-    """Wait for a slot; `size` (KiB): shortest first, marked as waiting meanwhile; None: the
-    lock queue's order."""
-    if size is not None:
-        _marker(conn, size, take=True)
-    try:
-        free_before = False
-        while True:
-            left = wait_seconds - (time.monotonic() - started)
-            if left <= 0:
-                raise NoSlot(f"all {slots} COPY slots of the target stayed taken for {wait_seconds:.0f}s")
-            if size is not None:
-                held, shorter = queue(conn, size)
-                if stands_back(slots, held, shorter, free_before):
-                    free_before = held < slots
-                    time.sleep(min(STAND_BACK_SECONDS, left))
-                    continue
-            slot = try_slot(conn, slots)
-            if slot is None:
-                slot = wait_slot(conn, slots, min(BLOCK_SECONDS, left))
-            if slot is not None:
-                return slot
-            free_before = False
-    finally:
-        if size is not None:
-            try:
-                _marker(conn, size, take=False)
-            except Exception:  # noqa: BLE001 - a broken connection lost its session, and the marker with it
-                if not getattr(conn, "broken", False):
-                    raise
-
-
 @contextmanager
-def copy_slot(conn: Any, slots: int, wait_seconds: float, size: int | None = None) -> Iterator[dict]:
+def copy_slot(conn: Any, slots: int, wait_seconds: float) -> Iterator[dict]:
     """Hold one of `slots` COPY slots on `conn` (autocommit or between transactions) for the
-    block. `size`: the load's bytes, for the shortest-first order among waiting loads; None:
-    the order in which their waits are granted. Yields {"slot", "waited_seconds"}; raises
-    NoSlot after `wait_seconds`. slots <= 0: no guard (the block runs at once)."""
+    block. Yields {"slot", "waited_seconds"}; raises NoSlot after `wait_seconds`. slots <= 0:
+    no guard (the block runs at once)."""
     info: dict = {"slot": None, "waited_seconds": 0.0}
     if slots <= 0:
         yield info
         return
     started = time.monotonic()
-    # A free slot is taken at once, whatever the size: while loads wait, a slot is free only
-    # for the moment of its handover.
-    slot = try_slot(conn, slots)
-    if slot is None:
-        slot = _wait(conn, slots, wait_seconds, started, None if size is None else size_key(size))
+    while (slot := try_slot(conn, slots)) is None:
+        left = wait_seconds - (time.monotonic() - started)
+        if left <= 0:
+            raise NoSlot(f"all {slots} COPY slots of the target stayed taken for {wait_seconds:.0f}s")
+        slot = wait_slot(conn, slots, min(BLOCK_SECONDS, left))
+        if slot is not None:
+            break
     info.update(slot=slot, waited_seconds=round(time.monotonic() - started, 4))
     try:
         yield info
