@@ -1121,6 +1121,13 @@ DAG_LEVERS = {
     # Airflow's metadata in a database of the embedded PostgreSQL instead of a SQLite file.
     "preload, metadata in PostgreSQL": (True, False, {"metadata": "postgres"}),
     "preload, heartbeat 5 s": (True, False, {"airflow": {"AIRFLOW__WORKERS__MIN_HEARTBEAT_INTERVAL": "5"}}),
+    # Fewer heartbeats (one API call and one metadata write per running task and interval),
+    # with LocalExecutor's workers doubled, since a worker can stay busy up to one interval
+    # after its task process ended (local.py).
+    "preload, heartbeat 5 s, parallelism 16": (True, False, {"parallelism": 16, "airflow": {
+        "AIRFLOW__WORKERS__MIN_HEARTBEAT_INTERVAL": "5"}}),
+    "preload, heartbeat 2 s, parallelism 16": (True, False, {"parallelism": 16, "airflow": {
+        "AIRFLOW__WORKERS__MIN_HEARTBEAT_INTERVAL": "2"}}),
     "preload, Airflow's default latencies": (True, False, {"airflow": {
         "AIRFLOW__SCHEDULER__SCHEDULER_IDLE_SLEEP_TIME": "1", "AIRFLOW__WORKERS__MIN_HEARTBEAT_INTERVAL": "5"}}),
 }
