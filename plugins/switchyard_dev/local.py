@@ -109,14 +109,14 @@ def airflow_env(streams: int | None = None, extra: dict[str, str] | None = None,
         "GX_ANALYTICS_ENABLED": "False",
         "PYTHONPATH": os.pathsep.join(filter(None, [str(PROJECT / "plugins"), os.environ.get("PYTHONPATH")])),
     })
-    # Two latencies that dominate short tasks (each can be overridden from the environment):
-    # - a task's supervisor notices the task process's exit only at its next wake-up, at most
-    #   [workers] min_heartbeat_interval later (default 5 s): a task process that closes its
-    #   sockets before the kernel has torn it down (about half of them here) kept its
-    #   LocalExecutor worker busy 5 s more; 1 s bounds that, for one heartbeat a second;
-    # - an idle scheduler loop sleeps [scheduler] scheduler_idle_sleep_time (default 1 s)
-    #   before it sees that a task finished and queues the next one.
-    env.setdefault("AIRFLOW__WORKERS__MIN_HEARTBEAT_INTERVAL", "1")
+    # An idle scheduler loop sleeps [scheduler] scheduler_idle_sleep_time (default 1 s) before
+    # it sees that a task finished and queues the next one (can be overridden from the
+    # environment). [workers] min_heartbeat_interval keeps Airflow's 5 s: each running task's
+    # supervisor calls the API server once per interval (a write to the metadata database),
+    # and it also notices its task process's exit only at its next wake-up, so a task process
+    # that closes its sockets before the kernel has torn it down keeps its LocalExecutor worker
+    # busy up to 5 s more. SWITCHYARD_PARALLELISM (16) leaves workers for that: at 1 s with 8
+    # workers, the runs took 5 % longer and Airflow 9 CPU s more (docs/benchmarks.md).
     env.setdefault("AIRFLOW__SCHEDULER__SCHEDULER_IDLE_SLEEP_TIME", "0.25")
     # airflow_local_settings.py: the scheduler preloads GX and the DAG for the task processes it forks.
     env["PYTHONPATH"] = os.pathsep.join([str(local_settings), env["PYTHONPATH"]])

@@ -22,8 +22,9 @@ SETTINGS = (
             "`<state dir>/airflow`"),
     Setting("SWITCHYARD_AIRFLOW_PORT", "airflow_port", int, 28080,
             "Port of the local Airflow's api-server (the UI) on 127.0.0.1.", LOCAL, "port"),
-    Setting("SWITCHYARD_PARALLELISM", "parallelism", _positive_int, 8,
-            "The local Airflow's `[core] parallelism`: task processes at once.", LOCAL, "integer"),
+    Setting("SWITCHYARD_PARALLELISM", "parallelism", _positive_int, 16,
+            "The local Airflow's `[core] parallelism`: task processes at once (a LocalExecutor "
+            "worker can stay busy up to one heartbeat interval after its task ended).", LOCAL, "integer"),
     Setting("SWITCHYARD_POOL_SLOTS", "pool_slots", _positive_int, None,
             "Size of the demo's load pool.", LOCAL, "integer",
             "what `switchyard pool sync` sets: cores x `SWITCHYARD_POOL_PER_SLOT`"),
