@@ -1115,7 +1115,7 @@ DAG_LEVERS = {
     # (SWITCHYARD_STEP_PARALLELISM=server) against the default, serial.
     "preload, server's parallel workers": (True, False, {"airflow": {"SWITCHYARD_STEP_PARALLELISM": "server"}}),
     "preload, parallelism 4": (True, False, {"parallelism": 4}),
-    # The two latencies local.airflow_env shortens, back at Airflow's defaults.
+    # The scheduler's idle sleep local.airflow_env shortens, back at Airflow's default.
     "preload, idle sleep 1 s": (True, False, {"airflow": {"AIRFLOW__SCHEDULER__SCHEDULER_IDLE_SLEEP_TIME": "1"}}),
     # Airflow's metadata in a database of the embedded PostgreSQL instead of a SQLite file.
     "preload, metadata in PostgreSQL": (True, False, {"metadata": "postgres"}),
