@@ -1115,7 +1115,8 @@ DAG_LEVERS = {
     # (SWITCHYARD_STEP_PARALLELISM=server) against the default, serial.
     "preload, server's parallel workers": (True, False, {"airflow": {"SWITCHYARD_STEP_PARALLELISM": "server"}}),
     "preload, parallelism 4": (True, False, {"parallelism": 4}),
-    # The scheduler's idle sleep local.airflow_env shortens, back at Airflow's default.
+    # The scheduler's idle sleep local.airflow_env shortens, back at Airflow's default (with the
+    # default heartbeat of 5 s, Airflow's own latencies).
     "preload, idle sleep 1 s": (True, False, {"airflow": {"AIRFLOW__SCHEDULER__SCHEDULER_IDLE_SLEEP_TIME": "1"}}),
     # Airflow's metadata in a database of the embedded PostgreSQL instead of a SQLite file.
     "preload, metadata in PostgreSQL": (True, False, {"metadata": "postgres"}),
@@ -1126,8 +1127,6 @@ DAG_LEVERS = {
         "AIRFLOW__WORKERS__MIN_HEARTBEAT_INTERVAL": "1"}}),
     "preload, heartbeat 1 s": (True, False, {"airflow": {"AIRFLOW__WORKERS__MIN_HEARTBEAT_INTERVAL": "1"}}),
     "preload, parallelism 8": (True, False, {"parallelism": 8}),
-    "preload, Airflow's default latencies": (True, False, {"airflow": {
-        "AIRFLOW__SCHEDULER__SCHEDULER_IDLE_SLEEP_TIME": "1", "AIRFLOW__WORKERS__MIN_HEARTBEAT_INTERVAL": "5"}}),
 }
 DEFAULT_DAG_LEVERS = ("no preload", "preload", "preload, flat priorities")
 
