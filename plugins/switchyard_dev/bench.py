@@ -562,7 +562,7 @@ def run_dag(uri: str, pg, batch: str, streams: int, slots: int, preload: bool = 
     from switchyard.airflow.dag_factory import DagConfig, build_dag
     pool = pool or demo.default_pool_size(slots)
     api, startup = ensure_airflow(streams, preload, flat_priorities, options, uri)
-    demo.ensure_connection(api, pg, {"copy_slots": slots})
+    demo.ensure_connection(api, pg, {"copy_slots": slots, **(options or {}).get("connection_extra", {})})
     demo.ensure_pool(api, pool)
     expected = len(build_dag(DagConfig(streams=streams)).tasks)
     demo.wait_for_dag(api, expected)
@@ -642,7 +642,9 @@ def task_record(ti: dict, step: str, value: dict | None) -> dict:
             "step_ended": _ts((value or {}).get("step_ended")),
             "parts": load_parts(value) if step == "load" and value else None,
             # Seconds per kind of check (row_count, key_range, not_null, unique, declared).
-            "validation_cost": (value or {}).get("cost") if step == "validate" else None}
+            "validation_cost": (value or {}).get("cost") if step == "validate" else None,
+            # The task process's CPU seconds before its step and in it (the operator's `cpu`).
+            "cpu": (value or {}).get("cpu")}
 
 
 # A load's fixed cost, part by part, in the order a load task pays them: (key, label).
@@ -765,6 +767,12 @@ def analyse_dag(run: dict, state: str, tasks: list[dict], slots: int, stats: dic
             "start_gap_median": _r(_median([t.get("start_gap_seconds") for t in ts])),
             "gx_preloaded": (sum(1 for t in ts if t.get("gx_preloaded")) if step == "validate" else None),
             "work_reported": any(t["work_seconds"] is not None for t in ts),
+            # The task process's CPU seconds before its step (fork, logging, plugins, the task
+            # runner's API calls) and in the step (Switchyard's code and its client work).
+            "cpu_start_median": _r(_median([(t.get("cpu") or {}).get("task_start") for t in ts])),
+            "cpu_step_median": _r(_median([(t.get("cpu") or {}).get("step") for t in ts])),
+            "cpu_start_sum": _r(sum((t.get("cpu") or {}).get("task_start") or 0.0 for t in ts)),
+            "cpu_step_sum": _r(sum((t.get("cpu") or {}).get("step") or 0.0 for t in ts)),
         }
     pool_busy = sum(t["wall_seconds"] for t in loads) / (slots * load_span) if load_span else None
     # What the default validation costs, kind by kind, beside what the loads cost: summed over
@@ -1127,6 +1135,9 @@ DAG_LEVERS = {
         "AIRFLOW__WORKERS__MIN_HEARTBEAT_INTERVAL": "1"}}),
     "preload, heartbeat 1 s": (True, False, {"airflow": {"AIRFLOW__WORKERS__MIN_HEARTBEAT_INTERVAL": "1"}}),
     "preload, parallelism 8": (True, False, {"parallelism": 8}),
+    # The COPY slot held through the load's commit (the connection's copy_slot_release), against
+    # the default that releases it before the commit writes the loaded files to disk.
+    "preload, slot through the commit": (True, False, {"connection_extra": {"copy_slot_release": "commit"}}),
 }
 DEFAULT_DAG_LEVERS = ("no preload", "preload", "preload, flat priorities")
 
@@ -1420,6 +1431,13 @@ def overhead_lines(dag: dict) -> list[str]:
         work = f(s["work_median"]) if s["work_reported"] else "n/r"
         lines.append(f"{step:<16} {s['tasks']:>5} {f(s['wall_median']):>9} {work:>9} {f(s['overhead_median']):>9} "
                      f"{f(s['queue_wait_median']):>8} {f(s.get('start_gap_median')):>6} {f(s['gx_import_median']):>9}")
+    cpu = [(step, s) for step, s in dag["per_step"].items() if s.get("cpu_start_median") is not None]
+    if cpu:
+        lines.append("task processes' CPU seconds (medians; sums): before the step (process start, logging, "
+                     "plugins, the runner's API calls) / in the step")
+        for step, s in cpu:
+            lines.append(f"  {step:<14} {s['cpu_start_median']:.3f} / {s['cpu_step_median']:.3f}   "
+                         f"sums {s['cpu_start_sum']:.2f} / {s['cpu_step_sum']:.2f}")
     for key, label in (("efficiency_run", "run"), ("efficiency_loads", "loads window")):
         e = dag[key]
         if e:

@@ -190,6 +190,23 @@ def test_the_validation_cost_is_summed_by_kind_of_check_beside_the_loads_work():
     assert "1.25 s = unique 0.75, row_count 0.50" in line and "0.312 x the loads' work (4.00 s)" in line
 
 
+def test_the_task_processes_cpu_is_reported_per_step():
+    from switchyard_dev.bench import analyse_dag, overhead_lines, task_record
+    def ti(task_id, start, end):
+        return {"task_id": task_id, "state": "success", "start_date": f"2026-11-22T10:00:{start:02d}Z",
+                "end_date": f"2026-11-22T10:00:{end:02d}Z"}
+    tasks = [task_record(ti(f"orders_{i}.switch", 0, 2), "switch",
+                         {"seconds": 0.5, "cpu": {"task_start": 0.04 + i / 100, "step": 0.02 * i}}) for i in (1, 2, 3)]
+    tasks.append(task_record(ti("orders_4.switch", 0, 2), "switch", {"seconds": 0.5}))  # reported none
+    run = {"start_date": "2026-11-22T10:00:00Z", "end_date": "2026-11-22T10:00:08Z"}
+    step = analyse_dag(run, "success", tasks, slots=2, stats=None)["per_step"]["switch"]
+    assert (step["cpu_start_median"], step["cpu_step_median"]) == (0.06, 0.04)
+    assert (step["cpu_start_sum"], step["cpu_step_sum"]) == (0.18, 0.12)
+    line = next(x for x in overhead_lines(analyse_dag(run, "success", tasks, slots=2, stats=None))
+                if x.strip().startswith("switch ") and "sums" in x)
+    assert line.split() == ["switch", "0.060", "/", "0.040", "sums", "0.18", "/", "0.12"]
+
+
 _FORKED = """
 import json, os, sys
 sys.argv = [os.path.join(os.path.dirname(sys.executable), "airflow"), sys.argv[1]]

@@ -159,3 +159,57 @@ def test_the_slot_settings_in_a_connections_extra_reach_the_adapter_not_the_driv
     with adapter.connection() as c:
         assert c.execute("SHOW application_name").fetchone()[0] == "switchyard-extra", \
             "the driver's own extra keys still reach it"
+
+
+@pytest.mark.parametrize("release", ["copy", "commit"])
+def test_the_slot_goes_back_before_the_commit_or_after_it(pg_uri, orders, schema, monkeypatch, release):
+    """`copy_slot_release`: "copy" (the default) frees the slot while the load's transaction is
+    still open, so that the next load COPYs while this one's commit writes its files to disk;
+    "commit" frees it after the commit. Seen from another session at the moment of release:
+    the slots held, and the lock the load's TRUNCATE holds on its staging table until it ends."""
+    from switchyard.targets.postgres import slots as slot_guard
+    plan, folder = orders
+    stream = plan.stream("orders", 1)
+    kwargs = {} if release == "copy" else {"copy_slot_release": release}
+    adapter = PostgresAdapter(SPEC, uri=pg_uri, schema=schema, copy_slots=1, **kwargs)
+    assert adapter.copy_slot_release == release
+    adapter.prepare(stream)
+    seen: list[tuple[int, int]] = []
+    real = slot_guard.copy_slot
+
+    def watch(conn):
+        with psycopg.connect(pg_uri, autocommit=True) as other:
+            locks = other.execute(
+                "SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation "
+                "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE l.pid = %s AND n.nspname = %s "
+                "AND c.relname = %s AND l.mode = 'AccessExclusiveLock'",
+                (conn.info.backend_pid, adapter.staging_schema, stream.staging_table)).fetchone()[0]
+            seen.append((slots_in_use(other), locks))
+
+    @slot_guard.contextmanager
+    def spied(conn, slots, wait_seconds):
+        with real(conn, slots, wait_seconds) as info:
+            release_now = info["release"]
+
+            def release_and_look():
+                release_now()
+                watch(conn)
+            info["release"] = release_and_look
+            yield info
+        if not seen:  # released at the end of the block: after the commit
+            watch(conn)
+
+    monkeypatch.setattr(slot_guard, "copy_slot", spied)
+    result = adapter.load(stream, folder / stream.file)
+    assert result.rows == stream.rows
+    slots_free, table_locked = seen[0]
+    assert slots_free == 0
+    assert table_locked == (1 if release == "copy" else 0)
+    with psycopg.connect(pg_uri) as conn:
+        assert conn.execute(f'SELECT count(*) FROM "{adapter.staging_schema}"."{stream.staging_table}"'
+                            ).fetchone()[0] == stream.rows
+
+
+def test_an_unknown_slot_release_is_refused(pg_uri, schema):
+    with pytest.raises(TargetError, match="copy_slot_release"):
+        PostgresAdapter(SPEC, uri=pg_uri, schema=schema, copy_slot_release="never")

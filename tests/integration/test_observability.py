@@ -136,6 +136,9 @@ def test_run_writes_load_stats_report_and_asset_events(pg_uri, data_root, tpch_b
     page = report.read_text()
     assert run_id in page and 'id="chart-gantt"' in page and 'data-step="validate"' in page
     assert all(set(g["steps"]) == {"prepare", "load", "validate", "switch"} for g in loaded)
+    # Each step's task process reports its CPU seconds before the step and in it.
+    cpu = [s["cpu"] for g in loaded for s in g["steps"].values()]
+    assert all(c["task_start"] > 0 and c["step"] >= 0 for c in cpu) and any(c["step"] > 0 for c in cpu)
 
     # The real run's report renders with its charts: no console errors, no broken images.
     driver, profile = browser()

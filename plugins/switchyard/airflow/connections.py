@@ -48,7 +48,7 @@ def adapter_for(conn_id: str, spec: LoadSpec, **options: Any) -> TargetAdapter:
 
 # The PostgreSQL connection's extra keys that are the adapter's, not the driver's: PostgresHook
 # hands every other extra key to psycopg as a connection option, which refuses unknown ones.
-POSTGRES_ADAPTER_EXTRAS = ("copy_slots", "copy_slot_wait_seconds")
+POSTGRES_ADAPTER_EXTRAS = ("copy_slots", "copy_slot_wait_seconds", "copy_slot_release")
 
 
 def _postgres(conn_id: str, conn: Any):

@@ -229,12 +229,17 @@ class _GroupOperator(_TargetOperator):
     def execute(self, context: Any) -> dict:
         from switchyard.targets import TargetError
         started = now_iso()
+        # The task process's CPU seconds so far (its start: fork, logging, plugins, API calls)
+        # and in the step, kept with the result: what a task costs Airflow's side of the machine.
+        cpu_start = time.process_time()
         self.bind_run(context)
         try:
             result = self.step(context)
             # Kept for the run's Gantt chart: the stats task reads every step's span.
             if isinstance(result, dict):
-                result.update(step_started=started, step_ended=now_iso())
+                result.update(step_started=started, step_ended=now_iso(),
+                              cpu={"task_start": round(cpu_start, 4),
+                                   "step": round(time.process_time() - cpu_start, 4)})
             return result
         except AirflowSkipException:
             raise

@@ -97,8 +97,10 @@ def group_record(gid: str, group: dict, table_switched: bool = True) -> dict:
     for key in LOAD_DETAILS:
         if key in load:
             record[key] = load[key]
+    # Each step's span, and its task process's CPU seconds before the step and in it.
     steps = {step: {"started": (group.get(step) or {}).get("step_started"),
-                    "ended": (group.get(step) or {}).get("step_ended")}
+                    "ended": (group.get(step) or {}).get("step_ended"),
+                    "cpu": (group.get(step) or {}).get("cpu")}
              for step in STEPS if (group.get(step) or {}).get("step_started")}
     if steps:
         record["steps"] = steps

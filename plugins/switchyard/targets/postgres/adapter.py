@@ -60,6 +60,8 @@ EOL_COLUMN = "switchyard_eol"
 _ENCODINGS = {"utf-8": "UTF8", "utf8": "UTF8", "latin-1": "LATIN1", "latin1": "LATIN1",
               "iso-8859-1": "LATIN1", "ascii": "SQL_ASCII", "cp1252": "WIN1252"}
 _CHUNK = 1 << 20
+# When a load releases its COPY slot: before its commit (the files' sync) or after it.
+COPY_SLOT_RELEASE = ("copy", "commit")
 # The table's next version in the staging schema: `<table>__next` (no staging table, named
 # `<table>_<stream>`, ends in letters).
 NEXT_SUFFIX = "__next"
@@ -76,7 +78,7 @@ class PostgresAdapter(TargetAdapter):
     def __init__(self, spec: LoadSpec, conn_id: str | None = None, uri: str | None = None,
                  tablespaces: dict[int, str] | None = None, connect: Callable[[], Any] | None = None,
                  url: Callable[[], str] | None = None, copy_slots: int | None = None,
-                 copy_slot_wait_seconds: float = 3600.0, **options: Any):
+                 copy_slot_wait_seconds: float = 3600.0, copy_slot_release: str = "copy", **options: Any):
         """A URI (`postgresql://...`), or `connect` (returns a new psycopg connection) with `url`
         (returns its SQLAlchemy URL): switchyard/airflow/connections.py builds those two from an
         Airflow connection, and the COPY slot settings from its extra. `conn_id` names the
@@ -94,6 +96,13 @@ class PostgresAdapter(TargetAdapter):
         # runs here); 0 turns the guard off.
         self.copy_slots = int(copy_slots) if copy_slots is not None else (os.cpu_count() or 1)
         self.copy_slot_wait_seconds = float(copy_slot_wait_seconds)
+        # When a load gives its slot back (the extra's {"copy_slot_release": ...}): "copy", once
+        # its COPY is done, before the commit writes the loaded files to disk and waits for
+        # them; "commit", after the commit.
+        if copy_slot_release not in COPY_SLOT_RELEASE:
+            raise TargetError(f"copy_slot_release: {copy_slot_release!r} is not one of "
+                              f"{', '.join(COPY_SLOT_RELEASE)}")
+        self.copy_slot_release = copy_slot_release
 
     # --- SQL text ---------------------------------------------------------------------
     def _eol(self, table: Table) -> str | None:
@@ -600,8 +609,10 @@ class PostgresAdapter(TargetAdapter):
                 self.check_lease(self.claim_lease(conn))
             leased = time.monotonic()
             with self.copy_slot(conn) as slot:
+                release = slot["release"] if self.copy_slot_release == "copy" else None
                 rows, pid, copy_began_at, copy_ended_at, seconds, copied = self._copy(
-                    conn, stream, path, progress, table, where, before, copy, after, total, single_field, text_format)
+                    conn, stream, path, progress, table, where, before, copy, after, total, single_field, text_format,
+                    release)
         ended = time.monotonic()
         # The load's fixed cost beside its COPY, part by part (the benchmark reports them):
         # connecting, the lease's renewal, the slot's query, release, and closing the connection.
@@ -611,15 +622,18 @@ class PostgresAdapter(TargetAdapter):
                                    "connect_seconds": round(connected - began, 4),
                                    "lease_seconds": round(leased - connected, 4),
                                    "release_seconds": round(ended - copied, 4),
-                                   # When the server held the slot for this COPY (epoch seconds).
+                                   # When the server held the slot for this COPY (epoch seconds;
+                                   # released before the commit, the commit follows).
                                    "copy_began_at": round(copy_began_at, 4),
                                    "copy_ended_at": round(copy_ended_at, 4)})
 
     def _copy(self, conn, stream: StreamPlan, path: Path, progress: ProgressCallback | None, table: Table,
               where: str, before: list[str], copy: str, after: list[str], total: int, single_field: bool,
-              text_format: bool) -> tuple:
+              text_format: bool, release: Callable[[], None] | None = None) -> tuple:
         """The load's transaction on `conn`, its COPY slot held: (rows, backend pid, COPY start and
-        end in epoch seconds, COPY seconds, monotonic end)."""
+        end in epoch seconds, COPY seconds with the commit, monotonic end). `release`, when
+        given, gives the slot back once the COPY's statements are done, before the commit; the
+        COPY's end is then that moment."""
         import psycopg
         # The COPY's own time: the wait for a slot and the lease are not part of it.
         started = time.monotonic()
@@ -639,6 +653,9 @@ class PostgresAdapter(TargetAdapter):
                 for stmt in after:
                     cur.execute(stmt)
                 pid = conn.info.backend_pid
+                if release is not None:
+                    release()
+                    copy_ended_at = time.time()
         except GzipUnderPlainName as exc:
             raise TargetError(f"{path}: line 1, column {table.columns[0].name}: {GZIP_UNDER_PLAIN_NAME} "
                               f"{where}", permanent=True) from exc
@@ -657,7 +674,8 @@ class PostgresAdapter(TargetAdapter):
                          f"this stream's key range in the manifest")
             raise TargetError(message + hint, permanent=True) from exc
         copied = time.monotonic()
-        copy_ended_at = time.time()
+        if release is None:
+            copy_ended_at = time.time()
         return rows, pid, copy_began_at, copy_ended_at, copied - started, copied
 
     def _existing_partition(self, cur, stream: StreamPlan) -> tuple[str, list[str]] | None:

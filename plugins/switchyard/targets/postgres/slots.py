@@ -4,8 +4,14 @@ The record-load method runs one load per server core. Airflow's pool caps the *t
 load, but a load task also spends time starting, connecting and reporting, during which its
 pool slot keeps the server idle. The guard moves the cap to the server itself, around the COPY
 alone: a load takes one of `slots` advisory locks just before its COPY and gives it back right
-after the commit. The pool can then admit more load tasks than the server has cores, so one
-task's start-up overlaps another's COPY, and the server still never runs more COPYs than slots.
+after it, before or after the commit (`release` below). The pool can then admit more load
+tasks than the server has cores, so one task's start-up overlaps another's COPY, and the
+server still never runs more COPYs than slots.
+
+The commit of a COPY FREEZE into a table created in its transaction, with `wal_level=minimal`,
+writes the table's files to disk and waits for them (no WAL was written for them): seconds of
+I/O for a big file, during which the session uses no CPU. Released before the commit, the slot
+goes to the next load while this one's files are synced.
 
 Session-level advisory locks (`pg_try_advisory_lock(namespace, slot)`, and while all are
 taken a bounded blocking `pg_advisory_lock` on one of them) are what makes it safe:
@@ -84,9 +90,12 @@ def release_slot(conn: Any, slot: int) -> None:
 @contextmanager
 def copy_slot(conn: Any, slots: int, wait_seconds: float) -> Iterator[dict]:
     """Hold one of `slots` COPY slots on `conn` (autocommit or between transactions) for the
-    block. Yields {"slot", "waited_seconds"}; raises NoSlot after `wait_seconds`. slots <= 0:
-    no guard (the block runs at once)."""
-    info: dict = {"slot": None, "waited_seconds": 0.0}
+    block. Yields {"slot", "waited_seconds", "release"}; raises NoSlot after `wait_seconds`.
+    `release()` gives the slot back at once, also inside the block's transaction (an advisory
+    session lock is not transactional: the unlock takes effect when it runs, and the
+    transaction's commit or rollback does not undo it); the slot is released at the end of
+    the block otherwise. slots <= 0: no guard (the block runs at once)."""
+    info: dict = {"slot": None, "waited_seconds": 0.0, "release": lambda: None}
     if slots <= 0:
         yield info
         return
@@ -98,14 +107,25 @@ def copy_slot(conn: Any, slots: int, wait_seconds: float) -> Iterator[dict]:
         slot = wait_slot(conn, slots, min(BLOCK_SECONDS, left))
         if slot is not None:
             break
-    info.update(slot=slot, waited_seconds=round(time.monotonic() - started, 4))
+    released = False
+
+    def release() -> None:
+        nonlocal released
+        if not released:
+            with conn.cursor() as cur:
+                cur.execute("SELECT pg_advisory_unlock(%s::int, %s::int)", (NAMESPACE, slot))
+            released = True
+
+    info.update(slot=slot, waited_seconds=round(time.monotonic() - started, 4), release=release)
     try:
         yield info
     finally:
-        try:
-            release_slot(conn, slot)
-        except Exception:  # noqa: BLE001 - a broken connection lost its session, and the lock with it
-            pass
+        if not released:
+            released = True
+            try:
+                release_slot(conn, slot)
+            except Exception:  # noqa: BLE001 - a broken connection lost its session, and the lock with it
+                pass
 
 
 def slots_in_use(conn: Any) -> int:
