@@ -148,10 +148,11 @@ def test_the_slot_settings_in_a_connections_extra_reach_the_adapter_not_the_driv
     u = urlsplit(pg_uri)
     conn = {"conn_type": "postgres", "host": u.hostname, "port": u.port, "login": u.username,
             "password": u.password, "schema": u.path.lstrip("/"),
-            "extra": {"copy_slots": 1, "copy_slot_wait_seconds": 7, "application_name": "switchyard-extra"}}
+            "extra": {"copy_slots": 1, "copy_slot_wait_seconds": 7, "copy_slot_release": "commit",
+                      "application_name": "switchyard-extra"}}
     monkeypatch.setenv("AIRFLOW_CONN_SY_SLOTS_EXTRA", json.dumps(conn))
     adapter = adapter_for("sy_slots_extra", SPEC, schema=schema)
-    assert (adapter.copy_slots, adapter.copy_slot_wait_seconds) == (1, 7.0)
+    assert (adapter.copy_slots, adapter.copy_slot_wait_seconds, adapter.copy_slot_release) == (1, 7.0, "commit")
     plan, folder = orders
     s = plan.stream("orders", 1)
     adapter.prepare(s)
