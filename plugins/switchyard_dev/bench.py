@@ -1668,6 +1668,46 @@ def shape_lines(result: dict) -> list[str]:
             f"{'DAG s':>8} {'x floor':>8} {'floor+ix s':>11} {'x fl+ix':>8} {'Airflow':>9} {'of cores':>8}", *rows]
 
 
+def work_bound(result: dict, shape: str) -> dict | None:
+    """The shortest run the DAG's own work allows in this shape: its CPU seconds spread over the
+    cores that did it with none ever idle (no schedule of the same work is shorter), and the
+    floor ratio that run would have. Laptop: the machine's CPU over all its cores. Production:
+    the server's CPU over its cores, or everything else over the others, whichever is longer.
+    `reached`: the DAG's ratio over that ceiling (1.0: the run was as short as its work)."""
+    section = result if shape == "laptop" else result.get("production")
+    dag = (section or {}).get("dag") or {}
+    cpu = dag.get("cpu_seconds") or {}
+    if not cpu.get("machine") or not dag.get("wall_seconds") or dag.get("state") != "success":
+        return None
+    if shape == "laptop":
+        cores = (result.get("machine") or {}).get("cpus") or result["slots"]
+        parts = {"the machine's cores": (cpu["machine"], cores)}
+    else:
+        server, other = len(section["server_cpus"]), len(section["other_cpus"])
+        parts = {"the server's cores": (cpu.get("postgres") or 0.0, server),
+                 "Airflow's cores": (cpu["machine"] - (cpu.get("postgres") or 0.0), other)}
+    by, (work, cores) = max(parts.items(), key=lambda item: item[1][0] / item[1][1])
+    bound = work / cores
+    floor = section["floor"]["wall_seconds"]
+    return {"bound_by": by, "cpu_seconds": round(work, 1), "cores": cores, "bound_seconds": round(bound, 2),
+            "dag_seconds": dag["wall_seconds"], "ceiling": round(floor / bound, 3),
+            "ratio": round(floor / dag["wall_seconds"], 3), "reached": round(bound / dag["wall_seconds"], 3)}
+
+
+def work_bound_lines(result: dict) -> list[str]:
+    rows = []
+    for shape in ("laptop", "production"):
+        b = work_bound(result, shape)
+        if b:
+            rows.append(f"{shape:<11} {b['bound_by']:<20} {b['cpu_seconds']:>7.1f} {b['cores']:>5} "
+                        f"{b['bound_seconds']:>8.2f} {b['dag_seconds']:>8.2f} {b['ceiling']:>8.3f} "
+                        f"{b['ratio']:>8.3f} {100 * b['reached']:>7.0f}%")
+    if not rows:
+        return []
+    return [f"{'shape':<11} {'bound by':<20} {'CPU s':>7} {'cores':>5} {'bound s':>8} {'DAG s':>8} "
+            f"{'ceiling':>8} {'x floor':>8} {'reached':>8}", *rows]
+
+
 def airflow_service_lines(result: dict) -> list[str]:
     """Airflow's CPU per service in each shape's DAG run: seconds, per task run, per second of the run."""
     lines = []
@@ -1852,6 +1892,7 @@ def report(result: dict, out: Path, plot: bool = True) -> None:
         except ImportError as exc:
             result["plots"] = []
             print(f"    no plots ({exc}; pip install matplotlib)", flush=True)
+    result["work_bound"] = {shape: b for shape in ("laptop", "production") if (b := work_bound(result, shape))}
     path.write_text(json.dumps(result, indent=1, default=str) + "\n")
     b = result["batch"]
     la = result.get("load_average") or {}
@@ -1865,6 +1906,12 @@ def report(result: dict, out: Path, plot: bool = True) -> None:
         print("\nboth shapes side by side (each DAG against its own floor; Airflow = CPU s of its services "
               "during the DAG run, and that over the run's wall x the cores Airflow had)")
         for line in sides:
+            print(line)
+    bounds = work_bound_lines(result)
+    if bounds:
+        print("\nwhat each DAG run's own work allows (its CPU seconds over the cores that did them, none ever "
+              "idle: no schedule\n of the same work is shorter; ceiling = floor / that; reached = that / the DAG's wall)")
+        for line in bounds:
             print(line)
     indexed = unique_floor_lines(result)
     if indexed:

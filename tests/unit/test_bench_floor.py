@@ -125,3 +125,23 @@ def test_the_indexes_cost_in_the_floor_is_reported_beside_the_plain_floor():
     assert lines[1].split()[:8] == ["laptop", "10.00", "12.50", "+2.50", "15.0", "19.5", "+4.5", "2.75"]
     assert lines[2].endswith("each table's files: lineitem 2.50 / 8.50 s; orders 0.25 / 1.00 s")
     assert bench.unique_floor_cost(floor, None) == {}
+
+
+def test_the_work_bound_spreads_each_shapes_cpu_over_the_cores_that_did_it():
+    result = {"slots": 2, "machine": {"cpus": 2}, "floor": {"wall_seconds": 10.0},
+              "dag": {"state": "success", "wall_seconds": 20.0, "cpu_seconds": {"machine": 30.0, "postgres": 20.0}},
+              "production": {"server_cpus": [0], "other_cpus": [1], "floor": {"wall_seconds": 12.0},
+                             "dag": {"state": "success", "wall_seconds": 24.0,
+                                     "cpu_seconds": {"machine": 30.0, "postgres": 12.0}}}}
+    laptop = bench.work_bound(result, "laptop")
+    assert (laptop["bound_seconds"], laptop["ceiling"], laptop["reached"]) == (15.0, 0.667, 0.75)
+    production = bench.work_bound(result, "production")
+    # The server's 12 CPU s on its core against the other 18 on theirs: the rest bounds it.
+    assert production["bound_by"] == "Airflow's cores" and production["bound_seconds"] == 18.0
+    assert (production["ceiling"], production["ratio"], production["reached"]) == (0.667, 0.5, 0.75)
+    result["production"]["dag"]["cpu_seconds"]["postgres"] = 20.0
+    assert bench.work_bound(result, "production")["bound_by"] == "the server's cores"
+    lines = bench.work_bound_lines(result)
+    assert lines[1].split()[-3:] == ["0.667", "0.500", "75%"]
+    failed = dict(result, dag=dict(result["dag"], state="failed"))
+    assert bench.work_bound(failed, "laptop") is None
