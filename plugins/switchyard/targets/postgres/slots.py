@@ -81,9 +81,14 @@ def wait_slot(conn: Any, slots: int, seconds: float) -> int | None:
         return None
 
 
-def release_slot(conn: Any, slot: int) -> None:
+def _unlock(conn: Any, slot: int) -> None:
+    # Not transactional: the session lock goes when this runs, whatever the transaction does.
     with conn.cursor() as cur:
         cur.execute("SELECT pg_advisory_unlock(%s::int, %s::int)", (NAMESPACE, slot))
+
+
+def release_slot(conn: Any, slot: int) -> None:
+    _unlock(conn, slot)
     conn.commit()
 
 
@@ -112,8 +117,7 @@ def copy_slot(conn: Any, slots: int, wait_seconds: float) -> Iterator[dict]:
     def release() -> None:
         nonlocal released
         if not released:
-            with conn.cursor() as cur:
-                cur.execute("SELECT pg_advisory_unlock(%s::int, %s::int)", (NAMESPACE, slot))
+            _unlock(conn, slot)  # inside the block's transaction: no commit here
             released = True
 
     info.update(slot=slot, waited_seconds=round(time.monotonic() - started, 4), release=release)
