@@ -21,7 +21,6 @@ from switchyard.core.planner import StreamPlan, plan_batch
 from switchyard.core.spec import load_spec
 from switchyard.targets import TargetError
 from switchyard.targets.postgres import PostgresAdapter
-from switchyard.targets.postgres.slots import slots_in_use
 
 SPEC = load_spec("tpch")
 
@@ -72,6 +71,22 @@ class CopySampler(threading.Thread):
                 time.sleep(0.01)
 
 
+def _slots_held(conn, *, pid: int | None = None, copying_into: str | None = None) -> list[int]:
+    """The backends holding a COPY slot of this database: the one with this pid, or those
+    whose COPY runs into a table of the schema `copying_into`. Other tests load into the same
+    database at the same time, and their loads take slots too."""
+    from switchyard.targets.postgres.slots import NAMESPACE
+    return [row[0] for row in conn.execute(
+        "SELECT l.pid FROM pg_locks l "
+        "WHERE l.locktype = 'advisory' AND l.classid = %s::oid AND l.objsubid = 2 AND l.granted "
+        "AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
+        "AND (%s::int IS NULL OR l.pid = %s::int) "
+        "AND (%s::text IS NULL OR l.pid IN (SELECT p.pid FROM pg_stat_progress_copy p "
+        "JOIN pg_class c ON c.oid = p.relid JOIN pg_namespace n ON n.oid = c.relnamespace "
+        "WHERE n.nspname = %s::text))",
+        (NAMESPACE, pid, pid, copying_into, copying_into)).fetchall()]
+
+
 def test_two_loads_on_a_one_slot_target_never_copy_at_once(pg_uri, orders, schema, tmp_path):
     plan, folder = orders
     first, second = plan.stream("orders", 1), plan.stream("orders", 2)
@@ -117,25 +132,30 @@ def test_a_killed_load_frees_its_slot(pg_uri, orders, schema, tmp_path):
     child = multiprocessing.get_context("fork").Process(
         target=_load_in_child, args=(pg_uri, schema, stream.to_dict(), str(tmp_path / "orders.1.fifo")))
     child.start()
-    with psycopg.connect(pg_uri) as conn:
-        deadline = time.monotonic() + 20
-        while slots_in_use(conn) < 1 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert slots_in_use(conn) == 1
-        # A load that finds the slot taken waits, then says so (worth a retry, not bad data).
-        impatient = PostgresAdapter(SPEC, uri=pg_uri, schema=schema, copy_slots=1, copy_slot_wait_seconds=0.5)
-        with pytest.raises(TargetError, match="COPY slots") as caught:
-            impatient.load(stream, folder / stream.file)
-        assert caught.value.permanent is False
-        os.kill(child.pid, signal.SIGKILL)
-        child.join(10)
-        resume.set()
+    # Autocommit: inside one transaction pg_stat_activity is a snapshot that never changes.
+    with psycopg.connect(pg_uri, autocommit=True) as conn:
+        try:
+            deadline = time.monotonic() + 20
+            while (not (holders := _slots_held(conn, copying_into=adapter.staging_schema))
+                   and time.monotonic() < deadline):
+                time.sleep(0.05)
+            assert len(holders) == 1, "the child's load holds the one slot"
+            # A load that finds the slot taken waits, then says so (worth a retry, not bad data).
+            impatient = PostgresAdapter(SPEC, uri=pg_uri, schema=schema, copy_slots=1, copy_slot_wait_seconds=0.5)
+            with pytest.raises(TargetError, match="COPY slots") as caught:
+                impatient.load(stream, folder / stream.file)
+            assert caught.value.permanent is False
+        finally:
+            # Killed whatever happened above: a child left alive would keep the slot.
+            os.kill(child.pid, signal.SIGKILL)
+            child.join(10)
+            resume.set()
         assert child.exitcode == -signal.SIGKILL
         # The server ends the killed client's session, and its lock with it.
         result = adapter.load(stream, folder / stream.file)
         assert result.rows == stream.rows
         assert result.details["copy_slot_wait_seconds"] < 20
-        assert slots_in_use(conn) == 0
+        assert _slots_held(conn, pid=holders[0]) == [], "the killed load's session kept its slot"
 
 
 def test_the_slot_settings_in_a_connections_extra_reach_the_adapter_not_the_driver(pg_uri, orders, schema,
@@ -185,7 +205,7 @@ def test_the_slot_goes_back_before_the_commit_or_after_it(pg_uri, orders, schema
                 "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE l.pid = %s AND n.nspname = %s "
                 "AND c.relname = %s AND l.mode = 'AccessExclusiveLock'",
                 (conn.info.backend_pid, adapter.staging_schema, stream.staging_table)).fetchone()[0]
-            seen.append((slots_in_use(other), locks))
+            seen.append((len(_slots_held(other, pid=conn.info.backend_pid)), locks))
 
     @slot_guard.contextmanager
     def spied(conn, slots, wait_seconds):
@@ -203,8 +223,8 @@ def test_the_slot_goes_back_before_the_commit_or_after_it(pg_uri, orders, schema
     monkeypatch.setattr(slot_guard, "copy_slot", spied)
     result = adapter.load(stream, folder / stream.file)
     assert result.rows == stream.rows
-    slots_free, table_locked = seen[0]
-    assert slots_free == 0
+    slots_held, table_locked = seen[0]
+    assert slots_held == 0
     assert table_locked == (1 if release == "copy" else 0)
     with psycopg.connect(pg_uri) as conn:
         assert conn.execute(f'SELECT count(*) FROM "{adapter.staging_schema}"."{stream.staging_table}"'
