@@ -131,13 +131,3 @@ def copy_slot(conn: Any, slots: int, wait_seconds: float) -> Iterator[dict]:
             except Exception:  # noqa: BLE001 - a broken connection lost its session, and the lock with it
                 pass
 
-
-def slots_in_use(conn: Any) -> int:
-    """How many COPY slots are held now, in this database (for tests and diagnostics)."""
-    with conn.cursor() as cur:
-        cur.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = %s::oid "
-                    "AND objsubid = 2 AND granted AND database = (SELECT oid FROM pg_database "
-                    "WHERE datname = current_database())", (NAMESPACE,))
-        held = cur.fetchone()[0]
-    conn.commit()
-    return held
