@@ -127,3 +127,47 @@ def test_the_loads_pair_each_big_load_with_a_small_one():
     for t in dag.tasks:
         if t.task_id.count(".") == 1 and t.task_id.split(".")[0] in order:
             assert t.priority_weight == dag.get_task(t.task_id.split(".")[0] + ".load").priority_weight
+
+
+def _spec_with(tmp_path, **tasks) -> str:
+    import yaml
+    from switchyard.core.spec import spec_file
+    raw = yaml.safe_load(spec_file("tpch").read_text())
+    for table, value in tasks.items():
+        raw["tables"][table]["tasks"] = value
+    path = tmp_path / "tpch.yaml"
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    return str(path)
+
+
+def test_a_single_task_table_has_one_task_per_group_in_the_load_pool(tmp_path):
+    dag = build_dag(DagConfig(streams=3, spec=_spec_with(tmp_path, customer="single", region="single")))
+    assert [t.task_id for t in dag.task_group_dict["customer_2"]] == ["customer_2.steps"]
+    steps = dag.get_task("customer_2.steps")
+    assert steps.pool == "switchyard_loads" and steps.upstream_task_ids == {"setup.plan"}
+    assert steps.priority_weight == build_dag(DagConfig(streams=3)).get_task("customer_2.load").priority_weight
+    assert [t.task_id for t in dag.task_group_dict["region_1"]] == ["region_1.steps"]
+    # The other tables keep a task per step; publish and stats know which tables are single.
+    assert [t.task_id for t in dag.task_group_dict["orders_1"]][-1] == "orders_1.switch"
+    publish = dag.get_task("publish.customer")
+    assert publish.upstream_task_ids == {f"customer_{k}.steps" for k in (1, 2, 3)} and publish.single
+    assert not dag.get_task("publish.orders").single
+    assert sorted(dag.get_task("stats").single_tables) == ["customer", "region"]
+    assert len(dag.tasks) == expected_tasks(3) - 3 * (3 + 1)
+
+
+def test_the_spec_names_a_wrong_tasks_value(tmp_path):
+    from switchyard.core.spec import SpecError
+    with pytest.raises(SpecError, match=r"tables\.customer\.tasks: 'one' is not one of per-step, single"):
+        load_spec(_spec_with(tmp_path, customer="one"))
+
+
+def test_a_single_tasks_state_spreads_over_its_steps_as_four_tasks_would_have_them():
+    from switchyard.observability.stats import single_task_states
+    assert single_task_states("success", {"prepare": {}, "load": {}, "validate": {}, "switch": {}}) == dict.fromkeys(
+        ("prepare", "load", "validate", "switch"), "success")
+    assert single_task_states("failed", {"prepare": {}, "load": {}, "failed_step": "validate"}) == {
+        "prepare": "success", "load": "success", "validate": "failed", "switch": None}
+    assert single_task_states("failed", {"failed_step": "prepare"}) == {
+        "prepare": "failed", "load": None, "validate": None, "switch": None}
+    assert single_task_states("skipped", {}) == dict.fromkeys(("prepare", "load", "validate", "switch"), "skipped")

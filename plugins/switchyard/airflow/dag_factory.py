@@ -11,8 +11,9 @@ from datetime import datetime, timedelta
 
 from airflow.sdk import DAG, Asset, Param, TaskGroup, TriggerRule
 
-from switchyard.airflow.operators import (LoadOperator, PlanBatchOperator, PrepareOperator, PublishOperator, StatsOperator,
-                        SwitchOperator, ValidateOperator, WaitForBatchSensor)
+from switchyard.airflow.operators import (GroupStepsOperator, LoadOperator, PlanBatchOperator, PrepareOperator,
+                                          PublishOperator, StatsOperator, SwitchOperator, ValidateOperator,
+                                          WaitForBatchSensor)
 from switchyard.core.planner import group_id, load_priorities, streams_of
 from switchyard import settings
 from switchyard.core.spec import LoadSpec, load_spec
@@ -38,6 +39,9 @@ file into its own staging table and switches it in as one partition of the big t
    the table's next version, and the table's last switch moves the whole batch in, in one
    transaction (the table's `mode`: **replace** the table, or **append** the batch's own
    partitions with retention). Readers see the table before the batch or after it, whole.
+
+A table whose spec says `tasks: single` runs each group's four steps, in this order, in one
+task, **steps** (for small tables, whose loads are shorter than a task's start).
 
 `setup` waits for the batch's `manifest.json`, plans the partitions and creates what is
 missing. **publish** updates one Asset per table, `switchyard://<connection>/<schema>/<table>`,
@@ -110,6 +114,8 @@ class StepOperators:
     load: type = LoadOperator
     validate: type = ValidateOperator
     switch: type = SwitchOperator
+    # A group's four steps in one task, for the tables whose spec says `tasks: single`.
+    steps: type = GroupStepsOperator
     publish: type = PublishOperator
     stats: type = StatsOperator
 
@@ -198,17 +204,25 @@ def build_dag(config: DagConfig | None = None, operators: StepOperators = StepOp
                 gid = group_id(table.name, k)
                 groups.append((table.name, k))
                 weight = priorities[(table.name, k)]
-                with TaskGroup(gid, tooltip=f"{table.name}, stream {k}: prepare, load, validate, switch"):
+                single = table.tasks == "single"
+                with TaskGroup(gid, tooltip=f"{table.name}, stream {k}: prepare, load, validate, switch"
+                               + (" in one task" if single else "")):
                     args = dict(table=table.name, stream=k, priority_weight=weight, weight_rule="absolute", **common)
                     route = routing(spec, config, k)
-                    # A stream on a source: its file is on that source's workers, not here.
-                    prepare = op.prepare(task_id="prepare", file_on_source=spec.source_of(k), **args)
-                    load = op.load(task_id="load", pool=config.pool, **route, **args)
-                    # A failed expectation is a fact about the data and fails at once
-                    # (AirflowFailException); a lost connection is retried.
-                    validate = op.validate(task_id="validate", **args)
-                    switch = op.switch(task_id="switch", **args)
-                    setup >> prepare >> load >> validate >> switch
+                    if single:
+                        # The whole group holds a load pool slot and goes where its load would.
+                        switch = op.steps(task_id="steps", pool=config.pool, file_on_source=spec.source_of(k),
+                                          **route, **args)
+                        setup >> switch
+                    else:
+                        # A stream on a source: its file is on that source's workers, not here.
+                        prepare = op.prepare(task_id="prepare", file_on_source=spec.source_of(k), **args)
+                        load = op.load(task_id="load", pool=config.pool, **route, **args)
+                        # A failed expectation is a fact about the data and fails at once
+                        # (AirflowFailException); a lost connection is retried.
+                        validate = op.validate(task_id="validate", **args)
+                        switch = op.switch(task_id="switch", **args)
+                        setup >> prepare >> load >> validate >> switch
                 switches.append(switch)
                 by_table.setdefault(table.name, []).append(switch)
 
@@ -220,13 +234,15 @@ def build_dag(config: DagConfig | None = None, operators: StepOperators = StepOp
             publishes = [
                 op.publish(task_id=name, table=name, asset_conn_id=config.conn_id,
                            groups=[t.task_id.split(".")[0] for t in table_switches],
+                           single=spec.table(name).tasks == "single",
                            outlets=[table_asset(config.conn_id, config.schema, name)], retries=0,
                            trigger_rule=TriggerRule.NONE_FAILED_MIN_ONE_SUCCESS, **common)
                 for name, table_switches in by_table.items()]
             for publish, table_switches in zip(publishes, by_table.values()):
                 table_switches >> publish
 
-        stats = op.stats(task_id="stats", groups=groups, trigger_rule=TriggerRule.ALL_DONE, retries=0, **common)
+        stats = op.stats(task_id="stats", groups=groups, trigger_rule=TriggerRule.ALL_DONE, retries=0,
+                         single_tables=[t.name for t in tables if t.tasks == "single"], **common)
         switches >> stats
         publishes >> stats
     return dag

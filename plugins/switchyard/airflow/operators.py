@@ -285,15 +285,18 @@ class PrepareOperator(_GroupOperator):
         self.file_on_source = file_on_source
 
     def step(self, context: Any) -> dict:
-        plan, s = self.stream_plan(context)
-        path = resolve_file(Path(plan["batch_dir"]), s.file)
-        if not self.file_on_source and not path.is_file():
-            raise AirflowFailException(f"{path}: stream file not found [table {s.table}, stream {s.stream}]")
-        adapter = self.adapter()
-        started = time.monotonic()
-        adapter.prepare(s)
-        return {"staging_table": f"{plan['staging_schema']}.{s.staging_table}", "file": str(path),
-                "seconds": round(time.monotonic() - started, 4)}
+        return prepare_step(self, *self.stream_plan(context))
+
+
+def prepare_step(op: _GroupOperator, plan: dict, s) -> dict:
+    path = resolve_file(Path(plan["batch_dir"]), s.file)
+    if not getattr(op, "file_on_source", None) and not path.is_file():
+        raise AirflowFailException(f"{path}: stream file not found [table {s.table}, stream {s.stream}]")
+    adapter = op.adapter()
+    started = time.monotonic()
+    adapter.prepare(s)
+    return {"staging_table": f"{plan['staging_schema']}.{s.staging_table}", "file": str(path),
+            "seconds": round(time.monotonic() - started, 4)}
 
 
 class LoadOperator(_GroupOperator):
@@ -309,61 +312,67 @@ class LoadOperator(_GroupOperator):
         self.progress_every_seconds = progress_every_seconds
 
     def step(self, context: Any) -> dict:
-        from switchyard.observability.progress import LoadProgress
-        from switchyard.targets import TargetError
-        # The load's fixed cost part by part, in its result (`parts`, seconds): the plan's pull
-        # from XCom, the connection's lookup, the progress sampler's setup and close; the
-        # adapter adds its own (connect, lease, release) to the result's details.
+        # The load's fixed cost part by part, in its result (`parts`): the plan's pull first.
         clock = time.monotonic()
         plan, s = self.stream_plan(context)
-        parts = {"plan_pull": time.monotonic() - clock}
-        path = self.local_file(plan, s)
-        clock = time.monotonic()
-        adapter = self.adapter()
-        parts["connection_lookup"] = time.monotonic() - clock
-        clock = time.monotonic()
-        # The server's progress sampler connects only when a progress line is due (after
-        # SWITCHYARD_PROGRESS_SECONDS): a short load never opens that side connection.
-        server = adapter.server_progress(adapter.staging_schema, s.staging_table)
-        progress = LoadProgress(s.group_id, self.progress_every_seconds, server=server)
-        parts["progress_setup"] = time.monotonic() - clock
-        started = now_iso()
-        clock = time.monotonic()
-        try:
-            result = adapter.load(s, path, progress)
-        except TargetError as exc:
-            if exc.permanent:  # bad data: a retry would fail the same way
-                raise AirflowFailException(str(exc)) from exc
-            raise
-        finally:
-            loaded = time.monotonic()
-            if server is not None:
-                server.close()
-            parts["progress_close"] = time.monotonic() - loaded
-        parts["load_call"] = loaded - clock
-        ended = now_iso()
-        log.info("%s: %d rows, %.1f MB in %.2f s (%.1f MB/s, %.0f rows/s)", s.group_id, result.rows,
-                 result.bytes / 1e6, result.seconds, result.bytes / 1e6 / max(result.seconds, 1e-9),
-                 result.rows / max(result.seconds, 1e-9))
-        return {"rows": result.rows, "bytes": result.bytes, "seconds": round(result.seconds, 4),
-                "started": started, "ended": ended, "file": str(path), "host": context["ti"].hostname,
-                "queue": self.queue, "parts": {k: round(v, 4) for k, v in parts.items()}, **result.details}
+        return load_step(self, context, plan, s, plan_pull=time.monotonic() - clock)
 
-    def local_file(self, plan: dict, s) -> Path:
-        """The stream file under this process's data root (SWITCHYARD_DATA_ROOT).
 
-        The load is the one step that may run on another machine (a worker of the stream's
-        source, see dag_factory.routing): it finds the batch under its own root, not at the
-        path the planning host saw. Beside the scheduler both are the same folder."""
-        batch_dir = resolve_batch(plan["batch"])
-        path = resolve_file(batch_dir, s.file)
-        if not path.exists() or path.is_dir():  # a named pipe is a file to load, too
-            # Retried: another worker of the queue may hold the file (a retry goes to any of them).
-            raise BatchError(f"{path}: stream file not found on this worker [table {s.table}, stream {s.stream}; "
-                             f"host {socket.gethostname()}, queue {self.queue!r}, data root "
-                             f"{settings.data_root()}]: its source's workers must hold "
-                             f"<data root>/{plan['batch']}/{s.file} (the spec's sources say which queue)")
-        return path
+def load_step(op: _GroupOperator, context: Any, plan: dict, s, plan_pull: float = 0.0) -> dict:
+    from switchyard.observability.progress import LoadProgress
+    from switchyard.targets import TargetError
+    # The load's fixed cost part by part, in its result (`parts`, seconds): the plan's pull
+    # from XCom, the connection's lookup, the progress sampler's setup and close; the
+    # adapter adds its own (connect, lease, release) to the result's details.
+    parts = {"plan_pull": plan_pull}
+    path = local_file(plan, s, op.queue)
+    clock = time.monotonic()
+    adapter = op.adapter()
+    parts["connection_lookup"] = time.monotonic() - clock
+    clock = time.monotonic()
+    # The server's progress sampler connects only when a progress line is due (after
+    # SWITCHYARD_PROGRESS_SECONDS): a short load never opens that side connection.
+    server = adapter.server_progress(adapter.staging_schema, s.staging_table)
+    progress = LoadProgress(s.group_id, getattr(op, "progress_every_seconds", None), server=server)
+    parts["progress_setup"] = time.monotonic() - clock
+    started = now_iso()
+    clock = time.monotonic()
+    try:
+        result = adapter.load(s, path, progress)
+    except TargetError as exc:
+        if exc.permanent:  # bad data: a retry would fail the same way
+            raise AirflowFailException(str(exc)) from exc
+        raise
+    finally:
+        loaded = time.monotonic()
+        if server is not None:
+            server.close()
+        parts["progress_close"] = time.monotonic() - loaded
+    parts["load_call"] = loaded - clock
+    ended = now_iso()
+    log.info("%s: %d rows, %.1f MB in %.2f s (%.1f MB/s, %.0f rows/s)", s.group_id, result.rows,
+             result.bytes / 1e6, result.seconds, result.bytes / 1e6 / max(result.seconds, 1e-9),
+             result.rows / max(result.seconds, 1e-9))
+    return {"rows": result.rows, "bytes": result.bytes, "seconds": round(result.seconds, 4),
+            "started": started, "ended": ended, "file": str(path), "host": context["ti"].hostname,
+            "queue": op.queue, "parts": {k: round(v, 4) for k, v in parts.items()}, **result.details}
+
+
+def local_file(plan: dict, s, queue: str | None) -> Path:
+    """The stream file under this process's data root (SWITCHYARD_DATA_ROOT).
+
+    The load is the one step that may run on another machine (a worker of the stream's
+    source, see dag_factory.routing): it finds the batch under its own root, not at the
+    path the planning host saw. Beside the scheduler both are the same folder."""
+    batch_dir = resolve_batch(plan["batch"])
+    path = resolve_file(batch_dir, s.file)
+    if not path.exists() or path.is_dir():  # a named pipe is a file to load, too
+        # Retried: another worker of the queue may hold the file (a retry goes to any of them).
+        raise BatchError(f"{path}: stream file not found on this worker [table {s.table}, stream {s.stream}; "
+                         f"host {socket.gethostname()}, queue {queue!r}, data root "
+                         f"{settings.data_root()}]: its source's workers must hold "
+                         f"<data root>/{plan['batch']}/{s.file} (the spec's sources say which queue)")
+    return path
 
 
 class ValidateOperator(_GroupOperator):
@@ -372,28 +381,34 @@ class ValidateOperator(_GroupOperator):
     check with what it expected, observed and cost (`checks`, and `cost` per kind of check)."""
 
     def step(self, context: Any) -> dict:
-        from switchyard.core.spec import SpecError
-        from switchyard.observability.validation import describe_failures, validate_stream
-        plan, s = self.stream_plan(context)
-        adapter = self.adapter()
-        expected_rows = s.rows
-        if expected_rows is None:
-            # A manifest without row counts: the count the load reported (one more API call).
-            expected_rows = (context["ti"].xcom_pull(task_ids=f"{s.group_id}.load") or {}).get("rows")
-        try:
-            outcome = validate_stream(adapter, self.load_spec(), s, expected_rows)
-        except SpecError as exc:
-            raise AirflowFailException(str(exc)) from exc
-        result = outcome.to_dict()
-        log.info("%s: validation %s in %.2f s (GX import %.2f s); seconds per kind of check: %s", s.group_id,
-                 "passed" if outcome.success else "FAILED", outcome.seconds, outcome.import_seconds,
-                 ", ".join(f"{k} {v:.3f}" for k, v in result["cost"].items()))
-        if not outcome.success:
-            where = (f"table {s.table}, stream {s.stream}, file {plan['batch_dir']}/{s.file}, "
-                     f"staging table {plan['staging_schema']}.{s.staging_table} (kept; nothing switched)")
-            context["ti"].xcom_push(key="failure", value=result)
-            raise AirflowFailException(describe_failures(outcome, where))
-        return result
+        return validate_step(self, context, *self.stream_plan(context))
+
+
+def validate_step(op: _GroupOperator, context: Any, plan: dict, s, loaded_rows: int | None = None) -> dict:
+    """`loaded_rows`: the count the load reported, where the caller has it; the expected count
+    when the manifest has none (else it is pulled from the load's XCom)."""
+    from switchyard.core.spec import SpecError
+    from switchyard.observability.validation import describe_failures, validate_stream
+    adapter = op.adapter()
+    expected_rows = s.rows
+    if expected_rows is None:
+        # A manifest without row counts: the count the load reported (one more API call).
+        expected_rows = loaded_rows if loaded_rows is not None else \
+            (context["ti"].xcom_pull(task_ids=f"{s.group_id}.load") or {}).get("rows")
+    try:
+        outcome = validate_stream(adapter, op.load_spec(), s, expected_rows)
+    except SpecError as exc:
+        raise AirflowFailException(str(exc)) from exc
+    result = outcome.to_dict()
+    log.info("%s: validation %s in %.2f s (GX import %.2f s); seconds per kind of check: %s", s.group_id,
+             "passed" if outcome.success else "FAILED", outcome.seconds, outcome.import_seconds,
+             ", ".join(f"{k} {v:.3f}" for k, v in result["cost"].items()))
+    if not outcome.success:
+        where = (f"table {s.table}, stream {s.stream}, file {plan['batch_dir']}/{s.file}, "
+                 f"staging table {plan['staging_schema']}.{s.staging_table} (kept; nothing switched)")
+        context["ti"].xcom_push(key="failure", value=result)
+        raise AirflowFailException(describe_failures(outcome, where))
+    return result
 
 
 class SwitchOperator(_GroupOperator):
@@ -404,29 +419,74 @@ class SwitchOperator(_GroupOperator):
     transaction; `in_target` in the result says whether the partition is in the table now."""
 
     def step(self, context: Any) -> dict:
+        return switch_step(self, *self.stream_plan(context))
+
+
+def switch_step(op: _GroupOperator, plan: dict, s) -> dict:
+    # A TargetError here (a lock wait that timed out, a server restart) is retried; a
+    # retry whose earlier attempt committed finds the switch done (already_switched).
+    adapter = op.adapter()
+    started = time.monotonic()
+    result = adapter.switch(s)
+    result["seconds"] = round(time.monotonic() - started, 4)
+    result["switched"] = now_iso()
+    name = result.get("partition") or f"{plan['schema']}.{s.table}"
+    if result.get("already_switched"):
+        log.info("%s: %s is in place already (an earlier attempt of this task switched it)", s.group_id, name)
+    elif result.get("in_target", True):
+        log.info("%s: switched in as %s%s", s.group_id, name,
+                 f"; the table's batch is in whole ({result['partitions_in']} partitions"
+                 + (f", replacing {', '.join(result['removed'])}" if result.get("removed") else "")
+                 + (f", retired {', '.join(result['retired'])}" if result.get("retired") else "") + ")"
+                 if result.get("table_switched") and "partitions_in" in result else
+                 " (replacing the previous one)" if result.get("replaced") else "")
+    else:
+        log.info("%s: validated and attached to the next version of %s.%s as %s; readers still see the "
+                 "table as it was: the table's last switch moves its whole batch in (waiting for %s)",
+                 s.group_id, plan["schema"], s.table, name, ", ".join(result.get("waiting_for") or []))
+    return result
+
+
+class GroupStepsOperator(_GroupOperator):
+    """A group's four steps in one task: prepare, load, validate, switch, in that order, with
+    the same checks and the same outcome as the four tasks (the spec's `tasks: single`).
+
+    For tables whose loads take a second or two, where each task's start and end cost Airflow
+    more than the step's work. The task holds a load pool slot from prepare to switch (the COPY
+    still waits for a slot of the target's own), and it is the group's unit of retry: a retry
+    runs the steps again from prepare, which replaces an earlier attempt's staging table. The
+    result holds each step's result under its name; a failed attempt pushes the steps it
+    finished and the one that failed (`steps_done`), for the run's statistics."""
+
+    def __init__(self, *, file_on_source: str | None = None, progress_every_seconds: float | None = None,
+                 **kwargs: Any):
+        super().__init__(**kwargs)
+        self.file_on_source = file_on_source
+        self.progress_every_seconds = progress_every_seconds
+
+    def step(self, context: Any) -> dict:
+        clock = time.monotonic()
         plan, s = self.stream_plan(context)
-        # A TargetError here (a lock wait that timed out, a server restart) is retried; a
-        # retry whose earlier attempt committed finds the switch done (already_switched).
-        adapter = self.adapter()
-        started = time.monotonic()
-        result = adapter.switch(s)
-        result["seconds"] = round(time.monotonic() - started, 4)
-        result["switched"] = now_iso()
-        name = result.get("partition") or f"{plan['schema']}.{s.table}"
-        if result.get("already_switched"):
-            log.info("%s: %s is in place already (an earlier attempt of this task switched it)", s.group_id, name)
-        elif result.get("in_target", True):
-            log.info("%s: switched in as %s%s", s.group_id, name,
-                     f"; the table's batch is in whole ({result['partitions_in']} partitions"
-                     + (f", replacing {', '.join(result['removed'])}" if result.get("removed") else "")
-                     + (f", retired {', '.join(result['retired'])}" if result.get("retired") else "") + ")"
-                     if result.get("table_switched") and "partitions_in" in result else
-                     " (replacing the previous one)" if result.get("replaced") else "")
-        else:
-            log.info("%s: validated and attached to the next version of %s.%s as %s; readers still see the "
-                     "table as it was: the table's last switch moves its whole batch in (waiting for %s)",
-                     s.group_id, plan["schema"], s.table, name, ", ".join(result.get("waiting_for") or []))
-        return result
+        plan_pull = time.monotonic() - clock
+        done: dict[str, Any] = {}
+        steps = (("prepare", lambda: prepare_step(self, plan, s)),
+                 ("load", lambda: load_step(self, context, plan, s, plan_pull=plan_pull)),
+                 ("validate", lambda: validate_step(self, context, plan, s, loaded_rows=done["load"]["rows"])),
+                 ("switch", lambda: switch_step(self, plan, s)))
+        for name, run in steps:
+            started, cpu = now_iso(), time.process_time()
+            try:
+                result = run()
+            except Exception:
+                context["ti"].xcom_push(key="steps_done", value={**done, "failed_step": name})
+                raise
+            # Each step's span and CPU, as a task of its own reports them (the report's Gantt
+            # chart); the task's start is paid once, before its first step.
+            result.update(step_started=started, step_ended=now_iso(),
+                          cpu={"task_start": round(cpu, 4) if not done else 0.0,
+                               "step": round(time.process_time() - cpu, 4)})
+            done[name] = result
+        return done
 
 
 class PublishOperator(_TargetOperator):
@@ -436,11 +496,13 @@ class PublishOperator(_TargetOperator):
     that table is in place; a table not loaded in this run (or with a failed group) gets none.
     """
 
-    def __init__(self, *, table: str, groups: list[str], asset_conn_id: str, **kwargs: Any):
+    def __init__(self, *, table: str, groups: list[str], asset_conn_id: str, single: bool = False, **kwargs: Any):
         super().__init__(**kwargs)
         self.table = table
         self.groups = groups
         self.asset_conn_id = asset_conn_id
+        # The table's groups run their steps in one task each (the spec's `tasks: single`).
+        self.single = single
 
     def execute(self, context: Any) -> dict:
         if self.conn_id != self.asset_conn_id:
@@ -450,8 +512,13 @@ class PublishOperator(_TargetOperator):
         ti = context["ti"]
         plan = ti.xcom_pull(task_ids=PLAN_TASK) or {}
         # Groups of streams the batch does not have skipped: they pushed nothing.
-        switched = [x for gid in self.groups if (x := ti.xcom_pull(task_ids=f"{gid}.switch"))]
-        loads = [ti.xcom_pull(task_ids=f"{gid}.load") or {} for gid in self.groups]
+        if self.single:
+            done = [ti.xcom_pull(task_ids=f"{gid}.steps") or {} for gid in self.groups]
+            switched = [x["switch"] for x in done if x.get("switch")]
+            loads = [x.get("load") or {} for x in done]
+        else:
+            switched = [x for gid in self.groups if (x := ti.xcom_pull(task_ids=f"{gid}.switch"))]
+            loads = [ti.xcom_pull(task_ids=f"{gid}.load") or {} for gid in self.groups]
         extra = {"batch": plan.get("batch"), "schema": plan.get("schema"), "table": self.table,
                  "partitions": len(switched), "rows": sum(int(x.get("rows") or 0) for x in loads),
                  "bytes": sum(int(x.get("bytes") or 0) for x in loads)}
@@ -481,13 +548,15 @@ class StatsOperator(_TargetOperator):
 
     operator_extra_links = (ReportLink(),)
 
-    def __init__(self, *, groups: list[tuple[str, int]], **kwargs: Any):
+    def __init__(self, *, groups: list[tuple[str, int]], single_tables: Sequence[str] = (), **kwargs: Any):
         super().__init__(**kwargs)
         self.groups = groups
+        # Tables whose groups run their steps in one task (the spec's `tasks: single`).
+        self.single_tables = list(single_tables)
 
     def execute(self, context: Any) -> dict:
         from switchyard.observability.report import write_report
-        from switchyard.observability.stats import assemble, task_states, write_stats
+        from switchyard.observability.stats import STEPS, assemble, task_states, write_stats
         ti = context["ti"]
         plan = ti.xcom_pull(task_ids=PLAN_TASK) or {}
         self.bind_run(context)
@@ -514,13 +583,13 @@ class StatsOperator(_TargetOperator):
                 "table": table, "stream": stream,
                 "planned_file": str(Path(plan["batch_dir"]) / planned["file"])
                 if planned.get("file") and plan.get("batch_dir") else None,
-                "prepare": pull(f"{gid}.prepare"),
-                "load": pull(f"{gid}.load"),
-                "validate": pull(f"{gid}.validate") or pull(f"{gid}.validate", key="failure"),
-                "switch": pull(f"{gid}.switch"),
-                "errors": {step: err for step in ("prepare", "load", "validate", "switch")
-                           if (err := pull(f"{gid}.{step}", key="error"))},
-                "states": {step: states.get(f"{gid}.{step}") for step in ("prepare", "load", "validate", "switch")},
+                **(self._single_task(gid, pull, states) if table in self.single_tables else {
+                    "prepare": pull(f"{gid}.prepare"),
+                    "load": pull(f"{gid}.load"),
+                    "validate": pull(f"{gid}.validate") or pull(f"{gid}.validate", key="failure"),
+                    "switch": pull(f"{gid}.switch"),
+                    "errors": {step: err for step in STEPS if (err := pull(f"{gid}.{step}", key="error"))},
+                    "states": {step: states.get(f"{gid}.{step}") for step in STEPS}}),
             }
         adapter = self.adapter() if plan else None
         server = {}
@@ -551,6 +620,20 @@ class StatsOperator(_TargetOperator):
                 + f" (statistics: {path}, report: {report['html']})")
         return {"path": str(path), "report": str(report["html"]), "totals": stats["totals"],
                 "failed_groups": stats["failed_groups"]}
+
+    @staticmethod
+    def _single_task(gid: str, pull: Any, states: dict[str, str]) -> dict:
+        """A group run as one task: its steps' results and states as four tasks would give them."""
+        from switchyard.observability.stats import single_task_states
+        task = f"{gid}.steps"
+        done = pull(task) or pull(task, key="steps_done") or {}
+        failed = done.get("failed_step")
+        error = pull(task, key="error")
+        return {"prepare": done.get("prepare"), "load": done.get("load"),
+                "validate": done.get("validate") or (pull(task, key="failure") if failed == "validate" else None),
+                "switch": done.get("switch"),
+                "errors": {failed or "prepare": error} if error else {},
+                "states": single_task_states(states.get(task), done)}
 
     @staticmethod
     def _record(adapter: Any, stats: dict) -> dict:

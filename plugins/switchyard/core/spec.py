@@ -36,6 +36,8 @@ _TIMESTAMP_TYPES = re.compile(r"^(timestamp|timestamp without time zone|datetime
 QUOTING = ("none", "csv")
 LINE_ENDS = ("lf", "crlf")
 LOAD_MODES = ("replace", "append")
+# How a table's (table, stream) groups run in Airflow: a task per step, or the four steps in one.
+GROUP_TASKS = ("per-step", "single")
 RETIRE = ("drop", "archive")
 # A Great Expectations expectation type as declared in a spec: its snake_case name.
 _EXPECTATION = re.compile(r"^expect_[a-z0-9_]{1,80}$")
@@ -105,6 +107,10 @@ class Table:
     # Scheduling priority of the table's tasks (Airflow's priority_weight): the run lasts as
     # long as its slowest stream, so the biggest tables should get the higher weights.
     weight: int = 1
+    # "per-step": prepare, load, validate and switch are four tasks of the group; "single": one
+    # task runs the four in order. For tables whose loads take a second or two, where four
+    # task starts cost Airflow more than the steps' own work.
+    tasks: str = "per-step"
 
     @property
     def column_names(self) -> tuple[str, ...]:
@@ -290,7 +296,7 @@ def _unique(raw: Any, key: str, columns: list[str], where: str) -> tuple[str, ..
 
 
 _TABLE_KEYS = {"columns", "key", "partitioned", "format", "files", "unique", "expectations",
-               "mode", "keep", "keep_days", "retire", "weight"}
+               "mode", "keep", "keep_days", "retire", "weight", "tasks"}
 
 
 def _table(name: str, raw: Mapping[str, Any], where: str, fmt: FileFormat, files: str) -> Table:
@@ -340,7 +346,8 @@ def _table(name: str, raw: Mapping[str, Any], where: str, fmt: FileFormat, files
                  unique=_unique(raw.get("unique"), key, names, f"{where}.unique"),
                  expectations=_expectations(raw.get("expectations"), names, f"{where}.expectations"),
                  mode=mode, keep=keep, keep_days=keep_days, retire=retire,
-                 weight=_count(raw.get("weight", 1), f"{where}.weight", minimum=1))
+                 weight=_count(raw.get("weight", 1), f"{where}.weight", minimum=1),
+                 tasks=_choice(raw.get("tasks", "per-step"), GROUP_TASKS, f"{where}.tasks"))
 
 
 def _sources(raw: Any, where: str) -> dict[str, tuple[int, ...]]:

@@ -32,6 +32,17 @@ def task_states(context: Any) -> dict[str, str]:
             for k, v in states.items()}
 
 
+def single_task_states(state: str | None, done: dict) -> dict[str, str | None]:
+    """The four steps' states of a group run as one task (the spec's `tasks: single`), from the
+    task's state and the steps it finished (`done`, with `failed_step` after a failure): the
+    finished steps succeeded, the failed one has the task's state, the ones after it never ran."""
+    failed = done.get("failed_step")
+    if not failed and not any(step in done for step in STEPS):
+        return {step: state for step in STEPS}  # skipped, upstream failed, never ran
+    current = failed or next((step for step in STEPS if step not in done), None)
+    return {step: state if step == current else "success" if step in done else None for step in STEPS}
+
+
 def _ts(value: str | None) -> datetime | None:
     return datetime.fromisoformat(value) if value else None
 
