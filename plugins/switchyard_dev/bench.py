@@ -485,8 +485,9 @@ def airflow_settings(streams: int, preload: bool, flat_priorities: bool,
         settings["SWITCHYARD_VALIDATION"] = options["validation"]
     if options.get("preload_dag") is False:
         settings["SWITCHYARD_PRELOAD_DAG"] = "0"
-    if options.get("without_unique"):
-        settings["SWITCHYARD_SPEC"] = str(spec_without_unique())
+    if options.get("without_unique") or options.get("single_tables"):
+        settings["SWITCHYARD_SPEC"] = str(spec_variant(without_unique=bool(options.get("without_unique")),
+                                                       single_tables=tuple(options.get("single_tables") or ())))
     if options.get("index_only"):
         # The benchmark's local settings switch every check but the unique index off (switch_checks_off).
         settings["SWITCHYARD_BENCH_INDEX_ONLY"] = "1"
@@ -494,14 +495,19 @@ def airflow_settings(streams: int, preload: bool, flat_priorities: bool,
     return settings
 
 
-def spec_without_unique(name: str = "tpch") -> Path:
-    """A copy of a built-in spec with every table's `unique` left out, in the results folder."""
+def spec_variant(name: str = "tpch", *, without_unique: bool = False, single_tables: tuple[str, ...] = ()) -> Path:
+    """A copy of a built-in spec, in the results folder: with every table's `unique` left out,
+    and/or the `single_tables` with `tasks: single` (each group's four steps in one task)."""
     import yaml
     from switchyard.core.spec import spec_file
     raw = yaml.safe_load(spec_file(name).read_text(encoding="utf-8"))
-    for table in raw.get("tables", {}).values():
-        table.pop("unique", None)
-    out = Path(os.environ["SWITCHYARD_RUNS_DIR"]).parent / f"{name}-without-unique.yaml"
+    for table_name, table in raw.get("tables", {}).items():
+        if without_unique:
+            table.pop("unique", None)
+        if table_name in single_tables:
+            table["tasks"] = "single"
+    suffix = ("-without-unique" if without_unique else "") + ("-single-" + "-".join(single_tables) if single_tables else "")
+    out = Path(os.environ["SWITCHYARD_RUNS_DIR"]).parent / f"{name}{suffix}.yaml"
     out.write_text(yaml.safe_dump(raw, sort_keys=False), encoding="utf-8")
     return out
 
@@ -564,7 +570,9 @@ def run_dag(uri: str, pg, batch: str, streams: int, slots: int, preload: bool = 
     api, startup = ensure_airflow(streams, preload, flat_priorities, options, uri)
     demo.ensure_connection(api, pg, {"copy_slots": slots, **(options or {}).get("connection_extra", {})})
     demo.ensure_pool(api, pool)
-    expected = len(build_dag(DagConfig(streams=streams)).tasks)
+    # The DAG as the run's spec renders it (a lever may give a variant of the spec).
+    spec = airflow_settings(streams, preload, flat_priorities, options).get("SWITCHYARD_SPEC", DagConfig().spec)
+    expected = len(build_dag(DagConfig(streams=streams, spec=spec)).tasks)
     demo.wait_for_dag(api, expected)
     weights = wait_for_weights(api, flat_priorities)
     # A fresh schema each time: every run is the same first load, no partitions to replace.
@@ -587,10 +595,12 @@ def run_dag(uri: str, pg, batch: str, streams: int, slots: int, preload: bool = 
     for ti in tis:
         step = ti["task_id"].rsplit(".", 1)[-1]
         value = None
-        if step in STEPS and ti.get("state") == "success":
+        if (step in STEPS or step == GROUP_STEPS) and ti.get("state") == "success":
             value = api.get(f"/api/v2/dags/{demo.DAG_ID}/dagRuns/{_quoted(run_id)}/taskInstances/"
                             f"{ti['task_id']}/xcomEntries/return_value").get("value")
         tasks.append(task_record(ti, step, value))
+        if step == GROUP_STEPS and value:
+            tasks.extend(group_step_records(ti, value))
     from switchyard.observability.stats import stats_path
     stats_file = stats_path(demo.DAG_ID, run_id)
     stats = json.loads(stats_file.read_text()) if stats_file.exists() else None
@@ -598,6 +608,26 @@ def run_dag(uri: str, pg, batch: str, streams: int, slots: int, preload: bool = 
     return analyse_dag(run, state, tasks, slots, stats, preload=preload, flat_priorities=flat_priorities,
                        services_start_seconds=round(startup, 2), priority_weights=weights, cpu_seconds=cpu,
                        pool=pool, copy_slots=slots)
+
+
+# A group run as one task (the spec's `tasks: single`): its task id ends in this.
+GROUP_STEPS = "steps"
+
+
+def group_step_records(ti: dict, value: dict) -> list[dict]:
+    """A one-task group's steps as records of their own, each spanning its step alone (their
+    `in_task` names the task): the loads' rows, bytes and COPY spans and the validations'
+    costs count with the other groups'. The task's start and end stay on the task's record."""
+    group = ti["task_id"].rsplit(".", 1)[0]
+    out = []
+    for step in STEPS:
+        result = value.get(step)
+        if not result:
+            continue
+        sub = dict(ti, task_id=f"{group}.{step}", start_date=result.get("step_started"),
+                   end_date=result.get("step_ended"))
+        out.append(dict(task_record(sub, step, result), in_task=ti["task_id"]))
+    return out
 
 
 def wait_for_weights(api, flat: bool, timeout: float = 120) -> dict:
@@ -619,6 +649,10 @@ def task_record(ti: dict, step: str, value: dict | None) -> dict:
     work = gx_import = preloaded = None
     if step in STEPS and value:
         work = value.get("seconds")
+    if step == GROUP_STEPS and value:
+        # A one-task group's work is its steps' (GX's import is overhead, as in a validate task).
+        work = round(sum((value.get(s) or {}).get("seconds") or 0.0 for s in STEPS)
+                     - ((value.get("validate") or {}).get("import_seconds") or 0.0), 4)
     if step == "validate" and value:
         # Importing GX is the price of a task process, not validation work: counted as overhead.
         gx_import = value.get("import_seconds")
@@ -735,7 +769,9 @@ def schedule_efficiency(loads: list[dict], slots: int, makespan: float | None) -
 def analyse_dag(run: dict, state: str, tasks: list[dict], slots: int, stats: dict | None, **extra: Any) -> dict:
     run_start, run_end = _ts(run.get("start_date")), _ts(run.get("end_date"))
     wall = run_end - run_start if run_start and run_end else None
+    # The loads, also those inside one-task groups; the tasks Airflow ran, without those records.
     loads = [t for t in tasks if t["step"] == "load" and t["state"] == "success"]
+    tasks_only = [t for t in tasks if not t.get("in_task")]
     rows = sum(t["rows"] or 0 for t in loads)
     nbytes = sum(t["bytes"] or 0 for t in loads)
     load_span = None
@@ -743,16 +779,16 @@ def analyse_dag(run: dict, state: str, tasks: list[dict], slots: int, stats: dic
         load_span = max(t["end"] for t in loads) - min(t["start"] for t in loads)
     # The gap from a task's upstream end to its own start: scheduler latency, queueing for
     # a slot and process start, which task wall time alone does not show.
-    ends = {t["task_id"]: t["end"] for t in tasks}
-    for t in tasks:
+    ends = {t["task_id"]: t["end"] for t in tasks_only}
+    for t in tasks_only:
         if t["step"] in STEPS:
             group = t["task_id"].rsplit(".", 1)[0]
             i = STEPS.index(t["step"])
             up = ends.get(f"{group}.{STEPS[i - 1]}") if i else ends.get("setup.plan")
             t["start_gap_seconds"] = _r(t["start"] - up) if t["start"] and up else None
     per_step = {}
-    for step in ("wait_for_batch", "plan", *STEPS, "stats"):
-        ts = [t for t in tasks if t["step"] == step and t["wall_seconds"] is not None
+    for step in ("wait_for_batch", "plan", *STEPS, GROUP_STEPS, "stats"):
+        ts = [t for t in tasks_only if t["step"] == step and t["wall_seconds"] is not None
               and t["state"] in ("success", "failed")]
         if not ts:
             continue
@@ -783,7 +819,7 @@ def analyse_dag(run: dict, state: str, tasks: list[dict], slots: int, stats: dic
             validation_cost[kind] = round(validation_cost.get(kind, 0.0) + (seconds or 0.0), 3)
     load_work = sum(t["work_seconds"] or 0.0 for t in loads)
     # Tasks that ran: an upstream-failed or skipped task has no process and no overhead.
-    group_tasks = [t for t in tasks if t["step"] in STEPS and t["wall_seconds"] is not None
+    group_tasks = [t for t in tasks_only if t["step"] in (*STEPS, GROUP_STEPS) and t["wall_seconds"] is not None
                    and t["state"] in ("success", "failed")]
     overheads = [t["overhead_seconds"] if t["overhead_seconds"] is not None else t["wall_seconds"]
                  for t in group_tasks]
@@ -796,8 +832,8 @@ def analyse_dag(run: dict, state: str, tasks: list[dict], slots: int, stats: dic
             "validation_cost_seconds": validation_cost, "load_work_seconds": _r(load_work),
             "task_overhead_median": _r(_median(overheads)), "group_tasks": len(group_tasks),
             "lineitem": table_window(tasks, "lineitem"),
-            "load_fixed_cost": load_fixed_cost(tasks),
-            "tasks_run": len([t for t in tasks if t["wall_seconds"] is not None
+            "load_fixed_cost": load_fixed_cost(tasks_only),
+            "tasks_run": len([t for t in tasks_only if t["wall_seconds"] is not None
                               and t["state"] in ("success", "failed")]),
             "efficiency_run": schedule_efficiency(loads, slots, wall),
             "efficiency_loads": schedule_efficiency(loads, slots, load_span),
@@ -1100,6 +1136,10 @@ def run_validation_lever(uri: str, folder: Path, files: list[dict], repeat: int)
     return out
 
 
+# TPC-H's tables whose loads per stream are shorter than a task's start (at scale 10 with 8
+# streams: 12,500 to 250,000 rows, 0.05-0.3 s of COPY); partsupp, orders, lineitem are not.
+SMALL_TABLES = ("supplier", "customer", "part", "nation", "region")
+
 # The DAG levers: (preload, flat priorities, other settings). The first named is the reference.
 DAG_LEVERS = {
     "no preload": (False, False, {}),
@@ -1111,6 +1151,9 @@ DAG_LEVERS = {
     # The same spec with no `unique` declared: no unique index on the target, none built on
     # the staging tables. Side by side with "preload", what uniqueness costs end to end.
     "preload, without unique": (True, False, {"without_unique": True}),
+    # The small tables' groups (their loads shorter than a task's start at scale 10) as one task
+    # each (the spec's `tasks: single`), against a task per step: what the tasks cost end to end.
+    "preload, small tables in one task": (True, False, {"single_tables": SMALL_TABLES}),
     # A measuring device that switches the checks off: each validate task builds the target's
     # unique index (what the target needs anyway) and runs no other check (no row count, no
     # proofs, no declared expectations). Side by side with "preload", what the default checks
