@@ -127,3 +127,36 @@ def test_a_switch_with_nothing_to_switch_fails_clearly(run, plan, schema):
         f"exist and no partition of {schema}.orders for keys {s.lower}..{s.upper} is in place; rerun the "
         f"group from prepare")
     assert adapter.partitions("orders") == []
+
+
+def test_a_group_run_again_from_prepare_after_its_switch(run, plan, schema, pg_uri):
+    """What a retried one-task group (`tasks: single`) does, and a cleared group: its steps
+    again from prepare. Once its switch had attached the staging table to the table's next
+    version (the table not in yet), the rerun replaces it; once the table's last switch had
+    moved the batch in, the rerun's switch refuses, permanently, and the table keeps the batch."""
+    plan, folder = plan
+    adapter = run("dag/run-a")
+    adapter.setup(plan)
+    orders = [plan.stream("orders", k) for k in (1, 2, 3)]
+
+    def group(s):
+        adapter.prepare(s)
+        adapter.load(s, folder / s.file)
+        return adapter.switch(s)
+
+    assert group(orders[0]).get("in_target") is False
+    again = group(orders[0])  # attached, then the task failed before reporting: retried whole
+    assert again.get("in_target") is False and not again.get("already_switched")
+    assert fingerprint(pg_uri, schema, ["orders"])["orders"][0] == 0  # readers still see nothing
+    group(orders[1])
+    assert group(orders[2]).get("in_target") is True
+    whole = fingerprint(pg_uri, schema, ["orders"])
+    assert whole["orders"][0] == sum(s.rows for s in orders)
+    oids = partition_oids(pg_uri, schema, "orders")
+
+    # The table's batch is in: a group of it cannot switch alone any more.
+    with pytest.raises(TargetError, match="has no switch of this run pending") as refused:
+        group(orders[2])
+    assert refused.value.permanent is True
+    assert fingerprint(pg_uri, schema, ["orders"]) == whole
+    assert partition_oids(pg_uri, schema, "orders") == oids
