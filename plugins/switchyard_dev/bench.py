@@ -508,7 +508,11 @@ def spec_variant(name: str = "tpch", *, without_unique: bool = False, single_tab
             table["tasks"] = "single"
     suffix = ("-without-unique" if without_unique else "") + ("-single-" + "-".join(single_tables) if single_tables else "")
     out = Path(os.environ["SWITCHYARD_RUNS_DIR"]).parent / f"{name}{suffix}.yaml"
-    out.write_text(yaml.safe_dump(raw, sort_keys=False), encoding="utf-8")
+    text = yaml.safe_dump(raw, sort_keys=False)
+    # Written only when it differs: the preload counts the spec's modification time as code,
+    # and task processes that find the code changed import it afresh (preload.code_stamp).
+    if not out.exists() or out.read_text(encoding="utf-8") != text:
+        out.write_text(text, encoding="utf-8")
     return out
 
 

@@ -82,7 +82,8 @@ def wait_for_dag(api: local.Api, expected_tasks: int, timeout: float = 240, dag_
 
 
 def _progress_line(tis: list[dict], elapsed: float) -> str:
-    counts: dict[str, dict[str, int]] = {s: {} for s in STEPS}
+    # A group run as one task (the spec's `tasks: single`) shows as `steps`.
+    counts: dict[str, dict[str, int]] = {s: {} for s in (*STEPS, "steps")}
     failed = []
     for ti in tis:
         step = ti["task_id"].rsplit(".", 1)[-1]
@@ -92,9 +93,11 @@ def _progress_line(tis: list[dict], elapsed: float) -> str:
         if state == "failed":
             failed.append(ti["task_id"])
     parts = []
-    for step in STEPS:
+    for step in (*STEPS, "steps"):
         c = counts[step]
         total = sum(c.values())
+        if step == "steps" and not total:
+            continue
         done = c.get("success", 0)
         running = c.get("running", 0)
         parts.append(f"{step} {done}/{total}" + (f" ({running} running)" if running else ""))
