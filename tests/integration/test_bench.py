@@ -68,10 +68,12 @@ def test_schedule_efficiency():
     assert schedule_efficiency([{"work_seconds": 10.0}, {"work_seconds": 1.0}], 2, 10.0)["efficiency"] == 1.0
 
 
-def test_server_side_copy_and_tablespace_levers_load_every_row(pg_uri, tpch_batch):
+def test_server_side_copy_and_tablespace_levers_load_every_row(pg_uri, tpch_batch, monkeypatch):
     """The levers' floor variants: the server reads the files itself; one tablespace per session."""
     import psycopg
     from switchyard_dev import bench
+    # A schema of its own: test_floor_and_loader_alone may run the floor beside it (pytest -n).
+    monkeypatch.setattr(bench, "FLOOR_SCHEMA", "bench_floor_levers")
     from switchyard.core.batch import read_manifest
     from switchyard.core.spec import load_spec
     name, folder = tpch_batch
