@@ -25,11 +25,16 @@ def single_spec(folder: Path) -> str:
     return str(path)
 
 
+def run_single(pg_uri, data_root, schema, batch: str, folder: Path, runs: Path):
+    """The DAG with SINGLE as one-task groups, over TABLES; it must succeed."""
+    run = run_dag(pg_uri, data_root, schema, 3, {"batch": batch, "tables": TABLES}, runs, spec=single_spec(folder))
+    assert run.returncode == 0, run.output[-4000:]
+    return run
+
+
 def test_single_task_groups_load_exactly_what_the_four_tasks_load(pg_uri, data_root, tpch_batch, schema, tmp_path):
     name, folder = tpch_batch
-    spec = single_spec(tmp_path)
-    run = run_dag(pg_uri, data_root, schema, 3, {"batch": name, "tables": TABLES}, tmp_path / "runs", spec=spec)
-    assert run.returncode == 0, run.output[-4000:]
+    run = run_single(pg_uri, data_root, schema, name, tmp_path, tmp_path / "runs")
 
     loaded = fingerprint(pg_uri, schema, TABLES)
     for table in TABLES:
@@ -61,9 +66,7 @@ def test_single_task_groups_load_exactly_what_the_four_tasks_load(pg_uri, data_r
 
 def test_a_failed_check_in_a_single_task_keeps_the_table_whole(pg_uri, data_root, tpch_batch, schema, tmp_path):
     name, folder = tpch_batch
-    spec = single_spec(tmp_path)
-    good = run_dag(pg_uri, data_root, schema, 3, {"batch": name, "tables": TABLES}, tmp_path / "runs", spec=spec)
-    assert good.returncode == 0, good.output[-4000:]
+    run_single(pg_uri, data_root, schema, name, tmp_path, tmp_path / "runs")
     before = fingerprint(pg_uri, schema, TABLES)
     oids = partition_oids(pg_uri, schema, "customer")
 
@@ -72,7 +75,8 @@ def test_a_failed_check_in_a_single_task_keeps_the_table_whole(pg_uri, data_root
     rows = next(e["rows"] for e in json.loads((bad / "manifest.json").read_text())["files"]
                 if e["table"] == "customer" and e["stream"] == 2)
     edit_manifest(bad, "customer", 2, rows=rows + 1)
-    run = run_dag(pg_uri, data_root, schema, 3, {"batch": bad_name, "tables": TABLES}, tmp_path / "runs2", spec=spec)
+    run = run_dag(pg_uri, data_root, schema, 3, {"batch": bad_name, "tables": TABLES}, tmp_path / "runs2",
+                  spec=single_spec(tmp_path))
     assert run.returncode != 0
 
     groups = {g["group"]: g for g in run.stats["groups"]}

@@ -195,6 +195,8 @@ def build_dag(config: DagConfig | None = None, operators: StepOperators = StepOp
         # Groups are made biggest table first (by weight; the spec's order among equals): the
         # grid lists them in this order, the way the run spends its time.
         tables = sorted(spec.tables, key=lambda t: -t.weight)
+        # Tables whose groups run their four steps in one task (the spec's `tasks: single`).
+        single_tables = [t.name for t in tables if t.tasks == "single"]
         # Bigger tables start first (the run lasts as long as its slowest stream), with the
         # small loads paired in between by default: see planner.load_priorities.
         priorities = load_priorities([((t.name, k), t.weight) for t in tables for k in streams_of(t, config.streams)],
@@ -204,7 +206,7 @@ def build_dag(config: DagConfig | None = None, operators: StepOperators = StepOp
                 gid = group_id(table.name, k)
                 groups.append((table.name, k))
                 weight = priorities[(table.name, k)]
-                single = table.tasks == "single"
+                single = table.name in single_tables
                 with TaskGroup(gid, tooltip=f"{table.name}, stream {k}: prepare, load, validate, switch"
                                + (" in one task" if single else "")):
                     args = dict(table=table.name, stream=k, priority_weight=weight, weight_rule="absolute", **common)
@@ -234,7 +236,7 @@ def build_dag(config: DagConfig | None = None, operators: StepOperators = StepOp
             publishes = [
                 op.publish(task_id=name, table=name, asset_conn_id=config.conn_id,
                            groups=[t.task_id.split(".")[0] for t in table_switches],
-                           single=spec.table(name).tasks == "single",
+                           single=name in single_tables,
                            outlets=[table_asset(config.conn_id, config.schema, name)], retries=0,
                            trigger_rule=TriggerRule.NONE_FAILED_MIN_ONE_SUCCESS, **common)
                 for name, table_switches in by_table.items()]
@@ -242,7 +244,7 @@ def build_dag(config: DagConfig | None = None, operators: StepOperators = StepOp
                 table_switches >> publish
 
         stats = op.stats(task_id="stats", groups=groups, trigger_rule=TriggerRule.ALL_DONE, retries=0,
-                         single_tables=[t.name for t in tables if t.tasks == "single"], **common)
+                         single_tables=single_tables, **common)
         switches >> stats
         publishes >> stats
     return dag
