@@ -1,6 +1,7 @@
-"""The benchmark's floor with the target's unique indexes and its "index only" DAG lever: the
-index's SQL, the files' unique columns from the spec, the lever's stand-in for the checks and
-the test that tells whether it took effect, the reported bound. No timing is asserted."""
+"""The benchmark's floor with the target's unique indexes, its "index only" DAG lever and its
+spec levers: the index's SQL, the files' unique columns from the spec, the lever's stand-in for
+the checks and the test that tells whether it took effect, the reported bound, the levers' spec
+variants. No timing is asserted."""
 from __future__ import annotations
 
 import os
@@ -145,3 +146,29 @@ def test_the_work_bound_spreads_each_shapes_cpu_over_the_cores_that_did_it():
     assert lines[1].split()[-3:] == ["0.667", "0.500", "75%"]
     failed = dict(result, dag=dict(result["dag"], state="failed"))
     assert bench.work_bound(failed, "laptop") is None
+
+
+def test_the_spec_levers_change_only_what_they_name(tmp_path, monkeypatch):
+    """The levers "without unique" and "small tables in one task", alone and together: the
+    variant is the built-in spec with `unique` left out and/or the small tables' groups as one
+    task, nothing else; a variant whose text has not changed is not written again (the preload
+    would take a new modification time for changed code)."""
+    monkeypatch.setenv("SWITCHYARD_RUNS_DIR", str(tmp_path / "runs"))
+    base = {t.name: t for t in load_spec("tpch").tables}
+    both = bench.spec_variant(without_unique=True, single_tables=bench.SMALL_TABLES)
+    spec = {t.name: t for t in load_spec(str(both)).tables}
+    assert list(spec) == list(base)
+    for name, table in spec.items():
+        assert table.unique == ()
+        assert table.tasks == ("single" if name in bench.SMALL_TABLES else "per-step")
+        assert table.columns == base[name].columns and table.key == base[name].key
+    assert any(t.unique for t in base.values())
+    alone = {t.name: t for t in load_spec(str(bench.spec_variant(single_tables=bench.SMALL_TABLES))).tables}
+    assert {n: t.unique for n, t in alone.items()} == {n: t.unique for n, t in base.items()}
+    stamp = both.stat().st_mtime_ns
+    os.utime(both, ns=(stamp - 10**9, stamp - 10**9))
+    assert bench.spec_variant(without_unique=True, single_tables=bench.SMALL_TABLES) == both
+    assert both.stat().st_mtime_ns == stamp - 10**9
+    # Each DAG lever that names spec options gets the variant it names.
+    combined = bench.DAG_LEVERS["preload, without unique, small tables in one task"][2]
+    assert combined == {"without_unique": True, "single_tables": bench.SMALL_TABLES}
