@@ -1158,7 +1158,7 @@ DAG_LEVERS = {
     # The small tables' groups (their loads shorter than a task's start at scale 10) as one task
     # each (the spec's `tasks: single`), against a task per step: what the tasks cost end to end.
     "preload, small tables in one task": (True, False, {"single_tables": SMALL_TABLES}),
-    # Both: the shortest run the TPC-H spec can ask for, what the two spec options reach together.
+    # Both spec options together (no unique keys, the small tables in one task each).
     "preload, without unique, small tables in one task": (True, False, {"without_unique": True,
                                                                        "single_tables": SMALL_TABLES}),
     # A measuring device that switches the checks off: each validate task builds the target's
