@@ -145,6 +145,11 @@ SETTINGS: tuple[Setting, ...] = (
             "tear-down with other loads' COPYs. `1`: one load task per slot. A SQL Server target's "
             "pool stays at its scheduler count (its scheduler claim shares a scheduler after its "
             "retries instead of waiting).", DAG, "number >= 1"),
+    Setting("SWITCHYARD_PREPARE_POOL", "prepare_pool", _optional, None,
+            "The Airflow pool the prepare steps run in (`switchyard pool sync` sizes it like the load "
+            "pool), so that the loads whose staging tables are ready start before the later groups' "
+            "prepares take the run's task slots (`SWITCHYARD_MAX_ACTIVE_TASKS`). `none`: no pool of "
+            "their own.", DAG, "text | none"),
     Setting("SWITCHYARD_SCHEDULE", "schedule", _schedule, "0 2 * * *",
             "Cron schedule of the DAG (a nightly batch named by the run's date, `YYYY-MM-DD`); "
             "`none` for manual runs only.", DAG, "cron | none"),
@@ -213,6 +218,7 @@ class Settings:
     schema: str
     pool: str
     pool_per_slot: float
+    prepare_pool: str | None
     schedule: str | None
     batch_wait_seconds: int
     batch_poke_seconds: float

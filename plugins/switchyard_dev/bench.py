@@ -574,8 +574,11 @@ def run_dag(uri: str, pg, batch: str, streams: int, slots: int, preload: bool = 
     api, startup = ensure_airflow(streams, preload, flat_priorities, options, uri)
     demo.ensure_connection(api, pg, {"copy_slots": slots, **(options or {}).get("connection_extra", {})})
     demo.ensure_pool(api, pool)
+    run_settings = airflow_settings(streams, preload, flat_priorities, options)
+    if run_settings.get("SWITCHYARD_PREPARE_POOL"):
+        demo.ensure_pool(api, pool, run_settings["SWITCHYARD_PREPARE_POOL"], "Prepare tasks")
     # The DAG as the run's spec renders it (a lever may give a variant of the spec).
-    spec = airflow_settings(streams, preload, flat_priorities, options).get("SWITCHYARD_SPEC", DagConfig().spec)
+    spec = run_settings.get("SWITCHYARD_SPEC", DagConfig().spec)
     expected = len(build_dag(DagConfig(streams=streams, spec=spec)).tasks)
     demo.wait_for_dag(api, expected)
     weights = wait_for_weights(api, flat_priorities)
@@ -1161,6 +1164,12 @@ DAG_LEVERS = {
     # Both spec options together (no unique keys, the small tables in one task each).
     "preload, without unique, small tables in one task": (True, False, {"without_unique": True,
                                                                        "single_tables": SMALL_TABLES}),
+    # The prepares in a pool of their own, as big as the load pool, so that they do not take the
+    # run's task slots from the loads whose staging tables are ready; alone and with both spec options.
+    "preload, prepare pool": (True, False, {"airflow": {"SWITCHYARD_PREPARE_POOL": "switchyard_prepares"}}),
+    "preload, without unique, small tables in one task, prepare pool": (True, False, {
+        "without_unique": True, "single_tables": SMALL_TABLES,
+        "airflow": {"SWITCHYARD_PREPARE_POOL": "switchyard_prepares"}}),
     # A measuring device that switches the checks off: each validate task builds the target's
     # unique index (what the target needs anyway) and runs no other check (no row count, no
     # proofs, no declared expectations). Side by side with "preload", what the default checks

@@ -54,12 +54,13 @@ def ensure_connection(api: local.Api, pg: EmbeddedPostgres, extra: dict | None =
         api.post("/api/v2/connections", body)
 
 
-def ensure_pool(api: local.Api, slots: int) -> None:
-    """The load pool with `slots` slots (default_pool_size: what `switchyard pool sync` sets)."""
-    body = {"name": POOL, "slots": slots,
-            "description": "Load tasks: the target's load slots x SWITCHYARD_POOL_PER_SLOT"}
-    if api.exists(f"/api/v2/pools/{POOL}"):
-        api.patch(f"/api/v2/pools/{POOL}", {"pool": POOL, "slots": slots, "description": body["description"],
+def ensure_pool(api: local.Api, slots: int, name: str = POOL,
+                description: str = "Load tasks: the target's load slots x SWITCHYARD_POOL_PER_SLOT") -> None:
+    """The load pool with `slots` slots (default_pool_size: what `switchyard pool sync` sets), or
+    the pool `name`."""
+    body = {"name": name, "slots": slots, "description": description}
+    if api.exists(f"/api/v2/pools/{name}"):
+        api.patch(f"/api/v2/pools/{name}", {"pool": name, "slots": slots, "description": description,
                                             "include_deferred": False})
     else:
         api.post("/api/v2/pools", body)

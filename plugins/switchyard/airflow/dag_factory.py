@@ -78,6 +78,8 @@ class DagConfig:
     conn_id: str = _default("conn_id")
     schema: str = _default("schema")
     pool: str = _default("pool")
+    # The prepares' own pool (None: the default pool); see the prepare task below.
+    prepare_pool: str | None = _default("prepare_pool")
     schedule: str | None = _default("schedule")
     batch_wait_seconds: int = _default("batch_wait_seconds")
     batch_poke_seconds: float = _default("batch_poke_seconds")
@@ -96,7 +98,7 @@ class DagConfig:
         """From the settings in effect (the SWITCHYARD_* environment), with `overrides`."""
         current = settings.get()
         values = {name: getattr(current, name) for name in (
-            "dag_id", "spec", "streams", "conn_id", "schema", "pool", "batch_wait_seconds", "batch_poke_seconds",
+            "dag_id", "spec", "streams", "conn_id", "schema", "pool", "prepare_pool", "batch_wait_seconds", "batch_poke_seconds",
             "max_active_tasks", "schedule", "lease_retries", "lease_retry_seconds", "load_executor",
             "load_order")}
         values.update(overrides)
@@ -218,7 +220,11 @@ def build_dag(config: DagConfig | None = None, operators: StepOperators = StepOp
                         setup >> switch
                     else:
                         # A stream on a source: its file is on that source's workers, not here.
-                        prepare = op.prepare(task_id="prepare", file_on_source=spec.source_of(k), **args)
+                        # In a pool of their own, the prepares leave the run's task slots to the
+                        # loads whose staging tables are ready (both go by the group's weight).
+                        prepare = op.prepare(task_id="prepare", file_on_source=spec.source_of(k),
+                                             **({"pool": config.prepare_pool} if config.prepare_pool else {}),
+                                             **args)
                         load = op.load(task_id="load", pool=config.pool, **route, **args)
                         # A failed expectation is a fact about the data and fails at once
                         # (AirflowFailException); a lost connection is retried.
