@@ -166,6 +166,30 @@ def test_pool_sync_sets_the_pool_from_the_server(pg_uri, pool_name):
     assert pool_slots(pool_name) == expected
 
 
+def test_pool_sync_sets_the_prepare_pool_beside_the_load_pool(pg_uri, pool_name):
+    """SWITCHYARD_PREPARE_POOL set: `pool sync` gives that pool the load pool's size too."""
+    from switchyard_dev.local import airflow, airflow_env, migrate
+    from switchyard.targets.postgres import PostgresAdapter
+    env = airflow_env()
+    migrate(env)
+    prepares = f"{pool_name}_prepares"
+    try:
+        expected = 3 * PostgresAdapter(SPEC, uri=pg_uri).scheduler_count()
+        conn_id = f"sy_pp_{uuid.uuid4().hex[:6]}"
+        out = switchyard("pool", "sync", "--conn-id", conn_id, "--pool", pool_name,
+                         env={f"AIRFLOW_CONN_{conn_id.upper()}": pg_uri, "SWITCHYARD_PREPARE_POOL": prepares})
+        assert out.returncode == 0, out.stdout + out.stderr
+        assert f"and pool {prepares} = {expected} slots" in out.stdout
+        assert pool_slots(pool_name) == expected and pool_slots(prepares) == expected
+        # `--prepare-pool none`: only the load pool is set.
+        airflow("pools", "delete", prepares, env=env, check=False)
+        out = switchyard("pool", "sync", "--conn-id", conn_id, "--pool", pool_name, "--prepare-pool", "none",
+                         env={f"AIRFLOW_CONN_{conn_id.upper()}": pg_uri, "SWITCHYARD_PREPARE_POOL": prepares})
+        assert out.returncode == 0 and prepares not in out.stdout and pool_slots(prepares) is None
+    finally:
+        airflow("pools", "delete", prepares, env=env, check=False)
+
+
 def test_pool_sync_finds_a_connection_in_the_metadata_database(pg_uri, pool_name):
     """As in the docker-compose stack: `airflow connections add/import`, then `pool sync`."""
     from switchyard_dev.local import airflow, airflow_env, migrate

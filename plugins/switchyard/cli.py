@@ -136,12 +136,18 @@ def cmd_pool(args) -> int:
                    f"schedulers / cores (the target runs one bulk load per slot at a time)")
     print(f"{args.conn_id} ({adapter.engine}): {slots} schedulers -> pool {args.pool} = {size} slots"
           + (f" ({size / slots:g} load tasks per server slot)" if size != slots else ""))
+    pools = [(args.pool, description)]
+    if args.prepare_pool and args.prepare_pool.lower() != "none":
+        # As big as the load pool: a prepare ahead of each load the pool admits.
+        print(f"  and pool {args.prepare_pool} = {size} slots (the prepare steps)")
+        pools.append((args.prepare_pool, f"Switchyard: prepare tasks of {args.conn_id}, as many as its load pool"))
     if args.dry_run:
         return 0
-    result = subprocess.run([airflow_bin(), "pools", "set", args.pool, str(size), description],
-                            env=env, text=True, capture_output=True)
-    if result.returncode != 0:
-        sys.exit(f"pool sync: `airflow pools set` failed:\n{result.stdout}{result.stderr}")
+    for name, text in pools:
+        result = subprocess.run([airflow_bin(), "pools", "set", name, str(size), text],
+                                env=env, text=True, capture_output=True)
+        if result.returncode != 0:
+            sys.exit(f"pool sync: `airflow pools set` failed:\n{result.stdout}{result.stderr}")
     return 0
 
 
@@ -221,6 +227,9 @@ def build_parser(extensions: bool = True) -> argparse.ArgumentParser:
                    help="the target's Airflow connection (default: SWITCHYARD_CONN_ID or switchyard_target)")
     p.add_argument("--pool", default=settings.get().pool,
                    help="the pool the loads run in (default: SWITCHYARD_POOL or switchyard_loads)")
+    p.add_argument("--prepare-pool", default=settings.get().prepare_pool,
+                   help="also set this pool, the prepare steps', to the load pool's size (default: "
+                        "SWITCHYARD_PREPARE_POOL; none: only the load pool)")
     p.add_argument("--spec", default="tpch", help="built-in spec name or path of a spec file (default tpch)")
     p.add_argument("--per-slot", type=float, default=None,
                    help="load tasks per server slot (default: SWITCHYARD_POOL_PER_SLOT, "

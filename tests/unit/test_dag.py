@@ -33,6 +33,18 @@ def test_task_count_and_no_cycles(streams):
     assert dag.get_task("orders_1.prepare").upstream_task_ids == {"setup.plan"}
 
 
+def test_the_prepares_run_in_their_own_pool_when_one_is_set(monkeypatch):
+    monkeypatch.setenv("SWITCHYARD_PREPARE_POOL", "sy_prepares")
+    dag = build_dag(DagConfig.from_env(streams=2))
+    prepares = [t for t in dag.tasks if t.task_id.endswith(".prepare")]
+    assert prepares and {t.pool for t in prepares} == {"sy_prepares"}
+    # Nothing else moves: the loads keep the load pool, the other steps the default pool.
+    assert {t.pool for t in dag.tasks if t.task_id.endswith(".load")} == {"switchyard_loads"}
+    assert {t.pool for t in dag.tasks if t.task_id.endswith((".validate", ".switch"))} == {"default_pool"}
+    monkeypatch.setenv("SWITCHYARD_PREPARE_POOL", "none")
+    assert build_dag(DagConfig.from_env(streams=2)).get_task("orders_1.prepare").pool == "default_pool"
+
+
 def test_dag_file_imports_with_the_configured_stream_count(monkeypatch):
     monkeypatch.setenv("SWITCHYARD_STREAMS", "5")
     spec = importlib.util.spec_from_file_location("switchyard_tpch_dag", ROOT_DAG)
