@@ -137,7 +137,7 @@ def cmd_pool(args) -> int:
     print(f"{args.conn_id} ({adapter.engine}): {slots} schedulers -> pool {args.pool} = {size} slots"
           + (f" ({size / slots:g} load tasks per server slot)" if size != slots else ""))
     pools = [(args.pool, description)]
-    if args.prepare_pool and args.prepare_pool.lower() != "none":
+    if args.prepare_pool:
         # As big as the load pool: a prepare ahead of each load the pool admits.
         print(f"  and pool {args.prepare_pool} = {size} slots (the prepare steps)")
         pools.append((args.prepare_pool, f"Switchyard: prepare tasks of {args.conn_id}, as many as its load pool"))
@@ -227,7 +227,8 @@ def build_parser(extensions: bool = True) -> argparse.ArgumentParser:
                    help="the target's Airflow connection (default: SWITCHYARD_CONN_ID or switchyard_target)")
     p.add_argument("--pool", default=settings.get().pool,
                    help="the pool the loads run in (default: SWITCHYARD_POOL or switchyard_loads)")
-    p.add_argument("--prepare-pool", default=settings.get().prepare_pool,
+    # Read as the setting is: none, off or empty for no prepare pool.
+    p.add_argument("--prepare-pool", default=settings.get().prepare_pool, type=settings._optional,
                    help="also set this pool, the prepare steps', to the load pool's size (default: "
                         "SWITCHYARD_PREPARE_POOL; none: only the load pool)")
     p.add_argument("--spec", default="tpch", help="built-in spec name or path of a spec file (default tpch)")
