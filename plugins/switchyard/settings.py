@@ -182,10 +182,13 @@ SETTINGS: tuple[Setting, ...] = (
             "(a dead run frees the schema by itself).", STEPS, "seconds"),
     Setting("SWITCHYARD_PROGRESS_SECONDS", "progress_seconds", float, 5.0,
             "Interval between a long load's progress lines in its task log.", STEPS, "seconds"),
-    Setting("SWITCHYARD_VALIDATION", "validation", _choice("constraints", "full"), "constraints",
-            "`constraints`: where the staging table's validated constraints prove the key checks, "
-            "they are not re-run by Great Expectations (the row count always is); `full`: every "
-            "expectation runs through Great Expectations.", STEPS, "constraints | full"),
+    Setting("SWITCHYARD_VALIDATION", "validation", _choice("load", "constraints", "full"), "load",
+            "What the load already proves is not checked again. `load`: the key and NOT NULL checks "
+            "are proven by the staging table's validated constraints, and the row count is the "
+            "count the load's COPY reported while the staging table is still the storage that COPY "
+            "filled (PostgreSQL; elsewhere the rows are counted); `constraints`: the same proofs, "
+            "but Great Expectations counts the rows; `full`: every expectation runs through Great "
+            "Expectations.", STEPS, "load | constraints | full"),
     Setting("SWITCHYARD_STEP_PARALLELISM", "step_parallelism", _choice("serial", "server"), "serial",
             "Parallelism of the steps' own statements on the target. `serial`: PostgreSQL runs the "
             "unique index builds and the row counts without parallel workers, SQL Server builds the "

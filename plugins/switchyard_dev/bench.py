@@ -1155,6 +1155,11 @@ DAG_LEVERS = {
     # Great Expectations and the driver preloaded, but each task process builds the DAG itself.
     "preload, not the DAG": (True, False, {"preload_dag": False}),
     "preload, validation full": (True, False, {"validation": "full"}),
+    # The row count through Great Expectations (SWITCHYARD_VALIDATION=constraints) against the
+    # default that takes the load's COPY count while the staging table is the storage it filled.
+    "preload, rows counted": (True, False, {"validation": "constraints"}),
+    "preload, without unique, small tables in one task, rows counted": (True, False, {
+        "without_unique": True, "single_tables": SMALL_TABLES, "validation": "constraints"}),
     # The same spec with no `unique` declared: no unique index on the target, none built on
     # the staging tables. Side by side with "preload", what uniqueness costs end to end.
     "preload, without unique": (True, False, {"without_unique": True}),

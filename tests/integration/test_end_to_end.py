@@ -29,6 +29,11 @@ def test_full_batch_loads_and_reloads_identically(pg_uri, data_root, tpch_batch,
         assert t["partitions"] == (3 if SPEC.table(table).partitioned else 1)
     switched = [g for g in stats["groups"] if g["table"] == "orders"]
     assert all(g["validation"] == "passed" and g["rows_per_s"] > 0 for g in switched)
+    # Each validate task took its row count from its own load (the storage the COPY filled);
+    # the counts are the files' (checked against the table above).
+    for g in stats["groups"]:
+        count = next(c for c in g["validation_checks"] if c["expectation"] == "expect_table_row_count_to_equal")
+        assert "the load's COPY reported" in count["observed"]["proven"], (g["group"], count)
 
     assert run_lease(pg_uri, schema) is None, "a finished run releases the target's run lease"
 

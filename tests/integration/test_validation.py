@@ -81,3 +81,36 @@ def test_a_not_valid_constraint_proves_nothing(staging, pg_uri):
     failed = out.failures()
     assert [c.expectation for c in failed] == ["expect_column_max_to_be_between"]
     assert failed[0].observed == 5000
+
+
+def _filenode(uri: str, schema: str) -> int:
+    with psycopg.connect(uri) as conn:
+        return conn.execute("SELECT pg_relation_filenode(to_regclass(%s))", (f'"{schema}".t',)).fetchone()[0]
+
+
+def test_the_load_count_is_the_row_count_while_the_table_is_the_storage_it_filled(staging, pg_uri):
+    url, schema = staging
+    loaded = {"rows": len(KEYS), "staging_filenode": _filenode(pg_uri, schema)}
+    out = _validate(url, schema, loaded=loaded, trust_load=True)
+    assert out.success
+    count = by_name(out)["expect_table_row_count_to_equal"]
+    assert count.observed["rows"] == len(KEYS) and "file node" in count.observed["proven"], count
+    # Everything proven: Great Expectations was not asked for anything.
+    assert out.import_seconds == 0.0
+    # The load's count is what the check compares: one the manifest disagrees with fails.
+    bad = _validate(url, schema, expected_rows=len(KEYS) + 1, loaded=loaded, trust_load=True)
+    assert [(c.expectation, c.observed) for c in bad.failures()] == [("expect_table_row_count_to_equal", len(KEYS))]
+    # With SWITCHYARD_VALIDATION=constraints (trust_load off) GX counts the rows.
+    counted = by_name(_validate(url, schema, loaded=loaded, trust_load=False))["expect_table_row_count_to_equal"]
+    assert counted.observed == len(KEYS)
+
+
+def test_a_table_emptied_after_its_load_is_counted_not_taken_from_the_load(staging, pg_uri):
+    url, schema = staging
+    loaded = {"rows": len(KEYS), "staging_filenode": _filenode(pg_uri, schema)}
+    with psycopg.connect(pg_uri, autocommit=True) as conn:
+        # TRUNCATE gives the table new storage: it is no longer what the load filled.
+        conn.execute(f'TRUNCATE "{schema}".t')
+    out = _validate(url, schema, loaded=loaded, trust_load=True)
+    assert not out.success
+    assert [(c.expectation, c.observed) for c in out.failures()] == [("expect_table_row_count_to_equal", 0)]

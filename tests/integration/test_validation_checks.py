@@ -345,3 +345,24 @@ def test_an_unknown_declared_expectation_fails_the_run_before_any_load(pg_uri, d
     assert run.stats is not None and run.stats["totals"]["switched"] == 0
     with psycopg.connect(pg_uri) as conn:
         assert conn.execute("SELECT to_regclass(%s)", (f'"{schema}"."region"',)).fetchone()[0] is None
+
+
+def test_the_row_count_comes_from_the_load_unless_the_staging_table_was_made_again(shop):
+    """Through the adapter: the load's result names the storage its COPY filled, and
+    validation takes its count while the staging table is that storage. A prepare run again
+    after the load (a task cleared on its own) makes a new, empty staging table: counted."""
+    spec, adapter, folder = shop
+    s = stage(spec, adapter, folder, "orders", orders_rows(), lines_rows())
+    adapter.prepare(s)
+    result = adapter.load(s, folder / s.file)
+    loaded = {"rows": result.rows, **result.details}
+    assert loaded["staging_filenode"]
+    outcome = validate_stream(adapter, spec, s, loaded=loaded)
+    assert outcome.success, describe_failures(outcome, "orders")
+    count = next(c for c in outcome.checks if c.expectation == "expect_table_row_count_to_equal")
+    assert count.observed["rows"] == s.rows and "COPY" in count.observed["proven"]
+
+    adapter.prepare(s)  # the staging table made again: empty, new storage
+    again = validate_stream(adapter, spec, s, loaded=loaded)
+    assert not again.success
+    assert [(c.expectation, c.observed) for c in again.failures()] == [("expect_table_row_count_to_equal", 0)]

@@ -47,7 +47,7 @@ def test_only_the_settings_module_reads_the_environment():
 def test_defaults_types_and_derived_locations():
     s = settings.Settings.from_env({})
     assert s.streams == 4 and isinstance(s.streams, int)
-    assert s.schedule == "0 2 * * *" and s.preload is True and s.validation == "constraints"
+    assert s.schedule == "0 2 * * *" and s.preload is True and s.validation == "load"
     assert s.data_root == s.state_dir / "data" and s.runs_dir == s.state_dir / "runs"
     moved = settings.Settings.from_env({"SWITCHYARD_STATE_DIR": "/tmp/sy-state", "SWITCHYARD_STREAMS": "8",
                                         "SWITCHYARD_SCHEDULE": "none", "SWITCHYARD_PRELOAD": "off",
@@ -60,7 +60,7 @@ def test_defaults_types_and_derived_locations():
 def test_a_bad_value_names_its_variable():
     with pytest.raises(settings.SettingsError, match=r"SWITCHYARD_STREAMS='four'"):
         settings.Settings.from_env({"SWITCHYARD_STREAMS": "four"})
-    with pytest.raises(settings.SettingsError, match=r"SWITCHYARD_VALIDATION='some'.*constraints, full"):
+    with pytest.raises(settings.SettingsError, match=r"SWITCHYARD_VALIDATION='some'.*load, constraints, full"):
         settings.Settings.from_env({"SWITCHYARD_VALIDATION": "some"})
 
 

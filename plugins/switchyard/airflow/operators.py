@@ -384,19 +384,23 @@ class ValidateOperator(_GroupOperator):
         return validate_step(self, context, *self.stream_plan(context))
 
 
-def validate_step(op: _GroupOperator, context: Any, plan: dict, s, loaded_rows: int | None = None) -> dict:
-    """`loaded_rows`: the count the load reported, where the caller has it; the expected count
-    when the manifest has none (else it is pulled from the load's XCom)."""
+def validate_step(op: _GroupOperator, context: Any, plan: dict, s, loaded: dict | None = None) -> dict:
+    """`loaded`: the load's result, where the caller has it (else it is pulled from the load's
+    XCom when needed): the expected count when the manifest has none, and the COPY's count
+    and the storage it filled, which validation takes for the table's row count where the
+    target names that storage (SWITCHYARD_VALIDATION=load)."""
     from switchyard.core.spec import SpecError
     from switchyard.observability.validation import describe_failures, validate_stream
     adapter = op.adapter()
+    if loaded is None and (s.rows is None or adapter.load_names_its_storage):
+        # One more API call, where the load's result is used.
+        loaded = context["ti"].xcom_pull(task_ids=f"{s.group_id}.load") or {}
     expected_rows = s.rows
     if expected_rows is None:
-        # A manifest without row counts: the count the load reported (one more API call).
-        expected_rows = loaded_rows if loaded_rows is not None else \
-            (context["ti"].xcom_pull(task_ids=f"{s.group_id}.load") or {}).get("rows")
+        # A manifest without row counts: the count the load reported.
+        expected_rows = (loaded or {}).get("rows")
     try:
-        outcome = validate_stream(adapter, op.load_spec(), s, expected_rows)
+        outcome = validate_stream(adapter, op.load_spec(), s, expected_rows, loaded=loaded)
     except SpecError as exc:
         raise AirflowFailException(str(exc)) from exc
     result = outcome.to_dict()
@@ -471,7 +475,7 @@ class GroupStepsOperator(_GroupOperator):
         done: dict[str, Any] = {}
         steps = (("prepare", lambda: prepare_step(self, plan, s)),
                  ("load", lambda: load_step(self, context, plan, s, plan_pull=plan_pull)),
-                 ("validate", lambda: validate_step(self, context, plan, s, loaded_rows=done["load"]["rows"])),
+                 ("validate", lambda: validate_step(self, context, plan, s, loaded=done["load"])),
                  ("switch", lambda: switch_step(self, plan, s)))
         for name, run in steps:
             started, cpu = now_iso(), time.process_time()

@@ -2,7 +2,8 @@
 
 The checks, each reported with what it expected, what it observed and what it cost:
 
-* **row count**: equals the manifest's (GX `expect_table_row_count_to_equal`);
+* **row count**: equals the manifest's (the load's COPY count, below; else GX
+  `expect_table_row_count_to_equal`);
 * **key range**: the key is never null and its smallest and largest values lie inside the
   stream's key range, which lies inside its partition (integer, date or timestamp keys);
 * **not null**: every column the spec declares NOT NULL (every column not `nullable: true`);
@@ -19,10 +20,13 @@ key_max + one unit", and "column IS NULL" for each NOT NULL column (constraint e
 only validated constraints and NOT NULL): when they do, no row can break the expectation,
 and it is reported as proven, with the proof. On another engine a column the catalog shows
 NOT NULL is proven the same way (SQL Server enforces NOT NULL on every row, bulk loads
-included). Great Expectations still checks the row count, which no constraint proves. When
-a proof does not hold (a constraint missing, NOT VALID or wider than the stream's range),
-the expectation goes through GX. `trust_constraints=False` (or SWITCHYARD_VALIDATION=full)
-runs all of them through GX.
+included). The row count, which no constraint proves, is the load's own on PostgreSQL: its
+transaction emptied the table (TRUNCATE gives it new storage), copied the file and read the
+table's file node, so while the table is still that file node it holds exactly the rows the
+COPY reported; otherwise GX counts them. When a proof does not hold (a constraint missing,
+NOT VALID or wider than the stream's range, another file node), the expectation goes
+through GX. `trust_load=False` (SWITCHYARD_VALIDATION=constraints) counts the rows through
+GX; `trust_constraints=False` (SWITCHYARD_VALIDATION=full) runs all of them through GX.
 
 Uniqueness rides on the index the target keeps: the adapter builds the unique index on the
 staging table (`TargetAdapter.prove_unique`, PostgreSQL: the index ATTACH then adopts) and
@@ -133,6 +137,11 @@ def trust_constraints_default() -> bool:
     return get().validation != "full"
 
 
+def trust_load_default() -> bool:
+    from switchyard.settings import get
+    return get().validation == "load"
+
+
 # --- proofs from the staging table's constraints ----------------------------------------------
 def _refuted(conn, schema: str, table: str, condition: str, quote) -> bool:
     """Whether the planner, from the table's NOT NULL and validated CHECK constraints, shows
@@ -164,24 +173,28 @@ def _key_condition(key: str, key_min: Any, key_max: Any, key_type: str | None, q
 
 def constraint_proofs(url: str, schema: str, table: str, key: str, key_min: Any, key_max: Any,
                       not_null: Sequence[str], engine_name: str = "postgres",
-                      key_type: str | None = None) -> tuple[str | None, dict[str, str]]:
-    """(key proof, {column: not-null proof}) from the staging table's own constraints, over one
-    connection and without reading a row.
+                      key_type: str | None = None,
+                      loaded_filenode: int | None = None) -> tuple[str | None, dict[str, str], bool]:
+    """(key proof, {column: not-null proof}, whether the table is still the load's storage)
+    from the staging table's own constraints and catalog, over one connection and without
+    reading a row.
 
     PostgreSQL: the planner refutes "key IS NULL OR key outside [key_min, key_max]" from the
     table's NOT NULL and validated CHECK constraints, and "c1 IS NULL OR c2 IS NULL ..." for
     the NOT NULL columns (one EXPLAIN for all of them; column by column only when that one
-    does not hold). Another engine: no key proof; a column the catalog shows NOT NULL is
-    proven (SQL Server has no unenforced form of NOT NULL)."""
+    does not hold); `loaded_filenode`, the file node the load's transaction left the table
+    with, is compared with the table's now. Another engine: no key proof; a column the
+    catalog shows NOT NULL is proven (SQL Server has no unenforced form of NOT NULL)."""
     from sqlalchemy import create_engine, inspect, text
     engine = create_engine(url)
     key_proof: str | None = None
     proofs: dict[str, str] = {}
+    same_storage = False
     try:
         if engine_name != "postgres":
             declared = {col["name"]: col.get("nullable", True) for col in inspect(engine).get_columns(table, schema)}
             return None, {c: f"{c} is NOT NULL in the staging table: the server refused nulls on load"
-                          for c in not_null if declared.get(c) is False}
+                          for c in not_null if declared.get(c) is False}, False
         quote = engine.dialect.identifier_preparer.quote
         condition = _key_condition(key, key_min, key_max, key_type, quote)
         with engine.connect() as conn:
@@ -196,10 +209,14 @@ def constraint_proofs(url: str, schema: str, table: str, key: str, key_min: Any,
                 proven = (list(not_null) if _refuted(conn, schema, table, every, quote) else
                           [c for c in not_null if _refuted(conn, schema, table, f"{quote(c)} IS NULL", quote)])
                 proofs = {c: f"the planner refutes {c} IS NULL from the table's NOT NULL constraint" for c in proven}
+            if loaded_filenode is not None:
+                now = conn.execute(text("SELECT pg_relation_filenode(to_regclass(:name))"),
+                                   {"name": f"{quote(schema)}.{quote(table)}"}).scalar_one()
+                same_storage = now is not None and int(now) == int(loaded_filenode)
             conn.rollback()
     finally:
         engine.dispose()
-    return key_proof, proofs
+    return key_proof, proofs, same_storage
 
 
 # --- declared expectations ----------------------------------------------------------------------
@@ -284,34 +301,50 @@ def validate_table(url: str, schema: str, table: str, key: str, expected_rows: i
                    trust_constraints: bool | None = None, *, key_type: str | None = None,
                    not_null: Sequence[str] = (), unique: Sequence[str] = (),
                    unique_result: dict | None = None, expectations: Sequence[Expectation] = (),
-                   expectations_where: str = "spec: expectations") -> ValidationOutcome:
+                   expectations_where: str = "spec: expectations", loaded: dict | None = None,
+                   trust_load: bool | None = None) -> ValidationOutcome:
     """Validate one staging table; see the module's docstring.
 
     key_min / key_max: the stream's key range as Python values (int, datetime.date,
     datetime.datetime); key_type: the key's SQL type (a timestamp(p) key's unit). not_null:
     the columns declared NOT NULL besides the key. unique: the spec's unique columns;
     unique_result: what the adapter's `prove_unique` found (None: GX checks uniqueness).
-    expectations: the table's declared expectations, `expectations_where` their spec entry."""
+    expectations: the table's declared expectations, `expectations_where` their spec entry.
+    loaded: the load's result (`rows`, `staging_filenode`) where its engine names the storage
+    it filled; with `trust_load` (SWITCHYARD_VALIDATION=load) its COPY's count is the table's
+    while the table is still that storage, else GX counts the rows."""
     started = time.monotonic()
-    preloaded = "great_expectations.expectations" in sys.modules
-    import great_expectations as gx
-    import great_expectations.expectations as gxe
-    imported = time.monotonic()
-
     if trust_constraints is None:
         trust_constraints = trust_constraints_default()
+    if trust_load is None:
+        trust_load = trust_load_default()
     declared = declared_expectations(expectations, expectations_where)
     not_null = [c for c in not_null if c != key]
+    loaded_filenode = (loaded or {}).get("staging_filenode") if trust_constraints and trust_load else None
+    if loaded_filenode is not None and (loaded or {}).get("rows") is None:
+        loaded_filenode = None
 
     checks: list[Check] = []
     proof = None
     proofs: dict[str, str] = {}
+    same_storage = False
     if trust_constraints:
         t0 = time.monotonic()
-        proof, proofs = constraint_proofs(url, schema, table, key, key_min, key_max, not_null, engine, key_type)
-        # One connection answers both: its cost is split evenly between the two kinds.
-        share = round((time.monotonic() - t0) / ((proof is not None) + bool(proofs) or 1), 4)
+        proof, proofs, same_storage = constraint_proofs(url, schema, table, key, key_min, key_max, not_null,
+                                                        engine, key_type, loaded_filenode)
+        # One connection answers them all: its cost is split evenly between the kinds it proved.
+        share = round((time.monotonic() - t0) / ((proof is not None) + bool(proofs) + same_storage or 1), 4)
         key_seconds = nn_seconds = share
+        if same_storage:
+            rows = int(loaded["rows"])
+            how = (f"the load's COPY reported {rows} rows into the staging table, which the TRUNCATE in the "
+                   f"same transaction had emptied; the table is still the storage that transaction left "
+                   f"(file node {loaded_filenode})")
+            # A count that disagrees is reported as GX reports one: the number, which the
+            # failure's message shows against the expected one.
+            checks.append(Check("expect_table_row_count_to_equal", None, expected_rows,
+                                {"rows": rows, "proven": how} if rows == expected_rows else rows,
+                                rows == expected_rows, share, "row_count"))
         if proof is not None:
             checks += [
                 Check("expect_column_values_to_not_be_null", key, "no nulls", {"proven": proof}, True,
@@ -325,7 +358,20 @@ def validate_table(url: str, schema: str, table: str, key: str, expected_rows: i
             checks.append(Check("expect_column_values_to_not_be_null", c, "no nulls", {"proven": proofs[c]}, True,
                                 nn_seconds if i == 0 else None, "not_null"))
 
+    # Great Expectations only for what nothing above proved: where everything was, the task
+    # neither imports it nor opens its connection and catalog queries.
+    preloaded = "great_expectations.expectations" in sys.modules
+    imported = time.monotonic()
+    if same_storage and proof is not None and len(proofs) == len(not_null) and not declared \
+            and not (unique and unique_result is None):
+        if unique and unique_result is not None:
+            checks.append(_unique_check(unique, unique_result))
+        return ValidationOutcome(success=all(c.success for c in checks), checks=checks,
+                                 seconds=time.monotonic() - started, import_seconds=0.0, gx_preloaded=preloaded)
+    import great_expectations as gx
+    import great_expectations.expectations as gxe
     from great_expectations.data_context.types.base import ProgressBarsConfig
+    import_seconds = time.monotonic() - imported
     context = gx.get_context(mode="ephemeral")
     # Progress bars are for notebooks; in a task log they are noise.
     context.variables.progress_bars = ProgressBarsConfig(globally=False, metric_calculations=False)
@@ -337,7 +383,8 @@ def validate_table(url: str, schema: str, table: str, key: str, expected_rows: i
     batch = asset.add_batch_definition_whole_table("whole table").get_batch()
 
     # (expectation, category, spec entry); in the order they are reported.
-    runs: list[tuple[Any, str, str | None]] = [(gxe.ExpectTableRowCountToEqual(value=expected_rows), "row_count", None)]
+    runs: list[tuple[Any, str, str | None]] = [] if same_storage else \
+        [(gxe.ExpectTableRowCountToEqual(value=expected_rows), "row_count", None)]
     if proof is None:
         runs += [
             (gxe.ExpectColumnValuesToNotBeNull(column=key), "key_range", None),
@@ -374,15 +421,17 @@ def validate_table(url: str, schema: str, table: str, key: str, expected_rows: i
         checks.append(_unique_check(unique, unique_result))
 
     return ValidationOutcome(success=all(c.success for c in checks), checks=checks,
-                             seconds=time.monotonic() - started, import_seconds=imported - started,
+                             seconds=time.monotonic() - started, import_seconds=import_seconds,
                              gx_preloaded=preloaded)
 
 
 def validate_stream(adapter: Any, spec: Any, stream: Any, expected_rows: int | None = None,
-                    trust_constraints: bool | None = None) -> ValidationOutcome:
+                    trust_constraints: bool | None = None, loaded: dict | None = None) -> ValidationOutcome:
     """Every check of one (table, stream)'s staging table, as the validate step runs them: the
     adapter's unique index first (where the engine builds one), then `validate_table`.
-    `expected_rows` defaults to the plan's. Raises SpecError for a bad declared expectation."""
+    `expected_rows` defaults to the plan's; `loaded` is the load's result (its row count and
+    the storage it filled, where the adapter names it). Raises SpecError for a bad declared
+    expectation."""
     table = spec.table(stream.table)
     # Uniqueness rides on the target's unique index, built on the staging table here (None
     # where the engine does not: GX checks it then).
@@ -394,7 +443,8 @@ def validate_stream(adapter: Any, spec: Any, stream: Any, expected_rows: int | N
         trust_constraints=trust_constraints, key_type=adapter.key_type(stream.table),
         not_null=[c.name for c in table.columns if not c.nullable], unique=table.unique,
         unique_result=unique_result, expectations=table.expectations,
-        expectations_where=f"{spec.source}: tables.{table.name}.expectations")
+        expectations_where=f"{spec.source}: tables.{table.name}.expectations",
+        loaded=loaded if adapter.load_names_its_storage else None)
     if unique_result is not None:
         outcome.seconds += unique_result.get("seconds") or 0.0
     return outcome

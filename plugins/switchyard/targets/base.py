@@ -82,6 +82,11 @@ class TargetAdapter(ABC):
     engine: ClassVar[str]
     quote_open: ClassVar[str]
     quote_close: ClassVar[str]
+    # Whether the load's result names the staging table's storage as its COPY left it
+    # (`staging_filenode`), so that validation can take the COPY's row count for the table's
+    # while the table is still that storage (validation.validate_table). Engines without it
+    # count the rows again.
+    load_names_its_storage: ClassVar[bool] = False
 
     def __init__(self, spec: LoadSpec, schema: str = "tpch", staging_schema: str | None = None,
                  control_schema: str = "switchyard", lock_timeout_seconds: int = 60,

@@ -73,6 +73,7 @@ _REFUSED = re.compile(r"FATAL:\s+(password authentication failed|no pg_hba\.conf
 class PostgresAdapter(TargetAdapter):
     engine = "postgres"
     quote_open = quote_close = '"'
+    load_names_its_storage = True
     load_stats_columns = ("backend_pid",)
 
     def __init__(self, spec: LoadSpec, conn_id: str | None = None, uri: str | None = None,
@@ -610,14 +611,14 @@ class PostgresAdapter(TargetAdapter):
             leased = time.monotonic()
             with self.copy_slot(conn) as slot:
                 release = slot["release"] if self.copy_slot_release == "copy" else None
-                rows, pid, copy_began_at, copy_ended_at, seconds, copied = self._copy(
+                rows, pid, copy_began_at, copy_ended_at, seconds, copied, filenode = self._copy(
                     conn, stream, path, progress, table, where, before, copy, after, total, single_field, text_format,
                     release)
         ended = time.monotonic()
         # The load's fixed cost beside its COPY, part by part (the benchmark reports them):
         # connecting, the lease's renewal, the slot's query, release, and closing the connection.
         return LoadResult(rows=rows, bytes=total, seconds=seconds,
-                          details={"backend_pid": pid, "copy_slot": slot["slot"],
+                          details={"backend_pid": pid, "copy_slot": slot["slot"], "staging_filenode": filenode,
                                    "copy_slot_wait_seconds": slot["waited_seconds"],
                                    "connect_seconds": round(connected - began, 4),
                                    "lease_seconds": round(leased - connected, 4),
@@ -631,7 +632,8 @@ class PostgresAdapter(TargetAdapter):
               where: str, before: list[str], copy: str, after: list[str], total: int, single_field: bool,
               text_format: bool, release: Callable[[], None] | None = None) -> tuple:
         """The load's transaction on `conn`, its COPY slot held: (rows, backend pid, COPY start and
-        end in epoch seconds, COPY seconds with the commit, monotonic end). `release`, when
+        end in epoch seconds, COPY seconds with the commit, monotonic end, the staging table's
+        file node as the transaction left it). `release`, when
         given, gives the slot back once the COPY's statements are done, before the commit; the
         COPY's end is then that moment."""
         import psycopg
@@ -652,6 +654,11 @@ class PostgresAdapter(TargetAdapter):
                 rows = cur.rowcount
                 for stmt in after:
                     cur.execute(stmt)
+                # The storage this transaction's TRUNCATE gave the table and its COPY filled:
+                # validation takes the COPY's count while the table is still this file node.
+                cur.execute("SELECT pg_relation_filenode(to_regclass(%s))",
+                            (self.qualified(self.staging_schema, stream.staging_table),))
+                filenode = cur.fetchone()[0]
                 pid = conn.info.backend_pid
                 if release is not None:
                     release()
@@ -676,7 +683,7 @@ class PostgresAdapter(TargetAdapter):
         copied = time.monotonic()
         if release is None:
             copy_ended_at = time.time()
-        return rows, pid, copy_began_at, copy_ended_at, copied - started, copied
+        return rows, pid, copy_began_at, copy_ended_at, copied - started, copied, filenode
 
     def _existing_partition(self, cur, stream: StreamPlan) -> tuple[str, list[str]] | None:
         """(bound, [parent schema, parent name]) of the partition that has this stream's name
