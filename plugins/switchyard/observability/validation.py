@@ -224,7 +224,11 @@ def declared_expectations(expectations: Iterable[Expectation], where: str) -> li
     """(spec entry, GX expectation) for each declared expectation: its type's GX 1.x class from
     `great_expectations.expectations`, built with its kwargs. A type GX does not know, kwargs
     that do not fit it, or kwargs that would carry SQL text raise SpecError naming the spec
-    entry (`where`: "<spec file>: tables.<table>.expectations"). Imports GX."""
+    entry (`where`: "<spec file>: tables.<table>.expectations"). Imports GX, where there is
+    an expectation to build."""
+    expectations = list(expectations)
+    if not expectations:
+        return []
     import great_expectations.expectations as gxe  # noqa: F401  (registers the core expectations)
     from great_expectations.exceptions import ExpectationNotFoundError
     from great_expectations.expectations.registry import get_expectation_impl
@@ -320,9 +324,9 @@ def validate_table(url: str, schema: str, table: str, key: str, expected_rows: i
         trust_load = trust_load_default()
     declared = declared_expectations(expectations, expectations_where)
     not_null = [c for c in not_null if c != key]
-    loaded_filenode = (loaded or {}).get("staging_filenode") if trust_constraints and trust_load else None
-    if loaded_filenode is not None and (loaded or {}).get("rows") is None:
-        loaded_filenode = None
+    loaded = loaded or {}
+    loaded_filenode = (loaded.get("staging_filenode") if trust_constraints and trust_load
+                       and loaded.get("rows") is not None else None)
 
     checks: list[Check] = []
     proof = None
