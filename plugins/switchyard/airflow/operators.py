@@ -390,10 +390,10 @@ def validate_step(op: _GroupOperator, context: Any, plan: dict, s, loaded: dict 
     and the storage it filled, which validation takes for the table's row count where the
     target names that storage (SWITCHYARD_VALIDATION=load)."""
     from switchyard.core.spec import SpecError
-    from switchyard.observability.validation import describe_failures, validate_stream
+    from switchyard.observability.validation import describe_failures, trust_load_default, validate_stream
     adapter = op.adapter()
-    if loaded is None and (s.rows is None or adapter.load_names_its_storage):
-        # One more API call, where the load's result is used.
+    if loaded is None and (s.rows is None or adapter.load_names_its_storage and trust_load_default()):
+        # One more API call, only where the load's result is used.
         loaded = context["ti"].xcom_pull(task_ids=f"{s.group_id}.load") or {}
     expected_rows = s.rows
     if expected_rows is None:
