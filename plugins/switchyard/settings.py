@@ -149,8 +149,8 @@ SETTINGS: tuple[Setting, ...] = (
             "The Airflow pool the prepare steps run in (`switchyard pool sync` sizes it like the load "
             "pool), so that the loads whose staging tables are ready start before the later groups' "
             "prepares take the run's task slots (`SWITCHYARD_MAX_ACTIVE_TASKS`). Airflow holds back the "
-            "tasks of a pool that does not exist without an error: run `switchyard pool sync` before "
-            "setting it on the DAG. `none`: no pool of their own.", DAG, "text | none"),
+            "tasks of a pool that does not exist (the run's note then names it): run `switchyard pool "
+            "sync` before setting it on the DAG. `none`: no pool of their own.", DAG, "text | none"),
     Setting("SWITCHYARD_SCHEDULE", "schedule", _schedule, "0 2 * * *",
             "Cron schedule of the DAG (a nightly batch named by the run's date, `YYYY-MM-DD`); "
             "`none` for manual runs only.", DAG, "cron | none"),

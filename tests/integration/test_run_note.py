@@ -168,3 +168,64 @@ def test_only_dags_built_by_switchyard_are_noted():
     with DAG("other", schedule=None, tags=["switchyard"]) as other:
         EmptyOperator(task_id="stats")
     assert not is_switchyard_dag(as_scheduler_sees(other))
+
+
+def _as_scheduler_sees(dag):
+    from airflow.serialization.serialized_objects import DagSerialization
+    return DagSerialization.deserialize_dag(DagSerialization.serialize_dag(dag))
+
+
+def test_a_run_waiting_for_pools_that_do_not_exist_names_them_and_the_command():
+    """What the scheduler's listener writes when a run starts with its pools missing."""
+    from switchyard.airflow.dag_factory import DagConfig, build_dag
+    from switchyard.airflow.run_notes import missing_pools, pool_sync_command, waiting_note
+    dag = _as_scheduler_sees(build_dag(DagConfig(streams=8, dag_id="nightly_load", pool="nightly_loads",
+                                                 prepare_pool="nightly_prepares", conn_id="warehouse")))
+    assert missing_pools(dag, {"default_pool", "nightly_loads", "nightly_prepares"}) == {}
+    missing = missing_pools(dag, {"default_pool", "nightly_loads"})
+    assert list(missing) == ["nightly_prepares"]
+    assert sorted(missing["nightly_prepares"]) == sorted(t.task_id for t in dag.tasks
+                                                         if t.task_id.endswith(".prepare"))
+    assert len(missing["nightly_prepares"]) == 6 * 8 + 2  # nation and region: one stream each
+    both = missing_pools(dag, {"default_pool"})
+    assert set(both) == {"nightly_loads", "nightly_prepares"}
+    assert "lineitem_1.load" in both["nightly_loads"] and "stats" not in both["nightly_loads"]
+    command = pool_sync_command(dag, "warehouse")
+    assert command == "switchyard pool sync --conn-id warehouse --pool nightly_loads --prepare-pool nightly_prepares"
+    note = waiting_note("nightly_load", "manual__1", both, command, base_url="http://af:8080")
+    assert note.startswith("**Switchyard nightly_load**: waiting.")
+    assert "`nightly_loads` (" in note and "`nightly_prepares` (" in note and f"`{command}`" in note
+    assert len(note) <= NOTE_LIMIT and note.endswith(
+        f"[Run report]({report_url('nightly_load', 'manual__1', 'http://af:8080')}) (once the run ends).")
+    # The run's final note replaces it, as any note the listener wrote.
+    assert is_our_note(note, "nightly_load", "manual__1")
+    # No prepare pool: the command names the load pool only.
+    plain = _as_scheduler_sees(build_dag(DagConfig(streams=2, dag_id="plain", tags=())))
+    assert pool_sync_command(plain, "switchyard_target") == (
+        "switchyard pool sync --conn-id switchyard_target --pool switchyard_loads")
+
+
+@pytest.mark.chaos
+def test_the_scheduler_says_on_the_run_which_pool_it_waits_for(pg_uri, tpch_batch, schema, scheduler):  # noqa: F811
+    """A run whose load pool does not exist says so on the run; created, the run goes on and
+    its final note replaces that one."""
+    name, _ = tpch_batch
+    env, api = scheduler
+    api._request("DELETE", "/api/v2/pools/switchyard_loads")
+    run_id = api.post(f"/api/v2/dags/{DAG_ID}/dagRuns", {"logical_date": None, "conf": {
+        "batch": name, "tables": ["nation"]}})["dag_run_id"]
+    deadline = time.monotonic() + 120
+    while not (run := api.get(f"/api/v2/dags/{DAG_ID}/dagRuns/{quote(run_id, safe='')}"))["note"]:
+        assert time.monotonic() < deadline, run
+        time.sleep(2)
+    assert run["state"] == "running"
+    assert run["note"].startswith("**Switchyard switchyard_tpch**: waiting.")
+    assert "`switchyard_loads` (" in run["note"] and "nation_1.load" in run["note"]
+    assert "`switchyard pool sync --conn-id switchyard_target --pool switchyard_loads`" in run["note"]
+    time.sleep(10)  # held back, not failed
+    tis = api.get(f"/api/v2/dags/{DAG_ID}/dagRuns/{quote(run_id, safe='')}/taskInstances/nation_1.load")
+    assert tis["state"] in (None, "scheduled"), tis["state"]
+    api.post("/api/v2/pools", {"name": "switchyard_loads", "slots": 2, "include_deferred": False})
+    done = _wait_run(api, run_id)
+    assert done["state"] == "success"
+    assert done["note"].startswith(f"**Switchyard: batch {name} into postgres {schema}, 3 streams**: run success.")

@@ -1,5 +1,6 @@
 """Airflow plugin: the api-server serves each run's report under /switchyard/reports/, and
-every Switchyard run gets a note linking it when the run ends.
+every Switchyard run gets a note linking it when the run ends (and one naming any pool it
+waits for when the scheduler starts it).
 
 Registered through the package's `airflow.plugins` entry point (pyproject.toml), the way
 installed packages give Airflow plugins; the plugins folder's `.airflowignore` keeps Airflow

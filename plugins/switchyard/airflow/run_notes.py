@@ -1,4 +1,5 @@
-"""Every Switchyard run's note: outcome, figures and the report's link, set when the run ends.
+"""Every Switchyard run's note: outcome, figures and the report's link, set when the run ends;
+and, when the run starts, a note naming any Airflow pool its tasks need that does not exist.
 
 A task cannot set its DAG run's note in Airflow 3.3 (the Task SDK's execution API has no
 call for it), so an Airflow listener does it (registered by the switchyard_reports plugin, switchyard/airflow/plugin.py).
@@ -12,6 +13,13 @@ for the listener.
 
 A note a user wrote is kept: the listener only writes a run without a note, or one whose
 note it wrote itself (a cleared and rerun run gets fresh figures).
+
+Airflow holds back a task whose pool does not exist and says so only in the scheduler's log
+(a warning each loop): the run shows its tasks "scheduled" and nothing else. The scheduler
+calls `on_dag_run_running` when it starts a run (scheduled, triggered, backfill; `airflow dags
+test` ignores pools and never calls it): the listener names the missing pools on the run
+and in the scheduler's log, with the command that creates them. The run goes on once they
+exist, and its final note replaces that one.
 
 Imported by every process that loads plugins, task processes included: nothing heavy at
 module level.
@@ -152,19 +160,24 @@ def annotate(dag_run: Any, state: str) -> None:
 
 
 def _write_note(dag_run: Any, state: str) -> None:
+    _set_note(dag_run, note_for(dag_run.dag_id, dag_run.run_id, state))
+    log.info("run %s of %s: note set with the run's figures and report link", dag_run.run_id, dag_run.dag_id)
+
+
+def _set_note(dag_run: Any, note: str) -> bool:
+    """Writes `note` unless the run has a note a user wrote; True if written."""
     dag_id, run_id = dag_run.dag_id, dag_run.run_id
     current = dag_run.dag_run_note
     if current is not None and not is_our_note(current.content, dag_id, run_id):
         log.info("run %s of %s keeps the note %s wrote; the report is linked from its stats task",
                  run_id, dag_id, current.user_id or "a user")
-        return
-    note = note_for(dag_id, run_id, state)
+        return False
     if current is None:
         dag_run.note = (note, None)
     else:
         current.content = note
         current.user_id = None
-    log.info("run %s of %s: note set with the run's figures and report link", run_id, dag_id)
+    return True
 
 
 def _safely(dag_run: Any, state: str) -> None:
@@ -184,3 +197,81 @@ def on_dag_run_success(dag_run: Any, msg: str) -> None:
 @hookimpl
 def on_dag_run_failed(dag_run: Any, msg: str) -> None:
     _safely(dag_run, "failed")
+
+
+def missing_pools(dag: Any, existing: set[str]) -> dict[str, list[str]]:
+    """The pools the DAG's tasks are in that are not in `existing`: pool -> its task ids."""
+    missing: dict[str, list[str]] = {}
+    for task in dag.tasks:
+        if task.pool not in existing:
+            missing.setdefault(task.pool, []).append(task.task_id)
+    return missing
+
+
+def waiting_note(dag_id: str, run_id: str, missing: dict[str, list[str]], sync_command: str,
+                 base_url: str | None = None) -> str:
+    """The note of a run whose tasks wait for pools that do not exist."""
+    from switchyard.observability.stats import report_url
+    pools = ", ".join(f"`{name}` ({_listed(sorted(tasks))})" for name, tasks in sorted(missing.items()))
+    body = (f"**{headline(dag_id, None)}**: waiting. Airflow holds back the tasks in pools that do not "
+            f"exist: {pools}. `{sync_command}` creates them, sized from the target; the run then goes on.")
+    link = f"[Run report]({report_url(dag_id, run_id, base_url)}) (once the run ends)."
+    room = NOTE_LIMIT - len(link) - 2
+    if len(body) > room:
+        body = body[:max(room - 3, 0)].rstrip() + "..."
+    return f"{body}\n\n{link}"
+
+
+def note_missing_pools(dag_run: Any) -> dict[str, list[str]]:
+    """At the run's start, in the scheduler's transaction: names the pools it waits for."""
+    dag = getattr(dag_run, "dag", None)
+    if dag is None or not is_switchyard_dag(dag):
+        return {}
+    from sqlalchemy import select
+    from sqlalchemy.orm import object_session
+    from airflow.models.pool import Pool
+    session = object_session(dag_run)
+    if session is None:
+        return {}
+    missing = missing_pools(dag, set(session.scalars(select(Pool.pool))))
+    if missing:
+        log.error("run %s of %s: Airflow will not start the tasks in pools that do not exist (%s) until "
+                  "they do; create them with `switchyard pool sync`", dag_run.run_id, dag_run.dag_id,
+                  ", ".join(sorted(missing)))
+        _set_note(dag_run, waiting_note(dag_run.dag_id, dag_run.run_id, missing,
+                                        pool_sync_command(dag, _conn_id(dag_run, dag))))
+    return missing
+
+
+def pool_sync_command(dag: Any, conn_id: str) -> str:
+    """The `switchyard pool sync` that creates the pools of this DAG's loads (and prepares)."""
+    def pool_of(*steps: str) -> str | None:
+        return next((t.pool for t in dag.tasks if t.task_id.rsplit(".", 1)[-1] in steps), None)
+    command = f"switchyard pool sync --conn-id {conn_id}"
+    loads = pool_of("load", "steps")
+    if loads:
+        command += f" --pool {loads}"
+    prepares = pool_of("prepare")
+    if prepares and prepares not in ("default_pool", loads):
+        command += f" --prepare-pool {prepares}"
+    return command
+
+
+def _conn_id(dag_run: Any, dag: Any) -> str:
+    """The run's target connection: the trigger's choice, else the DAG's default."""
+    chosen = (dag_run.conf or {}).get("conn_id")
+    if chosen:
+        return str(chosen)
+    try:
+        return str(dag.params["conn_id"])
+    except Exception:  # noqa: BLE001 - a DAG without the param still gets the rest of the note
+        return "<the target's connection id>"
+
+
+@hookimpl
+def on_dag_run_running(dag_run: Any, msg: str) -> None:
+    # Inside the scheduler's loop, as the other two: nothing of ours may disturb it.
+    try:
+        note_missing_pools(dag_run)
+    except Exception:  # noqa: BLE001
+        log.exception("could not check the pools of run %s", getattr(dag_run, "run_id", "?"))
