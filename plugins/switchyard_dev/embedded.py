@@ -120,6 +120,14 @@ class EmbeddedPostgres:
                                 capture_output=True, text=True, **self._run_as())
         return result.returncode == 0
 
+    def running_port(self) -> int | None:
+        """The port the running server listens on, from its postmaster.pid (line 4)."""
+        try:
+            lines = (self.pgdata / "postmaster.pid").read_text().splitlines()
+            return int(lines[3])
+        except (OSError, IndexError, ValueError):
+            return None
+
     def _initdb(self, run_as: dict) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
         self.password_file.write_text(secrets.token_urlsafe(18) + "\n")
@@ -150,7 +158,14 @@ class EmbeddedPostgres:
             run_as = self._run_as()
             if not (self.pgdata / "PG_VERSION").exists():
                 self._initdb(run_as)
-            if not self.is_running():
+            if self.is_running():
+                running_on = self.running_port()
+                if running_on is not None and running_on != self.port:
+                    # Its clients would be sent to this port and refused ("connection refused").
+                    raise RuntimeError(f"the embedded PostgreSQL of {self.pgdata} already runs on port "
+                                       f"{running_on}, not {self.port} (SWITCHYARD_PG_PORT): stop it first "
+                                       f"(`make stop`), or use port {running_on}")
+            else:
                 if not self._port_free():
                     raise RuntimeError(f"port {self.port} on 127.0.0.1 is taken by another program; "
                                        f"set SWITCHYARD_PG_PORT to a free port")
