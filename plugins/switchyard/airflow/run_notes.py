@@ -235,11 +235,11 @@ def note_missing_pools(dag_run: Any) -> dict[str, list[str]]:
         return {}
     missing = missing_pools(dag, set(session.scalars(select(Pool.pool))))
     if missing:
+        command = pool_sync_command(dag, _conn_id(dag_run, dag))
         log.error("run %s of %s: Airflow will not start the tasks in pools that do not exist (%s) until "
-                  "they do; create them with `switchyard pool sync`", dag_run.run_id, dag_run.dag_id,
-                  ", ".join(sorted(missing)))
-        _set_note(dag_run, waiting_note(dag_run.dag_id, dag_run.run_id, missing,
-                                        pool_sync_command(dag, _conn_id(dag_run, dag))))
+                  "they do; `%s` creates them", dag_run.run_id, dag_run.dag_id, ", ".join(sorted(missing)),
+                  command)
+        _set_note(dag_run, waiting_note(dag_run.dag_id, dag_run.run_id, missing, command))
     return missing
 
 
