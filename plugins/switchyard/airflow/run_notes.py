@@ -86,8 +86,12 @@ def run_note(stats: dict | None, state: str, title: str, report: str) -> str:
     else:
         lines.append("No statistics for this run in SWITCHYARD_RUNS_DIR: the run ended before its stats task "
                      "wrote them, or this Airflow process does not see that folder.")
-    body = "\n\n".join(lines)
-    # The link is the point of the note: the figures give way if the base URL is very long.
+    return _with_link("\n\n".join(lines), link)
+
+
+def _with_link(body: str, link: str) -> str:
+    """`body`, then `link`, within the metadata column: the link is the point of the note, so
+    the body gives way (cut, with "...") if the base URL is very long."""
     room = NOTE_LIMIT - len(link) - 2
     if len(body) > room:
         body = body[:max(room - 3, 0)].rstrip() + "..."
@@ -215,11 +219,7 @@ def waiting_note(dag_id: str, run_id: str, missing: dict[str, list[str]], sync_c
     pools = ", ".join(f"`{name}` ({_listed(sorted(tasks))})" for name, tasks in sorted(missing.items()))
     body = (f"**{headline(dag_id, None)}**: waiting. Airflow holds back the tasks in pools that do not "
             f"exist: {pools}. `{sync_command}` creates them, sized from the target; the run then goes on.")
-    link = f"[Run report]({report_url(dag_id, run_id, base_url)}) (once the run ends)."
-    room = NOTE_LIMIT - len(link) - 2
-    if len(body) > room:
-        body = body[:max(room - 3, 0)].rstrip() + "..."
-    return f"{body}\n\n{link}"
+    return _with_link(body, f"[Run report]({report_url(dag_id, run_id, base_url)}) (once the run ends).")
 
 
 def note_missing_pools(dag_run: Any) -> dict[str, list[str]]:
