@@ -1869,7 +1869,7 @@ def run(scale: float, streams: int, slots: int | None = None, parts: tuple[str, 
         result["floor"] = run_floor(uri, files, slots)
         print(f"    {result['floor']['rows_per_s']:,.0f} rows/s in {result['floor']['wall_seconds']:.2f} s", flush=True)
         result["load_average"]["after_floor"] = load_average()
-        if unique_floor and "dag" in parts and "laptop" in shapes:
+        if unique_floor and ("dag" in parts or "graph" in parts) and "laptop" in shapes:
             say(f"laptop shape: {UNIQUE_FLOOR}, {slots} sessions (each file's COPY FREEZE, then its table's "
                 f"unique index, in one transaction)")
             result["floor_unique"] = run_unique_floor(uri, files, slots)
@@ -1925,7 +1925,8 @@ def run(scale: float, streams: int, slots: int | None = None, parts: tuple[str, 
         if "graph" in parts:
             from switchyard_dev.bench_graph import run_graphs
             say("the DAG's graph with steps that do nothing: in task processes, then in the triggerer")
-            result["graph"] = run_graphs(uri, pg, streams, slots, result.get("floor"), graph_repeat)
+            result["graph"] = run_graphs(uri, pg, streams, slots, result.get("floor"), graph_repeat,
+                                         end_state=result.get("floor_unique"))
             result["load_average"]["after_graph"] = load_average()
         if "parse" in parts:
             say("DAG parse time: the DAG file imported in fresh processes for 56 and 96 streams")

@@ -90,3 +90,14 @@ def test_the_bound_adds_the_graphs_cpu_to_the_floors_and_charges_the_idle_rate_p
     assert b["makespan_at_least_seconds"] == round(180 / 1.9, 2)
     # The machine's other work ("other") is not the floor's work.
     assert b["floor_work_cpu_seconds"] == 148.0
+
+
+def test_the_end_state_bound_takes_the_work_of_the_floor_with_indexes_and_the_floors_wall_time():
+    floor = {"wall_seconds": 80.0, "cpu_seconds": {"postgres": 130.0, "clients": 18.0}}
+    with_indexes = {"wall_seconds": 84.0, "cpu_seconds": {"postgres": 158.0, "clients": 18.0, "other": 9.0}}
+    graph = {"airflow_cpu_seconds": 34.0, "wall_seconds": 20.0}
+    b = bench_graph.bound(floor, graph, {"airflow_cpu_per_second": 0.0}, 2, work_of=with_indexes)
+    # (158 + 18 + 34) / 2 cores = 105 s, against the floor's 80 s.
+    assert b["floor_work_cpu_seconds"] == 176.0
+    assert b["makespan_at_least_seconds"] == 105.0
+    assert b["floor_over_makespan_at_most"] == round(80 / 105, 3)
