@@ -1392,6 +1392,20 @@ def targets(result: dict) -> list[dict]:
     return out
 
 
+def reach_line(shape: str, section: dict) -> str | None:
+    """What the shape's end-to-end target can be at all here: no DAG whose staging tables end with
+    the target's unique indexes does less than the floor that builds them, so floor / that floor
+    bounds its ratio, whatever its schedule and Airflow's cost."""
+    floor, indexed = section.get("floor") or {}, section.get("floor_unique") or {}
+    if not (floor.get("wall_seconds") and indexed.get("wall_seconds")):
+        return None
+    ceiling = floor["wall_seconds"] / indexed["wall_seconds"]
+    want = SHAPE_TARGETS[shape]
+    verdict = "within reach" if ceiling >= want else "out of reach with the unique indexes on this machine"
+    return (f"the same end state allows at most floor / {UNIQUE_FLOOR} = {ceiling:.3f} "
+            f"(wanted {want}: {verdict})")
+
+
 def target_lines(rows: list[dict]) -> list[str]:
     wn = max([48, *(len(t["name"]) for t in rows)])
     ww = max([30, *(len(str(t["target"])) for t in rows)])
@@ -2031,12 +2045,16 @@ def report(result: dict, out: Path, plot: bool = True) -> None:
         print("\ntargets, laptop shape (everything on all cores)")
         for line in target_lines(result["targets"]):
             print(line)
+        if reach := reach_line("laptop", result):
+            print(reach)
     prod = result.get("production") or {}
     if prod.get("targets"):
         print(f"\ntargets, production shape (server on CPU {_cpus(prod['server_cpus'])}, Airflow and clients on "
               f"CPU {_cpus(prod['other_cpus'])})")
         for line in target_lines(prod["targets"]):
             print(line)
+        if reach := reach_line("production", prod):
+            print(reach)
     if result.get("levers"):
         print("\nlevers (median [min, max] over rounds)")
         for name, lv in result["levers"].get("copy", {}).items():

@@ -383,6 +383,15 @@ def test_production_shape_targets_each_dag_against_its_own_floor():
     assert lines[2].split()[:8] == ["production", "0", "1", "1", "2", "18.00", "20.00", "0.900"]
 
 
+def test_the_same_end_state_bounds_what_a_shapes_target_can_be():
+    from switchyard_dev.bench import UNIQUE_FLOOR, reach_line
+    assert reach_line("production", {"floor": {"wall_seconds": 120.0}}) is None
+    line = reach_line("production", {"floor": {"wall_seconds": 120.0}, "floor_unique": {"wall_seconds": 140.0}})
+    assert f"floor / {UNIQUE_FLOOR} = 0.857" in line and "wanted 0.9: out of reach" in line
+    line = reach_line("laptop", {"floor": {"wall_seconds": 80.0}, "floor_unique": {"wall_seconds": 84.0}})
+    assert "= 0.952" in line and "wanted 0.7: within reach" in line
+
+
 def test_pool_sizes_are_read_against_the_slots():
     from switchyard_dev.bench import parse_pool_size
     assert [parse_pool_size(x, 2) for x in ("slots", "slots+1", "2xslots", "1.5 x slots", "5")] == [2, 3, 4, 3, 5]
