@@ -1400,10 +1400,18 @@ def reach_line(shape: str, section: dict) -> str | None:
     if not (floor.get("wall_seconds") and indexed.get("wall_seconds")):
         return None
     ceiling = floor["wall_seconds"] / indexed["wall_seconds"]
+    how = f"floor / {UNIQUE_FLOOR} = {ceiling:.3f}"
+    # Where the empty graph ran beside it (the laptop shape), Airflow's cost for steps that do
+    # nothing comes on top of that work: the most generous of its runs' bounds.
+    graph = [b["floor_over_makespan_at_most"] for runs in
+             ((section.get("graph") or {}).get("end_state_bounds") or {}).values()
+             for b in runs if b.get("floor_over_makespan_at_most")]
+    if graph and max(graph) < ceiling:
+        ceiling = max(graph)
+        how += f"; with Airflow's cost for steps that do nothing, {ceiling:.3f}"
     want = SHAPE_TARGETS[shape]
     verdict = "within reach" if ceiling >= want else "out of reach with the unique indexes on this machine"
-    return (f"the same end state allows at most floor / {UNIQUE_FLOOR} = {ceiling:.3f} "
-            f"(wanted {want}: {verdict})")
+    return f"the same end state allows at most {how} (wanted {want}: {verdict})"
 
 
 def target_lines(rows: list[dict]) -> list[str]:

@@ -390,6 +390,13 @@ def test_the_same_end_state_bounds_what_a_shapes_target_can_be():
     assert f"floor / {UNIQUE_FLOOR} = 0.857" in line and "wanted 0.9: out of reach" in line
     line = reach_line("laptop", {"floor": {"wall_seconds": 80.0}, "floor_unique": {"wall_seconds": 84.0}})
     assert "= 0.952" in line and "wanted 0.7: within reach" in line
+    # The empty graph's bounds with the same end state are tighter: the most generous one counts.
+    graph = {"end_state_bounds": {"worker": [{"floor_over_makespan_at_most": 0.66},
+                                             {"floor_over_makespan_at_most": 0.68}],
+                                  "triggerer": [{"floor_over_makespan_at_most": 0.6}]}}
+    line = reach_line("laptop", {"floor": {"wall_seconds": 80.0}, "floor_unique": {"wall_seconds": 84.0},
+                                 "graph": graph})
+    assert "steps that do nothing, 0.680" in line and "wanted 0.7: out of reach" in line
 
 
 def test_pool_sizes_are_read_against_the_slots():
