@@ -102,6 +102,23 @@ def test_trigger_form_does_not_require_a_batch():
     assert "null" in batch.schema["type"] and batch.value == ""
     assert batch.schema["section"] == "What to load" and batch.schema["title"] == "Batch"
 
+def test_tasks_take_the_dags_params_and_the_runs_conf_without_a_copy_of_their_own():
+    """Each task's context params are the DAG's merged with the run's conf, as the task runner
+    builds them (process_params); the serialized DAG keeps the params once, at its level."""
+    from airflow.sdk.definitions.param import process_params
+    from airflow.serialization.serialized_objects import DagSerialization
+    dag = build_dag(DagConfig(streams=2))
+    load = dag.get_task("orders_1.load")
+    assert not load.params
+    assert process_params(dag, load, None, suppress_exception=False)["conn_id"] == dag.params["conn_id"]
+    assert process_params(dag, load, {"conn_id": "other_target"}, suppress_exception=False)["conn_id"] == "other_target"
+    with pytest.raises(Exception, match="conn_id|does not match"):
+        process_params(dag, load, {"conn_id": "no spaces allowed"}, suppress_exception=False)
+    serialized = DagSerialization.to_dict(dag)["dag"]
+    assert [name for name, _ in serialized["params"]] == ["batch", "tables", "conn_id"]
+    assert not any("params" in t["__var"] for t in serialized["tasks"])
+
+
 def test_dag_file_parses_in_a_fresh_process_for_96_streams():
     """As Airflow's dag-processor and every task process do: the file imported, the stream
     count from the environment. The time is printed (and judged by `make bench`), not asserted."""
