@@ -1323,7 +1323,14 @@ spec = importlib.util.spec_from_file_location("switchyard_dag_file", sys.argv[1]
 module = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(module)
 t2 = time.perf_counter()
+# What the dag-processor does next with the DAG at every parse: serialize it (to compare with
+# the stored version, and store it when it changed).
+from airflow.serialization.serialized_objects import DagSerialization
+t3 = time.perf_counter()
+serialized = json.dumps(DagSerialization.to_dict(module.dag))
+t4 = time.perf_counter()
 print(json.dumps({"dag_file_seconds": t2 - t1, "airflow_sdk_import_seconds": t1 - t0,
+                  "serialize_seconds": t4 - t3, "serialized_mb": len(serialized) / 1e6,
                   "tasks": len(module.dag.tasks)}))
 """
 
@@ -1349,6 +1356,8 @@ def parse_seconds(streams: int, rounds: int = 3) -> dict:
     return {"streams": streams, "tasks": runs[0]["tasks"], "rounds": rounds,
             "dag_file_seconds": spread([r["dag_file_seconds"] for r in runs]),
             "airflow_sdk_import_seconds": spread([r["airflow_sdk_import_seconds"] for r in runs]),
+            "serialize_seconds": spread([r["serialize_seconds"] for r in runs]),
+            "serialized_mb": round(runs[0]["serialized_mb"], 2),
             "process_seconds": spread([r["process_seconds"] for r in runs])}
 
 
@@ -2049,6 +2058,10 @@ def report(result: dict, out: Path, plot: bool = True) -> None:
             d, a = p["dag_file_seconds"], p["airflow_sdk_import_seconds"]
             print(f"  {p['streams']:>3} streams, {p['tasks']:>5} tasks: {d['median']:.2f} s [{d['min']:.2f}, "
                   f"{d['max']:.2f}] (+ airflow.sdk import {a['median']:.2f} s, paid once by the dag-processor)")
+            if p.get("serialize_seconds"):
+                z = p["serialize_seconds"]
+                print(f"  {'':>3}          {'':>5}        then serialized as the dag-processor stores it: "
+                      f"{z['median']:.2f} s [{z['min']:.2f}, {z['max']:.2f}], {p['serialized_mb']:.2f} MB")
     if result.get("targets"):
         print("\ntargets, laptop shape (everything on all cores)")
         for line in target_lines(result["targets"]):
