@@ -259,10 +259,11 @@ def build_dag(config: DagConfig | None = None, operators: StepOperators = StepOp
 
 def _drop_task_copies_of_params(dag: DAG) -> None:
     """Airflow gives every operator made in a DAG a deep copy of the DAG's params, and serializes
-    each copy with its task: at 96 streams that was 94 % of the CPU of serializing the DAG (which
-    the dag-processor does at every parse: 5.4 s of 5.7) and 3.3 of its 4.6 MB. No task here
-    declares params of its own, and a task's template context merges the DAG's params with the
-    run's conf whatever the task holds, so the copies go; the trigger form reads the DAG's."""
+    each copy with its task: at 96 streams, serializing the DAG (which the dag-processor does at
+    every parse) took 5.4 CPU s with the copies and 0.3 without, and they were 3.3 of its 4.6 MB.
+    No task here declares params of its own, and a task's template context merges the DAG's
+    params with the run's conf whatever the task holds, so the copies go; the trigger form reads
+    the DAG's."""
     for task in dag.tasks:
         task.params = ParamsDict()
 
