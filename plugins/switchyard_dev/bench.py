@@ -1405,10 +1405,10 @@ def reach_line(shape: str, section: dict) -> str | None:
     """What the shape's end-to-end target can be at all here: no DAG whose staging tables end with
     the target's unique indexes does less than the floor that builds them, so floor / that floor
     bounds its ratio, whatever its schedule and Airflow's cost."""
-    floor, indexed = section.get("floor") or {}, section.get("floor_unique") or {}
-    if not (floor.get("wall_seconds") and indexed.get("wall_seconds")):
+    cost = unique_floor_cost(section.get("floor"), section.get("floor_unique"))
+    if not cost:
         return None
-    ceiling = floor["wall_seconds"] / indexed["wall_seconds"]
+    ceiling = cost["ratio_to_floor"]
     how = f"floor / {UNIQUE_FLOOR} = {ceiling:.3f}"
     # Where the empty graph ran beside it (the laptop shape), Airflow's cost for steps that do
     # nothing comes on top of that work: the most generous of its runs' bounds.
