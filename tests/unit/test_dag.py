@@ -102,6 +102,7 @@ def test_trigger_form_does_not_require_a_batch():
     assert "null" in batch.schema["type"] and batch.value == ""
     assert batch.schema["section"] == "What to load" and batch.schema["title"] == "Batch"
 
+
 def test_tasks_take_the_dags_params_and_the_runs_conf_without_a_copy_of_their_own():
     """Each task's context params are the DAG's merged with the run's conf, as the task runner
     builds them (process_params); the serialized DAG keeps the params once, at its level."""

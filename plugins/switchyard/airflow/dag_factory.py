@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from airflow.sdk import DAG, Asset, Param, ParamsDict, TaskGroup, TriggerRule
+from airflow.sdk import DAG, Asset, Param, TaskGroup, TriggerRule
 
 from switchyard.airflow.operators import (GroupStepsOperator, LoadOperator, PlanBatchOperator, PrepareOperator,
                                           PublishOperator, StatsOperator, SwitchOperator, ValidateOperator,
@@ -177,7 +177,6 @@ def build_dag(config: DagConfig | None = None, operators: StepOperators = StepOp
         # runs (manual, nightly, backfill) go one at a time.
         max_active_runs=1,
         max_active_tasks=config.max_active_tasks,
-        params=_params(spec, config),
         doc_md=DOC.format(pool=config.pool, streams=config.streams, routing=_routing_doc(spec, config)),
         tags=list(config.tags),
         default_args={"retries": 1, "retry_delay": timedelta(seconds=10)},
@@ -253,19 +252,14 @@ def build_dag(config: DagConfig | None = None, operators: StepOperators = StepOp
                          single_tables=single_tables, **common)
         switches >> stats
         publishes >> stats
-    _drop_task_copies_of_params(dag)
+    # The params go on once the tasks are made. Airflow gives every operator made in a DAG a deep
+    # copy of the DAG's params and serializes each copy with its task: at 96 streams, serializing
+    # the DAG (which the dag-processor does at every parse) took 5.4 CPU s with the copies and
+    # 0.3 without, and they were 3.3 of its 4.6 MB. No task here declares params of its own, and
+    # a task's template context merges the DAG's params with the run's conf whatever the task
+    # holds; the trigger form reads the DAG's. Setting them runs Airflow's own check of them.
+    dag.params = _params(spec, config)
     return dag
-
-
-def _drop_task_copies_of_params(dag: DAG) -> None:
-    """Airflow gives every operator made in a DAG a deep copy of the DAG's params, and serializes
-    each copy with its task: at 96 streams, serializing the DAG (which the dag-processor does at
-    every parse) took 5.4 CPU s with the copies and 0.3 without, and they were 3.3 of its 4.6 MB.
-    No task here declares params of its own, and a task's template context merges the DAG's
-    params with the run's conf whatever the task holds, so the copies go; the trigger form reads
-    the DAG's."""
-    for task in dag.tasks:
-        task.params = ParamsDict()
 
 
 def _routing_doc(spec: LoadSpec, config: DagConfig) -> str:
