@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, fields
+from datetime import datetime, timezone
 from functools import lru_cache
 from importlib.metadata import entry_points
 from pathlib import Path
@@ -43,6 +44,14 @@ def _optional(text: str) -> str | None:
 
 def _path(text: str) -> Path:
     return Path(text).expanduser().resolve()
+
+
+def _start_date(text: str) -> datetime | None:
+    """An ISO date or date and time (UTC unless it names its offset), or none."""
+    if text.strip().lower() in ("", "none", "off"):
+        return None
+    value = datetime.fromisoformat(text.strip())
+    return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
 
 
 def _positive_int(text: str) -> int:
@@ -99,6 +108,8 @@ def render(value: Any) -> str:
         return "1" if value else "0"
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
+    if isinstance(value, datetime):
+        return value.isoformat()
     return str(value)
 
 
@@ -120,6 +131,13 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("SWITCHYARD_RUNS_DIR", "runs_dir", _path, None,
             "Each run's `stats.json` and report, in `<dag id>/<run>/`; the api-server serves the reports "
             "from here.", WHERE, "path", "`<state dir>/runs`"),
+    Setting("SWITCHYARD_SETTINGS_FILE", "settings_file", _path, None,
+            "The DAG's settings file: `VARIABLE=value` lines of the settings under \"The DAG\" below. "
+            "Where it exists, every process reads those settings from it (the scheduler, the dag-processor, "
+            "`airflow dags test` from any shell, `switchyard`), so the DAG does not depend on who parses it; "
+            "an environment variable that says otherwise stops the DAG's parse with a message naming both "
+            "([test runs](cli-test-runs.md)).", WHERE, "path",
+            "`switchyard.env` in the Airflow home (`AIRFLOW_HOME`, else `~/airflow`)"),
 
     Setting("SWITCHYARD_DAG_ID", "dag_id", str, "switchyard_tpch", "The DAG's id.", DAG, "text"),
     Setting("SWITCHYARD_SPEC", "spec", str, "tpch",
@@ -154,6 +172,14 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("SWITCHYARD_SCHEDULE", "schedule", _schedule, "0 2 * * *",
             "Cron schedule of the DAG (a nightly batch named by the run's date, `YYYY-MM-DD`); "
             "`none` for manual runs only.", DAG, "cron | none"),
+    Setting("SWITCHYARD_START_DATE", "start_date", _start_date, None,
+            "The DAG's `start_date`: no scheduled run before it (ISO date or date and time, UTC unless it "
+            "names its offset). `none`: no start date; the first scheduled run is the first time of the "
+            "schedule after Airflow first parses the DAG, never one in the past. Backfills are not bound "
+            "by it ([backfills](load-modes.md#backfills)).", DAG, "date | none"),
+    Setting("SWITCHYARD_CATCHUP", "catchup", _bool, False,
+            "The DAG's `catchup`: `1` creates a scheduled run for every time of the schedule since the start "
+            "date (or since the last scheduled run) that has none; `0`: only the latest one.", DAG, "0 | 1"),
     Setting("SWITCHYARD_BATCH_WAIT_SECONDS", "batch_wait_seconds", int, 6 * 3600,
             "How long `setup.wait_for_batch` waits for the batch's manifest (deferred: no worker slot "
             "held) before the run fails.", DAG, "seconds"),
@@ -236,29 +262,98 @@ class Settings:
     validation: str
     step_parallelism: str
     preload: bool
+    settings_file: Path | None = None
+    start_date: datetime | None = None
+    catchup: bool = False
+    # The DAG's settings an environment variable contradicts: "VARIABLE=env value (file value)".
+    conflicts: tuple[str, ...] = ()
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> "Settings":
+        """The settings of `env` (default: this process's), with the DAG's settings file it names."""
         env = os.environ if env is None else env
-        return _read(tuple((v, env.get(v)) for v in VARIABLES))
+        return _read(tuple((v, env.get(v)) for v in VARIABLES), _file_state(settings_file(env)))
 
 
-def _read(values: tuple[tuple[str, str | None], ...]) -> Settings:
-    raw = dict(values)
-    out: dict[str, Any] = {}
-    for s in SETTINGS:
-        text = raw.get(s.variable)
-        if text is None or (text.strip() == "" and s.parse is not _schedule):
-            out[s.field] = s.default
+# The settings the settings file holds: those that shape the DAG (its id, spec, schema, streams,
+# schedule, start date, pools...). The others are each process's own (a worker's data root).
+FILE_SECTION = DAG
+
+
+def settings_file(env: Mapping[str, str] | None = None) -> Path:
+    """Where the DAG's settings file is: SWITCHYARD_SETTINGS_FILE, else `switchyard.env` in the
+    Airflow home of `env` (AIRFLOW_HOME, else Airflow's default, `~/airflow`)."""
+    env = os.environ if env is None else env
+    named = (env.get("SWITCHYARD_SETTINGS_FILE") or "").strip()
+    if named:
+        return _path(named)
+    return _path((env.get("AIRFLOW_HOME") or "").strip() or "~/airflow") / "switchyard.env"
+
+
+def _file_state(path: Path) -> tuple[str, int | None]:
+    """The file and its modification time (None: no such file): part of the cache key."""
+    try:
+        return str(path), path.stat().st_mtime_ns
+    except OSError:
+        return str(path), None
+
+
+def read_settings_file(path: Path) -> dict[str, str]:
+    """The file's `VARIABLE=value` lines (blank lines and `#` comments skipped)."""
+    out: dict[str, str] = {}
+    by_variable = {s.variable: s for s in SETTINGS}
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        line = line.strip()
+        if not line or line.startswith("#"):
             continue
+        name, sep, value = line.partition("=")
+        name, value = name.strip(), value.strip()
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+            value = value[1:-1]
+        setting = by_variable.get(name)
+        if not sep or setting is None or setting.section != FILE_SECTION:
+            raise SettingsError(f"{path}, line {number}: {line!r}: the DAG's settings file holds "
+                                f"`VARIABLE=value` lines of the DAG's settings only "
+                                f"({', '.join(s.variable for s in SETTINGS if s.section == FILE_SECTION)})")
+        out[name] = value
+    return out
+
+
+def _parse(s: Setting, text: str | None):
+    if text is None or (text.strip() == "" and s.parse is not _schedule):
+        return s.default
+    try:
+        return s.parse(text)
+    except ValueError as exc:
+        raise SettingsError(f"{s.variable}={text!r}: {exc}") from None
+
+
+def _read(values: tuple[tuple[str, str | None], ...], file: tuple[str, int | None] | None = None) -> Settings:
+    raw = dict(values)
+    from_file: dict[str, str] | None = None
+    if file is not None and file[1] is not None:
         try:
-            out[s.field] = s.parse(text)
-        except ValueError as exc:
-            raise SettingsError(f"{s.variable}={text!r}: {exc}") from None
+            from_file = read_settings_file(Path(file[0]))
+        except FileNotFoundError:
+            from_file = None
+    out: dict[str, Any] = {}
+    conflicts = []
+    for s in SETTINGS:
+        value = _parse(s, raw.get(s.variable))
+        if from_file is not None and s.section == FILE_SECTION:
+            # The file is the DAG's definition: its value (or the default) stands, and an environment
+            # variable that says otherwise is a conflict the DAG's parse refuses (DagConfig.from_env).
+            pinned = _parse(s, from_file.get(s.variable))
+            if raw.get(s.variable) is not None and value != pinned:
+                conflicts.append(f"{s.variable}={raw[s.variable]!r} (the file: {render(pinned)!r})")
+            value = pinned
+        out[s.field] = value
     state = out["state_dir"] or (PROJECT / ".switchyard").resolve()
     out["state_dir"] = state
     out["data_root"] = out["data_root"] or state / "data"
     out["runs_dir"] = out["runs_dir"] or state / "runs"
+    out["settings_file"] = Path(file[0]) if from_file is not None else None
+    out["conflicts"] = tuple(conflicts)
     return Settings(**out)
 
 
@@ -266,8 +361,9 @@ _cached = lru_cache(maxsize=32)(_read)
 
 
 def get() -> Settings:
-    """The settings of this process's environment (parsed once per distinct environment)."""
-    return _cached(tuple((v, os.environ.get(v)) for v in VARIABLES))
+    """The settings of this process's environment and the DAG's settings file (parsed once per
+    distinct environment and version of the file)."""
+    return _cached(tuple((v, os.environ.get(v)) for v in VARIABLES), _file_state(settings_file()))
 
 
 def pool_size(server_slots: int, per_slot: float | None = None) -> int:

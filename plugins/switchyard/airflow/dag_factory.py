@@ -81,6 +81,8 @@ class DagConfig:
     # The prepares' own pool (None: the default pool); see the prepare task below.
     prepare_pool: str | None = _default("prepare_pool")
     schedule: str | None = _default("schedule")
+    start_date: datetime | None = _default("start_date")
+    catchup: bool = _default("catchup")
     batch_wait_seconds: int = _default("batch_wait_seconds")
     batch_poke_seconds: float = _default("batch_poke_seconds")
     max_active_tasks: int = _default("max_active_tasks")
@@ -95,11 +97,18 @@ class DagConfig:
 
     @classmethod
     def from_env(cls, **overrides) -> "DagConfig":
-        """From the settings in effect (the SWITCHYARD_* environment), with `overrides`."""
+        """From the settings in effect (the DAG's settings file, else the SWITCHYARD_* environment),
+        with `overrides`. An environment variable that contradicts the settings file stops here: the
+        DAG would otherwise differ from the one the other Airflow processes build from the file."""
         current = settings.get()
+        if current.conflicts:
+            raise settings.SettingsError(
+                f"this environment contradicts the DAG's settings file {current.settings_file}: "
+                f"{'; '.join(current.conflicts)}. Every Airflow process builds the DAG from that file: unset "
+                f"the variable here, or change the file (and let the dag-processor parse it again)")
         values = {name: getattr(current, name) for name in (
             "dag_id", "spec", "streams", "conn_id", "schema", "pool", "prepare_pool", "batch_wait_seconds", "batch_poke_seconds",
-            "max_active_tasks", "schedule", "lease_retries", "lease_retry_seconds", "load_executor",
+            "max_active_tasks", "schedule", "start_date", "catchup", "lease_retries", "lease_retry_seconds", "load_executor",
             "load_order")}
         values.update(overrides)
         return cls(**values)
@@ -171,8 +180,10 @@ def build_dag(config: DagConfig | None = None, operators: StepOperators = StepOp
     with DAG(
         dag_id=config.dag_id,
         schedule=config.schedule,
-        start_date=datetime(2026, 1, 1),
-        catchup=False,
+        # No start date: the first scheduled run is the schedule's next time, never one in the past
+        # (SWITCHYARD_START_DATE). Backfills are not bound by it.
+        start_date=config.start_date,
+        catchup=config.catchup,
         # Two runs of one DAG interleaving their switches could leave a partition from each;
         # runs (manual, nightly, backfill) go one at a time.
         max_active_runs=1,
