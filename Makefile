@@ -5,6 +5,8 @@
 SCALE ?= 0.1
 STREAMS ?= 4
 SPEC ?= tpch
+# A batch folder under the data root to load (a spec without a generator needs one).
+BATCH ?=
 # local: LocalExecutor runs every step; edge: the loads run on two local Edge workers
 # (queues source_a, source_b, a data root each; docs/deployment.md).
 EXECUTOR ?= local
@@ -17,11 +19,12 @@ PIP := $(VENV)/bin/pip --disable-pip-version-check
 
 export GX_ANALYTICS_ENABLED := False
 
-.PHONY: help demo test unit chaos bench db-uri psql stop clean lock docs
+.PHONY: help demo test unit chaos bench db-uri psql stop status clean lock docs
 
 help:
 	@echo "make demo [SCALE=0.1 STREAMS=4]   load a generated TPC-H batch through the real DAG"
 	@echo "make demo SPEC=shop                the same with the shop example (messy CSV, date keys, NULLs, gzip)"
+	@echo "make demo SPEC=my.yaml BATCH=name  your spec, your producer's batch <data root>/<name>"
 	@echo "make demo EXECUTOR=edge            the loads on two local Edge workers, one per source (docs/deployment.md)"
 	@echo "make test                          run the tests (embedded PostgreSQL, real Airflow; about 8 minutes on 2 cores)"
 	@echo "make unit                          the unit tests only (no server; seconds)"
@@ -29,6 +32,7 @@ help:
 	@echo "make bench [SCALE=1 STREAMS=4 LEVERS=1]  throughput against the floor and the peers, server apart and all shared (docs/benchmarks.md)"
 	@echo "make db-uri | make psql            the embedded target's URI / a SQL prompt on it"
 	@echo "make stop                          stop the local Airflow and the embedded PostgreSQL"
+	@echo "make status                        which local services run, and the active and queued runs"
 	@echo "make docs                          regenerate docs/configuration.md from the settings"
 
 $(STAMP): requirements.txt constraints.txt pyproject.toml plugins/switchyard_dev/pyproject.toml
@@ -41,7 +45,7 @@ $(STAMP): requirements.txt constraints.txt pyproject.toml plugins/switchyard_dev
 	@echo "==> installed: $(VENV)/bin/switchyard --help"
 
 demo: $(STAMP)
-	$(VENV)/bin/switchyard demo --spec $(SPEC) --scale $(SCALE) --streams $(STREAMS) --executor $(EXECUTOR)
+	$(VENV)/bin/switchyard demo --spec $(SPEC) --scale $(SCALE) $(if $(filter command line environment,$(origin STREAMS)),--streams $(STREAMS),$(if $(BATCH),,--streams $(STREAMS))) --executor $(EXECUTOR) $(if $(BATCH),--batch $(BATCH))
 
 # The whole suite, in one process per core (TEST_WORKERS=1: one process); it stops the
 # embedded PostgreSQL afterwards if it was the one to start it.
@@ -77,6 +81,9 @@ psql: $(STAMP)
 stop:
 	-@$(VENV)/bin/switchyard services stop
 	-@$(VENV)/bin/switchyard db stop
+
+status:
+	-@$(VENV)/bin/switchyard services status
 
 docs: $(STAMP)
 	$(VENV)/bin/switchyard config --markdown > docs/configuration.md

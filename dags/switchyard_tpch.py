@@ -1,7 +1,11 @@
-"""The TPC-H load DAG: one task group per (table, stream), from the built-in TPC-H spec.
+"""The Switchyard load DAG: one task group per (table, stream), from the load spec (the built-in
+TPC-H spec by default).
 
-Configured from the environment (docs/configuration.md): SWITCHYARD_STREAMS, SWITCHYARD_SCHEMA,
-SWITCHYARD_CONN_ID, SWITCHYARD_POOL, SWITCHYARD_DATA_ROOT.
+Configured by the DAG's settings (docs/configuration.md, "The DAG": SWITCHYARD_SPEC, _DAG_ID,
+_SCHEMA, _STREAMS, _SCHEDULE, _START_DATE, ...), read from the DAG's settings file in the Airflow
+home (`switchyard.env`) where there is one, so that every process that parses this file, the
+scheduler's and `airflow dags test` in any shell alike, builds the same DAG; else from the
+environment.
 """
 import sys
 from pathlib import Path

@@ -1,12 +1,13 @@
 """The development tooling's sub-commands of `switchyard`, registered through the
 `switchyard.commands` entry-point group (plugins/switchyard_dev/pyproject.toml): `demo`, `db`,
-`services`, `screenshots`, `airflow`. Each `register` adds one sub-command; the work is
+`services`, `runs`, `screenshots`, `airflow`. Each `register` adds one sub-command; the work is
 imported only when the command runs.
 """
 from __future__ import annotations
 
 import argparse
 import subprocess
+import sys
 
 
 def register_db(sub) -> None:
@@ -25,6 +26,11 @@ def cmd_db(args) -> int:
         print(pg.start())
     elif args.action == "stop":
         if pg.is_running():
+            from switchyard_dev import local
+            if local.running_services():
+                # The local Airflow keeps its metadata in this server: it goes first.
+                print(f"stopped the local Airflow first (its metadata is in this server): "
+                      f"{', '.join(local.stop_services())}")
             pg.stop()
             print(f"stopped the embedded PostgreSQL on port {pg.port} ({pg.pgdata})")
         else:
@@ -41,9 +47,13 @@ def register_demo(sub) -> None:
     p = sub.add_parser("demo", help="run the main job end to end on this machine",
                        description="Embedded PostgreSQL, a generated batch (TPC-H, or the shop example), a "
                                    "local Airflow, one DAG run followed to its end.")
-    p.add_argument("--spec", default="tpch", help="the built-in example to load: tpch (default) or shop")
-    p.add_argument("--scale", type=float, default=0.1, help="scale factor of the batch (default 0.1)")
-    p.add_argument("--streams", type=int, default=4, help="streams of the batch and the DAG (default 4)")
+    p.add_argument("--spec", default="tpch", help="tpch (default), shop, or the path of your own spec file")
+    p.add_argument("--batch", default=None,
+                   help="the batch folder under the data root to load: required for a spec without a generator "
+                        "(written by your producer); for a generator's spec, the generated batch's name")
+    p.add_argument("--scale", type=float, default=0.1, help="scale factor of a generated batch (default 0.1)")
+    p.add_argument("--streams", type=int, default=None,
+                   help="streams of the DAG (and of a generated batch; default 4, or your batch's own)")
     p.add_argument("--executor", choices=["local", "edge"], default="local",
                    help="local (default): LocalExecutor runs every step; edge: the loads run on two Edge "
                         "workers, queues source_a and source_b, each with its own data root")
@@ -52,13 +62,17 @@ def register_demo(sub) -> None:
 
 def cmd_demo(args) -> int:
     from switchyard_dev.demo import run
-    return run(args.scale, args.streams, spec=args.spec, executor=args.executor)
+    return run(args.scale, args.streams, spec=args.spec, executor=args.executor, batch=args.batch)
 
 
 def register_services(sub) -> None:
     p = sub.add_parser("services", help="the local Airflow services (scheduler, dag-processor, api-server, triggerer, "
-                                          "remote workers)")
-    p.add_argument("action", choices=["status", "stop"], help="status: which run; stop: stop them all")
+                                          "remote workers) and the embedded PostgreSQL",
+                       description="start: the embedded PostgreSQL and the local Airflow with the DAG's settings file "
+                                   "(written from this shell's SWITCHYARD_* DAG settings if it has none); status: "
+                                   "each service, found by its pid file, its process or its port, and the active "
+                                   "and queued runs of the Switchyard DAGs; stop: every service of this checkout.")
+    p.add_argument("action", choices=["start", "status", "stop"], help="start, status or stop them")
     p.set_defaults(func=cmd_services)
 
 
@@ -67,13 +81,69 @@ def cmd_services(args) -> int:
     if args.action == "stop":
         stopped = local.stop_services()
         print(f"stopped the local Airflow: {', '.join(stopped)}" if stopped else "the local Airflow was not running")
-    else:
-        from switchyard_dev.scaleout import workers
-        for service in local.SERVICES:
-            pid = local.service_pid(service)
-            print(f"{service:<16} {'running (pid %d)' % pid if pid else 'stopped'}")
-        for name, pid in workers().items():
-            print(f"{'worker ' + name:<16} {'running (pid %d)' % pid if pid else 'stopped'}")
+        return 0
+    if args.action == "start":
+        values = local.write_dag_settings()
+        env = local.airflow_env()
+        local.migrate(env)
+        local.start_services(env, int(values.get("SWITCHYARD_STREAMS") or 4), values.get("SWITCHYARD_SPEC", "tpch"))
+        local.Api().wait_ready()
+        print(f"the local Airflow runs: {local.api_url()} ({local.ADMIN_USER} / {local.admin_password()}); "
+              f"its DAG's settings: {local.dag_settings_file()}")
+    for line in local.status_lines():
+        print(line)
+    if local.service_pid("api-server") or local.port_in_use(local.api_port()):
+        from switchyard_dev import runs
+        try:
+            api = local.Api()
+            active = runs.active_runs(api)
+            print("\nactive and queued runs" + ("" if active else ": none"))
+            for line in runs.table(api, active):
+                print(f"  {line}")
+        except Exception as exc:  # noqa: BLE001 - the services' lines above stand without it
+            print(f"\nthe runs: the api-server on {local.api_url()} did not answer ({exc})")
+    return 0
+
+
+def register_runs(sub) -> None:
+    p = sub.add_parser("runs", help="the local Airflow's Switchyard runs: list them (active and queued first), "
+                                      "or end a stuck one",
+                       description="list (default): the running and queued runs of the Switchyard DAGs, each with "
+                                   "what it does or waits for (a queued run: the run it waits behind), then the "
+                                   "latest runs. fail DAG_ID RUN_ID: mark that run failed, e.g. a scheduled run "
+                                   "waiting hours for a batch nobody writes; the next queued run of its DAG starts.")
+    p.add_argument("action", nargs="?", choices=["list", "fail"], default="list", help="list (default) or fail")
+    p.add_argument("dag_id", nargs="?", help="the DAG (list: default every Switchyard DAG; fail: required)")
+    p.add_argument("run_id", nargs="?", help="fail: the run to mark failed")
+    p.add_argument("--limit", type=int, default=10, help="list: how many of the latest runs to show too (default 10)")
+    p.set_defaults(func=cmd_runs)
+
+
+def cmd_runs(args) -> int:
+    from switchyard_dev import local, runs
+    if not (local.service_pid("api-server") or local.port_in_use(local.api_port())):
+        print(f"the local Airflow's api-server is not running on {local.api_url()}: `switchyard services start`")
+        return 1
+    api = local.Api()
+    if args.action == "fail":
+        if not (args.dag_id and args.run_id):
+            print("switchyard runs fail DAG_ID RUN_ID (`switchyard runs` lists them)")
+            return 2
+        done = runs.fail(api, args.dag_id, args.run_id)
+        print(f"{args.dag_id} {args.run_id}: {done['state']}")
+        return 0
+    active = runs.active_runs(api, args.dag_id)
+    print("active and queued runs" + ("" if active else ": none"))
+    for line in runs.table(api, active):
+        print(f"  {line}")
+    recent = [r for r in runs.recent_runs(api, args.dag_id, args.limit) if r["state"] not in runs.ACTIVE]
+    if recent:
+        print("latest finished runs")
+        for line in runs.table(api, recent, describe=False):
+            print(f"  {line}")
+    for r in active:
+        print(f"end one: {runs.fail_command(r['dag_id'], r['dag_run_id'])}")
+        break
     return 0
 
 
@@ -109,5 +179,11 @@ def cmd_airflow(args) -> int:
     """Any airflow command with the project's local Airflow settings."""
     from switchyard_dev import local
     env = local.airflow_env()
+    conflicts = local.dag_settings_conflicts(env)
+    if conflicts:
+        print(f"switchyard airflow: this shell contradicts the DAG's settings file {local.dag_settings_file()}: "
+              f"{'; '.join(conflicts)}.\nEvery process of the local Airflow builds the DAG from that file: unset "
+              f"the variable here (or change the file, then every process builds the changed DAG).", file=sys.stderr)
+        return 2
     local.migrate(env)
     return subprocess.call([local.airflow_bin(), *args.rest], env=env)

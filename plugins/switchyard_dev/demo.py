@@ -1,11 +1,18 @@
 """`make demo`: the main job end to end on this machine.
 
 Embedded PostgreSQL, a generated batch (TPC-H, or with `SPEC=shop` the shop example), a
-local Airflow (scheduler, dag-processor, api-server; LocalExecutor), the target connection
-and the load pool, one DAG run followed to its end, and the run's summary. Everything it
-starts or makes is reused by the next `make demo`, which reloads the same batch (replacing
-its partitions). Each built-in spec has its own DAG (`switchyard_<spec>`) and target schema
-(`<spec>`); Airflow is restarted when the demo switches between them.
+local Airflow (scheduler, dag-processor, api-server; LocalExecutor; its metadata in the
+embedded PostgreSQL), the target connection and the load pool, one DAG run followed to its
+end, and the run's summary. Everything it starts or makes is reused by the next `make demo`,
+which reloads the same batch (replacing its partitions). Each spec has its own DAG
+(`switchyard_<spec name>`) and target schema (`<spec name>`) unless SWITCHYARD_DAG_ID /
+SWITCHYARD_SCHEMA say otherwise; Airflow is restarted when the demo switches between them.
+
+`make demo SPEC=/path/to/my.yaml BATCH=<name>` loads a batch the user's producer already wrote
+under the data root (a spec without a generator generates nothing).
+
+The DAG's settings go into the local Airflow's settings file (`switchyard.env` in its home),
+which every Airflow process and `airflow dags test` from any shell build the DAG from.
 """
 from __future__ import annotations
 
@@ -109,15 +116,21 @@ def _progress_line(tis: list[dict], elapsed: float) -> str:
 
 
 def follow(api: local.Api, run_id: str, timeout: float, progress_every: float = 2.0, dag_id: str = DAG_ID,
-           poll_every: float = 2.0) -> str:
+           poll_every: float = 2.0, watch_queue: bool = True) -> str:
     """Wait for the run's end, printing its progress every `progress_every` seconds (the task
-    list is the api-server's most expensive answer: the benchmark asks for it less often)."""
+    list is the api-server's most expensive answer: the benchmark asks for it less often).
+    A run Airflow keeps queued is not waited for in silence: within seconds it says which run
+    of the DAG holds it, what that run waits for, and the command that ends it (and notes it)."""
+    from switchyard_dev.runs import QueuedWatch
     start = time.monotonic()
     last = ""
     shown = float("-inf")
     quoted = _quote(run_id)
+    queued = QueuedWatch(api, dag_id, run_id) if watch_queue else None
     while True:
         run = api.get(f"/api/v2/dags/{dag_id}/dagRuns/{quoted}")
+        if queued is not None:
+            queued.check(run)
         done = run["state"] in ("success", "failed")
         if done or time.monotonic() - shown >= progress_every:
             shown = time.monotonic()
@@ -179,44 +192,54 @@ def _quote(run_id: str) -> str:
     return quote(run_id, safe="")
 
 
-def reset_other_layouts(pg_uri: str, folder: Path, schema: str = "tpch", spec_name: str = "tpch") -> None:
-    """The demo's schema holds one layout: tables partitioned for another scale or stream count go.
-
-    In production an existing partition that overlaps a new one with other bounds is a
-    conflict the switch refuses; the demo, which owns its schema, starts that table afresh.
-    """
-    from switchyard.core.batch import read_manifest
-    from switchyard.core.planner import plan_batch
-    from switchyard.targets.postgres import PostgresAdapter
-    spec = load_spec(spec_name)
-    adapter = PostgresAdapter(spec, uri=pg_uri, schema=schema)
-    plan = plan_batch(spec, read_manifest(folder, spec))
-    for table_plan in plan.tables:
-        if not table_plan.table.partitioned:
-            continue
-        wanted = {s.partition_table for s in table_plan.streams}
-        existing = set(adapter.partitions(table_plan.table.name))
-        if existing - wanted:
-            print(f"    {schema}.{table_plan.table.name} is partitioned for another batch layout: recreating it")
-            adapter.execute([f"DROP TABLE {adapter.qualified(schema, table_plan.table.name)} CASCADE"])
+def existing_batch(spec, name: str | None, streams: int | None) -> tuple[Path, int]:
+    """A batch the user's producer wrote under the data root: its folder and the streams the DAG
+    needs for it (its manifest's most streams of a table, or `streams` if more)."""
+    from switchyard.core.batch import BatchError, read_manifest
+    if not name:
+        raise SystemExit(f"demo: {spec.source} has no generator: name the batch to load, one your producer "
+                         f"wrote under {data_root()} (make demo SPEC=... BATCH=<folder name>)")
+    folder = data_root() / name
+    try:
+        manifest = read_manifest(folder, spec)
+    except BatchError as exc:
+        raise SystemExit(f"demo: {exc}")
+    most = max((len(manifest.streams_of(t)) for t in spec.table_names), default=1)
+    return folder, max(most, streams or 0)
 
 
-def run(scale: float, streams: int, timeout: float = 3600, spec: str = "tpch", executor: str = "local") -> int:
+def run(scale: float, streams: int | None, timeout: float = 3600, spec: str = "tpch", executor: str = "local",
+        batch: str | None = None) -> int:
     began = time.monotonic()
+    import os
     loaded = load_spec(spec)
-    spec = loaded.name
+    spec_name = loaded.name
+    # A built-in spec by its name; a spec file by its path (the DAG reads it from there).
+    spec = spec if Path(spec).suffix in (".yaml", ".yml") else spec_name
     remote = executor != "local"
-    dag_id = dag_id_for(spec)
-    schema = spec
+    dag_id = os.environ.get("SWITCHYARD_DAG_ID", "").strip() or dag_id_for(spec_name)
+    schema = os.environ.get("SWITCHYARD_SCHEMA", "").strip() or spec_name
+    generated = loaded.generator is not None
+    if remote and not generated:
+        raise SystemExit("demo: EXECUTOR=edge lays out a generated batch over two sources; a spec without a "
+                         "generator runs with the local executor")
+    streams = streams if streams is not None or not generated else 4
     say("1/6", "embedded PostgreSQL")
     pg = EmbeddedPostgres()
     uri = pg.start()
     print(f"    target: {uri.split('@', 1)[1]} (make db-uri prints the full URI, make psql opens a prompt)")
 
-    say("2/6", f"{'TPC-H' if spec == 'tpch' else spec} batch, scale {scale:g}, {streams} streams")
-    name = batch_name(scale, streams, spec)
+    if generated:
+        say("2/6", f"{'TPC-H' if spec_name == 'tpch' else spec_name} batch, scale {scale:g}, {streams} streams")
+    else:
+        say("2/6", f"batch {batch} of {loaded.source} (written by its producer)")
+    name = batch or batch_name(scale, streams, spec_name)
     extra = {}
-    if remote:
+    if not generated:
+        folder, streams = existing_batch(loaded, batch, streams)
+        from switchyard.core.batch import read_manifest
+        manifest = read_manifest(folder, loaded)
+    elif remote:
         from switchyard_dev import scaleout
         # The producer's batch, then laid out as two source machines would hold it: each
         # source's data root gets its own streams' files, the central root the manifest only.
@@ -231,23 +254,29 @@ def run(scale: float, streams: int, timeout: float = 3600, spec: str = "tpch", e
         for source, ks in sources.items():
             print(f"    {roots[source] / name}: streams {', '.join(map(str, ks))} (queue {source})")
         extra = {**scaleout.edge_settings(scaleout.ensure_metadata_database(pg)),
-                 "SWITCHYARD_DATA_ROOT": str(place / "central"), "SWITCHYARD_SPEC": spec_path}
+                 "SWITCHYARD_DATA_ROOT": str(place / "central")}
+        spec = spec_path
     else:
         folder = data_root() / name
         manifest = generate(folder, loaded, scale, streams)
     total = sum(e.bytes for e in manifest.entries)
     print(f"    {folder if not remote else folder.parent}: {len(manifest.entries)} files, {total / 1e6:.1f} MB, "
           f"{sum(e.rows for e in manifest.entries):,} rows")
-    reset_other_layouts(uri, folder, schema, spec)
 
     say("3/6", "Airflow (scheduler, dag-processor, api-server; " +
-        ("LocalExecutor, the loads on two Edge workers; metadata in the embedded PostgreSQL)" if remote
-         else "LocalExecutor)"))
-    # The demo loads one batch on demand; without its nightly schedule no run for today's
-    # date sits waiting for a batch the demo does not produce.
-    env = local.airflow_env(streams=streams, extra={
-        "SWITCHYARD_SCHEDULE": "none", "SWITCHYARD_SPEC": spec, "SWITCHYARD_DAG_ID": dag_id,
-        "SWITCHYARD_SCHEMA": schema, **extra})
+        ("LocalExecutor, the loads on two Edge workers" if remote else "LocalExecutor")
+        + "; metadata in the embedded PostgreSQL)")
+    # The DAG's settings, in the settings file every Airflow process builds the DAG from. The demo
+    # loads one batch on demand: no schedule unless the settings give one (SWITCHYARD_SCHEDULE).
+    chosen = {"SWITCHYARD_SPEC": spec, "SWITCHYARD_DAG_ID": dag_id, "SWITCHYARD_SCHEMA": schema,
+              "SWITCHYARD_STREAMS": str(streams),
+              "SWITCHYARD_LOAD_EXECUTOR": extra.pop("SWITCHYARD_LOAD_EXECUTOR", "none")}
+    values = local.write_dag_settings(chosen)
+    print(f"    the DAG's settings: {local.dag_settings_file()} (schedule: {values['SWITCHYARD_SCHEDULE']})")
+    env = local.airflow_env(extra=extra)
+    conflicts = local.dag_settings_conflicts(env)
+    if conflicts:
+        raise SystemExit(f"demo: this shell contradicts the DAG's settings: {'; '.join(conflicts)}")
     local.migrate(env)
     if local.running_streams() not in (None, streams):
         print(f"    restarting Airflow for {streams} streams")
@@ -272,14 +301,20 @@ def run(scale: float, streams: int, timeout: float = 3600, spec: str = "tpch", e
     say("4/6", "target connection and load pool")
     ensure_connection(api, pg)
     slots = value("SWITCHYARD_POOL_SLOTS") or default_pool_size()
-    ensure_pool(api, slots)
-    print(f"    connection {CONN_ID}; pool {POOL} with {slots} slots (the server runs one COPY per core "
+    from switchyard.settings import Settings
+    pool = Settings.from_env(env).pool
+    ensure_pool(api, slots, pool)
+    print(f"    connection {CONN_ID}; pool {pool} with {slots} slots (the server runs one COPY per core "
           f"at a time, {pg_slots()} here)")
 
     say("5/6", "trigger the DAG")
     from switchyard.airflow.dag_factory import DagConfig, build_dag
     expected = len(build_dag(DagConfig(streams=streams, spec=spec, dag_id=dag_id, schema=schema)).tasks)
     wait_for_dag(api, expected, dag_id=dag_id)
+    from switchyard_dev import runs
+    active = runs.active_runs(api, dag_id)
+    if active:
+        print(f"    {len(active)} run(s) of {dag_id} already active: this one waits for them (`switchyard runs`)")
     api.patch(f"/api/v2/dags/{dag_id}", {"is_paused": False})
     dag_run = api.post(f"/api/v2/dags/{dag_id}/dagRuns", {"logical_date": None, "conf": {"batch": name}})
     run_id = dag_run["dag_run_id"]

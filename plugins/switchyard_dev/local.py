@@ -1,11 +1,16 @@
 """A local Airflow for Switchyard: configuration, services and a small REST client.
 
-Everything lives under `.switchyard/` in the project (override: SWITCHYARD_STATE_DIR):
-the SQLite metadata database, logs, generated secrets, pid files. The demo, the tests
-and the Makefile all take their Airflow settings from `airflow_env()`, so they agree.
+Everything lives under `.switchyard/` in the project (override: SWITCHYARD_STATE_DIR): the
+Airflow home with its logs, generated secrets, pid files and the DAG's settings file
+(`switchyard.env`, which every Airflow process and `airflow dags test` from any shell build the
+DAG from). The metadata database is a database of its own per Airflow home in the embedded
+PostgreSQL (SWITCHYARD_AIRFLOW_DATABASE=sqlite: a SQLite file in the home, one writer at a
+time). The demo, the tests and the Makefile all take their Airflow settings from
+`airflow_env()`, so they agree.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import secrets
@@ -77,6 +82,88 @@ _CONNECT_ARGS_SETTINGS = {
 }
 
 
+# --- the metadata database -------------------------------------------------------------
+def metadata_database() -> str:
+    """The Airflow home's metadata database in the embedded server: one per home, so a test's
+    private Airflow never shares the demo's."""
+    return "airflow_" + hashlib.sha1(str(airflow_home()).encode()).hexdigest()[:10]
+
+
+def metadata_uri() -> str:
+    """The SQLAlchemy URI of the home's metadata database (SWITCHYARD_AIRFLOW_DATABASE)."""
+    if setting("SWITCHYARD_AIRFLOW_DATABASE") == "sqlite":
+        return f"sqlite:///{airflow_home() / 'airflow.db'}"
+    from switchyard_dev.embedded import EmbeddedPostgres
+    pg = EmbeddedPostgres()
+    if not pg.password_file.exists():  # a server never initialised: its password is made at its start
+        pg.start()
+    return pg.uri(metadata_database()).replace("postgresql://", "postgresql+psycopg://", 1)
+
+
+def ensure_metadata_database(pg=None) -> tuple[str, bool]:
+    """The home's metadata database in the embedded server, created if missing (the server
+    started if needed): (its URI for Airflow, whether it was created)."""
+    import psycopg
+    from switchyard_dev.embedded import EmbeddedPostgres
+    pg = pg or EmbeddedPostgres()
+    pg.start()
+    name = metadata_database()
+    with psycopg.connect(pg.uri("postgres"), autocommit=True) as conn:
+        created = not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone()
+        if created:
+            conn.execute(f'CREATE DATABASE "{name}"')
+    return pg.uri(name).replace("postgresql://", "postgresql+psycopg://", 1), created
+
+
+# --- the DAG's settings file --------------------------------------------------------------
+def dag_settings_file() -> Path:
+    """The DAG's settings file of the local Airflow: `switchyard.env` in its home, where every
+    Airflow process (and `airflow dags test` with this home) finds it (switchyard.settings)."""
+    return airflow_home() / "switchyard.env"
+
+
+def dag_settings() -> dict[str, str]:
+    """What the local Airflow's settings file holds ({} without one)."""
+    from switchyard.settings import read_settings_file
+    path = dag_settings_file()
+    return read_settings_file(path) if path.exists() else {}
+
+
+def write_dag_settings(chosen: dict[str, str] | None = None) -> dict[str, str]:
+    """Write the local Airflow's DAG settings file; what it now holds.
+
+    Each DAG setting comes from, first to last: `chosen` (the demo's: spec, DAG id, schema,
+    streams), this shell's environment, the file as it was, the local stack's defaults: no
+    schedule (runs on demand; set SWITCHYARD_SCHEDULE for one) and a start date at the moment
+    the file was first written (no scheduled run for a time before the stack existed)."""
+    from switchyard import settings
+    import datetime as dt
+    values = {"SWITCHYARD_SCHEDULE": "none",
+              "SWITCHYARD_START_DATE": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:00+00:00")}
+    values.update(dag_settings())
+    for s in settings.SETTINGS:
+        if s.section == settings.FILE_SECTION and os.environ.get(s.variable, "").strip():
+            values[s.variable] = os.environ[s.variable].strip()
+    values.update({k: str(v) for k, v in (chosen or {}).items()})
+    for name, value in values.items():  # each value checked before the file changes
+        settings._parse(next(s for s in settings.SETTINGS if s.variable == name), value)
+    text = ("# The DAG's settings, written by `switchyard demo` / `switchyard services start`. Every Airflow\n"
+            "# process of this home, `airflow dags test` included, builds the DAG from these lines; an\n"
+            "# environment variable that says otherwise stops the DAG's parse. Edit to change the DAG.\n"
+            + "".join(f"{k}={v}\n" for k, v in sorted(values.items())))
+    path = dag_settings_file()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if not path.exists() or path.read_text() != text:
+        path.write_text(text)
+    return values
+
+
+def dag_settings_conflicts(env: dict[str, str]) -> tuple[str, ...]:
+    """The DAG settings `env` contradicts its Airflow home's settings file on (none without a file)."""
+    from switchyard.settings import Settings
+    return Settings.from_env(env).conflicts
+
+
 # The folder of the airflow_local_settings.py Airflow imports: the product's (the scheduler's preload).
 LOCAL_SETTINGS = PROJECT / "plugins" / "switchyard" / "airflow" / "local_settings"
 
@@ -98,12 +185,16 @@ def airflow_env(streams: int | None = None, extra: dict[str, str] | None = None,
         "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{api_url()}/execution/",
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{ADMIN_USER}:admin",
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(home / "passwords.json"),
-        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home / 'airflow.db'}",
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": metadata_uri(),
         "AIRFLOW__API__PORT": str(api_port()),
         "AIRFLOW__API__HOST": "127.0.0.1",
         "AIRFLOW__API__BASE_URL": api_url(),
         "AIRFLOW__API_AUTH__JWT_SECRET": _secret("jwt_secret", lambda: secrets.token_urlsafe(32)),
         "AIRFLOW__LOGGING__BASE_LOG_FOLDER": str(home / "logs"),
+        # The task and trigger log servers (Airflow's 8793 and 8794 by default): settings, so that two
+        # local Airflows (two checkouts, or another project's) never collide.
+        "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(setting("SWITCHYARD_AIRFLOW_LOG_PORT")),
+        "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(setting("SWITCHYARD_AIRFLOW_TRIGGER_LOG_PORT")),
         "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "10",
         "AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC": "2",
         "GX_ANALYTICS_ENABLED": "False",
@@ -155,14 +246,18 @@ def airflow(*args: str, env: dict[str, str] | None = None, check: bool = True,
 
 
 def migrate(env: dict[str, str]) -> None:
-    """Create or upgrade the metadata database (a no-op when it is current)."""
+    """Create or upgrade the metadata database (a no-op when it is current); the home's
+    database in the embedded PostgreSQL is created (and the server started) if needed."""
     conn = env.get("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN", "")
     # The stamp names the database it stands for (a home's metadata may move between SQLite and
-    # the embedded PostgreSQL, e.g. for the remote workers); an older stamp names none: SQLite.
+    # the embedded PostgreSQL); an older stamp names none: SQLite.
     database = "sqlite" if conn.startswith("sqlite") else conn.rsplit("/", 1)[-1].split("?")[0]
+    created = False
+    if database == metadata_database():
+        created = ensure_metadata_database()[1]
     stamp = airflow_home() / ".migrated"
     recorded = stamp.read_text().split() if stamp.exists() else None
-    if recorded is None or (recorded[1:] or ["sqlite"])[0] != database:
+    if created or recorded is None or (recorded[1:] or ["sqlite"])[0] != database:
         airflow("db", "migrate", env=env)
         stamp.write_text(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {database}")
 
@@ -226,11 +321,26 @@ def running_executor() -> str | None:
     return None
 
 
+# The port each service listens on, and the setting that moves it.
+SERVICE_PORTS = {"api-server": "SWITCHYARD_AIRFLOW_PORT", "scheduler": "SWITCHYARD_AIRFLOW_LOG_PORT",
+                 "triggerer": "SWITCHYARD_AIRFLOW_TRIGGER_LOG_PORT"}
+
+
 def start_services(env: dict[str, str], streams: int, spec: str = "tpch") -> None:
     logs = airflow_home() / "logs"
     logs.mkdir(parents=True, exist_ok=True)
+    by_hand = hand_started()
+    if by_hand:
+        # Two schedulers of one home would both schedule; the one started by hand is used as it is.
+        print(f"    already running, started by hand: "
+              f"{', '.join(f'{s} (pid {p[0]})' for s, p in by_hand.items())}")
+    for service, variable in SERVICE_PORTS.items():
+        if not service_pid(service) and service not in by_hand and port_in_use(setting(variable)):
+            raise RuntimeError(f"port {setting(variable)} on 127.0.0.1, which the local {service} would listen on, "
+                               f"is taken by another program (another checkout's or project's Airflow?): set "
+                               f"{variable} to a free port")
     for service in SERVICES:
-        if service_pid(service):
+        if service_pid(service) or service in by_hand:
             continue
         out = open(logs / f"{service}.out", "ab")
         proc = subprocess.Popen([airflow_bin(), service], env=env, stdout=out, stderr=subprocess.STDOUT,
@@ -240,13 +350,16 @@ def start_services(env: dict[str, str], streams: int, spec: str = "tpch") -> Non
 
 
 def stop_services(timeout: float = 30) -> list[str]:
-    """Stop the services that run (remote workers first: they report to the api-server); the
-    names of those it stopped."""
+    """Stop the services that run (remote workers first: they report to the api-server), those
+    started by hand too (found by their process, `hand_started`); the names of those it stopped."""
     from switchyard_dev.scaleout import stop_workers
     stopped = stop_workers()
     for service in SERVICES:
         pid = service_pid(service)
         if not pid:
+            for other in hand_started().get(service, []):
+                stopped.append(f"{service} (pid {other}, started by hand)")
+                _stop_process(other, timeout)
             continue
         stopped.append(f"{service} (pid {pid})")
         try:
@@ -266,6 +379,115 @@ def stop_services(timeout: float = 30) -> list[str]:
                 pass
         _pidfile(service).unlink(missing_ok=True)
     return stopped
+
+
+def _stop_process(pid: int, timeout: float) -> None:
+    """SIGTERM to a service started by hand (it stops its own children), SIGKILL at the deadline."""
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except OSError:
+        return
+    deadline = time.monotonic() + timeout
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.3)
+    if _alive(pid):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+
+def _service_of(pid: str) -> str | None:
+    """The service a process runs if its command line is `airflow <service> ...` (as started, or as
+    Airflow retitles it), else None."""
+    try:
+        words = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").split()
+    except OSError:
+        return None
+    for i, word in enumerate(words[:-1]):
+        if (word == "airflow" or word.endswith("/airflow")) and words[i + 1] in SERVICES:
+            return words[i + 1]
+    return None
+
+
+def hand_started() -> dict[str, list[int]]:
+    """This home's Airflow services that no pid file names (started any other way, e.g.
+    `switchyard airflow scheduler` in a shell): service -> pids, the topmost process of each."""
+    home = str(airflow_home())
+    known = {service_pid(s) for s in SERVICES}
+    found: dict[int, str] = {}
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        service = _service_of(entry.name)
+        if service is None:
+            continue
+        try:
+            environ = (entry / "environ").read_bytes().split(b"\0")
+            stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if f"AIRFLOW_HOME={home}".encode() in environ and stat[0] != "Z":
+            found[int(entry.name)] = service
+            parents[int(entry.name)] = int(stat[1])
+    out: dict[str, list[int]] = {}
+    for pid, service in sorted(found.items()):
+        # The service's own children (its workers, a retitled subprocess) are not services.
+        if parents[pid] in found or pid in known or parents[pid] in known:
+            continue
+        out.setdefault(service, []).append(pid)
+    return out
+
+
+def running_services() -> dict[str, int]:
+    """Every service of this home that runs, however it was started: service -> pid."""
+    out = {s: pid for s in SERVICES if (pid := service_pid(s))}
+    for service, pids in hand_started().items():
+        out.setdefault(service, pids[0])
+    return out
+
+
+def port_in_use(port: int) -> bool:
+    import socket
+    with socket.socket() as sock:
+        sock.settimeout(0.5)
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def status_lines() -> list[str]:
+    """What `switchyard services status` prints: every service of this checkout, found by its pid
+    file, its process or its port, and the ports it uses."""
+    from switchyard_dev.embedded import EmbeddedPostgres
+    from switchyard_dev.scaleout import workers
+    lines = []
+    by_hand = hand_started()
+    ports = {"api-server": api_port(), "scheduler": setting("SWITCHYARD_AIRFLOW_LOG_PORT"),
+             "triggerer": setting("SWITCHYARD_AIRFLOW_TRIGGER_LOG_PORT")}
+    for service in SERVICES:
+        pid = service_pid(service)
+        port = ports.get(service)
+        on = f" on port {port}" if port else ""
+        if pid:
+            state = f"running (pid {pid}){on}"
+        elif by_hand.get(service):
+            state = f"running (pid {', '.join(map(str, by_hand[service]))}, started by hand){on}"
+        elif port and port_in_use(port):
+            state = f"stopped here, but port {port} is taken (another program or checkout?)"
+        else:
+            state = "stopped"
+        lines.append(f"{service:<20} {state}")
+    for name, pid in workers().items():
+        lines.append(f"{'worker ' + name:<20} {'running (pid %d)' % pid if pid else 'stopped'}")
+    pg = EmbeddedPostgres()
+    if pg.is_running():
+        pg_state = f"running on port {pg.running_port() or pg.port} ({pg.pgdata})"
+    elif port_in_use(pg.port):
+        pg_state = f"stopped here, but port {pg.port} is taken (another program or checkout?)"
+    else:
+        pg_state = "stopped"
+    lines.append(f"{'embedded PostgreSQL':<20} {pg_state}")
+    return lines
 
 
 def _group_alive(pgid: int) -> bool:

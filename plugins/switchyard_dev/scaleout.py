@@ -15,7 +15,6 @@ the api-server they talk to); their pid files and logs are in the Airflow home.
 """
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import signal
@@ -36,19 +35,13 @@ SOURCES = ("source_a", "source_b")
 
 
 def metadata_database() -> str:
-    """The Airflow home's metadata database in the embedded server: one per home, so a test's
-    private Airflow never shares the demo's."""
-    return "airflow_" + hashlib.sha1(str(local.airflow_home()).encode()).hexdigest()[:10]
+    """The Airflow home's metadata database in the embedded server (local.metadata_database)."""
+    return local.metadata_database()
 
 
 def ensure_metadata_database(pg) -> str:
     """The home's metadata database (created if missing); its SQLAlchemy URI for Airflow."""
-    import psycopg
-    name = metadata_database()
-    with psycopg.connect(pg.uri("postgres"), autocommit=True) as conn:
-        if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone():
-            conn.execute(f'CREATE DATABASE "{name}"')
-    return pg.uri(name).replace("postgresql://", "postgresql+psycopg://", 1)
+    return local.ensure_metadata_database(pg)[0]
 
 
 def drop_metadata_database(pg) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 
-from switchyard.settings import Setting, _bool, _path, _positive_int
+from switchyard.settings import Setting, _bool, _choice, _path, _positive_int
 
 LOCAL = "Local development: `make demo`, `make test`, the embedded server"
 BENCH = "Benchmark only (`make bench`)"
@@ -18,10 +18,21 @@ SETTINGS = (
     Setting("SWITCHYARD_PG_PORT", "pg_port", int, 54329,
             "Port of the embedded PostgreSQL on 127.0.0.1.", LOCAL, "port"),
     Setting("SWITCHYARD_AIRFLOW_HOME", "airflow_home", _path, None,
-            "The local Airflow's home (SQLite metadata database, logs, generated secrets).", LOCAL, "path",
-            "`<state dir>/airflow`"),
+            "The local Airflow's home (logs, generated secrets, the DAG's settings file `switchyard.env`).",
+            LOCAL, "path", "`<state dir>/airflow`"),
+    Setting("SWITCHYARD_AIRFLOW_DATABASE", "airflow_database", _choice("postgres", "sqlite"), "postgres",
+            "The local Airflow's metadata database. `postgres`: a database of its own per Airflow home in "
+            "the embedded PostgreSQL (the scheduler, the api-server and a backfill write at once); "
+            "`sqlite`: a file in the home (one writer at a time: `airflow backfill create` can fail with "
+            "\"database is locked\" while the services run).", LOCAL, "postgres | sqlite"),
     Setting("SWITCHYARD_AIRFLOW_PORT", "airflow_port", int, 28080,
             "Port of the local Airflow's api-server (the UI) on 127.0.0.1.", LOCAL, "port"),
+    Setting("SWITCHYARD_AIRFLOW_LOG_PORT", "airflow_log_port", int, 8793,
+            "Port of the local Airflow's task log server (`[logging] worker_log_server_port`; the "
+            "scheduler serves its tasks' logs there). Two Airflows on one machine need different ones.",
+            LOCAL, "port"),
+    Setting("SWITCHYARD_AIRFLOW_TRIGGER_LOG_PORT", "airflow_trigger_log_port", int, 8794,
+            "Port of the local triggerer's log server (`[logging] trigger_log_server_port`).", LOCAL, "port"),
     Setting("SWITCHYARD_PARALLELISM", "parallelism", _positive_int, 16,
             "The local Airflow's `[core] parallelism`: task processes at once (a LocalExecutor "
             "worker can stay busy up to one heartbeat interval after its task ended).", LOCAL, "integer"),

@@ -275,3 +275,19 @@ def on_dag_run_running(dag_run: Any, msg: str) -> None:
         note_missing_pools(dag_run)
     except Exception:  # noqa: BLE001
         log.exception("could not check the pools of run %s", getattr(dag_run, "run_id", "?"))
+
+
+def queued_note(dag_id: str, run_id: str, blockers: list[str], commands: list[str],
+                base_url: str | None = None) -> str:
+    """The note of a run Airflow keeps queued behind other runs of its DAG (`max_active_runs`
+    is 1: runs of one DAG go one at a time): which runs, what each waits for, what clears them.
+
+    Airflow calls no listener while a run is queued, so whoever follows the run writes it (the
+    local stack's `make demo` and `switchyard runs`); it starts like the listener's notes, so the
+    run's final note replaces it."""
+    from switchyard.observability.stats import report_url
+    body = (f"**{headline(dag_id, None)}**: queued behind {'; '.join(blockers)}. Runs of this DAG go one "
+            f"at a time (max_active_runs = 1): this run starts when "
+            f"{'that one ends' if len(blockers) == 1 else 'those end'}."
+            + (f" To end it now: {'; '.join(f'`{c}`' for c in commands)}." if commands else ""))
+    return _with_link(body, f"[Run report]({report_url(dag_id, run_id, base_url)}) (once the run ends).")

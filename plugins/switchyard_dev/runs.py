@@ -1,0 +1,176 @@
+"""The runs of the local Airflow's Switchyard DAGs: which are active or queued, what holds a
+queued run back, and ending a stuck run (`switchyard runs`, `switchyard services status`, and
+`make demo` while it follows its run).
+
+A Switchyard DAG runs one run at a time (`max_active_runs` = 1), so a run can sit queued
+behind another run of its DAG, e.g. a scheduled run whose `setup.wait_for_batch` waits hours
+for a batch nobody writes. Airflow shows that run as queued and nothing else; here it is named,
+with what it waits for and the command that ends it.
+"""
+from __future__ import annotations
+
+import time
+from datetime import datetime, timedelta
+from urllib.parse import quote
+
+from switchyard_dev import local
+
+ACTIVE = ("running", "queued")
+# A run's first tasks are queued within a scheduler loop or two; queued longer, it is held back.
+QUEUED_GRACE_SECONDS = 5.0
+# Task states of a wait that has not ended.
+WAITING = ("deferred", "running", "up_for_reschedule", "up_for_retry", "scheduled", "queued", "restarting")
+
+
+def _q(value: str) -> str:
+    return quote(value, safe="")
+
+
+def fail_command(dag_id: str, run_id: str) -> str:
+    return f"switchyard runs fail {dag_id} {run_id}"
+
+
+def switchyard_dag_ids(api: local.Api) -> list[str]:
+    """The local Airflow's DAGs tagged `switchyard` (every DAG Switchyard's factory builds)."""
+    return sorted(d["dag_id"] for d in api.get_all("/api/v2/dags?tags=switchyard", "dags"))
+
+
+def active_runs(api: local.Api, dag_id: str | None = None) -> list[dict]:
+    """Running and queued runs of `dag_id` (default: of every Switchyard DAG), oldest first."""
+    ids = [dag_id] if dag_id else switchyard_dag_ids(api)
+    runs = []
+    for one in ids:
+        runs += api.get_all(f"/api/v2/dags/{_q(one)}/dagRuns?state=running&state=queued&order_by=run_after",
+                            "dag_runs")
+    return sorted(runs, key=lambda r: (r.get("run_after") or "", r["dag_id"]))
+
+
+def recent_runs(api: local.Api, dag_id: str | None = None, limit: int = 10) -> list[dict]:
+    ids = [dag_id] if dag_id else switchyard_dag_ids(api)
+    runs = []
+    for one in ids:
+        runs += api.get(f"/api/v2/dags/{_q(one)}/dagRuns?order_by=-run_after&limit={limit}")["dag_runs"]
+    return sorted(runs, key=lambda r: r.get("run_after") or "", reverse=True)[:limit]
+
+
+def _parse(text: str | None) -> datetime | None:
+    return datetime.fromisoformat(text.replace("Z", "+00:00")) if text else None
+
+
+def _hours(seconds: float) -> str:
+    return f"{seconds / 3600:g} h" if seconds >= 3600 else f"{seconds / 60:g} min" if seconds >= 60 else f"{seconds:g} s"
+
+
+def batch_of(run: dict) -> str:
+    """The batch a run loads: its conf's, else its logical date as YYYY-MM-DD (the DAG's rule)."""
+    batch = (run.get("conf") or {}).get("batch")
+    if batch:
+        return str(batch)
+    when = run.get("logical_date") or run.get("run_after") or ""
+    return when[:10]
+
+
+def what_it_does(api: local.Api, run: dict, wait_seconds: float | None = None) -> str:
+    """What an active run is doing, in a few words: waiting for its batch (how long at most),
+    its running tasks, or queued itself."""
+    dag_id, run_id = run["dag_id"], run["dag_run_id"]
+    if run["state"] == "queued":
+        return "queued"
+    tis = api.get_all(f"/api/v2/dags/{_q(dag_id)}/dagRuns/{_q(run_id)}/taskInstances", "task_instances")
+    wait = next((t for t in tis if t["task_id"] == "setup.wait_for_batch"), None)
+    if wait is not None and (wait.get("state") in WAITING or wait.get("state") is None):
+        text = f"is waiting for batch {batch_of(run)}"
+        if wait_seconds:
+            started = _parse(wait.get("start_date"))
+            until = f", until {(started + timedelta(seconds=wait_seconds)):%Y-%m-%d %H:%M} UTC" if started else ""
+            text += f" (up to {_hours(wait_seconds)}{until})"
+        return text
+    running = sorted(t["task_id"] for t in tis if t.get("state") == "running")
+    if running:
+        return (f"is loading batch {batch_of(run)}: {len(running)} tasks running "
+                f"({', '.join(running[:3])}{' ...' if len(running) > 3 else ''})")
+    done = sum(1 for t in tis if t.get("state") in ("success", "skipped", "failed", "upstream_failed"))
+    return f"is loading batch {batch_of(run)} ({done}/{len(tis)} tasks done)"
+
+
+def batch_wait_seconds() -> int:
+    """The DAG's batch wait as the local Airflow's processes read it (its settings file)."""
+    from switchyard.settings import Settings
+    return Settings.from_env(local.airflow_env()).batch_wait_seconds
+
+
+def blockers(api: local.Api, dag_id: str, run_id: str) -> list[dict]:
+    """The other active runs of the DAG that hold `run_id` queued: those running, else those
+    queued before it."""
+    others = [r for r in active_runs(api, dag_id) if r["dag_run_id"] != run_id]
+    running = [r for r in others if r["state"] == "running"]
+    return running or others
+
+
+def why_queued(api: local.Api, dag_id: str, run_id: str, wait_seconds: float | None = None) -> list[str]:
+    """Lines that say why a queued run does not start (none: nothing found that holds it)."""
+    held = blockers(api, dag_id, run_id)
+    if held:
+        return [f"{r['dag_run_id']} {what_it_does(api, r, wait_seconds)}" for r in held]
+    dag = api.get(f"/api/v2/dags/{_q(dag_id)}")
+    if dag.get("is_paused"):
+        return [f"the DAG {dag_id} is paused (`switchyard airflow dags unpause {dag_id}`)"]
+    health = api.get("/api/v2/monitor/health")
+    if (health.get("scheduler") or {}).get("status") != "healthy":
+        return ["the scheduler is not running (`switchyard services status`; `switchyard services start`)"]
+    return []
+
+
+def note_queued(api: local.Api, dag_id: str, run_id: str, reasons: list[str], commands: list[str]) -> None:
+    """Set the queued run's note (switchyard.airflow.run_notes.queued_note)."""
+    from switchyard.airflow.run_notes import queued_note
+    note = queued_note(dag_id, run_id, reasons, commands, base_url=local.api_url())
+    api.patch(f"/api/v2/dags/{_q(dag_id)}/dagRuns/{_q(run_id)}?update_mask=note", {"note": note})
+
+
+class QueuedWatch:
+    """Says, once a run has been queued a few seconds, what holds it back (and again when that
+    changes), and notes it on the run. Call `check(run)` with each fresh read of the run."""
+
+    def __init__(self, api: local.Api, dag_id: str, run_id: str, out=print):
+        self.api, self.dag_id, self.run_id, self.out = api, dag_id, run_id, out
+        self.since = time.monotonic()
+        self.said: list[str] | None = None
+        self._wait_seconds: float | None = None
+
+    def check(self, run: dict) -> list[str] | None:
+        if run["state"] != "queued" or time.monotonic() - self.since < QUEUED_GRACE_SECONDS:
+            return None
+        if self._wait_seconds is None:
+            self._wait_seconds = batch_wait_seconds()
+        reasons = why_queued(self.api, self.dag_id, self.run_id, self._wait_seconds)
+        if reasons and reasons != self.said:
+            held = blockers(self.api, self.dag_id, self.run_id)
+            commands = [fail_command(r["dag_id"], r["dag_run_id"]) for r in held]
+            self.out(f"    run {self.run_id} is queued behind " + "; ".join(reasons)
+                     + (". Runs of this DAG go one at a time." if held else "."))
+            for command in commands:
+                self.out(f"    to end that run now: {command}")
+            note_queued(self.api, self.dag_id, self.run_id, reasons, commands)
+            self.said = reasons
+        return reasons
+
+
+def fail(api: local.Api, dag_id: str, run_id: str) -> dict:
+    """Mark the run failed (its unfinished tasks end; the next queued run of its DAG starts)."""
+    return api.patch(f"/api/v2/dags/{_q(dag_id)}/dagRuns/{_q(run_id)}?update_mask=state", {"state": "failed"})
+
+
+def table(api: local.Api, runs: list[dict], describe: bool = True) -> list[str]:
+    """One line per run: DAG, run id, state, and what an active run does."""
+    if not runs:
+        return []
+    wait = batch_wait_seconds() if describe else None
+    lines = []
+    for r in runs:
+        what = what_it_does(api, r, wait) if describe and r["state"] in ACTIVE else ""
+        if r["state"] == "queued" and describe:
+            why = why_queued(api, r["dag_id"], r["dag_run_id"], wait)
+            what = ("queued behind " + "; ".join(why)) if why else "queued"
+        lines.append(f"{r['dag_id']:<22} {r['dag_run_id']:<48} {r['state']:<8} {what}".rstrip())
+    return lines
