@@ -111,7 +111,7 @@ def why_queued(api: local.Api, dag_id: str, run_id: str, wait_seconds: float | N
     """Lines that say why a queued run does not start (none: nothing found that holds it)."""
     held = blockers(api, dag_id, run_id)
     if held:
-        return [f"{r['dag_run_id']} {what_it_does(api, r, wait_seconds)}" for r in held]
+        return [f"{r['dag_run_id']}, which {what_it_does(api, r, wait_seconds)}" for r in held]
     dag = api.get(f"/api/v2/dags/{_q(dag_id)}")
     if dag.get("is_paused"):
         return [f"the DAG {dag_id} is paused (`switchyard airflow dags unpause {dag_id}`)"]

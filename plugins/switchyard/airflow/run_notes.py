@@ -289,5 +289,6 @@ def queued_note(dag_id: str, run_id: str, blockers: list[str], commands: list[st
     body = (f"**{headline(dag_id, None)}**: queued behind {'; '.join(blockers)}. Runs of this DAG go one "
             f"at a time (max_active_runs = 1): this run starts when "
             f"{'that one ends' if len(blockers) == 1 else 'those end'}."
-            + (f" To end it now: {'; '.join(f'`{c}`' for c in commands)}." if commands else ""))
+            + (f" To end {'that run' if len(commands) == 1 else 'them'} now: "
+               f"{'; '.join(f'`{c}`' for c in commands)}." if commands else ""))
     return _with_link(body, f"[Run report]({report_url(dag_id, run_id, base_url)}) (once the run ends).")

@@ -1,0 +1,105 @@
+"""The DAG does not depend on who parses it: with a settings file in the Airflow home, the DAG
+file builds the same DAG (as Airflow serializes it, schedule included) in any environment, and
+an environment that contradicts the file stops the parse with a message naming both."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from switchyard import settings
+
+ROOT = Path(__file__).resolve().parents[2]
+DAG_FILE = ROOT / "dags" / "switchyard_tpch.py"
+
+# Parses the DAG file as the dag-processor does and prints the DAG as Airflow serializes it.
+_SERIALIZE = """
+import importlib.util, json, sys
+spec = importlib.util.spec_from_file_location("dagfile", sys.argv[1])
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+from airflow.serialization.serialized_objects import DagSerialization
+print("SERIALIZED " + json.dumps(DagSerialization.to_dict(module.dag), sort_keys=True, default=str))
+"""
+
+FILE = """# the DAG's settings
+SWITCHYARD_DAG_ID=switchyard_nightly
+SWITCHYARD_SCHEMA=nightly
+SWITCHYARD_STREAMS=3
+SWITCHYARD_SCHEDULE=0 2 * * *
+SWITCHYARD_START_DATE=2026-11-20
+SWITCHYARD_CATCHUP=0
+"""
+
+
+def _clean_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SWITCHYARD_", "AIRFLOW"))}
+    env.update(extra)
+    return env
+
+
+def _serialize(env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", _SERIALIZE, str(DAG_FILE)], env=env, cwd=cwd, text=True,
+                          capture_output=True, timeout=300)
+
+
+def _dag(done: subprocess.CompletedProcess) -> dict:
+    assert done.returncode == 0, done.stderr[-3000:]
+    line = next(line for line in done.stdout.splitlines() if line.startswith("SERIALIZED "))
+    return json.loads(line[len("SERIALIZED "):])
+
+
+def test_the_dag_file_builds_the_same_dag_in_any_environment(tmp_path):
+    home = tmp_path / "airflow"
+    home.mkdir()
+    (home / "switchyard.env").write_text(FILE)
+    # The scheduler's environment (the values the file holds, as the services were started with),
+    # and a plain shell's: no SWITCHYARD_* at all, another folder.
+    services = _clean_env(AIRFLOW_HOME=str(home), SWITCHYARD_SCHEDULE="0 2 * * *", SWITCHYARD_STREAMS="3",
+                          SWITCHYARD_DAG_ID="switchyard_nightly", SWITCHYARD_SCHEMA="nightly")
+    shell = _clean_env(AIRFLOW_HOME=str(home))
+    by_scheduler = _dag(_serialize(services, ROOT))
+    by_shell = _dag(_serialize(shell, tmp_path))
+    assert by_shell == by_scheduler
+    dag = by_shell["dag"]
+    assert dag["dag_id"] == "switchyard_nightly"
+    assert dag["timetable"]["__var"]["expression"] == "0 2 * * *"
+    assert dag["start_date"] == pytest.approx(1795132800.0)  # 2026-11-20T00:00:00Z
+    assert not dag.get("catchup", False)
+
+
+def test_an_environment_that_contradicts_the_file_stops_the_parse_naming_both(tmp_path):
+    home = tmp_path / "airflow"
+    home.mkdir()
+    (home / "switchyard.env").write_text(FILE)
+    # The demo's old way: a shell that says "no schedule" while the file says nightly.
+    done = _serialize(_clean_env(AIRFLOW_HOME=str(home), SWITCHYARD_SCHEDULE="none"), tmp_path)
+    assert done.returncode != 0
+    said = done.stderr
+    assert "SWITCHYARD_SCHEDULE='none'" in said and "'0 2 * * *'" in said, said[-2000:]
+    assert str(home / "switchyard.env") in said
+
+
+def test_without_a_file_the_environment_shapes_the_dag(tmp_path):
+    env = _clean_env(AIRFLOW_HOME=str(tmp_path), SWITCHYARD_SCHEDULE="none", SWITCHYARD_DAG_ID="from_env")
+    dag = _dag(_serialize(env, tmp_path))["dag"]
+    assert dag["dag_id"] == "from_env" and dag["timetable"]["__type"].endswith("NullTimetable")
+    # No start date unless one is set: no scheduled run before Airflow first parses the DAG.
+    assert dag.get("start_date") is None
+
+
+def test_the_file_holds_the_dags_settings_only(tmp_path):
+    path = tmp_path / "switchyard.env"
+    path.write_text("SWITCHYARD_DATA_ROOT=/elsewhere\n")
+    with pytest.raises(settings.SettingsError, match="line 1.*SWITCHYARD_DATA_ROOT"):
+        settings.read_settings_file(path)
+    path.write_text("# comment\n\nSWITCHYARD_SCHEDULE='0 3 * * *'\n")
+    read = settings.Settings.from_env({"SWITCHYARD_SETTINGS_FILE": str(path), "SWITCHYARD_SCHEDULE": "0 3 * * *"})
+    assert read.schedule == "0 3 * * *" and read.conflicts == () and read.settings_file == path
+    # A process's own settings stay its own: the data root comes from its environment.
+    own = settings.Settings.from_env({"SWITCHYARD_SETTINGS_FILE": str(path), "SWITCHYARD_DATA_ROOT": "/data/x"})
+    assert own.data_root == Path("/data/x")
