@@ -223,6 +223,9 @@ def private_scheduler(request, monkeypatch, pg_uri: str, data_root: Path, schema
     monkeypatch.setenv("SWITCHYARD_AIRFLOW_HOME", str(home))
     monkeypatch.setenv("SWITCHYARD_AIRFLOW_PORT", str(free_port(range(28112, 28120))))
     monkeypatch.setenv("SWITCHYARD_RUNS_DIR", str(runs_dir))
+    # Log servers of its own: a running demo's (or another checkout's) keep theirs.
+    monkeypatch.setenv("SWITCHYARD_AIRFLOW_LOG_PORT", str(free_port()))
+    monkeypatch.setenv("SWITCHYARD_AIRFLOW_TRIGGER_LOG_PORT", str(free_port()))
     env = local.airflow_env(streams=3, extra={
         "AIRFLOW_CONN_SWITCHYARD_TARGET": pg_uri, "SWITCHYARD_DATA_ROOT": str(data_root),
         "SWITCHYARD_SCHEMA": schema, "SWITCHYARD_RUNS_DIR": str(runs_dir),
@@ -245,7 +248,17 @@ def private_scheduler(request, monkeypatch, pg_uri: str, data_root: Path, schema
     finally:
         local.stop_services(timeout=10)
         keep_service_logs(request, home)
+        drop_metadata(home)
         shutil.rmtree(home, ignore_errors=True)
+
+
+def drop_metadata(home: Path) -> None:
+    """Drop a test Airflow home's metadata database from the embedded PostgreSQL (if it has one)."""
+    from switchyard_dev import local
+    from switchyard_dev.embedded import EmbeddedPostgres
+    from switchyard_dev.scaleout import drop_metadata_database
+    if local.airflow_home() == home.resolve() and EmbeddedPostgres().is_running():
+        drop_metadata_database(EmbeddedPostgres())
 
 
 # --- a headless browser -----------------------------------------------------------------------

@@ -534,6 +534,8 @@ def ensure_airflow(streams: int, preload: bool, flat_priorities: bool,
         extra["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"], created = metadata_database_url(uri)
         if created:  # a new, empty database: whatever this home migrated before is gone
             (local.airflow_home() / ".migrated").unlink(missing_ok=True)
+    else:  # the lever's SQLite file (the local Airflow's default is the embedded PostgreSQL)
+        extra["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"] = f"sqlite:///{local.airflow_home() / 'airflow.db'}"
     # The benchmark's own airflow_local_settings.py: the preload with the benchmark's levers.
     env = local.airflow_env(streams=streams, extra=extra,
                             local_settings=Path(__file__).resolve().parent / "local_settings")

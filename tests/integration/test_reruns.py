@@ -34,12 +34,14 @@ def _restamp(batch: Path, marker: bytes) -> None:
 
 
 def _second_airflow_home(tmp_path: Path) -> dict[str, str]:
-    """A second, independent Airflow (its own metadata DB) against the same target."""
+    """A second, independent Airflow (its own metadata DB, a SQLite file) against the same target."""
     home = tmp_path / "airflow-b"
     home.mkdir()
-    shutil.copy(airflow_home() / "airflow.db", home / "airflow.db")
-    return {"AIRFLOW_HOME": str(home), "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home / 'airflow.db'}",
-            "AIRFLOW__LOGGING__BASE_LOG_FOLDER": str(home / "logs")}
+    settings = {"AIRFLOW_HOME": str(home), "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home / 'airflow.db'}",
+                "AIRFLOW__LOGGING__BASE_LOG_FOLDER": str(home / "logs")}
+    subprocess.run([airflow_bin(), "db", "migrate"], env=airflow_env(extra=settings), check=True,
+                   capture_output=True, timeout=600)
+    return settings
 
 
 def _start(pg_uri, data_root, schema, runs_dir: Path, conf: dict, extra: dict,
@@ -325,6 +327,7 @@ def test_a_metadata_write_waits_out_another_process_lock_on_sqlite(tmp_path, mon
     of failing after pysqlite's 5 s with "database is locked"."""
     import sys
     monkeypatch.setenv("SWITCHYARD_AIRFLOW_HOME", str(tmp_path / "airflow"))
+    monkeypatch.setenv("SWITCHYARD_AIRFLOW_DATABASE", "sqlite")
     env = airflow_env()
     done = subprocess.run([sys.executable, "-c", _WRITE_BEHIND_A_LOCK, str(airflow_home() / "airflow.db"), "7"],
                           env=env, capture_output=True, text=True, timeout=120)

@@ -22,6 +22,17 @@ DAG_ID = "switchyard_tpch"
 HAND_NOTE = "Checked by hand: nation reloaded after the supplier fix. Do not rerun."
 
 
+@pytest.fixture(autouse=True)
+def sqlite_metadata(monkeypatch):
+    """These tests read and write the run's note straight in the metadata database: a SQLite file,
+    in an Airflow home of their own (the local Airflow's default is the embedded PostgreSQL)."""
+    import os
+    from helpers import TEST_STATE
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    monkeypatch.setenv("SWITCHYARD_AIRFLOW_DATABASE", "sqlite")
+    monkeypatch.setenv("SWITCHYARD_AIRFLOW_HOME", str(TEST_STATE / f"airflow-sqlite{'-' + worker if worker else ''}"))
+
+
 def _db() -> sqlite3.Connection:
     return sqlite3.connect(airflow_home() / "airflow.db", timeout=30)
 

@@ -1,0 +1,233 @@
+"""CLI test runs leave no trace, nothing waits in silence, and a backfill runs as the docs say.
+
+`airflow dags test` parses the DAG file in the shell it is run from. With the local stack's
+settings file in the Airflow home, that shell builds the same DAG as the scheduler: the test
+run changes neither the DAG's schedule nor its paused state, so no scheduled run appears after
+it. A run queued behind another run of its DAG is named within seconds, with what that run
+waits for and the command that ends it (docs/cli-test-runs.md).
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psycopg
+import pytest
+import yaml
+
+from helpers import drop_metadata, free_port
+
+SWITCHYARD = str(Path(sys.executable).with_name("switchyard"))
+DAG_ID = "switchyard_tpch"
+# The settings that say which local stack a shell talks to (each process's own, not the DAG's).
+OWN = ("SWITCHYARD_AIRFLOW_HOME", "SWITCHYARD_AIRFLOW_PORT", "SWITCHYARD_PG_PORT", "SWITCHYARD_DATA_ROOT",
+       "SWITCHYARD_RUNS_DIR", "SWITCHYARD_AIRFLOW_LOG_PORT", "SWITCHYARD_AIRFLOW_TRIGGER_LOG_PORT",
+       "SWITCHYARD_STATE_DIR")
+
+
+def plain_shell(**extra: str) -> dict[str, str]:
+    """A new shell's environment: which local stack it talks to, none of the DAG's settings."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SWITCHYARD_", "AIRFLOW"))}
+    env.update({k: os.environ[k] for k in OWN if k in os.environ})
+    env.update(extra)
+    return env
+
+
+def switchyard(*args: str, env: dict[str, str], timeout: float = 900) -> subprocess.CompletedProcess:
+    return subprocess.run([SWITCHYARD, *args], env=env, text=True, capture_output=True, timeout=timeout)
+
+
+def dag_state(env: dict[str, str], dag_id: str = DAG_ID) -> dict:
+    """What the metadata says of the DAG: paused, schedule, and when the scheduler would create a run."""
+    done = switchyard("airflow", "dags", "details", dag_id, "-o", "json", env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    details = json.loads(done.stdout[done.stdout.index("["):])[0]
+    return {k: details.get(k) for k in ("is_paused", "timetable_summary", "timetable_description",
+                                        "next_dagrun_run_after", "next_dagrun_logical_date")}
+
+
+def run_types(env: dict[str, str], dag_id: str = DAG_ID) -> list[str]:
+    done = switchyard("airflow", "dags", "list-runs", dag_id, "-o", "json", env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    text = done.stdout
+    return [r["run_id"].split("__")[0] for r in json.loads(text[text.index("["):])] if "[" in text else []
+
+
+@pytest.fixture
+def stack_home(tmp_path, monkeypatch, pg_uri, data_root):
+    """A local stack of its own (home, ports), its metadata database dropped afterwards."""
+    from switchyard_dev import local
+    home = tmp_path / "airflow"
+    monkeypatch.setenv("SWITCHYARD_AIRFLOW_HOME", str(home))
+    monkeypatch.setenv("SWITCHYARD_AIRFLOW_PORT", str(free_port()))
+    monkeypatch.setenv("SWITCHYARD_AIRFLOW_LOG_PORT", str(free_port()))
+    monkeypatch.setenv("SWITCHYARD_AIRFLOW_TRIGGER_LOG_PORT", str(free_port()))
+    monkeypatch.setenv("SWITCHYARD_RUNS_DIR", str(tmp_path / "runs"))
+    for variable in [v for v in os.environ if v.startswith("SWITCHYARD_")]:
+        if variable not in OWN:
+            monkeypatch.delenv(variable)
+    yield home
+    local.stop_services(timeout=10)
+    drop_metadata(home)
+
+
+def test_a_cli_test_run_from_another_shell_leaves_the_dag_as_it_was(stack_home, pg_uri, tpch_batch, schema,
+                                                                    monkeypatch):
+    from switchyard_dev import local
+    name, _ = tpch_batch
+    # The local stack as the demo leaves it: its DAG's settings in the home (no schedule), the DAG
+    # parsed with them, unpaused, the target connection in the metadata.
+    local.write_dag_settings({"SWITCHYARD_SCHEMA": schema, "SWITCHYARD_STREAMS": "3"})
+    services = local.airflow_env(extra={"SWITCHYARD_SCHEMA": schema, "SWITCHYARD_STREAMS": "3",
+                                        "SWITCHYARD_SCHEDULE": "none"})
+    local.migrate(services)
+    for command in (["dags", "reserialize"], ["dags", "unpause", DAG_ID],
+                    ["connections", "add", "switchyard_target", "--conn-uri", pg_uri],
+                    ["pools", "set", "switchyard_loads", "4", "loads"]):
+        local.airflow(*command, env=services)
+    before = dag_state(plain_shell())
+    assert before["is_paused"] is False and before["next_dagrun_run_after"] is None, before
+
+    # The documented command, from a shell with none of the DAG's settings (its default schedule
+    # would be nightly).
+    done = switchyard("airflow", "dags", "test", DAG_ID, "-c", json.dumps({"batch": name}), env=plain_shell())
+    assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
+    assert dag_state(plain_shell()) == before
+    assert run_types(plain_shell()) == ["manual"]
+    with psycopg.connect(pg_uri) as conn:
+        assert conn.execute(f'SELECT count(*) FROM "{schema}"."orders"').fetchone()[0] > 0
+
+    # A shell that says otherwise is stopped before Airflow parses anything, naming both values.
+    done = switchyard("airflow", "dags", "test", DAG_ID, "-c", json.dumps({"batch": name}),
+                      env=plain_shell(SWITCHYARD_SCHEDULE="0 2 * * *"))
+    assert done.returncode == 2
+    assert "SWITCHYARD_SCHEDULE='0 2 * * *' (the file: 'none')" in done.stderr, done.stderr[-2000:]
+    assert dag_state(plain_shell()) == before and run_types(plain_shell()) == ["manual"]
+
+
+@pytest.mark.chaos
+def test_demo_then_a_cli_test_run_then_the_demo_again(stack_home, pg_uri, data_root, schema, monkeypatch, capsys):
+    """The sequence a new user tries: `make demo`, `switchyard airflow dags test ...` from a plain
+    shell, `make demo` again; then a run held behind one that waits for a batch nobody writes."""
+    from switchyard_dev import demo, local, runs
+    monkeypatch.setenv("SWITCHYARD_SCHEMA", schema)
+    assert demo.run(0.01, 2, timeout=600) == 0
+    batch = demo.batch_name(0.01, 2)
+    state = dag_state(plain_shell())
+
+    done = switchyard("airflow", "dags", "test", DAG_ID, "-c", json.dumps({"batch": batch}), env=plain_shell())
+    assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
+    time.sleep(15)  # scheduler loops: a nightly DAG unpaused would have had its run created by now
+    assert dag_state(plain_shell()) == state and "scheduled" not in run_types(plain_shell())
+    capsys.readouterr()
+    assert demo.run(0.01, 2, timeout=600) == 0
+    assert "queued behind" not in capsys.readouterr().out
+
+    # A run that waits for a batch nobody writes holds the DAG; the next run says so within 30 s.
+    api = local.Api()
+    stuck = api.post(f"/api/v2/dags/{DAG_ID}/dagRuns", {"logical_date": None, "conf": {"batch": "never-written"}})
+    deadline = time.monotonic() + 60
+    while runs.what_it_does(api, api.get(f"/api/v2/dags/{DAG_ID}/dagRuns/{runs._q(stuck['dag_run_id'])}"),
+                            None).startswith("is loading"):
+        assert time.monotonic() < deadline
+        time.sleep(1)
+    held = api.post(f"/api/v2/dags/{DAG_ID}/dagRuns", {"logical_date": None, "conf": {"batch": batch}})
+    said: list[str] = []
+    watch = runs.QueuedWatch(api, DAG_ID, held["dag_run_id"], out=said.append)
+    started = time.monotonic()
+    while not said:
+        assert time.monotonic() - started < 30, "nothing said within 30 s"
+        watch.check(api.get(f"/api/v2/dags/{DAG_ID}/dagRuns/{runs._q(held['dag_run_id'])}"))
+        time.sleep(1)
+    command = f"switchyard runs fail {DAG_ID} {stuck['dag_run_id']}"
+    assert f"queued behind {stuck['dag_run_id']}, which is waiting for batch never-written (up to 6 h" in said[0]
+    assert said[1].endswith(command)
+    note = api.get(f"/api/v2/dags/{DAG_ID}/dagRuns/{runs._q(held['dag_run_id'])}")["note"]
+    assert f"queued behind {stuck['dag_run_id']}" in note and f"`{command}`" in note
+    status = switchyard("services", "status", env=plain_shell())
+    assert stuck["dag_run_id"] in status.stdout and held["dag_run_id"] in status.stdout, status.stdout
+    listed = switchyard("runs", env=plain_shell())
+    assert f"{held['dag_run_id']}" in listed.stdout and command in listed.stdout, listed.stdout
+
+    # The documented command ends the stuck run; the held one then runs to its end.
+    done = switchyard(*command.split()[1:], env=plain_shell())
+    assert done.returncode == 0 and "failed" in done.stdout, done.stdout + done.stderr
+    assert demo.follow(api, held["dag_run_id"], 600, dag_id=DAG_ID) == "success"
+    note = api.get(f"/api/v2/dags/{DAG_ID}/dagRuns/{runs._q(held['dag_run_id'])}")["note"]
+    assert "run success." in note and "queued behind" not in note
+
+
+# --- a monthly backfill, as docs/load-modes.md says ------------------------------------------------
+MONTHS = [f"{2025 + (m > 12)}-{(m - 1) % 12 + 1:02d}-01" for m in range(12, 24)]  # 2025-12 .. 2026-11
+
+
+def monthly_spec(folder: Path) -> Path:
+    """orders alone, in append mode keeping the three newest batches."""
+    from switchyard.core.spec import spec_file
+    raw = yaml.safe_load(spec_file("tpch").read_text())
+    raw["name"] = "monthly"
+    raw["tables"] = {"orders": dict(raw["tables"]["orders"], mode="append", keep=3)}
+    path = folder / "monthly.yaml"
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    return path
+
+
+@pytest.mark.chaos
+def test_a_monthly_backfill_through_the_scheduler_keeps_the_last_three_batches(stack_home, pg_uri, data_root,
+                                                                              schema, tmp_path):
+    from switchyard.core.datagen import generate_tpch_day
+    from switchyard.core.spec import load_spec
+    from switchyard_dev import local
+    spec_path = monthly_spec(tmp_path)
+    spec = load_spec(str(spec_path))
+    manifests = [generate_tpch_day(data_root / month, spec, 0.01, 36, 3 * i + 1, 3) for i, month in enumerate(MONTHS)]
+    dag_id = "switchyard_monthly"
+    # The how-to's commands, verbatim but for the names.
+    shell = plain_shell(SWITCHYARD_SPEC=str(spec_path), SWITCHYARD_DAG_ID=dag_id, SWITCHYARD_SCHEMA=schema,
+                        SWITCHYARD_STREAMS="3", SWITCHYARD_SCHEDULE="0 2 1 * *")
+    started = switchyard("services", "start", env=shell, timeout=600)
+    assert started.returncode == 0, (started.stdout + started.stderr)[-3000:]
+    shell = plain_shell()  # from here on the settings file speaks for the DAG
+    for command in (["connections", "add", "switchyard_target", "--conn-uri", pg_uri],
+                    ["pools", "set", "switchyard_loads", "4", "loads"]):
+        assert switchyard("airflow", *command, env=shell).returncode == 0
+    api = local.Api()
+    deadline = time.monotonic() + 240
+    while not api.exists(f"/api/v2/dags/{dag_id}"):
+        assert time.monotonic() < deadline, "the DAG was not parsed"
+        time.sleep(2)
+    created = switchyard("airflow", "backfill", "create", "--dag-id", dag_id, "--from-date", MONTHS[0],
+                         "--to-date", MONTHS[-1], "--max-active-runs", "1", env=shell)
+    assert created.returncode == 0, (created.stdout + created.stderr)[-3000:]
+
+    def backfill_runs() -> list[dict]:
+        return api.get_all(f"/api/v2/dags/{dag_id}/dagRuns?run_type=backfill", "dag_runs")
+
+    # A new DAG is paused: its backfill's runs wait, queued, until it is unpaused.
+    time.sleep(10)
+    assert len(backfill_runs()) == 12 and {r["state"] for r in backfill_runs()} == {"queued"}
+    assert switchyard("airflow", "dags", "unpause", dag_id, env=shell).returncode == 0
+    deadline = time.monotonic() + 1500
+    while not all(r["state"] in ("success", "failed") for r in backfill_runs()):
+        assert time.monotonic() < deadline, {r["logical_date"][:10]: r["state"] for r in backfill_runs()}
+        time.sleep(5)
+    assert {r["logical_date"][:10]: r["state"] for r in backfill_runs()} == dict.fromkeys(MONTHS, "success")
+    # Unpaused, the DAG made no run of its own: its start date is when the stack's settings were
+    # written, so its first scheduled run is the next month's.
+    time.sleep(10)
+    every = api.get_all(f"/api/v2/dags/{dag_id}/dagRuns", "dag_runs")
+    assert {r["run_type"] for r in every} == {"backfill"}, [r["dag_run_id"] for r in every]
+    # The target is the last three batches, row for row by count and key range.
+    last = [e for m in manifests[-3:] for e in m.entries if e.table == "orders" and e.rows]
+    with psycopg.connect(pg_uri) as conn:
+        rows, low, high = conn.execute(f'SELECT count(*), min(o_orderkey), max(o_orderkey) FROM "{schema}"."orders"'
+                                       ).fetchone()
+        batches = {b for (b,) in conn.execute("SELECT DISTINCT batch FROM switchyard.partition_batches "
+                                              "WHERE target_schema = %s", (schema,))}
+    assert rows == sum(e.rows for e in last)
+    assert (low, high) == (min(e.key_min for e in last), max(e.key_max for e in last))
+    assert batches == set(MONTHS[-3:])
