@@ -174,9 +174,10 @@ SETTINGS: tuple[Setting, ...] = (
             "`none` for manual runs only.", DAG, "cron | none"),
     Setting("SWITCHYARD_START_DATE", "start_date", _start_date, None,
             "The DAG's `start_date`: no scheduled run before it (ISO date or date and time, UTC unless it "
-            "names its offset). `none`: no start date; the first scheduled run is the first time of the "
-            "schedule after Airflow first parses the DAG, never one in the past. Backfills are not bound "
-            "by it ([backfills](load-modes.md#backfills)).", DAG, "date | none"),
+            "names its offset). `none`: no start date; the first scheduled run is the schedule's next time "
+            "after Airflow first parses the DAG (or its latest, if that is less than a tenth of the "
+            "interval ago: Airflow's rule without a start date). Backfills are not bound by it "
+            "([backfills](load-modes.md#backfills)).", DAG, "date | none"),
     Setting("SWITCHYARD_CATCHUP", "catchup", _bool, False,
             "The DAG's `catchup`: `1` creates a scheduled run for every time of the schedule since the start "
             "date (or since the last scheduled run) that has none; `0`: only the latest one.", DAG, "0 | 1"),
