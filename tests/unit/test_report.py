@@ -337,3 +337,43 @@ def test_stats_carry_the_steps_span_beside_the_makespan():
     g["switch"] = dict(g["switch"], step_started=iso(4.0), step_ended=iso(4.5))
     stats = assemble(PLAN, {"orders_1": g}, context())
     assert stats["makespan_seconds"] == pytest.approx(2.0) and stats["steps_seconds"] == pytest.approx(4.5)
+
+
+def test_a_refused_or_unpublished_run_says_why_in_the_report_and_the_run_note(tmp_path):
+    from switchyard.airflow.run_notes import run_note
+    refusal = ("AirflowFailException: the batch was refused before any load; nothing was changed. 2 problems:\n"
+               "- /data/2026-01/trips/trips.2.csv: listed in the manifest (trips stream 2, 193 rows) but not found")
+    stats = assemble({}, {}, context())
+    stats.update(batch="2026-01", plan_error=refusal)
+    page = write_report(stats, tmp_path / "refused")["html"].read_text()
+    assert "refused before any load, nothing changed: AirflowFailException: the batch was refused" in page
+    assert "trips.2.csv: listed in the manifest" in page and "<code>2026-01</code>" in page
+    note = run_note(stats, "failed", "Switchyard: batch 2026-01", "/report")
+    assert "Refused before any load, nothing changed: AirflowFailException" in note and "trips.2.csv" in note
+    groups = {"orders_1": group("orders", 1, start=0, seconds=2.0, nbytes=4_200_000, rows=37_500)}
+    stats = assemble({"batch": "b", "tables": ["orders"]}, groups, context(), published=set())
+    stats["publish_error"] = "TargetError: publish of batch b refused; ... orders: stream 2 was not staged"
+    page = write_report(stats, tmp_path / "unpublished")["html"].read_text()
+    assert "the batch was not published, every table kept its contents: TargetError" in page
+    assert stats["groups"][0]["outcome"] == "held back" and stats["tables_kept"] == ["orders"]
+    note = run_note(stats, "failed", "Switchyard: batch b", "/report")
+    assert "Not published, every table kept its contents: TargetError" in note
+
+
+def test_the_publish_lock_time_is_a_header_fact(stats, tmp_path):
+    stats["publish_batch"] = {"tables": ["lineitem", "orders"], "lock_seconds": 0.042}
+    page = write_report(stats, tmp_path)["html"].read_text()
+    assert "<b>0.04 s</b><span>tables locked by the publish</span>" in page
+
+
+def test_a_planned_stream_that_neither_switched_nor_failed_fails_the_run():
+    """A stream the manifest lists with rows whose groups all skipped: rows nobody loaded."""
+    plan = {"tables": ["orders"], "groups": {
+        "orders_1": {"table": "orders", "stream": 1, "rows": 10, "key_min": 1, "partitioned": True},
+        "orders_2": {"table": "orders", "stream": 2, "rows": 0, "key_min": None, "partitioned": True}}}
+    skipped = {"table": "orders", "stream": 1, "load": None, "validate": None, "switch": None,
+               "states": dict.fromkeys(("prepare", "load", "validate", "switch"), "skipped")}
+    stats = assemble(plan, {"orders_1": skipped, "orders_2": dict(skipped, stream=2)}, context())
+    assert stats["failed_groups"] == ["orders_1"]
+    assert stats["groups"][0]["outcome"] == "not loaded (its rows are in the manifest)"
+    assert stats["groups"][1]["outcome"] == "skipped"   # an empty stream: nothing to load

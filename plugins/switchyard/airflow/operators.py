@@ -664,11 +664,16 @@ class StatsOperator(_TargetOperator):
         if adapter is not None and plan.get("server_snapshot") is not None:
             server = server_delta(adapter, plan["server_snapshot"], server_snapshot(adapter))
         published = None
+        batch = {}
         if plan and self.load_spec().publish == "batch":
             # The batch goes in whole or not at all: the tables its publish moved in, if it ran.
             batch = pull("publish_batch") or {}
             published = set(batch.get("tables") or [])
         stats = assemble(plan, results, context, server=server, published=published)
+        if batch:
+            # How long the publish held the batch's tables locked (readers waited at most that).
+            stats["publish_batch"] = {k: batch.get(k) for k in ("tables", "lock_seconds", "seconds", "published",
+                                                                 "already_published", "attach_scan_skipped")}
         if plan and self.load_spec().publish == "batch" and (error := pull("publish_batch", key="error")):
             stats["publish_error"] = error
         if not plan and (error := pull(PLAN_TASK, key="error")):

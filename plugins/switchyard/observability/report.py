@@ -503,7 +503,10 @@ def _header_facts(model: dict) -> list[tuple[str, str]]:
             ("input", _bytes(tot.get("bytes"))), ("rows/s over the makespan", _int(tot.get("rows_per_s"))),
             ("MB/s over the makespan", _rate(tot.get("mb_per_s"))), ("peak MB/s", _rate(model["peak_mb_per_s"])),
             ("groups switched", f'{_int(tot.get("switched"))} / {_int(tot.get("groups"))}'),
-            ("streams", _int(s.get("streams")))]
+            ("streams", _int(s.get("streams")))] + (
+        # The batch's publish: every table locked at once, for this long (readers' longest wait).
+        [("tables locked by the publish", _secs((s.get("publish_batch") or {}).get("lock_seconds")))]
+        if (s.get("publish_batch") or {}).get("lock_seconds") is not None else [])
 
 
 def _status(model: dict) -> tuple[str, str]:
