@@ -110,6 +110,15 @@ def run_lease(uri: str, schema: str):
                             (schema,)).fetchone()
 
 
+def publish(adapter, plan) -> dict | None:
+    """After a plan's switches, what the DAG's publish_batch task runs (the spec's `publish:
+    batch`): every table of the plan in, in one transaction. None with `publish: table`, where
+    each table's last switch moved it in."""
+    if adapter.spec.publish != "batch":
+        return None
+    return adapter.publish_batch(list(plan.all_streams()))
+
+
 # --- batches ----------------------------------------------------------------------------------
 def copy_batch(src: Path, dst: Path) -> Path:
     shutil.copytree(src, dst)
@@ -173,8 +182,9 @@ class DagRun:
 
 def run_dag(pg_uri: str, data_root: Path, schema: str, streams: int, conf: dict,
             runs_dir: Path, extra_env: dict | None = None, logical_date: str | None = None,
-            spec: str = "tpch", dag_id: str = "switchyard_tpch") -> DagRun:
-    """Runs the real DAG of `spec` (as `dag_id`) with `airflow dags test` against the embedded PostgreSQL."""
+            spec: str = "tpch", dag_id: str = "switchyard_tpch", args: tuple[str, ...] = ()) -> DagRun:
+    """Runs the real DAG of `spec` (as `dag_id`) with `airflow dags test` against the embedded
+    PostgreSQL; `args`: more of `dags test`'s options (e.g. --mark-success-pattern)."""
     from switchyard_dev.local import airflow, airflow_env, migrate
     env = airflow_env(streams=streams, extra={
         "AIRFLOW_CONN_SWITCHYARD_TARGET": pg_uri,
@@ -187,7 +197,7 @@ def run_dag(pg_uri: str, data_root: Path, schema: str, streams: int, conf: dict,
     })
     migrate(env)
     when = [logical_date] if logical_date else []
-    result = airflow("dags", "test", dag_id, *when, "-c", json.dumps(conf), env=env, check=False,
+    result = airflow("dags", "test", dag_id, *when, "-c", json.dumps(conf), *args, env=env, check=False,
                      timeout=900)
     output = result.stdout + result.stderr
     stats = None

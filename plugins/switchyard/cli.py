@@ -1,6 +1,6 @@
 """The `switchyard` command (also `python -m switchyard`).
 
-Product commands live here: `generate`, `plan`, `pool sync`, `config`. Other packages add
+Product commands live here: `generate`, `manifest`, `check`, `plan`, `pool sync`, `config`. Other packages add
 commands through the `switchyard.commands` entry-point group: each entry point names a
 function `register(subparsers)` that adds one sub-command (the development tooling adds
 `demo`, `db`, `services`, `screenshots` and `airflow` this way). This module never imports
@@ -40,6 +40,61 @@ def cmd_generate(args) -> int:
         sys.exit(f"generate: {exc}")
     print(f"{data_root() / name}: {len(manifest.entries)} files, {sum(e.bytes for e in manifest.entries):,} bytes, "
           f"{sum(e.rows for e in manifest.entries):,} rows")
+    return 0
+
+
+def _batch_folder(value: str) -> Path:
+    """A batch given as a folder path, or as a batch name under the data root."""
+    from switchyard.core.batch import resolve_batch
+    from switchyard.settings import data_root
+    path = Path(value).expanduser()
+    if path.is_dir():
+        return path.resolve()
+    return resolve_batch(value, data_root())
+
+
+def cmd_manifest(args) -> int:
+    """Write a batch folder's manifest.json from its files, every record read."""
+    from switchyard.core.batch import MANIFEST, BatchError, describe_batch, write_manifest
+    from switchyard.core.spec import SpecError, load_spec
+    try:
+        spec = load_spec(args.spec)
+        folder = _batch_folder(args.folder)
+        manifest = describe_batch(folder, spec, _tables(args.tables))
+    except (SpecError, BatchError) as exc:
+        sys.exit(f"manifest: {exc}")
+    if (folder / MANIFEST).exists() and not args.force:
+        sys.exit(f"manifest: {folder / MANIFEST} exists; --force replaces it (a run may be loading the batch)")
+    for e in manifest.entries:
+        keys = f", keys {e.key_min}..{e.key_max}" if e.key_min is not None else ""
+        print(f"  {e.file}: {e.bytes:,} bytes, {e.rows:,} rows{keys}")
+    if args.dry_run:
+        return 0
+    path = write_manifest(folder, manifest)
+    print(f"{path}: {len(manifest.entries)} files, {sum(e.rows for e in manifest.entries):,} rows")
+    return 0
+
+
+def cmd_check(args) -> int:
+    """Check a batch without loading it: every problem at once, exit status 1 if any."""
+    from switchyard.core.batch import BatchError, check_batch, read_manifest
+    from switchyard.core.spec import SpecError, load_spec
+    try:
+        spec = load_spec(args.spec)
+        folder = _batch_folder(args.batch)
+    except (SpecError, BatchError) as exc:
+        sys.exit(f"check: {exc}")
+    problems = check_batch(folder, spec, _tables(args.tables))
+    if problems:
+        print(f"{folder}: {len(problems)} problem{'s' if len(problems) > 1 else ''}; a run would refuse the "
+              f"batch before any load:", file=sys.stderr)
+        for p in problems:
+            print(f"- {p}", file=sys.stderr)
+        return 1
+    manifest = read_manifest(folder, spec)
+    tables = sorted({e.table for e in manifest.entries})
+    print(f"{folder}: OK: {len(manifest.entries)} files of {len(tables)} tables ({', '.join(tables)}), "
+          f"{sum(e.rows for e in manifest.entries):,} rows, each file read and matching its manifest entry")
     return 0
 
 
@@ -182,6 +237,28 @@ def build_parser(extensions: bool = True) -> argparse.ArgumentParser:
     p.add_argument("--tables", help="comma-separated subset of the tables (default: all)")
     p.add_argument("--seed", type=int, default=None, help="shop: the seed its rows follow from (default 1)")
     p.set_defaults(func=cmd_generate)
+
+    p = sub.add_parser("manifest", help="write a batch folder's manifest.json from its files",
+                       description="Describe a batch folder for its producer: each table's streams as the spec's "
+                                   "files pattern finds them, each file's bytes, rows and smallest and largest "
+                                   "key (every record read), written to manifest.json last and atomically. "
+                                   "Refuses overlapping key ranges and missing streams, naming the files.")
+    p.add_argument("folder", help="the batch folder (a path, or a batch name under the data root)")
+    p.add_argument("--spec", required=True, help="built-in spec name or path of a spec file")
+    p.add_argument("--tables", help="comma-separated subset of the tables (default: all)")
+    p.add_argument("--dry-run", action="store_true", help="print what it finds, write nothing")
+    p.add_argument("--force", action="store_true", help="replace an existing manifest.json")
+    p.set_defaults(func=cmd_manifest)
+
+    p = sub.add_parser("check", help="check a batch against its spec without loading anything",
+                       description="Check a batch as a run's first step would, and more, without a server: "
+                                   "the manifest, the plan (key ranges, streams), the files (there, of their "
+                                   "size), and every file read against its manifest entry (rows, keys). Prints "
+                                   "every problem at once; exit status 1 if there is any.")
+    p.add_argument("--batch", required=True, help="the batch folder (a path, or a batch name under the data root)")
+    p.add_argument("--spec", required=True, help="built-in spec name or path of a spec file")
+    p.add_argument("--tables", help="comma-separated subset of the tables (default: those the manifest lists)")
+    p.set_defaults(func=cmd_check)
 
     p = sub.add_parser("plan", help="print the SQL of a load, in execution order, without a server",
                        description="Print the load's statements in execution order (objects, then per stream: "

@@ -76,13 +76,13 @@ def test_manifest_disagreeing_with_file_fails_validation_and_keeps_target(pg_uri
     assert "expect_table_row_count_to_equal" in run.output
     assert f"expected {rows + 1}, observed {rows}" in run.output
     assert "table orders, stream 2" in run.output
-    # The failed group switched nothing, and a table's switches go in together: orders' other
-    # groups validated but were held back, so orders is untouched (not one partition replaced);
-    # customer, whose groups all switched, is the new batch's.
+    # The failed group switched nothing, and a batch's tables go in together: orders' other
+    # groups and customer's validated but were held back, so both tables are untouched (not
+    # one partition replaced).
     assert groups["orders_1"]["outcome"] == groups["orders_3"]["outcome"] == "held back"
-    assert groups["customer_1"]["outcome"] == "switched"
+    assert groups["customer_1"]["outcome"] == "held back"
     assert groups["lineitem_1"]["outcome"] == "skipped"
-    assert run.stats["tables_kept"] == ["orders"]
+    assert run.stats["tables_kept"] == ["customer", "orders"]
     assert fingerprint(pg_uri, schema, ["orders", "customer"]) == before
     oids_after = partition_oids(pg_uri, schema, "orders")
     changed = sorted(name for name in oids_after if oids_after[name] != oids_before[name])

@@ -19,7 +19,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from helpers import TEST_STATE, free_port, only_streams
+from helpers import TEST_STATE, free_port, only_streams, publish
 from switchyard.core.batch import read_manifest
 from switchyard_dev.embedded import EmbeddedPostgres
 from switchyard.core.planner import plan_batch
@@ -94,6 +94,7 @@ def _retry_load_and_switch(adapter: PostgresAdapter, stream, path: Path) -> int:
     returns the rows now in the partition."""
     result = adapter.load(stream, path)
     adapter.switch(stream)
+    adapter.publish_batch([stream])  # the run's batch is this one stream
     assert result.rows == stream.rows
     return adapter.fetch(f'SELECT count(*) FROM "{adapter.schema}"."{stream.partition_table}"')[0][0]
 
@@ -175,29 +176,36 @@ def test_server_restart_mid_load_is_a_retryable_failure(fault_server, setup, tmp
     assert _retry_load_and_switch(adapter, stream, source) == stream.rows
 
 
-def test_switch_waits_a_bounded_time_for_a_reader_then_succeeds(fault_server, setup):
+def test_publish_waits_a_bounded_time_for_a_reader_then_succeeds(fault_server, setup):
     adapter, plan, folder = setup
     stream = plan.stream("orders", 3)
-    adapter.setup(only_streams(plan, stream))  # a batch of this one stream: its switch is the table's
+    one = only_streams(plan, stream)
+    adapter.setup(one)  # a batch of this one stream
     adapter.prepare(stream)
     adapter.load(stream, folder / stream.file)
-    adapter.switch(stream)  # the partition now exists; a rerun must DETACH it
-    adapter.setup(only_streams(plan, stream))  # the batch again
+    adapter.switch(stream)
+    publish(adapter, one)  # the partition now exists; a rerun must DETACH it
+    adapter.setup(one)  # the batch again
     adapter.prepare(stream)
     adapter.load(stream, folder / stream.file)
 
     reader = psycopg.connect(fault_server.uri())
     reader.execute(f'SELECT count(*) FROM "{adapter.schema}"."orders"')  # holds ACCESS SHARE until commit
+    # The switch stages the table in the next version: it never waits for the target's readers.
+    started = time.monotonic()
+    assert adapter.switch(stream)["in_target"] is False
+    assert time.monotonic() - started < 2
     started = time.monotonic()
     with pytest.raises(TargetError, match="waited 2s for a lock") as caught:
-        adapter.switch(stream)
+        publish(adapter, one)
     waited = time.monotonic() - started
     assert caught.value.permanent is False
-    assert waited < 10, "the switch must give up after lock_timeout, not block readers indefinitely"
-    # The failed attempt changed nothing: the old partition is still attached, the staging table ready.
+    assert waited < 10, "the publish must give up after lock_timeout, not block readers indefinitely"
+    # The failed attempt changed nothing: the old partition is still attached, the next version ready.
     assert adapter.row_count("orders") == stream.rows
     reader.commit()
     reader.close()
-    result = adapter.switch(stream)
-    assert result["replaced"] is True and result["attach_scan_skipped"] is True
+    result = publish(adapter, one)
+    assert result["by_table"]["orders"]["removed"] == [stream.partition_table]
+    assert result["attach_scan_skipped"] is True
     assert adapter.row_count("orders") == stream.rows

@@ -7,6 +7,7 @@ the same logic in tests/test_mssql_contract.py when a server is given.
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 import psycopg
 import pytest
@@ -16,9 +17,11 @@ from switchyard.core.planner import plan_batch
 from switchyard.core.spec import load_spec
 from switchyard.targets import LeaseHeld, TargetError
 from switchyard.targets.postgres import PostgresAdapter
-from helpers import fingerprint, partition_oids
+from helpers import fingerprint, partition_oids, publish
 
 SPEC = load_spec("tpch")
+# The batch's tables go in together at its publish (the default), or each with its last switch.
+BY_PUBLISH = {"batch": SPEC, "table": replace(SPEC, publish="table")}
 
 
 @pytest.fixture
@@ -30,8 +33,8 @@ def plan(tpch_batch):
 @pytest.fixture
 def run(pg_uri, schema):
     """An adapter bound to a run, as the operators make them; the schema's lease row goes afterwards."""
-    def make(holder: str | None, ttl: int = 60) -> PostgresAdapter:
-        return PostgresAdapter(SPEC, uri=pg_uri, schema=schema, lease_holder=holder,
+    def make(holder: str | None, ttl: int = 60, spec=SPEC) -> PostgresAdapter:
+        return PostgresAdapter(spec, uri=pg_uri, schema=schema, lease_holder=holder,
                                lease_batch=f"batch-of-{holder}", lease_ttl_seconds=ttl)
     yield make
     with psycopg.connect(pg_uri, autocommit=True) as conn:
@@ -86,9 +89,10 @@ def test_a_second_run_waits_and_a_lapsed_lease_is_taken_over(run, plan, schema):
         dead.load(stream, folder / stream.file)
 
 
-def test_a_retried_switch_finds_it_done_and_changes_nothing(run, plan, schema, pg_uri):
+@pytest.mark.parametrize("mode", ["batch", "table"])
+def test_a_retried_switch_finds_it_done_and_changes_nothing(run, plan, schema, pg_uri, mode):
     plan, folder = plan
-    adapter = run("dag/run-a")
+    adapter = run("dag/run-a", spec=BY_PUBLISH[mode])
     adapter.setup(plan)
     orders = [plan.stream("orders", k) for k in (1, 2, 3)]
     for s in (*orders, plan.stream("nation", 1)):
@@ -104,14 +108,24 @@ def test_a_retried_switch_finds_it_done_and_changes_nothing(run, plan, schema, p
         assert again["already_switched"] is True, again
         assert again["partition"] == first["partition"]
         assert fingerprint(pg_uri, schema, [s.table]) == before
-        # The table's batch goes in whole with its last switch (orders_3 here): until then the
-        # table keeps what it had (nothing).
-        whole = s.table == "nation" or s.stream == 3
+        # `publish: table`: the table's batch goes in whole with its last switch (orders_3 here);
+        # `publish: batch`: every table at the batch's publish. Until then the table keeps what
+        # it had (nothing).
+        whole = mode == "table" and (s.table == "nation" or s.stream == 3)
         assert first.get("in_target", True) is whole and again.get("in_target", True) is whole
         table_streams = orders if s.table == "orders" else [s]
         assert before[s.table][0] == (sum(t.rows for t in table_streams) if whole else 0)
         if s.partitioned:
             assert partition_oids(pg_uri, schema, s.table) == oids
+    published = publish(adapter, plan)
+    if mode == "batch":
+        assert published["tables"] == ["nation", "orders"] and not published["already_published"]
+        after = fingerprint(pg_uri, schema, ["orders", "nation"])
+        # The publish committed; its task died before reporting. Airflow retries it.
+        assert publish(adapter, plan)["already_published"] is True
+        assert fingerprint(pg_uri, schema, ["orders", "nation"]) == after
+    assert fingerprint(pg_uri, schema, ["orders"])["orders"][0] == sum(t.rows for t in orders)
+    assert fingerprint(pg_uri, schema, ["nation"])["nation"][0] == plan.stream("nation", 1).rows
 
 
 def test_a_switch_with_nothing_to_switch_fails_clearly(run, plan, schema):
@@ -129,13 +143,15 @@ def test_a_switch_with_nothing_to_switch_fails_clearly(run, plan, schema):
     assert adapter.partitions("orders") == []
 
 
-def test_a_group_run_again_from_prepare_after_its_switch(run, plan, schema, pg_uri):
+@pytest.mark.parametrize("mode", ["batch", "table"])
+def test_a_group_run_again_from_prepare_after_its_switch(run, plan, schema, pg_uri, mode):
     """What a retried one-task group (`tasks: single`) does, and a cleared group: its steps
     again from prepare. Once its switch had attached the staging table to the table's next
-    version (the table not in yet), the rerun replaces it; once the table's last switch had
-    moved the batch in, the rerun's switch refuses, permanently, and the table keeps the batch."""
+    version (the table not in yet), the rerun replaces it; once the batch was published (or,
+    `publish: table`, the table's last switch had moved the table in), the rerun's switch
+    refuses, permanently, and the table keeps the batch."""
     plan, folder = plan
-    adapter = run("dag/run-a")
+    adapter = run("dag/run-a", spec=BY_PUBLISH[mode])
     adapter.setup(plan)
     orders = [plan.stream("orders", k) for k in (1, 2, 3)]
 
@@ -149,7 +165,9 @@ def test_a_group_run_again_from_prepare_after_its_switch(run, plan, schema, pg_u
     assert again.get("in_target") is False and not again.get("already_switched")
     assert fingerprint(pg_uri, schema, ["orders"])["orders"][0] == 0  # readers still see nothing
     group(orders[1])
-    assert group(orders[2]).get("in_target") is True
+    assert group(orders[2]).get("in_target") is (mode == "table")
+    if mode == "batch":
+        adapter.publish_batch(list(plan.table("orders").streams))
     whole = fingerprint(pg_uri, schema, ["orders"])
     assert whole["orders"][0] == sum(s.rows for s in orders)
     oids = partition_oids(pg_uri, schema, "orders")

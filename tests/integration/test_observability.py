@@ -267,8 +267,9 @@ def test_server_waits_go_to_stats_and_into_the_stragglers_notes():
     waits = [{"wait_type": "PAGEIOLATCH_EX", "wait_ms": 48_210, "signal_ms": 310, "waiting_tasks": 5_120},
              {"wait_type": "WRITELOG", "wait_ms": 9_000, "signal_ms": 80, "waiting_tasks": 700}]
     latches = [{"latch_class": "ALLOC_FREESPACE_CACHE", "wait_ms": 1_200, "waiting_requests": 40}]
-    groups = {f"lineitem_{k}": _group("lineitem", k, 0, 2.0 if k == 2 else 1.0, 18_000_000, 150_000,
-                                      cpu_time_ms=400 if k == 2 else 900)
+    # Loads of 10 and 20 s: the slow one lost 6.7 s, a cost the run can measure.
+    groups = {f"lineitem_{k}": _group("lineitem", k, 0, 20.0 if k == 2 else 10.0, 180_000_000, 1_500_000,
+                                      cpu_time_ms=4_000 if k == 2 else 9_000)
               for k in (1, 2)}
     stats = assemble({"batch": "b"}, groups, _context(), server={"waits": waits, "latches": latches})
     assert stats["waits"] == waits and stats["latches"] == latches

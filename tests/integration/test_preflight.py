@@ -7,7 +7,7 @@ from dataclasses import replace
 import psycopg
 import pytest
 
-from helpers import only_streams
+from helpers import only_streams, publish
 from switchyard.core.batch import read_manifest
 from switchyard.core.planner import plan_batch
 from switchyard.core.preflight import Partition, check_table, overlaps, retention
@@ -85,7 +85,7 @@ def test_keep_retires_the_oldest_batches_by_key_and_refuses_a_batch_older_than_t
 
 
 def test_a_table_whose_every_stream_is_empty_is_refused():
-    empty = replace(_streams((1, 2))[0], key_min=None, key_max=None, lower=None, upper=None)
+    empty = replace(_streams((1, 2))[0], key_min=None, key_max=None, lower=None, upper=None, rows=0)
     check = check_table(_orders("replace"), [empty], "b", _parts("a", (1, 100)), "tpch.orders")
     assert "every stream of the table is empty in batch b; in replace mode that would empty the table" \
         in check.problems[0]
@@ -140,6 +140,7 @@ def test_an_append_batch_overlapping_another_is_refused_by_setup(pg_uri, schema,
         first.prepare(s)
         first.load(s, folder / s.file)
         first.switch(s)
+    publish(first, plan)
     # Another batch with one of the same streams: refused, naming both batches.
     second = PostgresAdapter(spec, uri=pg_uri, schema=schema, lease_batch="day-2")
     message = _refusal(second, only_streams(plan, plan.stream("orders", 2)))

@@ -6,9 +6,10 @@ import importlib.util
 import time
 
 import pytest
+import yaml
 
 from switchyard.airflow.dag_factory import DagConfig, build_dag
-from switchyard.core.spec import load_spec
+from switchyard.core.spec import load_spec, spec_file
 
 ROOT_DAG = __import__("pathlib").Path(__file__).resolve().parents[2] / "dags" / "switchyard_tpch.py"
 
@@ -16,7 +17,8 @@ ROOT_DAG = __import__("pathlib").Path(__file__).resolve().parents[2] / "dags" / 
 def expected_tasks(streams: int) -> int:
     spec = load_spec("tpch")
     groups = sum(streams if t.partitioned else 1 for t in spec.tables)
-    return 4 * groups + 2 + len(spec.tables) + 1  # setup (wait_for_batch, plan), publish per table, stats
+    # setup (wait_for_batch, plan), publish_batch, publish per table, stats
+    return 4 * groups + 2 + 1 + len(spec.tables) + 1
 
 
 @pytest.mark.parametrize("streams", [1, 3, 8, 56])
@@ -24,7 +26,7 @@ def test_task_count_and_no_cycles(streams):
     dag = build_dag(DagConfig(streams=streams))
     dag.check_cycle()
     assert len(dag.tasks) == expected_tasks(streams)
-    assert 4 * (6 * streams + 2) + 3 + 8 == len(dag.tasks)
+    assert 4 * (6 * streams + 2) + 4 + 8 == len(dag.tasks)
     group = dag.task_group_dict["orders_1"]
     assert [t.task_id for t in group] == ["orders_1.prepare", "orders_1.load", "orders_1.validate",
                                          "orders_1.switch"]
@@ -78,7 +80,7 @@ def test_every_table_has_an_asset_updated_after_all_its_switches():
         publish = dag.get_task(f"publish.{table.name}")
         assert [a.uri for a in publish.outlets] == [f"switchyard://warehouse/dw/{table.name}"]
         n = streams if table.partitioned else 1
-        assert publish.upstream_task_ids == {f"{table.name}_{k}.switch" for k in range(1, n + 1)}
+        assert publish.upstream_task_ids == {f"{table.name}_{k}.switch" for k in range(1, n + 1)} | {"publish_batch"}
         # Every switch that ran succeeded and one at least ran: groups of streams a batch does
         # not have skip, and the table's Asset is still updated.
         assert publish.trigger_rule == "none_failed_min_one_success"
@@ -86,6 +88,25 @@ def test_every_table_has_an_asset_updated_after_all_its_switches():
     # Only the publish tasks update Assets: a switch alone is not the table's new batch.
     outlets = {t.task_id for t in dag.tasks if t.outlets}
     assert outlets == {f"publish.{t.name}" for t in spec.tables}
+
+
+def test_the_batch_goes_in_once_every_switch_is_done_and_before_any_asset_event(tmp_path):
+    """`publish: batch` (the default): one task after every group's switch publishes every table
+    together; the tables' Asset events and the stats come after it. `publish: table`: no such
+    task, each table's events follow its own switches (its last switch moves it in)."""
+    dag = build_dag(DagConfig(streams=2))
+    batch = dag.get_task("publish_batch")
+    switches = {t.task_id for t in dag.tasks if t.task_id.endswith(".switch")}
+    assert batch.upstream_task_ids == switches and len(switches) == 2 * 6 + 2
+    assert batch.trigger_rule == "none_failed_min_one_success"
+    assert {"stats"} | {f"publish.{t}" for t in load_spec("tpch").table_names} == batch.downstream_task_ids
+    raw = yaml.safe_load(spec_file("tpch").read_text())
+    path = tmp_path / "per_table.yaml"
+    path.write_text(yaml.safe_dump({**raw, "publish": "table"}))
+    per_table = build_dag(DagConfig(streams=2, spec=str(path)))
+    assert "publish_batch" not in per_table.task_ids
+    assert per_table.get_task("publish.orders").upstream_task_ids == {"orders_1.switch", "orders_2.switch"}
+    assert len(per_table.tasks) == len(dag.tasks) - 1
 
 
 def test_stats_task_links_the_run_report():
@@ -140,7 +161,7 @@ def test_the_grid_lists_the_groups_biggest_table_first():
     assert {t.name: t.weight for t in spec.tables} == {"region": 1, "nation": 1, "supplier": 1, "customer": 4,
                                                        "part": 3, "partsupp": 15, "orders": 25, "lineitem": 100}
     dag = build_dag(DagConfig(streams=2))
-    groups = [g for g in dag.task_group.children if g not in ("setup", "publish", "stats")]
+    groups = [g for g in dag.task_group.children if g not in ("setup", "publish_batch", "publish", "stats")]
     assert groups[:4] == ["lineitem_1", "lineitem_2", "orders_1", "orders_2"]
     tables = list(dict.fromkeys(g.rsplit("_", 1)[0] for g in groups))
     assert tables == ["lineitem", "orders", "partsupp", "customer", "part", "region", "nation", "supplier"]
@@ -183,7 +204,8 @@ def test_a_single_task_table_has_one_task_per_group_in_the_load_pool(tmp_path):
     # The other tables keep a task per step; publish and stats know which tables are single.
     assert [t.task_id for t in dag.task_group_dict["orders_1"]][-1] == "orders_1.switch"
     publish = dag.get_task("publish.customer")
-    assert publish.upstream_task_ids == {f"customer_{k}.steps" for k in (1, 2, 3)} and publish.single
+    assert publish.upstream_task_ids == {f"customer_{k}.steps" for k in (1, 2, 3)} | {"publish_batch"}
+    assert publish.single
     assert not dag.get_task("publish.orders").single
     assert sorted(dag.get_task("stats").single_tables) == ["customer", "region"]
     assert len(dag.tasks) == expected_tasks(3) - 3 * (3 + 1)

@@ -83,7 +83,7 @@ def test_a_bad_iso_value_in_a_manifest_names_the_file_and_the_entry():
     tpch = parse_spec({"name": "t", "tables": {"o": {"key": "k", "columns": [{"name": "k", "type": "bigint"}]}}})
     with pytest.raises(BatchError, match=r"m.json: files\[0\].key_min \(o stream 1\): expected an integer, found '7'"):
         parse_manifest({"format": MANIFEST_FORMAT, "streams": 1, "files": [
-            {"table": "o", "stream": 1, "file": "o.1", "bytes": 1, "rows": 1, "key_min": "7", "key_max": 9}]},
+            {"table": "o", "stream": 1, "file": "o/o.1.tbl", "bytes": 1, "rows": 1, "key_min": "7", "key_max": 9}]},
             "m.json", tpch)
 
 
@@ -93,8 +93,8 @@ def test_date_and_timestamp_streams_are_ordered_bounded_and_named():
         {"table": "events", "stream": 1, "key_min": "2026-01-01", "key_max": "2026-01-31"},
         {"table": "readings", "stream": 1, "key_min": "2026-01-01T00:00:00", "key_max": "2026-01-01T11:59:59.999999"},
         {"table": "readings", "stream": 2, "key_min": "2026-01-01 12:00:00", "key_max": "2026-01-01T23:59:59"},
-        {"table": "coarse", "stream": 1, "key_min": None, "key_max": None},
-        {"table": "coarse", "stream": 2, "key_min": None, "key_max": None},
+        {"table": "coarse", "stream": 1, "key_min": None, "key_max": None, "rows": 0},
+        {"table": "coarse", "stream": 2, "key_min": None, "key_max": None, "rows": 0},
     ])
     plan = plan_batch(SPEC, parse_manifest(raw, "m.json", SPEC))
     events = plan.table("events").streams

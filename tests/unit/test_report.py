@@ -22,19 +22,23 @@ from switchyard.observability.stats import assemble, stragglers
 SVG = "{http://www.w3.org/2000/svg}"
 
 
+T = 5  # the fixture's time unit, seconds
+
+
 @pytest.fixture
 def stats() -> dict:
-    """4 streams; lineitem_3 loads at half the rate of its siblings; orders_2 fails its row count;
-    customer_4's load failed (no timings)."""
+    """4 streams; lineitem_3 loads at half the rate of its siblings (6 s lost: a straggler that
+    costs the run a measurable time); orders_2 fails its row count; customer_4's load failed (no
+    timings). Times in units of T seconds."""
     groups = {}
     for k in range(1, 5):
-        seconds = 1.2 if k == 3 else 0.6  # 15.4 MB/s against 30.8 MB/s
-        groups[f"lineitem_{k}"] = group("lineitem", k, start=(k - 1) * 0.3, seconds=seconds,
+        seconds = 1.2 * T if k == 3 else 0.6 * T  # 1.5 MB/s against 3.1 MB/s
+        groups[f"lineitem_{k}"] = group("lineitem", k, start=(k - 1) * 0.3 * T, seconds=seconds,
                                         nbytes=LINEITEM_BYTES, rows=150_000)
-        groups[f"orders_{k}"] = group("orders", k, start=3 + (k - 1) * 0.3, seconds=0.28, nbytes=4_200_000,
-                                      rows=37_500, observed_rows=37_499 if k == 2 else None)
-        groups[f"customer_{k}"] = group("customer", k, start=6 + (k - 1) * 0.3, seconds=0.22, nbytes=600_000,
-                                        rows=3_750, load_failed=(k == 4))
+        groups[f"orders_{k}"] = group("orders", k, start=(3 + (k - 1) * 0.3) * T, seconds=0.28 * T,
+                                      nbytes=4_200_000, rows=37_500, observed_rows=37_499 if k == 2 else None)
+        groups[f"customer_{k}"] = group("customer", k, start=(6 + (k - 1) * 0.3) * T, seconds=0.22 * T,
+                                        nbytes=600_000, rows=3_750, load_failed=(k == 4))
     return assemble(PLAN, groups, context())
 
 
@@ -76,7 +80,7 @@ def test_header_has_run_facts_with_units_and_separators(written, stats):
         assert "postgres" in text
         assert f"{stats['totals']['rows']:,}" in text  # thousands separators
         assert "MB" in text and "rows/s" in text and "MB/s" in text
-        assert f"{stats['makespan_seconds']:.2f} s" in text
+        assert f"{stats['makespan_seconds']:.1f} s" in text
 
 
 def test_straggler_is_flagged_in_html_and_markdown(written):
@@ -139,8 +143,8 @@ def test_gantt_bar_lengths_follow_load_times(written):
     # Bars sit where their loads started, on one clock.
     root = ET.fromstring(written["gantt_svg"].read_text())
     xs = {r.get("data-group"): float(r.get("x")) for r in root.iter(f"{SVG}rect") if r.get("class") == "gantt-bar"}
-    per_second = widths["lineitem_1"] / 0.6
-    assert xs["orders_1"] - xs["lineitem_1"] == pytest.approx(3.0 * per_second, rel=0.01)
+    per_second = widths["lineitem_1"] / (0.6 * T)
+    assert xs["orders_1"] - xs["lineitem_1"] == pytest.approx(3.0 * T * per_second, rel=0.01)
 
 
 def test_stream_bars_follow_throughput(written):
@@ -155,12 +159,12 @@ def test_stream_bars_follow_throughput(written):
 def test_aggregate_rate_over_time_sums_the_running_loads(stats):
     model = build(stats)
     steps = model["rate_steps"]
-    rate = LINEITEM_BYTES / 1e6 / 0.6
-    slow = LINEITEM_BYTES / 1e6 / 1.2
-    # From 0.9 s to 1.5 s the slow lineitem_3 (0.6..1.8 s) runs beside lineitem_4 (0.9..1.5 s).
-    at = [s for s in steps if s[0] <= 1.0 < s[1]][0]
+    rate = LINEITEM_BYTES / 1e6 / (0.6 * T)
+    slow = LINEITEM_BYTES / 1e6 / (1.2 * T)
+    # From 0.9 T to 1.5 T the slow lineitem_3 (0.6..1.8 T) runs beside lineitem_4 (0.9..1.5 T).
+    at = [s for s in steps if s[0] <= 1.0 * T < s[1]][0]
     assert at[3] == 2 and at[2] == pytest.approx(rate + slow, rel=1e-6)
-    # Two full-rate loads together (0.3..0.6 s: lineitem_1 and lineitem_2) make the peak.
+    # Two full-rate loads together (0.3..0.6 T: lineitem_1 and lineitem_2) make the peak.
     assert model["peak_mb_per_s"] == pytest.approx(2 * rate, rel=1e-6)
     # The chart's integral is the bytes loaded.
     total = sum((b - a) * mb for a, b, mb, _ in steps)
@@ -175,7 +179,7 @@ def test_stragglers_keep_their_fields_and_add_what_differs(stats):
     assert {"group", "mb_per_s", "table_median_mb_per_s", "ratio", "bytes"} <= set(s)
     assert s["ratio"] == pytest.approx(0.5, abs=0.02)
     assert s["bytes_vs_median"] == 1.0 and s["table"] == "lineitem" and s["stream"] == 3
-    assert s["seconds_lost"] == pytest.approx(0.6, abs=0.05)
+    assert s["seconds_lost"] == pytest.approx(0.6 * T, abs=0.05)
     assert s["what_differs"] and "source" in s["what_differs"][0]
 
 
@@ -274,6 +278,18 @@ def test_report_renders_in_headless_chromium(written):
         shutil.rmtree(profile, ignore_errors=True)
 
 
+def test_a_short_straggler_costs_nothing_measurable_and_is_not_flagged(tmp_path):
+    """The same half rate in a run of 0.2 s loads: 0.1 s lost is under a second, below what a
+    task's start varies by in Airflow, however large a share of the run it is."""
+    groups = {f"customer_{k}": group("customer", k, start=k * 0.3, seconds=0.1 if k != 2 else 0.2,
+                                     nbytes=600_000, rows=3_750) for k in range(1, 5)}
+    stats = assemble(PLAN, groups, context())
+    assert stats["makespan_seconds"] < 2
+    assert [s["group"] for s in stragglers(stats["groups"])] == ["customer_2"], "slow, by rate alone"
+    assert stats["stragglers"] == []
+    assert "no stragglers" in write_report(stats, tmp_path)["html"].read_text()
+
+
 def test_a_slow_load_of_negligible_cost_is_no_straggler(tmp_path):
     """Half its siblings' rate, but 0.05 s lost in a run of several seconds: not flagged anywhere."""
     groups = {f"customer_{k}": group("customer", k, start=k * 2.0, seconds=0.05 if k != 2 else 0.1,
@@ -310,7 +326,7 @@ def test_gantt_steps_differ_by_texture_not_only_shade(stats, tmp_path):
 def test_the_durations_are_labelled_with_what_they_measure(stats, tmp_path):
     stats["steps_seconds"] = 13.0
     page = write_report(stats, tmp_path)["html"].read_text()
-    assert f"<b>{stats['makespan_seconds']:.2f} s</b><span>makespan: first load start to last load end</span>" in page
+    assert f"<b>{stats['makespan_seconds']:.1f} s</b><span>makespan: first load start to last load end</span>" in page
     assert "<b>13.0 s</b><span>steps: first step start to last step end (the Gantt chart)</span>" in page
 
 
@@ -321,3 +337,43 @@ def test_stats_carry_the_steps_span_beside_the_makespan():
     g["switch"] = dict(g["switch"], step_started=iso(4.0), step_ended=iso(4.5))
     stats = assemble(PLAN, {"orders_1": g}, context())
     assert stats["makespan_seconds"] == pytest.approx(2.0) and stats["steps_seconds"] == pytest.approx(4.5)
+
+
+def test_a_refused_or_unpublished_run_says_why_in_the_report_and_the_run_note(tmp_path):
+    from switchyard.airflow.run_notes import run_note
+    refusal = ("AirflowFailException: the batch was refused before any load; nothing was changed. 2 problems:\n"
+               "- /data/2026-01/trips/trips.2.csv: listed in the manifest (trips stream 2, 193 rows) but not found")
+    stats = assemble({}, {}, context())
+    stats.update(batch="2026-01", plan_error=refusal)
+    page = write_report(stats, tmp_path / "refused")["html"].read_text()
+    assert "refused before any load, nothing changed: AirflowFailException: the batch was refused" in page
+    assert "trips.2.csv: listed in the manifest" in page and "<code>2026-01</code>" in page
+    note = run_note(stats, "failed", "Switchyard: batch 2026-01", "/report")
+    assert "Refused before any load, nothing changed: AirflowFailException" in note and "trips.2.csv" in note
+    groups = {"orders_1": group("orders", 1, start=0, seconds=2.0, nbytes=4_200_000, rows=37_500)}
+    stats = assemble({"batch": "b", "tables": ["orders"]}, groups, context(), published=set())
+    stats["publish_error"] = "TargetError: publish of batch b refused; ... orders: stream 2 was not staged"
+    page = write_report(stats, tmp_path / "unpublished")["html"].read_text()
+    assert "the batch was not published, every table kept its contents: TargetError" in page
+    assert stats["groups"][0]["outcome"] == "held back" and stats["tables_kept"] == ["orders"]
+    note = run_note(stats, "failed", "Switchyard: batch b", "/report")
+    assert "Not published, every table kept its contents: TargetError" in note
+
+
+def test_the_publish_lock_time_is_a_header_fact(stats, tmp_path):
+    stats["publish_batch"] = {"tables": ["lineitem", "orders"], "lock_seconds": 0.042}
+    page = write_report(stats, tmp_path)["html"].read_text()
+    assert "<b>0.04 s</b><span>tables locked by the publish</span>" in page
+
+
+def test_a_planned_stream_that_neither_switched_nor_failed_fails_the_run():
+    """A stream the manifest lists with rows whose groups all skipped: rows nobody loaded."""
+    plan = {"tables": ["orders"], "groups": {
+        "orders_1": {"table": "orders", "stream": 1, "rows": 10, "key_min": 1, "partitioned": True},
+        "orders_2": {"table": "orders", "stream": 2, "rows": 0, "key_min": None, "partitioned": True}}}
+    skipped = {"table": "orders", "stream": 1, "load": None, "validate": None, "switch": None,
+               "states": dict.fromkeys(("prepare", "load", "validate", "switch"), "skipped")}
+    stats = assemble(plan, {"orders_1": skipped, "orders_2": dict(skipped, stream=2)}, context())
+    assert stats["failed_groups"] == ["orders_1"]
+    assert stats["groups"][0]["outcome"] == "not loaded (its rows are in the manifest)"
+    assert stats["groups"][1]["outcome"] == "skipped"   # an empty stream: nothing to load

@@ -12,8 +12,8 @@ from datetime import datetime, timedelta
 from airflow.sdk import DAG, Asset, Param, TaskGroup, TriggerRule
 
 from switchyard.airflow.operators import (GroupStepsOperator, LoadOperator, PlanBatchOperator, PrepareOperator,
-                                          PublishOperator, StatsOperator, SwitchOperator, ValidateOperator,
-                                          WaitForBatchSensor)
+                                          PublishBatchOperator, PublishOperator, StatsOperator, SwitchOperator,
+                                          ValidateOperator, WaitForBatchSensor)
 from switchyard.core.planner import group_id, load_priorities, streams_of
 from switchyard import settings
 from switchyard.core.spec import LoadSpec, load_spec
@@ -34,11 +34,12 @@ file into its own staging table and switches it in as one partition of the big t
 3. **validate**: Great Expectations on the staging table: row count equals the manifest,
    key not null, key range inside the partition. A failure stops the group here and its
    table keeps its previous data, whole;
-4. **switch**: the staging table becomes the partition (`ATTACH PARTITION` / `SWITCH`).
-   On PostgreSQL a table's switches go in together: each one attaches its staging table to
-   the table's next version, and the table's last switch moves the whole batch in, in one
-   transaction (the table's `mode`: **replace** the table, or **append** the batch's own
-   partitions with retention). Readers see the table before the batch or after it, whole.
+4. **switch**: the validated staging table joins its table's next version (PostgreSQL:
+   `ATTACH PARTITION` to it). **publish_batch** then moves every table of the batch in, in
+   one transaction (the spec's `publish: batch`, the default; each table's `mode`: **replace**
+   the table, or **append** the batch's own partitions with retention): readers see the
+   previous batch or this one, across tables, never a mix. A failed group leaves every table
+   as it was. With `publish: table`, each table's last switch moves that table in on its own.
 
 A table whose spec says `tasks: single` runs each group's four steps, in this order, in one
 task, **steps** (for small tables, whose loads are shorter than a task's start).
@@ -127,6 +128,8 @@ class StepOperators:
     switch: type = SwitchOperator
     # A group's four steps in one task, for the tables whose spec says `tasks: single`.
     steps: type = GroupStepsOperator
+    # Every table of the batch in, in one transaction (the spec's `publish: batch`).
+    publish_batch: type = PublishBatchOperator
     publish: type = PublishOperator
     stats: type = StatsOperator
 
@@ -246,7 +249,18 @@ def build_dag(config: DagConfig | None = None, operators: StepOperators = StepOp
 
         # Which switch of a table comes last is not known in advance (streams finish in any
         # order), so one task per table waits for all of them and carries the table's Asset.
-        with TaskGroup("publish", tooltip="One Asset event per table once all its partitions are switched in"):
+        batch = None
+        if spec.publish == "batch":
+            # Every table of the batch in one transaction, once every group has switched (staged
+            # its validated table). A failed group fails this task's upstream: no table of the
+            # batch goes in. Skipped groups (streams the batch does not have, tables the run
+            # leaves out) do not hold it back; the target checks that every stream the plan
+            # loads was staged. Its id cannot be a group's (<table>_<stream number>) nor, outside
+            # the publish group, a table's.
+            batch = op.publish_batch(task_id="publish_batch", trigger_rule=TriggerRule.NONE_FAILED_MIN_ONE_SUCCESS,
+                                     retries=3, **common)
+            switches >> batch
+        with TaskGroup("publish", tooltip="One Asset event per table once the batch is in"):
             # A batch may bring a table in fewer streams than the DAG has groups for (those groups
             # skip), so: every switch that ran succeeded, and at least one ran.
             publishes = [
@@ -258,11 +272,15 @@ def build_dag(config: DagConfig | None = None, operators: StepOperators = StepOp
                 for name, table_switches in by_table.items()]
             for publish, table_switches in zip(publishes, by_table.values()):
                 table_switches >> publish
+                if batch is not None:
+                    batch >> publish
 
         stats = op.stats(task_id="stats", groups=groups, trigger_rule=TriggerRule.ALL_DONE, retries=0,
                          single_tables=single_tables, **common)
         switches >> stats
         publishes >> stats
+        if batch is not None:
+            batch >> stats
     # The params go on once the tasks are made. Airflow gives every operator made in a DAG a deep
     # copy of the DAG's params and serializes each copy with its task: at 96 streams, serializing
     # the DAG (which the dag-processor does at every parse) took 5.4 CPU s with the copies and

@@ -141,7 +141,18 @@ class PlanBatchOperator(_TargetOperator):
         return list(chosen or spec.table_names)
 
     def execute(self, context: Any) -> dict:
-        from switchyard.core.batch import read_manifest
+        try:
+            return self.plan(context)
+        except Exception as exc:
+            # Kept for the run's report and note: why nothing was loaded.
+            context["ti"].xcom_push(key="error", value=f"{type(exc).__name__}: {exc}"[:4000])
+            raise
+
+    def plan(self, context: Any) -> dict:
+        """The batch checked whole (its manifest, its files, the DAG's groups, the declared
+        expectations, then the pre-flight against the target), every problem found before one
+        refusal lists them all; then the plan, with the target set up for it."""
+        from switchyard.core.batch import check_files, read_manifest
         from switchyard.core.planner import PlanError, plan_batch
         spec = self.load_spec()
         tables = self._tables(spec)
@@ -149,18 +160,23 @@ class PlanBatchOperator(_TargetOperator):
         try:
             folder = resolve_batch(name)
             manifest = read_manifest(folder, spec)
-            # The batch's shape is its manifest's: each table in as many streams as it lists. The
-            # DAG has task groups for up to `streams` per table; the ones a batch does not use skip.
-            wider = {t: len(manifest.streams_of(t)) for t in tables if len(manifest.streams_of(t)) > self.streams}
-            if wider:
-                most = max(wider.values())
-                raise BatchError(f"{manifest.path}: the batch has "
-                                 + ", ".join(f"{n} streams of {t}" for t, n in wider.items())
-                                 + f" but this DAG has task groups for up to {self.streams} per table "
-                                   f"(set SWITCHYARD_STREAMS={most} or more)")
-            plan = plan_batch(spec, manifest, tables)
-        except (BatchError, PlanError) as exc:
+        except BatchError as exc:
             raise AirflowFailException(str(exc)) from exc
+        problems = []
+        # The batch's shape is its manifest's: each table in as many streams as it lists. The
+        # DAG has task groups for up to `streams` per table; the ones a batch does not use skip.
+        wider = {t: len(manifest.streams_of(t)) for t in tables if len(manifest.streams_of(t)) > self.streams}
+        if wider:
+            problems.append(f"{manifest.path}: the batch has "
+                            + ", ".join(f"{n} streams of {t}" for t, n in wider.items())
+                            + f" but this DAG has task groups for up to {self.streams} per table "
+                              f"(set SWITCHYARD_STREAMS={max(wider.values())} or more)")
+        plan = None
+        try:
+            plan = plan_batch(spec, manifest, tables)
+        except PlanError as exc:
+            problems.append(str(exc))
+        problems += check_files(folder, manifest, spec, tables)
         if any(spec.table(t).expectations for t in tables):
             # A declared expectation GX does not know (or whose kwargs do not fit) fails the run
             # here, naming the spec entry, before anything is loaded. Imports GX only then.
@@ -169,15 +185,18 @@ class PlanBatchOperator(_TargetOperator):
             try:
                 check_spec_expectations(spec, tables)
             except SpecError as exc:
-                raise AirflowFailException(str(exc)) from exc
+                problems.append(str(exc))
+        if plan is None:
+            raise AirflowFailException(refusal(problems))
         self.bind_run(context)
         adapter = self.adapter()
         # Raises LeaseHeld while another run loads this schema: the task's retries are the wait.
         from switchyard.targets import TargetError
         try:
             # The pre-flight (the batch's ranges against the target's partitions) is part of
-            # setup: a batch its table's mode does not allow fails here, before any load.
-            preflight = adapter.setup(plan) or []
+            # setup: a batch its table's mode does not allow fails here, before any load, with
+            # the problems found above.
+            preflight = adapter.setup(plan, problems) or []
         except TargetError as exc:
             if exc.permanent:
                 raise AirflowFailException(str(exc)) from exc
@@ -192,6 +211,14 @@ class PlanBatchOperator(_TargetOperator):
             # latch statistics); the stats task takes the second and reports the difference.
             out["server_snapshot"] = snapshot
         return out
+
+
+def refusal(problems: list[str]) -> str:
+    """One message for every problem found in a batch before any load."""
+    if len(problems) == 1:
+        return f"{problems[0]}; nothing was loaded or changed"
+    return ("the batch was refused before any load; nothing was changed. " + f"{len(problems)} problems:\n- "
+            + "\n- ".join(problems))
 
 
 def server_snapshot(adapter: Any) -> dict | None:
@@ -444,6 +471,10 @@ def switch_step(op: _GroupOperator, plan: dict, s) -> dict:
                  + (f", retired {', '.join(result['retired'])}" if result.get("retired") else "") + ")"
                  if result.get("table_switched") and "partitions_in" in result else
                  " (replacing the previous one)" if result.get("replaced") else "")
+    elif op.load_spec().publish == "batch":
+        log.info("%s: validated and staged in the next version of %s.%s%s; readers still see the table as "
+                 "it was: the batch's publish (publish.batch) moves every table of the batch in together",
+                 s.group_id, plan["schema"], s.table, f" as {name}" if s.partitioned else "")
     else:
         log.info("%s: validated and attached to the next version of %s.%s as %s; readers still see the "
                  "table as it was: the table's last switch moves its whole batch in (waiting for %s)",
@@ -491,6 +522,39 @@ class GroupStepsOperator(_GroupOperator):
                                "step": round(time.process_time() - cpu, 4)})
             done[name] = result
         return done
+
+
+class PublishBatchOperator(_TargetOperator):
+    """Publishes the batch: every table of the run in, in one transaction (the spec's `publish:
+    batch`), once every group of the run has switched (staged its validated table).
+
+    Runs only when no group failed (all upstream switches succeeded or skipped): a failed group
+    leaves every table of the batch as it was. The target refuses, changing nothing, when a
+    stream the plan loads was not staged (a group skipped or cleared), naming it and its rows."""
+
+    def execute(self, context: Any) -> dict:
+        from switchyard.core.planner import StreamPlan
+        from switchyard.targets import TargetError
+        plan = context["ti"].xcom_pull(task_ids=PLAN_TASK)
+        if not plan:
+            raise AirflowFailException("the run's plan is missing (did setup.plan run?)")
+        tables = set(plan.get("tables") or [])
+        streams = [StreamPlan(**raw) for raw in plan["groups"].values() if raw["table"] in tables]
+        self.bind_run(context)
+        try:
+            result = self.adapter().publish_batch(streams)
+        except TargetError as exc:
+            context["ti"].xcom_push(key="error", value=f"{type(exc).__name__}: {exc}"[:4000])
+            if exc.permanent:
+                raise AirflowFailException(str(exc)) from exc
+            raise
+        if result.get("already_published"):
+            log.info("batch %s: published already by an earlier attempt of this task", plan.get("batch"))
+        else:
+            log.info("batch %s published: %s in one transaction; the tables were locked for %.3f s",
+                     plan.get("batch"), ", ".join(result["tables"]), result.get("lock_seconds") or 0.0)
+        result["published"] = now_iso()
+        return result
 
 
 class PublishOperator(_TargetOperator):
@@ -599,7 +663,25 @@ class StatsOperator(_TargetOperator):
         server = {}
         if adapter is not None and plan.get("server_snapshot") is not None:
             server = server_delta(adapter, plan["server_snapshot"], server_snapshot(adapter))
-        stats = assemble(plan, results, context, server=server)
+        published = None
+        batch = {}
+        if plan and self.load_spec().publish == "batch":
+            # The batch goes in whole or not at all: the tables its publish moved in, if it ran.
+            batch = pull("publish_batch") or {}
+            published = set(batch.get("tables") or [])
+        stats = assemble(plan, results, context, server=server, published=published)
+        if batch:
+            # How long the publish held the batch's tables locked (readers waited at most that).
+            stats["publish_batch"] = {k: batch.get(k) for k in ("tables", "lock_seconds", "seconds", "published",
+                                                                 "already_published", "attach_scan_skipped")}
+        if plan and self.load_spec().publish == "batch" and (error := pull("publish_batch", key="error")):
+            stats["publish_error"] = error
+        if not plan and (error := pull(PLAN_TASK, key="error")):
+            # Why nothing was loaded: setup's own message (a refused batch, a pre-flight).
+            stats["plan_error"] = error
+        if not plan:
+            stats["batch"] = self._lease.get("lease_batch")  # the batch the run was asked to load
+        stats["publish"] = self.load_spec().publish
         if adapter is not None:
             stats["load_stats_table"] = self._record(adapter, stats)
         path = write_stats(stats, context)
@@ -615,13 +697,20 @@ class StatsOperator(_TargetOperator):
             # The last task decides the run's state: a run with a failed group is a failed run.
             not_in = stats["failed_groups"] + stats.get("held_back_groups", [])
             kept = stats.get("tables_kept") or []
+            batch_mode = self.load_spec().publish == "batch"
             raise AirflowFailException(
                 f"{len(not_in)} of {stats['totals']['groups']} groups did not switch: {', '.join(not_in)}"
-                + ("; setup.plan did not finish: nothing was loaded and every table is as it was" if not plan
+                + ("; setup.plan did not finish: nothing was loaded and every table is as it was"
+                   + (f" ({stats['plan_error']})" if stats.get("plan_error") else "") if not plan
                    else f"; {', '.join(kept)} kept {'its' if len(kept) == 1 else 'their'} previous contents, "
-                        f"whole (clear the failed groups to rerun them; the table goes in when all its groups "
-                        f"have switched)" if kept else "")
+                        f"whole (clear the failed groups to rerun them; "
+                        + ("the batch goes in, every table together, when all its groups have switched)"
+                           if batch_mode else "the table goes in when all its groups have switched)")
+                   if kept else "")
                 + f" (statistics: {path}, report: {report['html']})")
+        if stats.get("publish_error"):
+            raise AirflowFailException(f"the batch was not published: {stats['publish_error']} "
+                                       f"(statistics: {path}, report: {report['html']})")
         return {"path": str(path), "report": str(report["html"]), "totals": stats["totals"],
                 "failed_groups": stats["failed_groups"]}
 

@@ -73,10 +73,15 @@ def run_note(stats: dict | None, state: str, title: str, report: str) -> str:
                      f"{tot['switched']}/{tot['groups'] - skipped} groups switched"
                      + (f" in {span:,.1f} s of loading" if span else "")
                      + (f" ({skipped} skipped: {', '.join(why)})" if skipped else "") + ".")
+        if stats.get("plan_error"):
+            lines.append(f"Refused before any load, nothing changed: {_cut(stats['plan_error'])}")
+        if stats.get("publish_error"):
+            lines.append(f"Not published, every table kept its contents: {_cut(stats['publish_error'])}")
         if stats.get("failed_groups"):
             lines.append(f"Did not switch: {_listed(stats['failed_groups'])}.")
         if stats.get("held_back_groups"):
-            lines.append(f"Held back (validated, waiting for their table's other groups): "
+            lines.append(f"Held back (validated, waiting for the "
+                         f"{'batch' if stats.get('publish', 'batch') == 'batch' else 'table'}'s other groups): "
                          f"{_listed(stats['held_back_groups'])}.")
         if stats.get("tables_kept"):
             lines.append(f"Kept their previous contents: {_listed(stats['tables_kept'])}.")
@@ -87,6 +92,12 @@ def run_note(stats: dict | None, state: str, title: str, report: str) -> str:
         lines.append("No statistics for this run in SWITCHYARD_RUNS_DIR: the run ended before its stats task "
                      "wrote them, or this Airflow process does not see that folder.")
     return _with_link("\n\n".join(lines), link)
+
+
+def _cut(text: str, room: int = 600) -> str:
+    """A refusal's message for the note: its start (the report has it whole)."""
+    text = text.strip()
+    return text if len(text) <= room else text[:room - 3].rstrip() + "..."
 
 
 def _with_link(body: str, link: str) -> str:

@@ -100,69 +100,125 @@ class Manifest:
                           for e in self.entries]}
 
 
-def _int(value: Any, where: str, allow_none: bool = False) -> int | None:
-    if value is None and allow_none:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise BatchError(f"{where}: expected an integer, found {value!r}")
-    return value
+class _Problems(list):
+    """The problems found in a manifest, each a line; `BatchError` lists them all at once."""
 
+    def int(self, value: Any, where: str, allow_none: bool = False) -> int | None:
+        if value is None and allow_none:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int):
+            self.append(f"{where}: expected an integer, found {value!r}")
+            return None
+        return value
 
-def _key(value: Any, kind: str, where: str) -> KeyValue | None:
-    """A key_min / key_max of the manifest, strictly as the table's key kind (None: empty stream)."""
-    if value is None:
-        return None
-    try:
-        return parse_key(kind, value)
-    except KeyValueError as exc:
-        raise BatchError(f"{where}: {exc}") from None
+    def key(self, value: Any, kind: str | None, where: str) -> KeyValue | None:
+        """A key_min / key_max, strictly as the table's key kind (None: empty stream); a table
+        whose key is no partition key (a text code, or none) takes none: anything there is
+        not a bound and is left alone."""
+        if value is None or kind is None:
+            return None
+        try:
+            return parse_key(kind, value)
+        except KeyValueError as exc:
+            self.append(f"{where}: {exc}")
+            return None
 
 
 def parse_manifest(raw: Any, path: str, spec: LoadSpec) -> Manifest:
+    """The manifest checked whole: one BatchError lists every problem found in it."""
     if not isinstance(raw, dict) or raw.get("format") != MANIFEST_FORMAT:
         raise BatchError(f"{path}: not a Switchyard manifest (expected \"format\": \"{MANIFEST_FORMAT}\")")
-    streams = _int(raw.get("streams"), f"{path}: streams")
-    if streams < 1:
-        raise BatchError(f"{path}: streams must be at least 1")
+    problems = _Problems()
+    streams = problems.int(raw.get("streams"), "streams")
+    if streams is not None and streams < 1:
+        problems.append("streams must be at least 1")
     entries = []
     seen: dict[tuple[str, int], int] = {}
     files_seen: dict[str, int] = {}
-    for i, item in enumerate(raw.get("files") or []):
-        where = f"{path}: files[{i}]"
+    items = raw.get("files") or []
+    if not isinstance(items, list):
+        problems.append("files: expected a list of entries")
+        items = []
+    for i, item in enumerate(items):
+        where = f"files[{i}]"
         if not isinstance(item, dict):
-            raise BatchError(f"{where}: expected an object")
+            problems.append(f"{where}: expected an object")
+            continue
         table = item.get("table")
         if not isinstance(table, str) or table not in spec.table_names:
-            raise BatchError(f"{where}: table {table!r} is not in spec {spec.name!r}")
-        stream = _int(item.get("stream"), f"{where}.stream")
-        if not 1 <= stream <= streams:
-            raise BatchError(f"{where}: stream {stream} is outside 1..{streams}")
+            problems.append(f"{where}: table {table!r} is not in spec {spec.name!r}")
+            continue
+        stream = problems.int(item.get("stream"), f"{where}.stream")
+        if stream is None:
+            continue
+        if streams is not None and not 1 <= stream <= streams:
+            problems.append(f"{where}: stream {stream} is outside 1..{streams}")
         file = item.get("file")
         if not isinstance(file, str) or not file or file.startswith("/") or ".." in file.split("/"):
-            raise BatchError(f"{where}: file must be a path relative to the batch folder")
+            problems.append(f"{where}: file must be a path relative to the batch folder")
+            continue
         if (table, stream) in seen:
-            raise BatchError(f"{where}: duplicate entry for {table} stream {stream} (also files[{seen[(table, stream)]}])")
+            problems.append(f"{where}: duplicate entry for {table} stream {stream} (also files[{seen[(table, stream)]}])")
+            continue
         if file in files_seen:
-            raise BatchError(f"{where}: file {file} is listed twice (also files[{files_seen[file]}])")
+            problems.append(f"{where}: file {file} is listed twice (also files[{files_seen[file]}])")
+            continue
         seen[(table, stream)] = i
         files_seen[file] = i
-        # An unpartitioned table's key may be of any type; its range is then given as integers.
-        kind = spec.table(table).key_kind("postgres") or "integer"
+        expected_file = spec.file_for(table, stream)
+        if file != expected_file:
+            # The plan reads the spec's file; a manifest naming another would describe a file
+            # nobody loads.
+            problems.append(f"{where}: file {file} is not where the spec's files pattern puts {table} stream "
+                            f"{stream} ({expected_file})")
+        spec_table = spec.table(table)
+        # An unpartitioned table's key, if it has one, may be of any type; its range is not a bound.
+        kind = spec_table.key_kind("postgres")
+        size = problems.int(item.get("bytes"), f"{where}.bytes ({table} stream {stream})")
+        rows = problems.int(item.get("rows"), f"{where}.rows ({table} stream {stream})")
         entries.append(ManifestEntry(
-            table=table, stream=stream, file=file,
-            bytes=_int(item.get("bytes"), f"{where}.bytes"),
-            rows=_int(item.get("rows"), f"{where}.rows"),
-            key_min=_key(item.get("key_min"), kind, f"{where}.key_min ({table} stream {stream})"),
-            key_max=_key(item.get("key_max"), kind, f"{where}.key_max ({table} stream {stream})")))
-    for table in {e.table for e in entries}:
+            table=table, stream=stream, file=file, bytes=size if size is not None else -1,
+            rows=rows if rows is not None else -1,
+            key_min=problems.key(item.get("key_min"), kind, f"{where}.key_min ({table} stream {stream})"),
+            key_max=problems.key(item.get("key_max"), kind, f"{where}.key_max ({table} stream {stream})")))
+    for table in sorted({e.table for e in entries}):
         listed = sorted(e.stream for e in entries if e.table == table)
         if listed != list(range(1, len(listed) + 1)):
             missing = sorted(set(range(1, max(listed) + 1)) - set(listed))
-            raise BatchError(f"{path}: table {table} lists streams {', '.join(map(str, listed))}: streams are "
-                             f"numbered 1..n without gaps (missing {', '.join(map(str, missing))})")
+            problems.append(f"table {table} lists streams {', '.join(map(str, listed))}: streams are numbered "
+                            f"1..n without gaps (missing {', '.join(map(str, missing))})")
+    if problems:
+        raise BatchError(f"{path}: " + (problems[0] if len(problems) == 1 else
+                                        f"{len(problems)} problems:\n- " + "\n- ".join(problems)))
     scale = raw.get("scale")
     return Manifest(spec=str(raw.get("spec", spec.name)), streams=streams, entries=tuple(entries),
                     scale=float(scale) if isinstance(scale, (int, float)) else None, path=path)
+
+
+def check_files(batch_dir: Path, manifest: Manifest, spec: LoadSpec, tables: Iterable[str] | None = None
+                ) -> list[str]:
+    """Every problem with the files a manifest lists (of `tables`, default all), before any load:
+    a file missing, or not of the size the manifest gives. A stream whose files live on a
+    source's workers (the spec's `sources`) is checked there, by its load."""
+    problems = []
+    for e in manifest.entries:
+        if tables is not None and e.table not in tables:
+            continue
+        if spec.source_of(e.stream) is not None:
+            continue
+        try:
+            path = resolve_file(batch_dir, e.file)
+        except BatchError as exc:
+            problems.append(str(exc))
+            continue
+        if not path.is_file():
+            problems.append(f"{path}: listed in the manifest ({e.table} stream {e.stream}, {e.rows:,} rows) but "
+                            f"not found")
+        elif path.stat().st_size != e.bytes:
+            problems.append(f"{path}: {path.stat().st_size:,} bytes, the manifest says {e.bytes:,} ({e.table} "
+                            f"stream {e.stream}): the file changed after the manifest was written, or is "
+                            f"incomplete")
+    return problems
 
 
 def read_manifest(batch_dir: Path, spec: LoadSpec) -> Manifest:
@@ -285,9 +341,180 @@ def manifest_for(batch_dir: Path, spec: LoadSpec, streams: int, tables: Iterable
             continue
         for k in streams_of(table, table_streams.get(table.name, streams)):
             rel = spec.file_for(table.name, k)
+            kind = table.key_kind()
             size, rows, kmin, kmax = count_file(batch_dir / rel, table.format,
-                                                table.column_names.index(table.key), table.key_kind())
+                                                table.column_names.index(table.key) if kind else 0, kind or "integer")
+            if kind is None:
+                kmin = kmax = None
             entries.append(ManifestEntry(table=table.name, stream=k, file=rel, bytes=size, rows=rows,
                                          key_min=kmin, key_max=kmax))
     return Manifest(spec=spec.name, streams=streams, entries=tuple(entries), scale=scale,
                     path=str(batch_dir / MANIFEST))
+
+
+# --- a producer's tools: describe a batch from its files, check a batch without loading it -------
+@dataclass(frozen=True)
+class FileScan:
+    """What a stream file holds, read record by record independently of any loader."""
+    bytes: int
+    rows: int
+    key_min: KeyValue | None
+    key_max: KeyValue | None
+
+
+def _records(fh, fmt: FileFormat) -> Iterable[tuple[int, list[str]]]:
+    """(line where the record starts, its fields) of every record after the header lines."""
+    if fmt.quoting == "csv":
+        for _ in range(fmt.header_lines):
+            if not fh.readline():
+                return
+        text = io.TextIOWrapper(fh, encoding=fmt.encoding, errors="surrogateescape", newline="")
+        reader = csv.reader(text, delimiter=fmt.delimiter, quotechar='"', doublequote=True)
+        start = fmt.header_lines + 1
+        for row in reader:
+            yield start, row
+            start = fmt.header_lines + reader.line_num + 1
+        return
+    text = io.TextIOWrapper(fh, encoding=fmt.encoding, errors="surrogateescape", newline="\n")
+    for number, line in enumerate(text, start=1):
+        if number <= fmt.header_lines:
+            continue
+        line = line[:-1] if line.endswith("\n") else line
+        line = line[:-1] if line.endswith("\r") else line
+        # Every line is a record (a blank one too, as the loaders take it); the file's final
+        # line end starts none.
+        fields = line.split(fmt.delimiter)
+        if fmt.trailing_delimiter and fields and fields[-1] == "":
+            fields.pop()
+        yield number, fields
+
+
+def scan_file(path: Path, fmt: FileFormat, key: str | None = None, key_index: int = 0,
+              kind: str | None = None) -> FileScan:
+    """Bytes, rows and the smallest and largest key of a stream file, every record read (the key
+    column `key`, at `key_index`, read as `kind`; no keys without a kind). A key that does not
+    read as its kind raises BatchError naming the file, the line and the column."""
+    size = path.stat().st_size
+    rows = 0
+    low = high = None
+    with _open_counted(path) as fh:
+        for line, fields in _records(fh, fmt):
+            rows += 1
+            if kind is None:
+                continue
+            text = fields[key_index] if key_index < len(fields) else None
+            try:
+                if text is None:
+                    raise KeyValueError(f"the record has {len(fields)} fields, the key is field {key_index + 1}")
+                value = int(text.strip()) if kind == "integer" else parse_key(kind, text.strip())
+            except (KeyValueError, ValueError) as exc:
+                raise BatchError(f"{path}: line {line}, column {key}: {text!r} is not a{'n' if kind == 'integer' else ''} "
+                                 f"{kind} key ({exc})") from None
+            if low is None or value < low:
+                low = value
+            if high is None or value > high:
+                high = value
+    return FileScan(bytes=size, rows=rows, key_min=low, key_max=high)
+
+
+_STREAM_IN_NAME = "{stream}"
+
+
+def find_streams(batch_dir: Path, spec: LoadSpec, table: str) -> list[int]:
+    """The stream numbers whose files of `table` are in the batch folder (the spec's files pattern),
+    in order; BatchError when they are not 1..n without gaps."""
+    pattern = spec.table(table).files.format(table=table, stream=_STREAM_IN_NAME)
+    before, _, after = pattern.partition(_STREAM_IN_NAME)
+    found = sorted(int(m.group(1)) for p in batch_dir.glob(pattern.replace(_STREAM_IN_NAME, "*"))
+                   if (m := re.fullmatch(re.escape(before) + r"(\d+)" + re.escape(after),
+                                         p.relative_to(batch_dir).as_posix())))
+    if found and found != list(range(1, len(found) + 1)):
+        missing = sorted(set(range(1, max(found) + 1)) - set(found))
+        raise BatchError(f"{batch_dir}: {table} has files for streams {', '.join(map(str, found))}; streams are "
+                         f"numbered 1..n without gaps (missing {', '.join(map(str, missing))}: "
+                         f"{', '.join(spec.file_for(table, k) for k in missing)})")
+    return found
+
+
+def describe_batch(batch_dir: Path, spec: LoadSpec, tables: Iterable[str] | None = None) -> Manifest:
+    """The manifest of a batch folder, from its files alone: each table's streams as the spec's
+    files pattern finds them, each file's bytes, rows and smallest and largest key, every record
+    read. Refuses (BatchError, every problem listed) a table with no files, a partitioned
+    table's streams whose key ranges overlap or are out of order, an unpartitioned table in more
+    than one stream."""
+    chosen = list(tables) if tables else list(spec.table_names)
+    entries, problems = [], []
+    for name in chosen:
+        table = spec.table(name)
+        try:
+            streams = find_streams(batch_dir, spec, name)
+        except BatchError as exc:
+            problems.append(str(exc))
+            continue
+        if not streams:
+            problems.append(f"{batch_dir / spec.file_for(name, 1)}: no file of table {name} (the spec's files "
+                            f"pattern: {table.files})")
+            continue
+        if not table.partitioned and streams != [1]:
+            problems.append(f"{name} is unpartitioned (one stream), the folder has {len(streams)} of its files")
+            continue
+        kind = table.key_kind()
+        index = table.column_names.index(table.key) if kind else 0
+        previous = None
+        for k in streams:
+            rel = spec.file_for(name, k)
+            try:
+                scan = scan_file(batch_dir / rel, table.format, table.key, index, kind)
+            except BatchError as exc:
+                problems.append(str(exc))
+                continue
+            if table.partitioned and scan.rows and previous is not None and scan.key_min <= previous[1]:
+                problems.append(f"{batch_dir / rel}: keys {to_json(scan.key_min)}..{to_json(scan.key_max)} overlap or "
+                                f"come before stream {previous[0]}'s ..{to_json(previous[1])}; each stream of {name} "
+                                f"holds one key range, above the stream before it")
+            if table.partitioned and scan.rows:
+                previous = (k, scan.key_max)
+            entries.append(ManifestEntry(table=name, stream=k, file=rel, bytes=scan.bytes, rows=scan.rows,
+                                         key_min=scan.key_min if table.partitioned else None,
+                                         key_max=scan.key_max if table.partitioned else None))
+    if problems:
+        raise BatchError(f"{batch_dir}: " + (problems[0] if len(problems) == 1 else
+                                             f"{len(problems)} problems:\n- " + "\n- ".join(problems)))
+    streams = max((e.stream for e in entries), default=1)
+    return Manifest(spec=spec.name, streams=streams, entries=tuple(entries), path=str(batch_dir / MANIFEST))
+
+
+def check_batch(batch_dir: Path, spec: LoadSpec, tables: Iterable[str] | None = None) -> list[str]:
+    """Every problem of a batch, found without loading it: its manifest (read whole), its plan
+    (key ranges, streams), its files (there, of their size), and each file read record by record
+    against the manifest (rows, keys inside the stream's range). [] when there is none."""
+    from switchyard.core.planner import PlanError, plan_batch
+    try:
+        manifest = read_manifest(batch_dir, spec)
+    except BatchError as exc:
+        return [str(exc)]
+    chosen = list(tables) if tables else [t for t in spec.table_names if manifest.streams_of(t)]
+    problems = []
+    try:
+        plan_batch(spec, manifest, chosen)
+    except PlanError as exc:
+        problems.append(str(exc))
+    problems += check_files(batch_dir, manifest, spec, chosen)
+    for e in manifest.entries:
+        path = batch_dir / e.file
+        # A file of another size is read too: what it holds says what changed.
+        if e.table not in chosen or spec.source_of(e.stream) is not None or not path.is_file():
+            continue
+        table = spec.table(e.table)
+        kind = table.key_kind() if table.partitioned else None
+        try:
+            scan = scan_file(path, table.format, table.key, table.column_names.index(table.key) if kind else 0, kind)
+        except BatchError as exc:
+            problems.append(str(exc))
+            continue
+        if scan.rows != e.rows:
+            problems.append(f"{path}: {scan.rows:,} records, the manifest says {e.rows:,} ({e.table} stream {e.stream})")
+        if kind and scan.rows and e.key_min is not None and (scan.key_min < e.key_min or scan.key_max > e.key_max):
+            problems.append(f"{path}: keys {to_json(scan.key_min)}..{to_json(scan.key_max)}, outside the manifest's "
+                            f"{to_json(e.key_min)}..{to_json(e.key_max)} ({e.table} stream {e.stream})")
+    return problems

@@ -67,6 +67,13 @@ class StreamPlan:
 
     @property
     def empty(self) -> bool:
+        """Nothing to load: the group skips. A partitioned table's stream with no rows (or, where
+        the rows are not known, no key range); an unpartitioned table's one stream is the whole
+        table and is always loaded (the pre-flight refuses emptying a table that has rows)."""
+        if not self.partitioned:
+            return False
+        if self.rows is not None:
+            return self.rows == 0
         return self.key_min is None
 
     def typed(self, name: str) -> KeyValue | None:
@@ -174,11 +181,20 @@ def _table_plan(spec: LoadSpec, table: Table,
     file's bytes where known."""
     kind = table.key_kind("postgres") or "integer"
     plans = []
+    if not table.partitioned and table.key_kind("postgres") is None:
+        # A lookup table keyed by text, or without a key: loaded whole, no key range to check.
+        ranges = {k: (None, None, rows) for k, (_, _, rows) in ranges.items()}
     previous_upper: KeyValue | None = None
     number = 0
     for stream in sorted(ranges):
         key_min, key_max, rows = ranges[stream]
         lower = upper = part_no = None
+        if table.partitioned and rows and key_min is None:
+            raise PlanError(f"{table.name} stream {stream}: {rows} rows but no key range (key_min, key_max); a "
+                            f"partitioned table's partitions are planned from its streams' key ranges")
+        if table.partitioned and rows == 0 and key_min is not None:
+            raise PlanError(f"{table.name} stream {stream}: 0 rows but a key range {_show(key_min)}..{_show(key_max)}; "
+                            f"an empty stream has no keys (key_min and key_max null)")
         if key_min is not None:
             for value in (key_min, key_max):
                 if value is not None and kind_of(value) != kind:
@@ -245,19 +261,28 @@ def plan_tpch(spec: LoadSpec, scale: float, streams: int, tables: Iterable[str] 
 def plan_batch(spec: LoadSpec, manifest: "Manifest", tables: Iterable[str] | None = None) -> LoadPlan:  # noqa: F821
     """Plan a batch from its manifest: bounds from the key ranges the producer recorded, and each
     table's streams as the manifest lists them (1 for a small table, 16 for lineitem: the
-    batch's shape is the producer's)."""
-    plans = []
+    batch's shape is the producer's). Every table's problems are found before one PlanError
+    lists them all."""
+    plans, problems = [], []
     for table in _select(spec, tables):
         ranges, sizes = {}, {}
         listed = manifest.streams_of(table.name)
         if not listed:
-            manifest.entry(table.name, 1)  # raises: the manifest has no entry for the table
+            problems.append(f"no entry for table {table.name} (the run loads it: list its files, or leave the "
+                            f"table out of the run's tables)")
+            continue
         if not table.partitioned and listed != [1]:
-            raise PlanError(f"{manifest.path}: {table.name} is unpartitioned and loads from one stream, "
-                            f"the manifest lists {len(listed)}")
+            problems.append(f"{table.name} is unpartitioned and loads from one stream, the manifest lists "
+                            f"{len(listed)}")
+            continue
         for k in listed:
             entry = manifest.entry(table.name, k)
             ranges[k] = (entry.key_min, entry.key_max, entry.rows)
             sizes[k] = entry.bytes
-        plans.append(_table_plan(spec, table, ranges, sizes))
+        try:
+            plans.append(_table_plan(spec, table, ranges, sizes))
+        except PlanError as exc:
+            problems.append(str(exc))
+    if problems:
+        raise PlanError(f"{manifest.path}: " + ("" if len(problems) == 1 else "\n- ") + "\n- ".join(problems))
     return LoadPlan(spec=spec, streams=manifest.streams, tables=tuple(plans))

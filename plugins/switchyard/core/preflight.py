@@ -102,6 +102,7 @@ def check_table(table: Table, streams: list[StreamPlan], batch: str, existing: l
     check = TableCheck(table=table.name, mode=table.mode, batch=batch, exists=existing is not None)
     loaded = [s for s in streams if not s.empty]
     if not table.partitioned:
+        check.problems += emptied_whole(table, streams, where) if existing is not None else []
         check.notes.append(f"{where}: unpartitioned, replaced whole by its one stream")
         return check
     if existing is None:
@@ -173,6 +174,16 @@ def check_table(table: Table, streams: list[StreamPlan], batch: str, existing: l
     check.notes.append(f"{where}: append mode: batch {batch} adds {len(loaded)} partitions "
                        f"({_keys(ranges[loaded[0].stream][0], ranges[loaded[-1].stream][1], kind)})")
     return check
+
+
+def emptied_whole(table: Table, streams: list[StreamPlan], where: str) -> list[str]:
+    """An existing unpartitioned table whose one stream has no rows: loading it would empty the
+    table, which a producer's empty file by mistake must not do in silence."""
+    if any(s.rows == 0 for s in streams):
+        return [f"{where}: its one stream is empty in this batch (0 rows); loading it would empty the table. If "
+                f"that is meant, truncate the table yourself; otherwise leave it out of this run (the tables "
+                f"param) or check the producer's manifest"]
+    return []
 
 
 def retention(table: Table, partitions: list[Partition]) -> tuple[list[Partition], str]:

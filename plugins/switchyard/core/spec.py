@@ -39,6 +39,7 @@ LOAD_MODES = ("replace", "append")
 # How a table's (table, stream) groups run in Airflow: a task per step, or the four steps in one.
 GROUP_TASKS = ("per-step", "single")
 RETIRE = ("drop", "archive")
+PUBLISH = ("batch", "table")
 # A Great Expectations expectation type as declared in a spec: its snake_case name.
 _EXPECTATION = re.compile(r"^expect_[a-z0-9_]{1,80}$")
 # A source: where a stream's files live, and the name of the Airflow queue whose workers can
@@ -90,7 +91,9 @@ class Expectation:
 class Table:
     name: str
     columns: tuple[Column, ...]
-    key: str
+    # The partition key; an unpartitioned table may have none (any column types: a lookup
+    # table keyed by a text code, or no key at all), and its key is then only a NOT NULL column.
+    key: str | None
     partitioned: bool = True
     format: FileFormat = field(default_factory=FileFormat)
     files: str = "{table}/{table}.{stream}.tbl"
@@ -122,8 +125,11 @@ class Table:
                 return c
         raise SpecError(f"table {self.name!r} has no column {name!r}")
 
-    def key_kind(self, target: str = "postgres") -> str:
-        """integer, date or timestamp: what the partition key's values are."""
+    def key_kind(self, target: str = "postgres") -> str | None:
+        """integer, date or timestamp: what the partition key's values are; None for a table
+        without a key, or an unpartitioned table whose key is of another type."""
+        if self.key is None:
+            return None
         return key_kind(self.column(self.key).sql_type(target))
 
 
@@ -138,6 +144,10 @@ class LoadSpec:
     # Where each stream's files live: source (queue) name -> its streams. A stream no source
     # lists is read wherever its load runs (shared storage, or the server reads the file).
     sources: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    # How a batch goes in: "batch", every table of the batch in one transaction once all its
+    # groups are validated (readers see one batch or the other, across tables); "table", each
+    # table on its own once its groups are (a failed table leaves the others published).
+    publish: str = "batch"
 
     def source_of(self, stream: int) -> str | None:
         """The source (the Airflow queue) whose workers hold stream `stream`'s files; None: any."""
@@ -285,10 +295,13 @@ def _expectations(raw: Any, columns: list[str], where: str) -> tuple[Expectation
     return tuple(out)
 
 
-def _unique(raw: Any, key: str, columns: list[str], where: str) -> tuple[str, ...]:
+def _unique(raw: Any, key: str | None, columns: list[str], where: str) -> tuple[str, ...]:
     if raw is None or raw is False:
         return ()
     if raw is True:
+        if key is None:
+            raise SpecError(f"{where}: true means the key is unique, and the table has no key; list the "
+                            f"unique columns instead")
         return (key,)
     if isinstance(raw, list) and raw and all(c in columns for c in raw) and len(set(raw)) == len(raw):
         return tuple(raw)
@@ -312,24 +325,29 @@ def _table(name: str, raw: Mapping[str, Any], where: str, fmt: FileFormat, files
     names = [c.name for c in columns]
     if len(set(names)) != len(names):
         raise SpecError(f"{where}: duplicate column names")
-    key = _identifier(raw.get("key"), f"{where}.key")
-    if key not in names:
-        raise SpecError(f"{where}.key: {key!r} is not one of the table's columns")
-    key_column = columns[names.index(key)]
-    if key_column.nullable:
-        raise SpecError(f"{where}.key: the key {key!r} cannot be nullable")
     partitioned = raw.get("partitioned", True)
     if not isinstance(partitioned, bool):
         raise SpecError(f"{where}.partitioned: true or false")
-    for target in TARGETS:
-        if partitioned and key_kind(key_column.sql_type(target)) is None:
-            raise SpecError(f"{where}.key: {key!r} has type {key_column.sql_type(target)!r} on {target}; a "
-                            f"partition key is an integer, a date or a timestamp")
-    kinds = {target: key_kind(key_column.sql_type(target)) for target in TARGETS}
-    if partitioned and len(set(kinds.values())) > 1:
-        # The manifest gives one value per bound, read as the key's kind: it must be one kind.
-        raise SpecError(f"{where}.key: {key!r} is of a different kind on each target "
-                        f"({', '.join(f'{t}: {k}' for t, k in kinds.items())}); give types of one kind")
+    if raw.get("key") is None and not partitioned:
+        key, key_column = None, None
+    else:
+        key = _identifier(raw.get("key"), f"{where}.key")
+        if key not in names:
+            raise SpecError(f"{where}.key: {key!r} is not one of the table's columns")
+        key_column = columns[names.index(key)]
+        if key_column.nullable:
+            raise SpecError(f"{where}.key: the key {key!r} cannot be nullable")
+    if partitioned:
+        for target in TARGETS:
+            if key_kind(key_column.sql_type(target)) is None:
+                raise SpecError(f"{where}.key: {key!r} has type {key_column.sql_type(target)!r} on {target}; a "
+                                f"partition key is an integer, a date or a timestamp (a lookup table keyed by "
+                                f"text: partitioned: false, loaded whole)")
+        kinds = {target: key_kind(key_column.sql_type(target)) for target in TARGETS}
+        if len(set(kinds.values())) > 1:
+            # The manifest gives one value per bound, read as the key's kind: it must be one kind.
+            raise SpecError(f"{where}.key: {key!r} is of a different kind on each target "
+                            f"({', '.join(f'{t}: {k}' for t, k in kinds.items())}); give types of one kind")
     mode = _choice(raw.get("mode", "replace"), LOAD_MODES, f"{where}.mode")
     keep = _count(raw.get("keep"), f"{where}.keep", minimum=1, allow_none=True)
     keep_days = _count(raw.get("keep_days"), f"{where}.keep_days", minimum=1, allow_none=True)
@@ -338,7 +356,7 @@ def _table(name: str, raw: Mapping[str, Any], where: str, fmt: FileFormat, files
         raise SpecError(f"{where}: keep and keep_days go with mode: append")
     if mode == "append" and not partitioned:
         raise SpecError(f"{where}: mode append needs a partitioned table")
-    if keep_days is not None and key_kind(key_column.sql_type("postgres")) == "integer":
+    if keep_days is not None and key_column is not None and key_kind(key_column.sql_type("postgres")) == "integer":
         raise SpecError(f"{where}.keep_days: needs a date or timestamp key; use keep (batches) instead")
     return Table(name=name, columns=columns, key=key, partitioned=partitioned,
                  format=_format(raw.get("format"), fmt, f"{where}.format"),
@@ -384,9 +402,17 @@ def _sources(raw: Any, where: str) -> dict[str, tuple[int, ...]]:
     return out
 
 
+_SPEC_KEYS = {"name", "tables", "format", "files", "generator", "sources", "publish"}
+
+
 def parse_spec(raw: Mapping[str, Any], source: str = "<inline>") -> LoadSpec:
     if not isinstance(raw, Mapping):
         raise SpecError(f"{source}: a spec is a mapping with name, tables and optionally format, files")
+    unknown = set(raw) - _SPEC_KEYS
+    if unknown:
+        # A misspelt option (say `publsh: table`) must not be taken for its default in silence.
+        raise SpecError(f"{source}: unknown entries {', '.join(sorted(map(str, unknown)))} "
+                        f"(known: {', '.join(sorted(_SPEC_KEYS))})")
     name = _identifier(raw.get("name"), f"{source}: name")
     tables_raw = raw.get("tables")
     if not isinstance(tables_raw, Mapping) or not tables_raw:
@@ -396,7 +422,8 @@ def parse_spec(raw: Mapping[str, Any], source: str = "<inline>") -> LoadSpec:
     tables = tuple(_table(t, d, f"{source}: tables.{t}", fmt, files) for t, d in tables_raw.items())
     return LoadSpec(name=name, tables=tables, files=files, format=fmt,
                     generator=raw.get("generator"), source=source,
-                    sources=_sources(raw.get("sources"), f"{source}: sources"))
+                    sources=_sources(raw.get("sources"), f"{source}: sources"),
+                    publish=_choice(raw.get("publish", "batch"), PUBLISH, f"{source}: publish"))
 
 
 def spec_file(name_or_path: str = "tpch") -> Path:

@@ -16,7 +16,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Iterable
 
-from switchyard.observability.stats import NEGLIGIBLE_SHARE, stragglers
+from switchyard.observability.stats import MEASURABLE_SECONDS, NEGLIGIBLE_SHARE, stragglers
 
 THRESHOLD = 0.7
 PALETTE = ("#4e79a7", "#f28e2b", "#59a14f", "#b07aa1", "#76b7b2", "#edc948", "#9c755f", "#ff9da7")
@@ -503,12 +503,20 @@ def _header_facts(model: dict) -> list[tuple[str, str]]:
             ("input", _bytes(tot.get("bytes"))), ("rows/s over the makespan", _int(tot.get("rows_per_s"))),
             ("MB/s over the makespan", _rate(tot.get("mb_per_s"))), ("peak MB/s", _rate(model["peak_mb_per_s"])),
             ("groups switched", f'{_int(tot.get("switched"))} / {_int(tot.get("groups"))}'),
-            ("streams", _int(s.get("streams")))]
+            ("streams", _int(s.get("streams")))] + (
+        # The batch's publish: every table locked at once, for this long (readers' longest wait).
+        [("tables locked by the publish", _secs((s.get("publish_batch") or {}).get("lock_seconds")))]
+        if (s.get("publish_batch") or {}).get("lock_seconds") is not None else [])
 
 
 def _status(model: dict) -> tuple[str, str]:
     bad, n = model["not_switched"], len(model["records"])
     major = model["stragglers"]
+    stats = model["stats"]
+    if stats.get("plan_error"):
+        return "bad", f"refused before any load, nothing changed: {stats['plan_error']}"
+    if stats.get("publish_error"):
+        return "bad", f"the batch was not published, every table kept its contents: {stats['publish_error']}"
     if bad:
         return "bad", f"{len(bad)} of {n} groups did not switch: " + ", ".join(r["group"] for r in bad)
     if major:
@@ -543,7 +551,8 @@ def _html(model: dict, svgs: dict[str, str]) -> str:
     p.append('<h2 id="stragglers">Long tail: stragglers</h2>')
     if model["stragglers"]:
         p.append(f'<p class="note">Loads under {THRESHOLD:.0%} of their table\'s median MB/s (tables with at '
-                 f'least 2 loads) that cost the run at least {NEGLIGIBLE_SHARE:.0%} of its makespan. The run '
+                 f'least 2 loads) that cost the run at least {NEGLIGIBLE_SHARE:.0%} of its makespan and '
+                 f'{MEASURABLE_SECONDS:g} s (less is a task start\'s own noise in Airflow). The run '
                  f'takes as long as its slowest stream; "time lost" is this load\'s time beyond what its '
                  f'bytes take at the table\'s median rate.</p><table>')
         p.append(_th("group", "#MB/s", "#table median", "#share", "#seconds", "#time lost", "what differs"))
@@ -557,7 +566,7 @@ def _html(model: dict, svgs: dict[str, str]) -> str:
         p.append("</table>")
     else:
         p.append(f'<p class="note">No load ran under {THRESHOLD:.0%} of its table\'s median MB/s at a cost of '
-                 f'{NEGLIGIBLE_SHARE:.0%} of the makespan or more.</p>')
+                 f'{NEGLIGIBLE_SHARE:.0%} of the makespan and {MEASURABLE_SECONDS:g} s or more.</p>')
     if "streams" in svgs:
         p.append(f'<div class="chart" id="chart-streams">{svgs["streams"]}</div>')
 
@@ -710,7 +719,7 @@ def _markdown(model: dict, chart_files: dict[str, str]) -> str:
     m = sections["stragglers"] = ["## Long tail: stragglers", ""]
     if model["stragglers"]:
         m += [f"Loads under {THRESHOLD:.0%} of their table's median MB/s that cost the run at least "
-              f"{NEGLIGIBLE_SHARE:.0%} of its makespan. Time lost: this load's time beyond "
+              f"{NEGLIGIBLE_SHARE:.0%} of its makespan and {MEASURABLE_SECONDS:g} s. Time lost: this load's time beyond "
               f"what its bytes take at the table's median rate.", ""]
         m += _md_table(["group", "#MB/s", "#table median", "#share", "#seconds", "#time lost", "what differs"],
                        [[f"**{x['group']}** (SLOW)", _rate(x.get("mb_per_s")),
@@ -719,7 +728,7 @@ def _markdown(model: dict, chart_files: dict[str, str]) -> str:
                         for x in model["stragglers"]])
     else:
         m += [f"No load ran under {THRESHOLD:.0%} of its table's median MB/s at a cost of "
-              f"{NEGLIGIBLE_SHARE:.0%} of the makespan or more.", ""]
+              f"{NEGLIGIBLE_SHARE:.0%} of the makespan and {MEASURABLE_SECONDS:g} s or more.", ""]
     if "streams" in chart_files:
         m += [f"![Per-stream MB/s against the table median]({chart_files['streams']})", ""]
 

@@ -155,17 +155,21 @@ def summary_table(tables: dict[str, dict]) -> list[str]:
     return lines
 
 
-# A slow load that cost the run less than this share of its makespan is not worth a look.
+# A slow load that cost the run less than this share of its makespan is not worth a look;
+# nor one that lost less than MEASURABLE_SECONDS: a task's start in Airflow varies by about a
+# second from one task to the next, so a smaller loss cannot be told from scheduling noise.
 NEGLIGIBLE_SHARE = 0.01
+MEASURABLE_SECONDS = 1.0
 
 
 def stragglers(records: list[dict], threshold: float = 0.7, waits: list[dict] | None = None,
                makespan: float | None = None) -> list[dict]:
     """Groups whose throughput is under `threshold` x the median of their table's groups.
 
-    With the run's `makespan`, a slow load whose lost time (its time beyond its bytes at the
-    table's median rate) is under NEGLIGIBLE_SHARE of it is left out: a 0.07 s loss in a 15 s
-    run is no straggler, however low its rate.
+    With the run's `makespan`, a slow load is a straggler only where it cost the run something
+    measurable: its lost time (its time beyond its bytes at the table's median rate) at least
+    MEASURABLE_SECONDS and at least NEGLIGIBLE_SHARE of the makespan. A 0.24 s load, or a 0.07 s loss in a
+    15 s run, is no straggler, however low its rate.
 
     A table of two loads counts too: the median of two is their mean, so one is flagged only
     when it ran under 54% of the other's rate (0.7 x the mean); a pair that far apart costs
@@ -188,7 +192,7 @@ def stragglers(records: list[dict], threshold: float = 0.7, waits: list[dict] | 
                          "ratio": round(r["mb_per_s"] / median, 2), "bytes": r["bytes"]}
                 entry.update(_what_differs(r, rs, records, median, waits))
                 lost = entry.get("seconds_lost")
-                if makespan and lost is not None and lost < NEGLIGIBLE_SHARE * makespan:
+                if makespan and lost is not None and lost < max(MEASURABLE_SECONDS, NEGLIGIBLE_SHARE * makespan):
                     continue
                 out.append(entry)
     return out
@@ -286,13 +290,39 @@ def _what_differs(r: dict, table_records: list[dict], records: list[dict], media
     }
 
 
-def assemble(plan: dict, groups: dict[str, dict], context: Any, server: dict | None = None) -> dict:
+def not_loaded(plan: dict, records: list[dict]) -> list[str]:
+    """Groups the run's plan loads (a stream with rows, of a table the run loads) that did not
+    switch and did not fail either (skipped, or never run): rows the manifest lists that no load
+    brought in. Each such group fails the run: a run that ends `success` loaded everything."""
+    tables = set(plan.get("tables") or [])
+    planned = plan.get("groups") or {}
+    out = []
+    for r in records:
+        p = planned.get(r["group"])
+        if not p or p["table"] not in tables or r["outcome"] in ("switched", "held back"):
+            continue
+        if r["outcome"].startswith(("failed", "not run", "incomplete")):
+            continue  # failed already, and said so
+        empty = p.get("rows") == 0 if p.get("rows") is not None else p.get("key_min") is None
+        if p.get("partitioned") is False or not empty:
+            out.append(r["group"])
+    return out
+
+
+def assemble(plan: dict, groups: dict[str, dict], context: Any, server: dict | None = None,
+             published: set[str] | None = None) -> dict:
     """The run's statistics; `server` holds what the target saw over the run (SQL Server: the
-    deltas of its wait and latch statistics, `{"waits": [...], "latches": [...]}`)."""
+    deltas of its wait and latch statistics, `{"waits": [...], "latches": [...]}`); `published`,
+    where the batch goes in as a whole (the spec's `publish: batch`), the tables its publish
+    moved in (none when it did not run)."""
     server = server or {}
     waits = list(server.get("waits") or [])
-    in_target = switched_tables(groups)
+    in_target = switched_tables(groups) if published is None else set(published)
     records = [group_record(gid, g, g["table"] in in_target) for gid, g in groups.items()]
+    missing = set(not_loaded(plan, records))
+    for r in records:
+        if r["group"] in missing:
+            r["outcome"] = "not loaded (its rows are in the manifest)"
     tables = table_totals(records)
     starts = [r["started"] for r in records if r["started"]]
     ends = [r["ended"] for r in records if r["ended"]]
@@ -302,7 +332,7 @@ def assemble(plan: dict, groups: dict[str, dict], context: Any, server: dict | N
              if s.get("started") and s.get("ended")]
     steps_seconds = (max(e for _, e in spans) - min(b for b, _ in spans)).total_seconds() if spans else None
     switched = [r for r in records if r["outcome"] == "switched"]
-    failed = [r["group"] for r in records if r["outcome"].startswith(("failed", "not run", "incomplete"))]
+    failed = [r["group"] for r in records if r["outcome"].startswith(("failed", "not run", "incomplete", "not loaded"))]
     held = [r["group"] for r in records if r["outcome"] == "held back"]
     total_rows = sum(r["rows"] or 0 for r in switched)
     total_bytes = sum(r["bytes"] or 0 for r in switched)

@@ -171,7 +171,7 @@ def _key_condition(key: str, key_min: Any, key_max: Any, key_type: str | None, q
     return f"{k} IS NULL OR {k} < {ansi_literal(key_min)} OR {k} >= {ansi_literal(upper_next)}"
 
 
-def constraint_proofs(url: str, schema: str, table: str, key: str, key_min: Any, key_max: Any,
+def constraint_proofs(url: str, schema: str, table: str, key: str | None, key_min: Any, key_max: Any,
                       not_null: Sequence[str], engine_name: str = "postgres",
                       key_type: str | None = None,
                       loaded_filenode: int | None = None) -> tuple[str | None, dict[str, str], bool]:
@@ -196,7 +196,7 @@ def constraint_proofs(url: str, schema: str, table: str, key: str, key_min: Any,
             return None, {c: f"{c} is NOT NULL in the staging table: the server refused nulls on load"
                           for c in not_null if declared.get(c) is False}, False
         quote = engine.dialect.identifier_preparer.quote
-        condition = _key_condition(key, key_min, key_max, key_type, quote)
+        condition = _key_condition(key, key_min, key_max, key_type, quote) if key is not None else None
         with engine.connect() as conn:
             # 'on' applies constraint exclusion to plain tables too (the default covers only
             # partitions); the planner uses NOT NULL and validated CHECK constraints only.
@@ -336,8 +336,8 @@ def _through_gx(url: str, engine: str, schema: str, table: str, runs: Sequence[t
     return checks
 
 
-def validate_table(url: str, schema: str, table: str, key: str, expected_rows: int,
-                   key_min: KeyValue, key_max: KeyValue, engine: str = "postgres",
+def validate_table(url: str, schema: str, table: str, key: str | None, expected_rows: int,
+                   key_min: KeyValue | None, key_max: KeyValue | None, engine: str = "postgres",
                    trust_constraints: bool | None = None, *, key_type: str | None = None,
                    not_null: Sequence[str] = (), unique: Sequence[str] = (),
                    unique_result: dict | None = None, expectations: Sequence[Expectation] = (),
@@ -346,7 +346,9 @@ def validate_table(url: str, schema: str, table: str, key: str, expected_rows: i
     """Validate one staging table; see the module's docstring.
 
     key_min / key_max: the stream's key range as Python values (int, datetime.date,
-    datetime.datetime); key_type: the key's SQL type (a timestamp(p) key's unit). not_null:
+    datetime.datetime); None (or `key` None) for a table loaded whole without a key range (an
+    unpartitioned lookup table keyed by text, or without a key): no key range check, and its
+    key, if any, is checked NOT NULL as any other column; key_type: the key's SQL type (a timestamp(p) key's unit). not_null:
     the columns declared NOT NULL besides the key. unique: the spec's unique columns;
     unique_result: what the adapter's `prove_unique` found (None: GX checks uniqueness).
     expectations: the table's declared expectations, `expectations_where` their spec entry.
@@ -359,7 +361,9 @@ def validate_table(url: str, schema: str, table: str, key: str, expected_rows: i
     if trust_load is None:
         trust_load = trust_load_default()
     declared = declared_expectations(expectations, expectations_where)
-    not_null = [c for c in not_null if c != key]
+    ranged = key is not None and key_min is not None and key_max is not None
+    if ranged:
+        not_null = [c for c in not_null if c != key]
     loaded = loaded or {}
     loaded_filenode = (loaded.get("staging_filenode") if trust_constraints and trust_load
                        and loaded.get("rows") is not None else None)
@@ -370,8 +374,8 @@ def validate_table(url: str, schema: str, table: str, key: str, expected_rows: i
     same_storage = False
     if trust_constraints:
         t0 = time.monotonic()
-        proof, proofs, same_storage = constraint_proofs(url, schema, table, key, key_min, key_max, not_null,
-                                                        engine, key_type, loaded_filenode)
+        proof, proofs, same_storage = constraint_proofs(url, schema, table, key if ranged else None, key_min,
+                                                        key_max, not_null, engine, key_type, loaded_filenode)
         # One connection answers them all: its cost is split evenly between the kinds it proved.
         share = round((time.monotonic() - t0) / ((proof is not None) + bool(proofs) + same_storage or 1), 4)
         key_seconds = nn_seconds = share
@@ -402,7 +406,7 @@ def validate_table(url: str, schema: str, table: str, key: str, expected_rows: i
     # neither imports it nor opens its connection and catalog queries.
     preloaded = "great_expectations.expectations" in sys.modules
     import_seconds = 0.0
-    if (not same_storage or proof is None or len(proofs) < len(not_null) or declared
+    if (not same_storage or (ranged and proof is None) or len(proofs) < len(not_null) or declared
             or (unique and unique_result is None)):
         t0 = time.monotonic()
         import great_expectations.expectations as gxe
@@ -410,7 +414,7 @@ def validate_table(url: str, schema: str, table: str, key: str, expected_rows: i
         # (expectation, category, spec entry); in the order they are reported.
         runs: list[tuple[Any, str, str | None]] = [] if same_storage else \
             [(gxe.ExpectTableRowCountToEqual(value=expected_rows), "row_count", None)]
-        if proof is None:
+        if ranged and proof is None:
             runs += [
                 (gxe.ExpectColumnValuesToNotBeNull(column=key), "key_range", None),
                 (gxe.ExpectColumnMinToBeBetween(column=key, min_value=key_min, max_value=key_max), "key_range", None),

@@ -150,10 +150,11 @@ class TargetAdapter(ABC):
         raise TargetError(f"target {self.engine} has no timestamp literal: timestamp keys are not "
                           f"supported here yet")
 
-    def key_type(self, table: str) -> str:
-        """The SQL type of the table's key on this engine (its precision sets a timestamp's unit)."""
+    def key_type(self, table: str) -> str | None:
+        """The SQL type of the table's key on this engine (its precision sets a timestamp's unit);
+        None for an unpartitioned table without a key."""
         t = self.spec.table(table)
-        return t.column(t.key).sql_type(self.engine)
+        return t.column(t.key).sql_type(self.engine) if t.key is not None else None
 
     def render(self, template: str, **context: Any) -> list[str]:
         """Render `include/sql/<engine>/<template>` into its statements, in order."""
@@ -250,6 +251,14 @@ class TargetAdapter(ABC):
             f"switch of {stream.group_id}: nothing to switch: the staging table "
             f"{self.staging_schema}.{stream.staging_table} does not exist and no {where} is in place; "
             f"rerun the group from prepare", permanent=True)
+
+    def publish_batch(self, streams: list[StreamPlan]) -> dict[str, Any]:
+        """Every table of the batch into the target in one transaction (the spec's `publish:
+        batch`), once each of `streams` (the run's plan for its tables) is validated and staged;
+        refuses, changing nothing, naming every stream that is not. Returns {"tables": [...],
+        "already_published": bool, "lock_seconds": s, ...}."""
+        raise TargetError(f"the {self.engine} target publishes table by table only: declare `publish: table` "
+                          f"in the spec", permanent=True)
 
     @abstractmethod
     def create_staging(self, stream: StreamPlan) -> None: ...

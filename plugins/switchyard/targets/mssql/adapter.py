@@ -35,6 +35,7 @@ from typing import Any, Iterator, Mapping
 
 from switchyard.core.keys import partition_name
 from switchyard.core.planner import LoadPlan, StreamPlan, TablePlan, plan_tpch
+from switchyard.core.preflight import emptied_whole
 from switchyard.core.spec import FileFormat, LoadSpec, Table
 from switchyard.targets.base import LoadResult, ProgressCallback, TargetAdapter, TargetError, _jinja
 from switchyard.targets.mssql.dmv import (IDLE_WAITS, LATCH_STATS_SQL, SCHEDULER_COUNT_SQL, SESSION_STATS_SQL,
@@ -185,8 +186,9 @@ class MssqlAdapter(TargetAdapter):
         """Where `retire: archive` switches out the partitions that fall out of an append table's window."""
         return self.checked(f"{self.schema}_archive")
 
-    def _key_type(self, table: Table) -> str:
-        return next(c.sql_type(self.engine) for c in table.columns if c.name == table.key)
+    def _key_type(self, table: Table) -> str | None:
+        """The key's SQL type; None for an unpartitioned table without a key."""
+        return next((c.sql_type(self.engine) for c in table.columns if c.name == table.key), None)
 
     def key(self, table: str | Table) -> KeyType:
         """The partition key's type: how its bounds are parsed and written as literals."""
@@ -628,9 +630,10 @@ class MssqlAdapter(TargetAdapter):
         """Pages each data file holds now (FILEPROPERTY SpaceUsed): files grow by what a batch adds."""
         return {name: int(pages or 0) for name, pages in cur.execute(USED_PAGES_SQL).fetchall()}
 
-    def setup(self, plan: LoadPlan) -> list[str]:
+    def setup(self, plan: LoadPlan, problems: list[str] = ()) -> list[str]:
         """The run lease, the pre-flight (every table of the batch against the target as the
-        catalog has it: refused with every problem, permanent, before anything is created), the
+        catalog has it: refused with every problem, and the batch's own `problems` found before
+        it, permanent, before anything is created), the
         missing objects, and each partitioned table's plan for this run (planned_partitions).
         Returns the pre-flight's notes."""
         import pyodbc
@@ -657,7 +660,7 @@ class MssqlAdapter(TargetAdapter):
                                           f"{_message(exc)}") from exc
                     self.check_lease(row)
                 stmt = "(pre-flight: reading the target's catalog)"
-                notes = self.preflight(cur, plan)
+                notes = self.preflight(cur, plan, problems)
                 for stmt in self.setup_sql(plan, used_pages=self.used_pages(cur)):
                     cur.execute(stmt)
                     drain(cur)
@@ -693,10 +696,11 @@ class MssqlAdapter(TargetAdapter):
             batches = [tuple(r) for r in cur.execute(sql["batches"], self.schema, table).fetchall()]
         return target_from_catalog(key, rows, boundaries, partitions, indexes, columns, shared, batches)
 
-    def preflight(self, cur, plan: LoadPlan) -> list[str]:
+    def preflight(self, cur, plan: LoadPlan, found: list[str] = ()) -> list[str]:
         """Each table of the plan against the target as it is; TargetError (permanent) listing
-        every problem, before anything is created or loaded. Returns the notes."""
-        notes, problems = [], []
+        every problem, with the batch's own (`found`), before anything is created or loaded.
+        Returns the notes."""
+        notes, problems = [], list(found)
         for table_plan in plan.tables:
             table = table_plan.table
             where = f"{self.schema}.{table.name}"
@@ -706,9 +710,13 @@ class MssqlAdapter(TargetAdapter):
                              + (f" with this batch's {len(self.incoming(table_plan))} partitions on "
                                 f"{self.function_name(table.name)}" if table.partitioned else ""))
                 continue
-            found = shape_problems(target, where, table, self.key(table), self._key_type(table))
+            found = shape_problems(target, where, table, self.key(table) if table.partitioned else None,
+                                   self._key_type(table))
             problems += found
-            if found or not table.partitioned:
+            if found:
+                continue
+            if not table.partitioned:
+                problems += emptied_whole(table, table_plan.streams, where)
                 continue
             streams = self.incoming(table_plan)
             if not streams:

@@ -344,10 +344,11 @@ class PostgresAdapter(TargetAdapter):
         return rows[0] if rows else None
 
     # --- steps --------------------------------------------------------------------------
-    def setup(self, plan: LoadPlan) -> list[str]:
+    def setup(self, plan: LoadPlan, problems: list[str] = ()) -> list[str]:
         """The run lease, then (one transaction) the pre-flight, missing objects, and for each
         partitioned table its next version and this run's planned partitions. Returns the
-        pre-flight's notes; raises a permanent TargetError with every problem it found."""
+        pre-flight's notes; raises a permanent TargetError with every problem it found and the
+        batch's own `problems` (found before: files, manifest), creating nothing."""
         with self.connection() as conn:
             # Concurrent runs creating the same objects would race on IF NOT EXISTS; an
             # advisory lock around setup makes it one at a time. The lease is taken first
@@ -364,13 +365,18 @@ class PostgresAdapter(TargetAdapter):
                     cur.execute("SELECT pg_advisory_xact_lock(hashtext('switchyard.setup'))")
                     # Date and timestamp bounds are read as the server prints them: in ISO.
                     cur.execute("SET LOCAL DateStyle = 'ISO, YMD'")
-                    checks = self.preflight(cur, plan)
+                    checks = self.preflight(cur, plan, problems)
                     for stmt in self.setup_sql(plan):
                         cur.execute(stmt)
                     # What the spec loads: varchar as text with its length CHECK, nullability.
                     self._check_columns(cur, plan)
                     discarded = [note for table_plan in plan.tables if table_plan.table.partitioned
                                  for note in self._plan_next(cur, table_plan)]
+                    for table_plan in plan.tables:
+                        if not table_plan.table.partitioned:
+                            # An earlier run's staged table that never went in: this run loads its own.
+                            cur.execute(f"DROP TABLE IF EXISTS "
+                                        f"{self.qualified(self.staging_schema, self.next_table(table_plan.table.name))}")
             except psycopg.errors.UniqueViolation as exc:
                 # The target's unique index, created on a table loaded before it existed.
                 raise TargetError(
@@ -385,11 +391,11 @@ class PostgresAdapter(TargetAdapter):
             log.info("pre-flight: %s", note)
         return notes
 
-    def preflight(self, cur, plan: LoadPlan) -> list:
+    def preflight(self, cur, plan: LoadPlan, found: list[str] = ()) -> list:
         """Each table of the plan against the target as it is; TargetError (permanent) listing
-        every problem, before anything is created or loaded."""
+        every problem, with the batch's own (`found`), before anything is created or loaded."""
         from switchyard.core.preflight import check_table
-        checks, problems = [], []
+        checks, problems = [], list(found)
         for table_plan in plan.tables:
             table = table_plan.table
             where = f"{self.schema}.{table.name}"
@@ -397,8 +403,8 @@ class PostgresAdapter(TargetAdapter):
             if shape is not None:
                 problems += self._shape_problems(table, shape, where)
             existing = self._target_partitions(cur, table.name) if shape and shape["partitioned"] else None
-            if shape is not None and existing is None and table.partitioned:
-                existing = []
+            if shape is not None and existing is None:
+                existing = []  # the table is there (an unpartitioned one has no partitions)
             check = check_table(table, list(table_plan.streams), self.lease_batch or "", existing, where,
                                 kind=table.key_kind(self.engine), key_type=self.key_type(table.name))
             checks.append(check)
@@ -713,6 +719,12 @@ class PostgresAdapter(TargetAdapter):
         """The partition named stream.partition_table, attached to the stream's table FOR
         VALUES FROM (lower) TO (upper + one unit); for an unpartitioned table, the table."""
         if not stream.partitioned:
+            if self.spec.publish == "batch":
+                # Validated and staged as the table's next version: the batch's publish moves it in.
+                staged = self.fetch("SELECT to_regclass(%s) IS NOT NULL",
+                                    (self.qualified(self.staging_schema, self.next_table(stream.table)),))
+                return ({"partition": None, "attach_scan_skipped": None, "in_target": False,
+                         "table_switched": False} if staged[0][0] else None)
             exists = self.fetch("SELECT to_regclass(%s) IS NOT NULL", (self.qualified(self.schema, stream.table),))
             return {"partition": None, "attach_scan_skipped": None, "in_target": True} if exists[0][0] else None
         with self.connection() as conn, conn.cursor() as cur:
@@ -735,6 +747,8 @@ class PostgresAdapter(TargetAdapter):
         if stream.partitioned:
             indexes = self._build_target_indexes(stream)
             return {**self._stage(stream), **indexes}
+        if self.spec.publish == "batch":
+            return self._stage_whole(stream)
         try:
             self.execute(self.switch_sql(stream, replace_existing=True))
         except psycopg.errors.LockNotAvailable as exc:
@@ -816,7 +830,9 @@ class PostgresAdapter(TargetAdapter):
                         "partition": f"{self.schema}.{stream.partition_table}", "replaced": replaced,
                         "already_switched": attached, "in_target": False, "table_switched": False,
                         "waiting_for": waiting}
-                    if not waiting:
+                    # `publish: table`: the table's last switch moves its batch in. `publish: batch`:
+                    # the batch's publish moves every table in together (publish_batch).
+                    if not waiting and self.spec.publish == "table":
                         result.update(self._commit_table(cur, stream.table, planned, bounds))
                         result["in_target"] = True
             except psycopg.errors.LockNotAvailable as exc:
@@ -893,6 +909,163 @@ class PostgresAdapter(TargetAdapter):
                 "removed": [p.name for p in remove],
                 "retired": [f"{self.archive_schema}.{r['archived_as']}" if r["archived_as"] else r["name"]
                             for r in retire]}
+
+    def _stage_whole(self, stream: StreamPlan) -> dict[str, Any]:
+        """An unpartitioned table's validated staging table, renamed to the table's next version
+        (`publish: batch`): the batch's publish replaces the table's rows with it."""
+        import psycopg
+        staged = self.qualified(self.staging_schema, stream.staging_table)
+        try:
+            self.execute([f"DROP TABLE IF EXISTS {self.qualified(self.staging_schema, self.next_table(stream.table))}",
+                          f"ALTER TABLE {staged} RENAME TO {self.q(self.next_table(stream.table))}"])
+        except psycopg.Error as exc:
+            raise TargetError(f"switch of {stream.group_id}: could not stage {staged} as the next version of "
+                              f"{self.schema}.{stream.table}: {exc.diag.message_primary or exc}") from exc
+        return {"partition": None, "replaced": None, "already_switched": False, "in_target": False,
+                "table_switched": False, "waiting_for": []}
+
+    def publish_batch(self, streams: list[StreamPlan]) -> dict[str, Any]:
+        """Every table of the batch in, in one transaction (`publish: batch`): readers see the
+        previous batch or this one, across tables. `streams`: the run's plan for its tables.
+
+        Refuses, changing nothing, unless every stream the plan loads was validated and staged
+        (attached to its table's next version, or an unpartitioned table's next version made):
+        a stream that produced no load is named, with its rows. Every table is locked first, in
+        name order, with `lock_timeout`: a long reader delays the publish, not the other way
+        round, and the transaction then changes catalog entries only (an unpartitioned table's
+        rows are copied: a lookup table's). A retry whose earlier attempt committed finds
+        nothing pending and this run's rows in `partition_batches`: it reports that."""
+        import psycopg
+        holder = self.lease_holder or ""
+        by_table: dict[str, list[StreamPlan]] = {}
+        for s in streams:
+            by_table.setdefault(s.table, []).append(s)
+        names = sorted(by_table)
+        started = time.monotonic()
+        notices: list[str] = []
+        with self.connection() as conn:
+            conn.add_notice_handler(lambda d: notices.append(d.message_primary or ""))
+            try:
+                with conn.transaction(), conn.cursor() as cur:
+                    cur.execute("SET LOCAL DateStyle = 'ISO, YMD'")
+                    cur.execute(f"SET LOCAL lock_timeout = '{int(self.lock_timeout_seconds)}s'")
+                    # DEBUG1 carries PostgreSQL's word on whether each ATTACH skipped its scan.
+                    cur.execute("SET LOCAL client_min_messages = debug1")
+                    if not self._anything_staged(cur, names, holder) and self._published_by(cur, names, holder):
+                        return {"tables": names, "already_published": True, "lock_seconds": 0.0}
+                    pending, problems = self._publish_pending(cur, by_table, holder)
+                    if problems:
+                        raise TargetError(
+                            f"publish of batch {self.lease_batch or ''} refused; no table of the batch was "
+                            f"published, every table keeps its previous contents:\n- " + "\n- ".join(problems),
+                            permanent=True)
+                    # One statement locks every table, in this order (PostgreSQL takes them one by
+                    # one in the order listed), so two publishes never wait on each other in a circle.
+                    cur.execute("LOCK TABLE " + ", ".join(self.qualified(self.schema, n) for n in names)
+                                + " IN ACCESS EXCLUSIVE MODE")
+                    locked = time.monotonic()
+                    tables = {}
+                    for name in names:
+                        table = self.spec.table(name)
+                        if table.partitioned:
+                            tables[name] = self._commit_table(cur, name, pending[name],
+                                                              self._next_bounds(cur, name))
+                        else:
+                            tables[name] = self._commit_whole(cur, by_table[name][0])
+                # The transaction's end: the locks are held until the commit is on disk.
+                committed = time.monotonic()
+            except psycopg.errors.LockNotAvailable as exc:
+                raise TargetError(f"publish of batch {self.lease_batch or ''} waited {self.lock_timeout_seconds}s "
+                                  f"for a lock on {', '.join(names)} (a long-running reader holds one); nothing "
+                                  f"was published, retry later") from exc
+            except psycopg.Error as exc:
+                raise TargetError(f"publish of batch {self.lease_batch or ''} into {self.schema} failed: "
+                                  f"{exc.diag.message_primary or exc}; nothing was published") from exc
+        attaches = sum(t.get("partitions_in", 0) for t in tables.values())
+        skipped = sum("is implied by existing constraints" in n for n in notices)
+        return {"tables": names, "already_published": False, "by_table": tables,
+                "attach_scan_skipped": skipped >= attaches if attaches else None,
+                "lock_seconds": round(committed - locked, 4), "seconds": round(committed - started, 4)}
+
+    def _publish_pending(self, cur, by_table: dict[str, list[StreamPlan]], holder: str
+                         ) -> tuple[dict[str, dict], list[str]]:
+        """(each partitioned table's planned partitions, every reason the batch cannot go in)."""
+        pending, problems = {}, []
+        for name, table_streams in sorted(by_table.items()):
+            where = f"{self.schema}.{name}"
+            loads = [s for s in table_streams if not s.empty]
+            if not self.spec.table(name).partitioned:
+                cur.execute("SELECT to_regclass(%s) IS NOT NULL",
+                            (self.qualified(self.staging_schema, self.next_table(name)),))
+                if not cur.fetchone()[0]:
+                    problems.append(f"{where}: its stream ({_rows(loads[0])}) was not validated and switched in "
+                                    f"this run")
+                continue
+            planned = {k: v for k, v in self._planned(cur, name).items() if v["run"] == holder}
+            if not planned:
+                if loads:
+                    problems.append(f"{where}: nothing of this run is pending (planned by another run, or "
+                                    f"published already)")
+                continue
+            attached = self._next_bounds(cur, name)
+            missing = [s for s in loads if s.staging_table not in attached]
+            unplanned = [s for s in loads if s.staging_table not in planned]
+            if missing:
+                problems.append(f"{where}: stream{'s' if len(missing) > 1 else ''} "
+                                f"{', '.join(f'{s.stream} ({_rows(s)})' for s in missing)} "
+                                f"{'were' if len(missing) > 1 else 'was'} not validated and switched in this run")
+            if unplanned:
+                problems.append(f"{where}: stream{'s' if len(unplanned) > 1 else ''} "
+                                f"{', '.join(str(s.stream) for s in unplanned)} not in setup's plan; run the batch "
+                                f"again from its first step")
+            pending[name] = planned
+        return pending, problems
+
+    def _anything_staged(self, cur, tables: list[str], holder: str) -> bool:
+        """Whether any of `tables` has something of this run waiting to go in: a planned
+        partition, or an unpartitioned table's next version."""
+        cur.execute(f"SELECT count(*) FROM {self.qualified(self.control_schema, 'planned_partitions')} "
+                    f"WHERE target_schema = %s AND table_name = ANY(%s) AND run = %s", (self.schema, tables, holder))
+        if cur.fetchone()[0]:
+            return True
+        for name in tables:
+            if not self.spec.table(name).partitioned:
+                cur.execute("SELECT to_regclass(%s) IS NOT NULL",
+                            (self.qualified(self.staging_schema, self.next_table(name)),))
+                if cur.fetchone()[0]:
+                    return True
+        return False
+
+    def _published_by(self, cur, tables: list[str], holder: str) -> bool:
+        """Whether this run's publish committed already: its rows in partition_batches."""
+        cur.execute(f"SELECT count(*) FROM {self.qualified(self.control_schema, 'partition_batches')} "
+                    f"WHERE target_schema = %s AND table_name = ANY(%s) AND run = %s", (self.schema, tables, holder))
+        return cur.fetchone()[0] > 0
+
+    def _commit_whole(self, cur, stream: StreamPlan) -> dict[str, Any]:
+        """An unpartitioned table's rows replaced by its next version's, in the caller's
+        transaction. TRUNCATE and INSERT keep the table itself (its grants, the views on it);
+        the rows are copied under the publish's lock: a lookup table's, a few milliseconds."""
+        table = self.spec.table(stream.table)
+        target = self.qualified(self.schema, table.name)
+        staged = self.qualified(self.staging_schema, self.next_table(table.name))
+        cols = ", ".join(self.q(c.name) for c in table.columns)
+        cur.execute(f"TRUNCATE {target}")
+        cur.execute(f"INSERT INTO {target} ({cols}) SELECT {cols} FROM {staged}")
+        rows = cur.rowcount
+        cur.execute(f"DROP TABLE {staged}")
+        control = self.qualified(self.control_schema, "partition_batches")
+        cur.execute(f"DELETE FROM {control} WHERE target_schema = %s AND table_name = %s", (self.schema, table.name))
+        # Recorded as a table-wide "partition" named after the table: the run that published it.
+        cur.execute(f"INSERT INTO {control} (target_schema, table_name, partition_name, batch, key_min, key_max, "
+                    f"rows_planned, run, switched_at) VALUES (%s, %s, %s, %s, '', '', %s, %s, now())",
+                    (self.schema, table.name, table.name, self.lease_batch or "", stream.rows, self.lease_holder or ""))
+        if stream.rows is not None and rows != stream.rows:
+            # Validation counted the staging table; a different count now means it changed since.
+            raise TargetError(f"{self.schema}.{table.name}: {rows} rows to publish, the manifest says {stream.rows}; "
+                              f"nothing was published", permanent=True)
+        log.info("%s: replaced whole by batch %s: %d rows", target, self.lease_batch, rows)
+        return {"table_switched": True, "rows": rows}
 
     def _archive_name(self, cur, name: str) -> str:
         """`name` in the archive schema, or `name_<n>` when an earlier retirement took it."""
@@ -1058,6 +1231,11 @@ def with_server_options(url: str, settings: dict[str, str]) -> str:
     added = " ".join(f"-c {name}={value}" for name, value in settings.items())
     return parsed.update_query_dict({"options": f"{current} {added}" if current else added}).render_as_string(
         hide_password=False)
+
+
+def _rows(stream: StreamPlan) -> str:
+    """`12,000 rows in the manifest`: what a stream brings, for messages."""
+    return f"{stream.rows:,} rows in the manifest" if stream.rows is not None else "rows not given"
 
 
 def _typed(text: str, kind: str) -> keys.KeyValue:

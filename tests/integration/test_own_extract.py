@@ -1,0 +1,242 @@
+"""A user's own extract end to end on the embedded PostgreSQL, not TPC-H: a monthly fact table
+keyed by a timestamp (CSV, a header line, `NA` for NULL) in two streams, and two lookup tables
+loaded whole, one keyed by a text code and one without a key.
+
+* the lookup tables load whole and are replaced whole by the next batch;
+* nothing is dropped in silence: a stream with rows but no key range, a missing file, a file of
+  another size are refused before any load, every problem at once, and the target stays as it
+  was; a group that never staged its table keeps the batch out;
+* a batch goes in whole: a failed table keeps every table of the batch out (`publish: batch`,
+  the default), or only itself (`publish: table`).
+"""
+from __future__ import annotations
+
+import csv
+import json
+import random
+import shutil
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import psycopg
+import pytest
+import yaml
+
+from helpers import run_dag
+from switchyard.core.batch import describe_batch, write_manifest
+from switchyard.core.spec import load_spec
+
+SPEC = {
+    "name": "trips",
+    "format": {"delimiter": ",", "trailing_delimiter": False, "quoting": "csv", "header_lines": 1,
+               "null_marker": "NA"},
+    "files": "{table}/{table}.{stream}.csv",
+    "tables": {
+        "trips": {"key": "started_at", "mode": "append", "keep": 3, "weight": 10, "unique": ["trip_id", "started_at"],
+                  "columns": [{"name": "trip_id", "type": "bigint"},
+                              {"name": "started_at", "type": {"postgres": "timestamp", "mssql": "datetime2(6)"}},
+                              {"name": "station", "type": "varchar(8)"},
+                              {"name": "minutes", "type": "integer", "nullable": True},
+                              {"name": "fare", "type": {"postgres": "numeric(8,2)", "mssql": "decimal(8,2)"},
+                               "nullable": True}]},
+        "stations": {"partitioned": False, "key": "code",
+                     "columns": [{"name": "code", "type": "varchar(8)"}, {"name": "name", "type": "varchar(60)"}]},
+        "payment_types": {"partitioned": False,
+                          "columns": [{"name": "label", "type": "varchar(20)"},
+                                      {"name": "note", "type": "varchar(60)", "nullable": True}]},
+    },
+}
+DAG_ID = "switchyard_trips"
+
+
+def spec_file(folder: Path, **changes) -> str:
+    """The spec as a file of the user's, outside the project; `changes` at its top level, or
+    `trips_keep` for the fact table's retention."""
+    raw = json.loads(json.dumps(SPEC))
+    if "trips_keep" in changes:
+        raw["tables"]["trips"]["keep"] = changes.pop("trips_keep")
+    raw.update(changes)
+    path = folder / f"trips-{abs(hash(json.dumps(raw, sort_keys=True)))}.yaml"
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    load_spec.cache_clear()
+    return str(path)
+
+
+def produce(folder: Path, month: int, stations: int = 12, rows: int = 60) -> None:
+    """A producer's month of 2026: trips in two half-month files, the lookups; then the manifest."""
+    rnd = random.Random(month)
+    start, mid, end = datetime(2026, month, 1), datetime(2026, month, 16), datetime(2026, month + 1, 1)
+    times = sorted(start + timedelta(seconds=int(rnd.random() * (end - start).total_seconds())) for _ in range(rows))
+    for table in ("trips", "stations", "payment_types"):
+        (folder / table).mkdir(parents=True, exist_ok=True)
+    trip = month * 100000
+    for k, part in ((1, [t for t in times if t < mid]), (2, [t for t in times if t >= mid])):
+        with open(folder / "trips" / f"trips.{k}.csv", "w", newline="") as fh:
+            w = csv.writer(fh)
+            w.writerow(["trip_id", "started_at", "station", "minutes", "fare"])
+            for t in part:
+                trip += 1
+                w.writerow([trip, t.isoformat(sep=" "), f"ST{rnd.randint(1, stations):03d}",
+                            "NA" if rnd.random() < 0.2 else rnd.randint(1, 90),
+                            "NA" if rnd.random() < 0.2 else f"{rnd.uniform(0, 20):.2f}"])
+    with open(folder / "stations" / "stations.1.csv", "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["code", "name"])
+        w.writerows((f"ST{i:03d}", f'Station {i}, "Main" street, month {month}') for i in range(1, stations + 1))
+    with open(folder / "payment_types" / "payment_types.1.csv", "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["label", "note"])
+        w.writerows([("card", "NA"), ("cash", f"at the kiosk ({month})"), ("NA", "the label NA, not a NULL")])
+    write_manifest(folder, describe_batch(folder, load_spec(str(folder.parent / "spec.yaml"))))
+
+
+def file_rows(folder: Path, table: str) -> list[tuple]:
+    """The rows a table's files hold, read with Python's csv module: NA is NULL in a nullable column."""
+    nullable = [c.get("nullable", False) for c in SPEC["tables"][table]["columns"]]
+    out = []
+    for path in sorted((folder / table).glob("*.csv")):
+        with open(path, newline="") as fh:
+            records = list(csv.reader(fh))[1:]
+        out += [tuple(None if (n and v == "NA") else v for v, n in zip(r, nullable)) for r in records]
+    return sorted(out, key=repr)
+
+
+def table_rows(uri: str, schema: str, table: str) -> list[tuple] | None:
+    """The table's rows as text (None: no such table)."""
+    columns = [c["name"] for c in SPEC["tables"][table]["columns"]]
+    with psycopg.connect(uri) as conn:
+        if conn.execute("SELECT to_regclass(%s)", (f'"{schema}"."{table}"',)).fetchone()[0] is None:
+            return None
+        rows = conn.execute(f'SELECT {", ".join(f"{c}::text" for c in columns)} FROM "{schema}"."{table}"').fetchall()
+    return sorted((tuple(r) for r in rows), key=repr)
+
+
+@pytest.fixture
+def batches(data_root, tmp_path):
+    """Where this test's batches go (under the data root) and the spec, as a user keeps them."""
+    root = data_root / f"trips-{tmp_path.name}"
+    root.mkdir()
+    (root / "spec.yaml").write_text(yaml.safe_dump(SPEC, sort_keys=False))
+    yield root
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def run(pg_uri, data_root, schema, tmp_path, batch: Path, spec: str, args=()):
+    return run_dag(pg_uri, data_root, schema, 2, {"batch": str(batch.relative_to(data_root))}, tmp_path / "runs",
+                   spec=spec, dag_id=DAG_ID, args=args)
+
+
+def test_lookup_tables_keyed_by_text_or_without_a_key_load_whole(pg_uri, data_root, schema, tmp_path, batches):
+    spec = spec_file(tmp_path)
+    jan, feb = batches / "2026-01", batches / "2026-02"
+    produce(jan, 1)
+    produce(feb, 2, stations=9)
+    first = run(pg_uri, data_root, schema, tmp_path, jan, spec)
+    assert first.returncode == 0, first.output[-4000:]
+    for table in ("trips", "stations", "payment_types"):
+        assert table_rows(pg_uri, schema, table) == file_rows(jan, table), table
+    assert ("NA", "the label NA, not a NULL") in table_rows(pg_uri, schema, "payment_types")
+    assert ("card", None) in table_rows(pg_uri, schema, "payment_types")
+    second = run(pg_uri, data_root, schema, tmp_path, feb, spec)
+    assert second.returncode == 0, second.output[-4000:]
+    # The lookups are February's, whole; the trips both months' (append).
+    assert table_rows(pg_uri, schema, "stations") == file_rows(feb, "stations")
+    assert len(file_rows(feb, "stations")) == 9
+    assert table_rows(pg_uri, schema, "payment_types") == file_rows(feb, "payment_types")
+    assert table_rows(pg_uri, schema, "trips") == sorted(file_rows(jan, "trips") + file_rows(feb, "trips"), key=repr)
+    totals = {name: t["rows"] for name, t in second.stats["tables"].items()}
+    assert totals == {"trips": len(file_rows(feb, "trips")), "stations": 9, "payment_types": 3}
+
+
+def test_rows_without_a_key_range_are_refused_before_any_load(pg_uri, data_root, schema, tmp_path, batches):
+    """The silent drop this guards against: a stream with rows whose manifest gives no key range
+    was planned as empty, its groups skipped and the run ended `success` without its rows."""
+    spec = spec_file(tmp_path)
+    jan = batches / "2026-01"
+    produce(jan, 1)
+    manifest = json.loads((jan / "manifest.json").read_text())
+    entry = next(e for e in manifest["files"] if e["table"] == "trips" and e["stream"] == 2)
+    entry["key_min"] = entry["key_max"] = None
+    (jan / "manifest.json").write_text(json.dumps(manifest))
+    result = run(pg_uri, data_root, schema, tmp_path, jan, spec)
+    assert result.returncode != 0
+    said = f"trips stream 2: {entry['rows']} rows but no key range (key_min, key_max)"
+    assert said in result.output
+    assert said in result.stats["plan_error"]
+    assert result.stats["failed_groups"] and not result.stats["totals"]["switched"]
+    for table in ("trips", "stations", "payment_types"):
+        assert table_rows(pg_uri, schema, table) is None, f"{table} was created: the run got past its plan"
+
+
+def test_a_missing_file_is_reported_with_every_other_problem_before_any_load(pg_uri, data_root, schema,
+                                                                             tmp_path, batches):
+    spec = spec_file(tmp_path, trips_keep=1)
+    mar, jan = batches / "2026-03", batches / "2026-01"
+    produce(mar, 3)
+    produce(jan, 1)
+    assert run(pg_uri, data_root, schema, tmp_path, mar, spec).returncode == 0
+    before = {t: table_rows(pg_uri, schema, t) for t in ("trips", "stations", "payment_types")}
+    (jan / "trips" / "trips.2.csv").unlink()
+    with open(jan / "stations" / "stations.1.csv", "a") as fh:
+        fh.write("ST999,Added after the manifest\n")
+    result = run(pg_uri, data_root, schema, tmp_path, jan, spec)
+    assert result.returncode != 0
+    error = result.stats["plan_error"]
+    # The three problems, in one refusal: the missing file, the file that changed, the window.
+    assert f"{jan / 'trips' / 'trips.2.csv'}: listed in the manifest (trips stream 2" in error and "not found" in error
+    assert f"{jan / 'stations' / 'stations.1.csv'}: " in error and "the manifest says" in error
+    assert "batch " in error and "would be retired as it goes in (keep: 1 batches" in error
+    assert error.count("\n- ") == 3, error
+    assert {t: table_rows(pg_uri, schema, t) for t in before} == before
+
+
+def test_a_failed_table_keeps_every_table_of_the_batch_out(pg_uri, data_root, schema, tmp_path, batches):
+    spec = spec_file(tmp_path)
+    jan, feb = batches / "2026-01", batches / "2026-02"
+    produce(jan, 1)
+    produce(feb, 2)
+    # February's stations: one code longer than the column takes; its load fails on that line.
+    path = feb / "stations" / "stations.1.csv"
+    path.write_text(path.read_text().replace("ST005,", "ST005TOOLONG,"))
+    write_manifest(feb, describe_batch(feb, load_spec(spec)))
+    assert run(pg_uri, data_root, schema, tmp_path, jan, spec).returncode == 0
+    result = run(pg_uri, data_root, schema, tmp_path, feb, spec)
+    assert result.returncode != 0
+    assert "value too long for type character varying(8)" in result.output
+    assert result.stats["failed_groups"] == ["stations_1"]
+    assert sorted(result.stats["tables_kept"]) == ["payment_types", "stations", "trips"]
+    # Every table holds January's batch, whole: February's trips validated and waited, unpublished.
+    for table in ("trips", "stations", "payment_types"):
+        assert table_rows(pg_uri, schema, table) == file_rows(jan, table), table
+    # `publish: table`: each table on its own; the trips go in, the stations keep their rows.
+    per_table = spec_file(tmp_path, publish="table")
+    other = f"{schema}_t"
+    try:
+        assert run(pg_uri, data_root, other, tmp_path, jan, per_table).returncode == 0
+        result = run(pg_uri, data_root, other, tmp_path, feb, per_table)
+        assert result.returncode != 0 and result.stats["failed_groups"] == ["stations_1"]
+        assert table_rows(pg_uri, other, "trips") == sorted(file_rows(jan, "trips") + file_rows(feb, "trips"),
+                                                            key=repr)
+        assert table_rows(pg_uri, other, "payment_types") == file_rows(feb, "payment_types")
+        assert table_rows(pg_uri, other, "stations") == file_rows(jan, "stations")
+    finally:
+        with psycopg.connect(pg_uri, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{other}" CASCADE')
+            conn.execute(f'DROP SCHEMA IF EXISTS "{other}_staging" CASCADE')
+
+
+def test_a_stream_that_never_staged_keeps_the_batch_out(pg_uri, data_root, schema, tmp_path, batches):
+    """A switch marked done without running (as `--mark-success-pattern`, or "mark success" in the
+    UI, would): its rows never reached the table's next version, so the batch's publish refuses,
+    naming the stream and its rows, and nothing goes in."""
+    spec = spec_file(tmp_path)
+    jan = batches / "2026-01"
+    produce(jan, 1)
+    result = run(pg_uri, data_root, schema, tmp_path, jan, spec, args=("--mark-success-pattern", r"^trips_2\.switch$"))
+    assert result.returncode != 0
+    rows = json.loads((jan / "manifest.json").read_text())["files"][1]["rows"]
+    said = f"{schema}.trips: stream 2 ({rows:,} rows in the manifest) was not validated and switched in this run"
+    assert said in result.output
+    assert said in result.stats["publish_error"]
+    assert table_rows(pg_uri, schema, "trips") == []
+    assert table_rows(pg_uri, schema, "stations") == []

@@ -1,0 +1,132 @@
+"""A producer's tools, without a server: `switchyard manifest` describes a batch folder from its
+files, `switchyard check` finds every problem of a batch without loading it; both against an
+independent reading of the files (Python's csv module, the test's own counts)."""
+from __future__ import annotations
+
+import csv
+import gzip
+import json
+from datetime import datetime
+
+import pytest
+
+from switchyard.cli import main
+from switchyard.core.batch import BatchError, check_batch, describe_batch, write_manifest
+from switchyard.core.spec import parse_spec
+
+SPEC = parse_spec({
+    "name": "sales",
+    "format": {"delimiter": ",", "trailing_delimiter": False, "quoting": "csv", "header_lines": 1, "null_marker": ""},
+    "files": "{table}/part-{stream}.csv",
+    "tables": {
+        "sales": {"key": "sold_at", "columns": [
+            {"name": "sold_at", "type": {"postgres": "timestamp", "mssql": "datetime2(6)"}},
+            {"name": "note", "type": "varchar(40)", "nullable": True}]},
+        "shops": {"partitioned": False, "key": "code", "files": "{table}/shops.{stream}.csv.gz",
+                  "columns": [{"name": "code", "type": "varchar(4)"}, {"name": "city", "type": "varchar(20)"}]},
+    },
+}, source="sales.yaml")
+
+# Not in key order within a file, a quoted line break, a header: the smallest and largest keys
+# are read from every record, not from the first and last line.
+SALES = {
+    1: [("2026-01-03 10:00:00", "b"), ("2026-01-01 09:00:00", "first\nof the year"), ("2026-01-02 08:00:00", "")],
+    2: [("2026-01-05 00:00:00", "x"), ("2026-01-04 23:59:59.5", "y")],
+}
+SHOPS = [("AB", "Oslo"), ("CD", "Bergen, west"), ("NA", "no such city")]
+
+
+def write_batch(folder, sales=SALES):
+    (folder / "sales").mkdir(parents=True)
+    (folder / "shops").mkdir()
+    for k, records in sales.items():
+        with open(folder / "sales" / f"part-{k}.csv", "w", newline="") as fh:
+            w = csv.writer(fh)
+            w.writerow(["sold_at", "note"])
+            w.writerows(records)
+    with gzip.open(folder / "shops" / "shops.1.csv.gz", "wt", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["code", "city"])
+        w.writerows(SHOPS)
+
+
+def independent(folder, table, k, name):
+    """bytes, rows and the smallest and largest key of a file, as this test reads it."""
+    path = folder / table / name
+    opener = gzip.open if name.endswith(".gz") else open
+    with opener(path, "rt", newline="") as fh:
+        records = list(csv.reader(fh))[1:]
+    keys = sorted(datetime.fromisoformat(r[0]) for r in records) if table == "sales" else None
+    return path.stat().st_size, len(records), keys and keys[0], keys and keys[-1]
+
+
+def test_the_manifest_is_every_file_read_whole(tmp_path):
+    write_batch(tmp_path)
+    manifest = describe_batch(tmp_path, SPEC)
+    got = {(e.table, e.stream): (e.bytes, e.rows, e.key_min, e.key_max) for e in manifest.entries}
+    assert got == {("sales", 1): independent(tmp_path, "sales", 1, "part-1.csv"),
+                   ("sales", 2): independent(tmp_path, "sales", 2, "part-2.csv"),
+                   ("shops", 1): independent(tmp_path, "shops", 1, "shops.1.csv.gz")[:2] + (None, None)}
+    assert got[("sales", 1)][1:] == (3, datetime(2026, 1, 1, 9), datetime(2026, 1, 3, 10))
+    assert manifest.streams == 2
+    # Through the command, written as the DAG reads it, and then checked clean.
+    assert main(["manifest", str(tmp_path), "--spec", str(write_spec(tmp_path))]) == 0
+    written = json.loads((tmp_path / "manifest.json").read_text())
+    assert [(f["file"], f["rows"], f["key_min"], f["key_max"]) for f in written["files"]] == [
+        ("sales/part-1.csv", 3, "2026-01-01T09:00:00", "2026-01-03T10:00:00"),
+        ("sales/part-2.csv", 2, "2026-01-04T23:59:59.500000", "2026-01-05T00:00:00"),
+        ("shops/shops.1.csv.gz", 3, None, None)]
+    assert check_batch(tmp_path, SPEC) == []
+
+
+def write_spec(folder):
+    import yaml
+    path = folder.parent / f"{folder.name}-sales.yaml"
+    path.write_text(yaml.safe_dump({
+        "name": "sales", "format": {"delimiter": ",", "trailing_delimiter": False, "quoting": "csv",
+                                    "header_lines": 1, "null_marker": ""},
+        "files": "{table}/part-{stream}.csv",
+        "tables": {"sales": {"key": "sold_at", "columns": [
+            {"name": "sold_at", "type": {"postgres": "timestamp", "mssql": "datetime2(6)"}},
+            {"name": "note", "type": "varchar(40)", "nullable": True}]},
+            "shops": {"partitioned": False, "key": "code", "files": "{table}/shops.{stream}.csv.gz",
+                      "columns": [{"name": "code", "type": "varchar(4)"}, {"name": "city", "type": "varchar(20)"}]}}}))
+    return path
+
+
+def test_overlapping_ranges_a_gap_and_a_bad_key_are_refused_naming_each_file(tmp_path):
+    overlapping = {1: SALES[1], 2: [("2026-01-02 12:00:00", "inside stream 1's range")]}
+    write_batch(tmp_path, overlapping)
+    with pytest.raises(BatchError, match=r"part-2\.csv: keys 2026-01-02T12:00:00\.\.2026-01-02T12:00:00 overlap"):
+        describe_batch(tmp_path, SPEC)
+    (tmp_path / "sales" / "part-2.csv").rename(tmp_path / "sales" / "part-3.csv")
+    with pytest.raises(BatchError, match=r"sales has files for streams 1, 3; .*missing 2: sales/part-2\.csv"):
+        describe_batch(tmp_path, SPEC)
+    (tmp_path / "sales" / "part-3.csv").write_text("sold_at,note\n2026-01-09 00:00:00,a\nyesterday,b\n")
+    (tmp_path / "sales" / "part-3.csv").rename(tmp_path / "sales" / "part-2.csv")
+    with pytest.raises(BatchError, match=r"part-2\.csv: line 3, column sold_at: 'yesterday' is not a timestamp key"):
+        describe_batch(tmp_path, SPEC)
+
+
+def test_check_finds_every_problem_at_once_without_loading(tmp_path):
+    write_batch(tmp_path)
+    write_manifest(tmp_path, describe_batch(tmp_path, SPEC))
+    (tmp_path / "sales" / "part-2.csv").unlink()
+    with open(tmp_path / "sales" / "part-1.csv", "a", newline="") as fh:
+        fh.write("2026-01-03 11:00:00,one row more\n")
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    manifest["files"][2]["rows"] = 4     # shops: the producer miscounted
+    manifest["files"][2]["bytes"] = (tmp_path / "shops" / "shops.1.csv.gz").stat().st_size
+    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
+    problems = check_batch(tmp_path, SPEC)
+    part1, size1 = tmp_path / "sales" / "part-1.csv", manifest["files"][0]["bytes"]
+    assert problems == [
+        f"{tmp_path / 'sales' / 'part-1.csv'}: {part1.stat().st_size:,} bytes, the manifest says {size1:,} (sales "
+        f"stream 1): the file changed after the manifest was written, or is incomplete",
+        f"{tmp_path / 'sales' / 'part-2.csv'}: listed in the manifest (sales stream 2, 2 rows) but not found",
+        f"{part1}: 4 records, the manifest says 3 (sales stream 1)",
+        f"{part1}: keys 2026-01-01T09:00:00..2026-01-03T11:00:00, outside the manifest's "
+        f"2026-01-01T09:00:00..2026-01-03T10:00:00 (sales stream 1)",
+        f"{tmp_path / 'shops' / 'shops.1.csv.gz'}: 3 records, the manifest says 4 (shops stream 1)"]
+    # The command prints them all and exits 1.
+    assert main(["check", "--batch", str(tmp_path), "--spec", str(write_spec(tmp_path))]) == 1
