@@ -245,13 +245,14 @@ def test_date_keys_from_iso_bounds():
     assert "TO ([fg_edge], [fg1], [fg2], [fg_edge])" in setup
     s = plan.table("notes").streams[1]
     check = a.prepare_sql(s)[-1]
-    assert "CHECK ([id] >= '2026-02-01' AND [id] <= '2026-02-28')" in check and "ISO 8601" in check
+    assert ("CHECK ([id] >= CONVERT(date, '2026-02-01', 23) AND [id] <= CONVERT(date, '2026-02-28', 23))" in check
+            and "ISO 8601" in check)
     # The table's commit finds each stream's partition by its upper boundary, a typed literal.
-    assert "$PARTITION.[pf_tpch_notes]('2026-02-28')" in "\n".join(a.commit_sql(plan.table("notes")))
+    assert "$PARTITION.[pf_tpch_notes](CONVERT(date, '2026-02-28', 23))" in "\n".join(a.commit_sql(plan.table("notes")))
     key = a.key("notes")
     assert key.value(s.lower) == date(2026, 2, 1) and key.before(s.lower) == date(2026, 1, 31)
     # A date-typed bound works as well as its ISO text (plans made before ISO text arrives).
-    assert a.key("notes").literal(date(2026, 2, 1)) == "'2026-02-01'"
+    assert a.key("notes").literal(date(2026, 2, 1)) == "CONVERT(date, '2026-02-01', 23)"
 
 
 def test_timestamp_keys_keep_their_precision():
@@ -268,9 +269,9 @@ def test_timestamp_keys_keep_their_precision():
             a.key("notes").literal(bad)
     assert adapter(spec_with({}, key_type="datetime")).key("notes").literal(
         adapter(spec_with({}, key_type="datetime")).key("notes").before("2026-01-01T00:00:00")) \
-        == "'2025-12-31T23:59:59.990'"
+        == "CONVERT(datetime, '2025-12-31T23:59:59.997', 126)"
     assert adapter(spec_with({}, key_type="smalldatetime")).key("notes").literal("2026-01-01 10:30") \
-        == "'2026-01-01T10:30:00'"
+        == "CONVERT(smalldatetime, '2026-01-01T10:30:00', 126)"
     # Bounds are parsed, never pasted: text that is not a value of the key's type never reaches SQL.
     dated = spec_with({}, key_type="date")
     with pytest.raises(TargetError, match="not an ISO date"):

@@ -32,14 +32,14 @@ BEGIN TRY
     ALTER TABLE {{ qn(schema, table_name) }} SWITCH PARTITION @partition TO {{ st.archive }}
         WITH (WAIT_AT_LOW_PRIORITY (MAX_DURATION = {{ lit(wait_minutes) }} MINUTES, ABORT_AFTER_WAIT = SELF))
 {% elif st.kind == "merge" %}
-    -- MERGE RANGE ({{ st.value_sql }}): {{ st.why }}. Both partitions it joins are empty here, so it is
+    -- MERGE RANGE ({{ st.range_sql }}): {{ st.why }}. Both partitions it joins are empty here, so it is
     -- metadata only; the merged partition stays on the filegroup of the right one.
-    ALTER PARTITION FUNCTION {{ qc(function) }}() MERGE RANGE ({{ st.value_sql }})
+    ALTER PARTITION FUNCTION {{ qc(function) }}() MERGE RANGE ({{ st.range_sql }})
 {% elif st.kind == "split" %}
-    -- SPLIT RANGE ({{ st.value_sql }}): {{ st.why }}. It lands in an empty partition (metadata only); with
+    -- SPLIT RANGE ({{ st.range_sql }}): {{ st.why }}. It lands in an empty partition (metadata only); with
     -- RANGE LEFT the new partition is the one left of the value, on the NEXT USED filegroup.
     ALTER PARTITION SCHEME {{ qc(scheme) }} NEXT USED {{ qc(st.filegroup) }}
-    ALTER PARTITION FUNCTION {{ qc(function) }}() SPLIT RANGE ({{ st.value_sql }})
+    ALTER PARTITION FUNCTION {{ qc(function) }}() SPLIT RANGE ({{ st.range_sql }})
 {% elif st.kind == "switch_in" %}
     -- Stream {{ st.stream }} ({{ st.range }}): its staging table's trusted CHECK lies within the partition's
     -- boundaries, it is on the partition's filegroup {{ st.filegroup }} with the partition's compression

@@ -265,7 +265,7 @@ class MssqlAdapter(TargetAdapter):
             closes = {key.value(s.upper): s.filegroup for s in streams}
             for s in streams:
                 closes.setdefault(key.before(s.lower), EDGE_FILEGROUP)
-            boundaries = [{"value": v, "sql": key.literal(v), "filegroup": fg} for v, fg in sorted(closes.items())]
+            boundaries = [{"value": v, "sql": key.boundary(v), "filegroup": fg} for v, fg in sorted(closes.items())]
             ctx.update(function=self.function_name(t.name), scheme=self.scheme_name(t.name), boundaries=boundaries,
                        scheme_filegroups=[b["filegroup"] for b in boundaries] + [EDGE_FILEGROUP])
         else:
@@ -282,7 +282,7 @@ class MssqlAdapter(TargetAdapter):
         if not stream.partitioned or stream.empty:
             return {"lower_sql": "", "upper_sql": ""}
         key = self.key(stream.table)
-        return {"lower_sql": key.literal(stream.lower), "upper_sql": key.literal(stream.upper)}
+        return {"lower_sql": key.literal(stream.lower, start=True), "upper_sql": key.literal(stream.upper)}
 
     def prepare_sql(self, stream: StreamPlan, columns: list | None = None, filegroup: str | None = None,
                     compression: str = "NONE") -> list[str]:
@@ -461,7 +461,8 @@ class MssqlAdapter(TargetAdapter):
         steps = []
         for st in wp.steps:
             d: dict[str, Any] = {"kind": st.kind, "why": st.why,
-                                 "value_sql": key.literal(st.value) if st.value is not None else "NULL"}
+                                 "value_sql": key.literal(st.value) if st.value is not None else "NULL",
+                                 "range_sql": key.boundary(st.value) if st.value is not None else "NULL"}
             if st.partition is not None:
                 d.update(number=st.partition.number, rows=st.partition.rows,
                          range=keys_text(st.partition.lower, st.partition.upper, key))
@@ -1003,7 +1004,9 @@ class MssqlAdapter(TargetAdapter):
 
     def switched_in_sql(self, stream: StreamPlan) -> list[str]:
         table = self.spec.table(stream.table)
-        return self.render("switched_in.sql", key_type=self._key_type(table))
+        key = self.key(table)
+        return self.render("switched_in.sql", key_type=key.declared if key.kind == "timestamp" else self._key_type(table),
+                           param="CONVERT(" + key.declared + ", ?, 126)" if key.kind == "timestamp" else "?")
 
     def switched_in(self, stream: StreamPlan) -> dict[str, Any] | None:
         """The stream's partition holding rows (its two boundaries in place); for an
@@ -1014,8 +1017,8 @@ class MssqlAdapter(TargetAdapter):
             return {"partition": None, "in_target": True} if exists else None
         statement, = self.switched_in_sql(stream)
         key = self.key(stream.table)
-        rows = self.fetch(statement, (target, key.value(stream.lower), key.before(stream.lower),
-                                      key.value(stream.upper)))
+        rows = self.fetch(statement, (target, key.param(stream.lower, start=True), key.param(key.before(stream.lower)),
+                                      key.param(stream.upper)))
         if not rows:
             return None
         number = int(rows[0][0])
