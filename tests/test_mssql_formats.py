@@ -245,7 +245,7 @@ def test_date_keys_from_iso_bounds():
     assert "TO ([fg_edge], [fg1], [fg2], [fg_edge])" in setup
     s = plan.table("notes").streams[1]
     check = a.prepare_sql(s)[-1]
-    assert ("CHECK ([id] >= CONVERT(date, '2026-02-01', 23) AND [id] <= CONVERT(date, '2026-02-28', 23))" in check
+    assert ("CHECK ([id] IS NOT NULL AND [id] >= CONVERT(date, '2026-02-01', 23) AND [id] <= CONVERT(date, '2026-02-28', 23))" in check
             and "ISO 8601" in check)
     # The table's commit finds each stream's partition by its upper boundary, a typed literal.
     assert "$PARTITION.[pf_tpch_notes](CONVERT(date, '2026-02-28', 23))" in "\n".join(a.commit_sql(plan.table("notes")))

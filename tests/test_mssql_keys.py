@@ -147,7 +147,7 @@ def test_random_stream_cuts_give_each_stream_exactly_its_partition(sql_type):
         partitions = []
         for s, ticks in zip(table_plan.streams, streams):
             check = a.prepare_sql(s)[-1]
-            c = re.search(r"CHECK \(\[k\] >= (.+) AND \[k\] <= (.+)\);?$", check)
+            c = re.search(r"CHECK \(\[k\] IS NOT NULL AND \[k\] >= (.+) AND \[k\] <= (.+)\);?$", check)
             assert c, check
             lo, hi = literal_ticks(sql_type, c.group(1)), literal_ticks(sql_type, c.group(2))
             assert all(lo <= t <= hi for t in ticks), (sql_type, lo, hi, ticks)
@@ -253,12 +253,12 @@ def test_plan_with_datetime_and_datetime2_7_keys_is_exact_day_and_hour_split(tmp
     # datetime, day-split: stream 2 starts at .000 right after stream 1's .997; nothing between.
     assert ("(datetime) AS RANGE LEFT FOR VALUES ('2026-02-28T23:59:59.997', '2026-03-01T23:59:59.997', "
             "'2026-03-02T23:59:59.997')" in text)
-    assert ("CHECK ([at] >= CONVERT(datetime, '2026-03-02T00:00:00.000', 126) AND "
+    assert ("CHECK ([at] IS NOT NULL AND [at] >= CONVERT(datetime, '2026-03-02T00:00:00.000', 126) AND "
             "[at] <= CONVERT(datetime, '2026-03-02T23:59:59.997', 126))" in text)
     # datetime2(7), hour-split: each hour to its last 100 ns.
     assert ("(datetime2(7)) AS RANGE LEFT FOR VALUES ('2026-02-28T23:59:59.9999999', '2026-03-01T00:59:59.9999999', "
             "'2026-03-01T01:59:59.9999999', '2026-03-01T02:59:59.9999999')" in text)
-    assert ("CHECK ([at] >= CONVERT(datetime2(7), '2026-03-01T01:00:00.0000000', 126) AND "
+    assert ("CHECK ([at] IS NOT NULL AND [at] >= CONVERT(datetime2(7), '2026-03-01T01:00:00.0000000', 126) AND "
             "[at] <= CONVERT(datetime2(7), '2026-03-01T01:59:59.9999999', 126))" in text)
     check_golden("clicks_datetime_keys_plan.sql", text)
 

@@ -229,7 +229,7 @@ def test_staging_table_is_on_its_filegroup_with_the_partition_range():
     cols = re.findall(r"^\s+\[(\w+)\] (.+?) NOT NULL,?$", create, re.M)
     assert cols == [(c.name, c.sql_type("mssql")) for c in SPEC.table("orders").columns]
     assert "WITH CHECK" in check
-    assert f"CHECK ([o_orderkey] >= {s.lower} AND [o_orderkey] <= {s.upper})" in check
+    assert f"CHECK ([o_orderkey] IS NOT NULL AND [o_orderkey] >= {s.lower} AND [o_orderkey] <= {s.upper})" in check
 
 
 def test_partition_layout_puts_each_stream_in_its_own_partition_on_its_filegroup():

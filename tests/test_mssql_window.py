@@ -73,7 +73,7 @@ class ScriptedCatalog:
     (rows of catalog_indexes.sql). `exists=False`: no such table."""
 
     def __init__(self, a: MssqlAdapter, partitions=(), indexes=(), exists=True, range_right=False,
-                 column="o_orderkey", shared=(), parameter_type="bigint"):
+                 column="o_orderkey", shared=(), parameter_type="bigint", dependencies=(), columns=None):
         self.sql = a.catalog_sql("orders")
         self.sent: list[tuple[str, tuple]] = []
         parts = sorted(partitions, key=lambda p: p.number)
@@ -88,9 +88,11 @@ class ScriptedCatalog:
                                      for index_id in sorted({0, *[r[0] for r in indexes]} - ({0} if any(
                                          r[0] == 1 for r in indexes) else set())) for p in parts],
             self.sql["indexes"]: [tuple(r) for r in indexes],
-            self.sql["columns"]: ORDERS_COLUMNS,
+            self.sql["columns"]: ORDERS_COLUMNS if columns is None else columns,
             self.sql["shared"]: [(name,) for name in shared],
             self.sql["batches"]: recorded,
+            # catalog_dependencies.sql: (kind, name, detail, flag) rows; none unless a test scripts them.
+            self.sql["dependencies"]: [tuple(r) for r in dependencies],
             "SELECT OBJECT_ID(?, N'U')": [(1,)],
         }
         self._rows: list = []
@@ -180,7 +182,8 @@ def test_eight_then_four_streams_in_replace_mode_go_through_the_replace_transact
     assert wp.placement == {k: (f"fg{k}", (("(heap)", "NONE"),)) for k in range(1, 5)}
     # Never a CHECK spanning two partitions: each stream's staging CHECK is its partition exactly.
     for s in plan.table("orders").streams:
-        assert f"CHECK ([o_orderkey] >= {s.lower} AND [o_orderkey] <= {s.upper})" in a.prepare_sql(s)[-1]
+        assert (f"CHECK ([o_orderkey] IS NOT NULL AND [o_orderkey] >= {s.lower} AND [o_orderkey] <= {s.upper})"
+                    in a.prepare_sql(s)[-1])
     check_golden("replace_8_then_4_streams_commit.sql", commit_text(a, plan, partitions))
 
 

@@ -6,7 +6,7 @@
 -- compression: SWITCH needs both equal to the partition's.
 CREATE TABLE {{ qname }} (
 {% for c in columns %}
-    {{ qc(c.name) }} {{ c.type }}{% if c.collation %} COLLATE {{ c.collation }}{% endif %} {{ "NULL" if c.nullable else "NOT NULL" }}{{ "," if not loop.last }}
+    {{ qc(c.name) }} {{ c.type }}{% if c.collation %} COLLATE {{ c.collation }}{% endif %}{% if c.sparse is defined and c.sparse %} SPARSE{% endif %} {{ "NULL" if c.nullable else "NOT NULL" }}{{ "," if not loop.last }}
 {% endfor %}
 ) ON {{ qc(filegroup) }}{% if compression and compression != "NONE" %} WITH (DATA_COMPRESSION = {{ compression }}){% endif %}{{ end }}
 {%- endmacro %}

@@ -290,11 +290,13 @@ CREATE TABLE [tpch_staging].[daily_1] (
 ) ON [fg1];
 GO
 -- The partition's range, inclusive at both ends. Added WITH CHECK on the empty table, so it
--- is trusted from the start; SWITCH refuses an untrusted one.
--- Date and time literals are ISO 8601 (with the T for times): SQL Server reads them the
--- same under every SET LANGUAGE and SET DATEFORMAT.
+-- is trusted from the start; SWITCH refuses an untrusted one. IS NOT NULL: with it SWITCH can
+-- prove every row belongs to a partition other than the first even when the target's key
+-- column allows NULL (NULL sorts into the first partition; Msg 4982 otherwise).
+-- Date and time literals are typed: CONVERT with style 23 (yyyy-mm-dd) or 126 (ISO 8601 with
+-- the T), which SQL Server reads the same under every SET LANGUAGE and SET DATEFORMAT.
 ALTER TABLE [tpch_staging].[daily_1] WITH CHECK
-    ADD CONSTRAINT [daily_1_range] CHECK ([at] >= CONVERT(datetime, '2026-03-01T00:00:00.000', 126) AND [at] <= CONVERT(datetime, '2026-03-01T23:59:59.997', 126));
+    ADD CONSTRAINT [daily_1_range] CHECK ([at] IS NOT NULL AND [at] >= CONVERT(datetime, '2026-03-01T00:00:00.000', 126) AND [at] <= CONVERT(datetime, '2026-03-01T23:59:59.997', 126));
 GO
 -- One load per scheduler, as the 2010 record run did it: the request runs on one scheduler
 -- for its whole batch, so the claim and the BULK INSERT below are on the same one. The
@@ -356,11 +358,13 @@ CREATE TABLE [tpch_staging].[daily_2] (
 ) ON [fg2];
 GO
 -- The partition's range, inclusive at both ends. Added WITH CHECK on the empty table, so it
--- is trusted from the start; SWITCH refuses an untrusted one.
--- Date and time literals are ISO 8601 (with the T for times): SQL Server reads them the
--- same under every SET LANGUAGE and SET DATEFORMAT.
+-- is trusted from the start; SWITCH refuses an untrusted one. IS NOT NULL: with it SWITCH can
+-- prove every row belongs to a partition other than the first even when the target's key
+-- column allows NULL (NULL sorts into the first partition; Msg 4982 otherwise).
+-- Date and time literals are typed: CONVERT with style 23 (yyyy-mm-dd) or 126 (ISO 8601 with
+-- the T), which SQL Server reads the same under every SET LANGUAGE and SET DATEFORMAT.
 ALTER TABLE [tpch_staging].[daily_2] WITH CHECK
-    ADD CONSTRAINT [daily_2_range] CHECK ([at] >= CONVERT(datetime, '2026-03-02T00:00:00.000', 126) AND [at] <= CONVERT(datetime, '2026-03-02T23:59:59.997', 126));
+    ADD CONSTRAINT [daily_2_range] CHECK ([at] IS NOT NULL AND [at] >= CONVERT(datetime, '2026-03-02T00:00:00.000', 126) AND [at] <= CONVERT(datetime, '2026-03-02T23:59:59.997', 126));
 GO
 -- One load per scheduler, as the 2010 record run did it: the request runs on one scheduler
 -- for its whole batch, so the claim and the BULK INSERT below are on the same one. The
@@ -422,11 +426,13 @@ CREATE TABLE [tpch_staging].[hourly_1] (
 ) ON [fg1];
 GO
 -- The partition's range, inclusive at both ends. Added WITH CHECK on the empty table, so it
--- is trusted from the start; SWITCH refuses an untrusted one.
--- Date and time literals are ISO 8601 (with the T for times): SQL Server reads them the
--- same under every SET LANGUAGE and SET DATEFORMAT.
+-- is trusted from the start; SWITCH refuses an untrusted one. IS NOT NULL: with it SWITCH can
+-- prove every row belongs to a partition other than the first even when the target's key
+-- column allows NULL (NULL sorts into the first partition; Msg 4982 otherwise).
+-- Date and time literals are typed: CONVERT with style 23 (yyyy-mm-dd) or 126 (ISO 8601 with
+-- the T), which SQL Server reads the same under every SET LANGUAGE and SET DATEFORMAT.
 ALTER TABLE [tpch_staging].[hourly_1] WITH CHECK
-    ADD CONSTRAINT [hourly_1_range] CHECK ([at] >= CONVERT(datetime2(7), '2026-03-01T00:00:00.0000000', 126) AND [at] <= CONVERT(datetime2(7), '2026-03-01T00:59:59.9999999', 126));
+    ADD CONSTRAINT [hourly_1_range] CHECK ([at] IS NOT NULL AND [at] >= CONVERT(datetime2(7), '2026-03-01T00:00:00.0000000', 126) AND [at] <= CONVERT(datetime2(7), '2026-03-01T00:59:59.9999999', 126));
 GO
 -- One load per scheduler, as the 2010 record run did it: the request runs on one scheduler
 -- for its whole batch, so the claim and the BULK INSERT below are on the same one. The
@@ -488,11 +494,13 @@ CREATE TABLE [tpch_staging].[hourly_2] (
 ) ON [fg2];
 GO
 -- The partition's range, inclusive at both ends. Added WITH CHECK on the empty table, so it
--- is trusted from the start; SWITCH refuses an untrusted one.
--- Date and time literals are ISO 8601 (with the T for times): SQL Server reads them the
--- same under every SET LANGUAGE and SET DATEFORMAT.
+-- is trusted from the start; SWITCH refuses an untrusted one. IS NOT NULL: with it SWITCH can
+-- prove every row belongs to a partition other than the first even when the target's key
+-- column allows NULL (NULL sorts into the first partition; Msg 4982 otherwise).
+-- Date and time literals are typed: CONVERT with style 23 (yyyy-mm-dd) or 126 (ISO 8601 with
+-- the T), which SQL Server reads the same under every SET LANGUAGE and SET DATEFORMAT.
 ALTER TABLE [tpch_staging].[hourly_2] WITH CHECK
-    ADD CONSTRAINT [hourly_2_range] CHECK ([at] >= CONVERT(datetime2(7), '2026-03-01T01:00:00.0000000', 126) AND [at] <= CONVERT(datetime2(7), '2026-03-01T01:59:59.9999999', 126));
+    ADD CONSTRAINT [hourly_2_range] CHECK ([at] IS NOT NULL AND [at] >= CONVERT(datetime2(7), '2026-03-01T01:00:00.0000000', 126) AND [at] <= CONVERT(datetime2(7), '2026-03-01T01:59:59.9999999', 126));
 GO
 -- One load per scheduler, as the 2010 record run did it: the request runs on one scheduler
 -- for its whole batch, so the claim and the BULK INSERT below are on the same one. The
@@ -554,11 +562,13 @@ CREATE TABLE [tpch_staging].[hourly_3] (
 ) ON [fg3];
 GO
 -- The partition's range, inclusive at both ends. Added WITH CHECK on the empty table, so it
--- is trusted from the start; SWITCH refuses an untrusted one.
--- Date and time literals are ISO 8601 (with the T for times): SQL Server reads them the
--- same under every SET LANGUAGE and SET DATEFORMAT.
+-- is trusted from the start; SWITCH refuses an untrusted one. IS NOT NULL: with it SWITCH can
+-- prove every row belongs to a partition other than the first even when the target's key
+-- column allows NULL (NULL sorts into the first partition; Msg 4982 otherwise).
+-- Date and time literals are typed: CONVERT with style 23 (yyyy-mm-dd) or 126 (ISO 8601 with
+-- the T), which SQL Server reads the same under every SET LANGUAGE and SET DATEFORMAT.
 ALTER TABLE [tpch_staging].[hourly_3] WITH CHECK
-    ADD CONSTRAINT [hourly_3_range] CHECK ([at] >= CONVERT(datetime2(7), '2026-03-01T02:00:00.0000000', 126) AND [at] <= CONVERT(datetime2(7), '2026-03-01T02:59:59.9999999', 126));
+    ADD CONSTRAINT [hourly_3_range] CHECK ([at] IS NOT NULL AND [at] >= CONVERT(datetime2(7), '2026-03-01T02:00:00.0000000', 126) AND [at] <= CONVERT(datetime2(7), '2026-03-01T02:59:59.9999999', 126));
 GO
 -- One load per scheduler, as the 2010 record run did it: the request runs on one scheduler
 -- for its whole batch, so the claim and the BULK INSERT below are on the same one. The

@@ -336,9 +336,11 @@ CREATE TABLE [tpch_staging].[orders_1] (
 ) ON [fg1];
 GO
 -- The partition's range, inclusive at both ends. Added WITH CHECK on the empty table, so it
--- is trusted from the start; SWITCH refuses an untrusted one.
+-- is trusted from the start; SWITCH refuses an untrusted one. IS NOT NULL: with it SWITCH can
+-- prove every row belongs to a partition other than the first even when the target's key
+-- column allows NULL (NULL sorts into the first partition; Msg 4982 otherwise).
 ALTER TABLE [tpch_staging].[orders_1] WITH CHECK
-    ADD CONSTRAINT [orders_1_range] CHECK ([o_orderkey] >= 1 AND [o_orderkey] <= 20000);
+    ADD CONSTRAINT [orders_1_range] CHECK ([o_orderkey] IS NOT NULL AND [o_orderkey] >= 1 AND [o_orderkey] <= 20000);
 GO
 -- A retried load starts from an empty table: BULK INSERT and bulk copy commit every BATCHSIZE
 -- rows, so a failed attempt leaves its first batches behind, and the retry reruns this step
@@ -378,9 +380,11 @@ CREATE TABLE [tpch_staging].[orders_2] (
 ) ON [fg2];
 GO
 -- The partition's range, inclusive at both ends. Added WITH CHECK on the empty table, so it
--- is trusted from the start; SWITCH refuses an untrusted one.
+-- is trusted from the start; SWITCH refuses an untrusted one. IS NOT NULL: with it SWITCH can
+-- prove every row belongs to a partition other than the first even when the target's key
+-- column allows NULL (NULL sorts into the first partition; Msg 4982 otherwise).
 ALTER TABLE [tpch_staging].[orders_2] WITH CHECK
-    ADD CONSTRAINT [orders_2_range] CHECK ([o_orderkey] >= 20001 AND [o_orderkey] <= 40000);
+    ADD CONSTRAINT [orders_2_range] CHECK ([o_orderkey] IS NOT NULL AND [o_orderkey] >= 20001 AND [o_orderkey] <= 40000);
 GO
 -- A retried load starts from an empty table: BULK INSERT and bulk copy commit every BATCHSIZE
 -- rows, so a failed attempt leaves its first batches behind, and the retry reruns this step
@@ -420,9 +424,11 @@ CREATE TABLE [tpch_staging].[orders_3] (
 ) ON [fg3];
 GO
 -- The partition's range, inclusive at both ends. Added WITH CHECK on the empty table, so it
--- is trusted from the start; SWITCH refuses an untrusted one.
+-- is trusted from the start; SWITCH refuses an untrusted one. IS NOT NULL: with it SWITCH can
+-- prove every row belongs to a partition other than the first even when the target's key
+-- column allows NULL (NULL sorts into the first partition; Msg 4982 otherwise).
 ALTER TABLE [tpch_staging].[orders_3] WITH CHECK
-    ADD CONSTRAINT [orders_3_range] CHECK ([o_orderkey] >= 40001 AND [o_orderkey] <= 60000);
+    ADD CONSTRAINT [orders_3_range] CHECK ([o_orderkey] IS NOT NULL AND [o_orderkey] >= 40001 AND [o_orderkey] <= 60000);
 GO
 -- A retried load starts from an empty table: BULK INSERT and bulk copy commit every BATCHSIZE
 -- rows, so a failed attempt leaves its first batches behind, and the retry reruns this step
@@ -469,9 +475,11 @@ CREATE TABLE [tpch_staging].[lineitem_1] (
 ) ON [fg1];
 GO
 -- The partition's range, inclusive at both ends. Added WITH CHECK on the empty table, so it
--- is trusted from the start; SWITCH refuses an untrusted one.
+-- is trusted from the start; SWITCH refuses an untrusted one. IS NOT NULL: with it SWITCH can
+-- prove every row belongs to a partition other than the first even when the target's key
+-- column allows NULL (NULL sorts into the first partition; Msg 4982 otherwise).
 ALTER TABLE [tpch_staging].[lineitem_1] WITH CHECK
-    ADD CONSTRAINT [lineitem_1_range] CHECK ([l_orderkey] >= 1 AND [l_orderkey] <= 20000);
+    ADD CONSTRAINT [lineitem_1_range] CHECK ([l_orderkey] IS NOT NULL AND [l_orderkey] >= 1 AND [l_orderkey] <= 20000);
 GO
 -- A retried load starts from an empty table: BULK INSERT and bulk copy commit every BATCHSIZE
 -- rows, so a failed attempt leaves its first batches behind, and the retry reruns this step
@@ -518,9 +526,11 @@ CREATE TABLE [tpch_staging].[lineitem_2] (
 ) ON [fg2];
 GO
 -- The partition's range, inclusive at both ends. Added WITH CHECK on the empty table, so it
--- is trusted from the start; SWITCH refuses an untrusted one.
+-- is trusted from the start; SWITCH refuses an untrusted one. IS NOT NULL: with it SWITCH can
+-- prove every row belongs to a partition other than the first even when the target's key
+-- column allows NULL (NULL sorts into the first partition; Msg 4982 otherwise).
 ALTER TABLE [tpch_staging].[lineitem_2] WITH CHECK
-    ADD CONSTRAINT [lineitem_2_range] CHECK ([l_orderkey] >= 20001 AND [l_orderkey] <= 40000);
+    ADD CONSTRAINT [lineitem_2_range] CHECK ([l_orderkey] IS NOT NULL AND [l_orderkey] >= 20001 AND [l_orderkey] <= 40000);
 GO
 -- A retried load starts from an empty table: BULK INSERT and bulk copy commit every BATCHSIZE
 -- rows, so a failed attempt leaves its first batches behind, and the retry reruns this step
@@ -567,9 +577,11 @@ CREATE TABLE [tpch_staging].[lineitem_3] (
 ) ON [fg3];
 GO
 -- The partition's range, inclusive at both ends. Added WITH CHECK on the empty table, so it
--- is trusted from the start; SWITCH refuses an untrusted one.
+-- is trusted from the start; SWITCH refuses an untrusted one. IS NOT NULL: with it SWITCH can
+-- prove every row belongs to a partition other than the first even when the target's key
+-- column allows NULL (NULL sorts into the first partition; Msg 4982 otherwise).
 ALTER TABLE [tpch_staging].[lineitem_3] WITH CHECK
-    ADD CONSTRAINT [lineitem_3_range] CHECK ([l_orderkey] >= 40001 AND [l_orderkey] <= 60000);
+    ADD CONSTRAINT [lineitem_3_range] CHECK ([l_orderkey] IS NOT NULL AND [l_orderkey] >= 40001 AND [l_orderkey] <= 60000);
 GO
 -- A retried load starts from an empty table: BULK INSERT and bulk copy commit every BATCHSIZE
 -- rows, so a failed attempt leaves its first batches behind, and the retry reruns this step

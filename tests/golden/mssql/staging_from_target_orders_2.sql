@@ -20,9 +20,11 @@ CREATE TABLE [tpch_staging].[orders_2] (
 ) ON [fg2] WITH (DATA_COMPRESSION = PAGE);
 GO
 -- The partition's range, inclusive at both ends. Added WITH CHECK on the empty table, so it
--- is trusted from the start; SWITCH refuses an untrusted one.
+-- is trusted from the start; SWITCH refuses an untrusted one. IS NOT NULL: with it SWITCH can
+-- prove every row belongs to a partition other than the first even when the target's key
+-- column allows NULL (NULL sorts into the first partition; Msg 4982 otherwise).
 ALTER TABLE [tpch_staging].[orders_2] WITH CHECK
-    ADD CONSTRAINT [orders_2_range] CHECK ([o_orderkey] >= 4001 AND [o_orderkey] <= 8000);
+    ADD CONSTRAINT [orders_2_range] CHECK ([o_orderkey] IS NOT NULL AND [o_orderkey] >= 4001 AND [o_orderkey] <= 8000);
 GO
 -- orders_2: the target's indexes on the validated staging table, before its switch
 -- (each stream builds its own, in parallel, outside the table's commit).

@@ -48,8 +48,8 @@ from switchyard.targets.mssql.rows import FileRows
 from switchyard.targets.mssql.keys import KeyType, key_type
 from switchyard.targets.mssql.server_config import LAYOUT_SQL, Layout, layout_from_json
 from switchyard.targets.mssql.tsql import nstr, quote_name, split_statements, sstr
-from switchyard.targets.mssql.catalog import (ColumnInfo, TargetTable, shape_problems, staging_constraint_name,
-                                              target_from_catalog)
+from switchyard.targets.mssql.catalog import (ColumnInfo, TargetTable, check_copy, dependency_findings,
+                                              shape_problems, staging_constraint_name, target_from_catalog)
 from switchyard.targets.mssql.window import (Incoming, Partition, WindowPlan, keys_text, object_name, plan_window,
                                              show_key)
 from switchyard.targets.mssql.settings import (ADAPTER_OPTIONS, EDGE_FILEGROUP, _SAFE_PATH, Endpoint, Settings,
@@ -195,8 +195,8 @@ class MssqlAdapter(TargetAdapter):
 
     def columns(self, table: Table) -> list[dict[str, Any]]:
         """Name, type and nullability: SWITCH needs staging and target identical in all three."""
-        return [{"name": c.name, "type": c.sql_type(self.engine), "nullable": c.nullable, "collation": None}
-                for c in table.columns]
+        return [{"name": c.name, "type": c.sql_type(self.engine), "nullable": c.nullable, "collation": None,
+                 "sparse": False} for c in table.columns]
 
     def filegroups(self, plan: LoadPlan, used_pages: Mapping[str, int] | None = None) -> list[dict]:
         """Every stream's filegroup with its files, and the edge filegroup.
@@ -285,12 +285,22 @@ class MssqlAdapter(TargetAdapter):
         return {"lower_sql": key.literal(stream.lower, start=True), "upper_sql": key.literal(stream.upper)}
 
     def prepare_sql(self, stream: StreamPlan, columns: list | None = None, filegroup: str | None = None,
-                    compression: str = "NONE") -> list[str]:
+                    compression: str = "NONE", checks: list | None = None) -> list[str]:
         """The staging table: by default from the spec on the stream's filegroup (a plan written
         without a server); at run time with the target's columns as the catalog has them, on the
-        filegroup and with the data compression its partition will have (setup's plan)."""
+        filegroup and with the data compression its partition will have (setup's plan), and the
+        target's CHECK constraints (`checks`: catalog.Dependency rows, copied where check_copy
+        takes their definition; the pre-flight refused the others)."""
         table = self.spec.table(stream.table)
+        names = [c["name"] for c in (columns or self.columns(table))]
+        copies = []
+        for d in checks or []:
+            definition = check_copy(d.detail, names)
+            if definition is not None and not d.flag:
+                copies.append({"name": staging_constraint_name(stream.staging_table, d.name),
+                               "target_name": d.name, "definition": definition})
         return self.render("prepare.sql", s=stream, columns=columns or self.columns(table), key=table.key,
+                           checks=copies,
                            filegroup=filegroup or stream.filegroup, compression=compression,
                            key_kind=self.key(table).kind if stream.partitioned else "integer", **self._bounds(stream))
 
@@ -406,8 +416,10 @@ class MssqlAdapter(TargetAdapter):
         (indexes_sql,) = self.render("catalog_indexes.sql")
         columns_sql, shared_sql = self.render("catalog_columns.sql")
         (batches_sql,) = self.render("partition_batches.sql")
+        (dependencies_sql,) = self.render("catalog_dependencies.sql")
         return {"table": table_sql, "boundaries": boundaries_sql, "partitions": partitions_sql,
-                "indexes": indexes_sql, "columns": columns_sql, "shared": shared_sql, "batches": batches_sql}
+                "indexes": indexes_sql, "columns": columns_sql, "shared": shared_sql, "batches": batches_sql,
+                "dependencies": dependencies_sql}
 
     def incoming(self, table_plan: TablePlan) -> list[Incoming]:
         key = self.key(table_plan.table)
@@ -688,11 +700,13 @@ class MssqlAdapter(TargetAdapter):
         columns = [tuple(r) for r in cur.execute(sql["columns"], name).fetchall()]
         shared = ([tuple(r) for r in cur.execute(sql["shared"], function_id, name).fetchall()]
                   if function_id is not None else [])
+        dependencies = [tuple(r) for r in cur.execute(sql["dependencies"], name).fetchall()]
         batches = []
         if cur.execute("SELECT OBJECT_ID(?, N'U')", self.qualified(self.control_schema, "partition_batches")
                        ).fetchone()[0] is not None:
             batches = [tuple(r) for r in cur.execute(sql["batches"], self.schema, table).fetchall()]
-        return target_from_catalog(key, rows, boundaries, partitions, indexes, columns, shared, batches)
+        return target_from_catalog(key, rows, boundaries, partitions, indexes, columns, shared, batches,
+                                   dependency_rows=dependencies)
 
     def preflight(self, cur, plan: LoadPlan) -> list[str]:
         """Each table of the plan against the target as it is; TargetError (permanent) listing
@@ -708,6 +722,10 @@ class MssqlAdapter(TargetAdapter):
                                 f"{self.function_name(table.name)}" if table.partitioned else ""))
                 continue
             found = shape_problems(target, where, table, self.key(table), self._key_type(table))
+            if table.partitioned and target.partitioned:
+                more, said = dependency_findings(target, where, table)
+                found += more
+                notes += said
             problems += found
             if found or not table.partitioned:
                 continue
@@ -785,17 +803,19 @@ class MssqlAdapter(TargetAdapter):
         try:
             with self.connection(stream.stream) as conn:
                 cur = conn.cursor()
-                columns, filegroup, compression = None, None, "NONE"
+                columns, filegroup, compression, checks = None, None, "NONE", []
                 if stream.partitioned:
                     target = self.read_target(cur, stream.table)
                     mine = self.planned(cur, stream.table).get(stream.staging_table)
                     if target.exists and target.columns:
                         columns = [{"name": c.name, "type": c.type, "nullable": c.nullable,
-                                    "collation": c.collation} for c in target.columns]
+                                    "collation": c.collation, "sparse": c.sparse} for c in target.columns]
+                        checks = target.checks
                     if mine is not None and mine["run"] == (self.lease_holder or ""):
                         filegroup = mine["filegroup"]
                         compression = mine["compression"][0][1] if mine["compression"] else "NONE"
-                for stmt in self.prepare_sql(stream, columns=columns, filegroup=filegroup, compression=compression):
+                for stmt in self.prepare_sql(stream, columns=columns, filegroup=filegroup, compression=compression,
+                                             checks=checks):
                     cur.execute(stmt)
                     drain(cur)
         except pyodbc.Error as exc:
