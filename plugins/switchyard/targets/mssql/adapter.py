@@ -102,6 +102,8 @@ class MssqlAdapter(TargetAdapter):
         for name in Settings.__dataclass_fields__:
             setattr(self, name, getattr(self.settings, name))
         self._server: tuple[str, int] | None = None
+        # Seconds between two attempts of a table's commit that timed out on a lock (_run_commit).
+        self.commit_pause = 3.0
         # How often a load's session is sampled (where it runs, how it is logged), seconds;
         # None: not at all (the recovery model's rules then say how it was logged).
         self.watch_every: float | None = 0.5
@@ -396,7 +398,7 @@ class MssqlAdapter(TargetAdapter):
         builds the target's indexes on the staging table (`staging_index_sql`) and marks it ready."""
         columns = self.columns(self.spec.table(stream.table))
         if not stream.partitioned:
-            return self.render("switch_table.sql", s=stream, columns=columns)
+            return self.render("switch_table.sql", s=stream, columns=columns, commit_lock_wait_ms=self.commit_lock_wait_ms)
         return []
 
     def staging_index_sql(self, stream: StreamPlan, indexes: list, filegroup: str,
@@ -498,7 +500,8 @@ class MssqlAdapter(TargetAdapter):
         return self.render("commit_table.sql", table=f"{self.schema}.{table}", table_name=table,
                            mode=self.spec.table(table).mode, batch=batch, run=run, steps=steps,
                            function=target.function, scheme=target.scheme, columns=target.columns,
-                           indexes=target.indexes, records=records, gone=gone, wait_minutes=self.wait_minutes())
+                           indexes=target.indexes, records=records, gone=gone, wait_minutes=self.wait_minutes(),
+                           commit_lock_wait_ms=self.commit_lock_wait_ms, commit_attempts=self.commit_attempts)
 
     def script(self, plan: LoadPlan) -> str:
         """The whole load as T-SQL for review, in execution order, one batch per GO."""
@@ -1053,16 +1056,17 @@ class MssqlAdapter(TargetAdapter):
         where = f"{self.schema}.{stream.table}"
         try:
             if not stream.partitioned:
-                self.execute(self.switch_sql(stream, replace_existing=True), stream.stream)
+                with self.connection(stream.stream) as conn:
+                    self._run_commit(conn.cursor(), stream.table, self.switch_sql(stream, replace_existing=True))
                 return {"partition": None, "replaced": True, "in_target": True, "table_switched": True}
             built = self._build_target_indexes(stream)
             return {**self._stage(stream), **built}
         except pyodbc.Error as exc:
             text = _message(exc)
             if 1222 in error_numbers(exc) or "Lock request time out" in text:
-                raise TargetError(f"switch of {stream.group_id} into {where} waited {self.lock_timeout_seconds}s "
-                                  f"for a lock (a long-running reader holds the table); nothing was changed, "
-                                  f"retry later") from exc
+                raise TargetError(f"switch of {stream.group_id} into {where}: {self.commit_attempts} attempts each "
+                                  f"waited {self.commit_lock_wait_ms} ms for a lock (a long-running reader holds "
+                                  f"the table); nothing was changed, retry later") from exc
             raise TargetError(f"switch of {stream.group_id} into {where} failed: {text}") from exc
 
     def _build_target_indexes(self, stream: StreamPlan) -> dict[str, Any]:
@@ -1155,15 +1159,31 @@ class MssqlAdapter(TargetAdapter):
         # earlier retirement took it.
         wp.steps = [dataclasses.replace(st, archive_table=self._archive_name(cur, st.archive_table))
                     if st.kind == "archive" else st for st in wp.steps]
-        for stmt in self.render_commit(table, wp, target, streams, batch, run):
-            cur.execute(stmt)
-            drain(cur)
+        self._run_commit(cur, table, self.render_commit(table, wp, target, streams, batch, run))
         log.info("%s.%s: batch %s switched in: %d partitions%s%s", self.schema, table, batch, len(streams),
                  f"; replaced {len(wp.removed)}" if wp.removed else "",
                  f"; retired {len(wp.retired)}" if wp.retired else "")
         return {"table_switched": True, "batch": batch, "partitions_in": len(streams),
                 "removed": [keys_text(p.lower, p.upper, key) for p in wp.removed],
                 "retired": [keys_text(p.lower, p.upper, key) for p in wp.retired]}
+
+    def _run_commit(self, cur, table: str, statements: list[str]) -> None:
+        """Run the table's commit; after a lock timeout (error 1222: a normal-priority Sch-M request
+        waited commit_lock_wait_ms behind a reader, and the whole transaction rolled back), pause so
+        the readers it held up go through, and run it again, commit_attempts times at most."""
+        for attempt in range(1, self.commit_attempts + 1):
+            try:
+                for stmt in statements:
+                    cur.execute(stmt)
+                    drain(cur)
+                return
+            except Exception as exc:  # the driver's error (pyodbc.Error); anything but 1222 goes up as it is
+                if 1222 not in error_numbers(exc) or attempt == self.commit_attempts:
+                    raise
+                log.info("%s.%s: the commit waited %d ms for a lock held by a reader; nothing changed, attempt %d "
+                         "of %d in %.1f s", self.schema, table, self.commit_lock_wait_ms, attempt,
+                         self.commit_attempts, self.commit_pause)
+                time.sleep(self.commit_pause)
 
     def scheduler_count(self) -> int:
         return int(self.fetch(SCHEDULER_COUNT_SQL)[0][0])
