@@ -147,3 +147,13 @@ def test_an_index_with_partitions_on_other_filegroups_is_refused_naming_one():
         a.preflight(cur, orders_plan(SPEC, even(2)))
     # On the same filegroups (the scripted default) it is taken as aligned and built on staging.
     a.preflight(ScriptedCatalog(a, layout_of({"b1": even(2)}), index), orders_plan(SPEC, even(2)))
+
+
+def test_files_are_sized_for_the_index_builds_on_the_staging_tables():
+    """A target with indexes: each staging table gets them built before the switch, a second
+    copy of its rows for the clustered one, so the pre-flight doubles its streams' file room."""
+    plain, _ = preflight()
+    indexed, _ = preflight(indexes=DBA_INDEXES[:1])
+    plan = orders_plan(SPEC, even(2))
+    sizes = [{fg["name"]: fg["bytes"] for fg in a.filegroups(plan)} for a in (plain, indexed)]
+    assert sizes[1]["fg1"] == 2 * sizes[0]["fg1"] > 0

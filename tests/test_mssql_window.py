@@ -23,6 +23,7 @@ from switchyard.core.planner import plan_batch
 from switchyard.core.spec import load_spec
 from switchyard.targets import TargetError
 from switchyard.targets.mssql import MssqlAdapter
+from switchyard.targets.mssql.adapter import staging_heap_compression
 from switchyard.targets.mssql.catalog import shape_problems, target_from_catalog
 from switchyard.targets.mssql.keys import key_type
 from switchyard.targets.mssql.window import (Incoming, Layout, Partition, RowsWouldMove, object_name,
@@ -382,24 +383,28 @@ def test_staging_tables_take_the_targets_columns_indexes_and_compression():
     assert (fg, compression) == ("fg2", (("PK_orders", "PAGE"), ("IX_orders_cust_date", "PAGE")))
     columns = [{"name": c.name, "type": c.type, "nullable": c.nullable, "collation": c.collation}
                for c in target.columns]
-    prepare = a.prepare_sql(s, columns=columns, filegroup=fg, compression=compression[0][1])
+    # The heap loads uncompressed: the clustered primary key built on it compresses the rows once.
+    heap = staging_heap_compression(compression)
+    assert heap == "NONE" and staging_heap_compression((("(heap)", "PAGE"),)) == "PAGE"
+    prepare = a.prepare_sql(s, columns=columns, filegroup=fg, compression=heap)
     indexes = a.staging_index_sql(s, target.indexes, fg, dict(compression))
     text = "\n".join(x + ";\nGO" for x in [*prepare, *indexes]) + "\n"
     check_golden("staging_from_target_orders_2.sql", text)
     assert "[o_comment] varchar(79) COLLATE SQL_Latin1_General_CP1_CI_AS NOT NULL" in text
-    assert ") ON [fg2] WITH (DATA_COMPRESSION = PAGE);" in text
+    assert ") ON [fg2];" in text and "WITH (DATA_COMPRESSION = PAGE, SORT_IN_TEMPDB = ON, MAXDOP = 1) ON [fg2]" in text
     # Serial builds by default (SWITCHYARD_STEP_PARALLELISM=serial): the other streams load on
     # the other schedulers.
     assert ("ALTER TABLE [tpch_staging].[orders_2] ADD CONSTRAINT [orders_2__PK_orders] PRIMARY KEY CLUSTERED "
-            "([o_orderkey]) WITH (DATA_COMPRESSION = PAGE, MAXDOP = 1) ON [fg2]") in text
+            "([o_orderkey]) WITH (DATA_COMPRESSION = PAGE, SORT_IN_TEMPDB = ON, MAXDOP = 1) ON [fg2]") in text
     assert ("CREATE NONCLUSTERED INDEX [IX_orders_cust_date] ON [tpch_staging].[orders_2] ([o_custkey], "
-            "[o_orderdate] DESC) INCLUDE ([o_totalprice]) WITH (DATA_COMPRESSION = PAGE, MAXDOP = 1) ON [fg2]") in text
+            "[o_orderdate] DESC) INCLUDE ([o_totalprice]) WITH (DATA_COMPRESSION = PAGE, SORT_IN_TEMPDB = ON, MAXDOP = 1) "
+            "ON [fg2]") in text
     # The server's own degree of parallelism on request.
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("SWITCHYARD_STEP_PARALLELISM", "server")
         server = "\n".join(adapter(batch="b2").staging_index_sql(s, target.indexes, fg, dict(compression)))
     assert "MAXDOP" not in server
-    assert "INCLUDE ([o_totalprice]) WITH (DATA_COMPRESSION = PAGE) ON [fg2]" in server
+    assert "INCLUDE ([o_totalprice]) WITH (DATA_COMPRESSION = PAGE, SORT_IN_TEMPDB = ON) ON [fg2]" in server
 
 
 def test_the_preflight_queries_match_golden():

@@ -102,6 +102,9 @@ class MssqlAdapter(TargetAdapter):
         for name in Settings.__dataclass_fields__:
             setattr(self, name, getattr(self.settings, name))
         self._server: tuple[str, int] | None = None
+        # Per table, how much room its staging tables need beyond their rows' (filegroups): 2.0
+        # where the target has indexes to build on them; set by the pre-flight.
+        self.index_room: dict[str, float] = {}
         # Seconds between two attempts of a table's commit that timed out on a lock (_run_commit).
         self.commit_pause = 3.0
         # How often a load's session is sampled (where it runs, how it is logged), seconds;
@@ -209,6 +212,9 @@ class MssqlAdapter(TargetAdapter):
         (`used_pages`, read from the server at setup; none when only a script is written):
         a load then never waits for a file to grow.
         """
+        # A table whose target has indexes builds them on each staging table before the switch:
+        # the clustered index is a second copy of the rows until the heap is gone (the sort runs
+        # in tempdb), so its streams need about their size again (index_room, set by the pre-flight).
         by_fg: dict[str, list[StreamPlan]] = {}
         for s in plan.all_streams():
             if s.partitioned and not s.empty:
@@ -217,7 +223,7 @@ class MssqlAdapter(TargetAdapter):
         out, index = [], 0
         for fg in sorted(by_fg, key=lambda n: (len(n), n)):
             streams = by_fg[fg]
-            data = sum(s.bytes or 0 for s in streams)
+            data = sum(math.ceil((s.bytes or 0) * self.index_room.get(s.table, 1.0)) for s in streams)
             share_mb = math.ceil(data * self.file_headroom / self.files_per_filegroup / MB)
             dirs = self.file_placement.get(fg) or self.file_placement.get("*")
             files = []
@@ -725,6 +731,8 @@ class MssqlAdapter(TargetAdapter):
                                 f"{self.function_name(table.name)}" if table.partitioned else ""))
                 continue
             found = shape_problems(target, where, table, self.key(table), self._key_type(table))
+            if target.indexes:
+                self.index_room[table.name] = 2.0
             if table.partitioned and target.partitioned:
                 more, said = dependency_findings(target, where, table)
                 found += more
@@ -816,7 +824,7 @@ class MssqlAdapter(TargetAdapter):
                         checks = target.checks
                     if mine is not None and mine["run"] == (self.lease_holder or ""):
                         filegroup = mine["filegroup"]
-                        compression = mine["compression"][0][1] if mine["compression"] else "NONE"
+                        compression = staging_heap_compression(mine["compression"])
                 for stmt in self.prepare_sql(stream, columns=columns, filegroup=filegroup, compression=compression,
                                              checks=checks):
                     cur.execute(stmt)
@@ -1210,6 +1218,15 @@ class MssqlAdapter(TargetAdapter):
 
     def row_count(self, table: str) -> int:
         return int(self.fetch(f"SELECT COUNT_BIG(*) FROM {self.qualified(self.schema, table)}")[0][0])
+
+def staging_heap_compression(compression: Any) -> str:
+    """The data compression of a staging heap, from its partition's (index, compression) pairs,
+    heap or clustered index first. A heap target: the partition's own (SWITCH needs it equal). A
+    clustered one: NONE, since the clustered index built on the heap before the switch rewrites
+    every row with the partition's compression; a compressed heap would compress them twice."""
+    first = tuple(compression[0]) if compression else ("(heap)", "NONE")
+    return first[1] if first[0] == "(heap)" else "NONE"
+
 
 def _free_name(name: str, n: int) -> str:
     return name if n == 0 else f"{name[:56]}_{n}"
