@@ -69,7 +69,9 @@ def test_tpch_like_text_reads_on_the_server():
     spec = spec_with({"delimiter": "|", "trailing_delimiter": True}, nullable=False)
     bulk = inner(load_batch(spec))
     assert "ROWTERMINATOR = '|\n'" in bulk and "FORMAT" not in bulk and "FIRSTROW" not in bulk
-    assert "KEEPNULLS" not in bulk and "CODEPAGE = '65001'" in bulk
+    # KEEPNULLS always: an empty field is NULL, never a column default; in a NOT NULL column the
+    # server refuses the NULL and the loader takes the client path, which stores '' (load.sql).
+    assert "KEEPNULLS" in bulk and "CODEPAGE = '65001'" in bulk
 
 
 def test_csv_with_a_header_and_crlf():
@@ -159,7 +161,7 @@ def test_each_table_loads_by_its_own_format():
     bulk = inner(notes)
     assert "BULK INSERT [tpch_staging].[notes_1]" in bulk and "notes.1.csv" in bulk
     assert "FORMAT = 'CSV'" in bulk and "FIELDTERMINATOR = ','" in bulk and "ROWTERMINATOR = '\r\n'" in bulk
-    assert "FIRSTROW = 3" in bulk and "KEEPNULLS" not in bulk
+    assert "FIRSTROW = 3" in bulk and "KEEPNULLS" in bulk
     assert "-- FIRSTROW 3: the 2 header line(s) skipped" in notes and "RFC 4180" in notes
 
     (tags,) = a.load_sql(streams["tags"])

@@ -321,6 +321,13 @@ TRUNCATE TABLE [tpch_staging].[daily_1]
 -- in nchar/nvarchar and _UTF8-collated columns (a character outside a single-byte
 -- column's code page cannot be stored exactly by any load). SQL Server on Linux takes
 -- CODEPAGE RAW only (2019+, none before): the loader uses that there.
+-- KEEPNULLS: BULK INSERT reads an empty field as NULL, and without KEEPNULLS a column's
+-- default replaces it
+-- (https://learn.microsoft.com/en-us/sql/relational-databases/import-export/keep-nulls-or-use-default-values-during-bulk-import-sql-server):
+-- with it an empty field is NULL, never a column default. NULL is what a nullable column's empty
+-- field means here (the spec's NULL marker is the empty field); in a NOT NULL column, where
+-- the spec means an empty string, the server refuses the NULL (error 515) and the loader
+-- loads the file over the client path instead, which stores ''.
 -- TABLOCK into an empty heap: minimally logged under SIMPLE or BULK_LOGGED recovery.
 -- CHECK_CONSTRAINTS keeps the range constraint trusted for SWITCH (without it the load
 -- marks the constraint untrusted). MAXERRORS = 0: no bad line is skipped. Dates as
@@ -331,7 +338,7 @@ SET DATEFORMAT ymd
 -- feed ('\n' would mean CR LF to SQL Server).
 BULK INSERT [tpch_staging].[daily_1]
     FROM '/srv/switchyard/data/batch/daily/daily.1.txt'
-    WITH (DATAFILETYPE = 'char', FIELDTERMINATOR = '|', ROWTERMINATOR = '0x0a', CODEPAGE = '65001',
+    WITH (DATAFILETYPE = 'char', FIELDTERMINATOR = '|', ROWTERMINATOR = '0x0a', CODEPAGE = '65001', KEEPNULLS,
           TABLOCK, CHECK_CONSTRAINTS, BATCHSIZE = 100000, MAXERRORS = 0);
 GO
 -- SWITCH refuses an untrusted CHECK constraint. The load checked every row, so this finds
@@ -389,6 +396,13 @@ TRUNCATE TABLE [tpch_staging].[daily_2]
 -- in nchar/nvarchar and _UTF8-collated columns (a character outside a single-byte
 -- column's code page cannot be stored exactly by any load). SQL Server on Linux takes
 -- CODEPAGE RAW only (2019+, none before): the loader uses that there.
+-- KEEPNULLS: BULK INSERT reads an empty field as NULL, and without KEEPNULLS a column's
+-- default replaces it
+-- (https://learn.microsoft.com/en-us/sql/relational-databases/import-export/keep-nulls-or-use-default-values-during-bulk-import-sql-server):
+-- with it an empty field is NULL, never a column default. NULL is what a nullable column's empty
+-- field means here (the spec's NULL marker is the empty field); in a NOT NULL column, where
+-- the spec means an empty string, the server refuses the NULL (error 515) and the loader
+-- loads the file over the client path instead, which stores ''.
 -- TABLOCK into an empty heap: minimally logged under SIMPLE or BULK_LOGGED recovery.
 -- CHECK_CONSTRAINTS keeps the range constraint trusted for SWITCH (without it the load
 -- marks the constraint untrusted). MAXERRORS = 0: no bad line is skipped. Dates as
@@ -399,7 +413,7 @@ SET DATEFORMAT ymd
 -- feed ('\n' would mean CR LF to SQL Server).
 BULK INSERT [tpch_staging].[daily_2]
     FROM '/srv/switchyard/data/batch/daily/daily.2.txt'
-    WITH (DATAFILETYPE = 'char', FIELDTERMINATOR = '|', ROWTERMINATOR = '0x0a', CODEPAGE = '65001',
+    WITH (DATAFILETYPE = 'char', FIELDTERMINATOR = '|', ROWTERMINATOR = '0x0a', CODEPAGE = '65001', KEEPNULLS,
           TABLOCK, CHECK_CONSTRAINTS, BATCHSIZE = 100000, MAXERRORS = 0);
 GO
 -- SWITCH refuses an untrusted CHECK constraint. The load checked every row, so this finds
@@ -457,6 +471,13 @@ TRUNCATE TABLE [tpch_staging].[hourly_1]
 -- in nchar/nvarchar and _UTF8-collated columns (a character outside a single-byte
 -- column's code page cannot be stored exactly by any load). SQL Server on Linux takes
 -- CODEPAGE RAW only (2019+, none before): the loader uses that there.
+-- KEEPNULLS: BULK INSERT reads an empty field as NULL, and without KEEPNULLS a column's
+-- default replaces it
+-- (https://learn.microsoft.com/en-us/sql/relational-databases/import-export/keep-nulls-or-use-default-values-during-bulk-import-sql-server):
+-- with it an empty field is NULL, never a column default. NULL is what a nullable column's empty
+-- field means here (the spec's NULL marker is the empty field); in a NOT NULL column, where
+-- the spec means an empty string, the server refuses the NULL (error 515) and the loader
+-- loads the file over the client path instead, which stores ''.
 -- TABLOCK into an empty heap: minimally logged under SIMPLE or BULK_LOGGED recovery.
 -- CHECK_CONSTRAINTS keeps the range constraint trusted for SWITCH (without it the load
 -- marks the constraint untrusted). MAXERRORS = 0: no bad line is skipped. Dates as
@@ -467,7 +488,7 @@ SET DATEFORMAT ymd
 -- feed ('\n' would mean CR LF to SQL Server).
 BULK INSERT [tpch_staging].[hourly_1]
     FROM '/srv/switchyard/data/batch/hourly/hourly.1.txt'
-    WITH (DATAFILETYPE = 'char', FIELDTERMINATOR = '|', ROWTERMINATOR = '0x0a', CODEPAGE = '65001',
+    WITH (DATAFILETYPE = 'char', FIELDTERMINATOR = '|', ROWTERMINATOR = '0x0a', CODEPAGE = '65001', KEEPNULLS,
           TABLOCK, CHECK_CONSTRAINTS, BATCHSIZE = 100000, MAXERRORS = 0);
 GO
 -- SWITCH refuses an untrusted CHECK constraint. The load checked every row, so this finds
@@ -525,6 +546,13 @@ TRUNCATE TABLE [tpch_staging].[hourly_2]
 -- in nchar/nvarchar and _UTF8-collated columns (a character outside a single-byte
 -- column's code page cannot be stored exactly by any load). SQL Server on Linux takes
 -- CODEPAGE RAW only (2019+, none before): the loader uses that there.
+-- KEEPNULLS: BULK INSERT reads an empty field as NULL, and without KEEPNULLS a column's
+-- default replaces it
+-- (https://learn.microsoft.com/en-us/sql/relational-databases/import-export/keep-nulls-or-use-default-values-during-bulk-import-sql-server):
+-- with it an empty field is NULL, never a column default. NULL is what a nullable column's empty
+-- field means here (the spec's NULL marker is the empty field); in a NOT NULL column, where
+-- the spec means an empty string, the server refuses the NULL (error 515) and the loader
+-- loads the file over the client path instead, which stores ''.
 -- TABLOCK into an empty heap: minimally logged under SIMPLE or BULK_LOGGED recovery.
 -- CHECK_CONSTRAINTS keeps the range constraint trusted for SWITCH (without it the load
 -- marks the constraint untrusted). MAXERRORS = 0: no bad line is skipped. Dates as
@@ -535,7 +563,7 @@ SET DATEFORMAT ymd
 -- feed ('\n' would mean CR LF to SQL Server).
 BULK INSERT [tpch_staging].[hourly_2]
     FROM '/srv/switchyard/data/batch/hourly/hourly.2.txt'
-    WITH (DATAFILETYPE = 'char', FIELDTERMINATOR = '|', ROWTERMINATOR = '0x0a', CODEPAGE = '65001',
+    WITH (DATAFILETYPE = 'char', FIELDTERMINATOR = '|', ROWTERMINATOR = '0x0a', CODEPAGE = '65001', KEEPNULLS,
           TABLOCK, CHECK_CONSTRAINTS, BATCHSIZE = 100000, MAXERRORS = 0);
 GO
 -- SWITCH refuses an untrusted CHECK constraint. The load checked every row, so this finds
@@ -593,6 +621,13 @@ TRUNCATE TABLE [tpch_staging].[hourly_3]
 -- in nchar/nvarchar and _UTF8-collated columns (a character outside a single-byte
 -- column's code page cannot be stored exactly by any load). SQL Server on Linux takes
 -- CODEPAGE RAW only (2019+, none before): the loader uses that there.
+-- KEEPNULLS: BULK INSERT reads an empty field as NULL, and without KEEPNULLS a column's
+-- default replaces it
+-- (https://learn.microsoft.com/en-us/sql/relational-databases/import-export/keep-nulls-or-use-default-values-during-bulk-import-sql-server):
+-- with it an empty field is NULL, never a column default. NULL is what a nullable column's empty
+-- field means here (the spec's NULL marker is the empty field); in a NOT NULL column, where
+-- the spec means an empty string, the server refuses the NULL (error 515) and the loader
+-- loads the file over the client path instead, which stores ''.
 -- TABLOCK into an empty heap: minimally logged under SIMPLE or BULK_LOGGED recovery.
 -- CHECK_CONSTRAINTS keeps the range constraint trusted for SWITCH (without it the load
 -- marks the constraint untrusted). MAXERRORS = 0: no bad line is skipped. Dates as
@@ -603,7 +638,7 @@ SET DATEFORMAT ymd
 -- feed ('\n' would mean CR LF to SQL Server).
 BULK INSERT [tpch_staging].[hourly_3]
     FROM '/srv/switchyard/data/batch/hourly/hourly.3.txt'
-    WITH (DATAFILETYPE = 'char', FIELDTERMINATOR = '|', ROWTERMINATOR = '0x0a', CODEPAGE = '65001',
+    WITH (DATAFILETYPE = 'char', FIELDTERMINATOR = '|', ROWTERMINATOR = '0x0a', CODEPAGE = '65001', KEEPNULLS,
           TABLOCK, CHECK_CONSTRAINTS, BATCHSIZE = 100000, MAXERRORS = 0);
 GO
 -- SWITCH refuses an untrusted CHECK constraint. The load checked every row, so this finds

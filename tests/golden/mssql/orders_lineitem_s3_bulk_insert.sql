@@ -365,6 +365,13 @@ TRUNCATE TABLE [tpch_staging].[orders_1]
 -- in nchar/nvarchar and _UTF8-collated columns (a character outside a single-byte
 -- column's code page cannot be stored exactly by any load). SQL Server on Linux takes
 -- CODEPAGE RAW only (2019+, none before): the loader uses that there.
+-- KEEPNULLS: BULK INSERT reads an empty field as NULL, and without KEEPNULLS a column's
+-- default replaces it
+-- (https://learn.microsoft.com/en-us/sql/relational-databases/import-export/keep-nulls-or-use-default-values-during-bulk-import-sql-server):
+-- with it an empty field is NULL, never a column default. NULL is what a nullable column's empty
+-- field means here (the spec's NULL marker is the empty field); in a NOT NULL column, where
+-- the spec means an empty string, the server refuses the NULL (error 515) and the loader
+-- loads the file over the client path instead, which stores ''.
 -- TABLOCK into an empty heap: minimally logged under SIMPLE or BULK_LOGGED recovery.
 -- CHECK_CONSTRAINTS keeps the range constraint trusted for SWITCH (without it the load
 -- marks the constraint untrusted). MAXERRORS = 0: no bad line is skipped. Dates as
@@ -376,7 +383,7 @@ SET DATEFORMAT ymd
 -- INSERT documentation builds an LF terminator ('\n' would mean CR LF to SQL Server, and no
 -- line break is written inside a string literal here).
 DECLARE @rowterminator nvarchar(12) = N'|' + NCHAR(10)
-DECLARE @load nvarchar(max) = N'BULK INSERT [tpch_staging].[orders_1] FROM ''/var/opt/mssql/switchyard/batch/orders/orders.1.tbl'' WITH (DATAFILETYPE = ''char'', FIELDTERMINATOR = ''|'', ROWTERMINATOR = ''' + @rowterminator + N''', CODEPAGE = ''65001'', TABLOCK, CHECK_CONSTRAINTS, BATCHSIZE = 100000, MAXERRORS = 0)'
+DECLARE @load nvarchar(max) = N'BULK INSERT [tpch_staging].[orders_1] FROM ''/var/opt/mssql/switchyard/batch/orders/orders.1.tbl'' WITH (DATAFILETYPE = ''char'', FIELDTERMINATOR = ''|'', ROWTERMINATOR = ''' + @rowterminator + N''', CODEPAGE = ''65001'', KEEPNULLS, TABLOCK, CHECK_CONSTRAINTS, BATCHSIZE = 100000, MAXERRORS = 0)'
 EXEC sys.sp_executesql @load;
 GO
 -- SWITCH refuses an untrusted CHECK constraint. The load checked every row, so this finds
@@ -439,6 +446,13 @@ TRUNCATE TABLE [tpch_staging].[orders_2]
 -- in nchar/nvarchar and _UTF8-collated columns (a character outside a single-byte
 -- column's code page cannot be stored exactly by any load). SQL Server on Linux takes
 -- CODEPAGE RAW only (2019+, none before): the loader uses that there.
+-- KEEPNULLS: BULK INSERT reads an empty field as NULL, and without KEEPNULLS a column's
+-- default replaces it
+-- (https://learn.microsoft.com/en-us/sql/relational-databases/import-export/keep-nulls-or-use-default-values-during-bulk-import-sql-server):
+-- with it an empty field is NULL, never a column default. NULL is what a nullable column's empty
+-- field means here (the spec's NULL marker is the empty field); in a NOT NULL column, where
+-- the spec means an empty string, the server refuses the NULL (error 515) and the loader
+-- loads the file over the client path instead, which stores ''.
 -- TABLOCK into an empty heap: minimally logged under SIMPLE or BULK_LOGGED recovery.
 -- CHECK_CONSTRAINTS keeps the range constraint trusted for SWITCH (without it the load
 -- marks the constraint untrusted). MAXERRORS = 0: no bad line is skipped. Dates as
@@ -450,7 +464,7 @@ SET DATEFORMAT ymd
 -- INSERT documentation builds an LF terminator ('\n' would mean CR LF to SQL Server, and no
 -- line break is written inside a string literal here).
 DECLARE @rowterminator nvarchar(12) = N'|' + NCHAR(10)
-DECLARE @load nvarchar(max) = N'BULK INSERT [tpch_staging].[orders_2] FROM ''/var/opt/mssql/switchyard/batch/orders/orders.2.tbl'' WITH (DATAFILETYPE = ''char'', FIELDTERMINATOR = ''|'', ROWTERMINATOR = ''' + @rowterminator + N''', CODEPAGE = ''65001'', TABLOCK, CHECK_CONSTRAINTS, BATCHSIZE = 100000, MAXERRORS = 0)'
+DECLARE @load nvarchar(max) = N'BULK INSERT [tpch_staging].[orders_2] FROM ''/var/opt/mssql/switchyard/batch/orders/orders.2.tbl'' WITH (DATAFILETYPE = ''char'', FIELDTERMINATOR = ''|'', ROWTERMINATOR = ''' + @rowterminator + N''', CODEPAGE = ''65001'', KEEPNULLS, TABLOCK, CHECK_CONSTRAINTS, BATCHSIZE = 100000, MAXERRORS = 0)'
 EXEC sys.sp_executesql @load;
 GO
 -- SWITCH refuses an untrusted CHECK constraint. The load checked every row, so this finds
@@ -513,6 +527,13 @@ TRUNCATE TABLE [tpch_staging].[orders_3]
 -- in nchar/nvarchar and _UTF8-collated columns (a character outside a single-byte
 -- column's code page cannot be stored exactly by any load). SQL Server on Linux takes
 -- CODEPAGE RAW only (2019+, none before): the loader uses that there.
+-- KEEPNULLS: BULK INSERT reads an empty field as NULL, and without KEEPNULLS a column's
+-- default replaces it
+-- (https://learn.microsoft.com/en-us/sql/relational-databases/import-export/keep-nulls-or-use-default-values-during-bulk-import-sql-server):
+-- with it an empty field is NULL, never a column default. NULL is what a nullable column's empty
+-- field means here (the spec's NULL marker is the empty field); in a NOT NULL column, where
+-- the spec means an empty string, the server refuses the NULL (error 515) and the loader
+-- loads the file over the client path instead, which stores ''.
 -- TABLOCK into an empty heap: minimally logged under SIMPLE or BULK_LOGGED recovery.
 -- CHECK_CONSTRAINTS keeps the range constraint trusted for SWITCH (without it the load
 -- marks the constraint untrusted). MAXERRORS = 0: no bad line is skipped. Dates as
@@ -524,7 +545,7 @@ SET DATEFORMAT ymd
 -- INSERT documentation builds an LF terminator ('\n' would mean CR LF to SQL Server, and no
 -- line break is written inside a string literal here).
 DECLARE @rowterminator nvarchar(12) = N'|' + NCHAR(10)
-DECLARE @load nvarchar(max) = N'BULK INSERT [tpch_staging].[orders_3] FROM ''/var/opt/mssql/switchyard/batch/orders/orders.3.tbl'' WITH (DATAFILETYPE = ''char'', FIELDTERMINATOR = ''|'', ROWTERMINATOR = ''' + @rowterminator + N''', CODEPAGE = ''65001'', TABLOCK, CHECK_CONSTRAINTS, BATCHSIZE = 100000, MAXERRORS = 0)'
+DECLARE @load nvarchar(max) = N'BULK INSERT [tpch_staging].[orders_3] FROM ''/var/opt/mssql/switchyard/batch/orders/orders.3.tbl'' WITH (DATAFILETYPE = ''char'', FIELDTERMINATOR = ''|'', ROWTERMINATOR = ''' + @rowterminator + N''', CODEPAGE = ''65001'', KEEPNULLS, TABLOCK, CHECK_CONSTRAINTS, BATCHSIZE = 100000, MAXERRORS = 0)'
 EXEC sys.sp_executesql @load;
 GO
 -- SWITCH refuses an untrusted CHECK constraint. The load checked every row, so this finds
@@ -594,6 +615,13 @@ TRUNCATE TABLE [tpch_staging].[lineitem_1]
 -- in nchar/nvarchar and _UTF8-collated columns (a character outside a single-byte
 -- column's code page cannot be stored exactly by any load). SQL Server on Linux takes
 -- CODEPAGE RAW only (2019+, none before): the loader uses that there.
+-- KEEPNULLS: BULK INSERT reads an empty field as NULL, and without KEEPNULLS a column's
+-- default replaces it
+-- (https://learn.microsoft.com/en-us/sql/relational-databases/import-export/keep-nulls-or-use-default-values-during-bulk-import-sql-server):
+-- with it an empty field is NULL, never a column default. NULL is what a nullable column's empty
+-- field means here (the spec's NULL marker is the empty field); in a NOT NULL column, where
+-- the spec means an empty string, the server refuses the NULL (error 515) and the loader
+-- loads the file over the client path instead, which stores ''.
 -- TABLOCK into an empty heap: minimally logged under SIMPLE or BULK_LOGGED recovery.
 -- CHECK_CONSTRAINTS keeps the range constraint trusted for SWITCH (without it the load
 -- marks the constraint untrusted). MAXERRORS = 0: no bad line is skipped. Dates as
@@ -605,7 +633,7 @@ SET DATEFORMAT ymd
 -- INSERT documentation builds an LF terminator ('\n' would mean CR LF to SQL Server, and no
 -- line break is written inside a string literal here).
 DECLARE @rowterminator nvarchar(12) = N'|' + NCHAR(10)
-DECLARE @load nvarchar(max) = N'BULK INSERT [tpch_staging].[lineitem_1] FROM ''/var/opt/mssql/switchyard/batch/lineitem/lineitem.1.tbl'' WITH (DATAFILETYPE = ''char'', FIELDTERMINATOR = ''|'', ROWTERMINATOR = ''' + @rowterminator + N''', CODEPAGE = ''65001'', TABLOCK, CHECK_CONSTRAINTS, BATCHSIZE = 100000, MAXERRORS = 0)'
+DECLARE @load nvarchar(max) = N'BULK INSERT [tpch_staging].[lineitem_1] FROM ''/var/opt/mssql/switchyard/batch/lineitem/lineitem.1.tbl'' WITH (DATAFILETYPE = ''char'', FIELDTERMINATOR = ''|'', ROWTERMINATOR = ''' + @rowterminator + N''', CODEPAGE = ''65001'', KEEPNULLS, TABLOCK, CHECK_CONSTRAINTS, BATCHSIZE = 100000, MAXERRORS = 0)'
 EXEC sys.sp_executesql @load;
 GO
 -- SWITCH refuses an untrusted CHECK constraint. The load checked every row, so this finds
@@ -675,6 +703,13 @@ TRUNCATE TABLE [tpch_staging].[lineitem_2]
 -- in nchar/nvarchar and _UTF8-collated columns (a character outside a single-byte
 -- column's code page cannot be stored exactly by any load). SQL Server on Linux takes
 -- CODEPAGE RAW only (2019+, none before): the loader uses that there.
+-- KEEPNULLS: BULK INSERT reads an empty field as NULL, and without KEEPNULLS a column's
+-- default replaces it
+-- (https://learn.microsoft.com/en-us/sql/relational-databases/import-export/keep-nulls-or-use-default-values-during-bulk-import-sql-server):
+-- with it an empty field is NULL, never a column default. NULL is what a nullable column's empty
+-- field means here (the spec's NULL marker is the empty field); in a NOT NULL column, where
+-- the spec means an empty string, the server refuses the NULL (error 515) and the loader
+-- loads the file over the client path instead, which stores ''.
 -- TABLOCK into an empty heap: minimally logged under SIMPLE or BULK_LOGGED recovery.
 -- CHECK_CONSTRAINTS keeps the range constraint trusted for SWITCH (without it the load
 -- marks the constraint untrusted). MAXERRORS = 0: no bad line is skipped. Dates as
@@ -686,7 +721,7 @@ SET DATEFORMAT ymd
 -- INSERT documentation builds an LF terminator ('\n' would mean CR LF to SQL Server, and no
 -- line break is written inside a string literal here).
 DECLARE @rowterminator nvarchar(12) = N'|' + NCHAR(10)
-DECLARE @load nvarchar(max) = N'BULK INSERT [tpch_staging].[lineitem_2] FROM ''/var/opt/mssql/switchyard/batch/lineitem/lineitem.2.tbl'' WITH (DATAFILETYPE = ''char'', FIELDTERMINATOR = ''|'', ROWTERMINATOR = ''' + @rowterminator + N''', CODEPAGE = ''65001'', TABLOCK, CHECK_CONSTRAINTS, BATCHSIZE = 100000, MAXERRORS = 0)'
+DECLARE @load nvarchar(max) = N'BULK INSERT [tpch_staging].[lineitem_2] FROM ''/var/opt/mssql/switchyard/batch/lineitem/lineitem.2.tbl'' WITH (DATAFILETYPE = ''char'', FIELDTERMINATOR = ''|'', ROWTERMINATOR = ''' + @rowterminator + N''', CODEPAGE = ''65001'', KEEPNULLS, TABLOCK, CHECK_CONSTRAINTS, BATCHSIZE = 100000, MAXERRORS = 0)'
 EXEC sys.sp_executesql @load;
 GO
 -- SWITCH refuses an untrusted CHECK constraint. The load checked every row, so this finds
@@ -756,6 +791,13 @@ TRUNCATE TABLE [tpch_staging].[lineitem_3]
 -- in nchar/nvarchar and _UTF8-collated columns (a character outside a single-byte
 -- column's code page cannot be stored exactly by any load). SQL Server on Linux takes
 -- CODEPAGE RAW only (2019+, none before): the loader uses that there.
+-- KEEPNULLS: BULK INSERT reads an empty field as NULL, and without KEEPNULLS a column's
+-- default replaces it
+-- (https://learn.microsoft.com/en-us/sql/relational-databases/import-export/keep-nulls-or-use-default-values-during-bulk-import-sql-server):
+-- with it an empty field is NULL, never a column default. NULL is what a nullable column's empty
+-- field means here (the spec's NULL marker is the empty field); in a NOT NULL column, where
+-- the spec means an empty string, the server refuses the NULL (error 515) and the loader
+-- loads the file over the client path instead, which stores ''.
 -- TABLOCK into an empty heap: minimally logged under SIMPLE or BULK_LOGGED recovery.
 -- CHECK_CONSTRAINTS keeps the range constraint trusted for SWITCH (without it the load
 -- marks the constraint untrusted). MAXERRORS = 0: no bad line is skipped. Dates as
@@ -767,7 +809,7 @@ SET DATEFORMAT ymd
 -- INSERT documentation builds an LF terminator ('\n' would mean CR LF to SQL Server, and no
 -- line break is written inside a string literal here).
 DECLARE @rowterminator nvarchar(12) = N'|' + NCHAR(10)
-DECLARE @load nvarchar(max) = N'BULK INSERT [tpch_staging].[lineitem_3] FROM ''/var/opt/mssql/switchyard/batch/lineitem/lineitem.3.tbl'' WITH (DATAFILETYPE = ''char'', FIELDTERMINATOR = ''|'', ROWTERMINATOR = ''' + @rowterminator + N''', CODEPAGE = ''65001'', TABLOCK, CHECK_CONSTRAINTS, BATCHSIZE = 100000, MAXERRORS = 0)'
+DECLARE @load nvarchar(max) = N'BULK INSERT [tpch_staging].[lineitem_3] FROM ''/var/opt/mssql/switchyard/batch/lineitem/lineitem.3.tbl'' WITH (DATAFILETYPE = ''char'', FIELDTERMINATOR = ''|'', ROWTERMINATOR = ''' + @rowterminator + N''', CODEPAGE = ''65001'', KEEPNULLS, TABLOCK, CHECK_CONSTRAINTS, BATCHSIZE = 100000, MAXERRORS = 0)'
 EXEC sys.sp_executesql @load;
 GO
 -- SWITCH refuses an untrusted CHECK constraint. The load checked every row, so this finds

@@ -70,6 +70,8 @@ CODE_PAGES_SQL = ("SELECT c.name, COLLATIONPROPERTY(c.collation_name, 'CodePage'
                   "WHERE c.object_id = OBJECT_ID(?) AND c.collation_name IS NOT NULL")
 # Data files only (type 0: ROWS).
 USED_PAGES_SQL = "SELECT name, FILEPROPERTY(name, 'SpaceUsed') FROM sys.database_files WHERE [type] = 0"
+# "Cannot insert the value NULL into column ...": a BULK INSERT met an empty field in a NOT NULL column.
+NULL_REFUSED = 515
 
 class MssqlAdapter(TargetAdapter):
     engine = "mssql"
@@ -386,7 +388,7 @@ class MssqlAdapter(TargetAdapter):
             row_terminator_sql="'0x0a'" if terminator == "\n" else None,
             row_terminator_expr=_nchar_expression(terminator), row_terminator_note=shown,
             first_row=fmt.header_lines + 1, codepage=codepage, codepage_note=_codepage_note(codepage),
-            keepnulls=fmt.null_marker == "" and any(c.nullable for c in table.columns),
+            keepnulls=True,
             batch_size=self.batch_size, guard=self.scheduler_guard if guard is None else guard,
             busy_error=SCHEDULER_BUSY_ERROR, busy_message=SCHEDULER_BUSY_MESSAGE)
 
@@ -938,6 +940,12 @@ class MssqlAdapter(TargetAdapter):
                 except pyodbc.Error as exc:
                     if is_scheduler_busy(exc):
                         raise SchedulerBusy(_message(exc)) from exc
+                    if NULL_REFUSED in error_numbers(exc) and any(not c.nullable for c in
+                                                                  self.spec.table(stream.table).columns):
+                        # An empty field in a NOT NULL column: BULK INSERT reads it as NULL
+                        # (load.sql); the spec means '', which the client path stores.
+                        raise _ClientPath(f"an empty field in a NOT NULL column, which BULK INSERT reads as NULL "
+                                          f"({_message(exc)}); the client path loads it as an empty string") from exc
                     raise self._load_error(path, stream, exc) from exc
             finally:
                 if watcher is not None:
