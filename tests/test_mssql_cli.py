@@ -74,7 +74,11 @@ def test_plan_server_config_for_96_streams_on_a_2x48_layout():
     assert "--    2000[0x1],2001[0x2]\n" in text
     assert "Windows setting" in text and "Linux" in text and "TCP Dynamic Ports = blank" in text
     assert '{"base_port": 2000, "port_count": 2}' in text
-    assert "AFFINITY CPU =" not in text.replace("AFFINITY CPU = AUTO", "") and "SOFTNUMA" not in text
+    assert "AFFINITY CPU =" not in text.replace("AFFINITY CPU = AUTO", "")
+    # 2x48 is an assumption: said, with how to check it, and automatic soft-NUMA turned off so that
+    # the node ids the port map names are the hardware nodes.
+    assert "Assumed, not read: node ids 0..N-1 are the hardware NUMA nodes" in text
+    assert "ALTER SERVER CONFIGURATION SET SOFTNUMA OFF;" in text
     assert "group 1, CPUs 0-47 of the group (cpu_id 64-111)" in text
 
 

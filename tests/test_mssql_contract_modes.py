@@ -48,6 +48,21 @@ DBA_COMPRESS_SQL = "ALTER TABLE {table} REBUILD PARTITION = ALL WITH (DATA_COMPR
 INDEX_EXISTS_SQL = "SELECT COUNT(*) FROM sys.indexes WHERE [object_id] = OBJECT_ID(?) AND name = N'ix_orders_custkey'"
 COMPRESSION_SQL = ("SELECT DISTINCT data_compression_desc FROM sys.partitions WHERE [object_id] = OBJECT_ID(?) "
                    "AND [rows] > 0")
+# The pre-flight's dependencies, made by a DBA on a loaded table (tests at the end).
+DBA_KEY_SQL = "ALTER TABLE {table} ADD CONSTRAINT [pk_orders] PRIMARY KEY NONCLUSTERED ([o_orderkey]) ON {scheme}([o_orderkey])"
+DBA_FK_TABLE_SQL = ("CREATE TABLE {referencing} ([o_orderkey] bigint NOT NULL CONSTRAINT [fk_ref_orders] "
+                    "REFERENCES {table} ([o_orderkey]))")
+DBA_CHECK_SQL = "ALTER TABLE {table} WITH CHECK ADD CONSTRAINT [ck_orders_price] CHECK ([o_totalprice] >= 0)"
+DBA_CHECK_NOW_SQL = "ALTER TABLE {table} WITH NOCHECK ADD CONSTRAINT [ck_orders_recent] CHECK ([o_orderdate] <= GETDATE())"
+DBA_VIEW_SQL = ("CREATE VIEW {view} WITH SCHEMABINDING AS SELECT [o_orderstatus], COUNT_BIG(*) AS [n] FROM {table} "
+                "GROUP BY [o_orderstatus]")
+DBA_VIEW_INDEX_SQL = "CREATE UNIQUE CLUSTERED INDEX [ix_v_orders] ON {view} ([o_orderstatus])"
+SCHEME_FILEGROUPS_SQL = ("SELECT fg.name FROM sys.partition_schemes AS ps JOIN sys.destination_data_spaces AS dds "
+                         "ON dds.partition_scheme_id = ps.data_space_id JOIN sys.filegroups AS fg "
+                         "ON fg.data_space_id = dds.data_space_id WHERE ps.name = ? ORDER BY dds.destination_id")
+DBA_SCHEME_COPY_SQL = "CREATE PARTITION SCHEME {copy} AS PARTITION {function} TO ({filegroups})"
+DBA_INDEX_ON_COPY_SQL = "CREATE NONCLUSTERED INDEX [ix_orders_cust_copy] ON {table} ([o_custkey]) ON {copy}([o_orderkey])"
+CHECKS_ON_STAGING_SQL = "SELECT COUNT(*) FROM sys.check_constraints WHERE name = ? AND is_not_trusted = 0"
 CLEANUP_SQL = [
     "DELETE FROM [switchyard].[partition_batches] WHERE target_schema = ?",
     "DELETE FROM [switchyard].[planned_partitions] WHERE target_schema = ?",
@@ -64,11 +79,30 @@ def drop_sql(a) -> list[str]:
             f"DROP SCHEMA IF EXISTS {a.q(a.staging_schema)}", f"DROP SCHEMA IF EXISTS {a.q(a.schema)}"]
 
 
+def dba_sql(a) -> dict[str, str]:
+    """The DBA's statements of the pre-flight tests, for this schema."""
+    table, scheme = a.qualified(a.schema, "orders"), a.q(a.scheme_name("orders"))
+    copy = a.q(a.scheme_name("orders") + "_copy")
+    return {"key": DBA_KEY_SQL.format(table=table, scheme=scheme),
+            "fk_table": DBA_FK_TABLE_SQL.format(referencing=a.qualified(a.schema, "order_refs"), table=table),
+            "check": DBA_CHECK_SQL.format(table=table), "check_now": DBA_CHECK_NOW_SQL.format(table=table),
+            "view": DBA_VIEW_SQL.format(view=a.qualified(a.schema, "v_orders"), table=table),
+            "view_index": DBA_VIEW_INDEX_SQL.format(view=a.qualified(a.schema, "v_orders")),
+            "scheme_copy": DBA_SCHEME_COPY_SQL.format(copy=copy, function=a.q(a.function_name("orders")),
+                                                      filegroups="[fg1], [fg_edge]"),
+            "index_on_copy": DBA_INDEX_ON_COPY_SQL.format(table=table, copy=copy),
+            "drop_view": f"DROP VIEW IF EXISTS {a.qualified(a.schema, 'v_orders')}",
+            "drop_fk_table": f"DROP TABLE IF EXISTS {a.qualified(a.schema, 'order_refs')}",
+            "drop_index_on_copy": f"DROP INDEX IF EXISTS [ix_orders_cust_copy] ON {table}",
+            "drop_scheme_copy": f"DROP PARTITION SCHEME {copy}"}
+
+
 def suite_sql(a) -> list[str]:
     table = a.qualified(a.schema, "orders")
     return [FUNCTIONS_SQL, STAGING_TABLES_SQL, BATCHES_SQL, EDGE_ROWS_SQL, KEY_RANGE_SQL.format(table=table),
             DBA_INDEX_SQL.format(table=table, scheme=a.q(a.scheme_name("orders"))), DBA_COMPRESS_SQL.format(table=table),
-            INDEX_EXISTS_SQL, COMPRESSION_SQL, *CLEANUP_SQL, *drop_sql(a)]
+            INDEX_EXISTS_SQL, COMPRESSION_SQL, SCHEME_FILEGROUPS_SQL, CHECKS_ON_STAGING_SQL,
+            *[x for k, x in dba_sql(a).items() if k != "drop_scheme_copy"], *CLEANUP_SQL, *drop_sql(a)]
 
 
 # --- batches written by the tests --------------------------------------------------------------------
@@ -234,3 +268,65 @@ def test_append_an_overlapping_batch_is_refused_before_any_load(target):
     assert refused.value.permanent is True and "2026-04-05" in str(refused.value)
     assert a.fetch(STAGING_TABLES_SQL, (a.staging_schema,))[0][0] == 0
     assert key_range(a) == (1, 4000, 4000)
+
+
+# --- the pre-flight: what a DBA adds to a loaded table ---------------------------------------------------
+def test_a_foreign_key_referencing_the_target_is_refused_before_any_load(target):
+    from switchyard.targets import TargetError
+    t = target()
+    a, _, _, _ = t.load("2026-04-04", even(2))
+    dba = dba_sql(a)
+    a.execute([dba["key"], dba["fk_table"]])
+    try:
+        with pytest.raises(TargetError, match="is referenced by foreign key fk_ref_orders") as refused:
+            t.load("2026-04-05", even(2))
+        assert refused.value.permanent and "Msg 4712" in str(refused.value)
+        assert a.fetch(STAGING_TABLES_SQL, (a.staging_schema,))[0][0] == 0
+        assert key_range(a) == (1, 4000, 4000)
+    finally:
+        a.execute([dba["drop_fk_table"]])
+
+
+def test_the_targets_check_constraint_goes_on_the_staging_tables_and_the_batch_switches(target):
+    t = target()
+    a, _, _, _ = t.load("2026-04-04", even(2))
+    a.execute([dba_sql(a)["check"]])
+    b, _, notes, results = t.load("2026-04-05", even(2, 1, 3000))
+    assert any("CHECK constraint ck_orders_price" in n and "is copied" in n for n in notes)
+    assert results[-1]["table_switched"] and key_range(b) == (1, 3000, 3000)
+
+
+def test_a_check_constraint_switchyard_cannot_copy_is_refused_naming_it(target):
+    from switchyard.targets import TargetError
+    t = target()
+    a, _, _, _ = t.load("2026-04-04", even(2))
+    a.execute([dba_sql(a)["check_now"]])
+    with pytest.raises(TargetError, match="CHECK constraint ck_orders_recent"):
+        t.load("2026-04-05", even(2))
+
+
+def test_an_indexed_view_over_the_target_is_refused_before_any_load(target):
+    from switchyard.targets import TargetError
+    t = target()
+    a, _, _, _ = t.load("2026-04-04", even(2))
+    dba = dba_sql(a)
+    a.execute([dba["view"], dba["view_index"]])
+    try:
+        with pytest.raises(TargetError, match=r"is in the indexed view \[m_\w+\]\.\[v_orders\]"):
+            t.load("2026-04-05", even(2))
+    finally:
+        a.execute([dba["drop_view"]])
+
+
+def test_an_index_on_another_scheme_of_the_same_function_and_filegroups_is_aligned(target):
+    t = target()
+    a, _, _, _ = t.load("2026-04-04", even(1))
+    dba = dba_sql(a)
+    filegroups = [r[0] for r in a.fetch(SCHEME_FILEGROUPS_SQL, (a.scheme_name("orders"),))]
+    assert filegroups == ["fg_edge", "fg1", "fg_edge"]
+    a.execute([dba["scheme_copy"].replace("[fg1], [fg_edge]", "[fg_edge], [fg1], [fg_edge]"), dba["index_on_copy"]])
+    try:
+        b, _, _, results = t.load("2026-04-05", even(1))
+        assert results[-1]["table_switched"] and "ix_orders_cust_copy" in results[0]["indexes_built"]
+    finally:
+        a.execute([dba["drop_index_on_copy"], dba["drop_scheme_copy"]])

@@ -69,7 +69,9 @@ def test_tpch_like_text_reads_on_the_server():
     spec = spec_with({"delimiter": "|", "trailing_delimiter": True}, nullable=False)
     bulk = inner(load_batch(spec))
     assert "ROWTERMINATOR = '|\n'" in bulk and "FORMAT" not in bulk and "FIRSTROW" not in bulk
-    assert "KEEPNULLS" not in bulk and "CODEPAGE = '65001'" in bulk
+    # KEEPNULLS always: an empty field is NULL, never a column default; in a NOT NULL column the
+    # server refuses the NULL and the loader takes the client path, which stores '' (load.sql).
+    assert "KEEPNULLS" in bulk and "CODEPAGE = '65001'" in bulk
 
 
 def test_csv_with_a_header_and_crlf():
@@ -159,7 +161,7 @@ def test_each_table_loads_by_its_own_format():
     bulk = inner(notes)
     assert "BULK INSERT [tpch_staging].[notes_1]" in bulk and "notes.1.csv" in bulk
     assert "FORMAT = 'CSV'" in bulk and "FIELDTERMINATOR = ','" in bulk and "ROWTERMINATOR = '\r\n'" in bulk
-    assert "FIRSTROW = 3" in bulk and "KEEPNULLS" not in bulk
+    assert "FIRSTROW = 3" in bulk and "KEEPNULLS" in bulk
     assert "-- FIRSTROW 3: the 2 header line(s) skipped" in notes and "RFC 4180" in notes
 
     (tags,) = a.load_sql(streams["tags"])
@@ -245,13 +247,14 @@ def test_date_keys_from_iso_bounds():
     assert "TO ([fg_edge], [fg1], [fg2], [fg_edge])" in setup
     s = plan.table("notes").streams[1]
     check = a.prepare_sql(s)[-1]
-    assert "CHECK ([id] >= '2026-02-01' AND [id] <= '2026-02-28')" in check and "ISO 8601" in check
+    assert ("CHECK ([id] IS NOT NULL AND [id] >= CONVERT(date, '2026-02-01', 23) AND [id] <= CONVERT(date, '2026-02-28', 23))" in check
+            and "ISO 8601" in check)
     # The table's commit finds each stream's partition by its upper boundary, a typed literal.
-    assert "$PARTITION.[pf_tpch_notes]('2026-02-28')" in "\n".join(a.commit_sql(plan.table("notes")))
+    assert "$PARTITION.[pf_tpch_notes](CONVERT(date, '2026-02-28', 23))" in "\n".join(a.commit_sql(plan.table("notes")))
     key = a.key("notes")
     assert key.value(s.lower) == date(2026, 2, 1) and key.before(s.lower) == date(2026, 1, 31)
     # A date-typed bound works as well as its ISO text (plans made before ISO text arrives).
-    assert a.key("notes").literal(date(2026, 2, 1)) == "'2026-02-01'"
+    assert a.key("notes").literal(date(2026, 2, 1)) == "CONVERT(date, '2026-02-01', 23)"
 
 
 def test_timestamp_keys_keep_their_precision():
@@ -268,9 +271,9 @@ def test_timestamp_keys_keep_their_precision():
             a.key("notes").literal(bad)
     assert adapter(spec_with({}, key_type="datetime")).key("notes").literal(
         adapter(spec_with({}, key_type="datetime")).key("notes").before("2026-01-01T00:00:00")) \
-        == "'2025-12-31T23:59:59.990'"
+        == "CONVERT(datetime, '2025-12-31T23:59:59.997', 126)"
     assert adapter(spec_with({}, key_type="smalldatetime")).key("notes").literal("2026-01-01 10:30") \
-        == "'2026-01-01T10:30:00'"
+        == "CONVERT(smalldatetime, '2026-01-01T10:30:00', 126)"
     # Bounds are parsed, never pasted: text that is not a value of the key's type never reaches SQL.
     dated = spec_with({}, key_type="date")
     with pytest.raises(TargetError, match="not an ISO date"):

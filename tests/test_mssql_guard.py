@@ -339,3 +339,24 @@ def test_text_the_server_would_not_store_exactly_turns_to_the_client_path(stream
     assert "non-ASCII text" in result.details["load_path"] and "o_comment (code page 1252)" in result.details["load_path"]
     b = ScriptedAdapter([None], local_data_root=path.parents[2], load_mode="bulk_insert", text_check=False)
     assert b.load(s, path).rows == 7 and any("BULK INSERT" in x for x in b.sessions[0].statements)
+
+
+def test_an_empty_field_in_a_not_null_column_turns_to_the_client_path(stream_file, monkeypatch):
+    """SCRIPTED SESSION: the BULK INSERT (KEEPNULLS: an empty field is NULL, never a default)
+    fails with SQL Server's 515 on a NOT NULL column: the load goes the client path, which stores
+    the empty string the spec means, and says why."""
+    s, path = stream_file
+    from switchyard.targets.base import LoadResult
+    turned = []
+
+    def client_path(self, stream, path, progress):  # stands in for the TDS bulk copy
+        turned.append(stream)
+        return LoadResult(rows=7, bytes=0, seconds=0.0, details={"mode": "tds"})
+
+    null = server_error(pyodbc.IntegrityError, "23000", "Cannot insert the value NULL into column 'o_comment', "
+                        "table 'switchyard.tpch_staging.orders_2'; column does not allow nulls. INSERT fails.", 515)
+    a = ScriptedAdapter([null], local_data_root=path.parents[2], load_mode="bulk_insert")
+    monkeypatch.setattr(type(a), "_load_tds", client_path)
+    result = a.load(s, path)
+    assert turned == [s] and "KEEPNULLS" in next(x for x in a.sessions[0].statements if "BULK INSERT" in x)
+    assert "an empty field in a NOT NULL column" in result.details["load_path"]

@@ -111,6 +111,33 @@ def test_automatic_soft_numa_nodes_are_used_as_the_server_has_them():
     # Ports interleave the memory nodes: consecutive streams on different sockets.
     assert plan.port_nodes == (0, 3, 1, 4, 2, 5)
     assert plan.tcp_port_value() == "2000[0x1],2001[0x8],2002[0x2],2003[0x10],2004[0x4],2005[0x20]"
+    # The layout query's answer says automatic soft-NUMA is on: the config says the node ids are
+    # the soft nodes, and keeps them (no SOFTNUMA change).
+    text = server_config(layout_from_json({**doc, "softnuma": "ON"}), 12)
+    assert "soft-NUMA ON (automatic: the nodes are the soft nodes the server formed" in text
+    assert "SOFTNUMA" not in text and "2000[0x1],2001[0x8]" in text
+    assert "The node ids above are the server's as it reports them now (soft-NUMA ON)" in text
+
+
+def test_nodes_x_cpus_says_its_assumption_and_never_leaves_automatic_soft_numa_to_chance():
+    """2x48 without --soft-numa: automatic soft-NUMA (2016+, nodes of more than 8 physical
+    cores) would renumber the nodes the port map names; the config says what it assumed, how to
+    check it, and turns automatic soft-NUMA off so that the map holds."""
+    text = server_config(assumed_layout(2, 48), 96)
+    assert "Assumed, not read: node ids 0..N-1 are the hardware NUMA nodes" in text
+    assert "SELECT node_id, memory_node_id, processor_group, online_scheduler_count FROM sys.dm_os_nodes" in text
+    assert "2000[0x1],2001[0x2]" in text
+    statements_run = statements(text)
+    assert "ALTER SERVER CONFIGURATION SET SOFTNUMA OFF;" in statements_run
+    assert text.index("SET SOFTNUMA OFF") > text.index("2000[0x1],2001[0x2]")
+    # Nodes of 8 CPUs or fewer are never split automatically: the assumption is said, nothing turned off.
+    small = server_config(assumed_layout(4, 8), 8)
+    assert "Assumed, not read" in small and "SOFTNUMA" not in small
+    # With --soft-numa the nodes are set by hand (manual soft-NUMA turns automatic off already).
+    manual = server_config(assumed_layout(2, 48), 96, soft_numa=2)
+    assert manual.count("SET SOFTNUMA OFF") == 1
+    with pytest.raises(LayoutError, match="softnuma is OFF, ON or MANUAL"):
+        layout_from_json({**scripted_layout([(0, 0, 0, [0, 1])]), "softnuma": "AUTO"})
 
 
 def test_uneven_nodes_get_streams_by_their_schedulers():

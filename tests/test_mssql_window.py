@@ -23,6 +23,7 @@ from switchyard.core.planner import plan_batch
 from switchyard.core.spec import load_spec
 from switchyard.targets import TargetError
 from switchyard.targets.mssql import MssqlAdapter
+from switchyard.targets.mssql.adapter import staging_heap_compression
 from switchyard.targets.mssql.catalog import shape_problems, target_from_catalog
 from switchyard.targets.mssql.keys import key_type
 from switchyard.targets.mssql.window import (Incoming, Layout, Partition, RowsWouldMove, object_name,
@@ -73,7 +74,7 @@ class ScriptedCatalog:
     (rows of catalog_indexes.sql). `exists=False`: no such table."""
 
     def __init__(self, a: MssqlAdapter, partitions=(), indexes=(), exists=True, range_right=False,
-                 column="o_orderkey", shared=(), parameter_type="bigint"):
+                 column="o_orderkey", shared=(), parameter_type="bigint", dependencies=(), columns=None):
         self.sql = a.catalog_sql("orders")
         self.sent: list[tuple[str, tuple]] = []
         parts = sorted(partitions, key=lambda p: p.number)
@@ -88,9 +89,11 @@ class ScriptedCatalog:
                                      for index_id in sorted({0, *[r[0] for r in indexes]} - ({0} if any(
                                          r[0] == 1 for r in indexes) else set())) for p in parts],
             self.sql["indexes"]: [tuple(r) for r in indexes],
-            self.sql["columns"]: ORDERS_COLUMNS,
+            self.sql["columns"]: ORDERS_COLUMNS if columns is None else columns,
             self.sql["shared"]: [(name,) for name in shared],
             self.sql["batches"]: recorded,
+            # catalog_dependencies.sql: (kind, name, detail, flag) rows; none unless a test scripts them.
+            self.sql["dependencies"]: [tuple(r) for r in dependencies],
             "SELECT OBJECT_ID(?, N'U')": [(1,)],
         }
         self._rows: list = []
@@ -180,7 +183,8 @@ def test_eight_then_four_streams_in_replace_mode_go_through_the_replace_transact
     assert wp.placement == {k: (f"fg{k}", (("(heap)", "NONE"),)) for k in range(1, 5)}
     # Never a CHECK spanning two partitions: each stream's staging CHECK is its partition exactly.
     for s in plan.table("orders").streams:
-        assert f"CHECK ([o_orderkey] >= {s.lower} AND [o_orderkey] <= {s.upper})" in a.prepare_sql(s)[-1]
+        assert (f"CHECK ([o_orderkey] IS NOT NULL AND [o_orderkey] >= {s.lower} AND [o_orderkey] <= {s.upper})"
+                    in a.prepare_sql(s)[-1])
     check_golden("replace_8_then_4_streams_commit.sql", commit_text(a, plan, partitions))
 
 
@@ -379,24 +383,28 @@ def test_staging_tables_take_the_targets_columns_indexes_and_compression():
     assert (fg, compression) == ("fg2", (("PK_orders", "PAGE"), ("IX_orders_cust_date", "PAGE")))
     columns = [{"name": c.name, "type": c.type, "nullable": c.nullable, "collation": c.collation}
                for c in target.columns]
-    prepare = a.prepare_sql(s, columns=columns, filegroup=fg, compression=compression[0][1])
+    # The heap loads uncompressed: the clustered primary key built on it compresses the rows once.
+    heap = staging_heap_compression(compression)
+    assert heap == "NONE" and staging_heap_compression((("(heap)", "PAGE"),)) == "PAGE"
+    prepare = a.prepare_sql(s, columns=columns, filegroup=fg, compression=heap)
     indexes = a.staging_index_sql(s, target.indexes, fg, dict(compression))
     text = "\n".join(x + ";\nGO" for x in [*prepare, *indexes]) + "\n"
     check_golden("staging_from_target_orders_2.sql", text)
     assert "[o_comment] varchar(79) COLLATE SQL_Latin1_General_CP1_CI_AS NOT NULL" in text
-    assert ") ON [fg2] WITH (DATA_COMPRESSION = PAGE);" in text
+    assert ") ON [fg2];" in text and "WITH (DATA_COMPRESSION = PAGE, SORT_IN_TEMPDB = ON, MAXDOP = 1) ON [fg2]" in text
     # Serial builds by default (SWITCHYARD_STEP_PARALLELISM=serial): the other streams load on
     # the other schedulers.
     assert ("ALTER TABLE [tpch_staging].[orders_2] ADD CONSTRAINT [orders_2__PK_orders] PRIMARY KEY CLUSTERED "
-            "([o_orderkey]) WITH (DATA_COMPRESSION = PAGE, MAXDOP = 1) ON [fg2]") in text
+            "([o_orderkey]) WITH (DATA_COMPRESSION = PAGE, SORT_IN_TEMPDB = ON, MAXDOP = 1) ON [fg2]") in text
     assert ("CREATE NONCLUSTERED INDEX [IX_orders_cust_date] ON [tpch_staging].[orders_2] ([o_custkey], "
-            "[o_orderdate] DESC) INCLUDE ([o_totalprice]) WITH (DATA_COMPRESSION = PAGE, MAXDOP = 1) ON [fg2]") in text
+            "[o_orderdate] DESC) INCLUDE ([o_totalprice]) WITH (DATA_COMPRESSION = PAGE, SORT_IN_TEMPDB = ON, MAXDOP = 1) "
+            "ON [fg2]") in text
     # The server's own degree of parallelism on request.
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("SWITCHYARD_STEP_PARALLELISM", "server")
         server = "\n".join(adapter(batch="b2").staging_index_sql(s, target.indexes, fg, dict(compression)))
     assert "MAXDOP" not in server
-    assert "INCLUDE ([o_totalprice]) WITH (DATA_COMPRESSION = PAGE) ON [fg2]" in server
+    assert "INCLUDE ([o_totalprice]) WITH (DATA_COMPRESSION = PAGE, SORT_IN_TEMPDB = ON) ON [fg2]" in server
 
 
 def test_the_preflight_queries_match_golden():

@@ -104,9 +104,12 @@ def plan_nodes(args) -> int:
 
 
 def cmd_plan(args) -> int:
-    from switchyard.core.spec import load_spec
+    from switchyard.core.spec import SpecError, load_spec
     from switchyard.targets import adapter_class
-    spec = load_spec(args.spec)
+    try:
+        spec = load_spec(args.spec)
+    except SpecError as exc:
+        sys.exit(f"plan: {exc}")
     plan = _plan(args, spec)
     args.streams = plan.streams  # a batch's own stream count when planned from its manifest
     nodes = plan_nodes(args)
@@ -120,13 +123,20 @@ def cmd_plan(args) -> int:
         if args.emit == "server-config":
             print(text, end="")
             return 0
-    if args.target == "postgres":
-        adapter = adapter_class("postgres")(spec, uri="postgresql://plan-only", schema=args.schema)
-    else:
-        # Stream k's port in the script is the one the server config maps to its node.
-        adapter = adapter_class("mssql")(spec, schema=args.schema, base_port=args.base_port, port_count=nodes,
-                                         ports=ports)
-    print(adapter.script(plan), end="")
+    from switchyard.targets import TargetError
+    try:
+        if args.target == "postgres":
+            adapter = adapter_class("postgres")(spec, uri="postgresql://plan-only", schema=args.schema)
+        else:
+            # Stream k's port in the script is the one the server config maps to its node.
+            adapter = adapter_class("mssql")(spec, schema=args.schema, base_port=args.base_port, port_count=nodes,
+                                             ports=ports)
+        script = adapter.script(plan)
+    except TargetError as exc:
+        # A plan the target cannot take (a key the type does not hold, streams that would share
+        # a partition): said as such, never as a traceback.
+        sys.exit(f"plan: {exc}")
+    print(script, end="")
     return 0
 
 

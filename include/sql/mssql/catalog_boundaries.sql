@@ -1,4 +1,4 @@
--- Pre-flight, 2 of 5: the function's boundary values in order, converted to the key's type
+-- Pre-flight, 2 of 6: the function's boundary values in order, converted to the key's type
 -- (sys.partition_range_values keeps them as sql_variant). RANGE LEFT: boundary_id k closes
 -- partition k on its right end.
 SELECT rv.boundary_id, CONVERT({{ key_type }}, rv.[value]) AS boundary

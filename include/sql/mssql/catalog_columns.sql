@@ -1,9 +1,10 @@
--- Pre-flight, 5 of 5: the target's columns in order, as the staging tables must have them
+-- Pre-flight, 5 of 6: the target's columns in order, as the staging tables must have them
 -- (SWITCH needs the same names, types, lengths, precision, scale, collation, nullability and
--- order), and the other tables and indexes on the same partition function: ALTER PARTITION
+-- order; a sparse column is made sparse there too; computed columns are refused: the staging
+-- table loads every column from the file), and the other tables and indexes on the same partition function: ALTER PARTITION
 -- FUNCTION repartitions all of them in one transaction.
 SELECT c.name, TYPE_NAME(c.system_type_id) AS type_name, c.max_length, c.[precision], c.scale, c.is_nullable,
-       c.collation_name, c.is_computed, c.is_identity, TYPE_NAME(c.user_type_id) AS declared_type
+       c.collation_name, c.is_computed, c.is_identity, TYPE_NAME(c.user_type_id) AS declared_type, c.is_sparse
 FROM sys.columns AS c
 WHERE c.[object_id] = OBJECT_ID(?, N'U')
 ORDER BY c.column_id;

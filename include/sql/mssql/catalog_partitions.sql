@@ -1,4 +1,4 @@
--- Pre-flight, 3 of 5: each partition of each index: its rows, data compression and filegroup
+-- Pre-flight, 3 of 6: each partition of each index: its rows, data compression and filegroup
 -- (sys.destination_data_spaces maps the scheme's destination k, partition k, to a filegroup).
 -- The heap or clustered index (index_id 0 or 1) counts the table's rows. SWITCH needs a
 -- staging table on the partition's filegroup with the partition's compression, so both are

@@ -1,4 +1,4 @@
--- Pre-flight, 1 of 5: the target table and how it is partitioned. Values are parameters.
+-- Pre-flight, 1 of 6: the target table and how it is partitioned. Values are parameters.
 -- The heap or clustered index (index_id 0 or 1) says where the table lives: a filegroup, or a
 -- partition scheme (sys.partition_schemes) whose function (sys.partition_functions) is RANGE
 -- LEFT when boundary_value_on_right = 0, typed by sys.partition_parameters, on the column

@@ -3,13 +3,27 @@
 -- table's last switch once every stream of the batch is validated and staged. Readers see the
 -- table before the batch or after it, never a mix: every statement below is part of one
 -- transaction (XACT_ABORT: any error rolls all of it back, and the table stays as it was).
--- Locks: SWITCH, TRUNCATE and ALTER PARTITION FUNCTION take a schema-modification (Sch-M)
--- lock on the table, held to COMMIT; while it is held every reader waits, even under
--- READ UNCOMMITTED or snapshot isolation. All steps are metadata only (empty partitions), so
--- it is held for the catalog changes alone. LOCK_TIMEOUT bounds the wait for readers that
--- hold the table: after {{ lock_timeout_seconds }} s the commit fails, nothing changed, and is retried.
+-- Locks. SWITCH, TRUNCATE and ALTER PARTITION FUNCTION take a schema-modification (Sch-M)
+-- lock on the table (ALTER PARTITION FUNCTION on every table and index on the function), held
+-- to COMMIT. Sch-M is compatible with no other lock, not even the Sch-S of a reader under READ
+-- UNCOMMITTED or snapshot isolation, and a request that waits for it blocks every request for
+-- the table that comes after it: readers queue behind the commit's waiting request, not only
+-- behind its granted lock
+-- (https://learn.microsoft.com/en-us/sql/relational-databases/sql-server-transaction-locking-and-row-versioning-guide#lock_compatibility).
+-- Only SWITCH can wait at low priority, out of that queue (WAIT_AT_LOW_PRIORITY,
+-- https://learn.microsoft.com/en-us/sql/t-sql/statements/alter-table-transact-sql#wait_at_low_priority);
+-- TRUNCATE TABLE ... WITH (PARTITIONS) and ALTER PARTITION FUNCTION ... SPLIT / MERGE ask at
+-- normal priority. So the whole transaction runs under a short LOCK_TIMEOUT
+-- ({{ commit_lock_wait_ms }} ms, https://learn.microsoft.com/en-us/sql/t-sql/statements/set-lock-timeout-transact-sql):
+-- a normal-priority request behind a long reader gives up after that long (error 1222), the
+-- transaction rolls back whole (nothing changed), the queue it held up moves on, and the
+-- adapter runs the commit again after a pause ({{ commit_attempts }} attempts in all). Once
+-- the first Sch-M is granted the table is this transaction's: the later steps on it do not
+-- wait for readers again, and every step is metadata only (empty partitions), so readers
+-- wait for the catalog changes alone. The worst a new reader waits: {{ commit_lock_wait_ms }} ms
+-- per attempt while a request is queued, plus the transaction's own catalog work.
 SET XACT_ABORT ON
-SET LOCK_TIMEOUT {{ lit(lock_timeout_seconds * 1000) }}
+SET LOCK_TIMEOUT {{ lit(commit_lock_wait_ms) }}
 DECLARE @partition int
 BEGIN TRY
     BEGIN TRANSACTION
@@ -32,14 +46,14 @@ BEGIN TRY
     ALTER TABLE {{ qn(schema, table_name) }} SWITCH PARTITION @partition TO {{ st.archive }}
         WITH (WAIT_AT_LOW_PRIORITY (MAX_DURATION = {{ lit(wait_minutes) }} MINUTES, ABORT_AFTER_WAIT = SELF))
 {% elif st.kind == "merge" %}
-    -- MERGE RANGE ({{ st.value_sql }}): {{ st.why }}. Both partitions it joins are empty here, so it is
+    -- MERGE RANGE ({{ st.range_sql }}): {{ st.why }}. Both partitions it joins are empty here, so it is
     -- metadata only; the merged partition stays on the filegroup of the right one.
-    ALTER PARTITION FUNCTION {{ qc(function) }}() MERGE RANGE ({{ st.value_sql }})
+    ALTER PARTITION FUNCTION {{ qc(function) }}() MERGE RANGE ({{ st.range_sql }})
 {% elif st.kind == "split" %}
-    -- SPLIT RANGE ({{ st.value_sql }}): {{ st.why }}. It lands in an empty partition (metadata only); with
+    -- SPLIT RANGE ({{ st.range_sql }}): {{ st.why }}. It lands in an empty partition (metadata only); with
     -- RANGE LEFT the new partition is the one left of the value, on the NEXT USED filegroup.
     ALTER PARTITION SCHEME {{ qc(scheme) }} NEXT USED {{ qc(st.filegroup) }}
-    ALTER PARTITION FUNCTION {{ qc(function) }}() SPLIT RANGE ({{ st.value_sql }})
+    ALTER PARTITION FUNCTION {{ qc(function) }}() SPLIT RANGE ({{ st.range_sql }})
 {% elif st.kind == "switch_in" %}
     -- Stream {{ st.stream }} ({{ st.range }}): its staging table's trusted CHECK lies within the partition's
     -- boundaries, it is on the partition's filegroup {{ st.filegroup }} with the partition's compression

@@ -30,8 +30,13 @@ EXEC sp_set_session_context N'switchyard.scheduler', @scheduler
 -- by their field terminators too: a header line needs the table's field count.
 {% endif %}
 {% if keepnulls %}
--- KEEPNULLS: an empty field is NULL in a nullable column (the spec's NULL marker is the
--- empty field), never a column default; a NOT NULL character column takes it as ''.
+-- KEEPNULLS: BULK INSERT reads an empty field as NULL, and without KEEPNULLS a column's
+-- default replaces it
+-- (https://learn.microsoft.com/en-us/sql/relational-databases/import-export/keep-nulls-or-use-default-values-during-bulk-import-sql-server):
+-- with it an empty field is NULL, never a column default. NULL is what a nullable column's empty
+-- field means here (the spec's NULL marker is the empty field); in a NOT NULL column, where
+-- the spec means an empty string, the server refuses the NULL (error 515) and the loader
+-- loads the file over the client path instead, which stores ''.
 {% endif %}
 -- TABLOCK into an empty heap: minimally logged under SIMPLE or BULK_LOGGED recovery.
 -- CHECK_CONSTRAINTS keeps the range constraint trusted for SWITCH (without it the load

@@ -7,11 +7,22 @@ DROP TABLE IF EXISTS {{ qn(staging_schema, s.staging_table) }};
 {{ shape.create_table(qn(staging_schema, s.staging_table), columns, filegroup, compression) }}
 {% if s.partitioned %}
 -- The partition's range, inclusive at both ends. Added WITH CHECK on the empty table, so it
--- is trusted from the start; SWITCH refuses an untrusted one.
+-- is trusted from the start; SWITCH refuses an untrusted one. IS NOT NULL: with it SWITCH can
+-- prove every row belongs to a partition other than the first even when the target's key
+-- column allows NULL (NULL sorts into the first partition; Msg 4982 otherwise).
 {% if key_kind != "integer" %}
--- Date and time literals are ISO 8601 (with the T for times): SQL Server reads them the
--- same under every SET LANGUAGE and SET DATEFORMAT.
+-- Date and time literals are typed: CONVERT with style 23 (yyyy-mm-dd) or 126 (ISO 8601 with
+-- the T), which SQL Server reads the same under every SET LANGUAGE and SET DATEFORMAT.
 {% endif %}
 ALTER TABLE {{ qn(staging_schema, s.staging_table) }} WITH CHECK
-    ADD CONSTRAINT {{ q(s.staging_table ~ "_range") }} CHECK ({{ q(key) }} >= {{ lower_sql }} AND {{ q(key) }} <= {{ upper_sql }});
+    ADD CONSTRAINT {{ q(s.staging_table ~ "_range") }} CHECK ({{ q(key) }} IS NOT NULL AND {{ q(key) }} >= {{ lower_sql }} AND {{ q(key) }} <= {{ upper_sql }});
+{% for c in checks %}
+{% if loop.first %}
+-- The target's own CHECK constraints, as its catalog defines them: SWITCH needs the staging
+-- table to carry each of them, trusted (added WITH CHECK on the empty table; the load checks
+-- every row against them).
+{% endif %}
+ALTER TABLE {{ qn(staging_schema, s.staging_table) }} WITH CHECK
+    ADD CONSTRAINT {{ qc(c.name) }} CHECK {{ c.definition }};
+{% endfor %}
 {% endif %}

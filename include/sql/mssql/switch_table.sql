@@ -1,6 +1,10 @@
 -- Small unpartitioned tables are replaced whole, in one transaction (XACT_ABORT rolls back
--- on any error); LOCK_TIMEOUT bounds the wait for readers.
-SET LOCK_TIMEOUT {{ lit(lock_timeout_seconds * 1000) }};
+-- on any error). TRUNCATE TABLE asks for a Sch-M lock at normal priority, and readers that
+-- come after the request queue behind it: a short LOCK_TIMEOUT bounds that queue, and the
+-- adapter runs the transaction again after a pause (commit_table.sql says why;
+-- https://learn.microsoft.com/en-us/sql/t-sql/statements/set-lock-timeout-transact-sql). The
+-- lock is then held while the table's rows are copied in (a small table: seconds at most).
+SET LOCK_TIMEOUT {{ lit(commit_lock_wait_ms) }};
 SET XACT_ABORT ON
 BEGIN TRY
     BEGIN TRANSACTION

@@ -203,10 +203,53 @@ def _column(raw: Mapping[str, Any], where: str) -> Column:
     for target, sql_type in types.items():
         if not isinstance(sql_type, str) or not SQL_TYPE.match(sql_type):
             raise SpecError(f"{where}.type.{target}: {sql_type!r} is not an accepted SQL type")
+        _target_type(target, sql_type, types, f"{where}.type")
     nullable = raw.get("nullable", False)
     if not isinstance(nullable, bool):
         raise SpecError(f"{where}.nullable: true or false, not {nullable!r}")
     return Column(name=name, types=types, nullable=nullable)
+
+
+# A type is one word and a size, or one of these names of more than one word; anything else
+# ("bigint primary key", "int identity") is a column definition, not a type.
+_MULTI_WORD_TYPES = ("double precision", "character varying", "timestamp without time zone",
+                     "timestamp with time zone", "time without time zone", "time with time zone", "bit varying")
+# Types a target reads as something else, or not at all, and what to write there instead.
+# SQL Server's `timestamp` is rowversion (a row version counter, not a date and time).
+_OTHER_TARGETS_TYPES = {
+    "mssql": {"timestamp": "datetime2(6)", "timestamp without time zone": "datetime2(6)",
+              "timestamptz": "datetimeoffset(6)", "timestamp with time zone": "datetimeoffset(6)",
+              "boolean": "bit", "bool": "bit", "bytea": "varbinary(max)", "serial": "int", "bigserial": "bigint",
+              "uuid": "uniqueidentifier"},
+    "postgres": {"datetime": "timestamp(3)", "datetime2": "timestamp", "smalldatetime": "timestamp(0)",
+                 "datetimeoffset": "timestamptz", "tinyint": "smallint", "nvarchar": "varchar", "ntext": "text",
+                 "uniqueidentifier": "uuid", "image": "bytea", "rowversion": "bytea"},
+}
+
+
+def _target_type(target: str, sql_type: str, types: Mapping[str, str], where: str) -> None:
+    """SpecError when `sql_type` is no type on `target` or means something else there, with the
+    per-target declaration that fixes it (e.g. {postgres: timestamp, mssql: datetime2(6)})."""
+    name, _, size = sql_type.partition("(")
+    name = name.strip().lower()
+    if " " in name and name not in _MULTI_WORD_TYPES:
+        raise SpecError(f"{where}.{target}: {sql_type!r} is not a type (a type is a name and a size, such as "
+                        f"bigint or varchar(40); keys, identity and defaults are not declared in a spec)")
+    fix = _OTHER_TARGETS_TYPES[target].get(name)
+    if fix is None:
+        return
+    digits = size.rstrip(") ")
+    if digits and name in ("timestamp", "timestamp without time zone"):
+        fix = f"datetime2({digits})"
+    elif digits and name == "datetime2":
+        fix = f"timestamp({min(int(digits), 6)})"
+    elif digits and name in ("nvarchar", "varchar"):
+        fix = f"varchar({digits})"
+    meaning = " (there it means rowversion, a row version counter)" if name == "timestamp" else ""
+    fixed = {**types, target: fix}
+    raise SpecError(f"{where}.{target}: {sql_type!r} is not a {'SQL Server' if target == 'mssql' else 'PostgreSQL'} "
+                    f"type for this column{meaning}; give one type per target: "
+                    f"{{{', '.join(f'{t}: {v}' for t, v in fixed.items())}}}")
 
 
 def _choice(value: Any, allowed: tuple[str, ...], where: str) -> str:

@@ -336,9 +336,11 @@ CREATE TABLE [tpch_staging].[orders_1] (
 ) ON [fg1];
 GO
 -- The partition's range, inclusive at both ends. Added WITH CHECK on the empty table, so it
--- is trusted from the start; SWITCH refuses an untrusted one.
+-- is trusted from the start; SWITCH refuses an untrusted one. IS NOT NULL: with it SWITCH can
+-- prove every row belongs to a partition other than the first even when the target's key
+-- column allows NULL (NULL sorts into the first partition; Msg 4982 otherwise).
 ALTER TABLE [tpch_staging].[orders_1] WITH CHECK
-    ADD CONSTRAINT [orders_1_range] CHECK ([o_orderkey] >= 1 AND [o_orderkey] <= 20000);
+    ADD CONSTRAINT [orders_1_range] CHECK ([o_orderkey] IS NOT NULL AND [o_orderkey] >= 1 AND [o_orderkey] <= 20000);
 GO
 -- One load per scheduler, as the 2010 record run did it: the request runs on one scheduler
 -- for its whole batch, so the claim and the BULK INSERT below are on the same one. The
@@ -363,6 +365,13 @@ TRUNCATE TABLE [tpch_staging].[orders_1]
 -- in nchar/nvarchar and _UTF8-collated columns (a character outside a single-byte
 -- column's code page cannot be stored exactly by any load). SQL Server on Linux takes
 -- CODEPAGE RAW only (2019+, none before): the loader uses that there.
+-- KEEPNULLS: BULK INSERT reads an empty field as NULL, and without KEEPNULLS a column's
+-- default replaces it
+-- (https://learn.microsoft.com/en-us/sql/relational-databases/import-export/keep-nulls-or-use-default-values-during-bulk-import-sql-server):
+-- with it an empty field is NULL, never a column default. NULL is what a nullable column's empty
+-- field means here (the spec's NULL marker is the empty field); in a NOT NULL column, where
+-- the spec means an empty string, the server refuses the NULL (error 515) and the loader
+-- loads the file over the client path instead, which stores ''.
 -- TABLOCK into an empty heap: minimally logged under SIMPLE or BULK_LOGGED recovery.
 -- CHECK_CONSTRAINTS keeps the range constraint trusted for SWITCH (without it the load
 -- marks the constraint untrusted). MAXERRORS = 0: no bad line is skipped. Dates as
@@ -374,7 +383,7 @@ SET DATEFORMAT ymd
 -- INSERT documentation builds an LF terminator ('\n' would mean CR LF to SQL Server, and no
 -- line break is written inside a string literal here).
 DECLARE @rowterminator nvarchar(12) = N'|' + NCHAR(10)
-DECLARE @load nvarchar(max) = N'BULK INSERT [tpch_staging].[orders_1] FROM ''/var/opt/mssql/switchyard/batch/orders/orders.1.tbl'' WITH (DATAFILETYPE = ''char'', FIELDTERMINATOR = ''|'', ROWTERMINATOR = ''' + @rowterminator + N''', CODEPAGE = ''65001'', TABLOCK, CHECK_CONSTRAINTS, BATCHSIZE = 100000, MAXERRORS = 0)'
+DECLARE @load nvarchar(max) = N'BULK INSERT [tpch_staging].[orders_1] FROM ''/var/opt/mssql/switchyard/batch/orders/orders.1.tbl'' WITH (DATAFILETYPE = ''char'', FIELDTERMINATOR = ''|'', ROWTERMINATOR = ''' + @rowterminator + N''', CODEPAGE = ''65001'', KEEPNULLS, TABLOCK, CHECK_CONSTRAINTS, BATCHSIZE = 100000, MAXERRORS = 0)'
 EXEC sys.sp_executesql @load;
 GO
 -- SWITCH refuses an untrusted CHECK constraint. The load checked every row, so this finds
@@ -408,9 +417,11 @@ CREATE TABLE [tpch_staging].[orders_2] (
 ) ON [fg2];
 GO
 -- The partition's range, inclusive at both ends. Added WITH CHECK on the empty table, so it
--- is trusted from the start; SWITCH refuses an untrusted one.
+-- is trusted from the start; SWITCH refuses an untrusted one. IS NOT NULL: with it SWITCH can
+-- prove every row belongs to a partition other than the first even when the target's key
+-- column allows NULL (NULL sorts into the first partition; Msg 4982 otherwise).
 ALTER TABLE [tpch_staging].[orders_2] WITH CHECK
-    ADD CONSTRAINT [orders_2_range] CHECK ([o_orderkey] >= 20001 AND [o_orderkey] <= 40000);
+    ADD CONSTRAINT [orders_2_range] CHECK ([o_orderkey] IS NOT NULL AND [o_orderkey] >= 20001 AND [o_orderkey] <= 40000);
 GO
 -- One load per scheduler, as the 2010 record run did it: the request runs on one scheduler
 -- for its whole batch, so the claim and the BULK INSERT below are on the same one. The
@@ -435,6 +446,13 @@ TRUNCATE TABLE [tpch_staging].[orders_2]
 -- in nchar/nvarchar and _UTF8-collated columns (a character outside a single-byte
 -- column's code page cannot be stored exactly by any load). SQL Server on Linux takes
 -- CODEPAGE RAW only (2019+, none before): the loader uses that there.
+-- KEEPNULLS: BULK INSERT reads an empty field as NULL, and without KEEPNULLS a column's
+-- default replaces it
+-- (https://learn.microsoft.com/en-us/sql/relational-databases/import-export/keep-nulls-or-use-default-values-during-bulk-import-sql-server):
+-- with it an empty field is NULL, never a column default. NULL is what a nullable column's empty
+-- field means here (the spec's NULL marker is the empty field); in a NOT NULL column, where
+-- the spec means an empty string, the server refuses the NULL (error 515) and the loader
+-- loads the file over the client path instead, which stores ''.
 -- TABLOCK into an empty heap: minimally logged under SIMPLE or BULK_LOGGED recovery.
 -- CHECK_CONSTRAINTS keeps the range constraint trusted for SWITCH (without it the load
 -- marks the constraint untrusted). MAXERRORS = 0: no bad line is skipped. Dates as
@@ -446,7 +464,7 @@ SET DATEFORMAT ymd
 -- INSERT documentation builds an LF terminator ('\n' would mean CR LF to SQL Server, and no
 -- line break is written inside a string literal here).
 DECLARE @rowterminator nvarchar(12) = N'|' + NCHAR(10)
-DECLARE @load nvarchar(max) = N'BULK INSERT [tpch_staging].[orders_2] FROM ''/var/opt/mssql/switchyard/batch/orders/orders.2.tbl'' WITH (DATAFILETYPE = ''char'', FIELDTERMINATOR = ''|'', ROWTERMINATOR = ''' + @rowterminator + N''', CODEPAGE = ''65001'', TABLOCK, CHECK_CONSTRAINTS, BATCHSIZE = 100000, MAXERRORS = 0)'
+DECLARE @load nvarchar(max) = N'BULK INSERT [tpch_staging].[orders_2] FROM ''/var/opt/mssql/switchyard/batch/orders/orders.2.tbl'' WITH (DATAFILETYPE = ''char'', FIELDTERMINATOR = ''|'', ROWTERMINATOR = ''' + @rowterminator + N''', CODEPAGE = ''65001'', KEEPNULLS, TABLOCK, CHECK_CONSTRAINTS, BATCHSIZE = 100000, MAXERRORS = 0)'
 EXEC sys.sp_executesql @load;
 GO
 -- SWITCH refuses an untrusted CHECK constraint. The load checked every row, so this finds
@@ -480,9 +498,11 @@ CREATE TABLE [tpch_staging].[orders_3] (
 ) ON [fg3];
 GO
 -- The partition's range, inclusive at both ends. Added WITH CHECK on the empty table, so it
--- is trusted from the start; SWITCH refuses an untrusted one.
+-- is trusted from the start; SWITCH refuses an untrusted one. IS NOT NULL: with it SWITCH can
+-- prove every row belongs to a partition other than the first even when the target's key
+-- column allows NULL (NULL sorts into the first partition; Msg 4982 otherwise).
 ALTER TABLE [tpch_staging].[orders_3] WITH CHECK
-    ADD CONSTRAINT [orders_3_range] CHECK ([o_orderkey] >= 40001 AND [o_orderkey] <= 60000);
+    ADD CONSTRAINT [orders_3_range] CHECK ([o_orderkey] IS NOT NULL AND [o_orderkey] >= 40001 AND [o_orderkey] <= 60000);
 GO
 -- One load per scheduler, as the 2010 record run did it: the request runs on one scheduler
 -- for its whole batch, so the claim and the BULK INSERT below are on the same one. The
@@ -507,6 +527,13 @@ TRUNCATE TABLE [tpch_staging].[orders_3]
 -- in nchar/nvarchar and _UTF8-collated columns (a character outside a single-byte
 -- column's code page cannot be stored exactly by any load). SQL Server on Linux takes
 -- CODEPAGE RAW only (2019+, none before): the loader uses that there.
+-- KEEPNULLS: BULK INSERT reads an empty field as NULL, and without KEEPNULLS a column's
+-- default replaces it
+-- (https://learn.microsoft.com/en-us/sql/relational-databases/import-export/keep-nulls-or-use-default-values-during-bulk-import-sql-server):
+-- with it an empty field is NULL, never a column default. NULL is what a nullable column's empty
+-- field means here (the spec's NULL marker is the empty field); in a NOT NULL column, where
+-- the spec means an empty string, the server refuses the NULL (error 515) and the loader
+-- loads the file over the client path instead, which stores ''.
 -- TABLOCK into an empty heap: minimally logged under SIMPLE or BULK_LOGGED recovery.
 -- CHECK_CONSTRAINTS keeps the range constraint trusted for SWITCH (without it the load
 -- marks the constraint untrusted). MAXERRORS = 0: no bad line is skipped. Dates as
@@ -518,7 +545,7 @@ SET DATEFORMAT ymd
 -- INSERT documentation builds an LF terminator ('\n' would mean CR LF to SQL Server, and no
 -- line break is written inside a string literal here).
 DECLARE @rowterminator nvarchar(12) = N'|' + NCHAR(10)
-DECLARE @load nvarchar(max) = N'BULK INSERT [tpch_staging].[orders_3] FROM ''/var/opt/mssql/switchyard/batch/orders/orders.3.tbl'' WITH (DATAFILETYPE = ''char'', FIELDTERMINATOR = ''|'', ROWTERMINATOR = ''' + @rowterminator + N''', CODEPAGE = ''65001'', TABLOCK, CHECK_CONSTRAINTS, BATCHSIZE = 100000, MAXERRORS = 0)'
+DECLARE @load nvarchar(max) = N'BULK INSERT [tpch_staging].[orders_3] FROM ''/var/opt/mssql/switchyard/batch/orders/orders.3.tbl'' WITH (DATAFILETYPE = ''char'', FIELDTERMINATOR = ''|'', ROWTERMINATOR = ''' + @rowterminator + N''', CODEPAGE = ''65001'', KEEPNULLS, TABLOCK, CHECK_CONSTRAINTS, BATCHSIZE = 100000, MAXERRORS = 0)'
 EXEC sys.sp_executesql @load;
 GO
 -- SWITCH refuses an untrusted CHECK constraint. The load checked every row, so this finds
@@ -559,9 +586,11 @@ CREATE TABLE [tpch_staging].[lineitem_1] (
 ) ON [fg1];
 GO
 -- The partition's range, inclusive at both ends. Added WITH CHECK on the empty table, so it
--- is trusted from the start; SWITCH refuses an untrusted one.
+-- is trusted from the start; SWITCH refuses an untrusted one. IS NOT NULL: with it SWITCH can
+-- prove every row belongs to a partition other than the first even when the target's key
+-- column allows NULL (NULL sorts into the first partition; Msg 4982 otherwise).
 ALTER TABLE [tpch_staging].[lineitem_1] WITH CHECK
-    ADD CONSTRAINT [lineitem_1_range] CHECK ([l_orderkey] >= 1 AND [l_orderkey] <= 20000);
+    ADD CONSTRAINT [lineitem_1_range] CHECK ([l_orderkey] IS NOT NULL AND [l_orderkey] >= 1 AND [l_orderkey] <= 20000);
 GO
 -- One load per scheduler, as the 2010 record run did it: the request runs on one scheduler
 -- for its whole batch, so the claim and the BULK INSERT below are on the same one. The
@@ -586,6 +615,13 @@ TRUNCATE TABLE [tpch_staging].[lineitem_1]
 -- in nchar/nvarchar and _UTF8-collated columns (a character outside a single-byte
 -- column's code page cannot be stored exactly by any load). SQL Server on Linux takes
 -- CODEPAGE RAW only (2019+, none before): the loader uses that there.
+-- KEEPNULLS: BULK INSERT reads an empty field as NULL, and without KEEPNULLS a column's
+-- default replaces it
+-- (https://learn.microsoft.com/en-us/sql/relational-databases/import-export/keep-nulls-or-use-default-values-during-bulk-import-sql-server):
+-- with it an empty field is NULL, never a column default. NULL is what a nullable column's empty
+-- field means here (the spec's NULL marker is the empty field); in a NOT NULL column, where
+-- the spec means an empty string, the server refuses the NULL (error 515) and the loader
+-- loads the file over the client path instead, which stores ''.
 -- TABLOCK into an empty heap: minimally logged under SIMPLE or BULK_LOGGED recovery.
 -- CHECK_CONSTRAINTS keeps the range constraint trusted for SWITCH (without it the load
 -- marks the constraint untrusted). MAXERRORS = 0: no bad line is skipped. Dates as
@@ -597,7 +633,7 @@ SET DATEFORMAT ymd
 -- INSERT documentation builds an LF terminator ('\n' would mean CR LF to SQL Server, and no
 -- line break is written inside a string literal here).
 DECLARE @rowterminator nvarchar(12) = N'|' + NCHAR(10)
-DECLARE @load nvarchar(max) = N'BULK INSERT [tpch_staging].[lineitem_1] FROM ''/var/opt/mssql/switchyard/batch/lineitem/lineitem.1.tbl'' WITH (DATAFILETYPE = ''char'', FIELDTERMINATOR = ''|'', ROWTERMINATOR = ''' + @rowterminator + N''', CODEPAGE = ''65001'', TABLOCK, CHECK_CONSTRAINTS, BATCHSIZE = 100000, MAXERRORS = 0)'
+DECLARE @load nvarchar(max) = N'BULK INSERT [tpch_staging].[lineitem_1] FROM ''/var/opt/mssql/switchyard/batch/lineitem/lineitem.1.tbl'' WITH (DATAFILETYPE = ''char'', FIELDTERMINATOR = ''|'', ROWTERMINATOR = ''' + @rowterminator + N''', CODEPAGE = ''65001'', KEEPNULLS, TABLOCK, CHECK_CONSTRAINTS, BATCHSIZE = 100000, MAXERRORS = 0)'
 EXEC sys.sp_executesql @load;
 GO
 -- SWITCH refuses an untrusted CHECK constraint. The load checked every row, so this finds
@@ -638,9 +674,11 @@ CREATE TABLE [tpch_staging].[lineitem_2] (
 ) ON [fg2];
 GO
 -- The partition's range, inclusive at both ends. Added WITH CHECK on the empty table, so it
--- is trusted from the start; SWITCH refuses an untrusted one.
+-- is trusted from the start; SWITCH refuses an untrusted one. IS NOT NULL: with it SWITCH can
+-- prove every row belongs to a partition other than the first even when the target's key
+-- column allows NULL (NULL sorts into the first partition; Msg 4982 otherwise).
 ALTER TABLE [tpch_staging].[lineitem_2] WITH CHECK
-    ADD CONSTRAINT [lineitem_2_range] CHECK ([l_orderkey] >= 20001 AND [l_orderkey] <= 40000);
+    ADD CONSTRAINT [lineitem_2_range] CHECK ([l_orderkey] IS NOT NULL AND [l_orderkey] >= 20001 AND [l_orderkey] <= 40000);
 GO
 -- One load per scheduler, as the 2010 record run did it: the request runs on one scheduler
 -- for its whole batch, so the claim and the BULK INSERT below are on the same one. The
@@ -665,6 +703,13 @@ TRUNCATE TABLE [tpch_staging].[lineitem_2]
 -- in nchar/nvarchar and _UTF8-collated columns (a character outside a single-byte
 -- column's code page cannot be stored exactly by any load). SQL Server on Linux takes
 -- CODEPAGE RAW only (2019+, none before): the loader uses that there.
+-- KEEPNULLS: BULK INSERT reads an empty field as NULL, and without KEEPNULLS a column's
+-- default replaces it
+-- (https://learn.microsoft.com/en-us/sql/relational-databases/import-export/keep-nulls-or-use-default-values-during-bulk-import-sql-server):
+-- with it an empty field is NULL, never a column default. NULL is what a nullable column's empty
+-- field means here (the spec's NULL marker is the empty field); in a NOT NULL column, where
+-- the spec means an empty string, the server refuses the NULL (error 515) and the loader
+-- loads the file over the client path instead, which stores ''.
 -- TABLOCK into an empty heap: minimally logged under SIMPLE or BULK_LOGGED recovery.
 -- CHECK_CONSTRAINTS keeps the range constraint trusted for SWITCH (without it the load
 -- marks the constraint untrusted). MAXERRORS = 0: no bad line is skipped. Dates as
@@ -676,7 +721,7 @@ SET DATEFORMAT ymd
 -- INSERT documentation builds an LF terminator ('\n' would mean CR LF to SQL Server, and no
 -- line break is written inside a string literal here).
 DECLARE @rowterminator nvarchar(12) = N'|' + NCHAR(10)
-DECLARE @load nvarchar(max) = N'BULK INSERT [tpch_staging].[lineitem_2] FROM ''/var/opt/mssql/switchyard/batch/lineitem/lineitem.2.tbl'' WITH (DATAFILETYPE = ''char'', FIELDTERMINATOR = ''|'', ROWTERMINATOR = ''' + @rowterminator + N''', CODEPAGE = ''65001'', TABLOCK, CHECK_CONSTRAINTS, BATCHSIZE = 100000, MAXERRORS = 0)'
+DECLARE @load nvarchar(max) = N'BULK INSERT [tpch_staging].[lineitem_2] FROM ''/var/opt/mssql/switchyard/batch/lineitem/lineitem.2.tbl'' WITH (DATAFILETYPE = ''char'', FIELDTERMINATOR = ''|'', ROWTERMINATOR = ''' + @rowterminator + N''', CODEPAGE = ''65001'', KEEPNULLS, TABLOCK, CHECK_CONSTRAINTS, BATCHSIZE = 100000, MAXERRORS = 0)'
 EXEC sys.sp_executesql @load;
 GO
 -- SWITCH refuses an untrusted CHECK constraint. The load checked every row, so this finds
@@ -717,9 +762,11 @@ CREATE TABLE [tpch_staging].[lineitem_3] (
 ) ON [fg3];
 GO
 -- The partition's range, inclusive at both ends. Added WITH CHECK on the empty table, so it
--- is trusted from the start; SWITCH refuses an untrusted one.
+-- is trusted from the start; SWITCH refuses an untrusted one. IS NOT NULL: with it SWITCH can
+-- prove every row belongs to a partition other than the first even when the target's key
+-- column allows NULL (NULL sorts into the first partition; Msg 4982 otherwise).
 ALTER TABLE [tpch_staging].[lineitem_3] WITH CHECK
-    ADD CONSTRAINT [lineitem_3_range] CHECK ([l_orderkey] >= 40001 AND [l_orderkey] <= 60000);
+    ADD CONSTRAINT [lineitem_3_range] CHECK ([l_orderkey] IS NOT NULL AND [l_orderkey] >= 40001 AND [l_orderkey] <= 60000);
 GO
 -- One load per scheduler, as the 2010 record run did it: the request runs on one scheduler
 -- for its whole batch, so the claim and the BULK INSERT below are on the same one. The
@@ -744,6 +791,13 @@ TRUNCATE TABLE [tpch_staging].[lineitem_3]
 -- in nchar/nvarchar and _UTF8-collated columns (a character outside a single-byte
 -- column's code page cannot be stored exactly by any load). SQL Server on Linux takes
 -- CODEPAGE RAW only (2019+, none before): the loader uses that there.
+-- KEEPNULLS: BULK INSERT reads an empty field as NULL, and without KEEPNULLS a column's
+-- default replaces it
+-- (https://learn.microsoft.com/en-us/sql/relational-databases/import-export/keep-nulls-or-use-default-values-during-bulk-import-sql-server):
+-- with it an empty field is NULL, never a column default. NULL is what a nullable column's empty
+-- field means here (the spec's NULL marker is the empty field); in a NOT NULL column, where
+-- the spec means an empty string, the server refuses the NULL (error 515) and the loader
+-- loads the file over the client path instead, which stores ''.
 -- TABLOCK into an empty heap: minimally logged under SIMPLE or BULK_LOGGED recovery.
 -- CHECK_CONSTRAINTS keeps the range constraint trusted for SWITCH (without it the load
 -- marks the constraint untrusted). MAXERRORS = 0: no bad line is skipped. Dates as
@@ -755,7 +809,7 @@ SET DATEFORMAT ymd
 -- INSERT documentation builds an LF terminator ('\n' would mean CR LF to SQL Server, and no
 -- line break is written inside a string literal here).
 DECLARE @rowterminator nvarchar(12) = N'|' + NCHAR(10)
-DECLARE @load nvarchar(max) = N'BULK INSERT [tpch_staging].[lineitem_3] FROM ''/var/opt/mssql/switchyard/batch/lineitem/lineitem.3.tbl'' WITH (DATAFILETYPE = ''char'', FIELDTERMINATOR = ''|'', ROWTERMINATOR = ''' + @rowterminator + N''', CODEPAGE = ''65001'', TABLOCK, CHECK_CONSTRAINTS, BATCHSIZE = 100000, MAXERRORS = 0)'
+DECLARE @load nvarchar(max) = N'BULK INSERT [tpch_staging].[lineitem_3] FROM ''/var/opt/mssql/switchyard/batch/lineitem/lineitem.3.tbl'' WITH (DATAFILETYPE = ''char'', FIELDTERMINATOR = ''|'', ROWTERMINATOR = ''' + @rowterminator + N''', CODEPAGE = ''65001'', KEEPNULLS, TABLOCK, CHECK_CONSTRAINTS, BATCHSIZE = 100000, MAXERRORS = 0)'
 EXEC sys.sp_executesql @load;
 GO
 -- SWITCH refuses an untrusted CHECK constraint. The load checked every row, so this finds
@@ -771,13 +825,27 @@ GO
 -- table's last switch once every stream of the batch is validated and staged. Readers see the
 -- table before the batch or after it, never a mix: every statement below is part of one
 -- transaction (XACT_ABORT: any error rolls all of it back, and the table stays as it was).
--- Locks: SWITCH, TRUNCATE and ALTER PARTITION FUNCTION take a schema-modification (Sch-M)
--- lock on the table, held to COMMIT; while it is held every reader waits, even under
--- READ UNCOMMITTED or snapshot isolation. All steps are metadata only (empty partitions), so
--- it is held for the catalog changes alone. LOCK_TIMEOUT bounds the wait for readers that
--- hold the table: after 60 s the commit fails, nothing changed, and is retried.
+-- Locks. SWITCH, TRUNCATE and ALTER PARTITION FUNCTION take a schema-modification (Sch-M)
+-- lock on the table (ALTER PARTITION FUNCTION on every table and index on the function), held
+-- to COMMIT. Sch-M is compatible with no other lock, not even the Sch-S of a reader under READ
+-- UNCOMMITTED or snapshot isolation, and a request that waits for it blocks every request for
+-- the table that comes after it: readers queue behind the commit's waiting request, not only
+-- behind its granted lock
+-- (https://learn.microsoft.com/en-us/sql/relational-databases/sql-server-transaction-locking-and-row-versioning-guide#lock_compatibility).
+-- Only SWITCH can wait at low priority, out of that queue (WAIT_AT_LOW_PRIORITY,
+-- https://learn.microsoft.com/en-us/sql/t-sql/statements/alter-table-transact-sql#wait_at_low_priority);
+-- TRUNCATE TABLE ... WITH (PARTITIONS) and ALTER PARTITION FUNCTION ... SPLIT / MERGE ask at
+-- normal priority. So the whole transaction runs under a short LOCK_TIMEOUT
+-- (1000 ms, https://learn.microsoft.com/en-us/sql/t-sql/statements/set-lock-timeout-transact-sql):
+-- a normal-priority request behind a long reader gives up after that long (error 1222), the
+-- transaction rolls back whole (nothing changed), the queue it held up moves on, and the
+-- adapter runs the commit again after a pause (30 attempts in all). Once
+-- the first Sch-M is granted the table is this transaction's: the later steps on it do not
+-- wait for readers again, and every step is metadata only (empty partitions), so readers
+-- wait for the catalog changes alone. The worst a new reader waits: 1000 ms
+-- per attempt while a request is queued, plus the transaction's own catalog work.
 SET XACT_ABORT ON
-SET LOCK_TIMEOUT 60000
+SET LOCK_TIMEOUT 1000
 DECLARE @partition int
 BEGIN TRY
     BEGIN TRANSACTION
@@ -826,13 +894,27 @@ GO
 -- table's last switch once every stream of the batch is validated and staged. Readers see the
 -- table before the batch or after it, never a mix: every statement below is part of one
 -- transaction (XACT_ABORT: any error rolls all of it back, and the table stays as it was).
--- Locks: SWITCH, TRUNCATE and ALTER PARTITION FUNCTION take a schema-modification (Sch-M)
--- lock on the table, held to COMMIT; while it is held every reader waits, even under
--- READ UNCOMMITTED or snapshot isolation. All steps are metadata only (empty partitions), so
--- it is held for the catalog changes alone. LOCK_TIMEOUT bounds the wait for readers that
--- hold the table: after 60 s the commit fails, nothing changed, and is retried.
+-- Locks. SWITCH, TRUNCATE and ALTER PARTITION FUNCTION take a schema-modification (Sch-M)
+-- lock on the table (ALTER PARTITION FUNCTION on every table and index on the function), held
+-- to COMMIT. Sch-M is compatible with no other lock, not even the Sch-S of a reader under READ
+-- UNCOMMITTED or snapshot isolation, and a request that waits for it blocks every request for
+-- the table that comes after it: readers queue behind the commit's waiting request, not only
+-- behind its granted lock
+-- (https://learn.microsoft.com/en-us/sql/relational-databases/sql-server-transaction-locking-and-row-versioning-guide#lock_compatibility).
+-- Only SWITCH can wait at low priority, out of that queue (WAIT_AT_LOW_PRIORITY,
+-- https://learn.microsoft.com/en-us/sql/t-sql/statements/alter-table-transact-sql#wait_at_low_priority);
+-- TRUNCATE TABLE ... WITH (PARTITIONS) and ALTER PARTITION FUNCTION ... SPLIT / MERGE ask at
+-- normal priority. So the whole transaction runs under a short LOCK_TIMEOUT
+-- (1000 ms, https://learn.microsoft.com/en-us/sql/t-sql/statements/set-lock-timeout-transact-sql):
+-- a normal-priority request behind a long reader gives up after that long (error 1222), the
+-- transaction rolls back whole (nothing changed), the queue it held up moves on, and the
+-- adapter runs the commit again after a pause (30 attempts in all). Once
+-- the first Sch-M is granted the table is this transaction's: the later steps on it do not
+-- wait for readers again, and every step is metadata only (empty partitions), so readers
+-- wait for the catalog changes alone. The worst a new reader waits: 1000 ms
+-- per attempt while a request is queued, plus the transaction's own catalog work.
 SET XACT_ABORT ON
-SET LOCK_TIMEOUT 60000
+SET LOCK_TIMEOUT 1000
 DECLARE @partition int
 BEGIN TRY
     BEGIN TRANSACTION

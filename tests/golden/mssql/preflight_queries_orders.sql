@@ -1,5 +1,5 @@
 -- table
--- Pre-flight, 1 of 5: the target table and how it is partitioned. Values are parameters.
+-- Pre-flight, 1 of 6: the target table and how it is partitioned. Values are parameters.
 -- The heap or clustered index (index_id 0 or 1) says where the table lives: a filegroup, or a
 -- partition scheme (sys.partition_schemes) whose function (sys.partition_functions) is RANGE
 -- LEFT when boundary_value_on_right = 0, typed by sys.partition_parameters, on the column
@@ -18,7 +18,7 @@ LEFT JOIN sys.index_columns AS ic
 WHERE i.[object_id] = OBJECT_ID(?, N'U') AND i.index_id IN (0, 1);
 GO
 -- boundaries
--- Pre-flight, 2 of 5: the function's boundary values in order, converted to the key's type
+-- Pre-flight, 2 of 6: the function's boundary values in order, converted to the key's type
 -- (sys.partition_range_values keeps them as sql_variant). RANGE LEFT: boundary_id k closes
 -- partition k on its right end.
 SELECT rv.boundary_id, CONVERT(bigint, rv.[value]) AS boundary
@@ -27,7 +27,7 @@ WHERE rv.function_id = ? AND rv.parameter_id = 1
 ORDER BY rv.boundary_id;
 GO
 -- partitions
--- Pre-flight, 3 of 5: each partition of each index: its rows, data compression and filegroup
+-- Pre-flight, 3 of 6: each partition of each index: its rows, data compression and filegroup
 -- (sys.destination_data_spaces maps the scheme's destination k, partition k, to a filegroup).
 -- The heap or clustered index (index_id 0 or 1) counts the table's rows. SWITCH needs a
 -- staging table on the partition's filegroup with the partition's compression, so both are
@@ -43,28 +43,40 @@ WHERE p.[object_id] = OBJECT_ID(?, N'U')
 ORDER BY p.index_id, p.partition_number;
 GO
 -- indexes
--- Pre-flight, 4 of 5: the target's indexes and their columns, to build them on each staging
+-- Pre-flight, 4 of 6: the target's indexes and their columns, to build them on each staging
 -- table before SWITCH (SWITCH needs the same clustered index and every index of the target,
--- aligned: partitioned on the table's scheme, `aligned` = 1) and to check them here. A
--- disabled index or a columnstore one is reported, not reproduced.
+-- aligned) and to check them here. A disabled index or a columnstore one is reported, not
+-- reproduced. `aligned` = 1: the index is partitioned by the table's partitioning column on a
+-- scheme of the table's own partition function (any scheme: the function is what the
+-- commit's SPLIT and MERGE change, for every index on it at once). An index on another,
+-- equal function is aligned today but would not be after a SPLIT or MERGE: it counts as not
+-- aligned. https://learn.microsoft.com/en-us/sql/relational-databases/partitions/partitioned-tables-and-indexes#aligned-index
 SELECT i.index_id, i.name, i.type_desc, i.is_unique, i.is_primary_key, i.is_unique_constraint, i.is_disabled,
        i.has_filter, i.filter_definition,
-       CASE WHEN i.data_space_id = t.data_space_id THEN 1 ELSE 0 END AS aligned,
+       CASE WHEN ips.function_id = tps.function_id
+             AND (SELECT ipc.column_id FROM sys.index_columns AS ipc WHERE ipc.[object_id] = i.[object_id]
+                  AND ipc.index_id = i.index_id AND ipc.partition_ordinal = 1)
+               = (SELECT tpc.column_id FROM sys.index_columns AS tpc WHERE tpc.[object_id] = t.[object_id]
+                  AND tpc.index_id = t.index_id AND tpc.partition_ordinal = 1)
+            THEN 1 ELSE 0 END AS aligned,
        COL_NAME(ic.[object_id], ic.column_id) AS column_name, ic.key_ordinal, ic.is_descending_key,
        ic.is_included_column
 FROM sys.indexes AS i
 JOIN sys.indexes AS t ON t.[object_id] = i.[object_id] AND t.index_id IN (0, 1)
+LEFT JOIN sys.partition_schemes AS ips ON ips.data_space_id = i.data_space_id
+LEFT JOIN sys.partition_schemes AS tps ON tps.data_space_id = t.data_space_id
 LEFT JOIN sys.index_columns AS ic ON ic.[object_id] = i.[object_id] AND ic.index_id = i.index_id
 WHERE i.[object_id] = OBJECT_ID(?, N'U') AND i.index_id > 0
 ORDER BY i.index_id, ic.is_included_column, ic.key_ordinal, ic.index_column_id;
 GO
 -- columns
--- Pre-flight, 5 of 5: the target's columns in order, as the staging tables must have them
+-- Pre-flight, 5 of 6: the target's columns in order, as the staging tables must have them
 -- (SWITCH needs the same names, types, lengths, precision, scale, collation, nullability and
--- order), and the other tables and indexes on the same partition function: ALTER PARTITION
+-- order; a sparse column is made sparse there too; computed columns are refused: the staging
+-- table loads every column from the file), and the other tables and indexes on the same partition function: ALTER PARTITION
 -- FUNCTION repartitions all of them in one transaction.
 SELECT c.name, TYPE_NAME(c.system_type_id) AS type_name, c.max_length, c.[precision], c.scale, c.is_nullable,
-       c.collation_name, c.is_computed, c.is_identity, TYPE_NAME(c.user_type_id) AS declared_type
+       c.collation_name, c.is_computed, c.is_identity, TYPE_NAME(c.user_type_id) AS declared_type, c.is_sparse
 FROM sys.columns AS c
 WHERE c.[object_id] = OBJECT_ID(?, N'U')
 ORDER BY c.column_id;
@@ -80,4 +92,53 @@ GO
 SELECT key_min, key_max, batch FROM [switchyard].[partition_batches]
 WHERE target_schema = ? AND table_name = ?
 ORDER BY key_max;
+GO
+-- dependencies
+-- Pre-flight, 6 of 6: what else about the target can make the commit's TRUNCATE, SWITCH, SPLIT
+-- or MERGE fail after a multi-hour load, one row per finding: (kind, name, detail, flag).
+--   check         a CHECK constraint (detail: its definition as the catalog keeps it; flag:
+--                 1 when disabled): SWITCH needs the staging table to carry it, trusted;
+--   fk_in         a foreign key of another table referencing the target (detail: that table):
+--                 TRUNCATE TABLE refuses a referenced table (Msg 4712);
+--   fk_out        a foreign key of the target (detail: the table it references): SWITCH needs
+--                 the staging table to carry it, trusted;
+--   indexed_view  a schema-bound view with an index over the target: TRUNCATE refuses a table
+--                 in an indexed view, and SWITCH needs its partitions aligned;
+--   cdc           change data capture tracks the table: TRUNCATE refuses it;
+--   replication   the table is published (transactional, merge or snapshot) or subscribed:
+--                 TRUNCATE refuses a published table, SWITCH needs the publication's
+--                 allow_partition_switch;
+--   temporal      a system-versioned table or a history table (detail: temporal_type_desc):
+--                 TRUNCATE is refused while SYSTEM_VERSIONING is ON.
+-- https://learn.microsoft.com/en-us/sql/t-sql/statements/truncate-table-transact-sql
+-- https://learn.microsoft.com/en-us/sql/t-sql/statements/alter-table-transact-sql (SWITCH)
+-- Values are parameters: the target's name, once, in the CTE.
+WITH target AS (SELECT OBJECT_ID(?, N'U') AS id)
+SELECT N'check' AS kind, cc.name, cc.[definition] AS detail, CONVERT(int, cc.is_disabled) AS flag
+FROM target JOIN sys.check_constraints AS cc ON cc.parent_object_id = target.id
+UNION ALL
+SELECT N'fk_in', fk.name, QUOTENAME(OBJECT_SCHEMA_NAME(fk.parent_object_id)) + N'.' + QUOTENAME(OBJECT_NAME(fk.parent_object_id)), 0
+FROM target JOIN sys.foreign_keys AS fk ON fk.referenced_object_id = target.id
+UNION ALL
+SELECT N'fk_out', fk.name, QUOTENAME(OBJECT_SCHEMA_NAME(fk.referenced_object_id)) + N'.' + QUOTENAME(OBJECT_NAME(fk.referenced_object_id)), 0
+FROM target JOIN sys.foreign_keys AS fk ON fk.parent_object_id = target.id AND fk.referenced_object_id <> target.id
+UNION ALL
+SELECT DISTINCT N'indexed_view', QUOTENAME(OBJECT_SCHEMA_NAME(v.[object_id])) + N'.' + QUOTENAME(v.name), NULL, 0
+FROM target
+JOIN sys.sql_expression_dependencies AS d ON d.referenced_id = target.id
+JOIN sys.views AS v ON v.[object_id] = d.referencing_id
+WHERE EXISTS (SELECT 1 FROM sys.indexes AS vi WHERE vi.[object_id] = v.[object_id] AND vi.index_id > 0)
+UNION ALL
+SELECT N'cdc', t.name, NULL, 0
+FROM target JOIN sys.tables AS t ON t.[object_id] = target.id
+WHERE t.is_tracked_by_cdc = 1
+UNION ALL
+SELECT N'replication', t.name, NULL, 0
+FROM target JOIN sys.tables AS t ON t.[object_id] = target.id
+WHERE t.is_replicated = 1 OR t.is_merge_published = 1 OR t.is_published = 1 OR t.is_schema_published = 1
+   OR t.is_sync_tran_subscribed = 1
+UNION ALL
+SELECT N'temporal', t.name, t.temporal_type_desc, t.temporal_type
+FROM target JOIN sys.tables AS t ON t.[object_id] = target.id
+WHERE t.temporal_type <> 0;
 GO

@@ -2,13 +2,27 @@
 -- table's last switch once every stream of the batch is validated and staged. Readers see the
 -- table before the batch or after it, never a mix: every statement below is part of one
 -- transaction (XACT_ABORT: any error rolls all of it back, and the table stays as it was).
--- Locks: SWITCH, TRUNCATE and ALTER PARTITION FUNCTION take a schema-modification (Sch-M)
--- lock on the table, held to COMMIT; while it is held every reader waits, even under
--- READ UNCOMMITTED or snapshot isolation. All steps are metadata only (empty partitions), so
--- it is held for the catalog changes alone. LOCK_TIMEOUT bounds the wait for readers that
--- hold the table: after 60 s the commit fails, nothing changed, and is retried.
+-- Locks. SWITCH, TRUNCATE and ALTER PARTITION FUNCTION take a schema-modification (Sch-M)
+-- lock on the table (ALTER PARTITION FUNCTION on every table and index on the function), held
+-- to COMMIT. Sch-M is compatible with no other lock, not even the Sch-S of a reader under READ
+-- UNCOMMITTED or snapshot isolation, and a request that waits for it blocks every request for
+-- the table that comes after it: readers queue behind the commit's waiting request, not only
+-- behind its granted lock
+-- (https://learn.microsoft.com/en-us/sql/relational-databases/sql-server-transaction-locking-and-row-versioning-guide#lock_compatibility).
+-- Only SWITCH can wait at low priority, out of that queue (WAIT_AT_LOW_PRIORITY,
+-- https://learn.microsoft.com/en-us/sql/t-sql/statements/alter-table-transact-sql#wait_at_low_priority);
+-- TRUNCATE TABLE ... WITH (PARTITIONS) and ALTER PARTITION FUNCTION ... SPLIT / MERGE ask at
+-- normal priority. So the whole transaction runs under a short LOCK_TIMEOUT
+-- (1000 ms, https://learn.microsoft.com/en-us/sql/t-sql/statements/set-lock-timeout-transact-sql):
+-- a normal-priority request behind a long reader gives up after that long (error 1222), the
+-- transaction rolls back whole (nothing changed), the queue it held up moves on, and the
+-- adapter runs the commit again after a pause (30 attempts in all). Once
+-- the first Sch-M is granted the table is this transaction's: the later steps on it do not
+-- wait for readers again, and every step is metadata only (empty partitions), so readers
+-- wait for the catalog changes alone. The worst a new reader waits: 1000 ms
+-- per attempt while a request is queued, plus the transaction's own catalog work.
 SET XACT_ABORT ON
-SET LOCK_TIMEOUT 60000
+SET LOCK_TIMEOUT 1000
 DECLARE @partition int
 BEGIN TRY
     BEGIN TRANSACTION

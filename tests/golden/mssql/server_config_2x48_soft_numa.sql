@@ -129,6 +129,8 @@ GO
 --    on, and instant file initialization (data files grow and are created without zeroing).
 SELECT node_id, memory_node_id, processor_group, online_scheduler_count FROM sys.dm_os_nodes WHERE node_state_desc NOT LIKE N'%DAC%';
 GO
+SELECT softnuma_configuration_desc FROM sys.dm_os_sys_info;
+GO
 SELECT session_id, local_tcp_port FROM sys.dm_exec_connections;
 GO
 SELECT servicename, instant_file_initialization_enabled FROM sys.dm_server_services;

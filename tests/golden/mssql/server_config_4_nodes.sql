@@ -26,9 +26,14 @@
 --    No node gets more streams than it has schedulers: with the scheduler guard each load
 --    runs on a scheduler of its own.
 --
+--    The node ids above are the server's as it reports them now; a change of
+--    its soft-NUMA configuration or CPU count renumbers them: read the layout again after one.
+--
 -- 2. After the restart, check: the nodes and their schedulers, the port each session came in
 --    on, and instant file initialization (data files grow and are created without zeroing).
 SELECT node_id, memory_node_id, processor_group, online_scheduler_count FROM sys.dm_os_nodes WHERE node_state_desc NOT LIKE N'%DAC%';
+GO
+SELECT softnuma_configuration_desc FROM sys.dm_os_sys_info;
 GO
 SELECT session_id, local_tcp_port FROM sys.dm_exec_connections;
 GO

@@ -17,12 +17,14 @@ CREATE TABLE [tpch_staging].[orders_2] (
     [o_clerk] char(15) COLLATE SQL_Latin1_General_CP1_CI_AS NOT NULL,
     [o_shippriority] int NOT NULL,
     [o_comment] varchar(79) COLLATE SQL_Latin1_General_CP1_CI_AS NOT NULL
-) ON [fg2] WITH (DATA_COMPRESSION = PAGE);
+) ON [fg2];
 GO
 -- The partition's range, inclusive at both ends. Added WITH CHECK on the empty table, so it
--- is trusted from the start; SWITCH refuses an untrusted one.
+-- is trusted from the start; SWITCH refuses an untrusted one. IS NOT NULL: with it SWITCH can
+-- prove every row belongs to a partition other than the first even when the target's key
+-- column allows NULL (NULL sorts into the first partition; Msg 4982 otherwise).
 ALTER TABLE [tpch_staging].[orders_2] WITH CHECK
-    ADD CONSTRAINT [orders_2_range] CHECK ([o_orderkey] >= 4001 AND [o_orderkey] <= 8000);
+    ADD CONSTRAINT [orders_2_range] CHECK ([o_orderkey] IS NOT NULL AND [o_orderkey] >= 4001 AND [o_orderkey] <= 8000);
 GO
 -- orders_2: the target's indexes on the validated staging table, before its switch
 -- (each stream builds its own, in parallel, outside the table's commit).
@@ -30,10 +32,13 @@ GO
 -- filegroup: SWITCH needs the same clustered index and every index of the target on the
 -- source, aligned with the partition; built here, before the commit, they are attached as
 -- they are (metadata only). A primary key or unique constraint is made as a constraint.
+-- SORT_IN_TEMPDB = ON: the build's sort runs in tempdb, so the stream's filegroup needs room
+-- for the finished index only, not also for its sort runs
+-- (https://learn.microsoft.com/en-us/sql/relational-databases/indexes/sort-in-tempdb-option-for-indexes).
 -- MAXDOP = 1 (an index option of CREATE INDEX and of ALTER TABLE ... ADD CONSTRAINT):
 -- the build's plan uses at most that many schedulers; 1 suppresses its parallel plan. The
 -- other streams' bulk loads keep the other schedulers busy, one each.
-ALTER TABLE [tpch_staging].[orders_2] ADD CONSTRAINT [orders_2__PK_orders] PRIMARY KEY CLUSTERED ([o_orderkey]) WITH (DATA_COMPRESSION = PAGE, MAXDOP = 1) ON [fg2];
+ALTER TABLE [tpch_staging].[orders_2] ADD CONSTRAINT [orders_2__PK_orders] PRIMARY KEY CLUSTERED ([o_orderkey]) WITH (DATA_COMPRESSION = PAGE, SORT_IN_TEMPDB = ON, MAXDOP = 1) ON [fg2];
 GO
-CREATE NONCLUSTERED INDEX [IX_orders_cust_date] ON [tpch_staging].[orders_2] ([o_custkey], [o_orderdate] DESC) INCLUDE ([o_totalprice]) WITH (DATA_COMPRESSION = PAGE, MAXDOP = 1) ON [fg2];
+CREATE NONCLUSTERED INDEX [IX_orders_cust_date] ON [tpch_staging].[orders_2] ([o_custkey], [o_orderdate] DESC) INCLUDE ([o_totalprice]) WITH (DATA_COMPRESSION = PAGE, SORT_IN_TEMPDB = ON, MAXDOP = 1) ON [fg2];
 GO

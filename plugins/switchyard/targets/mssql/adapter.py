@@ -49,8 +49,8 @@ from switchyard.targets.mssql.rows import FileRows
 from switchyard.targets.mssql.keys import KeyType, key_type
 from switchyard.targets.mssql.server_config import LAYOUT_SQL, Layout, layout_from_json
 from switchyard.targets.mssql.tsql import nstr, quote_name, split_statements, sstr
-from switchyard.targets.mssql.catalog import (ColumnInfo, TargetTable, shape_problems, staging_constraint_name,
-                                              target_from_catalog)
+from switchyard.targets.mssql.catalog import (ColumnInfo, TargetTable, check_copy, dependency_findings,
+                                              shape_problems, staging_constraint_name, target_from_catalog)
 from switchyard.targets.mssql.window import (Incoming, Partition, WindowPlan, keys_text, object_name, plan_window,
                                              show_key)
 from switchyard.targets.mssql.settings import (ADAPTER_OPTIONS, EDGE_FILEGROUP, _SAFE_PATH, Endpoint, Settings,
@@ -71,6 +71,8 @@ CODE_PAGES_SQL = ("SELECT c.name, COLLATIONPROPERTY(c.collation_name, 'CodePage'
                   "WHERE c.object_id = OBJECT_ID(?) AND c.collation_name IS NOT NULL")
 # Data files only (type 0: ROWS).
 USED_PAGES_SQL = "SELECT name, FILEPROPERTY(name, 'SpaceUsed') FROM sys.database_files WHERE [type] = 0"
+# "Cannot insert the value NULL into column ...": a BULK INSERT met an empty field in a NOT NULL column.
+NULL_REFUSED = 515
 
 class MssqlAdapter(TargetAdapter):
     engine = "mssql"
@@ -103,6 +105,11 @@ class MssqlAdapter(TargetAdapter):
         for name in Settings.__dataclass_fields__:
             setattr(self, name, getattr(self.settings, name))
         self._server: tuple[str, int] | None = None
+        # Per table, how much room its staging tables need beyond their rows' (filegroups): 2.0
+        # where the target has indexes to build on them; set by the pre-flight.
+        self.index_room: dict[str, float] = {}
+        # Seconds between two attempts of a table's commit that timed out on a lock (_run_commit).
+        self.commit_pause = 3.0
         # How often a load's session is sampled (where it runs, how it is logged), seconds;
         # None: not at all (the recovery model's rules then say how it was logged).
         self.watch_every: float | None = 0.5
@@ -197,8 +204,8 @@ class MssqlAdapter(TargetAdapter):
 
     def columns(self, table: Table) -> list[dict[str, Any]]:
         """Name, type and nullability: SWITCH needs staging and target identical in all three."""
-        return [{"name": c.name, "type": c.sql_type(self.engine), "nullable": c.nullable, "collation": None}
-                for c in table.columns]
+        return [{"name": c.name, "type": c.sql_type(self.engine), "nullable": c.nullable, "collation": None,
+                 "sparse": False} for c in table.columns]
 
     def filegroups(self, plan: LoadPlan, used_pages: Mapping[str, int] | None = None) -> list[dict]:
         """Every stream's filegroup with its files, and the edge filegroup.
@@ -209,6 +216,9 @@ class MssqlAdapter(TargetAdapter):
         (`used_pages`, read from the server at setup; none when only a script is written):
         a load then never waits for a file to grow.
         """
+        # A table whose target has indexes builds them on each staging table before the switch:
+        # the clustered index is a second copy of the rows until the heap is gone (the sort runs
+        # in tempdb), so its streams need about their size again (index_room, set by the pre-flight).
         by_fg: dict[str, list[StreamPlan]] = {}
         for s in plan.all_streams():
             if s.partitioned and not s.empty:
@@ -217,7 +227,7 @@ class MssqlAdapter(TargetAdapter):
         out, index = [], 0
         for fg in sorted(by_fg, key=lambda n: (len(n), n)):
             streams = by_fg[fg]
-            data = sum(s.bytes or 0 for s in streams)
+            data = sum(math.ceil((s.bytes or 0) * self.index_room.get(s.table, 1.0)) for s in streams)
             share_mb = math.ceil(data * self.file_headroom / self.files_per_filegroup / MB)
             dirs = self.file_placement.get(fg) or self.file_placement.get("*")
             files = []
@@ -267,7 +277,7 @@ class MssqlAdapter(TargetAdapter):
             closes = {key.value(s.upper): s.filegroup for s in streams}
             for s in streams:
                 closes.setdefault(key.before(s.lower), EDGE_FILEGROUP)
-            boundaries = [{"value": v, "sql": key.literal(v), "filegroup": fg} for v, fg in sorted(closes.items())]
+            boundaries = [{"value": v, "sql": key.boundary(v), "filegroup": fg} for v, fg in sorted(closes.items())]
             ctx.update(function=self.function_name(t.name), scheme=self.scheme_name(t.name), boundaries=boundaries,
                        scheme_filegroups=[b["filegroup"] for b in boundaries] + [EDGE_FILEGROUP])
         else:
@@ -284,15 +294,25 @@ class MssqlAdapter(TargetAdapter):
         if not stream.partitioned or stream.empty:
             return {"lower_sql": "", "upper_sql": ""}
         key = self.key(stream.table)
-        return {"lower_sql": key.literal(stream.lower), "upper_sql": key.literal(stream.upper)}
+        return {"lower_sql": key.literal(stream.lower, start=True), "upper_sql": key.literal(stream.upper)}
 
     def prepare_sql(self, stream: StreamPlan, columns: list | None = None, filegroup: str | None = None,
-                    compression: str = "NONE") -> list[str]:
+                    compression: str = "NONE", checks: list | None = None) -> list[str]:
         """The staging table: by default from the spec on the stream's filegroup (a plan written
         without a server); at run time with the target's columns as the catalog has them, on the
-        filegroup and with the data compression its partition will have (setup's plan)."""
+        filegroup and with the data compression its partition will have (setup's plan), and the
+        target's CHECK constraints (`checks`: catalog.Dependency rows, copied where check_copy
+        takes their definition; the pre-flight refused the others)."""
         table = self.spec.table(stream.table)
+        names = [c["name"] for c in (columns or self.columns(table))]
+        copies = []
+        for d in checks or []:
+            definition = check_copy(d.detail, names)
+            if definition is not None and not d.flag:
+                copies.append({"name": staging_constraint_name(stream.staging_table, d.name),
+                               "target_name": d.name, "definition": definition})
         return self.render("prepare.sql", s=stream, columns=columns or self.columns(table), key=table.key,
+                           checks=copies,
                            filegroup=filegroup or stream.filegroup, compression=compression,
                            key_kind=self.key(table).kind if stream.partitioned else "integer", **self._bounds(stream))
 
@@ -370,7 +390,7 @@ class MssqlAdapter(TargetAdapter):
             row_terminator_sql="'0x0a'" if terminator == "\n" else None,
             row_terminator_expr=_nchar_expression(terminator), row_terminator_note=shown,
             first_row=fmt.header_lines + 1, codepage=codepage, codepage_note=_codepage_note(codepage),
-            keepnulls=fmt.null_marker == "" and any(c.nullable for c in table.columns),
+            keepnulls=True,
             batch_size=self.batch_size, guard=self.scheduler_guard if guard is None else guard,
             busy_error=SCHEDULER_BUSY_ERROR, busy_message=SCHEDULER_BUSY_MESSAGE)
 
@@ -388,7 +408,7 @@ class MssqlAdapter(TargetAdapter):
         builds the target's indexes on the staging table (`staging_index_sql`) and marks it ready."""
         columns = self.columns(self.spec.table(stream.table))
         if not stream.partitioned:
-            return self.render("switch_table.sql", s=stream, columns=columns)
+            return self.render("switch_table.sql", s=stream, columns=columns, commit_lock_wait_ms=self.commit_lock_wait_ms)
         return []
 
     def staging_index_sql(self, stream: StreamPlan, indexes: list, filegroup: str,
@@ -408,8 +428,10 @@ class MssqlAdapter(TargetAdapter):
         (indexes_sql,) = self.render("catalog_indexes.sql")
         columns_sql, shared_sql = self.render("catalog_columns.sql")
         (batches_sql,) = self.render("partition_batches.sql")
+        (dependencies_sql,) = self.render("catalog_dependencies.sql")
         return {"table": table_sql, "boundaries": boundaries_sql, "partitions": partitions_sql,
-                "indexes": indexes_sql, "columns": columns_sql, "shared": shared_sql, "batches": batches_sql}
+                "indexes": indexes_sql, "columns": columns_sql, "shared": shared_sql, "batches": batches_sql,
+                "dependencies": dependencies_sql}
 
     def incoming(self, table_plan: TablePlan) -> list[Incoming]:
         key = self.key(table_plan.table)
@@ -463,7 +485,8 @@ class MssqlAdapter(TargetAdapter):
         steps = []
         for st in wp.steps:
             d: dict[str, Any] = {"kind": st.kind, "why": st.why,
-                                 "value_sql": key.literal(st.value) if st.value is not None else "NULL"}
+                                 "value_sql": key.literal(st.value) if st.value is not None else "NULL",
+                                 "range_sql": key.boundary(st.value) if st.value is not None else "NULL"}
             if st.partition is not None:
                 d.update(number=st.partition.number, rows=st.partition.rows,
                          range=keys_text(st.partition.lower, st.partition.upper, key))
@@ -487,7 +510,8 @@ class MssqlAdapter(TargetAdapter):
         return self.render("commit_table.sql", table=f"{self.schema}.{table}", table_name=table,
                            mode=self.spec.table(table).mode, batch=batch, run=run, steps=steps,
                            function=target.function, scheme=target.scheme, columns=target.columns,
-                           indexes=target.indexes, records=records, gone=gone, wait_minutes=self.wait_minutes())
+                           indexes=target.indexes, records=records, gone=gone, wait_minutes=self.wait_minutes(),
+                           commit_lock_wait_ms=self.commit_lock_wait_ms, commit_attempts=self.commit_attempts)
 
     def script(self, plan: LoadPlan) -> str:
         """The whole load as T-SQL for review, in execution order, one batch per GO."""
@@ -690,17 +714,19 @@ class MssqlAdapter(TargetAdapter):
         columns = [tuple(r) for r in cur.execute(sql["columns"], name).fetchall()]
         shared = ([tuple(r) for r in cur.execute(sql["shared"], function_id, name).fetchall()]
                   if function_id is not None else [])
+        dependencies = [tuple(r) for r in cur.execute(sql["dependencies"], name).fetchall()]
         batches = []
         if cur.execute("SELECT OBJECT_ID(?, N'U')", self.qualified(self.control_schema, "partition_batches")
                        ).fetchone()[0] is not None:
             batches = [tuple(r) for r in cur.execute(sql["batches"], self.schema, table).fetchall()]
-        return target_from_catalog(key, rows, boundaries, partitions, indexes, columns, shared, batches)
+        return target_from_catalog(key, rows, boundaries, partitions, indexes, columns, shared, batches,
+                                   dependency_rows=dependencies)
 
-    def preflight(self, cur, plan: LoadPlan, found: list[str] = ()) -> list[str]:
+    def preflight(self, cur, plan: LoadPlan, batch_problems: list[str] = ()) -> list[str]:
         """Each table of the plan against the target as it is; TargetError (permanent) listing
-        every problem, with the batch's own (`found`), before anything is created or loaded.
-        Returns the notes."""
-        notes, problems = [], list(found)
+        every problem, with the batch's own (`batch_problems`), before anything is created or
+        loaded. Returns the notes."""
+        notes, problems = [], list(batch_problems)
         for table_plan in plan.tables:
             table = table_plan.table
             where = f"{self.schema}.{table.name}"
@@ -712,6 +738,12 @@ class MssqlAdapter(TargetAdapter):
                 continue
             found = shape_problems(target, where, table, self.key(table) if table.partitioned else None,
                                    self._key_type(table))
+            if target.indexes:
+                self.index_room[table.name] = 2.0
+            if table.partitioned and target.partitioned:
+                more, said = dependency_findings(target, where, table)
+                found += more
+                notes += said
             problems += found
             if found:
                 continue
@@ -792,17 +824,19 @@ class MssqlAdapter(TargetAdapter):
         try:
             with self.connection(stream.stream) as conn:
                 cur = conn.cursor()
-                columns, filegroup, compression = None, None, "NONE"
+                columns, filegroup, compression, checks = None, None, "NONE", []
                 if stream.partitioned:
                     target = self.read_target(cur, stream.table)
                     mine = self.planned(cur, stream.table).get(stream.staging_table)
                     if target.exists and target.columns:
                         columns = [{"name": c.name, "type": c.type, "nullable": c.nullable,
-                                    "collation": c.collation} for c in target.columns]
+                                    "collation": c.collation, "sparse": c.sparse} for c in target.columns]
+                        checks = target.checks
                     if mine is not None and mine["run"] == (self.lease_holder or ""):
                         filegroup = mine["filegroup"]
-                        compression = mine["compression"][0][1] if mine["compression"] else "NONE"
-                for stmt in self.prepare_sql(stream, columns=columns, filegroup=filegroup, compression=compression):
+                        compression = staging_heap_compression(mine["compression"])
+                for stmt in self.prepare_sql(stream, columns=columns, filegroup=filegroup, compression=compression,
+                                             checks=checks):
                     cur.execute(stmt)
                     drain(cur)
         except pyodbc.Error as exc:
@@ -914,6 +948,12 @@ class MssqlAdapter(TargetAdapter):
                 except pyodbc.Error as exc:
                     if is_scheduler_busy(exc):
                         raise SchedulerBusy(_message(exc)) from exc
+                    if NULL_REFUSED in error_numbers(exc) and any(not c.nullable for c in
+                                                                  self.spec.table(stream.table).columns):
+                        # An empty field in a NOT NULL column: BULK INSERT reads it as NULL
+                        # (load.sql); the spec means '', which the client path stores.
+                        raise _ClientPath(f"an empty field in a NOT NULL column, which BULK INSERT reads as NULL "
+                                          f"({_message(exc)}); the client path loads it as an empty string") from exc
                     raise self._load_error(path, stream, exc) from exc
             finally:
                 if watcher is not None:
@@ -1011,7 +1051,9 @@ class MssqlAdapter(TargetAdapter):
 
     def switched_in_sql(self, stream: StreamPlan) -> list[str]:
         table = self.spec.table(stream.table)
-        return self.render("switched_in.sql", key_type=self._key_type(table))
+        key = self.key(table)
+        return self.render("switched_in.sql", key_type=key.declared if key.kind == "timestamp" else self._key_type(table),
+                           param="CONVERT(" + key.declared + ", ?, 126)" if key.kind == "timestamp" else "?")
 
     def switched_in(self, stream: StreamPlan) -> dict[str, Any] | None:
         """The stream's partition holding rows (its two boundaries in place); for an
@@ -1022,8 +1064,8 @@ class MssqlAdapter(TargetAdapter):
             return {"partition": None, "in_target": True} if exists else None
         statement, = self.switched_in_sql(stream)
         key = self.key(stream.table)
-        rows = self.fetch(statement, (target, key.value(stream.lower), key.before(stream.lower),
-                                      key.value(stream.upper)))
+        rows = self.fetch(statement, (target, key.param(stream.lower, start=True), key.param(key.before(stream.lower)),
+                                      key.param(stream.upper)))
         if not rows:
             return None
         number = int(rows[0][0])
@@ -1038,16 +1080,17 @@ class MssqlAdapter(TargetAdapter):
         where = f"{self.schema}.{stream.table}"
         try:
             if not stream.partitioned:
-                self.execute(self.switch_sql(stream, replace_existing=True), stream.stream)
+                with self.connection(stream.stream) as conn:
+                    self._run_commit(conn.cursor(), stream.table, self.switch_sql(stream, replace_existing=True))
                 return {"partition": None, "replaced": True, "in_target": True, "table_switched": True}
             built = self._build_target_indexes(stream)
             return {**self._stage(stream), **built}
         except pyodbc.Error as exc:
             text = _message(exc)
             if 1222 in error_numbers(exc) or "Lock request time out" in text:
-                raise TargetError(f"switch of {stream.group_id} into {where} waited {self.lock_timeout_seconds}s "
-                                  f"for a lock (a long-running reader holds the table); nothing was changed, "
-                                  f"retry later") from exc
+                raise TargetError(f"switch of {stream.group_id} into {where}: {self.commit_attempts} attempts each "
+                                  f"waited {self.commit_lock_wait_ms} ms for a lock (a long-running reader holds "
+                                  f"the table); nothing was changed, retry later") from exc
             raise TargetError(f"switch of {stream.group_id} into {where} failed: {text}") from exc
 
     def _build_target_indexes(self, stream: StreamPlan) -> dict[str, Any]:
@@ -1140,15 +1183,31 @@ class MssqlAdapter(TargetAdapter):
         # earlier retirement took it.
         wp.steps = [dataclasses.replace(st, archive_table=self._archive_name(cur, st.archive_table))
                     if st.kind == "archive" else st for st in wp.steps]
-        for stmt in self.render_commit(table, wp, target, streams, batch, run):
-            cur.execute(stmt)
-            drain(cur)
+        self._run_commit(cur, table, self.render_commit(table, wp, target, streams, batch, run))
         log.info("%s.%s: batch %s switched in: %d partitions%s%s", self.schema, table, batch, len(streams),
                  f"; replaced {len(wp.removed)}" if wp.removed else "",
                  f"; retired {len(wp.retired)}" if wp.retired else "")
         return {"table_switched": True, "batch": batch, "partitions_in": len(streams),
                 "removed": [keys_text(p.lower, p.upper, key) for p in wp.removed],
                 "retired": [keys_text(p.lower, p.upper, key) for p in wp.retired]}
+
+    def _run_commit(self, cur, table: str, statements: list[str]) -> None:
+        """Run the table's commit; after a lock timeout (error 1222: a normal-priority Sch-M request
+        waited commit_lock_wait_ms behind a reader, and the whole transaction rolled back), pause so
+        the readers it held up go through, and run it again, commit_attempts times at most."""
+        for attempt in range(1, self.commit_attempts + 1):
+            try:
+                for stmt in statements:
+                    cur.execute(stmt)
+                    drain(cur)
+                return
+            except Exception as exc:  # the driver's error (pyodbc.Error); anything but 1222 goes up as it is
+                if 1222 not in error_numbers(exc) or attempt == self.commit_attempts:
+                    raise
+                log.info("%s.%s: the commit waited %d ms for a lock held by a reader; nothing changed, attempt %d "
+                         "of %d in %.1f s", self.schema, table, self.commit_lock_wait_ms, attempt,
+                         self.commit_attempts, self.commit_pause)
+                time.sleep(self.commit_pause)
 
     def scheduler_count(self) -> int:
         return int(self.fetch(SCHEDULER_COUNT_SQL)[0][0])
@@ -1175,6 +1234,15 @@ class MssqlAdapter(TargetAdapter):
 
     def row_count(self, table: str) -> int:
         return int(self.fetch(f"SELECT COUNT_BIG(*) FROM {self.qualified(self.schema, table)}")[0][0])
+
+def staging_heap_compression(compression: Any) -> str:
+    """The data compression of a staging heap, from its partition's (index, compression) pairs,
+    heap or clustered index first. A heap target: the partition's own (SWITCH needs it equal). A
+    clustered one: NONE, since the clustered index built on the heap before the switch rewrites
+    every row with the partition's compression; a compressed heap would compress them twice."""
+    first = tuple(compression[0]) if compression else ("(heap)", "NONE")
+    return first[1] if first[0] == "(heap)" else "NONE"
+
 
 def _free_name(name: str, n: int) -> str:
     return name if n == 0 else f"{name[:56]}_{n}"

@@ -31,6 +31,19 @@ class ColumnInfo:
     type: str          # as CREATE TABLE writes it: varchar(79), decimal(15,2), datetime2(3)
     nullable: bool
     collation: str | None = None
+    computed: bool = False
+    identity: bool = False
+    sparse: bool = False
+
+
+@dataclass(frozen=True)
+class Dependency:
+    """A row of catalog_dependencies.sql: something about the target beyond its shape that can
+    make the commit's TRUNCATE, SWITCH, SPLIT or MERGE fail."""
+    kind: str            # check, fk_in, fk_out, indexed_view, cdc, replication, temporal
+    name: str
+    detail: str | None = None
+    flag: int = 0
 
 
 @dataclass(frozen=True)
@@ -69,6 +82,15 @@ class TargetTable:
     indexes: list[IndexInfo] = field(default_factory=list)
     columns: list[ColumnInfo] = field(default_factory=list)
     shared_with: list[str] = field(default_factory=list)
+    dependencies: list[Dependency] = field(default_factory=list)
+    # Indexes with a partition on another filegroup than the table's partition of that number
+    # (an index on another scheme of the table's function): (index, partition, its filegroup).
+    misplaced: list[tuple[str, int, str]] = field(default_factory=list)
+
+    @property
+    def checks(self) -> list[Dependency]:
+        """The target's CHECK constraints: each staging table carries them (check_copies)."""
+        return [d for d in self.dependencies if d.kind == "check"]
 
 
 def column_type(type_name: str, max_length: int, precision: int, scale: int) -> str:
@@ -96,10 +118,11 @@ def _name(value: str) -> str:
 def target_from_catalog(key: KeyType, table_rows: Sequence[tuple], boundary_rows: Sequence[tuple] = (),
                         partition_rows: Sequence[tuple] = (), index_rows: Sequence[tuple] = (),
                         column_rows: Sequence[tuple] = (), shared_rows: Sequence[tuple] = (),
-                        batch_rows: Sequence[tuple] = (), scheme: str | None = None) -> TargetTable:
-    """The catalog's answers (rows of catalog_table, _boundaries, _partitions, _indexes, _columns
-    and the shared-function query; `batch_rows`: (key_min, key_max, batch) of the control table
-    partition_batches, keys as JSON text) as one TargetTable."""
+                        batch_rows: Sequence[tuple] = (), scheme: str | None = None,
+                        dependency_rows: Sequence[tuple] = ()) -> TargetTable:
+    """The catalog's answers (rows of catalog_table, _boundaries, _partitions, _indexes, _columns,
+    the shared-function query and catalog_dependencies; `batch_rows`: (key_min, key_max, batch) of
+    the control table partition_batches, keys as JSON text) as one TargetTable."""
     if not table_rows:
         return TargetTable(exists=False)
     (ds_type, data_space, function_id, function, on_right, _fanout, p_type, _len, _prec, _scale, column), = \
@@ -108,20 +131,29 @@ def target_from_catalog(key: KeyType, table_rows: Sequence[tuple], boundary_rows
                     function=function, function_id=function_id, range_right=bool(on_right),
                     parameter_type=(p_type or None), partition_column=column, scheme=scheme or data_space)
     t.columns = [ColumnInfo(name=_name(n), type=column_type(tn, ml, pr, sc), nullable=bool(nul),
-                            collation=c if c and _COLLATION.match(c) else None)
-                 for n, tn, ml, pr, sc, nul, c, *_ in column_rows]
+                            collation=c if c and _COLLATION.match(c) else None, computed=bool(more[0]) if more else False,
+                            identity=bool(more[1]) if len(more) > 1 else False,
+                            sparse=bool(more[3]) if len(more) > 3 else False)
+                 for n, tn, ml, pr, sc, nul, c, *more in column_rows]
+    t.dependencies = [Dependency(kind=str(k), name=str(n), detail=None if d is None else str(d), flag=int(f or 0))
+                      for k, n, d, f in dependency_rows]
     t.shared_with = [r[0] for r in shared_rows]
     t.indexes = _indexes(index_rows)
     if not t.partitioned:
         return t
     t.boundaries = [key.value(b) for _, b in sorted(boundary_rows)]
     by_number: dict[int, dict] = {}
+    index_places = []
     for index_id, index_name, number, rows, compression, filegroup in partition_rows:
         entry = by_number.setdefault(int(number), {"rows": 0, "filegroup": None, "compression": []})
         if int(index_id) in (0, 1):
             entry["rows"] = int(rows)
             entry["filegroup"] = filegroup
+        else:
+            index_places.append((str(index_name), int(number), filegroup))
         entry["compression"].append((index_name or "(heap)", compression_of(compression)))
+    t.misplaced = [(name, number, fg) for name, number, fg in index_places
+                   if fg != by_number[number]["filegroup"]]
     recorded = {}
     for key_min, key_max, batch in batch_rows:
         recorded[(key.before(key.value(_json(key_min, key))), key.value(_json(key_max, key)))] = batch
@@ -194,9 +226,10 @@ def shape_problems(t: TargetTable, where: str, spec_table, key: KeyType, key_sql
                         f"position and SWITCH needs equal: make them the same")
     for index in t.indexes:
         if not index.aligned:
-            problems.append(f"{where}: index {index.name} is not aligned (not partitioned on the table's scheme): "
-                            f"SWITCH needs every index partitioned with the table; rebuild it ON {t.scheme}"
-                            f"({spec_table.key}) or drop it")
+            problems.append(f"{where}: index {index.name} is not aligned (not partitioned by {spec_table.key} on a "
+                            f"scheme of the table's function {t.function}): SWITCH needs every index partitioned "
+                            f"with the table, and the commit's SPLIT and MERGE change that function only; rebuild "
+                            f"it ON {t.scheme}({spec_table.key}) or drop it")
         if index.kind not in ("CLUSTERED", "NONCLUSTERED"):
             problems.append(f"{where}: index {index.name} is {index.kind.lower()}: Switchyard builds rowstore indexes "
                             f"on its staging tables only; drop it or load this table another way")
@@ -204,6 +237,13 @@ def shape_problems(t: TargetTable, where: str, spec_table, key: KeyType, key_sql
             problems.append(f"{where}: index {index.name} is filtered: Switchyard writes no index definition it "
                             f"did not build from names (a filter is free text), so it cannot build it on the staging "
                             f"tables that SWITCH needs it on; drop the filter or the index")
+        places = sorted({(n, fg) for name, n, fg in t.misplaced if name == index.name})
+        if places and index.aligned:
+            problems.append(f"{where}: index {index.name} has partitions on other filegroups than the table's "
+                            f"(partition {places[0][0]} on {places[0][1]}): SWITCH needs each index partition on the "
+                            f"filegroup of the table's partition, where Switchyard builds the staging tables' "
+                            f"indexes; rebuild it ON {t.scheme}({spec_table.key}) or on a scheme with the same "
+                            f"filegroups")
         if index.disabled:
             problems.append(f"{where}: index {index.name} is disabled: SWITCH needs it enabled (ALTER INDEX "
                             f"{index.name} ON {where} REBUILD) or dropped")
@@ -217,3 +257,93 @@ def staging_constraint_name(staging_table: str, index: str) -> str:
     if len(name) > 128:
         name = f"{name[:100]}_{hashlib.sha1(name.encode()).hexdigest()[:16]}"
     return _name(name)
+
+
+# A CHECK definition Switchyard copies to its staging tables: the catalog's own text of the
+# constraint (sys.check_constraints.definition), taken only when every token is one of these:
+# a bracketed name of one of the table's columns, a number, a string literal, a comparison or
+# arithmetic operator, a parenthesis or comma, or AND, OR, NOT, IS, NULL, IN, LIKE, BETWEEN.
+# Anything else (a function, a subquery, a comment) is refused by name, never pasted.
+_CHECK_TOKENS = re.compile(r"\s+|\[(?P<column>[A-Za-z_][A-Za-z0-9_]{0,127})\]|N?'(?:[^']|'')*'|\d+(?:\.\d+)?"
+                           r"|<>|!=|>=|<=|[=<>+\-*/%(),]|(?P<word>[A-Za-z]+)")
+_CHECK_WORDS = {"AND", "OR", "NOT", "IS", "NULL", "IN", "LIKE", "BETWEEN"}
+
+
+def check_copy(definition: str | None, columns: Sequence[str]) -> str | None:
+    """The CHECK definition as it is when it is safe to write into a staging table's DDL, else None."""
+    if not definition or len(definition) > 4000:
+        return None
+    pos = 0
+    while pos < len(definition):
+        m = _CHECK_TOKENS.match(definition, pos)
+        if not m or m.end() == pos:
+            return None
+        if m.group("column") is not None and m.group("column") not in columns:
+            return None
+        if m.group("word") is not None and m.group("word").upper() not in _CHECK_WORDS:
+            return None
+        pos = m.end()
+    if definition.count("(") != definition.count(")") or "--" in definition or "/*" in definition:
+        return None
+    return definition
+
+
+def dependency_findings(t: TargetTable, where: str, spec_table) -> tuple[list[str], list[str]]:
+    """(problems, notes): what about an existing partitioned target beyond its shape would make the
+    commit's TRUNCATE, SWITCH, SPLIT or MERGE fail, each with its fix; and what the load does
+    about the rest (the rules: catalog_dependencies.sql)."""
+    problems, notes = [], []
+    names = [c.name for c in t.columns]
+    key = next((c for c in t.columns if c.name == spec_table.key), None)
+    if key is not None and key.nullable:
+        notes.append(f"{where}: its key column {key.name} allows NULL; each staging table's range CHECK says "
+                     f"{key.name} IS NOT NULL, which SWITCH into any partition but the first needs (Msg 4982 "
+                     f"otherwise). Making {key.name} NOT NULL on the table is the cleaner fix")
+    for c in t.columns:
+        if c.computed:
+            problems.append(f"{where}: column {c.name} is computed: the staging tables load every column from the "
+                            f"file, and SWITCH needs the same computed definition on them; drop the computed column "
+                            f"(or make it a plain column the file fills), or load this table another way")
+        if c.identity:
+            notes.append(f"{where}: column {c.name} has the IDENTITY property: the rows keep the file's values "
+                         f"(SWITCH ignores IDENTITY); run DBCC CHECKIDENT on the table after the load if inserts "
+                         f"follow")
+    for d in t.dependencies:
+        if d.kind == "check":
+            if d.flag:
+                notes.append(f"{where}: CHECK constraint {d.name} is disabled: the staging tables do not carry it")
+            elif check_copy(d.detail, names) is None or not _NAME.match(d.name):
+                problems.append(f"{where}: CHECK constraint {d.name} {d.detail}: SWITCH needs every staging table to "
+                                f"carry it, and Switchyard copies only definitions made of the table's columns, "
+                                f"literals, comparisons, arithmetic, AND, OR, NOT, IN, BETWEEN, LIKE and IS NULL; "
+                                f"rewrite it so, or drop it for the load and add it back WITH CHECK after")
+            else:
+                notes.append(f"{where}: CHECK constraint {d.name} {d.detail} is copied to each staging table "
+                             f"(SWITCH needs it there)")
+        elif d.kind == "fk_in":
+            problems.append(f"{where} is referenced by foreign key {d.name} of {d.detail}: TRUNCATE TABLE refuses a "
+                            f"table a foreign key references (Msg 4712), and the commit empties partitions with it; "
+                            f"drop {d.name} for the load and add it back WITH CHECK after, or leave {where} out of "
+                            f"this run")
+        elif d.kind == "fk_out":
+            problems.append(f"{where}: foreign key {d.name} references {d.detail}: SWITCH needs every staging table "
+                            f"to carry it, trusted, and Switchyard copies no foreign keys; drop {d.name} for the load "
+                            f"and add it back WITH CHECK after")
+        elif d.kind == "indexed_view":
+            problems.append(f"{where} is in the indexed view {d.name}: TRUNCATE TABLE refuses a table an indexed "
+                            f"view references, and SWITCH needs the view's index aligned; drop the view's index "
+                            f"for the load and create it again after")
+        elif d.kind == "cdc":
+            problems.append(f"{where}: change data capture tracks it: TRUNCATE TABLE refuses such a table; disable "
+                            f"it for the load (sys.sp_cdc_disable_table) and enable it after, or leave {where} out "
+                            f"of this run")
+        elif d.kind == "replication":
+            problems.append(f"{where} is published or subscribed for replication: TRUNCATE TABLE refuses a "
+                            f"published table and SWITCH needs the publication's allow_partition_switch; take it "
+                            f"out of the publication for the load, or leave {where} out of this run")
+        elif d.kind == "temporal":
+            what = "a history table" if d.flag == 1 else "system-versioned"
+            problems.append(f"{where} is {what} ({d.detail}): TRUNCATE TABLE and SWITCH into it are refused while "
+                            f"SYSTEM_VERSIONING is ON; turn it OFF for the load and ON after, or leave {where} out "
+                            f"of this run")
+    return problems, notes

@@ -38,8 +38,14 @@ MAX_NODES = 64
 # server and save the output (LAYOUT_COMMAND), then `plan --emit server-config --layout
 # layout.json`; the adapter reads the same query live. FOR JSON hands a long document back
 # cut into rows of about 2 KB (printed as lines): the reader joins them. The dedicated admin
-# connection's node (ONLINE DAC) serves no user session: left out.
+# connection's node (ONLINE DAC) serves no user session: left out. `softnuma` is the server's
+# soft-NUMA configuration (sys.dm_os_sys_info, 2016+: OFF, ON for automatic, MANUAL): under
+# automatic soft-NUMA (2016+, on by default, for hardware nodes of more than 8 physical cores)
+# the nodes listed are the soft nodes the server formed, each with the hardware node it sits
+# on as memory_node_id, and the port-to-node map refers to those node ids
+# (https://learn.microsoft.com/en-us/sql/database-engine/configure-windows/soft-numa-sql-server).
 LAYOUT_SQL = """SELECT
+    (SELECT i.softnuma_configuration_desc FROM sys.dm_os_sys_info AS i) AS softnuma,
     JSON_QUERY((SELECT n.node_id, n.memory_node_id, n.processor_group, n.cpu_affinity_mask,
                        n.online_scheduler_count
                 FROM sys.dm_os_nodes AS n
@@ -117,6 +123,8 @@ class Node:
 class Layout:
     nodes: tuple[Node, ...]
     source: str
+    softnuma: str | None = None     # the server's soft-NUMA configuration (OFF, ON, MANUAL), if read
+    assumed: bool = False           # NODESxCPUS as given: node ids taken to be the hardware nodes
 
     @property
     def groups(self) -> dict[int, int]:
@@ -139,7 +147,10 @@ class Layout:
     def describe(self) -> list[str]:
         groups = self.groups
         lines = [f"{len(self.nodes)} node(s), {sum(groups.values())} logical CPUs in {len(groups)} processor "
-                 f"group(s) ({', '.join(f'group {g}: {c}' for g, c in groups.items())}):"]
+                 f"group(s) ({', '.join(f'group {g}: {c}' for g, c in groups.items())})"
+                 + (f", soft-NUMA {self.softnuma}" + (" (automatic: the nodes are the soft nodes the server "
+                                                     "formed; memory node = hardware node)" if self.softnuma == "ON"
+                                                     else "") if self.softnuma else "") + ":"]
         for n in self.nodes:
             lines.append(f"  node {n.node_id}: memory node {n.memory_node_id}, group {n.group}, CPUs "
                          f"{_short_ranges(n.cpus)} of the group (cpu_id {_short_ranges(n.cpu_ids)}), "
@@ -206,12 +217,16 @@ def layout_from_json(data: Any, source: str = "the server (sys.dm_os_nodes, sys.
     ids = [n.node_id for n in nodes]
     if len(set(ids)) != len(ids):
         raise LayoutError("layout: a node id appears twice")
+    softnuma = data.get("softnuma")
+    if softnuma is not None and softnuma not in ("OFF", "ON", "MANUAL"):
+        raise LayoutError(f"layout: softnuma is OFF, ON or MANUAL (sys.dm_os_sys_info.softnuma_configuration_desc), "
+                          f"not {softnuma!r}")
     taken: set[int] = set()
     for n in nodes:
         if taken & set(n.cpu_ids):
             raise LayoutError(f"layout: node {n.node_id} shares CPUs with another node")
         taken |= set(n.cpu_ids)
-    return Layout(nodes=tuple(sorted(nodes, key=lambda n: n.node_id)), source=source)
+    return Layout(nodes=tuple(sorted(nodes, key=lambda n: n.node_id)), source=source, softnuma=softnuma)
 
 
 _SHORTHAND = re.compile(r"^\s*(\d+)\s*[xX*]\s*(\d+)\s*$")
@@ -235,8 +250,9 @@ def assumed_layout(nodes: int, cpus_per_node: int) -> Layout:
         out.append(Node(node_id=node, memory_node_id=node, group=group,
                         cpus=tuple(range(used, used + cpus_per_node)), schedulers=cpus_per_node))
         used += cpus_per_node
-    return Layout(nodes=tuple(out), source=f"{nodes}x{cpus_per_node} as given (assumed: node ids 0..{nodes - 1}, "
-                                           "groups of whole nodes; check against LAYOUT_SQL)")
+    return Layout(nodes=tuple(out), source=f"{nodes}x{cpus_per_node} as given (assumed: node ids 0..{nodes - 1} are "
+                                           "the hardware nodes, groups of whole nodes; check against the layout "
+                                           "query)", assumed=True)
 
 
 def read_layout(value: str) -> Layout:
@@ -282,7 +298,8 @@ def soft_numa_layout(layout: Layout, cpus_per_node: int) -> Layout:
     if len(out) > MAX_NODES:
         raise LayoutError(f"--soft-numa {cpus_per_node}: {len(out)} nodes; a port's node mask addresses at most "
                           f"{MAX_NODES} (use a larger node size)")
-    return Layout(nodes=tuple(out), source=f"soft-NUMA nodes of {cpus_per_node} CPU(s) cut from {layout.source}")
+    return Layout(nodes=tuple(out), source=f"soft-NUMA nodes of {cpus_per_node} CPU(s) cut from {layout.source}",
+                  softnuma="MANUAL")
 
 
 def with_affinity(layout: Layout, cpu_ids: Iterable[int]) -> Layout:
@@ -297,7 +314,12 @@ def with_affinity(layout: Layout, cpu_ids: Iterable[int]) -> Layout:
         cpus = tuple(c for c in n.cpus if n.group * GROUP_SIZE + c in keep)
         if cpus:
             nodes.append(Node(n.node_id, n.memory_node_id, n.group, cpus, len(cpus)))
-    return Layout(nodes=tuple(nodes), source=layout.source)
+    return Layout(nodes=tuple(nodes), source=layout.source, softnuma=layout.softnuma, assumed=layout.assumed)
+
+
+# Automatic soft-NUMA splits a hardware node of more than 8 physical cores; NODESxCPUS gives
+# logical CPUs, so a node of more than 8 of them may be split (all of them are past 16).
+AUTO_SOFT_NUMA_CORES = 8
 
 
 def parse_cpu_list(value: str) -> list[int]:
@@ -405,9 +427,29 @@ def server_config(layout: Layout, streams: int, base_port: int = 2000, soft_numa
         layout = with_affinity(layout, affinity)
     plan = plan_ports(layout, streams, base_port)
     total_cpus = len(hardware.cpu_ids)
+    # NODESxCPUS with nodes that automatic soft-NUMA may split: the port map below names
+    # hardware nodes, which holds only with automatic soft-NUMA off; the config says so and
+    # turns it off (or the DBA plans from the real layout instead).
+    auto_off = (hardware.assumed and soft_numa is None
+                and max(len(n.cpus) for n in hardware.nodes) > AUTO_SOFT_NUMA_CORES)
     lines = [f"-- Switchyard: server configuration for {streams} load stream(s) on pinned ports",
              f"-- Layout from {hardware.source}:"]
     lines += [f"--   {x}" for x in hardware.describe()]
+    if hardware.assumed:
+        lines += ["--",
+                  "-- Assumed, not read: node ids 0..N-1 are the hardware NUMA nodes as the server numbers them.",
+                  "-- SQL Server 2016+ turns on automatic soft-NUMA for hardware nodes of more than 8 physical",
+                  "-- cores and then numbers soft nodes instead, which the port map would name wrongly. To check,",
+                  "-- run the layout query on the server (each node's memory_node_id is its hardware node):",
+                  "--   SELECT node_id, memory_node_id, processor_group, online_scheduler_count FROM sys.dm_os_nodes",
+                  "--   WHERE node_state_desc NOT LIKE N'%DAC%';  -- and: SELECT softnuma_configuration_desc FROM",
+                  "--   sys.dm_os_sys_info;",
+                  "-- and plan from its output (--layout <file>: `plan --emit server-config` without --layout prints",
+                  "-- the whole query), which maps the ports to the nodes the server really has."]
+        if auto_off:
+            lines += [f"-- These nodes have more than {AUTO_SOFT_NUMA_CORES} CPUs: this config turns automatic "
+                      "soft-NUMA off (step 2),",
+                      "-- so that the node ids are the hardware nodes the port map names."]
     lines += ["--",
               "-- Port-to-node mapping is a Windows setting of the instance, not T-SQL, and SQL Server on",
               "-- Linux has none (it listens on one port): there, map several client ports to that one",
@@ -438,6 +480,21 @@ def server_config(layout: Layout, streams: int, base_port: int = 2000, soft_numa
         lines.append("--    No node gets more streams than it has schedulers: with the scheduler guard each load")
         lines.append("--    runs on a scheduler of its own.")
     step = 2
+    if auto_off:
+        lines += ["--",
+                  f"-- {step}. Automatic soft-NUMA off, so that the server's node ids are the hardware nodes the port",
+                  "--    map above names. It takes effect at the restart of step 1: run it before that restart,",
+                  "--    with SQL Server Agent stopped (stopping the Agent after it and before the restart reverts",
+                  "--    it). After the restart each node's memory_node_id equals its node_id. Planning from the real layout",
+                  "--    instead keeps automatic soft-NUMA and maps the ports to its soft nodes.",
+                  "ALTER SERVER CONFIGURATION SET SOFTNUMA OFF;",
+                  "GO"]
+        step += 1
+    elif not hardware.assumed and soft_numa is None:
+        lines += ["--",
+                  "--    The node ids above are the server's as it reports them now"
+                  + (f" (soft-NUMA {hardware.softnuma})" if hardware.softnuma else "") + "; a change of",
+                  "--    its soft-NUMA configuration or CPU count renumbers them: read the layout again after one."]
     if soft_numa is not None:
         lines += ["--",
                   f"-- {step}. Soft-NUMA nodes of {soft_numa} CPU(s), one per port (machine-wide registry keys of the",
@@ -467,6 +524,8 @@ def server_config(layout: Layout, streams: int, base_port: int = 2000, soft_numa
               "--    on, and instant file initialization (data files grow and are created without zeroing).",
               "SELECT node_id, memory_node_id, processor_group, online_scheduler_count FROM sys.dm_os_nodes "
               "WHERE node_state_desc NOT LIKE N'%DAC%';",
+              "GO",
+              "SELECT softnuma_configuration_desc FROM sys.dm_os_sys_info;",
               "GO",
               "SELECT session_id, local_tcp_port FROM sys.dm_exec_connections;",
               "GO",

@@ -26,7 +26,8 @@ ODBC_DRIVER_NAME = "ODBC Driver 18 for SQL Server"
 ADAPTER_OPTIONS = ("load_mode", "server_data_root", "local_data_root", "ports", "base_port", "port_count",
                    "file_dirs", "file_placement", "files_per_filegroup", "file_size_mb", "file_growth_mb",
                    "file_max_size_mb", "file_headroom", "batch_size", "packet_size", "scheduler_guard",
-                   "guard_retries", "odbc_driver", "codepage", "login_timeout", "text_check")
+                   "guard_retries", "odbc_driver", "codepage", "login_timeout", "text_check", "commit_lock_wait_ms",
+                   "commit_attempts")
 # Rows take about as many bytes in a heap as in a text file; 1.2 covers page fill and row
 # overhead. Raise it for nchar/nvarchar columns (UTF-16 doubles ASCII text).
 DEFAULT_FILE_HEADROOM = 1.2
@@ -228,6 +229,11 @@ class Settings:
     # RAW code page), read the file for non-ASCII bytes and take the client path if any.
     # Off only for files known to hold text the columns store exactly (TPC-H: ASCII).
     text_check: bool = True
+    # The table's commit: how long one attempt's normal-priority Sch-M request (TRUNCATE, SPLIT,
+    # MERGE) may queue readers behind it (LOCK_TIMEOUT, ms), and how many attempts in all
+    # (commit_table.sql says why).
+    commit_lock_wait_ms: int = 1000
+    commit_attempts: int = 30
 
 
 def parse_settings(opt: Mapping[str, Any], default_port: int, default_data_root: Path) -> Settings:
@@ -261,4 +267,6 @@ def parse_settings(opt: Mapping[str, Any], default_port: int, default_data_root:
         guard_retries=int(opt.get("guard_retries") or 8),
         odbc_driver=opt.get("odbc_driver") or None, codepage=codepage.upper() if codepage and not codepage.isdigit()
         else codepage, login_timeout=int(opt.get("login_timeout") or 15),
-        text_check=_bool(opt.get("text_check", True)))
+        text_check=_bool(opt.get("text_check", True)),
+        commit_lock_wait_ms=_positive(opt.get("commit_lock_wait_ms") or 1000, "commit_lock_wait_ms"),
+        commit_attempts=_positive(opt.get("commit_attempts") or 30, "commit_attempts"))

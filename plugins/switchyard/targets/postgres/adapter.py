@@ -391,11 +391,12 @@ class PostgresAdapter(TargetAdapter):
             log.info("pre-flight: %s", note)
         return notes
 
-    def preflight(self, cur, plan: LoadPlan, found: list[str] = ()) -> list:
+    def preflight(self, cur, plan: LoadPlan, batch_problems: list[str] = ()) -> list:
         """Each table of the plan against the target as it is; TargetError (permanent) listing
-        every problem, with the batch's own (`found`), before anything is created or loaded."""
+        every problem, with the batch's own (`batch_problems`), before anything is created or
+        loaded."""
         from switchyard.core.preflight import check_table
-        checks, problems = [], list(found)
+        checks, problems = [], list(batch_problems)
         for table_plan in plan.tables:
             table = table_plan.table
             where = f"{self.schema}.{table.name}"

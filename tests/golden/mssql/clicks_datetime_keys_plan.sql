@@ -1,0 +1,779 @@
+-- Switchyard load plan: spec clicks, 3 streams, target mssql, load mode bulk_insert
+-- database switchyard; stream k connects to port 2000 + (k - 1) mod 3
+USE [switchyard];
+GO
+
+-- objects
+-- Objects a load needs, created only when missing: safe on every run. Each statement is
+-- its own batch (GO in the script), so none relies on a variable of another.
+-- How the loads will be logged. Minimal logging needs the SIMPLE or BULK_LOGGED recovery
+-- model (every load here takes TABLOCK on an empty heap). Nothing here changes the model:
+-- an availability database or a mirrored one must stay in FULL, and FULL -> SIMPLE would
+-- break a log backup chain (FULL -> BULK_LOGGED keeps it). A log chain exists when
+-- sys.database_recovery_status.last_log_backup_lsn is not NULL.
+DECLARE @logging nvarchar(400) = CASE
+    WHEN EXISTS (SELECT 1 FROM sys.databases WHERE database_id = DB_ID() AND replica_id IS NOT NULL)
+        THEN N'switchyard: availability database, FULL recovery: every load is fully logged and sent to every secondary; keep the model, size the log for the load'
+    WHEN EXISTS (SELECT 1 FROM sys.database_mirroring WHERE database_id = DB_ID() AND mirroring_guid IS NOT NULL)
+        THEN N'switchyard: mirrored database, FULL recovery: every load is fully logged and sent to the mirror; keep the model'
+    WHEN (SELECT recovery_model_desc FROM sys.databases WHERE database_id = DB_ID()) <> N'FULL'
+        THEN N'switchyard: SIMPLE or BULK_LOGGED recovery: the loads are minimally logged'
+    WHEN (SELECT last_log_backup_lsn FROM sys.database_recovery_status WHERE database_id = DB_ID()) IS NOT NULL
+        THEN N'switchyard: FULL recovery with a log backup chain: the loads are fully logged; BULK_LOGGED for the load window keeps the chain, SIMPLE would break it'
+    ELSE N'switchyard: FULL recovery without a log backup chain: the loads are fully logged'
+END
+PRINT @logging;
+GO
+-- One filegroup per stream: a staging table and its partition must share a filegroup for
+-- SWITCH, and separate filegroups spread allocation (PFS/GAM) contention over their files.
+-- Files are created at the size this batch needs (the stream files' bytes times the
+-- headroom 1.2, plus what a file already holds), so no load waits for a file to
+-- grow; FILEGROWTH is only the safety net. Creating or growing a data file writes no
+-- zeros when the service account holds "Perform volume maintenance tasks" (instant file
+-- initialization, sys.dm_server_services.instant_file_initialization_enabled).
+-- fg1: 1 file(s) for 2.0 KB of stream files (daily_1, hourly_1).
+IF NOT EXISTS (SELECT 1 FROM sys.filegroups WHERE name = N'fg1')
+    ALTER DATABASE CURRENT ADD FILEGROUP [fg1];
+GO
+-- A filegroup holds tables only once it has a file. ALTER DATABASE CURRENT (2012+) keeps
+-- the database name out of the script.
+IF NOT EXISTS (SELECT 1 FROM sys.database_files WHERE name = N'fg1_1')
+    ALTER DATABASE CURRENT ADD FILE (NAME = N'fg1_1', FILENAME = N'/var/opt/mssql/data/switchyard_fg1_1.ndf', SIZE = 64MB, MAXSIZE = UNLIMITED, FILEGROWTH = 64MB) TO FILEGROUP [fg1];
+GO
+-- A file made by an earlier batch grows to this batch's size before any load; only ever
+-- up (MODIFY FILE refuses a size at or below the current one, error 5039), and
+-- sys.database_files.size counts 8-KB pages.
+IF (SELECT size FROM sys.database_files WHERE name = N'fg1_1') < 8192
+    ALTER DATABASE CURRENT MODIFY FILE (NAME = N'fg1_1', SIZE = 64MB);
+GO
+-- fg2: 1 file(s) for 2.0 KB of stream files (daily_2, hourly_2).
+IF NOT EXISTS (SELECT 1 FROM sys.filegroups WHERE name = N'fg2')
+    ALTER DATABASE CURRENT ADD FILEGROUP [fg2];
+GO
+IF NOT EXISTS (SELECT 1 FROM sys.database_files WHERE name = N'fg2_1')
+    ALTER DATABASE CURRENT ADD FILE (NAME = N'fg2_1', FILENAME = N'/var/opt/mssql/data/switchyard_fg2_1.ndf', SIZE = 64MB, MAXSIZE = UNLIMITED, FILEGROWTH = 64MB) TO FILEGROUP [fg2];
+GO
+IF (SELECT size FROM sys.database_files WHERE name = N'fg2_1') < 8192
+    ALTER DATABASE CURRENT MODIFY FILE (NAME = N'fg2_1', SIZE = 64MB);
+GO
+-- fg3: 1 file(s) for 1.0 KB of stream files (hourly_3).
+IF NOT EXISTS (SELECT 1 FROM sys.filegroups WHERE name = N'fg3')
+    ALTER DATABASE CURRENT ADD FILEGROUP [fg3];
+GO
+IF NOT EXISTS (SELECT 1 FROM sys.database_files WHERE name = N'fg3_1')
+    ALTER DATABASE CURRENT ADD FILE (NAME = N'fg3_1', FILENAME = N'/var/opt/mssql/data/switchyard_fg3_1.ndf', SIZE = 64MB, MAXSIZE = UNLIMITED, FILEGROWTH = 64MB) TO FILEGROUP [fg3];
+GO
+IF (SELECT size FROM sys.database_files WHERE name = N'fg3_1') < 8192
+    ALTER DATABASE CURRENT MODIFY FILE (NAME = N'fg3_1', SIZE = 64MB);
+GO
+-- fg_edge: the empty partitions below the first stream and above the last (and in
+-- gaps between streams), on a small filegroup of their own rather than on PRIMARY.
+IF NOT EXISTS (SELECT 1 FROM sys.filegroups WHERE name = N'fg_edge')
+    ALTER DATABASE CURRENT ADD FILEGROUP [fg_edge];
+GO
+IF NOT EXISTS (SELECT 1 FROM sys.database_files WHERE name = N'fg_edge_1')
+    ALTER DATABASE CURRENT ADD FILE (NAME = N'fg_edge_1', FILENAME = N'/var/opt/mssql/data/switchyard_fg_edge_1.ndf', SIZE = 8MB, MAXSIZE = UNLIMITED, FILEGROWTH = 64MB) TO FILEGROUP [fg_edge];
+GO
+IF (SELECT size FROM sys.database_files WHERE name = N'fg_edge_1') < 1024
+    ALTER DATABASE CURRENT MODIFY FILE (NAME = N'fg_edge_1', SIZE = 8MB);
+GO
+-- CREATE SCHEMA must be alone in its batch, hence EXEC of a constant string.
+IF SCHEMA_ID(N'tpch') IS NULL EXEC (N'CREATE SCHEMA [tpch]');
+GO
+IF SCHEMA_ID(N'tpch_staging') IS NULL EXEC (N'CREATE SCHEMA [tpch_staging]');
+GO
+-- The run lease: one run at a time loads a target schema (see
+-- docs/reliability-and-security.md); a row per target schema names the run that holds it.
+-- Created before the lease is first taken, under the setup applock. CREATE SCHEMA must be
+-- alone in its batch, hence EXEC of a constant string.
+IF SCHEMA_ID(N'switchyard') IS NULL EXEC (N'CREATE SCHEMA [switchyard]');
+GO
+IF OBJECT_ID(N'[switchyard].[run_lease]', N'U') IS NULL
+    CREATE TABLE [switchyard].[run_lease] (
+        [target_schema] nvarchar(128) NOT NULL CONSTRAINT [run_lease_pk] PRIMARY KEY,
+        [holder]        nvarchar(520) NOT NULL,
+        [batch]         nvarchar(1000) NOT NULL,
+        [acquired_at]   datetime2(3) NOT NULL,
+        [expires_at]    datetime2(3) NOT NULL
+    );
+GO
+-- A new table only: its partition function and scheme, named after schema and table
+-- (functions and schemes are database-wide objects, so two schemas never share one), with
+-- this batch's boundaries. RANGE LEFT: a boundary value belongs to the partition on its
+-- left, so a stream's largest key closes its partition, and the value just below its
+-- smallest key closes the empty partition under it. An existing table keeps its function:
+-- the pre-flight has checked this batch against it, and the table's commit merges and splits
+-- its boundaries (empty partitions only) in the transaction that switches the batch in.
+IF OBJECT_ID(N'[tpch].[daily]', N'U') IS NULL AND NOT EXISTS (SELECT 1 FROM sys.partition_functions WHERE name = N'pf_tpch_daily')
+    CREATE PARTITION FUNCTION [pf_tpch_daily] (datetime) AS RANGE LEFT FOR VALUES ('2026-02-28T23:59:59.997', '2026-03-01T23:59:59.997', '2026-03-02T23:59:59.997');
+GO
+-- A scheme names one more filegroup than the function has boundaries: each partition's,
+-- in order, then the one above the last boundary. Empty partitions go to fg_edge:
+-- the table keeps an empty partition at both ends, so that later batches split and merge
+-- empty partitions only.
+IF OBJECT_ID(N'[tpch].[daily]', N'U') IS NULL AND NOT EXISTS (SELECT 1 FROM sys.partition_schemes WHERE name = N'ps_tpch_daily')
+    CREATE PARTITION SCHEME [ps_tpch_daily] AS PARTITION [pf_tpch_daily] TO ([fg_edge], [fg1], [fg2], [fg_edge]);
+GO
+-- Columns in the file's order, NULL only where the spec declares them nullable: BULK
+-- INSERT without a format file maps fields by position, and SWITCH needs staging and target
+-- identical column for column (type, nullability, order).
+IF OBJECT_ID(N'[tpch].[daily]', N'U') IS NULL
+    CREATE TABLE [tpch].[daily] (
+        [at] datetime NOT NULL,
+        [n] integer NOT NULL
+    ) ON [ps_tpch_daily]([at]);
+GO
+-- A new table only: its partition function and scheme, named after schema and table
+-- (functions and schemes are database-wide objects, so two schemas never share one), with
+-- this batch's boundaries. RANGE LEFT: a boundary value belongs to the partition on its
+-- left, so a stream's largest key closes its partition, and the value just below its
+-- smallest key closes the empty partition under it. An existing table keeps its function:
+-- the pre-flight has checked this batch against it, and the table's commit merges and splits
+-- its boundaries (empty partitions only) in the transaction that switches the batch in.
+IF OBJECT_ID(N'[tpch].[hourly]', N'U') IS NULL AND NOT EXISTS (SELECT 1 FROM sys.partition_functions WHERE name = N'pf_tpch_hourly')
+    CREATE PARTITION FUNCTION [pf_tpch_hourly] (datetime2(7)) AS RANGE LEFT FOR VALUES ('2026-02-28T23:59:59.9999999', '2026-03-01T00:59:59.9999999', '2026-03-01T01:59:59.9999999', '2026-03-01T02:59:59.9999999');
+GO
+-- A scheme names one more filegroup than the function has boundaries: each partition's,
+-- in order, then the one above the last boundary. Empty partitions go to fg_edge:
+-- the table keeps an empty partition at both ends, so that later batches split and merge
+-- empty partitions only.
+IF OBJECT_ID(N'[tpch].[hourly]', N'U') IS NULL AND NOT EXISTS (SELECT 1 FROM sys.partition_schemes WHERE name = N'ps_tpch_hourly')
+    CREATE PARTITION SCHEME [ps_tpch_hourly] AS PARTITION [pf_tpch_hourly] TO ([fg_edge], [fg1], [fg2], [fg3], [fg_edge]);
+GO
+-- Columns in the file's order, NULL only where the spec declares them nullable: BULK
+-- INSERT without a format file maps fields by position, and SWITCH needs staging and target
+-- identical column for column (type, nullability, order).
+IF OBJECT_ID(N'[tpch].[hourly]', N'U') IS NULL
+    CREATE TABLE [tpch].[hourly] (
+        [at] datetime2(7) NOT NULL,
+        [n] integer NOT NULL
+    ) ON [ps_tpch_hourly]([at]);
+GO
+-- One row per load, like the record runs' work queue, with where on the server it ran
+-- (port: the one the client dialled; local_tcp_port: the one the connection landed on).
+-- Keyed by the DAG too: a run id is unique only within its DAG. The key can reach 1,260
+-- bytes (two nvarchar(250), a sysname, an int): over the 900 bytes of a clustered index
+-- key, within the 1,700 of a nonclustered one (2016+), hence a heap with a nonclustered key.
+IF OBJECT_ID(N'[switchyard].[load_stats]', N'U') IS NULL
+    CREATE TABLE [switchyard].[load_stats] (
+        dag_id        nvarchar(250) NOT NULL,
+        run_id        nvarchar(250) NOT NULL,
+        batch         nvarchar(250) NOT NULL,
+        table_name    nvarchar(128) NOT NULL,
+        stream        int NOT NULL,
+        [file]        nvarchar(1000) NOT NULL,
+        bytes         bigint NULL,
+        rows_loaded   bigint NULL,
+        started_at    datetime2(3) NULL,
+        ended_at      datetime2(3) NULL,
+        seconds       float NULL,
+        validation    nvarchar(max) NULL,
+        session_id    int NULL,
+        scheduler_id  int NULL,
+        cpu_id        int NULL,
+        node_id       int NULL,
+        local_tcp_port int NULL,
+        reads         bigint NULL,
+        writes        bigint NULL,
+        cpu_time_ms   bigint NULL,
+        mb_per_s      float NULL,
+        rows_per_s    float NULL,
+        port          int NULL,
+        outcome       nvarchar(100) NULL,
+        logging       nvarchar(40) NULL,
+        log_ratio     float NULL,
+        CONSTRAINT [load_stats_pk] PRIMARY KEY NONCLUSTERED (dag_id, run_id, table_name, stream)
+    );
+GO
+-- Each partitioned table's plan for this run (setup writes it, each stream's switch marks
+-- its row ready, the table's last switch commits the batch and clears it): the partition
+-- each staging table goes to, on which filegroup, with which data compression.
+IF OBJECT_ID(N'[switchyard].[planned_partitions]', N'U') IS NULL
+    CREATE TABLE [switchyard].[planned_partitions] (
+        target_schema    nvarchar(128) NOT NULL,
+        table_name       nvarchar(128) NOT NULL,
+        staging_table    nvarchar(128) NOT NULL,
+        stream           int NOT NULL,
+        batch            nvarchar(250) NOT NULL,
+        key_min          nvarchar(64) NOT NULL,
+        key_max          nvarchar(64) NOT NULL,
+        rows_planned     bigint NULL,
+        run              nvarchar(250) NOT NULL,
+        stream_filegroup nvarchar(128) NOT NULL,
+        [filegroup]      nvarchar(128) NOT NULL,
+        [compression]    nvarchar(4000) NOT NULL,
+        planned_at       datetime2(3) NOT NULL,
+        ready_at         datetime2(3) NULL,
+        CONSTRAINT [planned_partitions_pk] PRIMARY KEY (target_schema, table_name, staging_table)
+    );
+GO
+-- The batch each partition of a partitioned table holds (RANGE LEFT: a partition is named by
+-- its upper boundary), written in the transaction that switches it in.
+IF OBJECT_ID(N'[switchyard].[partition_batches]', N'U') IS NULL
+    CREATE TABLE [switchyard].[partition_batches] (
+        target_schema nvarchar(128) NOT NULL,
+        table_name    nvarchar(128) NOT NULL,
+        key_min       nvarchar(64) NOT NULL,
+        key_max       nvarchar(64) NOT NULL,
+        batch         nvarchar(250) NOT NULL,
+        run           nvarchar(250) NOT NULL,
+        rows_planned  bigint NULL,
+        switched_at   datetime2(3) NOT NULL,
+        CONSTRAINT [partition_batches_pk] PRIMARY KEY (target_schema, table_name, key_max)
+    );
+GO
+-- Tables created by an earlier version lack the later columns. COL_LENGTH is NULL for a
+-- column that does not exist; a NULL-able column is added as metadata only, no rewrite.
+IF COL_LENGTH(N'[switchyard].[load_stats]', N'dag_id') IS NULL
+    ALTER TABLE [switchyard].[load_stats] ADD [dag_id] nvarchar(250) NULL;
+GO
+IF COL_LENGTH(N'[switchyard].[load_stats]', N'mb_per_s') IS NULL
+    ALTER TABLE [switchyard].[load_stats] ADD [mb_per_s] float NULL;
+GO
+IF COL_LENGTH(N'[switchyard].[load_stats]', N'rows_per_s') IS NULL
+    ALTER TABLE [switchyard].[load_stats] ADD [rows_per_s] float NULL;
+GO
+IF COL_LENGTH(N'[switchyard].[load_stats]', N'port') IS NULL
+    ALTER TABLE [switchyard].[load_stats] ADD [port] int NULL;
+GO
+IF COL_LENGTH(N'[switchyard].[load_stats]', N'outcome') IS NULL
+    ALTER TABLE [switchyard].[load_stats] ADD [outcome] nvarchar(100) NULL;
+GO
+IF COL_LENGTH(N'[switchyard].[load_stats]', N'logging') IS NULL
+    ALTER TABLE [switchyard].[load_stats] ADD [logging] nvarchar(40) NULL;
+GO
+IF COL_LENGTH(N'[switchyard].[load_stats]', N'log_ratio') IS NULL
+    ALTER TABLE [switchyard].[load_stats] ADD [log_ratio] float NULL;
+GO
+-- ... and are keyed by (run_id, table_name, stream): the rows of two DAGs' runs with the
+-- same run id overwrote each other. Re-keyed once, in one transaction (XACT_ABORT rolls it
+-- all back on any error), under setup's application lock; rows written before the DAG was
+-- recorded keep dag_id N''. ALTER COLUMN keeps dag_id's type and length and changes only
+-- its nullability, which a column in no index (nor in CREATE STATISTICS) allows.
+-- Its own batch, after the ADDs: a batch that names a column compiles only once it exists.
+IF EXISTS (SELECT 1 FROM sys.key_constraints AS k
+           WHERE k.parent_object_id = OBJECT_ID(N'[switchyard].[load_stats]') AND k.[type] = 'PK'
+             AND NOT EXISTS (SELECT 1 FROM sys.index_columns AS ic
+                             WHERE ic.[object_id] = k.parent_object_id AND ic.index_id = k.unique_index_id
+                               AND COL_NAME(ic.[object_id], ic.column_id) = N'dag_id'))
+BEGIN
+    SET XACT_ABORT ON
+    BEGIN TRY
+        BEGIN TRANSACTION
+        UPDATE [switchyard].[load_stats] SET dag_id = N'' WHERE dag_id IS NULL
+        ALTER TABLE [switchyard].[load_stats] ALTER COLUMN dag_id nvarchar(250) NOT NULL
+        ALTER TABLE [switchyard].[load_stats] DROP CONSTRAINT [load_stats_pk]
+        ALTER TABLE [switchyard].[load_stats]
+            ADD CONSTRAINT [load_stats_pk] PRIMARY KEY NONCLUSTERED (dag_id, run_id, table_name, stream)
+        COMMIT TRANSACTION
+    END TRY
+    BEGIN CATCH
+        IF @@TRANCOUNT > 0 ROLLBACK TRANSACTION
+        ;THROW
+    END CATCH
+END;
+GO
+
+-- daily_1: daily/daily.1.txt, keys 2026-03-01T00:00:00..2026-03-01T23:59:59.997000, filegroup fg1, port 2000
+-- A failed earlier attempt's staging table is replaced, never appended to (DROP ... IF EXISTS: 2016+).
+DROP TABLE IF EXISTS [tpch_staging].[daily_1];
+GO
+-- A heap with no index, on its partition's filegroup: BULK INSERT with TABLOCK into an empty
+-- heap is minimally logged; the target's indexes are built on it after validation, before
+-- the switch.
+-- The target's columns as the catalog has them (names, types, lengths, collation,
+-- nullability, order): SWITCH needs them equal. On the partition's filegroup, with its data
+-- compression: SWITCH needs both equal to the partition's.
+CREATE TABLE [tpch_staging].[daily_1] (
+    [at] datetime NOT NULL,
+    [n] integer NOT NULL
+) ON [fg1];
+GO
+-- The partition's range, inclusive at both ends. Added WITH CHECK on the empty table, so it
+-- is trusted from the start; SWITCH refuses an untrusted one. IS NOT NULL: with it SWITCH can
+-- prove every row belongs to a partition other than the first even when the target's key
+-- column allows NULL (NULL sorts into the first partition; Msg 4982 otherwise).
+-- Date and time literals are typed: CONVERT with style 23 (yyyy-mm-dd) or 126 (ISO 8601 with
+-- the T), which SQL Server reads the same under every SET LANGUAGE and SET DATEFORMAT.
+ALTER TABLE [tpch_staging].[daily_1] WITH CHECK
+    ADD CONSTRAINT [daily_1_range] CHECK ([at] IS NOT NULL AND [at] >= CONVERT(datetime, '2026-03-01T00:00:00.000', 126) AND [at] <= CONVERT(datetime, '2026-03-01T23:59:59.997', 126));
+GO
+-- One load per scheduler, as the 2010 record run did it: the request runs on one scheduler
+-- for its whole batch, so the claim and the BULK INSERT below are on the same one. The
+-- session-owned applock names the scheduler; a second load there fails at once (error
+-- 51001) and the loader reconnects to land elsewhere. The scheduler is kept in the
+-- session context for the statistics read after the load.
+DECLARE @scheduler int = (SELECT scheduler_id FROM sys.dm_exec_requests WHERE session_id = @@SPID)
+DECLARE @resource nvarchar(255) = CONCAT(N'switchyard.scheduler.', @scheduler)
+DECLARE @rc int
+EXEC @rc = sp_getapplock @Resource = @resource, @LockMode = N'Exclusive', @LockOwner = N'Session', @LockTimeout = 0
+IF @rc < 0
+    THROW 51001, N'switchyard: another load holds this scheduler', 1
+EXEC sp_set_session_context N'switchyard.scheduler', @scheduler
+-- A retried load starts from an empty table: BULK INSERT and bulk copy commit every BATCHSIZE
+-- rows, so a failed attempt leaves its first batches behind, and the retry reruns this step
+-- alone (not prepare). TRUNCATE TABLE deallocates the pages (minimally logged, so the load
+-- that follows still fills an empty heap) and keeps the range CHECK constraint trusted.
+TRUNCATE TABLE [tpch_staging].[daily_1]
+-- DATAFILETYPE 'char': every field is taken as it is between its terminators (a backslash
+-- is an ordinary byte).
+-- CODEPAGE 65001: the file's UTF-8 text is converted to each column's code page; exact
+-- in nchar/nvarchar and _UTF8-collated columns (a character outside a single-byte
+-- column's code page cannot be stored exactly by any load). SQL Server on Linux takes
+-- CODEPAGE RAW only (2019+, none before): the loader uses that there.
+-- KEEPNULLS: BULK INSERT reads an empty field as NULL, and without KEEPNULLS a column's
+-- default replaces it
+-- (https://learn.microsoft.com/en-us/sql/relational-databases/import-export/keep-nulls-or-use-default-values-during-bulk-import-sql-server):
+-- with it an empty field is NULL, never a column default. NULL is what a nullable column's empty
+-- field means here (the spec's NULL marker is the empty field); in a NOT NULL column, where
+-- the spec means an empty string, the server refuses the NULL (error 515) and the loader
+-- loads the file over the client path instead, which stores ''.
+-- TABLOCK into an empty heap: minimally logged under SIMPLE or BULK_LOGGED recovery.
+-- CHECK_CONSTRAINTS keeps the range constraint trusted for SWITCH (without it the load
+-- marks the constraint untrusted). MAXERRORS = 0: no bad line is skipped. Dates as
+-- yyyy-mm-dd, read the same under every DATEFORMAT for date and datetime2; SET DATEFORMAT
+-- ymd makes it so for datetime and smalldatetime too.
+SET DATEFORMAT ymd
+-- The row terminator LF: the hexadecimal form BULK INSERT documents for a line
+-- feed ('\n' would mean CR LF to SQL Server).
+BULK INSERT [tpch_staging].[daily_1]
+    FROM '/srv/switchyard/data/batch/daily/daily.1.txt'
+    WITH (DATAFILETYPE = 'char', FIELDTERMINATOR = '|', ROWTERMINATOR = '0x0a', CODEPAGE = '65001', KEEPNULLS,
+          TABLOCK, CHECK_CONSTRAINTS, BATCHSIZE = 100000, MAXERRORS = 0);
+GO
+-- SWITCH refuses an untrusted CHECK constraint. The load checked every row, so this finds
+-- the constraint trusted and costs nothing; after a load that bypassed the check (another
+-- tool, a TDS copy without check_constraints) it re-validates once, with one scan.
+IF EXISTS (SELECT 1 FROM sys.check_constraints WHERE parent_object_id = OBJECT_ID(N'[tpch_staging].[daily_1]') AND name = N'daily_1_range' AND is_not_trusted = 1)
+    ALTER TABLE [tpch_staging].[daily_1] WITH CHECK CHECK CONSTRAINT [daily_1_range];
+GO
+-- switch: the target's indexes built on tpch_staging.daily_1 (none on a table setup made from the spec), then the stream is marked ready; the table's last switch runs the table's commit
+
+-- daily_2: daily/daily.2.txt, keys 2026-03-02T00:00:00..2026-03-02T23:59:59.997000, filegroup fg2, port 2001
+-- A failed earlier attempt's staging table is replaced, never appended to (DROP ... IF EXISTS: 2016+).
+DROP TABLE IF EXISTS [tpch_staging].[daily_2];
+GO
+-- A heap with no index, on its partition's filegroup: BULK INSERT with TABLOCK into an empty
+-- heap is minimally logged; the target's indexes are built on it after validation, before
+-- the switch.
+-- The target's columns as the catalog has them (names, types, lengths, collation,
+-- nullability, order): SWITCH needs them equal. On the partition's filegroup, with its data
+-- compression: SWITCH needs both equal to the partition's.
+CREATE TABLE [tpch_staging].[daily_2] (
+    [at] datetime NOT NULL,
+    [n] integer NOT NULL
+) ON [fg2];
+GO
+-- The partition's range, inclusive at both ends. Added WITH CHECK on the empty table, so it
+-- is trusted from the start; SWITCH refuses an untrusted one. IS NOT NULL: with it SWITCH can
+-- prove every row belongs to a partition other than the first even when the target's key
+-- column allows NULL (NULL sorts into the first partition; Msg 4982 otherwise).
+-- Date and time literals are typed: CONVERT with style 23 (yyyy-mm-dd) or 126 (ISO 8601 with
+-- the T), which SQL Server reads the same under every SET LANGUAGE and SET DATEFORMAT.
+ALTER TABLE [tpch_staging].[daily_2] WITH CHECK
+    ADD CONSTRAINT [daily_2_range] CHECK ([at] IS NOT NULL AND [at] >= CONVERT(datetime, '2026-03-02T00:00:00.000', 126) AND [at] <= CONVERT(datetime, '2026-03-02T23:59:59.997', 126));
+GO
+-- One load per scheduler, as the 2010 record run did it: the request runs on one scheduler
+-- for its whole batch, so the claim and the BULK INSERT below are on the same one. The
+-- session-owned applock names the scheduler; a second load there fails at once (error
+-- 51001) and the loader reconnects to land elsewhere. The scheduler is kept in the
+-- session context for the statistics read after the load.
+DECLARE @scheduler int = (SELECT scheduler_id FROM sys.dm_exec_requests WHERE session_id = @@SPID)
+DECLARE @resource nvarchar(255) = CONCAT(N'switchyard.scheduler.', @scheduler)
+DECLARE @rc int
+EXEC @rc = sp_getapplock @Resource = @resource, @LockMode = N'Exclusive', @LockOwner = N'Session', @LockTimeout = 0
+IF @rc < 0
+    THROW 51001, N'switchyard: another load holds this scheduler', 1
+EXEC sp_set_session_context N'switchyard.scheduler', @scheduler
+-- A retried load starts from an empty table: BULK INSERT and bulk copy commit every BATCHSIZE
+-- rows, so a failed attempt leaves its first batches behind, and the retry reruns this step
+-- alone (not prepare). TRUNCATE TABLE deallocates the pages (minimally logged, so the load
+-- that follows still fills an empty heap) and keeps the range CHECK constraint trusted.
+TRUNCATE TABLE [tpch_staging].[daily_2]
+-- DATAFILETYPE 'char': every field is taken as it is between its terminators (a backslash
+-- is an ordinary byte).
+-- CODEPAGE 65001: the file's UTF-8 text is converted to each column's code page; exact
+-- in nchar/nvarchar and _UTF8-collated columns (a character outside a single-byte
+-- column's code page cannot be stored exactly by any load). SQL Server on Linux takes
+-- CODEPAGE RAW only (2019+, none before): the loader uses that there.
+-- KEEPNULLS: BULK INSERT reads an empty field as NULL, and without KEEPNULLS a column's
+-- default replaces it
+-- (https://learn.microsoft.com/en-us/sql/relational-databases/import-export/keep-nulls-or-use-default-values-during-bulk-import-sql-server):
+-- with it an empty field is NULL, never a column default. NULL is what a nullable column's empty
+-- field means here (the spec's NULL marker is the empty field); in a NOT NULL column, where
+-- the spec means an empty string, the server refuses the NULL (error 515) and the loader
+-- loads the file over the client path instead, which stores ''.
+-- TABLOCK into an empty heap: minimally logged under SIMPLE or BULK_LOGGED recovery.
+-- CHECK_CONSTRAINTS keeps the range constraint trusted for SWITCH (without it the load
+-- marks the constraint untrusted). MAXERRORS = 0: no bad line is skipped. Dates as
+-- yyyy-mm-dd, read the same under every DATEFORMAT for date and datetime2; SET DATEFORMAT
+-- ymd makes it so for datetime and smalldatetime too.
+SET DATEFORMAT ymd
+-- The row terminator LF: the hexadecimal form BULK INSERT documents for a line
+-- feed ('\n' would mean CR LF to SQL Server).
+BULK INSERT [tpch_staging].[daily_2]
+    FROM '/srv/switchyard/data/batch/daily/daily.2.txt'
+    WITH (DATAFILETYPE = 'char', FIELDTERMINATOR = '|', ROWTERMINATOR = '0x0a', CODEPAGE = '65001', KEEPNULLS,
+          TABLOCK, CHECK_CONSTRAINTS, BATCHSIZE = 100000, MAXERRORS = 0);
+GO
+-- SWITCH refuses an untrusted CHECK constraint. The load checked every row, so this finds
+-- the constraint trusted and costs nothing; after a load that bypassed the check (another
+-- tool, a TDS copy without check_constraints) it re-validates once, with one scan.
+IF EXISTS (SELECT 1 FROM sys.check_constraints WHERE parent_object_id = OBJECT_ID(N'[tpch_staging].[daily_2]') AND name = N'daily_2_range' AND is_not_trusted = 1)
+    ALTER TABLE [tpch_staging].[daily_2] WITH CHECK CHECK CONSTRAINT [daily_2_range];
+GO
+-- switch: the target's indexes built on tpch_staging.daily_2 (none on a table setup made from the spec), then the stream is marked ready; the table's last switch runs the table's commit
+
+-- hourly_1: hourly/hourly.1.txt, keys 2026-03-01T00:00:00..2026-03-01T00:59:59.999999, filegroup fg1, port 2000
+-- A failed earlier attempt's staging table is replaced, never appended to (DROP ... IF EXISTS: 2016+).
+DROP TABLE IF EXISTS [tpch_staging].[hourly_1];
+GO
+-- A heap with no index, on its partition's filegroup: BULK INSERT with TABLOCK into an empty
+-- heap is minimally logged; the target's indexes are built on it after validation, before
+-- the switch.
+-- The target's columns as the catalog has them (names, types, lengths, collation,
+-- nullability, order): SWITCH needs them equal. On the partition's filegroup, with its data
+-- compression: SWITCH needs both equal to the partition's.
+CREATE TABLE [tpch_staging].[hourly_1] (
+    [at] datetime2(7) NOT NULL,
+    [n] integer NOT NULL
+) ON [fg1];
+GO
+-- The partition's range, inclusive at both ends. Added WITH CHECK on the empty table, so it
+-- is trusted from the start; SWITCH refuses an untrusted one. IS NOT NULL: with it SWITCH can
+-- prove every row belongs to a partition other than the first even when the target's key
+-- column allows NULL (NULL sorts into the first partition; Msg 4982 otherwise).
+-- Date and time literals are typed: CONVERT with style 23 (yyyy-mm-dd) or 126 (ISO 8601 with
+-- the T), which SQL Server reads the same under every SET LANGUAGE and SET DATEFORMAT.
+ALTER TABLE [tpch_staging].[hourly_1] WITH CHECK
+    ADD CONSTRAINT [hourly_1_range] CHECK ([at] IS NOT NULL AND [at] >= CONVERT(datetime2(7), '2026-03-01T00:00:00.0000000', 126) AND [at] <= CONVERT(datetime2(7), '2026-03-01T00:59:59.9999999', 126));
+GO
+-- One load per scheduler, as the 2010 record run did it: the request runs on one scheduler
+-- for its whole batch, so the claim and the BULK INSERT below are on the same one. The
+-- session-owned applock names the scheduler; a second load there fails at once (error
+-- 51001) and the loader reconnects to land elsewhere. The scheduler is kept in the
+-- session context for the statistics read after the load.
+DECLARE @scheduler int = (SELECT scheduler_id FROM sys.dm_exec_requests WHERE session_id = @@SPID)
+DECLARE @resource nvarchar(255) = CONCAT(N'switchyard.scheduler.', @scheduler)
+DECLARE @rc int
+EXEC @rc = sp_getapplock @Resource = @resource, @LockMode = N'Exclusive', @LockOwner = N'Session', @LockTimeout = 0
+IF @rc < 0
+    THROW 51001, N'switchyard: another load holds this scheduler', 1
+EXEC sp_set_session_context N'switchyard.scheduler', @scheduler
+-- A retried load starts from an empty table: BULK INSERT and bulk copy commit every BATCHSIZE
+-- rows, so a failed attempt leaves its first batches behind, and the retry reruns this step
+-- alone (not prepare). TRUNCATE TABLE deallocates the pages (minimally logged, so the load
+-- that follows still fills an empty heap) and keeps the range CHECK constraint trusted.
+TRUNCATE TABLE [tpch_staging].[hourly_1]
+-- DATAFILETYPE 'char': every field is taken as it is between its terminators (a backslash
+-- is an ordinary byte).
+-- CODEPAGE 65001: the file's UTF-8 text is converted to each column's code page; exact
+-- in nchar/nvarchar and _UTF8-collated columns (a character outside a single-byte
+-- column's code page cannot be stored exactly by any load). SQL Server on Linux takes
+-- CODEPAGE RAW only (2019+, none before): the loader uses that there.
+-- KEEPNULLS: BULK INSERT reads an empty field as NULL, and without KEEPNULLS a column's
+-- default replaces it
+-- (https://learn.microsoft.com/en-us/sql/relational-databases/import-export/keep-nulls-or-use-default-values-during-bulk-import-sql-server):
+-- with it an empty field is NULL, never a column default. NULL is what a nullable column's empty
+-- field means here (the spec's NULL marker is the empty field); in a NOT NULL column, where
+-- the spec means an empty string, the server refuses the NULL (error 515) and the loader
+-- loads the file over the client path instead, which stores ''.
+-- TABLOCK into an empty heap: minimally logged under SIMPLE or BULK_LOGGED recovery.
+-- CHECK_CONSTRAINTS keeps the range constraint trusted for SWITCH (without it the load
+-- marks the constraint untrusted). MAXERRORS = 0: no bad line is skipped. Dates as
+-- yyyy-mm-dd, read the same under every DATEFORMAT for date and datetime2; SET DATEFORMAT
+-- ymd makes it so for datetime and smalldatetime too.
+SET DATEFORMAT ymd
+-- The row terminator LF: the hexadecimal form BULK INSERT documents for a line
+-- feed ('\n' would mean CR LF to SQL Server).
+BULK INSERT [tpch_staging].[hourly_1]
+    FROM '/srv/switchyard/data/batch/hourly/hourly.1.txt'
+    WITH (DATAFILETYPE = 'char', FIELDTERMINATOR = '|', ROWTERMINATOR = '0x0a', CODEPAGE = '65001', KEEPNULLS,
+          TABLOCK, CHECK_CONSTRAINTS, BATCHSIZE = 100000, MAXERRORS = 0);
+GO
+-- SWITCH refuses an untrusted CHECK constraint. The load checked every row, so this finds
+-- the constraint trusted and costs nothing; after a load that bypassed the check (another
+-- tool, a TDS copy without check_constraints) it re-validates once, with one scan.
+IF EXISTS (SELECT 1 FROM sys.check_constraints WHERE parent_object_id = OBJECT_ID(N'[tpch_staging].[hourly_1]') AND name = N'hourly_1_range' AND is_not_trusted = 1)
+    ALTER TABLE [tpch_staging].[hourly_1] WITH CHECK CHECK CONSTRAINT [hourly_1_range];
+GO
+-- switch: the target's indexes built on tpch_staging.hourly_1 (none on a table setup made from the spec), then the stream is marked ready; the table's last switch runs the table's commit
+
+-- hourly_2: hourly/hourly.2.txt, keys 2026-03-01T01:00:00..2026-03-01T01:59:59.999999, filegroup fg2, port 2001
+-- A failed earlier attempt's staging table is replaced, never appended to (DROP ... IF EXISTS: 2016+).
+DROP TABLE IF EXISTS [tpch_staging].[hourly_2];
+GO
+-- A heap with no index, on its partition's filegroup: BULK INSERT with TABLOCK into an empty
+-- heap is minimally logged; the target's indexes are built on it after validation, before
+-- the switch.
+-- The target's columns as the catalog has them (names, types, lengths, collation,
+-- nullability, order): SWITCH needs them equal. On the partition's filegroup, with its data
+-- compression: SWITCH needs both equal to the partition's.
+CREATE TABLE [tpch_staging].[hourly_2] (
+    [at] datetime2(7) NOT NULL,
+    [n] integer NOT NULL
+) ON [fg2];
+GO
+-- The partition's range, inclusive at both ends. Added WITH CHECK on the empty table, so it
+-- is trusted from the start; SWITCH refuses an untrusted one. IS NOT NULL: with it SWITCH can
+-- prove every row belongs to a partition other than the first even when the target's key
+-- column allows NULL (NULL sorts into the first partition; Msg 4982 otherwise).
+-- Date and time literals are typed: CONVERT with style 23 (yyyy-mm-dd) or 126 (ISO 8601 with
+-- the T), which SQL Server reads the same under every SET LANGUAGE and SET DATEFORMAT.
+ALTER TABLE [tpch_staging].[hourly_2] WITH CHECK
+    ADD CONSTRAINT [hourly_2_range] CHECK ([at] IS NOT NULL AND [at] >= CONVERT(datetime2(7), '2026-03-01T01:00:00.0000000', 126) AND [at] <= CONVERT(datetime2(7), '2026-03-01T01:59:59.9999999', 126));
+GO
+-- One load per scheduler, as the 2010 record run did it: the request runs on one scheduler
+-- for its whole batch, so the claim and the BULK INSERT below are on the same one. The
+-- session-owned applock names the scheduler; a second load there fails at once (error
+-- 51001) and the loader reconnects to land elsewhere. The scheduler is kept in the
+-- session context for the statistics read after the load.
+DECLARE @scheduler int = (SELECT scheduler_id FROM sys.dm_exec_requests WHERE session_id = @@SPID)
+DECLARE @resource nvarchar(255) = CONCAT(N'switchyard.scheduler.', @scheduler)
+DECLARE @rc int
+EXEC @rc = sp_getapplock @Resource = @resource, @LockMode = N'Exclusive', @LockOwner = N'Session', @LockTimeout = 0
+IF @rc < 0
+    THROW 51001, N'switchyard: another load holds this scheduler', 1
+EXEC sp_set_session_context N'switchyard.scheduler', @scheduler
+-- A retried load starts from an empty table: BULK INSERT and bulk copy commit every BATCHSIZE
+-- rows, so a failed attempt leaves its first batches behind, and the retry reruns this step
+-- alone (not prepare). TRUNCATE TABLE deallocates the pages (minimally logged, so the load
+-- that follows still fills an empty heap) and keeps the range CHECK constraint trusted.
+TRUNCATE TABLE [tpch_staging].[hourly_2]
+-- DATAFILETYPE 'char': every field is taken as it is between its terminators (a backslash
+-- is an ordinary byte).
+-- CODEPAGE 65001: the file's UTF-8 text is converted to each column's code page; exact
+-- in nchar/nvarchar and _UTF8-collated columns (a character outside a single-byte
+-- column's code page cannot be stored exactly by any load). SQL Server on Linux takes
+-- CODEPAGE RAW only (2019+, none before): the loader uses that there.
+-- KEEPNULLS: BULK INSERT reads an empty field as NULL, and without KEEPNULLS a column's
+-- default replaces it
+-- (https://learn.microsoft.com/en-us/sql/relational-databases/import-export/keep-nulls-or-use-default-values-during-bulk-import-sql-server):
+-- with it an empty field is NULL, never a column default. NULL is what a nullable column's empty
+-- field means here (the spec's NULL marker is the empty field); in a NOT NULL column, where
+-- the spec means an empty string, the server refuses the NULL (error 515) and the loader
+-- loads the file over the client path instead, which stores ''.
+-- TABLOCK into an empty heap: minimally logged under SIMPLE or BULK_LOGGED recovery.
+-- CHECK_CONSTRAINTS keeps the range constraint trusted for SWITCH (without it the load
+-- marks the constraint untrusted). MAXERRORS = 0: no bad line is skipped. Dates as
+-- yyyy-mm-dd, read the same under every DATEFORMAT for date and datetime2; SET DATEFORMAT
+-- ymd makes it so for datetime and smalldatetime too.
+SET DATEFORMAT ymd
+-- The row terminator LF: the hexadecimal form BULK INSERT documents for a line
+-- feed ('\n' would mean CR LF to SQL Server).
+BULK INSERT [tpch_staging].[hourly_2]
+    FROM '/srv/switchyard/data/batch/hourly/hourly.2.txt'
+    WITH (DATAFILETYPE = 'char', FIELDTERMINATOR = '|', ROWTERMINATOR = '0x0a', CODEPAGE = '65001', KEEPNULLS,
+          TABLOCK, CHECK_CONSTRAINTS, BATCHSIZE = 100000, MAXERRORS = 0);
+GO
+-- SWITCH refuses an untrusted CHECK constraint. The load checked every row, so this finds
+-- the constraint trusted and costs nothing; after a load that bypassed the check (another
+-- tool, a TDS copy without check_constraints) it re-validates once, with one scan.
+IF EXISTS (SELECT 1 FROM sys.check_constraints WHERE parent_object_id = OBJECT_ID(N'[tpch_staging].[hourly_2]') AND name = N'hourly_2_range' AND is_not_trusted = 1)
+    ALTER TABLE [tpch_staging].[hourly_2] WITH CHECK CHECK CONSTRAINT [hourly_2_range];
+GO
+-- switch: the target's indexes built on tpch_staging.hourly_2 (none on a table setup made from the spec), then the stream is marked ready; the table's last switch runs the table's commit
+
+-- hourly_3: hourly/hourly.3.txt, keys 2026-03-01T02:00:00..2026-03-01T02:59:59.999999, filegroup fg3, port 2002
+-- A failed earlier attempt's staging table is replaced, never appended to (DROP ... IF EXISTS: 2016+).
+DROP TABLE IF EXISTS [tpch_staging].[hourly_3];
+GO
+-- A heap with no index, on its partition's filegroup: BULK INSERT with TABLOCK into an empty
+-- heap is minimally logged; the target's indexes are built on it after validation, before
+-- the switch.
+-- The target's columns as the catalog has them (names, types, lengths, collation,
+-- nullability, order): SWITCH needs them equal. On the partition's filegroup, with its data
+-- compression: SWITCH needs both equal to the partition's.
+CREATE TABLE [tpch_staging].[hourly_3] (
+    [at] datetime2(7) NOT NULL,
+    [n] integer NOT NULL
+) ON [fg3];
+GO
+-- The partition's range, inclusive at both ends. Added WITH CHECK on the empty table, so it
+-- is trusted from the start; SWITCH refuses an untrusted one. IS NOT NULL: with it SWITCH can
+-- prove every row belongs to a partition other than the first even when the target's key
+-- column allows NULL (NULL sorts into the first partition; Msg 4982 otherwise).
+-- Date and time literals are typed: CONVERT with style 23 (yyyy-mm-dd) or 126 (ISO 8601 with
+-- the T), which SQL Server reads the same under every SET LANGUAGE and SET DATEFORMAT.
+ALTER TABLE [tpch_staging].[hourly_3] WITH CHECK
+    ADD CONSTRAINT [hourly_3_range] CHECK ([at] IS NOT NULL AND [at] >= CONVERT(datetime2(7), '2026-03-01T02:00:00.0000000', 126) AND [at] <= CONVERT(datetime2(7), '2026-03-01T02:59:59.9999999', 126));
+GO
+-- One load per scheduler, as the 2010 record run did it: the request runs on one scheduler
+-- for its whole batch, so the claim and the BULK INSERT below are on the same one. The
+-- session-owned applock names the scheduler; a second load there fails at once (error
+-- 51001) and the loader reconnects to land elsewhere. The scheduler is kept in the
+-- session context for the statistics read after the load.
+DECLARE @scheduler int = (SELECT scheduler_id FROM sys.dm_exec_requests WHERE session_id = @@SPID)
+DECLARE @resource nvarchar(255) = CONCAT(N'switchyard.scheduler.', @scheduler)
+DECLARE @rc int
+EXEC @rc = sp_getapplock @Resource = @resource, @LockMode = N'Exclusive', @LockOwner = N'Session', @LockTimeout = 0
+IF @rc < 0
+    THROW 51001, N'switchyard: another load holds this scheduler', 1
+EXEC sp_set_session_context N'switchyard.scheduler', @scheduler
+-- A retried load starts from an empty table: BULK INSERT and bulk copy commit every BATCHSIZE
+-- rows, so a failed attempt leaves its first batches behind, and the retry reruns this step
+-- alone (not prepare). TRUNCATE TABLE deallocates the pages (minimally logged, so the load
+-- that follows still fills an empty heap) and keeps the range CHECK constraint trusted.
+TRUNCATE TABLE [tpch_staging].[hourly_3]
+-- DATAFILETYPE 'char': every field is taken as it is between its terminators (a backslash
+-- is an ordinary byte).
+-- CODEPAGE 65001: the file's UTF-8 text is converted to each column's code page; exact
+-- in nchar/nvarchar and _UTF8-collated columns (a character outside a single-byte
+-- column's code page cannot be stored exactly by any load). SQL Server on Linux takes
+-- CODEPAGE RAW only (2019+, none before): the loader uses that there.
+-- KEEPNULLS: BULK INSERT reads an empty field as NULL, and without KEEPNULLS a column's
+-- default replaces it
+-- (https://learn.microsoft.com/en-us/sql/relational-databases/import-export/keep-nulls-or-use-default-values-during-bulk-import-sql-server):
+-- with it an empty field is NULL, never a column default. NULL is what a nullable column's empty
+-- field means here (the spec's NULL marker is the empty field); in a NOT NULL column, where
+-- the spec means an empty string, the server refuses the NULL (error 515) and the loader
+-- loads the file over the client path instead, which stores ''.
+-- TABLOCK into an empty heap: minimally logged under SIMPLE or BULK_LOGGED recovery.
+-- CHECK_CONSTRAINTS keeps the range constraint trusted for SWITCH (without it the load
+-- marks the constraint untrusted). MAXERRORS = 0: no bad line is skipped. Dates as
+-- yyyy-mm-dd, read the same under every DATEFORMAT for date and datetime2; SET DATEFORMAT
+-- ymd makes it so for datetime and smalldatetime too.
+SET DATEFORMAT ymd
+-- The row terminator LF: the hexadecimal form BULK INSERT documents for a line
+-- feed ('\n' would mean CR LF to SQL Server).
+BULK INSERT [tpch_staging].[hourly_3]
+    FROM '/srv/switchyard/data/batch/hourly/hourly.3.txt'
+    WITH (DATAFILETYPE = 'char', FIELDTERMINATOR = '|', ROWTERMINATOR = '0x0a', CODEPAGE = '65001', KEEPNULLS,
+          TABLOCK, CHECK_CONSTRAINTS, BATCHSIZE = 100000, MAXERRORS = 0);
+GO
+-- SWITCH refuses an untrusted CHECK constraint. The load checked every row, so this finds
+-- the constraint trusted and costs nothing; after a load that bypassed the check (another
+-- tool, a TDS copy without check_constraints) it re-validates once, with one scan.
+IF EXISTS (SELECT 1 FROM sys.check_constraints WHERE parent_object_id = OBJECT_ID(N'[tpch_staging].[hourly_3]') AND name = N'hourly_3_range' AND is_not_trusted = 1)
+    ALTER TABLE [tpch_staging].[hourly_3] WITH CHECK CHECK CONSTRAINT [hourly_3_range];
+GO
+-- switch: the target's indexes built on tpch_staging.hourly_3 (none on a table setup made from the spec), then the stream is marked ready; the table's last switch runs the table's commit
+
+-- daily: its last switch moves the batch in whole
+-- tpch.daily: batch batch goes in whole (replace mode), in one transaction run by the
+-- table's last switch once every stream of the batch is validated and staged. Readers see the
+-- table before the batch or after it, never a mix: every statement below is part of one
+-- transaction (XACT_ABORT: any error rolls all of it back, and the table stays as it was).
+-- Locks. SWITCH, TRUNCATE and ALTER PARTITION FUNCTION take a schema-modification (Sch-M)
+-- lock on the table (ALTER PARTITION FUNCTION on every table and index on the function), held
+-- to COMMIT. Sch-M is compatible with no other lock, not even the Sch-S of a reader under READ
+-- UNCOMMITTED or snapshot isolation, and a request that waits for it blocks every request for
+-- the table that comes after it: readers queue behind the commit's waiting request, not only
+-- behind its granted lock
+-- (https://learn.microsoft.com/en-us/sql/relational-databases/sql-server-transaction-locking-and-row-versioning-guide#lock_compatibility).
+-- Only SWITCH can wait at low priority, out of that queue (WAIT_AT_LOW_PRIORITY,
+-- https://learn.microsoft.com/en-us/sql/t-sql/statements/alter-table-transact-sql#wait_at_low_priority);
+-- TRUNCATE TABLE ... WITH (PARTITIONS) and ALTER PARTITION FUNCTION ... SPLIT / MERGE ask at
+-- normal priority. So the whole transaction runs under a short LOCK_TIMEOUT
+-- (1000 ms, https://learn.microsoft.com/en-us/sql/t-sql/statements/set-lock-timeout-transact-sql):
+-- a normal-priority request behind a long reader gives up after that long (error 1222), the
+-- transaction rolls back whole (nothing changed), the queue it held up moves on, and the
+-- adapter runs the commit again after a pause (30 attempts in all). Once
+-- the first Sch-M is granted the table is this transaction's: the later steps on it do not
+-- wait for readers again, and every step is metadata only (empty partitions), so readers
+-- wait for the catalog changes alone. The worst a new reader waits: 1000 ms
+-- per attempt while a request is queued, plus the transaction's own catalog work.
+SET XACT_ABORT ON
+SET LOCK_TIMEOUT 1000
+DECLARE @partition int
+BEGIN TRY
+    BEGIN TRANSACTION
+    -- Stream 1 (keys 2026-03-01T00:00:00..2026-03-01T23:59:59.997000): its staging table's trusted CHECK lies within the partition's
+    -- boundaries, it is on the partition's filegroup fg1 with the partition's compression
+    -- and the target's indexes, and the partition is empty: SWITCH is metadata only.
+    SET @partition = $PARTITION.[pf_tpch_daily](CONVERT(datetime, '2026-03-01T23:59:59.997', 126))
+    ALTER TABLE [tpch_staging].[daily_1] SWITCH TO [tpch].[daily] PARTITION @partition
+        WITH (WAIT_AT_LOW_PRIORITY (MAX_DURATION = 1 MINUTES, ABORT_AFTER_WAIT = SELF))
+    -- DROP TABLE is transactional: the (now empty) staging table goes with this commit.
+    DROP TABLE [tpch_staging].[daily_1]
+    -- Stream 2 (keys 2026-03-02T00:00:00..2026-03-02T23:59:59.997000): its staging table's trusted CHECK lies within the partition's
+    -- boundaries, it is on the partition's filegroup fg2 with the partition's compression
+    -- and the target's indexes, and the partition is empty: SWITCH is metadata only.
+    SET @partition = $PARTITION.[pf_tpch_daily](CONVERT(datetime, '2026-03-02T23:59:59.997', 126))
+    ALTER TABLE [tpch_staging].[daily_2] SWITCH TO [tpch].[daily] PARTITION @partition
+        WITH (WAIT_AT_LOW_PRIORITY (MAX_DURATION = 1 MINUTES, ABORT_AFTER_WAIT = SELF))
+    -- DROP TABLE is transactional: the (now empty) staging table goes with this commit.
+    DROP TABLE [tpch_staging].[daily_2]
+    -- The batch each partition holds, for the next batch's pre-flight; this run's plan is done.
+    DELETE FROM [switchyard].[partition_batches] WHERE target_schema = N'tpch' AND table_name = N'daily'
+    INSERT INTO [switchyard].[partition_batches] (target_schema, table_name, key_min, key_max, batch, run, rows_planned, switched_at)
+    VALUES
+        (N'tpch', N'daily', N'2026-03-01T00:00:00', N'2026-03-01T23:59:59.997000', N'batch', N'', 10, SYSUTCDATETIME()),
+        (N'tpch', N'daily', N'2026-03-02T00:00:00', N'2026-03-02T23:59:59.997000', N'batch', N'', 10, SYSUTCDATETIME())
+    DELETE FROM [switchyard].[planned_partitions] WHERE target_schema = N'tpch' AND table_name = N'daily'
+    COMMIT TRANSACTION
+END TRY
+BEGIN CATCH
+    IF @@TRANCOUNT > 0 ROLLBACK TRANSACTION
+    ;THROW
+END CATCH;
+GO
+
+-- hourly: its last switch moves the batch in whole
+-- tpch.hourly: batch batch goes in whole (replace mode), in one transaction run by the
+-- table's last switch once every stream of the batch is validated and staged. Readers see the
+-- table before the batch or after it, never a mix: every statement below is part of one
+-- transaction (XACT_ABORT: any error rolls all of it back, and the table stays as it was).
+-- Locks. SWITCH, TRUNCATE and ALTER PARTITION FUNCTION take a schema-modification (Sch-M)
+-- lock on the table (ALTER PARTITION FUNCTION on every table and index on the function), held
+-- to COMMIT. Sch-M is compatible with no other lock, not even the Sch-S of a reader under READ
+-- UNCOMMITTED or snapshot isolation, and a request that waits for it blocks every request for
+-- the table that comes after it: readers queue behind the commit's waiting request, not only
+-- behind its granted lock
+-- (https://learn.microsoft.com/en-us/sql/relational-databases/sql-server-transaction-locking-and-row-versioning-guide#lock_compatibility).
+-- Only SWITCH can wait at low priority, out of that queue (WAIT_AT_LOW_PRIORITY,
+-- https://learn.microsoft.com/en-us/sql/t-sql/statements/alter-table-transact-sql#wait_at_low_priority);
+-- TRUNCATE TABLE ... WITH (PARTITIONS) and ALTER PARTITION FUNCTION ... SPLIT / MERGE ask at
+-- normal priority. So the whole transaction runs under a short LOCK_TIMEOUT
+-- (1000 ms, https://learn.microsoft.com/en-us/sql/t-sql/statements/set-lock-timeout-transact-sql):
+-- a normal-priority request behind a long reader gives up after that long (error 1222), the
+-- transaction rolls back whole (nothing changed), the queue it held up moves on, and the
+-- adapter runs the commit again after a pause (30 attempts in all). Once
+-- the first Sch-M is granted the table is this transaction's: the later steps on it do not
+-- wait for readers again, and every step is metadata only (empty partitions), so readers
+-- wait for the catalog changes alone. The worst a new reader waits: 1000 ms
+-- per attempt while a request is queued, plus the transaction's own catalog work.
+SET XACT_ABORT ON
+SET LOCK_TIMEOUT 1000
+DECLARE @partition int
+BEGIN TRY
+    BEGIN TRANSACTION
+    -- Stream 1 (keys 2026-03-01T00:00:00..2026-03-01T00:59:59.999999): its staging table's trusted CHECK lies within the partition's
+    -- boundaries, it is on the partition's filegroup fg1 with the partition's compression
+    -- and the target's indexes, and the partition is empty: SWITCH is metadata only.
+    SET @partition = $PARTITION.[pf_tpch_hourly](CONVERT(datetime2(7), '2026-03-01T00:59:59.9999999', 126))
+    ALTER TABLE [tpch_staging].[hourly_1] SWITCH TO [tpch].[hourly] PARTITION @partition
+        WITH (WAIT_AT_LOW_PRIORITY (MAX_DURATION = 1 MINUTES, ABORT_AFTER_WAIT = SELF))
+    -- DROP TABLE is transactional: the (now empty) staging table goes with this commit.
+    DROP TABLE [tpch_staging].[hourly_1]
+    -- Stream 2 (keys 2026-03-01T01:00:00..2026-03-01T01:59:59.999999): its staging table's trusted CHECK lies within the partition's
+    -- boundaries, it is on the partition's filegroup fg2 with the partition's compression
+    -- and the target's indexes, and the partition is empty: SWITCH is metadata only.
+    SET @partition = $PARTITION.[pf_tpch_hourly](CONVERT(datetime2(7), '2026-03-01T01:59:59.9999999', 126))
+    ALTER TABLE [tpch_staging].[hourly_2] SWITCH TO [tpch].[hourly] PARTITION @partition
+        WITH (WAIT_AT_LOW_PRIORITY (MAX_DURATION = 1 MINUTES, ABORT_AFTER_WAIT = SELF))
+    -- DROP TABLE is transactional: the (now empty) staging table goes with this commit.
+    DROP TABLE [tpch_staging].[hourly_2]
+    -- Stream 3 (keys 2026-03-01T02:00:00..2026-03-01T02:59:59.999999): its staging table's trusted CHECK lies within the partition's
+    -- boundaries, it is on the partition's filegroup fg3 with the partition's compression
+    -- and the target's indexes, and the partition is empty: SWITCH is metadata only.
+    SET @partition = $PARTITION.[pf_tpch_hourly](CONVERT(datetime2(7), '2026-03-01T02:59:59.9999999', 126))
+    ALTER TABLE [tpch_staging].[hourly_3] SWITCH TO [tpch].[hourly] PARTITION @partition
+        WITH (WAIT_AT_LOW_PRIORITY (MAX_DURATION = 1 MINUTES, ABORT_AFTER_WAIT = SELF))
+    -- DROP TABLE is transactional: the (now empty) staging table goes with this commit.
+    DROP TABLE [tpch_staging].[hourly_3]
+    -- The batch each partition holds, for the next batch's pre-flight; this run's plan is done.
+    DELETE FROM [switchyard].[partition_batches] WHERE target_schema = N'tpch' AND table_name = N'hourly'
+    INSERT INTO [switchyard].[partition_batches] (target_schema, table_name, key_min, key_max, batch, run, rows_planned, switched_at)
+    VALUES
+        (N'tpch', N'hourly', N'2026-03-01T00:00:00', N'2026-03-01T00:59:59.999999', N'batch', N'', 10, SYSUTCDATETIME()),
+        (N'tpch', N'hourly', N'2026-03-01T01:00:00', N'2026-03-01T01:59:59.999999', N'batch', N'', 10, SYSUTCDATETIME()),
+        (N'tpch', N'hourly', N'2026-03-01T02:00:00', N'2026-03-01T02:59:59.999999', N'batch', N'', 10, SYSUTCDATETIME())
+    DELETE FROM [switchyard].[planned_partitions] WHERE target_schema = N'tpch' AND table_name = N'hourly'
+    COMMIT TRANSACTION
+END TRY
+BEGIN CATCH
+    IF @@TRANCOUNT > 0 ROLLBACK TRANSACTION
+    ;THROW
+END CATCH;
+GO

@@ -1,0 +1,94 @@
+"""The table's commit and readers: no normal-priority Sch-M request queues readers for long.
+
+TRUNCATE TABLE ... WITH (PARTITIONS) and ALTER PARTITION FUNCTION ... SPLIT / MERGE ask for
+their Sch-M lock at normal priority (only SWITCH takes WAIT_AT_LOW_PRIORITY), and readers
+that come after a waiting request queue behind it. The commit runs under a short LOCK_TIMEOUT
+(commit_lock_wait_ms) and runs again after a pause when it timed out (error 1222), up to
+commit_attempts times. Checked on the rendered T-SQL (golden files) and on a SCRIPTED SESSION
+(tests/test_mssql_window.py's ScriptedSession: catalog answers and control-table rows written
+by hand) whose commit batch fails with SQL Server's lock time-out message a number of times.
+"""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from test_mssql_window import SPEC, ScriptedSession, adapter, commit_text, even, layout_of, orders_plan, scripted
+
+# What pyodbc raises for SQL Server's error 1222 (its message ends each record with the number).
+LOCK_TIMEOUT = ("HY000", "[HY000] [Microsoft][ODBC Driver 18 for SQL Server][SQL Server]Lock request time out period "
+                         "exceeded. (1222) (SQLExecDirectW)")
+
+
+class LockedSession(ScriptedSession):
+    """A scripted session whose commit batch times out on a lock `times` times first."""
+
+    def __init__(self, a, partitions, times):
+        super().__init__(a, partitions)
+        self.times = times
+        self.attempts = 0
+
+    def execute(self, sql, *params):
+        if " ".join(sql.split()).startswith("-- tpch.orders: batch"):
+            self.attempts += 1
+            if self.attempts <= self.times:
+                raise RuntimeError(*LOCK_TIMEOUT)
+        return super().execute(sql, *params)
+
+
+def staged(times, **options):
+    session = LockedSession(adapter(), layout_of({"b1": even(4)}), times)
+    a = scripted(adapter(batch="b2", **options), session)
+    a.commit_pause = 0.0
+    plan = orders_plan(SPEC, even(4))
+    a._plan_table(session, plan.table("orders"))
+    for s in plan.table("orders").streams[:3]:
+        a._stage(s)
+    return a, session, plan.table("orders").streams[3]
+
+
+def test_the_commit_runs_under_a_short_lock_timeout_not_the_load_timeout():
+    text = commit_text(adapter(batch="x"), orders_plan(SPEC, even(4)), layout_of({"w": even(8)}))
+    assert "SET LOCK_TIMEOUT 1000\n" in text and "SET LOCK_TIMEOUT 60000" not in text
+    # Normal-priority Sch-M requests run under it; SWITCH keeps its low-priority wait.
+    assert re.search(r"TRUNCATE TABLE \[tpch\]\.\[orders\] WITH \(PARTITIONS", text)
+    assert "MERGE RANGE" in text and "SWITCH TO [tpch].[orders] PARTITION @partition\n        WITH (WAIT_AT_LOW_PRIORITY" in text
+    custom = commit_text(adapter(batch="x", commit_lock_wait_ms=250), orders_plan(SPEC, even(4)), layout_of({"w": even(8)}))
+    assert "SET LOCK_TIMEOUT 250\n" in custom and "The worst a new reader waits: 250 ms" in custom
+
+
+def test_a_commit_that_timed_out_on_a_lock_runs_again_and_goes_in():
+    a, session, last = staged(times=3)
+    result = a._stage(last)
+    assert result["in_target"] and result["table_switched"]
+    assert session.attempts == 4 and len(session.commits) == 1
+
+
+def test_a_commit_that_keeps_timing_out_gives_up_after_its_attempts_naming_them():
+    a, session, last = staged(times=100, commit_attempts=5)
+    with pytest.raises(RuntimeError, match=r"\(1222\)"):
+        a._stage(last)
+    assert session.attempts == 5 and not session.commits
+
+
+def test_another_error_is_not_retried():
+    a, session, last = staged(times=0)
+    original = session.execute
+
+    def failing(sql, *params):
+        if " ".join(sql.split()).startswith("-- tpch.orders: batch"):
+            session.attempts += 1
+            raise RuntimeError("42000", "[42000] [SQL Server]The partition function changed (51010) (SQLExecDirectW)")
+        return original(sql, *params)
+    session.execute = failing
+    with pytest.raises(RuntimeError, match="51010"):
+        a._stage(last)
+    assert session.attempts == 1
+
+
+def test_an_unpartitioned_tables_replace_runs_under_the_short_lock_timeout():
+    from switchyard.core.planner import plan_tpch
+    nation = plan_tpch(SPEC, 0.01, 1, ["nation"]).stream("nation", 1)
+    statements = adapter().switch_sql(nation, replace_existing=True)
+    assert statements[0].endswith("SET LOCK_TIMEOUT 1000") and "TRUNCATE TABLE [tpch].[nation]" in statements[1]
