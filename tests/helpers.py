@@ -125,6 +125,18 @@ def copy_batch(src: Path, dst: Path) -> Path:
     return dst
 
 
+def resize_manifest(batch_dir: Path) -> None:
+    """The manifest's byte sizes set to its files' as they are now: what a producer that wrote
+    these (edited) files would have written (a file of another size than its entry refuses
+    the whole batch before any load)."""
+    path = batch_dir / "manifest.json"
+    manifest = json.loads(path.read_text())
+    for e in manifest["files"]:
+        if (batch_dir / e["file"]).exists():
+            e["bytes"] = (batch_dir / e["file"]).stat().st_size
+    path.write_text(json.dumps(manifest))
+
+
 def edit_manifest(batch_dir: Path, table: str, stream: int, **changes) -> None:
     path = batch_dir / "manifest.json"
     raw = json.loads(path.read_text())

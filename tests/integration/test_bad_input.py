@@ -21,7 +21,7 @@ from pathlib import Path
 
 import psycopg
 
-from helpers import copy_batch, edit_manifest, fingerprint, partition_oids, run_dag
+from helpers import copy_batch, edit_manifest, fingerprint, partition_oids, resize_manifest, run_dag
 from switchyard_dev.local import airflow_bin, airflow_env, migrate
 
 SPEC_TABLES = ["supplier", "customer", "part", "partsupp", "orders", "lineitem"]
@@ -109,11 +109,7 @@ def plant_faults(batch: Path) -> dict[str, list[str]]:
     f("lineitem", 2).write_bytes(f("lineitem", 1).read_bytes())
     expect["lineitem_2"] = ["lineitem.2.tbl", "line 1", 'violates check constraint "lineitem_2_range"']
 
-    # The producer's manifest gives the files' sizes as they are.
-    manifest = json.loads((batch / "manifest.json").read_text())
-    for e in manifest["files"]:
-        e["bytes"] = (batch / e["file"]).stat().st_size
-    (batch / "manifest.json").write_text(json.dumps(manifest))
+    resize_manifest(batch)  # the producer's manifest gives the files' sizes as they are
     return expect
 
 

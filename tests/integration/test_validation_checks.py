@@ -238,7 +238,7 @@ def test_duplicates_and_a_declared_range_fail_their_groups_before_the_switch(pg_
     """The reproducer: a line of orders.1.tbl replaced by a copy of the line before it keeps the
     row count and the key range; it must fail validation, and the target keep its partition."""
     from helpers import run_dag
-    from helpers import fingerprint, partition_oids
+    from helpers import fingerprint, partition_oids, resize_manifest
     name, folder = tpch_batch
     tables = ["orders", "lineitem", "customer"]
     spec_path = tmp_path / "tpch.yaml"
@@ -272,6 +272,7 @@ def test_duplicates_and_a_declared_range_fail_their_groups_before_the_switch(pg_
     fields[5] = b"12345.67"
     lines[2] = b"|".join(fields)
     _write(bad / "customer" / "customer.3.tbl", lines)
+    resize_manifest(bad)
 
     run = run_dag(pg_uri, data_root, schema, 3, {"batch": "bad-validation", "tables": tables},
                   tmp_path / "runs-bad", extra_env=env)
