@@ -206,6 +206,7 @@ def test_out_of_range_bounds_are_refused():
 SPEC_YAML = """\
 name: clicks
 files: "{table}/{table}.{stream}.txt"
+publish: table
 format: {trailing_delimiter: false}
 tables:
   daily:

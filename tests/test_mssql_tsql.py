@@ -29,11 +29,11 @@ LOCAL_ROOT = "/srv/switchyard/data"
 SERVER_ROOT = "/var/opt/mssql/switchyard"
 
 
-def adapter(**options) -> MssqlAdapter:
+def adapter(spec=SPEC, **options) -> MssqlAdapter:
     base = dict(local_data_root=LOCAL_ROOT, server_data_root=SERVER_ROOT, base_port=2000, port_count=3,
                 files_per_filegroup=2, file_dirs=["/mnt/v1", "/mnt/v2"], batch_size=100_000)
     base.update(options)
-    return MssqlAdapter(SPEC, **base)
+    return MssqlAdapter(spec, **base)
 
 
 def small_plan():
@@ -50,12 +50,18 @@ def check_golden(name: str, text: str) -> None:
 
 
 # --- golden files ---------------------------------------------------------------------------
+def table_adapter(**options) -> MssqlAdapter:
+    """`publish: table`: each table goes in at its last switch, in its own commit."""
+    from dataclasses import replace
+    return adapter(replace(SPEC, publish="table"), **options)
+
+
 def test_script_matches_golden_bulk_insert():
-    check_golden("orders_lineitem_s3_bulk_insert.sql", adapter().script(small_plan()))
+    check_golden("orders_lineitem_s3_bulk_insert.sql", table_adapter().script(small_plan()))
 
 
 def test_script_matches_golden_tds():
-    check_golden("orders_lineitem_s3_tds.sql", adapter(load_mode="tds").script(small_plan()))
+    check_golden("orders_lineitem_s3_tds.sql", table_adapter(load_mode="tds").script(small_plan()))
 
 
 def test_lease_and_switch_retry_match_golden():
@@ -306,7 +312,7 @@ def test_a_load_starts_by_emptying_its_staging_table():
 def test_unpartitioned_table_is_replaced_whole_in_one_transaction():
     plan = plan_tpch(SPEC, 0.01, 3, tables=["nation"])
     (s,) = plan.table("nation").streams
-    a = adapter()
+    a = table_adapter()
     assert a.constraint_sql(s) == []
     body = "\n".join(a.switch_sql(s, replace_existing=True))
     assert body.index("BEGIN TRANSACTION") < body.index("TRUNCATE TABLE [tpch].[nation]") \

@@ -86,6 +86,11 @@ IF OBJECT_ID({{ nstr(qn(schema, t.name)) }}, N'U') IS NULL
         {{ q(c.name) }} {{ c.type }} {{ "NULL" if c.nullable else "NOT NULL" }}{{ "," if not loop.last }}
 {% endfor %}
     ) ON {% if t.partitioned %}{{ qc(t.scheme) }}({{ q(t.key) }}){% else %}[PRIMARY]{% endif %};
+{% if publish_batch and t.next_table %}
+-- publish: batch. The table's next version (its validated staging table, renamed) that an
+-- earlier run staged and never published: this run stages its own.
+DROP TABLE IF EXISTS {{ qn(staging_schema, t.next_table) }};
+{% endif %}
 {% endfor %}
 -- One row per load, like the record runs' work queue, with where on the server it ran
 -- (port: the one the client dialled; local_tcp_port: the one the connection landed on).

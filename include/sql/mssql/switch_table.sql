@@ -8,11 +8,9 @@ SET LOCK_TIMEOUT {{ lit(commit_lock_wait_ms) }};
 SET XACT_ABORT ON
 BEGIN TRY
     BEGIN TRANSACTION
-    TRUNCATE TABLE {{ qn(schema, s.table) }}
-    INSERT INTO {{ qn(schema, s.table) }} WITH (TABLOCK) ({% for c in columns %}{{ q(c.name) }}{{ ", " if not loop.last }}{% endfor %})
-        SELECT {% for c in columns %}{{ q(c.name) }}{{ ", " if not loop.last }}{% endfor %} FROM {{ qn(staging_schema, s.staging_table) }}
-    -- DROP TABLE is transactional: the staging table goes with the commit that used it.
-    DROP TABLE {{ qn(staging_schema, s.staging_table) }}
+{% with table_name=s.table, source=qn(staging_schema, s.staging_table), rows=none %}
+{% include "_replace_steps.sql" %}
+{% endwith %}
     COMMIT TRANSACTION
 END TRY
 BEGIN CATCH

@@ -73,6 +73,8 @@ CODE_PAGES_SQL = ("SELECT c.name, COLLATIONPROPERTY(c.collation_name, 'CodePage'
 USED_PAGES_SQL = "SELECT name, FILEPROPERTY(name, 'SpaceUsed') FROM sys.database_files WHERE [type] = 0"
 # "Cannot insert the value NULL into column ...": a BULK INSERT met an empty field in a NOT NULL column.
 NULL_REFUSED = 515
+# An unpartitioned table's next version in the staging schema (`publish: batch`): `<table>__next`.
+NEXT_SUFFIX = "__next"
 
 class MssqlAdapter(TargetAdapter):
     engine = "mssql"
@@ -266,7 +268,7 @@ class MssqlAdapter(TargetAdapter):
         t = plan_table.table
         streams = [s for s in plan_table.streams if not s.empty]
         ctx = {"name": t.name, "key": t.key, "key_type": self._key_type(t), "partitioned": t.partitioned,
-               "columns": self.columns(t)}
+               "columns": self.columns(t), "next_table": None if t.partitioned else self.next_table(t.name)}
         if t.partitioned and streams:
             key = self.key(t)
             # Every boundary the function needs, each with the filegroup of the partition it
@@ -288,7 +290,8 @@ class MssqlAdapter(TargetAdapter):
         archive = any(t.table.mode == "append" and t.table.retire == "archive" for t in plan.tables)
         return self.render("setup.sql", filegroups=self.filegroups(plan, used_pages), headroom=self.file_headroom,
                            tables=[self._table_context(t) for t in plan.tables], edge_filegroup=EDGE_FILEGROUP,
-                           archive=archive, archive_schema=self.archive_schema if archive else None)
+                           archive=archive, archive_schema=self.archive_schema if archive else None,
+                           publish_batch=self.spec.publish == "batch")
 
     def _bounds(self, stream: StreamPlan) -> dict[str, str]:
         if not stream.partitioned or stream.empty:
@@ -403,13 +406,23 @@ class MssqlAdapter(TargetAdapter):
         return max(1, math.ceil(self.lock_timeout_seconds / 60))
 
     def switch_sql(self, stream: StreamPlan, replace_existing: bool) -> list[str]:
-        """An unpartitioned table is replaced whole. A partitioned table's stream switches in with
-        its table's commit (`commit_sql`, run by the table's last switch); its own switch step
-        builds the target's indexes on the staging table (`staging_index_sql`) and marks it ready."""
+        """An unpartitioned table is replaced whole (`publish: table`), or its validated staging
+        table becomes the table's next version (`publish: batch`: the batch's publish replaces
+        the table's rows with it). A partitioned table's stream switches in with its table's
+        commit (`commit_sql`, run by the table's last switch) or with the batch's publish
+        (`publish_sql`); its own switch step builds the target's indexes on the staging table
+        (`staging_index_sql`) and marks it ready."""
         columns = self.columns(self.spec.table(stream.table))
         if not stream.partitioned:
+            if self.spec.publish == "batch":
+                return self.render("stage_table.sql", s=stream, next_table=self.next_table(stream.table))
             return self.render("switch_table.sql", s=stream, columns=columns, commit_lock_wait_ms=self.commit_lock_wait_ms)
         return []
+
+    def next_table(self, table: str) -> str:
+        """An unpartitioned table's next version in the staging schema (`publish: batch`): its
+        validated staging table, renamed. No staging table (`<table>_<stream>`) ends in letters."""
+        return self.checked(f"{table}{NEXT_SUFFIX}")
 
     def staging_index_sql(self, stream: StreamPlan, indexes: list, filegroup: str,
                           compression: Mapping[str, str]) -> list[str]:
@@ -481,6 +494,14 @@ class MssqlAdapter(TargetAdapter):
 
     def render_commit(self, table: str, wp: WindowPlan, target: TargetTable, streams: list[Incoming], batch: str,
                       run: str) -> list[str]:
+        """The table's own commit, one transaction (commit_table.sql, `publish: table`)."""
+        return self.render("commit_table.sql", **self.commit_context(table, wp, target, streams), batch=batch, run=run,
+                           wait_minutes=self.wait_minutes(), commit_lock_wait_ms=self.commit_lock_wait_ms,
+                           commit_attempts=self.commit_attempts)
+
+    def commit_context(self, table: str, wp: WindowPlan, target: TargetTable, streams: list[Incoming]) -> dict:
+        """What a partitioned table's commit steps (_commit_steps.sql) are rendered from: the
+        window's steps, the target's shape, the control rows."""
         key = self.key(table)
         steps = []
         for st in wp.steps:
@@ -507,11 +528,46 @@ class MssqlAdapter(TargetAdapter):
         records = [{"key_min": show_key(s.lower), "key_max": show_key(s.upper), "rows": s.rows} for s in streams]
         gone = sorted({show_key(p.upper) for p in [*wp.removed, *wp.retired] if p.upper is not None}
                       | {r["key_max"] for r in records})
-        return self.render("commit_table.sql", table=f"{self.schema}.{table}", table_name=table,
-                           mode=self.spec.table(table).mode, batch=batch, run=run, steps=steps,
-                           function=target.function, scheme=target.scheme, columns=target.columns,
-                           indexes=target.indexes, records=records, gone=gone, wait_minutes=self.wait_minutes(),
+        return {"table": f"{self.schema}.{table}", "table_name": table, "mode": self.spec.table(table).mode,
+                "steps": steps, "function": target.function, "scheme": target.scheme, "columns": target.columns,
+                "indexes": target.indexes, "records": records, "gone": gone}
+
+    def replace_context(self, stream: StreamPlan) -> dict:
+        """What an unpartitioned table's replace in the batch's publish (_replace_steps.sql) is
+        rendered from: its next version's rows into the table, checked against the manifest."""
+        return {"partitioned": False, "table": f"{self.schema}.{stream.table}", "table_name": stream.table,
+                "mode": "replace", "columns": self.columns(self.spec.table(stream.table)),
+                "source": self.qualified(self.staging_schema, self.next_table(stream.table)), "rows": stream.rows}
+
+    def render_publish(self, tables: list[dict], batch: str, run: str) -> list[str]:
+        """Every table of the batch in one transaction (publish_batch.sql, `publish: batch`):
+        `tables` in name order, each a partitioned table's `commit_context` (with "partitioned":
+        True) or an unpartitioned one's `replace_context`."""
+        return self.render("publish_batch.sql", tables=tables, batch=batch, run=run, wait_minutes=self.wait_minutes(),
                            commit_lock_wait_ms=self.commit_lock_wait_ms, commit_attempts=self.commit_attempts)
+
+    def publish_sql(self, plan: LoadPlan, targets: Mapping[str, TargetTable] | None = None,
+                    batch: str | None = None, run: str | None = None) -> list[str]:
+        """The batch's publish: every table of the plan with a stream to load, in one transaction.
+        Each partitioned table against `targets[name]` (the catalog's answers), or without it
+        (no server: the script) against the table setup creates for the batch."""
+        batch = self.lease_batch or self.script_batch if batch is None else batch
+        run = self.lease_holder or "" if run is None else run
+        tables = []
+        for t in sorted(plan.tables, key=lambda t: t.table.name):
+            loads = [s for s in t.streams if not s.empty]
+            if not loads:
+                continue
+            if not t.table.partitioned:
+                tables.append(self.replace_context(loads[0]))
+                continue
+            target = (targets or {}).get(t.table.name) or self.new_target(t)
+            streams = self.incoming(t)
+            wp = self.window(t.table.name, target, streams, batch)
+            if not wp.ok:
+                raise TargetError("\n".join(wp.problems), permanent=True)
+            tables.append({"partitioned": True, **self.commit_context(t.table.name, wp, target, streams)})
+        return self.render_publish(tables, batch, run) if tables else []
 
     def script(self, plan: LoadPlan) -> str:
         """The whole load as T-SQL for review, in execution order, one batch per GO."""
@@ -544,8 +600,16 @@ class MssqlAdapter(TargetAdapter):
             emit(self.switch_sql(s, replace_existing=False))
             if s.partitioned:
                 out.append(f"-- switch: the target's indexes built on {self.staging_schema}.{s.staging_table} "
-                           f"(none on a table setup made from the spec), then the stream is marked ready; the "
-                           f"table's last switch runs the table's commit")
+                           f"(none on a table setup made from the spec), then the stream is marked ready; "
+                           + ("the batch's publish moves it in with every table of the batch"
+                              if self.spec.publish == "batch" else "the table's last switch runs the table's commit"))
+        if self.spec.publish == "batch":
+            publish = self.publish_sql(plan)
+            if publish:
+                out.append("\n-- publish_batch: once every group of the run is validated and staged, every table of "
+                           "the batch goes in, in one transaction")
+                emit(publish)
+            return "\n".join(out) + "\n"
         for t in plan.tables:
             commit = self.commit_sql(t)
             if commit:
@@ -1060,6 +1124,11 @@ class MssqlAdapter(TargetAdapter):
         unpartitioned table, the table."""
         target = self.qualified(self.schema, stream.table)
         if not stream.partitioned:
+            if self.spec.publish == "batch":
+                # Validated and staged as the table's next version: the batch's publish moves it in.
+                staged = self.fetch("SELECT OBJECT_ID(?, N'U')", (self.qualified(
+                    self.staging_schema, self.next_table(stream.table)),))[0][0] is not None
+                return {"partition": None, "in_target": False, "table_switched": False} if staged else None
             exists = self.fetch("SELECT OBJECT_ID(?, N'U')", (target,))[0][0] is not None
             return {"partition": None, "in_target": True} if exists else None
         statement, = self.switched_in_sql(stream)
@@ -1073,12 +1142,20 @@ class MssqlAdapter(TargetAdapter):
                 "in_target": True}
 
     def switch_staging(self, stream: StreamPlan) -> dict[str, Any]:
-        """Unpartitioned: the table replaced whole. Partitioned: the target's indexes built on the
-        staging table, then (under the table's commit lock) the stream marked ready; the table's
-        last switch commits the whole batch (`in_target` says whether the partition is in now)."""
+        """Unpartitioned: the table replaced whole (`publish: table`), or its staging table made
+        the table's next version (`publish: batch`). Partitioned: the target's indexes built on
+        the staging table, then (under the table's commit lock) the stream marked ready; with
+        `publish: table` the table's last switch commits the table's whole batch, with `publish:
+        batch` the batch's publish does, every table at once (`in_target` says whether the
+        partition is in now)."""
         import pyodbc
         where = f"{self.schema}.{stream.table}"
         try:
+            if not stream.partitioned and self.spec.publish == "batch":
+                # Nothing here touches the target: no lock to wait for, nothing to retry.
+                self.execute(self.switch_sql(stream, replace_existing=True), stream.stream)
+                return {"partition": None, "replaced": None, "already_switched": False, "in_target": False,
+                        "table_switched": False, "waiting_for": []}
             if not stream.partitioned:
                 with self.connection(stream.stream) as conn:
                     self._run_commit(conn.cursor(), stream.table, self.switch_sql(stream, replace_existing=True))
@@ -1120,8 +1197,10 @@ class MssqlAdapter(TargetAdapter):
         return {"indexes_built": [i.name for i in todo], "index_seconds": seconds}
 
     def _stage(self, stream: StreamPlan) -> dict[str, Any]:
-        """Mark the stream ready; the table's last one runs the commit. One switch of a table at a
-        time: a session application lock per table, held to the end of the commit."""
+        """Mark the stream ready; with `publish: table` the table's last one runs the table's
+        commit, with `publish: batch` none does (the batch's publish moves every table in). One
+        switch of a table at a time: a session application lock per table, held to the end of
+        the commit."""
         where = f"{self.schema}.{stream.table}"
         control = self.qualified(self.control_schema, "planned_partitions")
         with self.connection(stream.stream) as conn:
@@ -1147,7 +1226,7 @@ class MssqlAdapter(TargetAdapter):
                        if p["ready_at"] is None and p["staging_table"] != stream.staging_table]
             result: dict[str, Any] = {"partition": f"{where} keys {stream.lower}..{stream.upper}", "replaced": None,
                                       "in_target": False, "table_switched": False, "waiting_for": waiting}
-            if not waiting:
+            if not waiting and self.spec.publish == "table":
                 result.update(self._commit_table(cur, stream.table, planned))
                 result["in_target"] = True
             return result
@@ -1163,6 +1242,22 @@ class MssqlAdapter(TargetAdapter):
     def _commit_table(self, cur, table: str, planned: dict[str, dict]) -> dict[str, Any]:
         """The table's batch in whole: the window planned again from the catalog now (it must
         place every stream where setup planned it), then commit_table.sql, one transaction."""
+        context, result, batch, run = self._commit_plan(cur, table, planned)
+        self._run_commit(cur, table, self.render("commit_table.sql", **context, batch=batch, run=run,
+                                                 wait_minutes=self.wait_minutes(),
+                                                 commit_lock_wait_ms=self.commit_lock_wait_ms,
+                                                 commit_attempts=self.commit_attempts))
+        self._log_commit(table, result)
+        return result
+
+    def _log_commit(self, table: str, result: dict[str, Any]) -> None:
+        log.info("%s.%s: batch %s switched in: %d partitions%s%s", self.schema, table, result["batch"],
+                 result["partitions_in"], f"; replaced {len(result['removed'])}" if result["removed"] else "",
+                 f"; retired {len(result['retired'])}" if result["retired"] else "")
+
+    def _commit_plan(self, cur, table: str, planned: dict[str, dict]) -> tuple[dict, dict[str, Any], str, str]:
+        """(the table's commit_context, its result, batch, run): the window planned again from the
+        catalog now, which must place every stream where setup planned it; refuses otherwise."""
         key = self.key(table)
         rows = sorted(planned.values(), key=lambda p: p["stream"])
         batch, run = rows[0]["batch"], rows[0]["run"]
@@ -1183,31 +1278,145 @@ class MssqlAdapter(TargetAdapter):
         # earlier retirement took it.
         wp.steps = [dataclasses.replace(st, archive_table=self._archive_name(cur, st.archive_table))
                     if st.kind == "archive" else st for st in wp.steps]
-        self._run_commit(cur, table, self.render_commit(table, wp, target, streams, batch, run))
-        log.info("%s.%s: batch %s switched in: %d partitions%s%s", self.schema, table, batch, len(streams),
-                 f"; replaced {len(wp.removed)}" if wp.removed else "",
-                 f"; retired {len(wp.retired)}" if wp.retired else "")
-        return {"table_switched": True, "batch": batch, "partitions_in": len(streams),
-                "removed": [keys_text(p.lower, p.upper, key) for p in wp.removed],
-                "retired": [keys_text(p.lower, p.upper, key) for p in wp.retired]}
+        result = {"table_switched": True, "batch": batch, "partitions_in": len(streams),
+                  "removed": [keys_text(p.lower, p.upper, key) for p in wp.removed],
+                  "retired": [keys_text(p.lower, p.upper, key) for p in wp.retired]}
+        return self.commit_context(table, wp, target, streams), result, batch, run
 
-    def _run_commit(self, cur, table: str, statements: list[str]) -> None:
-        """Run the table's commit; after a lock timeout (error 1222: a normal-priority Sch-M request
-        waited commit_lock_wait_ms behind a reader, and the whole transaction rolled back), pause so
-        the readers it held up go through, and run it again, commit_attempts times at most."""
+    def _run_commit(self, cur, table: str, statements: list[str], what: str | None = None) -> float:
+        """Run the table's commit (or, `what` naming it, the batch's publish); after a lock timeout
+        (error 1222: a normal-priority Sch-M request waited commit_lock_wait_ms behind a reader, and
+        the whole transaction rolled back), pause so the readers it held up go through, and run it
+        again, commit_attempts times at most. Returns the seconds of the attempt that committed."""
         for attempt in range(1, self.commit_attempts + 1):
+            began = time.monotonic()
             try:
                 for stmt in statements:
                     cur.execute(stmt)
                     drain(cur)
-                return
+                return time.monotonic() - began
             except Exception as exc:  # the driver's error (pyodbc.Error); anything but 1222 goes up as it is
                 if 1222 not in error_numbers(exc) or attempt == self.commit_attempts:
                     raise
-                log.info("%s.%s: the commit waited %d ms for a lock held by a reader; nothing changed, attempt %d "
-                         "of %d in %.1f s", self.schema, table, self.commit_lock_wait_ms, attempt,
-                         self.commit_attempts, self.commit_pause)
+                log.info("%s: the %s waited %d ms for a lock held by a reader; nothing changed, attempt %d "
+                         "of %d in %.1f s", what or f"{self.schema}.{table}", "publish" if what else "commit",
+                         self.commit_lock_wait_ms, attempt, self.commit_attempts, self.commit_pause)
                 time.sleep(self.commit_pause)
+
+    # --- publish: batch: every table of the batch in one transaction -------------------------
+    def publish_batch(self, streams: list[StreamPlan]) -> dict[str, Any]:
+        """Every table of the batch in, in one transaction (`publish: batch`): readers see the
+        previous batch or this one, across tables. `streams`: the run's plan for its tables.
+
+        Refuses, changing nothing, unless every stream the plan loads was validated and staged
+        (a partitioned table's stream marked ready in planned_partitions by this run's switch,
+        an unpartitioned table's next version made): each stream that was not is named, with its
+        rows in the manifest. Then one transaction (publish_batch.sql): each table's commit
+        steps in name order, the window of each partitioned table planned again from the catalog
+        now, under the same short LOCK_TIMEOUT and retry on error 1222 as a table's own commit.
+        A retry whose earlier attempt committed finds nothing ready or pending of this run and
+        this run's rows in partition_batches: it reports that."""
+        holder = self.lease_holder or ""
+        batch = self.lease_batch or ""
+        by_table: dict[str, list[StreamPlan]] = {}
+        for s in streams:
+            by_table.setdefault(s.table, []).append(s)
+        names = sorted(by_table)
+        what = f"publish of batch {batch} into {self.schema}"
+        started = time.monotonic()
+        try:
+            with self.connection() as conn:
+                cur = conn.cursor()
+                # No switch of these tables runs meanwhile: each table's commit lock, in name order.
+                (lock,) = self.render("commit_lock.sql")
+                for name in names:
+                    drain(cur.execute(lock, f"switchyard.commit.{self.schema}.{name}", self.lock_timeout_seconds * 1000))
+                planned = {name: {k: v for k, v in self.planned(cur, name).items() if v["run"] == holder}
+                           for name in names if self.spec.table(name).partitioned}
+                staged = {name: self._next_exists(cur, name) for name in names
+                          if not self.spec.table(name).partitioned}
+                if not any(planned.values()) and not any(staged.values()) and self._published_by(cur, names, holder):
+                    return {"tables": names, "already_published": True, "lock_seconds": 0.0,
+                            "seconds": round(time.monotonic() - started, 4), "by_table": {}}
+                problems = self._publish_problems(by_table, planned, staged)
+                if problems:
+                    raise TargetError(f"publish of batch {batch} refused; no table of the batch was published, "
+                                      f"every table keeps its previous contents:\n- " + "\n- ".join(problems),
+                                      permanent=True)
+                tables, results = [], {}
+                for name in names:
+                    loads = [s for s in by_table[name] if not s.empty]
+                    if not loads:
+                        continue
+                    if name in planned:
+                        context, results[name], _, _ = self._commit_plan(cur, name, planned[name])
+                        tables.append({"partitioned": True, **context})
+                    else:
+                        tables.append(self.replace_context(loads[0]))
+                        results[name] = {"table_switched": True, "rows": loads[0].rows}
+                statements = self.render_publish(tables, batch, holder)
+                transaction = self._run_commit(cur, "", statements, what=what)
+        except TargetError:
+            raise
+        except Exception as exc:  # the driver's error, known by SQL Server's error number
+            numbers = error_numbers(exc)
+            if not numbers and type(exc).__module__.split(".")[0] != "pyodbc":
+                raise
+            if 1222 in numbers:
+                raise TargetError(f"{what}: {self.commit_attempts} attempts each waited {self.commit_lock_wait_ms} ms "
+                                  f"for a lock on one of {', '.join(names)} (a long-running reader holds it); "
+                                  f"nothing was published, retry later") from exc
+            raise TargetError(f"{what} failed: {_message(exc)}; nothing was published") from exc
+        for name, result in results.items():
+            if "partitions_in" in result:
+                self._log_commit(name, result)
+        # The locks are taken one table after another inside the transaction and held to its end:
+        # `lock_seconds` is the committed attempt's whole run, the most the batch's first table held
+        # its readers (the round trip included).
+        return {"tables": names, "already_published": False, "by_table": results,
+                "lock_seconds": round(transaction, 4), "seconds": round(time.monotonic() - started, 4)}
+
+    def _next_exists(self, cur, table: str) -> bool:
+        """Whether an unpartitioned table's next version is staged."""
+        return cur.execute("SELECT OBJECT_ID(?, N'U')", self.qualified(self.staging_schema, self.next_table(table))
+                           ).fetchone()[0] is not None
+
+    def _published_by(self, cur, tables: list[str], holder: str) -> bool:
+        """Whether this run's publish committed already: its rows in partition_batches."""
+        control = self.qualified(self.control_schema, "partition_batches")
+        return any(cur.execute(f"SELECT COUNT(*) FROM {control} WHERE target_schema = ? AND table_name = ? "
+                               f"AND run = ?", self.schema, name, holder).fetchone()[0] for name in tables)
+
+    def _publish_problems(self, by_table: dict[str, list[StreamPlan]], planned: dict[str, dict],
+                          staged: dict[str, bool]) -> list[str]:
+        """Every reason the batch cannot go in: a stream of the plan not validated and staged."""
+        problems = []
+        for name in sorted(by_table):
+            where = f"{self.schema}.{name}"
+            loads = [s for s in by_table[name] if not s.empty]
+            if not loads:
+                continue
+            if name in staged:
+                if not staged[name]:
+                    problems.append(f"{where}: its stream ({_rows(loads[0])}) was not validated and switched in "
+                                    f"this run")
+                continue
+            mine = planned[name]
+            if not mine:
+                problems.append(f"{where}: nothing of this run is pending (planned by another run, or published "
+                                f"already)")
+                continue
+            missing = [s for s in loads if s.staging_table in mine and mine[s.staging_table]["ready_at"] is None]
+            unplanned = [s for s in loads if s.staging_table not in mine]
+            if missing:
+                problems.append(f"{where}: stream{'s' if len(missing) > 1 else ''} "
+                                f"{', '.join(f'{s.stream} ({_rows(s)})' for s in missing)} "
+                                f"{'were' if len(missing) > 1 else 'was'} not validated and switched in this run")
+            if unplanned:
+                problems.append(f"{where}: stream{'s' if len(unplanned) > 1 else ''} "
+                                f"{', '.join(str(s.stream) for s in unplanned)} not in setup's plan; run the batch "
+                                f"again from its first step")
+        return problems
 
     def scheduler_count(self) -> int:
         return int(self.fetch(SCHEDULER_COUNT_SQL)[0][0])
@@ -1242,6 +1451,11 @@ def staging_heap_compression(compression: Any) -> str:
     every row with the partition's compression; a compressed heap would compress them twice."""
     first = tuple(compression[0]) if compression else ("(heap)", "NONE")
     return first[1] if first[0] == "(heap)" else "NONE"
+
+
+def _rows(stream: StreamPlan) -> str:
+    """`12,000 rows in the manifest`: what a stream brings, for messages."""
+    return f"{stream.rows:,} rows in the manifest" if stream.rows is not None else "rows not given"
 
 
 def _free_name(name: str, n: int) -> str:

@@ -1,0 +1,56 @@
+{#- A partitioned table's commit steps, in the caller's transaction: commit_table.sql (the
+    table's own commit, publish: table) and publish_batch.sql (every table of the batch in one
+    transaction) include them. Context: table, table_name, mode, batch, run, steps, function,
+    scheme, columns, indexes, records, gone, wait_minutes; @partition is declared by the caller. -#}
+{% import "_shape.sql" as shape with context %}
+{% for st in steps %}
+{% if st.kind == "truncate" %}
+    -- {{ st.why }}: partition {{ st.number }} ({{ st.range }}, {{ "{:,}".format(st.rows) }} rows). The partition numbers
+    -- are the catalog's as read for this commit (no MERGE or SPLIT ran before); the check
+    -- stops the commit if the function changed since. TRUNCATE ... WITH (PARTITIONS) (2016+)
+    -- needs every index aligned; it deallocates the partition's pages (deferred for large ones).
+    IF $PARTITION.{{ qc(function) }}({{ st.value_sql }}) <> {{ lit(st.number) }} THROW 51010, N'{{ table }}: its partitions changed since this commit was planned; nothing was changed', 1
+    TRUNCATE TABLE {{ qn(schema, table_name) }} WITH (PARTITIONS ({{ lit(st.number) }}))
+{% elif st.kind == "archive" %}
+    -- {{ st.why }}: partition {{ st.number }} ({{ st.range }}, {{ "{:,}".format(st.rows) }} rows) switched out to
+    -- {{ st.archive }}, an empty table made to the target's shape on the partition's filegroup
+    -- {{ st.filegroup }} (SWITCH out needs an empty target on the same filegroup).
+    {{ shape.create_table(st.archive, columns, st.filegroup, st.heap_compression, end="") | indent(4) }}
+    {{ shape.create_indexes(st.archive, indexes, st.filegroup, st.compression, st.constraint_names, end="") | indent(4) }}
+    SET @partition = $PARTITION.{{ qc(function) }}({{ st.value_sql }})
+    IF @partition <> {{ lit(st.number) }} THROW 51010, N'{{ table }}: its partitions changed since this commit was planned; nothing was changed', 1
+    ALTER TABLE {{ qn(schema, table_name) }} SWITCH PARTITION @partition TO {{ st.archive }}
+        WITH (WAIT_AT_LOW_PRIORITY (MAX_DURATION = {{ lit(wait_minutes) }} MINUTES, ABORT_AFTER_WAIT = SELF))
+{% elif st.kind == "merge" %}
+    -- MERGE RANGE ({{ st.range_sql }}): {{ st.why }}. Both partitions it joins are empty here, so it is
+    -- metadata only; the merged partition stays on the filegroup of the right one.
+    ALTER PARTITION FUNCTION {{ qc(function) }}() MERGE RANGE ({{ st.range_sql }})
+{% elif st.kind == "split" %}
+    -- SPLIT RANGE ({{ st.range_sql }}): {{ st.why }}. It lands in an empty partition (metadata only); with
+    -- RANGE LEFT the new partition is the one left of the value, on the NEXT USED filegroup.
+    ALTER PARTITION SCHEME {{ qc(scheme) }} NEXT USED {{ qc(st.filegroup) }}
+    ALTER PARTITION FUNCTION {{ qc(function) }}() SPLIT RANGE ({{ st.range_sql }})
+{% elif st.kind == "switch_in" %}
+    -- Stream {{ st.stream }} ({{ st.range }}): its staging table's trusted CHECK lies within the partition's
+    -- boundaries, it is on the partition's filegroup {{ st.filegroup }} with the partition's compression
+    -- and the target's indexes, and the partition is empty: SWITCH is metadata only.
+    SET @partition = $PARTITION.{{ qc(function) }}({{ st.value_sql }})
+    ALTER TABLE {{ st.staging }} SWITCH TO {{ qn(schema, table_name) }} PARTITION @partition
+        WITH (WAIT_AT_LOW_PRIORITY (MAX_DURATION = {{ lit(wait_minutes) }} MINUTES, ABORT_AFTER_WAIT = SELF))
+    -- DROP TABLE is transactional: the (now empty) staging table goes with this commit.
+    DROP TABLE {{ st.staging }}
+{% endif %}
+{% endfor %}
+    -- The batch each partition holds, for the next batch's pre-flight; this run's plan is done.
+{% if mode == "replace" %}
+    DELETE FROM {{ qn(control_schema, "partition_batches") }} WHERE target_schema = {{ nstr(schema) }} AND table_name = {{ nstr(table_name) }}
+{% elif gone %}
+    DELETE FROM {{ qn(control_schema, "partition_batches") }} WHERE target_schema = {{ nstr(schema) }} AND table_name = {{ nstr(table_name) }}
+        AND key_max IN ({% for k in gone %}{{ nstr(k) }}{{ ", " if not loop.last }}{% endfor %})
+{% endif %}
+    INSERT INTO {{ qn(control_schema, "partition_batches") }} (target_schema, table_name, key_min, key_max, batch, run, rows_planned, switched_at)
+    VALUES
+{% for r in records %}
+        ({{ nstr(schema) }}, {{ nstr(table_name) }}, {{ nstr(r.key_min) }}, {{ nstr(r.key_max) }}, {{ nstr(batch) }}, {{ nstr(run) }}, {{ lit(r.rows) if r.rows is not none else "NULL" }}, SYSUTCDATETIME()){{ "," if not loop.last }}
+{% endfor %}
+    DELETE FROM {{ qn(control_schema, "planned_partitions") }} WHERE target_schema = {{ nstr(schema) }} AND table_name = {{ nstr(table_name) }}

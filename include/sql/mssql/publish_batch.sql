@@ -1,0 +1,58 @@
+-- {{ schema }}: batch {{ batch }} goes in whole: {{ tables | map(attribute="table_name") | join(", ") }}, every table in one
+-- transaction, run by the publish_batch task once every stream of the batch is validated and
+-- staged (publish: batch). Readers see the previous batch or this one, across tables, never a
+-- mix: with XACT_ABORT any error rolls the whole transaction back, and every table stays as it
+-- was (https://learn.microsoft.com/en-us/sql/t-sql/statements/set-xact-abort-transact-sql).
+-- Each table's steps are the ones its own commit runs with publish: table, in table-name order.
+-- Locks. Each table's first step (TRUNCATE TABLE, ALTER PARTITION FUNCTION or SWITCH) takes a
+-- schema-modification (Sch-M) lock on it, and a transaction holds its locks until it ends: the
+-- tables are taken one after another, and every one stays taken until COMMIT. Sch-M is
+-- compatible with no other lock, not even the Sch-S of a reader under READ UNCOMMITTED or
+-- snapshot isolation, and a request that waits for it blocks every request for the table that
+-- comes after it
+-- (https://learn.microsoft.com/en-us/sql/relational-databases/sql-server-transaction-locking-and-row-versioning-guide#lock_compatibility).
+-- So the whole transaction runs under a short LOCK_TIMEOUT ({{ commit_lock_wait_ms }} ms per lock request,
+-- https://learn.microsoft.com/en-us/sql/t-sql/statements/set-lock-timeout-transact-sql): a
+-- normal-priority request behind a long reader of any table gives up after that long (error
+-- 1222), the whole transaction rolls back (nothing changed; the locks it held are released), the
+-- readers it held up go on, and the adapter runs the publish again after a pause
+-- ({{ commit_attempts }} attempts in all). The tables are taken in name order, every publish alike.
+-- What readers wait: a reader of a table taken early waits for the rest of the transaction, that
+-- is the later tables' lock requests (each at most {{ commit_lock_wait_ms }} ms), their catalog changes, and
+-- the copy of the unpartitioned tables' rows. Worst case per attempt: {{ tables | length }} x {{ commit_lock_wait_ms }} ms of
+-- lock requests plus the transaction's own work. One exception: a table whose first step is a
+-- SWITCH (append mode with nothing to empty or retire, a new table) asks for its Sch-M at low
+-- priority (WAIT_AT_LOW_PRIORITY, MAX_DURATION = {{ wait_minutes }} MINUTES,
+-- https://learn.microsoft.com/en-us/sql/t-sql/statements/alter-table-transact-sql#wait_at_low_priority):
+-- its own readers do not queue behind that request, but the tables taken before it stay taken
+-- while it waits, up to that long.
+SET XACT_ABORT ON
+SET LOCK_TIMEOUT {{ lit(commit_lock_wait_ms) }}
+DECLARE @partition int
+BEGIN TRY
+    BEGIN TRANSACTION
+{% for t in tables %}
+{% if t.partitioned %}
+    -- {{ t.table }} ({{ t.mode }} mode): its partitions switched in, the ones it replaces emptied.
+{% with table=t.table, table_name=t.table_name, mode=t.mode, steps=t.steps, function=t.function, scheme=t.scheme, columns=t.columns, indexes=t.indexes, records=t.records, gone=t.gone %}
+{% include "_commit_steps.sql" %}
+{% endwith %}
+{% else %}
+    -- {{ t.table }} (unpartitioned, replaced whole): its rows replaced by its next version's. TRUNCATE
+    -- TABLE and INSERT keep the table itself (its grants, the views on it); the table's Sch-M is
+    -- held while its rows are copied.
+{% with table_name=t.table_name, columns=t.columns, source=t.source, rows=t.rows %}
+{% include "_replace_steps.sql" %}
+{% endwith %}
+    -- The batch the table holds, one row for the whole table (no key range).
+    DELETE FROM {{ qn(control_schema, "partition_batches") }} WHERE target_schema = {{ nstr(schema) }} AND table_name = {{ nstr(t.table_name) }}
+    INSERT INTO {{ qn(control_schema, "partition_batches") }} (target_schema, table_name, key_min, key_max, batch, run, rows_planned, switched_at)
+    VALUES ({{ nstr(schema) }}, {{ nstr(t.table_name) }}, N'', N'', {{ nstr(batch) }}, {{ nstr(run) }}, {{ lit(t.rows) if t.rows is not none else "NULL" }}, SYSUTCDATETIME())
+{% endif %}
+{% endfor %}
+    COMMIT TRANSACTION
+END TRY
+BEGIN CATCH
+    IF @@TRANCOUNT > 0 ROLLBACK TRANSACTION
+    ;THROW
+END CATCH;
