@@ -1,0 +1,217 @@
+-- tpch: batch 2026-04-05 goes in whole: lineitem, nation, orders, every table in one
+-- transaction, run by the publish_batch task once every stream of the batch is validated and
+-- staged (publish: batch). Readers see the previous batch or this one, across tables, never a
+-- mix: with XACT_ABORT any error rolls the whole transaction back, and every table stays as it
+-- was (https://learn.microsoft.com/en-us/sql/t-sql/statements/set-xact-abort-transact-sql).
+-- Each table's steps are the ones its own commit runs with publish: table, in table-name order.
+-- Locks. Each table's first step (TRUNCATE TABLE, ALTER PARTITION FUNCTION or SWITCH) takes a
+-- schema-modification (Sch-M) lock on it, and a transaction holds its locks until it ends: the
+-- tables are taken one after another, and every one stays taken until COMMIT. Sch-M is
+-- compatible with no other lock, not even the Sch-S of a reader under READ UNCOMMITTED or
+-- snapshot isolation, and a request that waits for it blocks every request for the table that
+-- comes after it
+-- (https://learn.microsoft.com/en-us/sql/relational-databases/sql-server-transaction-locking-and-row-versioning-guide#lock_compatibility).
+-- So the whole transaction runs under a short LOCK_TIMEOUT (1000 ms per lock request,
+-- https://learn.microsoft.com/en-us/sql/t-sql/statements/set-lock-timeout-transact-sql): a
+-- normal-priority request behind a long reader of any table gives up after that long (error
+-- 1222), the whole transaction rolls back (nothing changed; the locks it held are released), the
+-- readers it held up go on, and the adapter runs the publish again after a pause
+-- (30 attempts in all). The tables are taken in name order, every publish alike.
+-- What readers wait: a reader of a table taken early waits for the rest of the transaction, that
+-- is the later tables' lock requests (each at most 1000 ms), their catalog changes, and
+-- the copy of the unpartitioned tables' rows. Worst case per attempt: 3 x 1000 ms of
+-- lock requests plus the transaction's own work. One exception: a table whose first step is a
+-- SWITCH (append mode with nothing to empty or retire, a new table) asks for its Sch-M at low
+-- priority (WAIT_AT_LOW_PRIORITY, MAX_DURATION = 1 MINUTES,
+-- https://learn.microsoft.com/en-us/sql/t-sql/statements/alter-table-transact-sql#wait_at_low_priority):
+-- its own readers do not queue behind that request, but the tables taken before it stay taken
+-- while it waits, up to that long.
+SET XACT_ABORT ON
+SET LOCK_TIMEOUT 1000
+DECLARE @partition int
+BEGIN TRY
+    BEGIN TRANSACTION
+    -- tpch.lineitem (append mode): its steps, as its own commit runs them, from its window planned now.
+    -- SPLIT RANGE (9000): closes stream 1's partition. It lands in an empty partition (metadata only); with
+    -- RANGE LEFT the new partition is the one left of the value, on the NEXT USED filegroup.
+    ALTER PARTITION SCHEME [ps_tpch_lineitem] NEXT USED [fg1]
+    ALTER PARTITION FUNCTION [pf_tpch_lineitem]() SPLIT RANGE (9000)
+    -- SPLIT RANGE (10000): closes stream 2's partition. It lands in an empty partition (metadata only); with
+    -- RANGE LEFT the new partition is the one left of the value, on the NEXT USED filegroup.
+    ALTER PARTITION SCHEME [ps_tpch_lineitem] NEXT USED [fg2]
+    ALTER PARTITION FUNCTION [pf_tpch_lineitem]() SPLIT RANGE (10000)
+    -- Stream 1 (keys 8001..9000): its staging table's trusted CHECK lies within the partition's
+    -- boundaries, it is on the partition's filegroup fg1 with the partition's compression
+    -- and the target's indexes, and the partition is empty: SWITCH is metadata only.
+    SET @partition = $PARTITION.[pf_tpch_lineitem](9000)
+    ALTER TABLE [tpch_staging].[lineitem_1] SWITCH TO [tpch].[lineitem] PARTITION @partition
+        WITH (WAIT_AT_LOW_PRIORITY (MAX_DURATION = 1 MINUTES, ABORT_AFTER_WAIT = SELF))
+    -- DROP TABLE is transactional: the (now empty) staging table goes with this commit.
+    DROP TABLE [tpch_staging].[lineitem_1]
+    -- Stream 2 (keys 9001..10000): its staging table's trusted CHECK lies within the partition's
+    -- boundaries, it is on the partition's filegroup fg2 with the partition's compression
+    -- and the target's indexes, and the partition is empty: SWITCH is metadata only.
+    SET @partition = $PARTITION.[pf_tpch_lineitem](10000)
+    ALTER TABLE [tpch_staging].[lineitem_2] SWITCH TO [tpch].[lineitem] PARTITION @partition
+        WITH (WAIT_AT_LOW_PRIORITY (MAX_DURATION = 1 MINUTES, ABORT_AFTER_WAIT = SELF))
+    -- DROP TABLE is transactional: the (now empty) staging table goes with this commit.
+    DROP TABLE [tpch_staging].[lineitem_2]
+    -- The batch each partition holds, for the next batch's pre-flight; this run's plan is done.
+    DELETE FROM [switchyard].[partition_batches] WHERE target_schema = N'tpch' AND table_name = N'lineitem'
+        AND key_max IN (N'10000', N'9000')
+    INSERT INTO [switchyard].[partition_batches] (target_schema, table_name, key_min, key_max, batch, run, rows_planned, switched_at)
+    VALUES
+        (N'tpch', N'lineitem', N'8001', N'9000', N'2026-04-05', N'switchyard_tpch/run-2', 400, SYSUTCDATETIME()),
+        (N'tpch', N'lineitem', N'9001', N'10000', N'2026-04-05', N'switchyard_tpch/run-2', 400, SYSUTCDATETIME())
+    DELETE FROM [switchyard].[planned_partitions] WHERE target_schema = N'tpch' AND table_name = N'lineitem'
+    -- tpch.nation (unpartitioned, replaced whole): its rows replaced by its next version's. TRUNCATE
+    -- TABLE and INSERT keep the table itself (its grants, the views on it); the table's Sch-M is
+    -- held while its rows are copied.
+    TRUNCATE TABLE [tpch].[nation]
+    INSERT INTO [tpch].[nation] WITH (TABLOCK) ([n_nationkey], [n_name], [n_regionkey], [n_comment])
+        SELECT [n_nationkey], [n_name], [n_regionkey], [n_comment] FROM [tpch_staging].[nation__next]
+    -- Validation counted the staging table; another count now means it changed since.
+    IF @@ROWCOUNT <> 25 THROW 51012, N'tpch.nation: the rows to publish are not the 25 the manifest says; nothing was published', 1
+    -- DROP TABLE is transactional: the staging table goes with the commit that used it.
+    DROP TABLE [tpch_staging].[nation__next]
+    -- The batch the table holds, one row for the whole table (no key range).
+    DELETE FROM [switchyard].[partition_batches] WHERE target_schema = N'tpch' AND table_name = N'nation'
+    INSERT INTO [switchyard].[partition_batches] (target_schema, table_name, key_min, key_max, batch, run, rows_planned, switched_at)
+    VALUES (N'tpch', N'nation', N'', N'', N'2026-04-05', N'switchyard_tpch/run-2', 25, SYSUTCDATETIME())
+    -- tpch.orders (replace mode): its steps, as its own commit runs them, from its window planned now.
+    -- replace mode: gives way to batch 2026-04-05: partition 2 (keys 1..1000, 100 rows). The partition numbers
+    -- are the catalog's as read for this commit (no MERGE or SPLIT ran before); the check
+    -- stops the commit if the function changed since. TRUNCATE ... WITH (PARTITIONS) (2016+)
+    -- needs every index aligned; it deallocates the partition's pages (deferred for large ones).
+    IF $PARTITION.[pf_tpch_orders](1000) <> 2 THROW 51010, N'tpch.orders: its partitions changed since this commit was planned; nothing was changed', 1
+    TRUNCATE TABLE [tpch].[orders] WITH (PARTITIONS (2))
+    -- replace mode: gives way to batch 2026-04-05: partition 3 (keys 1001..2000, 100 rows). The partition numbers
+    -- are the catalog's as read for this commit (no MERGE or SPLIT ran before); the check
+    -- stops the commit if the function changed since. TRUNCATE ... WITH (PARTITIONS) (2016+)
+    -- needs every index aligned; it deallocates the partition's pages (deferred for large ones).
+    IF $PARTITION.[pf_tpch_orders](2000) <> 3 THROW 51010, N'tpch.orders: its partitions changed since this commit was planned; nothing was changed', 1
+    TRUNCATE TABLE [tpch].[orders] WITH (PARTITIONS (3))
+    -- replace mode: gives way to batch 2026-04-05: partition 4 (keys 2001..3000, 100 rows). The partition numbers
+    -- are the catalog's as read for this commit (no MERGE or SPLIT ran before); the check
+    -- stops the commit if the function changed since. TRUNCATE ... WITH (PARTITIONS) (2016+)
+    -- needs every index aligned; it deallocates the partition's pages (deferred for large ones).
+    IF $PARTITION.[pf_tpch_orders](3000) <> 4 THROW 51010, N'tpch.orders: its partitions changed since this commit was planned; nothing was changed', 1
+    TRUNCATE TABLE [tpch].[orders] WITH (PARTITIONS (4))
+    -- replace mode: gives way to batch 2026-04-05: partition 5 (keys 3001..4000, 100 rows). The partition numbers
+    -- are the catalog's as read for this commit (no MERGE or SPLIT ran before); the check
+    -- stops the commit if the function changed since. TRUNCATE ... WITH (PARTITIONS) (2016+)
+    -- needs every index aligned; it deallocates the partition's pages (deferred for large ones).
+    IF $PARTITION.[pf_tpch_orders](4000) <> 5 THROW 51010, N'tpch.orders: its partitions changed since this commit was planned; nothing was changed', 1
+    TRUNCATE TABLE [tpch].[orders] WITH (PARTITIONS (5))
+    -- replace mode: gives way to batch 2026-04-05: partition 6 (keys 4001..5000, 100 rows). The partition numbers
+    -- are the catalog's as read for this commit (no MERGE or SPLIT ran before); the check
+    -- stops the commit if the function changed since. TRUNCATE ... WITH (PARTITIONS) (2016+)
+    -- needs every index aligned; it deallocates the partition's pages (deferred for large ones).
+    IF $PARTITION.[pf_tpch_orders](5000) <> 6 THROW 51010, N'tpch.orders: its partitions changed since this commit was planned; nothing was changed', 1
+    TRUNCATE TABLE [tpch].[orders] WITH (PARTITIONS (6))
+    -- replace mode: gives way to batch 2026-04-05: partition 7 (keys 5001..6000, 100 rows). The partition numbers
+    -- are the catalog's as read for this commit (no MERGE or SPLIT ran before); the check
+    -- stops the commit if the function changed since. TRUNCATE ... WITH (PARTITIONS) (2016+)
+    -- needs every index aligned; it deallocates the partition's pages (deferred for large ones).
+    IF $PARTITION.[pf_tpch_orders](6000) <> 7 THROW 51010, N'tpch.orders: its partitions changed since this commit was planned; nothing was changed', 1
+    TRUNCATE TABLE [tpch].[orders] WITH (PARTITIONS (7))
+    -- replace mode: gives way to batch 2026-04-05: partition 8 (keys 6001..7000, 100 rows). The partition numbers
+    -- are the catalog's as read for this commit (no MERGE or SPLIT ran before); the check
+    -- stops the commit if the function changed since. TRUNCATE ... WITH (PARTITIONS) (2016+)
+    -- needs every index aligned; it deallocates the partition's pages (deferred for large ones).
+    IF $PARTITION.[pf_tpch_orders](7000) <> 8 THROW 51010, N'tpch.orders: its partitions changed since this commit was planned; nothing was changed', 1
+    TRUNCATE TABLE [tpch].[orders] WITH (PARTITIONS (8))
+    -- replace mode: gives way to batch 2026-04-05: partition 9 (keys 7001..8000, 100 rows). The partition numbers
+    -- are the catalog's as read for this commit (no MERGE or SPLIT ran before); the check
+    -- stops the commit if the function changed since. TRUNCATE ... WITH (PARTITIONS) (2016+)
+    -- needs every index aligned; it deallocates the partition's pages (deferred for large ones).
+    IF $PARTITION.[pf_tpch_orders](8000) <> 9 THROW 51010, N'tpch.orders: its partitions changed since this commit was planned; nothing was changed', 1
+    TRUNCATE TABLE [tpch].[orders] WITH (PARTITIONS (9))
+    -- MERGE RANGE (1000): no partition needs this boundary any more. Both partitions it joins are empty here, so it is
+    -- metadata only; the merged partition stays on the filegroup of the right one.
+    ALTER PARTITION FUNCTION [pf_tpch_orders]() MERGE RANGE (1000)
+    -- MERGE RANGE (2000): re-split for the stream's filegroup. Both partitions it joins are empty here, so it is
+    -- metadata only; the merged partition stays on the filegroup of the right one.
+    ALTER PARTITION FUNCTION [pf_tpch_orders]() MERGE RANGE (2000)
+    -- MERGE RANGE (3000): no partition needs this boundary any more. Both partitions it joins are empty here, so it is
+    -- metadata only; the merged partition stays on the filegroup of the right one.
+    ALTER PARTITION FUNCTION [pf_tpch_orders]() MERGE RANGE (3000)
+    -- MERGE RANGE (4000): re-split for the stream's filegroup. Both partitions it joins are empty here, so it is
+    -- metadata only; the merged partition stays on the filegroup of the right one.
+    ALTER PARTITION FUNCTION [pf_tpch_orders]() MERGE RANGE (4000)
+    -- MERGE RANGE (5000): no partition needs this boundary any more. Both partitions it joins are empty here, so it is
+    -- metadata only; the merged partition stays on the filegroup of the right one.
+    ALTER PARTITION FUNCTION [pf_tpch_orders]() MERGE RANGE (5000)
+    -- MERGE RANGE (6000): re-split for the stream's filegroup. Both partitions it joins are empty here, so it is
+    -- metadata only; the merged partition stays on the filegroup of the right one.
+    ALTER PARTITION FUNCTION [pf_tpch_orders]() MERGE RANGE (6000)
+    -- MERGE RANGE (7000): no partition needs this boundary any more. Both partitions it joins are empty here, so it is
+    -- metadata only; the merged partition stays on the filegroup of the right one.
+    ALTER PARTITION FUNCTION [pf_tpch_orders]() MERGE RANGE (7000)
+    -- MERGE RANGE (8000): re-split for the stream's filegroup. Both partitions it joins are empty here, so it is
+    -- metadata only; the merged partition stays on the filegroup of the right one.
+    ALTER PARTITION FUNCTION [pf_tpch_orders]() MERGE RANGE (8000)
+    -- SPLIT RANGE (2000): closes stream 1's partition. It lands in an empty partition (metadata only); with
+    -- RANGE LEFT the new partition is the one left of the value, on the NEXT USED filegroup.
+    ALTER PARTITION SCHEME [ps_tpch_orders] NEXT USED [fg1]
+    ALTER PARTITION FUNCTION [pf_tpch_orders]() SPLIT RANGE (2000)
+    -- SPLIT RANGE (4000): closes stream 2's partition. It lands in an empty partition (metadata only); with
+    -- RANGE LEFT the new partition is the one left of the value, on the NEXT USED filegroup.
+    ALTER PARTITION SCHEME [ps_tpch_orders] NEXT USED [fg2]
+    ALTER PARTITION FUNCTION [pf_tpch_orders]() SPLIT RANGE (4000)
+    -- SPLIT RANGE (6000): closes stream 3's partition. It lands in an empty partition (metadata only); with
+    -- RANGE LEFT the new partition is the one left of the value, on the NEXT USED filegroup.
+    ALTER PARTITION SCHEME [ps_tpch_orders] NEXT USED [fg3]
+    ALTER PARTITION FUNCTION [pf_tpch_orders]() SPLIT RANGE (6000)
+    -- SPLIT RANGE (8000): closes stream 4's partition. It lands in an empty partition (metadata only); with
+    -- RANGE LEFT the new partition is the one left of the value, on the NEXT USED filegroup.
+    ALTER PARTITION SCHEME [ps_tpch_orders] NEXT USED [fg4]
+    ALTER PARTITION FUNCTION [pf_tpch_orders]() SPLIT RANGE (8000)
+    -- Stream 1 (keys 1..2000): its staging table's trusted CHECK lies within the partition's
+    -- boundaries, it is on the partition's filegroup fg1 with the partition's compression
+    -- and the target's indexes, and the partition is empty: SWITCH is metadata only.
+    SET @partition = $PARTITION.[pf_tpch_orders](2000)
+    ALTER TABLE [tpch_staging].[orders_1] SWITCH TO [tpch].[orders] PARTITION @partition
+        WITH (WAIT_AT_LOW_PRIORITY (MAX_DURATION = 1 MINUTES, ABORT_AFTER_WAIT = SELF))
+    -- DROP TABLE is transactional: the (now empty) staging table goes with this commit.
+    DROP TABLE [tpch_staging].[orders_1]
+    -- Stream 2 (keys 2001..4000): its staging table's trusted CHECK lies within the partition's
+    -- boundaries, it is on the partition's filegroup fg2 with the partition's compression
+    -- and the target's indexes, and the partition is empty: SWITCH is metadata only.
+    SET @partition = $PARTITION.[pf_tpch_orders](4000)
+    ALTER TABLE [tpch_staging].[orders_2] SWITCH TO [tpch].[orders] PARTITION @partition
+        WITH (WAIT_AT_LOW_PRIORITY (MAX_DURATION = 1 MINUTES, ABORT_AFTER_WAIT = SELF))
+    -- DROP TABLE is transactional: the (now empty) staging table goes with this commit.
+    DROP TABLE [tpch_staging].[orders_2]
+    -- Stream 3 (keys 4001..6000): its staging table's trusted CHECK lies within the partition's
+    -- boundaries, it is on the partition's filegroup fg3 with the partition's compression
+    -- and the target's indexes, and the partition is empty: SWITCH is metadata only.
+    SET @partition = $PARTITION.[pf_tpch_orders](6000)
+    ALTER TABLE [tpch_staging].[orders_3] SWITCH TO [tpch].[orders] PARTITION @partition
+        WITH (WAIT_AT_LOW_PRIORITY (MAX_DURATION = 1 MINUTES, ABORT_AFTER_WAIT = SELF))
+    -- DROP TABLE is transactional: the (now empty) staging table goes with this commit.
+    DROP TABLE [tpch_staging].[orders_3]
+    -- Stream 4 (keys 6001..8000): its staging table's trusted CHECK lies within the partition's
+    -- boundaries, it is on the partition's filegroup fg4 with the partition's compression
+    -- and the target's indexes, and the partition is empty: SWITCH is metadata only.
+    SET @partition = $PARTITION.[pf_tpch_orders](8000)
+    ALTER TABLE [tpch_staging].[orders_4] SWITCH TO [tpch].[orders] PARTITION @partition
+        WITH (WAIT_AT_LOW_PRIORITY (MAX_DURATION = 1 MINUTES, ABORT_AFTER_WAIT = SELF))
+    -- DROP TABLE is transactional: the (now empty) staging table goes with this commit.
+    DROP TABLE [tpch_staging].[orders_4]
+    -- The batch each partition holds, for the next batch's pre-flight; this run's plan is done.
+    DELETE FROM [switchyard].[partition_batches] WHERE target_schema = N'tpch' AND table_name = N'orders'
+    INSERT INTO [switchyard].[partition_batches] (target_schema, table_name, key_min, key_max, batch, run, rows_planned, switched_at)
+    VALUES
+        (N'tpch', N'orders', N'1', N'2000', N'2026-04-05', N'switchyard_tpch/run-2', 100, SYSUTCDATETIME()),
+        (N'tpch', N'orders', N'2001', N'4000', N'2026-04-05', N'switchyard_tpch/run-2', 100, SYSUTCDATETIME()),
+        (N'tpch', N'orders', N'4001', N'6000', N'2026-04-05', N'switchyard_tpch/run-2', 100, SYSUTCDATETIME()),
+        (N'tpch', N'orders', N'6001', N'8000', N'2026-04-05', N'switchyard_tpch/run-2', 100, SYSUTCDATETIME())
+    DELETE FROM [switchyard].[planned_partitions] WHERE target_schema = N'tpch' AND table_name = N'orders'
+    COMMIT TRANSACTION
+END TRY
+BEGIN CATCH
+    IF @@TRANCOUNT > 0 ROLLBACK TRANSACTION
+    ;THROW
+END CATCH;
+GO
