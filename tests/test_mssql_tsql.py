@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 import time
+from dataclasses import replace
 from datetime import date
 from decimal import Decimal
 from pathlib import Path
@@ -52,7 +53,6 @@ def check_golden(name: str, text: str) -> None:
 # --- golden files ---------------------------------------------------------------------------
 def table_adapter(**options) -> MssqlAdapter:
     """`publish: table`: each table goes in at its last switch, in its own commit."""
-    from dataclasses import replace
     return adapter(replace(SPEC, publish="table"), **options)
 
 
@@ -105,6 +105,11 @@ def all_statements(a: MssqlAdapter) -> list[tuple[str, str]]:
         out += [("commit", x) for x in a.commit_sql(t)]
         if t.table.partitioned:
             out += [("catalog", x) for x in a.catalog_sql(t.table.name).values()]
+    # publish: batch (the spec's default): every table in one transaction; publish: table: an
+    # unpartitioned table replaced whole at its switch.
+    out += [("publish", x) for x in a.publish_sql(plan)]
+    table_mode = adapter(replace(a.spec, publish="table"), **{k: getattr(a, k) for k in ("load_mode", "scheduler_guard")})
+    out += [("switch", x) for s in plan.all_streams() for x in table_mode.switch_sql(s, replace_existing=True)]
     out += [("lease", x) for x in a.render("lease.sql")]
     out += [("lease-claim", x) for x in a.render("lease_claim.sql")]
     out += [("lease-release", x) for x in a.render("lease_release.sql", schema_literal=None)]
@@ -140,9 +145,9 @@ def test_every_statement_parses_as_tsql():
             continue
         failed.append((step, stmt))
     assert not failed, "not T-SQL by sqlfluff:\n\n" + "\n\n".join(f"[{k}]\n{s}" for k, s in failed)
-    # Exactly the partition switches of the tables' commits need the literal stand-in; anything
-    # else must parse as is.
-    assert set(with_literal) == {"commit"}
+    # Exactly the partition switches of the tables' commits and the batch's publish need the
+    # literal stand-in; anything else must parse as is.
+    assert set(with_literal) == {"commit", "publish"}
 
 
 def test_tds_mode_statements_parse_too():
