@@ -1,5 +1,5 @@
 """Contract suite for the nightly load modes against a real SQL Server, through the adapter API
-the DAG uses (setup.plan, prepare, load, switch).
+the DAG uses (setup.plan, prepare, load, switch, and with `publish: batch` publish_batch).
 
 Runs only when SWITCHYARD_MSSQL_URI names a server (see tests/test_mssql_contract.py for the
 URI and the shared-folder settings; without them the loads go over TDS bulk copy):
@@ -63,6 +63,9 @@ SCHEME_FILEGROUPS_SQL = ("SELECT fg.name FROM sys.partition_schemes AS ps JOIN s
 DBA_SCHEME_COPY_SQL = "CREATE PARTITION SCHEME {copy} AS PARTITION {function} TO ({filegroups})"
 DBA_INDEX_ON_COPY_SQL = "CREATE NONCLUSTERED INDEX [ix_orders_cust_copy] ON {table} ([o_custkey]) ON {copy}([o_orderkey])"
 CHECKS_ON_STAGING_SQL = "SELECT COUNT(*) FROM sys.check_constraints WHERE name = ? AND is_not_trusted = 0"
+# publish: batch (tests at the end): which batch the unpartitioned table holds, and the staging
+# table an unrelated session drops after its switch (a failure inside the publish's transaction).
+NATION_SQL = "SELECT COUNT_BIG(*), MIN(n_comment), MAX(n_comment) FROM {table}"
 CLEANUP_SQL = [
     "DELETE FROM [switchyard].[partition_batches] WHERE target_schema = ?",
     "DELETE FROM [switchyard].[planned_partitions] WHERE target_schema = ?",
@@ -73,7 +76,9 @@ CLEANUP_SQL = [
 def drop_sql(a) -> list[str]:
     """The schema's tables (target, staging, archive), then its function and scheme, then schemas."""
     staging = [f"DROP TABLE IF EXISTS {a.qualified(a.staging_schema, f'orders_{k}')}" for k in range(1, 9)]
+    staging += [f"DROP TABLE IF EXISTS {a.qualified(a.staging_schema, name)}" for name in ("nation_1", "nation__next")]
     return [*staging, f"DROP TABLE IF EXISTS {a.qualified(a.schema, 'orders')}",
+            f"DROP TABLE IF EXISTS {a.qualified(a.schema, 'nation')}",
             f"DROP PARTITION SCHEME {a.q(a.scheme_name('orders'))}",
             f"DROP PARTITION FUNCTION {a.q(a.function_name('orders'))}",
             f"DROP SCHEMA IF EXISTS {a.q(a.staging_schema)}", f"DROP SCHEMA IF EXISTS {a.q(a.schema)}"]
@@ -100,15 +105,17 @@ def dba_sql(a) -> dict[str, str]:
 def suite_sql(a) -> list[str]:
     table = a.qualified(a.schema, "orders")
     return [FUNCTIONS_SQL, STAGING_TABLES_SQL, BATCHES_SQL, EDGE_ROWS_SQL, KEY_RANGE_SQL.format(table=table),
+            NATION_SQL.format(table=a.qualified(a.schema, "nation")),
             DBA_INDEX_SQL.format(table=table, scheme=a.q(a.scheme_name("orders"))), DBA_COMPRESS_SQL.format(table=table),
             INDEX_EXISTS_SQL, COMPRESSION_SQL, SCHEME_FILEGROUPS_SQL, CHECKS_ON_STAGING_SQL,
             *[x for k, x in dba_sql(a).items() if k != "drop_scheme_copy"], *CLEANUP_SQL, *drop_sql(a)]
 
 
 # --- batches written by the tests --------------------------------------------------------------------
-def write_batch(root: Path, name: str, ranges: list[tuple[int, int]]) -> tuple[Path, Manifest]:
+def write_batch(root: Path, name: str, ranges: list[tuple[int, int]],
+                nation_rows: int | None = None) -> tuple[Path, Manifest]:
     """Orders files, one per stream, holding every key of its range (TPC-H's layout: '|' after
-    each field, LF)."""
+    each field, LF); with `nation_rows`, a nation file of that many rows too, each naming the batch."""
     folder = root / name
     (folder / "orders").mkdir(parents=True, exist_ok=True)
     entries = []
@@ -119,6 +126,12 @@ def write_batch(root: Path, name: str, ranges: list[tuple[int, int]]) -> tuple[P
                 out.write(f"{key}|{key % 1000 + 1}|O|{key % 997}.25|2026-04-0{key % 9 + 1}|1-URGENT|"
                           f"Clerk#{key % 1000:09d}|0|batch {name}|\n")
         entries.append(ManifestEntry("orders", k, f"orders/orders.{k}.tbl", path.stat().st_size, hi - lo + 1, lo, hi))
+    if nation_rows:
+        (folder / "nation").mkdir(parents=True, exist_ok=True)
+        path = folder / "nation" / "nation.1.tbl"
+        path.write_text("".join(f"{key}|NATION {key}|{key % 5}|batch {name}|\n" for key in range(nation_rows)))
+        entries.append(ManifestEntry("nation", 1, "nation/nation.1.tbl", path.stat().st_size, nation_rows, 0,
+                                     nation_rows - 1))
     return folder, Manifest(spec="tpch", streams=len(ranges), entries=tuple(entries))
 
 
@@ -139,9 +152,10 @@ def target(tmp_path):
     state = {"run": 0}
 
     class Target:
-        def __init__(self, **table):
-            self.spec = changed(SPEC, tables=tuple(changed(t, **table) if t.name == "orders" else t
-                                                   for t in SPEC.tables))
+        def __init__(self, publish: str = "table", **table):
+            # publish: table (each table goes in at its last switch) unless a test says batch.
+            self.spec = changed(SPEC, publish=publish, tables=tuple(changed(t, **table) if t.name == "orders" else t
+                                                                    for t in SPEC.tables))
 
         def adapter(self, batch: str = ""):
             state["run"] += 1
@@ -165,6 +179,30 @@ def target(tmp_path):
                     results.append(a.switch(s))
             a.release_lease()
             return a, plan, notes, results
+
+        def load_batch(self, batch: str, ranges, nation_rows: int, switch=None, before_publish=None):
+            """orders and nation as one batch (publish: batch): setup.plan, each group's prepare,
+            load and switch (`switch`: the (table, stream) groups whose switch runs), then
+            publish_batch (its error returned, not raised); `before_publish(a)` runs just before."""
+            from switchyard.targets import TargetError
+            folder, manifest = write_batch(root, batch, ranges, nation_rows)
+            plan = plan_batch(self.spec, manifest, ["nation", "orders"])
+            a = self.adapter(batch)
+            a.setup(plan)
+            results = []
+            for s in plan.all_streams():
+                a.prepare(s)
+                a.load(s, folder / s.file)
+                if switch is None or (s.table, s.stream) in switch:
+                    results.append(a.switch(s))
+            if before_publish is not None:
+                before_publish(a)
+            try:
+                published = a.publish_batch(list(plan.all_streams()))
+            except TargetError as exc:
+                published = exc
+            a.release_lease()
+            return a, plan, results, published
 
     yield Target
     if made:
@@ -330,3 +368,43 @@ def test_an_index_on_another_scheme_of_the_same_function_and_filegroups_is_align
         assert results[-1]["table_switched"] and "ix_orders_cust_copy" in results[0]["indexes_built"]
     finally:
         a.execute([dba["drop_index_on_copy"], dba["drop_scheme_copy"]])
+
+
+# --- publish: batch: the batch goes in whole, every table in one transaction -------------------------
+def nation(a) -> tuple:
+    return tuple(a.fetch(NATION_SQL.format(table=a.qualified(a.schema, "nation")))[0])
+
+
+def test_a_batch_goes_in_whole_and_a_failed_group_keeps_every_table_out(target):
+    t = target(publish="batch")
+    a, plan, results, published = t.load_batch("2026-04-04", even(2), nation_rows=25)
+    assert not isinstance(published, Exception), published
+    assert published["tables"] == ["nation", "orders"] and published["already_published"] is False
+    assert [r["in_target"] for r in results] == [False, False, False]   # the switches only staged
+    assert key_range(a) == (1, 4000, 4000) and nation(a) == (25, "batch 2026-04-04", "batch 2026-04-04")
+    # A retry of that publish (its task died after the commit) finds the batch published.
+    assert a.publish_batch(list(plan.all_streams()))["already_published"] is True
+    # The next batch's nation group fails (its switch never runs): the publish refuses, naming it,
+    # and neither table changed, though every orders group switched.
+    b, _, results, refused = t.load_batch("2026-04-05", even(4, 1, 6000), nation_rows=20,
+                                          switch={("orders", k) for k in range(1, 5)})
+    assert isinstance(refused, Exception) and refused.permanent
+    assert f"{b.schema}.nation: its stream (20 rows in the manifest) was not validated and switched in this run" in str(
+        refused)
+    assert key_range(b) == (1, 4000, 4000) and nation(b) == (25, "batch 2026-04-04", "batch 2026-04-04")
+    assert b.fetch(BATCHES_SQL, (b.schema,)) == [("2026-04-04", 2)]
+
+
+def test_a_failure_inside_the_publish_rolls_back_every_table(target):
+    t = target(publish="batch")
+    a, _, _, published = t.load_batch("2026-04-04", even(2), nation_rows=25)
+    assert not isinstance(published, Exception), published
+
+    def lose_a_staging_table(adapter):
+        # orders stream 2 was validated and marked ready, then its staging table went (dropped by
+        # hand): the publish's check passes, and its SWITCH fails after nation was replaced.
+        adapter.execute([f"DROP TABLE {adapter.qualified(adapter.staging_schema, 'orders_2')}"])
+    b, _, _, failed = t.load_batch("2026-04-05", even(2, 1, 6000), nation_rows=20, before_publish=lose_a_staging_table)
+    assert isinstance(failed, Exception) and "nothing was published" in str(failed)
+    assert key_range(b) == (1, 4000, 4000) and nation(b) == (25, "batch 2026-04-04", "batch 2026-04-04")
+    assert b.fetch(BATCHES_SQL, (b.schema,)) == [("2026-04-04", 2)]
