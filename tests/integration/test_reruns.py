@@ -14,7 +14,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from helpers import copy_batch, fingerprint, line_count, partition_oids, run_lease
+from helpers import copy_batch, fingerprint, line_count, partition_oids, resize_manifest, run_lease
 from switchyard_dev.local import airflow_bin, airflow_env, airflow_home, migrate
 
 TABLES = ["orders", "customer"]
@@ -31,6 +31,7 @@ def _restamp(batch: Path, marker: bytes) -> None:
                 fields[-2] = marker  # fields[-1] is the empty field after the trailing '|'
                 out.append(b"|".join(fields))
             path.write_bytes(b"\n".join(out) + b"\n")
+    resize_manifest(batch)  # the producer's manifest for these files
 
 
 def _second_airflow_home(tmp_path: Path) -> dict[str, str]:
