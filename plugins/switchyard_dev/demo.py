@@ -147,14 +147,15 @@ def follow(api: local.Api, run_id: str, timeout: float, progress_every: float = 
 
 
 def print_summary(stats: dict, path: Path) -> None:
-    from switchyard.observability.stats import summary_table
+    from switchyard.observability.stats import name_width, summary_table
     print()
     for line in summary_table(stats["tables"]):
         print(line)
     tot = stats["totals"]
     span = stats.get("makespan_seconds")
     rate = f"{tot['mb_per_s']:.1f}" if tot["mb_per_s"] else "-"
-    print(f"{'total':<10} {tot['rows']:>12,} {tot['switched']:>10} {(f'{span:.2f}' if span else '-'):>8} {rate:>8}")
+    w = name_width(stats["tables"])
+    print(f"{'total':<{w}} {tot['rows']:>12,} {tot['switched']:>10} {(f'{span:.2f}' if span else '-'):>8} {rate:>8}")
     if stats["failed_groups"]:
         print(f"failed groups: {', '.join(stats['failed_groups'])}")
     print(f"\nrun statistics: {path}")

@@ -148,11 +148,17 @@ def summary_table(tables: dict[str, dict]) -> list[str]:
     """Per table: rows, partitions, wall seconds of its loads, MB/s over that wall time and per stream."""
     def num(value, fmt):
         return format(value, fmt) if value is not None else "-"
-    lines = [f"{'table':<10} {'rows':>12} {'partitions':>10} {'seconds':>8} {'MB/s':>8} {'MB/s/stream':>11}"]
+    w = name_width(tables)
+    lines = [f"{'table':<{w}} {'rows':>12} {'partitions':>10} {'seconds':>8} {'MB/s':>8} {'MB/s/stream':>11}"]
     for name, t in tables.items():
-        lines.append(f"{name:<10} {t['rows']:>12,} {t['partitions']:>10} {num(t['seconds'], '.2f'):>8} "
+        lines.append(f"{name:<{w}} {t['rows']:>12,} {t['partitions']:>10} {num(t['seconds'], '.2f'):>8} "
                      f"{num(t['mb_per_s'], '.1f'):>8} {num(t['mb_per_s_per_stream'], '.1f'):>11}")
     return lines
+
+
+def name_width(tables: dict[str, dict]) -> int:
+    """The summary's first column: as wide as the longest table name, at least 10."""
+    return max([10, *(len(name) for name in tables)])
 
 
 # A slow load that cost the run less than this share of its makespan is not worth a look;
