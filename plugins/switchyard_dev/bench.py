@@ -847,6 +847,8 @@ def analyse_dag(run: dict, state: str, tasks: list[dict], slots: int, stats: dic
             "efficiency_run": schedule_efficiency(loads, slots, wall),
             "efficiency_loads": schedule_efficiency(loads, slots, load_span),
             "stats_makespan_seconds": (stats or {}).get("makespan_seconds"),
+            # The batch's publish: how long it held every table's lock (what readers could wait).
+            "publish_batch": (stats or {}).get("publish_batch"),
             "failed_groups": (stats or {}).get("failed_groups"), "tasks": tasks, **extra}
 
 
@@ -1545,6 +1547,10 @@ def overhead_lines(dag: dict) -> list[str]:
         lines.append(f"pool busy (load task wall / slots / loads window): {dag['pool_busy_fraction']:.3f}")
     if dag.get("task_overhead_median") is not None:
         lines.append(f"median overhead over all {dag['group_tasks']} group tasks: {dag['task_overhead_median']:.2f} s")
+    publish = dag.get("publish_batch") or {}
+    if publish.get("lock_seconds") is not None:
+        lines.append(f"the batch's publish: {len(publish.get('tables') or [])} tables in one transaction, locked "
+                     f"{publish['lock_seconds']:.3f} s (the transaction {publish.get('seconds') or 0:.3f} s)")
     cost = dag.get("validation_cost_seconds") or {}
     if cost:
         total = sum(cost.values())
