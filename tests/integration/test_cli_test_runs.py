@@ -3,13 +3,17 @@
 `airflow dags test` parses the DAG file in the shell it is run from. With the local stack's
 settings file in the Airflow home, that shell builds the same DAG as the scheduler: the test
 run changes neither the DAG's schedule nor its paused state, so no scheduled run appears after
-it. A run queued behind another run of its DAG is named within seconds, with what that run
+it. With the local scheduler running, `switchyard airflow dags test` pauses the DAG for the test
+run (else the scheduler would run its tasks too) and unpauses it however the test run ends, and
+refuses, naming it, while another run of the DAG runs. A run queued behind another run of its DAG is named within seconds, with what that run
 waits for and the command that ends it (docs/cli-test-runs.md).
 """
 from __future__ import annotations
 
 import json
 import os
+import re
+import signal
 import subprocess
 import sys
 import time
@@ -123,16 +127,54 @@ def test_demo_then_a_cli_test_run_then_the_demo_again(stack_home, pg_uri, data_r
     batch = demo.batch_name(0.01, 2)
     state = dag_state(plain_shell())
 
+    # The scheduler runs: the wrapper pauses the DAG for the test run and unpauses it after, so
+    # every task of the test run is run by `airflow dags test` itself, once.
     done = switchyard("airflow", "dags", "test", DAG_ID, "-c", json.dumps({"batch": batch}), env=plain_shell())
     assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
+    assert f"{DAG_ID} is paused for this test run" in done.stderr, done.stderr[-3000:]
+    assert f"{DAG_ID} is unpaused again" in done.stderr, done.stderr[-3000:]
+    api = local.Api()
+    test_run = next(r for r in api.get_all(f"/api/v2/dags/{DAG_ID}/dagRuns", "dag_runs")
+                    if r["triggered_by"] == "test")
+    assert test_run["state"] == "success"
+    tis = api.get_all(f"/api/v2/dags/{DAG_ID}/dagRuns/{runs._q(test_run['dag_run_id'])}/taskInstances",
+                      "task_instances")
+    ran_here = re.findall(r"\[DAG TEST\] starting task_id=(\S+)", done.stdout + done.stderr)
+    assert sorted(ran_here) == sorted(t["task_id"] for t in tis), "the scheduler ran tasks of the test run"
+    assert {(t["state"], t["try_number"]) for t in tis} == {("success", 1)}
     time.sleep(15)  # scheduler loops: a nightly DAG unpaused would have had its run created by now
     assert dag_state(plain_shell()) == state and "scheduled" not in run_types(plain_shell())
     capsys.readouterr()
     assert demo.run(0.01, 2, timeout=600) == 0
     assert "queued behind" not in capsys.readouterr().out
 
+    # A test run stopped with Ctrl-C: its run is marked failed (the scheduler does not go on with
+    # it once the DAG is unpaused) and the DAG is unpaused.
+    before = {r["dag_run_id"] for r in api.get_all(f"/api/v2/dags/{DAG_ID}/dagRuns", "dag_runs")}
+    test = subprocess.Popen([SWITCHYARD, "airflow", "dags", "test", DAG_ID, "-c", json.dumps({"batch": batch})],
+                            env=plain_shell(), text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 180
+    while True:
+        assert time.monotonic() < deadline and test.poll() is None, "the test run did not start"
+        new = [r for r in api.get_all(f"/api/v2/dags/{DAG_ID}/dagRuns", "dag_runs") if r["dag_run_id"] not in before]
+        if new and any(t["state"] == "success" for t in api.get_all(
+                f"/api/v2/dags/{DAG_ID}/dagRuns/{runs._q(new[0]['dag_run_id'])}/taskInstances", "task_instances")):
+            break
+        time.sleep(1)
+    test.send_signal(signal.SIGINT)
+    out, err = test.communicate(timeout=120)
+    assert test.returncode == 130, (out + err)[-3000:]
+    assert f"the test run {new[0]['dag_run_id']} did not finish: marked failed" in err, err[-3000:]
+    assert f"{DAG_ID} is unpaused again" in err
+    time.sleep(10)
+    run = api.get(f"/api/v2/dags/{DAG_ID}/dagRuns/{runs._q(new[0]['dag_run_id'])}")
+    assert run["state"] == "failed"
+    tis = api.get_all(f"/api/v2/dags/{DAG_ID}/dagRuns/{runs._q(new[0]['dag_run_id'])}/taskInstances",
+                      "task_instances")
+    assert not [t["task_id"] for t in tis if t["state"] in ("queued", "running", "scheduled")]
+    assert dag_state(plain_shell())["is_paused"] in (False, "False")
+
     # A run that waits for a batch nobody writes holds the DAG; the next run says so within 30 s.
-    api = local.Api()
     stuck = api.post(f"/api/v2/dags/{DAG_ID}/dagRuns", {"logical_date": None, "conf": {"batch": "never-written"}})
     deadline = time.monotonic() + 60
     while runs.what_it_does(api, api.get(f"/api/v2/dags/{DAG_ID}/dagRuns/{runs._q(stuck['dag_run_id'])}"),
@@ -148,6 +190,14 @@ def test_demo_then_a_cli_test_run_then_the_demo_again(stack_home, pg_uri, data_r
         watch.check(api.get(f"/api/v2/dags/{DAG_ID}/dagRuns/{runs._q(held['dag_run_id'])}"))
         time.sleep(1)
     command = f"switchyard runs fail {DAG_ID} {stuck['dag_run_id']}"
+    # A test run is refused while that run holds the DAG, naming it, within 30 s; the DAG stays unpaused.
+    started = time.monotonic()
+    done = switchyard("airflow", "dags", "test", DAG_ID, "-c", json.dumps({"batch": batch}), env=plain_shell(),
+                      timeout=30)
+    assert done.returncode == 1 and time.monotonic() - started < 30, done.stderr[-3000:]
+    assert f"run {stuck['dag_run_id']} of {DAG_ID} is waiting for batch never-written" in done.stderr, done.stderr
+    assert command in done.stderr and "is paused for this test run" not in done.stderr
+    assert not api.get(f"/api/v2/dags/{DAG_ID}")["is_paused"]
     assert f"queued behind {stuck['dag_run_id']}, which is waiting for batch never-written (up to 6 h" in said[0]
     assert said[1].endswith(command)
     note = api.get(f"/api/v2/dags/{DAG_ID}/dagRuns/{runs._q(held['dag_run_id'])}")["note"]
