@@ -60,30 +60,39 @@ def fingerprint(uri: str, schema: str, tables=None) -> dict[str, tuple[int, str]
 
 
 def batch_fingerprint(uri: str, batch_dir: Path, tables=None) -> dict[str, tuple[int, str]]:
-    """`fingerprint` of a TPC-H batch's files as they are, loaded apart from Switchyard: each
-    table's files copied by plain `COPY` (text format, '|', the trailing '|' into a spare column)
-    into unpartitioned tables of the spec's PostgreSQL types in a scratch schema, dropped after."""
-    import psycopg
+    """`fingerprint` of a TPC-H batch's files as they are, loaded apart from Switchyard (`files_fingerprint`)."""
     from switchyard.core.batch import read_manifest
     from switchyard.core.spec import load_spec
     spec = load_spec("tpch")
     manifest = read_manifest(batch_dir, spec)
     tables = tables or spec.table_names
+    return files_fingerprint(uri, {name: [batch_dir / manifest.entry(name, k).file for k in manifest.streams_of(name)]
+                                   for name in tables})
+
+
+def files_fingerprint(uri: str, files: dict[str, list[Path]], spec=None) -> dict[str, tuple[int, str]]:
+    """`fingerprint` of TPC-H-format files as they are, loaded apart from Switchyard: each table's
+    files (table -> paths) copied by plain `COPY` (text format, '|', the trailing '|' into a spare
+    column) into an unpartitioned table of the spec's PostgreSQL types (default: the TPC-H spec's)
+    in a scratch schema, dropped after."""
+    import psycopg
+    from switchyard.core.spec import load_spec
+    spec = spec or load_spec("tpch")
     scratch = f"ref_{uuid.uuid4().hex[:10]}"
     with psycopg.connect(uri, autocommit=True) as conn:
         conn.execute(f'CREATE SCHEMA "{scratch}"')
         try:
-            for name in tables:
+            for name, paths in files.items():
                 table = spec.table(name)
                 cols = ", ".join(f'"{c.name}" {c.sql_type("postgres")}' for c in table.columns)
                 conn.execute(f'CREATE TABLE "{scratch}"."{name}" ({cols}, spare text)')
-                for k in manifest.streams_of(name):
+                for path in paths:
                     with conn.cursor().copy(f'COPY "{scratch}"."{name}" FROM STDIN (FORMAT text, DELIMITER \'|\')') as cp, \
-                            open(batch_dir / manifest.entry(name, k).file, "rb") as fh:
+                            open(path, "rb") as fh:
                         while chunk := fh.read(1 << 20):
                             cp.write(chunk)
                 conn.execute(f'ALTER TABLE "{scratch}"."{name}" DROP COLUMN spare')
-            return fingerprint(uri, scratch, tables)
+            return fingerprint(uri, scratch, list(files))
         finally:
             conn.execute(f'DROP SCHEMA "{scratch}" CASCADE')
 

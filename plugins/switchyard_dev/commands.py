@@ -170,7 +170,12 @@ def cmd_screenshots(args) -> int:
 
 
 def register_airflow(sub) -> None:
-    p = sub.add_parser("airflow", help="run an airflow command with the local Airflow's settings")
+    p = sub.add_parser("airflow", help="run an airflow command with the local Airflow's settings",
+                       description="Any airflow command, with the local Airflow's home, metadata database and "
+                                   "ports. `dags test DAG_ID ...` while the local scheduler runs: the DAG is "
+                                   "paused for the test run (the scheduler would also run its tasks) and "
+                                   "unpaused after it, however it ends; refused while another run of the DAG "
+                                   "runs, naming it.")
     p.add_argument("rest", nargs=argparse.REMAINDER, help="the airflow command and its arguments")
     p.set_defaults(func=cmd_airflow)
 
@@ -186,4 +191,9 @@ def cmd_airflow(args) -> int:
               f"the variable here (or change the file, then every process builds the changed DAG).", file=sys.stderr)
         return 2
     local.migrate(env)
-    return subprocess.call([local.airflow_bin(), *args.rest], env=env)
+    command = [local.airflow_bin(), *args.rest]
+    from switchyard_dev import dag_test
+    dag_id = dag_test.dag_of(args.rest)
+    if dag_id is not None:  # beside a running local scheduler: the DAG paused for the test run
+        return dag_test.run(dag_id, command, env)
+    return subprocess.call(command, env=env)

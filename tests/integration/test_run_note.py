@@ -59,14 +59,17 @@ class NoteDuringRun(threading.Thread):
     def run(self) -> None:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and self.written is None:
-            with _db() as db:
-                row = db.execute("SELECT id, run_id, start_date FROM dag_run WHERE dag_id = ? AND logical_date LIKE ? "
-                                 "AND state = 'running'", (DAG_ID, self.logical_date[:10] + "%")).fetchone()
-                if row:
-                    content = self.note(row[1])
-                    db.execute("INSERT INTO dag_run_note (user_id, dag_run_id, content, created_at, updated_at) "
-                               "VALUES (?, ?, ?, ?, ?)", (self.user, row[0], content, row[2], row[2]))
-                    self.written = content
+            try:
+                with _db() as db:
+                    row = db.execute("SELECT id, run_id, start_date FROM dag_run WHERE dag_id = ? AND logical_date "
+                                     "LIKE ? AND state = 'running'", (DAG_ID, self.logical_date[:10] + "%")).fetchone()
+                    if row:
+                        content = self.note(row[1])
+                        db.execute("INSERT INTO dag_run_note (user_id, dag_run_id, content, created_at, updated_at) "
+                                   "VALUES (?, ?, ?, ?, ?)", (self.user, row[0], content, row[2], row[2]))
+                        self.written = content
+            except sqlite3.OperationalError:
+                pass  # a new home: its database file or tables are not there yet (the run migrates it first)
             time.sleep(0.05)
 
 

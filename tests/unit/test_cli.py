@@ -148,3 +148,18 @@ def test_the_readme_spec_example_is_a_valid_spec(tmp_path):
     assert (orders.format.quoting, orders.format.header_lines, orders.format.null_marker,
             orders.format.line_end) == ("csv", 1, "", "crlf")
     assert check_spec_expectations(spec) == 1
+
+
+@pytest.mark.parametrize("rest, dag_id", [
+    (["dags", "test", "switchyard_tpch", "-c", '{"batch": "b"}'], "switchyard_tpch"),
+    (["dags", "test", "-c", '{"batch": "b"}', "switchyard_tpch", "2026-11-27"], "switchyard_tpch"),
+    (["dags", "test", "-B", "dags-folder", "--use-executor", "switchyard_tpch"], "switchyard_tpch"),
+    (["dags", "test", "--mark-success-pattern", "setup", "--show-dagrun", "d"], "d"),
+    (["dags", "test", "-h"], None),
+    (["dags", "trigger", "switchyard_tpch"], None),
+    (["tasks", "test", "switchyard_tpch", "stats"], None),
+])
+def test_the_airflow_wrapper_finds_the_dag_of_a_test_run(rest, dag_id):
+    """`switchyard airflow dags test DAG_ID` pauses that DAG beside a running scheduler; no other command."""
+    from switchyard_dev.dag_test import dag_of
+    assert dag_of(rest) == dag_id

@@ -1,0 +1,149 @@
+"""`switchyard airflow dags test` while the local scheduler runs.
+
+`airflow dags test` creates an ordinary running DAG run and runs its tasks in its own process.
+A scheduler examines every running run of an unpaused DAG (`DagRun.get_running_dag_runs_to_examine`
+selects by state and `DagModel.is_paused`, whoever created the run) and queues its scheduled
+tasks to its own executor, so the two processes would run the same run at once. A paused
+DAG's runs and task instances are left alone by the scheduler. So, while the local scheduler
+runs, the wrapper:
+
+- pauses the DAG for the test run (if it is not paused already) and says so;
+- refuses, naming them, while other runs of the DAG run (a test run ignores `max_active_runs`,
+  and a paused DAG's running runs would stall);
+- when `airflow dags test` ends, however it ends (success, failure, Ctrl-C, SIGTERM), marks
+  its run failed if it is still running (else the scheduler would pick it up once the DAG is
+  unpaused), then unpauses the DAG if it paused it, and says so.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+
+from switchyard_dev import local, runs
+
+# `airflow dags test`'s options that take a value (3.3); every other option is a flag.
+_WITH_VALUE = {"-B", "--bundle-name", "-c", "--conf", "-f", "--dagfile-path", "--mark-success-pattern",
+               "--save-dagrun"}
+# How long `airflow dags test` gets to end after a Ctrl-C or SIGTERM before it is killed.
+STOP_GRACE_SECONDS = 30.0
+PREFIX = "switchyard airflow dags test"
+
+
+def dag_of(rest: list[str]) -> str | None:
+    """The DAG id of an `airflow dags test ...` command line; None for any other command (and
+    for `dags test --help`)."""
+    if rest[:2] != ["dags", "test"]:
+        return None
+    args = iter(rest[2:])
+    for arg in args:
+        if arg in ("-h", "--help"):
+            return None
+        if arg in _WITH_VALUE:
+            next(args, None)
+        elif not arg.startswith("-"):
+            return arg
+    return None
+
+
+def say(text: str) -> None:
+    print(f"{PREFIX}: {text}", file=sys.stderr, flush=True)
+
+
+def run(dag_id: str, command: list[str], env: dict[str, str]) -> int:
+    """Run `command` (an `airflow dags test` of `dag_id`) beside the local scheduler, if it runs."""
+    if "scheduler" not in local.running_services():
+        return subprocess.call(command, env=env)
+    api = local.Api()
+    try:
+        api.get("/api/v2/monitor/health")
+        dag = api.get(f"/api/v2/dags/{runs._q(dag_id)}")
+    except urllib.error.HTTPError as exc:
+        if exc.code != 404:
+            raise
+        dag = None  # not in the metadata yet: the test run writes it there, paused ([core] dags_are_paused_at_creation)
+    except (urllib.error.URLError, OSError):
+        say(f"the local scheduler runs, which would also schedule this test run's tasks, and its api-server "
+            f"does not answer on {local.api_url()} to pause {dag_id} for it. Start it (`switchyard services "
+            f"start`), or stop the services (`switchyard services stop`) and test again.")
+        return 2
+    if dag is None:
+        return subprocess.call(command, env=env)
+
+    if _refused(api, dag_id):
+        return 1
+    interrupted: list[int] = []
+    child: list[subprocess.Popen] = []
+
+    def forward(signum, _frame):
+        interrupted.append(signum)
+        if child and child[0].poll() is None:
+            try:
+                os.killpg(child[0].pid, signum)
+            except OSError:
+                pass
+
+    handlers = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    paused_here = False
+    before: set[str] = set()
+    try:
+        if not dag.get("is_paused"):
+            api.patch(f"/api/v2/dags/{runs._q(dag_id)}", {"is_paused": True})
+            paused_here = True
+            say(f"the local scheduler runs: {dag_id} is paused for this test run (else the scheduler would "
+                f"also run its tasks); it is unpaused when the test run ends.")
+            if _refused(api, dag_id):  # a run the scheduler started before the pause took effect
+                return 1
+        active = runs.active_runs(api, dag_id)
+        before = {r["dag_run_id"] for r in active}
+        if interrupted:
+            return 128 + interrupted[0]
+        # A process group of its own: a Ctrl-C reaches it once, through `forward`.
+        child.append(subprocess.Popen(command, env=env, process_group=0))
+        stopping_since = None
+        while (code := child[0].poll()) is None:
+            if interrupted and stopping_since is None:
+                stopping_since = time.monotonic()
+            if stopping_since is not None and time.monotonic() - stopping_since > STOP_GRACE_SECONDS:
+                say(f"airflow dags test did not stop within {STOP_GRACE_SECONDS:g} s: killed")
+                os.killpg(child[0].pid, signal.SIGKILL)
+                stopping_since = float("inf")
+            time.sleep(0.2)
+        if interrupted:
+            return 128 + interrupted[0]
+        return 128 - code if code < 0 else code
+    finally:
+        try:
+            if child:
+                _end_test_runs(api, dag_id, before)
+        finally:
+            if paused_here:
+                api.patch(f"/api/v2/dags/{runs._q(dag_id)}", {"is_paused": False})
+                say(f"{dag_id} is unpaused again.")
+            for s, handler in handlers.items():
+                signal.signal(s, handler)
+
+
+def _end_test_runs(api: local.Api, dag_id: str, before: set[str]) -> None:
+    """Mark failed the test runs that `airflow dags test` left running (it was stopped)."""
+    for r in runs.active_runs(api, dag_id):
+        if r.get("triggered_by") == "test" and r["dag_run_id"] not in before:
+            runs.fail(api, dag_id, r["dag_run_id"])
+            say(f"the test run {r['dag_run_id']} did not finish: marked failed, so the scheduler does not "
+                f"go on with it.")
+
+
+
+def _refused(api: local.Api, dag_id: str) -> bool:
+    """Say so, naming them, if other runs of the DAG run (a test run now would run beside them)."""
+    running = [r for r in runs.active_runs(api, dag_id) if r["state"] == "running"]
+    wait = runs.batch_wait_seconds() if running else None
+    for r in running:
+        say(f"run {r['dag_run_id']} of {dag_id} {runs.what_it_does(api, r, wait)}. A test run beside it would "
+            f"interleave with it (runs of this DAG go one at a time), so none was started. Wait for it "
+            f"(`switchyard runs`), trigger this run instead (it then waits its turn: `switchyard airflow dags "
+            f"trigger {dag_id} ...`), or end that run: {runs.fail_command(dag_id, r['dag_run_id'])}")
+    return bool(running)
