@@ -67,9 +67,12 @@ def run_types(env: dict[str, str], dag_id: str = DAG_ID) -> list[str]:
 
 
 @pytest.fixture
-def stack_home(tmp_path, monkeypatch, pg_uri, data_root):
-    """A local stack of its own (home, ports), its metadata database dropped afterwards."""
+def stack_home(request, tmp_path, monkeypatch, pg_uri, data_root):
+    """A local stack of its own (home, ports), its metadata database dropped afterwards. A test
+    marked chaos (its services run minutes) runs in `make chaos` only, as the `scheduler` fixture's."""
     from switchyard_dev import local
+    if request.node.get_closest_marker("chaos") and "chaos" not in (request.config.getoption("markexpr") or ""):
+        pytest.skip("several minutes with a real scheduler: runs in `make chaos` (pytest -m chaos)")
     home = tmp_path / "airflow"
     monkeypatch.setenv("SWITCHYARD_AIRFLOW_HOME", str(home))
     monkeypatch.setenv("SWITCHYARD_AIRFLOW_PORT", str(free_port()))
