@@ -363,13 +363,15 @@ def test_another_error_is_not_retried_and_nothing_is_published():
 # --- the plan script and the T-SQL ------------------------------------------------------------------
 def test_the_plan_script_shows_the_batch_commit_as_one_transaction():
     plan = batch_plan()
-    text = MssqlAdapter(BATCH_SPEC, base_port=2000, port_count=4).script(plan)
+    # Fixed data roots: the script names each file by its path, which must not be this checkout's.
+    roots = dict(local_data_root="/srv/switchyard/data", server_data_root="/var/opt/mssql/switchyard")
+    text = MssqlAdapter(BATCH_SPEC, base_port=2000, port_count=4, **roots).script(plan)
     check_golden("lineitem_nation_orders_batch_plan.sql", text)
     tail = text.split("\n-- publish_batch: ", 1)[1]
     assert tail.count("BEGIN TRANSACTION") == 1 and "-- lineitem: its last switch" not in text
     assert "-- tpch: batch batch goes in whole: lineitem, nation, orders, every table in one" in tail
     # publish: table: each table's own commit at its last switch, as before.
-    own = MssqlAdapter(changed(BATCH_SPEC, publish="table"), base_port=2000, port_count=4).script(plan)
+    own = MssqlAdapter(changed(BATCH_SPEC, publish="table"), base_port=2000, port_count=4, **roots).script(plan)
     assert "-- publish_batch" not in own and own.count("its last switch moves the batch in whole") == 2
 
 

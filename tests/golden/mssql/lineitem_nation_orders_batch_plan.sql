@@ -397,7 +397,7 @@ SET DATEFORMAT ymd
 -- INSERT documentation builds an LF terminator ('\n' would mean CR LF to SQL Server, and no
 -- line break is written inside a string literal here).
 DECLARE @rowterminator nvarchar(12) = N'|' + NCHAR(10)
-DECLARE @load nvarchar(max) = N'BULK INSERT [tpch_staging].[lineitem_1] FROM ''/work/wt-mspub/.switchyard/data/batch/lineitem/lineitem.1.tbl'' WITH (DATAFILETYPE = ''char'', FIELDTERMINATOR = ''|'', ROWTERMINATOR = ''' + @rowterminator + N''', CODEPAGE = ''65001'', KEEPNULLS, TABLOCK, CHECK_CONSTRAINTS, BATCHSIZE = 100000, MAXERRORS = 0)'
+DECLARE @load nvarchar(max) = N'BULK INSERT [tpch_staging].[lineitem_1] FROM ''/var/opt/mssql/switchyard/batch/lineitem/lineitem.1.tbl'' WITH (DATAFILETYPE = ''char'', FIELDTERMINATOR = ''|'', ROWTERMINATOR = ''' + @rowterminator + N''', CODEPAGE = ''65001'', KEEPNULLS, TABLOCK, CHECK_CONSTRAINTS, BATCHSIZE = 100000, MAXERRORS = 0)'
 EXEC sys.sp_executesql @load;
 GO
 -- SWITCH refuses an untrusted CHECK constraint. The load checked every row, so this finds
@@ -485,7 +485,7 @@ SET DATEFORMAT ymd
 -- INSERT documentation builds an LF terminator ('\n' would mean CR LF to SQL Server, and no
 -- line break is written inside a string literal here).
 DECLARE @rowterminator nvarchar(12) = N'|' + NCHAR(10)
-DECLARE @load nvarchar(max) = N'BULK INSERT [tpch_staging].[lineitem_2] FROM ''/work/wt-mspub/.switchyard/data/batch/lineitem/lineitem.2.tbl'' WITH (DATAFILETYPE = ''char'', FIELDTERMINATOR = ''|'', ROWTERMINATOR = ''' + @rowterminator + N''', CODEPAGE = ''65001'', KEEPNULLS, TABLOCK, CHECK_CONSTRAINTS, BATCHSIZE = 100000, MAXERRORS = 0)'
+DECLARE @load nvarchar(max) = N'BULK INSERT [tpch_staging].[lineitem_2] FROM ''/var/opt/mssql/switchyard/batch/lineitem/lineitem.2.tbl'' WITH (DATAFILETYPE = ''char'', FIELDTERMINATOR = ''|'', ROWTERMINATOR = ''' + @rowterminator + N''', CODEPAGE = ''65001'', KEEPNULLS, TABLOCK, CHECK_CONSTRAINTS, BATCHSIZE = 100000, MAXERRORS = 0)'
 EXEC sys.sp_executesql @load;
 GO
 -- SWITCH refuses an untrusted CHECK constraint. The load checked every row, so this finds
@@ -554,7 +554,7 @@ SET DATEFORMAT ymd
 -- INSERT documentation builds an LF terminator ('\n' would mean CR LF to SQL Server, and no
 -- line break is written inside a string literal here).
 DECLARE @rowterminator nvarchar(12) = N'|' + NCHAR(10)
-DECLARE @load nvarchar(max) = N'BULK INSERT [tpch_staging].[nation_1] FROM ''/work/wt-mspub/.switchyard/data/batch/nation/nation.1.tbl'' WITH (DATAFILETYPE = ''char'', FIELDTERMINATOR = ''|'', ROWTERMINATOR = ''' + @rowterminator + N''', CODEPAGE = ''65001'', KEEPNULLS, TABLOCK, CHECK_CONSTRAINTS, BATCHSIZE = 100000, MAXERRORS = 0)'
+DECLARE @load nvarchar(max) = N'BULK INSERT [tpch_staging].[nation_1] FROM ''/var/opt/mssql/switchyard/batch/nation/nation.1.tbl'' WITH (DATAFILETYPE = ''char'', FIELDTERMINATOR = ''|'', ROWTERMINATOR = ''' + @rowterminator + N''', CODEPAGE = ''65001'', KEEPNULLS, TABLOCK, CHECK_CONSTRAINTS, BATCHSIZE = 100000, MAXERRORS = 0)'
 EXEC sys.sp_executesql @load;
 GO
 -- publish: batch. The validated staging table of an unpartitioned table becomes the table's
@@ -650,7 +650,7 @@ SET DATEFORMAT ymd
 -- INSERT documentation builds an LF terminator ('\n' would mean CR LF to SQL Server, and no
 -- line break is written inside a string literal here).
 DECLARE @rowterminator nvarchar(12) = N'|' + NCHAR(10)
-DECLARE @load nvarchar(max) = N'BULK INSERT [tpch_staging].[orders_1] FROM ''/work/wt-mspub/.switchyard/data/batch/orders/orders.1.tbl'' WITH (DATAFILETYPE = ''char'', FIELDTERMINATOR = ''|'', ROWTERMINATOR = ''' + @rowterminator + N''', CODEPAGE = ''65001'', KEEPNULLS, TABLOCK, CHECK_CONSTRAINTS, BATCHSIZE = 100000, MAXERRORS = 0)'
+DECLARE @load nvarchar(max) = N'BULK INSERT [tpch_staging].[orders_1] FROM ''/var/opt/mssql/switchyard/batch/orders/orders.1.tbl'' WITH (DATAFILETYPE = ''char'', FIELDTERMINATOR = ''|'', ROWTERMINATOR = ''' + @rowterminator + N''', CODEPAGE = ''65001'', KEEPNULLS, TABLOCK, CHECK_CONSTRAINTS, BATCHSIZE = 100000, MAXERRORS = 0)'
 EXEC sys.sp_executesql @load;
 GO
 -- SWITCH refuses an untrusted CHECK constraint. The load checked every row, so this finds
@@ -731,7 +731,7 @@ SET DATEFORMAT ymd
 -- INSERT documentation builds an LF terminator ('\n' would mean CR LF to SQL Server, and no
 -- line break is written inside a string literal here).
 DECLARE @rowterminator nvarchar(12) = N'|' + NCHAR(10)
-DECLARE @load nvarchar(max) = N'BULK INSERT [tpch_staging].[orders_2] FROM ''/work/wt-mspub/.switchyard/data/batch/orders/orders.2.tbl'' WITH (DATAFILETYPE = ''char'', FIELDTERMINATOR = ''|'', ROWTERMINATOR = ''' + @rowterminator + N''', CODEPAGE = ''65001'', KEEPNULLS, TABLOCK, CHECK_CONSTRAINTS, BATCHSIZE = 100000, MAXERRORS = 0)'
+DECLARE @load nvarchar(max) = N'BULK INSERT [tpch_staging].[orders_2] FROM ''/var/opt/mssql/switchyard/batch/orders/orders.2.tbl'' WITH (DATAFILETYPE = ''char'', FIELDTERMINATOR = ''|'', ROWTERMINATOR = ''' + @rowterminator + N''', CODEPAGE = ''65001'', KEEPNULLS, TABLOCK, CHECK_CONSTRAINTS, BATCHSIZE = 100000, MAXERRORS = 0)'
 EXEC sys.sp_executesql @load;
 GO
 -- SWITCH refuses an untrusted CHECK constraint. The load checked every row, so this finds
@@ -812,7 +812,7 @@ SET DATEFORMAT ymd
 -- INSERT documentation builds an LF terminator ('\n' would mean CR LF to SQL Server, and no
 -- line break is written inside a string literal here).
 DECLARE @rowterminator nvarchar(12) = N'|' + NCHAR(10)
-DECLARE @load nvarchar(max) = N'BULK INSERT [tpch_staging].[orders_3] FROM ''/work/wt-mspub/.switchyard/data/batch/orders/orders.3.tbl'' WITH (DATAFILETYPE = ''char'', FIELDTERMINATOR = ''|'', ROWTERMINATOR = ''' + @rowterminator + N''', CODEPAGE = ''65001'', KEEPNULLS, TABLOCK, CHECK_CONSTRAINTS, BATCHSIZE = 100000, MAXERRORS = 0)'
+DECLARE @load nvarchar(max) = N'BULK INSERT [tpch_staging].[orders_3] FROM ''/var/opt/mssql/switchyard/batch/orders/orders.3.tbl'' WITH (DATAFILETYPE = ''char'', FIELDTERMINATOR = ''|'', ROWTERMINATOR = ''' + @rowterminator + N''', CODEPAGE = ''65001'', KEEPNULLS, TABLOCK, CHECK_CONSTRAINTS, BATCHSIZE = 100000, MAXERRORS = 0)'
 EXEC sys.sp_executesql @load;
 GO
 -- SWITCH refuses an untrusted CHECK constraint. The load checked every row, so this finds
@@ -893,7 +893,7 @@ SET DATEFORMAT ymd
 -- INSERT documentation builds an LF terminator ('\n' would mean CR LF to SQL Server, and no
 -- line break is written inside a string literal here).
 DECLARE @rowterminator nvarchar(12) = N'|' + NCHAR(10)
-DECLARE @load nvarchar(max) = N'BULK INSERT [tpch_staging].[orders_4] FROM ''/work/wt-mspub/.switchyard/data/batch/orders/orders.4.tbl'' WITH (DATAFILETYPE = ''char'', FIELDTERMINATOR = ''|'', ROWTERMINATOR = ''' + @rowterminator + N''', CODEPAGE = ''65001'', KEEPNULLS, TABLOCK, CHECK_CONSTRAINTS, BATCHSIZE = 100000, MAXERRORS = 0)'
+DECLARE @load nvarchar(max) = N'BULK INSERT [tpch_staging].[orders_4] FROM ''/var/opt/mssql/switchyard/batch/orders/orders.4.tbl'' WITH (DATAFILETYPE = ''char'', FIELDTERMINATOR = ''|'', ROWTERMINATOR = ''' + @rowterminator + N''', CODEPAGE = ''65001'', KEEPNULLS, TABLOCK, CHECK_CONSTRAINTS, BATCHSIZE = 100000, MAXERRORS = 0)'
 EXEC sys.sp_executesql @load;
 GO
 -- SWITCH refuses an untrusted CHECK constraint. The load checked every row, so this finds
