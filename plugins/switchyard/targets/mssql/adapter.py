@@ -37,7 +37,8 @@ from switchyard.core.keys import partition_name
 from switchyard.core.planner import LoadPlan, StreamPlan, TablePlan, plan_tpch
 from switchyard.core.preflight import emptied_whole
 from switchyard.core.spec import FileFormat, LoadSpec, Table
-from switchyard.targets.base import LoadResult, ProgressCallback, TargetAdapter, TargetError, _jinja
+from switchyard.targets.base import (LoadResult, ProgressCallback, TargetAdapter, TargetError, _jinja, stream_rows,
+                                     unstaged_problems)
 from switchyard.targets.mssql.dmv import (IDLE_WAITS, LATCH_STATS_SQL, SCHEDULER_COUNT_SQL, SESSION_STATS_SQL,
                                           WAIT_STATS_SQL, _STAT_FIELDS, LoadWatcher, _load_details, load_logging,
                                           snapshot_delta)
@@ -1398,7 +1399,7 @@ class MssqlAdapter(TargetAdapter):
                 continue
             if name in staged:
                 if not staged[name]:
-                    problems.append(f"{where}: its stream ({_rows(loads[0])}) was not validated and switched in "
+                    problems.append(f"{where}: its stream ({stream_rows(loads[0])}) was not validated and switched in "
                                     f"this run")
                 continue
             mine = planned[name]
@@ -1406,16 +1407,8 @@ class MssqlAdapter(TargetAdapter):
                 problems.append(f"{where}: nothing of this run is pending (planned by another run, or published "
                                 f"already)")
                 continue
-            missing = [s for s in loads if s.staging_table in mine and mine[s.staging_table]["ready_at"] is None]
-            unplanned = [s for s in loads if s.staging_table not in mine]
-            if missing:
-                problems.append(f"{where}: stream{'s' if len(missing) > 1 else ''} "
-                                f"{', '.join(f'{s.stream} ({_rows(s)})' for s in missing)} "
-                                f"{'were' if len(missing) > 1 else 'was'} not validated and switched in this run")
-            if unplanned:
-                problems.append(f"{where}: stream{'s' if len(unplanned) > 1 else ''} "
-                                f"{', '.join(str(s.stream) for s in unplanned)} not in setup's plan; run the batch "
-                                f"again from its first step")
+            problems += unstaged_problems(where, loads, lambda s: mine[s.staging_table]["ready_at"] is not None,
+                                          lambda s: s.staging_table in mine)
         return problems
 
     def scheduler_count(self) -> int:
@@ -1451,11 +1444,6 @@ def staging_heap_compression(compression: Any) -> str:
     every row with the partition's compression; a compressed heap would compress them twice."""
     first = tuple(compression[0]) if compression else ("(heap)", "NONE")
     return first[1] if first[0] == "(heap)" else "NONE"
-
-
-def _rows(stream: StreamPlan) -> str:
-    """`12,000 rows in the manifest`: what a stream brings, for messages."""
-    return f"{stream.rows:,} rows in the manifest" if stream.rows is not None else "rows not given"
 
 
 def _free_name(name: str, n: int) -> str:

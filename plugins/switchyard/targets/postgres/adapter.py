@@ -49,7 +49,8 @@ from switchyard.core import keys
 from switchyard.core.files import GZIP_UNDER_PLAIN_NAME, GzipUnderPlainName, StreamFileError, open_source
 from switchyard.core.planner import LoadPlan, StreamPlan, TablePlan
 from switchyard.core.spec import LoadSpec, Table
-from switchyard.targets.base import LoadResult, ProgressCallback, TargetAdapter, TargetError
+from switchyard.targets.base import (LoadResult, ProgressCallback, TargetAdapter, TargetError, stream_rows,
+                                     unstaged_problems)
 from switchyard.targets.postgres.copy_format import (copy_chunks, copy_format, copy_options, field_count,
                                                      field_index, length_check_name, length_check_sql,
                                                      max_chars, record_at, rendered_type)
@@ -999,7 +1000,7 @@ class PostgresAdapter(TargetAdapter):
                 cur.execute("SELECT to_regclass(%s) IS NOT NULL",
                             (self.qualified(self.staging_schema, self.next_table(name)),))
                 if not cur.fetchone()[0]:
-                    problems.append(f"{where}: its stream ({_rows(loads[0])}) was not validated and switched in "
+                    problems.append(f"{where}: its stream ({stream_rows(loads[0])}) was not validated and switched in "
                                     f"this run")
                 continue
             planned = {k: v for k, v in self._planned(cur, name).items() if v["run"] == holder}
@@ -1009,16 +1010,8 @@ class PostgresAdapter(TargetAdapter):
                                     f"published already)")
                 continue
             attached = self._next_bounds(cur, name)
-            missing = [s for s in loads if s.staging_table not in attached]
-            unplanned = [s for s in loads if s.staging_table not in planned]
-            if missing:
-                problems.append(f"{where}: stream{'s' if len(missing) > 1 else ''} "
-                                f"{', '.join(f'{s.stream} ({_rows(s)})' for s in missing)} "
-                                f"{'were' if len(missing) > 1 else 'was'} not validated and switched in this run")
-            if unplanned:
-                problems.append(f"{where}: stream{'s' if len(unplanned) > 1 else ''} "
-                                f"{', '.join(str(s.stream) for s in unplanned)} not in setup's plan; run the batch "
-                                f"again from its first step")
+            problems += unstaged_problems(where, loads, lambda s: s.staging_table in attached,
+                                          lambda s: s.staging_table in planned)
             pending[name] = planned
         return pending, problems
 
@@ -1232,11 +1225,6 @@ def with_server_options(url: str, settings: dict[str, str]) -> str:
     added = " ".join(f"-c {name}={value}" for name, value in settings.items())
     return parsed.update_query_dict({"options": f"{current} {added}" if current else added}).render_as_string(
         hide_password=False)
-
-
-def _rows(stream: StreamPlan) -> str:
-    """`12,000 rows in the manifest`: what a stream brings, for messages."""
-    return f"{stream.rows:,} rows in the manifest" if stream.rows is not None else "rows not given"
 
 
 def _typed(text: str, kind: str) -> keys.KeyValue:
