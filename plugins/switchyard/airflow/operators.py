@@ -587,6 +587,10 @@ class PublishOperator(_TargetOperator):
         else:
             switched = [x for gid in self.groups if (x := ti.xcom_pull(task_ids=f"{gid}.switch"))]
             loads = [ti.xcom_pull(task_ids=f"{gid}.load") or {} for gid in self.groups]
+        if not switched:
+            # In batch mode the batch's publish task is upstream too, and it succeeds for the
+            # tables the run left out: that success alone is no update of this table.
+            raise AirflowSkipException(f"no stream of {self.table} was switched in this run")
         extra = {"batch": plan.get("batch"), "schema": plan.get("schema"), "table": self.table,
                  "partitions": len(switched), "rows": sum(int(x.get("rows") or 0) for x in loads),
                  "bytes": sum(int(x.get("bytes") or 0) for x in loads)}
