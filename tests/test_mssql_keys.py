@@ -25,6 +25,7 @@ from datetime import date, datetime, timedelta
 from pathlib import Path
 
 import pytest
+import yaml
 
 from switchyard.core.batch import MANIFEST_FORMAT
 from switchyard.core.planner import LoadPlan, PlanError, StreamPlan, TablePlan, _table_plan
@@ -32,7 +33,7 @@ from switchyard.core.spec import parse_spec
 from switchyard.targets import TargetError
 from switchyard.targets.mssql import MssqlAdapter
 from switchyard.targets.mssql.keys import key_type
-from test_mssql_tsql import check_golden
+from test_mssql_tsql import check_golden, sqlfluff_parses
 
 EPOCH = datetime(2000, 1, 1)
 # Each type's tick in 100 ns units (None: not a time type).
@@ -286,3 +287,52 @@ def test_typed_key_literals_parse_as_tsql():
     assert len(statements) >= 8
     failed = [s for s in statements if not sqlfluff_parses(re.sub(r"PARTITION @partition\b", "PARTITION 2", s))]
     assert not failed, "not T-SQL by sqlfluff:\n\n" + "\n\n".join(failed)
+
+
+# --- an existing datetime2(7) function, read from the catalog ---------------------------------------
+# SCRIPTED CATALOG ANSWERS: catalog_table.sql's row for `hourly` on a datetime2 function of the
+# given scale, and catalog_boundaries.sql's rows as the server's style-126 text.
+def hourly_target(boundaries, scale=7):
+    from switchyard.targets.mssql.catalog import target_from_catalog
+    key = key_type("datetime2(7)")
+    return key, target_from_catalog(
+        key, [("PS", "ps_clicks_hourly", 7, "pf_clicks_hourly", 0, len(boundaries) + 1, "datetime2", 8, 27, scale,
+               "at")], [(i + 1, b) for i, b in enumerate(boundaries)],
+        column_rows=[("at", "datetime2", 8, 27, 7, 0, None), ("n", "int", 4, 10, 0, 0, None)])
+
+
+def hourly_problems(boundaries, scale=7):
+    from switchyard.targets.mssql.catalog import shape_problems
+    key, target = hourly_target(boundaries, scale)
+    spec = parse_spec(yaml.safe_load(SPEC_YAML))
+    return shape_problems(target, "clicks.hourly", spec.table("hourly"), key, "datetime2(7)")
+
+
+def test_a_datetime2_7_function_is_read_with_all_seven_digits():
+    spec_file = parse_spec(yaml.safe_load(SPEC_YAML))
+    a = MssqlAdapter(spec_file, schema="clicks")
+    boundaries_sql = a.catalog_sql("hourly")["boundaries"]
+    assert "CONVERT(nvarchar(33), CONVERT(datetime2(7), rv.[value]), 126)" in boundaries_sql
+    # datetime keeps its milliseconds in a client value: read as the value itself.
+    assert "CONVERT(datetime, rv.[value]) AS boundary" in a.catalog_sql("daily")["boundaries"]
+    assert sqlfluff_parses(boundaries_sql.replace("?", "1"))
+    # Switchyard's own boundaries (the last 100 ns of a microsecond) are read and accepted.
+    _, target = hourly_target(["2026-03-01T00:59:59.9999999", "2026-03-01T01:59:59.9999999"])
+    assert target.boundaries == [datetime(2026, 3, 1, 0, 59, 59, 999999), datetime(2026, 3, 1, 1, 59, 59, 999999)]
+    assert hourly_problems(["2026-03-01T00:59:59.9999999", "2026-03-01T01:59:59.9999999"]) == []
+
+
+@pytest.mark.parametrize("boundaries", [["2026-03-01T00:59:59.9999999", "2026-03-01T01:00:00.1234560"],
+                                        ["2026-03-01T01:00:00", "2026-03-01T02:00:00"]])
+def test_a_datetime2_7_boundary_inside_a_microsecond_is_refused_naming_it(boundaries):
+    problems = hourly_problems(boundaries)
+    assert len(problems) == 1, problems
+    inexact = [b for b in boundaries if not b.endswith("9")]
+    assert f"pf_clicks_hourly has the boundary {inexact[0]}" in problems[0]
+    assert "not the last 100 ns of a microsecond" in problems[0] and "rebuild the table" in problems[0]
+
+
+def test_a_datetime2_function_of_another_precision_is_refused():
+    problems = hourly_problems([], scale=3)
+    assert problems == ["clicks.hourly: its partition function pf_clicks_hourly takes datetime2(3), the spec's key "
+                        "at is datetime2(7): the boundaries would not compare; make them the same precision"]

@@ -437,7 +437,9 @@ class MssqlAdapter(TargetAdapter):
     def catalog_sql(self, table: str) -> dict[str, str]:
         """The pre-flight's catalog queries for a table (values are parameters)."""
         (table_sql,) = self.render("catalog_table.sql")
-        (boundaries_sql,) = self.render("catalog_boundaries.sql", key_type=self._key_type(self.spec.table(table)))
+        key = self.key(table)
+        (boundaries_sql,) = self.render("catalog_boundaries.sql", key_type=self._key_type(self.spec.table(table)),
+                                        as_text=key.base == "datetime2" and key.digits == 7)
         (partitions_sql,) = self.render("catalog_partitions.sql")
         (indexes_sql,) = self.render("catalog_indexes.sql")
         columns_sql, shared_sql = self.render("catalog_columns.sql")
@@ -771,8 +773,11 @@ class MssqlAdapter(TargetAdapter):
         rows = [tuple(r) for r in cur.execute(sql["table"], name).fetchall()]
         if not rows:
             return TargetTable(exists=False)
-        function_id, parameter_type = rows[0][2], rows[0][6]
-        same_type = function_id is not None and str(parameter_type or "").lower() == key.base
+        function_id, parameter_type, scale = rows[0][2], rows[0][6], rows[0][9]
+        # A function of another type (or another datetime2 precision) is refused by shape_problems;
+        # its boundaries are not read as the key's values.
+        same_type = (function_id is not None and str(parameter_type or "").lower() == key.base
+                     and (key.base != "datetime2" or scale == key.digits))
         boundaries = [tuple(r) for r in cur.execute(sql["boundaries"], function_id).fetchall()] if same_type else []
         partitions = [tuple(r) for r in cur.execute(sql["partitions"], name).fetchall()]
         indexes = [tuple(r) for r in cur.execute(sql["indexes"], name).fetchall()]

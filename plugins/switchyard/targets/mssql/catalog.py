@@ -76,6 +76,7 @@ class TargetTable:
     scheme: str | None = None
     range_right: bool = False
     parameter_type: str | None = None
+    parameter_scale: int | None = None   # the function's datetime2 precision
     partition_column: str | None = None
     boundaries: list[Any] = field(default_factory=list)
     partitions: list[Partition] = field(default_factory=list)
@@ -86,6 +87,8 @@ class TargetTable:
     # Indexes with a partition on another filegroup than the table's partition of that number
     # (an index on another scheme of the table's function): (index, partition, its filegroup).
     misplaced: list[tuple[str, int, str]] = field(default_factory=list)
+    # datetime2(7) boundaries that are not the last 100 ns of a microsecond (KeyType.inside_a_microsecond).
+    inexact_boundaries: list[str] = field(default_factory=list)
 
     @property
     def checks(self) -> list[Dependency]:
@@ -125,11 +128,13 @@ def target_from_catalog(key: KeyType, table_rows: Sequence[tuple], boundary_rows
     the control table partition_batches, keys as JSON text) as one TargetTable."""
     if not table_rows:
         return TargetTable(exists=False)
-    (ds_type, data_space, function_id, function, on_right, _fanout, p_type, _len, _prec, _scale, column), = \
+    (ds_type, data_space, function_id, function, on_right, _fanout, p_type, _len, _prec, scale, column), = \
         [tuple(r) for r in table_rows]
     t = TargetTable(exists=True, partitioned=str(ds_type).strip() == "PS", data_space=data_space,
                     function=function, function_id=function_id, range_right=bool(on_right),
-                    parameter_type=(p_type or None), partition_column=column, scheme=scheme or data_space)
+                    parameter_type=(p_type or None), partition_column=column, scheme=scheme or data_space,
+                    parameter_scale=int(scale) if str(p_type or "").lower() == "datetime2" and scale is not None
+                    else None)
     t.columns = [ColumnInfo(name=_name(n), type=column_type(tn, ml, pr, sc), nullable=bool(nul),
                             collation=c if c and _COLLATION.match(c) else None, computed=bool(more[0]) if more else False,
                             identity=bool(more[1]) if len(more) > 1 else False,
@@ -142,6 +147,7 @@ def target_from_catalog(key: KeyType, table_rows: Sequence[tuple], boundary_rows
     if not t.partitioned:
         return t
     t.boundaries = [key.value(b) for _, b in sorted(boundary_rows)]
+    t.inexact_boundaries = [b for _, b in sorted(boundary_rows) if key.inside_a_microsecond(b)]
     by_number: dict[int, dict] = {}
     index_places = []
     for index_id, index_name, number, rows, compression, filegroup in partition_rows:
@@ -219,6 +225,16 @@ def shape_problems(t: TargetTable, where: str, spec_table, key: KeyType, key_sql
     if t.parameter_type and t.parameter_type.lower() != key.base:
         problems.append(f"{where}: its partition function {t.function} takes {t.parameter_type}, the spec's key "
                         f"{spec_table.key} is {key_sql_type}: the boundaries would not compare; make them the same type")
+    elif t.parameter_scale is not None and key.base == "datetime2" and t.parameter_scale != key.digits:
+        problems.append(f"{where}: its partition function {t.function} takes datetime2({t.parameter_scale}), the "
+                        f"spec's key {spec_table.key} is {key.declared}: the boundaries would not compare; make them "
+                        f"the same precision")
+    if t.inexact_boundaries:
+        problems.append(f"{where}: its partition function {t.function} has the boundary {t.inexact_boundaries[0]}"
+                        f"{f' (and {len(t.inexact_boundaries) - 1} more)' if len(t.inexact_boundaries) > 1 else ''}, "
+                        f"which is not the last 100 ns of a microsecond: Switchyard's {key.declared} partitions hold "
+                        f"whole microseconds (a RANGE LEFT boundary ends in 9, e.g. …59.9999999); rebuild the table "
+                        f"on such boundaries, or drop it and let setup create it")
     names = [c.name for c in t.columns]
     if names != list(spec_table.column_names):
         problems.append(f"{where} has the columns ({', '.join(names)}); the spec's files carry "

@@ -148,6 +148,16 @@ class KeyType:
             raise TargetError(f"{raw!r}: more fractional digits than {self.sql_type} holds")
         return v
 
+    def inside_a_microsecond(self, boundary: Any) -> bool:
+        """True for a datetime2(7) boundary, read from the catalog as 7-digit text, that is not
+        the last 100 ns of its microsecond (`…59.1234560`, a whole second `…59`): Switchyard's
+        partitions hold whole microseconds (module docstring), so such a boundary cannot be
+        one of theirs, and read as a Python value (6 digits) it would be misplaced."""
+        if not (self.base == "datetime2" and self.digits == 7 and isinstance(boundary, str)):
+            return False
+        m = _TIMESTAMP.match(boundary)
+        return m is not None and (m.group(7) or "").ljust(7, "0")[6] != "9"
+
     # --- neighbours -----------------------------------------------------------------------
     def before(self, raw: Any) -> int | date | datetime:
         """The type's value just below `raw`: the RANGE LEFT boundary under a partition whose
