@@ -62,6 +62,27 @@ SCHEME_FILEGROUPS_SQL = ("SELECT fg.name FROM sys.partition_schemes AS ps JOIN s
                          "ON fg.data_space_id = dds.data_space_id WHERE ps.name = ? ORDER BY dds.destination_id")
 DBA_SCHEME_COPY_SQL = "CREATE PARTITION SCHEME {copy} AS PARTITION {function} TO ({filegroups})"
 DBA_INDEX_ON_COPY_SQL = "CREATE NONCLUSTERED INDEX [ix_orders_cust_copy] ON {table} ([o_custkey]) ON {copy}([o_orderkey])"
+DBA_REF_TABLE_SQL = "CREATE TABLE {ref} ([c_custkey] bigint NOT NULL CONSTRAINT [pk_customer_ref] PRIMARY KEY)"
+DBA_FK_OUT_SQL = ("ALTER TABLE {table} WITH NOCHECK ADD CONSTRAINT [fk_orders_customer] FOREIGN KEY ([o_custkey]) "
+                  "REFERENCES {ref} ([c_custkey])")
+DBA_COMPUTED_SQL = "ALTER TABLE {table} ADD [o_price_x2] AS ([o_totalprice] * 2)"
+DBA_PERIOD_SQL = ("ALTER TABLE {table} ADD [valid_from] datetime2(7) GENERATED ALWAYS AS ROW START HIDDEN NOT NULL "
+                  "CONSTRAINT [df_orders_from] DEFAULT SYSUTCDATETIME(), [valid_to] datetime2(7) GENERATED ALWAYS AS "
+                  "ROW END HIDDEN NOT NULL CONSTRAINT [df_orders_to] DEFAULT "
+                  "CONVERT(datetime2(7), '9999-12-31T23:59:59.9999999', 126), "
+                  "PERIOD FOR SYSTEM_TIME ([valid_from], [valid_to])")
+DBA_VERSIONING_ON_SQL = "ALTER TABLE {table} SET (SYSTEM_VERSIONING = ON (HISTORY_TABLE = {history}))"
+DBA_VERSIONING_OFF_SQL = "ALTER TABLE {table} SET (SYSTEM_VERSIONING = OFF)"
+# Change data capture: sysadmin enables it on the database, db_owner on a table; the test
+# disables on the database only what it enabled itself.
+DBA_NATION_KEY_SQL = "ALTER TABLE {nation} ADD CONSTRAINT [pk_nation] PRIMARY KEY ([n_nationkey])"
+DBA_NATION_REFS_SQL = ("CREATE TABLE {refs} ([n_nationkey] int NOT NULL CONSTRAINT [fk_refs_nation] "
+                       "REFERENCES {nation} ([n_nationkey]))")
+CDC_ENABLED_SQL = "SELECT is_cdc_enabled FROM sys.databases WHERE database_id = DB_ID()"
+CDC_ENABLE_DB_SQL = "EXEC sys.sp_cdc_enable_db"
+CDC_DISABLE_DB_SQL = "EXEC sys.sp_cdc_disable_db"
+CDC_ENABLE_TABLE_SQL = "EXEC sys.sp_cdc_enable_table @source_schema = ?, @source_name = N'orders', @role_name = NULL"
+CDC_DISABLE_TABLE_SQL = "EXEC sys.sp_cdc_disable_table @source_schema = ?, @source_name = N'orders', @capture_instance = N'all'"
 CHECKS_ON_STAGING_SQL = "SELECT COUNT(*) FROM sys.check_constraints WHERE name = ? AND is_not_trusted = 0"
 # publish: batch (tests at the end): which batch the unpartitioned table holds, and the staging
 # table an unrelated session drops after its switch (a failure inside the publish's transaction).
@@ -96,6 +117,19 @@ def dba_sql(a) -> dict[str, str]:
             "scheme_copy": DBA_SCHEME_COPY_SQL.format(copy=copy, function=a.q(a.function_name("orders")),
                                                       filegroups="[fg1], [fg_edge]"),
             "index_on_copy": DBA_INDEX_ON_COPY_SQL.format(table=table, copy=copy),
+            "ref_table": DBA_REF_TABLE_SQL.format(ref=a.qualified(a.schema, "customer_ref")),
+            "fk_out": DBA_FK_OUT_SQL.format(table=table, ref=a.qualified(a.schema, "customer_ref")),
+            "drop_fk_out": f"ALTER TABLE {table} DROP CONSTRAINT IF EXISTS [fk_orders_customer]",
+            "drop_ref_table": f"DROP TABLE IF EXISTS {a.qualified(a.schema, 'customer_ref')}",
+            "nation_key": DBA_NATION_KEY_SQL.format(nation=a.qualified(a.schema, "nation")),
+            "nation_refs": DBA_NATION_REFS_SQL.format(refs=a.qualified(a.schema, "nation_refs"),
+                                                      nation=a.qualified(a.schema, "nation")),
+            "drop_nation_refs": f"DROP TABLE IF EXISTS {a.qualified(a.schema, 'nation_refs')}",
+            "computed": DBA_COMPUTED_SQL.format(table=table),
+            "period": DBA_PERIOD_SQL.format(table=table),
+            "versioning_on": DBA_VERSIONING_ON_SQL.format(table=table, history=a.qualified(a.schema, "orders_history")),
+            "versioning_off": DBA_VERSIONING_OFF_SQL.format(table=table),
+            "drop_history": f"DROP TABLE IF EXISTS {a.qualified(a.schema, 'orders_history')}",
             "drop_view": f"DROP VIEW IF EXISTS {a.qualified(a.schema, 'v_orders')}",
             "drop_fk_table": f"DROP TABLE IF EXISTS {a.qualified(a.schema, 'order_refs')}",
             "drop_index_on_copy": f"DROP INDEX IF EXISTS [ix_orders_cust_copy] ON {table}",
@@ -107,7 +141,8 @@ def suite_sql(a) -> list[str]:
     return [FUNCTIONS_SQL, STAGING_TABLES_SQL, BATCHES_SQL, EDGE_ROWS_SQL, KEY_RANGE_SQL.format(table=table),
             NATION_SQL.format(table=a.qualified(a.schema, "nation")),
             DBA_INDEX_SQL.format(table=table, scheme=a.q(a.scheme_name("orders"))), DBA_COMPRESS_SQL.format(table=table),
-            INDEX_EXISTS_SQL, COMPRESSION_SQL, SCHEME_FILEGROUPS_SQL, CHECKS_ON_STAGING_SQL,
+            INDEX_EXISTS_SQL, COMPRESSION_SQL, SCHEME_FILEGROUPS_SQL, CHECKS_ON_STAGING_SQL, CDC_ENABLED_SQL,
+            CDC_ENABLE_DB_SQL, CDC_DISABLE_DB_SQL, CDC_ENABLE_TABLE_SQL, CDC_DISABLE_TABLE_SQL,
             *[x for k, x in dba_sql(a).items() if k != "drop_scheme_copy"], *CLEANUP_SQL, *drop_sql(a)]
 
 
@@ -356,6 +391,70 @@ def test_an_indexed_view_over_the_target_is_refused_before_any_load(target):
         a.execute([dba["drop_view"]])
 
 
+def test_a_foreign_key_of_the_target_is_refused_before_any_load(target):
+    from switchyard.targets import TargetError
+    t = target()
+    a, _, _, _ = t.load("2026-04-04", even(2))
+    dba = dba_sql(a)
+    a.execute([dba["ref_table"], dba["fk_out"]])
+    try:
+        with pytest.raises(TargetError, match=r"foreign key fk_orders_customer references \[m_\w+\]\.\[customer_ref\]"):
+            t.load("2026-04-05", even(2))
+        assert a.fetch(STAGING_TABLES_SQL, (a.staging_schema,))[0][0] == 0
+        assert key_range(a) == (1, 4000, 4000)
+    finally:
+        a.execute([dba["drop_fk_out"], dba["drop_ref_table"]])
+
+
+def test_a_computed_column_on_the_target_is_refused_before_any_load(target):
+    from switchyard.targets import TargetError
+    t = target()
+    a, _, _, _ = t.load("2026-04-04", even(2))
+    a.execute([dba_sql(a)["computed"]])
+    with pytest.raises(TargetError, match="column o_price_x2 is computed"):
+        t.load("2026-04-05", even(2))
+    assert key_range(a) == (1, 4000, 4000)
+
+
+def test_a_system_versioned_target_is_refused_before_any_load(target):
+    from switchyard.targets import TargetError
+    t = target()
+    a, _, _, _ = t.load("2026-04-04", even(2))
+    dba = dba_sql(a)
+    a.execute([dba["key"], dba["period"], dba["versioning_on"]])
+    try:
+        with pytest.raises(TargetError, match="is system-versioned"):
+            t.load("2026-04-05", even(2))
+        assert key_range(a) == (1, 4000, 4000)
+    finally:
+        a.execute([dba["versioning_off"], dba["drop_history"]])
+
+
+def test_a_target_tracked_by_change_data_capture_is_refused_before_any_load(target):
+    import pyodbc
+    from switchyard.targets import TargetError
+    t = target()
+    a, _, _, _ = t.load("2026-04-04", even(2))
+    enabled_before = bool(a.fetch(CDC_ENABLED_SQL)[0][0])
+    with a.connection() as conn:
+        cur = conn.cursor()
+        try:
+            if not enabled_before:
+                cur.execute(CDC_ENABLE_DB_SQL)
+            cur.execute(CDC_ENABLE_TABLE_SQL, a.schema)
+        except pyodbc.Error as exc:
+            pytest.skip(f"change data capture cannot be enabled on this server or login: {exc}")
+    try:
+        with pytest.raises(TargetError, match="change data capture tracks it"):
+            t.load("2026-04-05", even(2))
+        assert key_range(a) == (1, 4000, 4000)
+    finally:
+        with a.connection() as conn:
+            conn.cursor().execute(CDC_DISABLE_TABLE_SQL, a.schema)
+            if not enabled_before:
+                conn.cursor().execute(CDC_DISABLE_DB_SQL)
+
+
 def test_an_index_on_another_scheme_of_the_same_function_and_filegroups_is_aligned(target):
     t = target()
     a, _, _, _ = t.load("2026-04-04", even(1))
@@ -408,3 +507,19 @@ def test_a_failure_inside_the_publish_rolls_back_every_table(target):
     assert isinstance(failed, Exception) and "nothing was published" in str(failed)
     assert key_range(b) == (1, 4000, 4000) and nation(b) == (25, "batch 2026-04-04", "batch 2026-04-04")
     assert b.fetch(BATCHES_SQL, (b.schema,)) == [("2026-04-04", 2)]
+
+
+def test_an_unpartitioned_table_a_foreign_key_references_is_refused_before_any_load(target):
+    from switchyard.targets import TargetError
+    t = target(publish="batch")
+    a, _, _, published = t.load_batch("2026-04-04", even(2), nation_rows=25)
+    assert not isinstance(published, Exception), published
+    dba = dba_sql(a)
+    a.execute([dba["nation_key"], dba["nation_refs"]])
+    try:
+        # The replace empties nation with TRUNCATE TABLE, which the foreign key refuses (Msg 4712).
+        with pytest.raises(TargetError, match="nation is referenced by foreign key fk_refs_nation"):
+            t.load_batch("2026-04-05", even(2, 1, 6000), nation_rows=20)
+        assert key_range(a) == (1, 4000, 4000) and nation(a) == (25, "batch 2026-04-04", "batch 2026-04-04")
+    finally:
+        a.execute([dba["drop_nation_refs"]])

@@ -76,8 +76,10 @@ class BatchSession:
     staging tables a run's setup, switches and publish read and write. `lock_timeouts`: how many
     times the publish's transaction fails with SQL Server's lock time-out (1222) first."""
 
-    def __init__(self, a: MssqlAdapter, layouts: dict, lock_timeouts: int = 0):
+    def __init__(self, a: MssqlAdapter, layouts: dict, lock_timeouts: int = 0, dependencies: dict | None = None):
         self.a = a
+        # catalog_dependencies.sql's rows (kind, name, detail, flag) per table; none unless scripted.
+        self.dependencies = dependencies or {}
         self.sql = a.catalog_sql("orders")
         assert self.sql == a.catalog_sql("lineitem")   # both keys are bigint: one text, answered per table
         self.layouts = layouts
@@ -106,7 +108,8 @@ class BatchSession:
         spec_table = self.a.spec.table(name)
         if not spec_table.partitioned:
             return {"table": [("FG", "PRIMARY", None, None, None, None, None, None, None, None, None)],
-                    "columns": column_rows(spec_table)}.get(kind, [])
+                    "columns": column_rows(spec_table),
+                    "dependencies": self.dependencies.get(name, [])}.get(kind, [])
         parts = sorted(self.layouts[name], key=lambda p: p.number)
         function_id = self.function_ids[name]
         return {
@@ -115,6 +118,7 @@ class BatchSession:
             "boundaries": [(i + 1, p.upper) for i, p in enumerate(parts[:-1])],
             "partitions": [(0, None, p.number, p.rows, "NONE", p.filegroup) for p in parts],
             "columns": column_rows(spec_table),
+            "dependencies": self.dependencies.get(name, []),
             "batches": [(str(p.lower + 1), str(p.upper), p.batch) for p in parts if p.batch],
         }.get(kind, [])
 
@@ -251,6 +255,25 @@ def test_with_publish_batch_no_switch_commits_and_the_unpartitioned_table_is_sta
     # setup drops a next version an earlier run left behind (publish: batch only).
     assert any(s.endswith("\nDROP TABLE IF EXISTS [tpch_staging].[nation__next]") for s in a.setup_sql(plan))
     assert not any("nation__next" in s for s in adapter(changed(BATCH_SPEC, publish="table")).setup_sql(plan))
+
+
+@pytest.mark.parametrize("dependency, expected", [
+    (("fk_in", "FK_customer_nation", "[tpch].[customer]", 0),
+     "tpch.nation is referenced by foreign key FK_customer_nation of [tpch].[customer]: TRUNCATE TABLE refuses"),
+    (("indexed_view", "[tpch].[v_nations]", None, 0), "tpch.nation is in the indexed view [tpch].[v_nations]"),
+    (("cdc", "nation", None, 0), "tpch.nation: change data capture tracks it"),
+    (("replication", "nation", None, 0), "tpch.nation is published or subscribed for replication"),
+    (("temporal", "nation", "SYSTEM_VERSIONED_TEMPORAL_TABLE", 2), "tpch.nation is system-versioned")])
+def test_an_unpartitioned_table_that_truncate_would_refuse_is_refused_at_the_pre_flight(dependency, expected):
+    """SCRIPTED: the replace of an unpartitioned table empties it with TRUNCATE TABLE, which the
+    dependency refuses; the pre-flight says so before any load."""
+    layouts = {"orders": layout_of({"2026-04-04": even(8)}), "lineitem": layout_of({"2026-04-04": even(2, 6001, 2000)})}
+    a = adapter()
+    session = BatchSession(a, layouts, dependencies={"nation": [dependency]})
+    with pytest.raises(TargetError) as refused:
+        a.preflight(session, batch_plan())
+    assert refused.value.permanent and expected in str(refused.value), str(refused.value)
+    assert "tpch.orders" not in str(refused.value) and "tpch.lineitem" not in str(refused.value)
 
 
 # --- the publish ----------------------------------------------------------------------------------

@@ -51,7 +51,8 @@ from switchyard.targets.mssql.keys import KeyType, key_type
 from switchyard.targets.mssql.server_config import LAYOUT_SQL, Layout, layout_from_json
 from switchyard.targets.mssql.tsql import nstr, quote_name, split_statements, sstr
 from switchyard.targets.mssql.catalog import (ColumnInfo, TargetTable, check_copy, dependency_findings,
-                                              shape_problems, staging_constraint_name, target_from_catalog)
+                                              shape_problems, staging_constraint_name, target_from_catalog,
+                                              truncate_problems)
 from switchyard.targets.mssql.window import (Incoming, Partition, WindowPlan, keys_text, object_name, plan_window,
                                              show_key)
 from switchyard.targets.mssql.settings import (ADAPTER_OPTIONS, EDGE_FILEGROUP, _SAFE_PATH, Endpoint, Settings,
@@ -814,6 +815,10 @@ class MssqlAdapter(TargetAdapter):
                 more, said = dependency_findings(target, where, table)
                 found += more
                 notes += said
+            elif not table.partitioned and not target.partitioned:
+                # The replace empties it with TRUNCATE TABLE (_replace_steps.sql); the INSERT after
+                # it checks the table's own constraints row by row.
+                found += truncate_problems(target, where)
             problems += found
             if found:
                 continue

@@ -308,7 +308,7 @@ def dependency_findings(t: TargetTable, where: str, spec_table) -> tuple[list[st
     """(problems, notes): what about an existing partitioned target beyond its shape would make the
     commit's TRUNCATE, SWITCH, SPLIT or MERGE fail, each with its fix; and what the load does
     about the rest (the rules: catalog_dependencies.sql)."""
-    problems, notes = [], []
+    problems, notes = truncate_problems(t, where), []
     names = [c.name for c in t.columns]
     key = next((c for c in t.columns if c.name == spec_table.key), None)
     if key is not None and key.nullable:
@@ -336,15 +336,24 @@ def dependency_findings(t: TargetTable, where: str, spec_table) -> tuple[list[st
             else:
                 notes.append(f"{where}: CHECK constraint {d.name} {d.detail} is copied to each staging table "
                              f"(SWITCH needs it there)")
-        elif d.kind == "fk_in":
-            problems.append(f"{where} is referenced by foreign key {d.name} of {d.detail}: TRUNCATE TABLE refuses a "
-                            f"table a foreign key references (Msg 4712), and the commit empties partitions with it; "
-                            f"drop {d.name} for the load and add it back WITH CHECK after, or leave {where} out of "
-                            f"this run")
         elif d.kind == "fk_out":
             problems.append(f"{where}: foreign key {d.name} references {d.detail}: SWITCH needs every staging table "
                             f"to carry it, trusted, and Switchyard copies no foreign keys; drop {d.name} for the load "
                             f"and add it back WITH CHECK after")
+    return problems, notes
+
+
+def truncate_problems(t: TargetTable, where: str) -> list[str]:
+    """What makes TRUNCATE TABLE refuse the existing target, with the fix: the commit empties a
+    partitioned table's partitions with it, and an unpartitioned table's replace the whole table
+    (https://learn.microsoft.com/en-us/sql/t-sql/statements/truncate-table-transact-sql#restrictions)."""
+    problems = []
+    for d in t.dependencies:
+        if d.kind == "fk_in":
+            problems.append(f"{where} is referenced by foreign key {d.name} of {d.detail}: TRUNCATE TABLE refuses a "
+                            f"table a foreign key references (Msg 4712), and the commit empties the table's partitions (or the table) with it; "
+                            f"drop {d.name} for the load and add it back WITH CHECK after, or leave {where} out of "
+                            f"this run")
         elif d.kind == "indexed_view":
             problems.append(f"{where} is in the indexed view {d.name}: TRUNCATE TABLE refuses a table an indexed "
                             f"view references, and SWITCH needs the view's index aligned; drop the view's index "
@@ -362,4 +371,4 @@ def dependency_findings(t: TargetTable, where: str, spec_table) -> tuple[list[st
             problems.append(f"{where} is {what} ({d.detail}): TRUNCATE TABLE and SWITCH into it are refused while "
                             f"SYSTEM_VERSIONING is ON; turn it OFF for the load and ON after, or leave {where} out "
                             f"of this run")
-    return problems, notes
+    return problems
