@@ -75,6 +75,16 @@ DBA_VERSIONING_ON_SQL = "ALTER TABLE {table} SET (SYSTEM_VERSIONING = ON (HISTOR
 DBA_VERSIONING_OFF_SQL = "ALTER TABLE {table} SET (SYSTEM_VERSIONING = OFF)"
 # Change data capture: sysadmin enables it on the database, db_owner on a table; the test
 # disables on the database only what it enabled itself.
+# Replication: a publication needs a distributor configured on the server (the test skips
+# without one); the test takes back on the database only what it set itself.
+PUBLISHED_DB_SQL = "SELECT DB_NAME(), is_published FROM sys.databases WHERE database_id = DB_ID()"
+REPL_DB_OPTION_SQL = "EXEC sys.sp_replicationdboption @dbname = ?, @optname = N'publish', @value = ?"
+REPL_PUBLICATION_SQL = "EXEC sys.sp_addpublication @publication = ?, @status = N'active', @repl_freq = N'continuous'"
+REPL_ARTICLE_SQL = ("EXEC sys.sp_addarticle @publication = ?, @article = N'orders', @source_owner = ?, "
+                    "@source_object = N'orders'")
+REPL_DROP_ARTICLE_SQL = ("EXEC sys.sp_droparticle @publication = ?, @article = N'orders', "
+                         "@force_invalidate_snapshot = 1")
+REPL_DROP_PUBLICATION_SQL = "EXEC sys.sp_droppublication @publication = ?"
 DBA_NATION_KEY_SQL = "ALTER TABLE {nation} ADD CONSTRAINT [pk_nation] PRIMARY KEY ([n_nationkey])"
 DBA_NATION_REFS_SQL = ("CREATE TABLE {refs} ([n_nationkey] int NOT NULL CONSTRAINT [fk_refs_nation] "
                        "REFERENCES {nation} ([n_nationkey]))")
@@ -142,7 +152,9 @@ def suite_sql(a) -> list[str]:
             NATION_SQL.format(table=a.qualified(a.schema, "nation")),
             DBA_INDEX_SQL.format(table=table, scheme=a.q(a.scheme_name("orders"))), DBA_COMPRESS_SQL.format(table=table),
             INDEX_EXISTS_SQL, COMPRESSION_SQL, SCHEME_FILEGROUPS_SQL, CHECKS_ON_STAGING_SQL, CDC_ENABLED_SQL,
-            CDC_ENABLE_DB_SQL, CDC_DISABLE_DB_SQL, CDC_ENABLE_TABLE_SQL, CDC_DISABLE_TABLE_SQL,
+            CDC_ENABLE_DB_SQL, CDC_DISABLE_DB_SQL, CDC_ENABLE_TABLE_SQL, CDC_DISABLE_TABLE_SQL, PUBLISHED_DB_SQL,
+            REPL_DB_OPTION_SQL, REPL_PUBLICATION_SQL, REPL_ARTICLE_SQL, REPL_DROP_ARTICLE_SQL,
+            REPL_DROP_PUBLICATION_SQL,
             *[x for k, x in dba_sql(a).items() if k != "drop_scheme_copy"], *CLEANUP_SQL, *drop_sql(a)]
 
 
@@ -406,6 +418,24 @@ def test_a_foreign_key_of_the_target_is_refused_before_any_load(target):
         a.execute([dba["drop_fk_out"], dba["drop_ref_table"]])
 
 
+def test_a_target_made_with_a_nullable_key_takes_batches_into_every_partition(target, tmp_path):
+    # A DBA made the table from Switchyard's own script, with the key column allowing NULL:
+    # each staging table's CHECK says the key IS NOT NULL, which SWITCH into a partition other
+    # than the first needs (Msg 4982 otherwise).
+    t = target()
+    _, manifest = write_batch(tmp_path / "by-hand", "2026-04-03", even(2))
+    by_hand = t.adapter()
+    script = by_hand.setup_sql(plan_batch(t.spec, manifest, ["orders"]))
+    made = [x.replace("[o_orderkey] bigint NOT NULL", "[o_orderkey] bigint NULL") for x in script]
+    assert made != script
+    by_hand.execute(made)
+    a, _, notes, results = t.load("2026-04-04", even(2))
+    assert any("its key column o_orderkey allows NULL" in n for n in notes)
+    assert results[-1]["table_switched"] and key_range(a) == (1, 4000, 4000)
+    b, _, _, results = t.load("2026-04-05", even(4, 1, 6000))
+    assert results[-1]["table_switched"] and key_range(b) == (1, 6000, 6000)
+
+
 def test_a_computed_column_on_the_target_is_refused_before_any_load(target):
     from switchyard.targets import TargetError
     t = target()
@@ -453,6 +483,46 @@ def test_a_target_tracked_by_change_data_capture_is_refused_before_any_load(targ
             conn.cursor().execute(CDC_DISABLE_TABLE_SQL, a.schema)
             if not enabled_before:
                 conn.cursor().execute(CDC_DISABLE_DB_SQL)
+
+
+def test_a_published_target_is_refused_before_any_load(target):
+    import pyodbc
+    from switchyard.targets import TargetError
+    t = target()
+    a, _, _, _ = t.load("2026-04-04", even(2))
+    a.execute([dba_sql(a)["key"]])      # a transactional article needs a primary key
+    database, published_before = a.fetch(PUBLISHED_DB_SQL)[0]
+    publication = f"pub_{a.schema}"
+    with a.connection() as conn:
+        cur = conn.cursor()
+        try:
+            if not published_before:
+                cur.execute(REPL_DB_OPTION_SQL, database, "true")
+            cur.execute(REPL_PUBLICATION_SQL, publication)
+            cur.execute(REPL_ARTICLE_SQL, publication, a.schema)
+        except pyodbc.Error as exc:
+            undo_publication(a, publication, database, published_before)
+            pytest.skip(f"replication cannot be set up on this server or login (a distributor is needed): {exc}")
+    try:
+        with pytest.raises(TargetError, match="is published or subscribed for replication"):
+            t.load("2026-04-05", even(2))
+        assert key_range(a) == (1, 4000, 4000)
+    finally:
+        undo_publication(a, publication, database, published_before)
+
+
+def undo_publication(a, publication: str, database: str, published_before: bool) -> None:
+    """Each step of the set-up taken back, best effort (some may not have happened)."""
+    import pyodbc
+    steps = [(REPL_DROP_ARTICLE_SQL, (publication,)), (REPL_DROP_PUBLICATION_SQL, (publication,))]
+    if not published_before:
+        steps.append((REPL_DB_OPTION_SQL, (database, "false")))
+    with a.connection() as conn:
+        for sql, params in steps:
+            try:
+                conn.cursor().execute(sql, *params)
+            except pyodbc.Error:
+                pass
 
 
 def test_an_index_on_another_scheme_of_the_same_function_and_filegroups_is_aligned(target):
