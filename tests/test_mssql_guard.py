@@ -360,3 +360,32 @@ def test_an_empty_field_in_a_not_null_column_turns_to_the_client_path(stream_fil
     result = a.load(s, path)
     assert turned == [s] and "KEEPNULLS" in next(x for x in a.sessions[0].statements if "BULK INSERT" in x)
     assert "an empty field in a NOT NULL column" in result.details["load_path"]
+
+
+# --- every step: what is never retried ------------------------------------------------------------
+DUPLICATE = server_error(pyodbc.IntegrityError, "23000", "Cannot insert duplicate key row in object "
+                         "'tpch.orders' with unique index 'ix_orders_dba'. The duplicate key value is (42).", 2601)
+NO_TABLE = server_error(pyodbc.ProgrammingError, "42S02", "Invalid object name 'tpch.orderz'.", 208)
+NO_PERMISSION = server_error(pyodbc.ProgrammingError, "42000", "The SELECT permission was denied on the object "
+                             "'orders', database 'switchyard', schema 'tpch'.", 229)
+DEADLOCK = server_error(pyodbc.ProgrammingError, "40001", "Transaction (Process ID 61) was deadlocked on lock "
+                        "resources with another process and has been chosen as the deadlock victim. Rerun the "
+                        "transaction.", 1205)
+LOCK_TIMEOUT = server_error(pyodbc.OperationalError, "HY000", "Lock request time out period exceeded.", 1222)
+
+
+@pytest.mark.parametrize("error, expected", [
+    (DUPLICATE, "a unique violation"), (OUT_OF_RANGE, "a constraint violation"), (BAD_ROW, "a data error"),
+    (NO_TABLE, "a missing object"), (NO_PERMISSION, "a refused permission"),
+    (DEADLOCK, None), (LOCK_TIMEOUT, None), (LINK_LOST, None), (BUSY, None)])
+def test_each_step_fails_at_once_on_an_error_a_retry_cannot_fix(error, expected):
+    from switchyard.targets import permanent_reason
+    assert MssqlAdapter.permanent_error(error) == expected
+    # Wrapped by a step's own TargetError (not marked permanent), the cause decides.
+    try:
+        try:
+            raise error
+        except pyodbc.Error as exc:
+            raise TargetError("tpch.orders: the commit failed") from exc
+    except TargetError as wrapped:
+        assert permanent_reason(MssqlAdapter, wrapped) == expected

@@ -65,10 +65,28 @@ class _TargetOperator(BaseOperator):
             "lease_ttl_seconds": settings.get().lease_ttl_seconds,
         }
 
+    # The engine's adapter class once a step made one: its classifier reads driver errors.
+    _engine: Any = None
+
     def adapter(self):
         from switchyard.airflow.connections import adapter_for
-        return adapter_for(self.conn_id, self.load_spec(), schema=self.schema,
+        made = adapter_for(self.conn_id, self.load_spec(), schema=self.schema,
                            lock_timeout_seconds=self.lock_timeout_seconds, **self._lease)
+        self._engine = type(made)
+        return made
+
+    def fail_if_permanent(self, exc: BaseException) -> None:
+        """Fails the task at once, past its retries, when `exc` fails the same way on every try
+        (a TargetError marked permanent, or a driver error the engine classifies so: a unique
+        or CHECK violation, a wrong type or length, a missing object, a refused permission).
+        The retries are for what can succeed on a second try."""
+        from switchyard.targets import permanent_reason
+        reason = permanent_reason(self._engine, exc)
+        if reason == "permanent":
+            raise AirflowFailException(str(exc)) from exc
+        if reason:
+            raise AirflowFailException(f"{reason}, which a retry cannot fix, so the task is not retried: "
+                                       f"{type(exc).__name__}: {exc}") from exc
 
 
 class WaitForBatchSensor(BaseOperator):
@@ -191,15 +209,13 @@ class PlanBatchOperator(_TargetOperator):
         self.bind_run(context)
         adapter = self.adapter()
         # Raises LeaseHeld while another run loads this schema: the task's retries are the wait.
-        from switchyard.targets import TargetError
         try:
             # The pre-flight (the batch's ranges against the target's partitions) is part of
             # setup: a batch its table's mode does not allow fails here, before any load, with
             # the problems found above.
             preflight = adapter.setup(plan, problems) or []
-        except TargetError as exc:
-            if exc.permanent:
-                raise AirflowFailException(str(exc)) from exc
+        except Exception as exc:
+            self.fail_if_permanent(exc)
             raise
         out = plan.to_dict()
         out.update(batch=name, batch_dir=str(folder), tables=tables, target=adapter.engine,
@@ -254,7 +270,6 @@ class _GroupOperator(_TargetOperator):
         self.stream = stream
 
     def execute(self, context: Any) -> dict:
-        from switchyard.targets import TargetError
         started = now_iso()
         # The task process's CPU seconds so far (its start: fork, logging, plugins, API calls)
         # and in the step, kept with the result: what a task costs Airflow's side of the machine.
@@ -273,8 +288,7 @@ class _GroupOperator(_TargetOperator):
         except Exception as exc:
             # Kept for the run's statistics: a failed task pushes no return value.
             context["ti"].xcom_push(key="error", value=f"{type(exc).__name__}: {exc}"[:4000])
-            if isinstance(exc, TargetError) and exc.permanent:  # a retry would fail the same way
-                raise AirflowFailException(str(exc)) from exc
+            self.fail_if_permanent(exc)
             raise
 
     def step(self, context: Any) -> dict:
@@ -347,7 +361,6 @@ class LoadOperator(_GroupOperator):
 
 def load_step(op: _GroupOperator, context: Any, plan: dict, s, plan_pull: float = 0.0) -> dict:
     from switchyard.observability.progress import LoadProgress
-    from switchyard.targets import TargetError
     # The load's fixed cost part by part, in its result (`parts`, seconds): the plan's pull
     # from XCom, the connection's lookup, the progress sampler's setup and close; the
     # adapter adds its own (connect, lease, release) to the result's details.
@@ -366,9 +379,8 @@ def load_step(op: _GroupOperator, context: Any, plan: dict, s, plan_pull: float 
     clock = time.monotonic()
     try:
         result = adapter.load(s, path, progress)
-    except TargetError as exc:
-        if exc.permanent:  # bad data: a retry would fail the same way
-            raise AirflowFailException(str(exc)) from exc
+    except Exception as exc:
+        op.fail_if_permanent(exc)   # bad data: a retry would fail the same way
         raise
     finally:
         loaded = time.monotonic()
@@ -454,8 +466,9 @@ class SwitchOperator(_GroupOperator):
 
 
 def switch_step(op: _GroupOperator, plan: dict, s) -> dict:
-    # A TargetError here (a lock wait that timed out, a server restart) is retried; a
-    # retry whose earlier attempt committed finds the switch done (already_switched).
+    # A lock wait that timed out or a server restart here is retried (a unique violation is
+    # not: _GroupOperator.execute); a retry whose earlier attempt committed finds the switch
+    # done (already_switched).
     adapter = op.adapter()
     started = time.monotonic()
     result = adapter.switch(s)
@@ -534,7 +547,6 @@ class PublishBatchOperator(_TargetOperator):
 
     def execute(self, context: Any) -> dict:
         from switchyard.core.planner import StreamPlan
-        from switchyard.targets import TargetError
         plan = context["ti"].xcom_pull(task_ids=PLAN_TASK)
         if not plan:
             raise AirflowFailException("the run's plan is missing (did setup.plan run?)")
@@ -543,10 +555,9 @@ class PublishBatchOperator(_TargetOperator):
         self.bind_run(context)
         try:
             result = self.adapter().publish_batch(streams)
-        except TargetError as exc:
+        except Exception as exc:
             context["ti"].xcom_push(key="error", value=f"{type(exc).__name__}: {exc}"[:4000])
-            if exc.permanent:
-                raise AirflowFailException(str(exc)) from exc
+            self.fail_if_permanent(exc)
             raise
         if result.get("already_published"):
             log.info("batch %s: published already by an earlier attempt of this task", plan.get("batch"))

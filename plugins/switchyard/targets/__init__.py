@@ -6,6 +6,7 @@ Airflow: switchyard/airflow/connections.py maps an Airflow connection to an adap
 """
 from __future__ import annotations
 
-from switchyard.targets.base import LeaseHeld, LoadResult, TargetAdapter, TargetError, adapter_class
+from switchyard.targets.base import (LeaseHeld, LoadResult, TargetAdapter, TargetError, adapter_class,
+                                     permanent_reason)
 
-__all__ = ["LeaseHeld", "LoadResult", "TargetAdapter", "TargetError", "adapter_class"]
+__all__ = ["LeaseHeld", "LoadResult", "TargetAdapter", "TargetError", "adapter_class", "permanent_reason"]

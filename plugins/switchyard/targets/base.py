@@ -109,6 +109,16 @@ class TargetAdapter(ABC):
         self.control_schema = self.checked(control_schema)
         self.lock_timeout_seconds = int(lock_timeout_seconds)
 
+    # --- what an error means -----------------------------------------------------------
+    @classmethod
+    def permanent_error(cls, exc: BaseException) -> str | None:
+        """What the engine's driver error `exc` is, when a second try cannot succeed (a unique
+        or CHECK violation, a value of the wrong type or length, a missing object, a refused
+        permission or login): e.g. "a unique violation". None when a retry may help (a lost
+        connection, a lock time-out, a deadlock, a restarting server) or the error is not the
+        driver's. Each engine classifies its own errors here, once."""
+        return None
+
     # --- SQL text -------------------------------------------------------------------
     @staticmethod
     def checked(name: str) -> str:
@@ -458,6 +468,21 @@ def split_statements(text: str) -> list[str]:
         if body and not all(ln.strip().startswith("--") or not ln.strip() for ln in lines):
             out.append(body)
     return out
+
+
+def permanent_reason(adapter: type[TargetAdapter] | None, exc: BaseException) -> str | None:
+    """Why `exc` fails the same way on every try, or None: a TargetError marked permanent says
+    so itself; otherwise the engine's classifier reads the driver error it is, or wraps."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, TargetError) and exc.permanent:
+            return "permanent"
+        what = adapter.permanent_error(exc) if adapter is not None else None
+        if what:
+            return what
+        exc = exc.__cause__ or exc.__context__
+    return None
 
 
 def adapter_class(engine: str) -> type[TargetAdapter]:

@@ -87,6 +87,11 @@ class MssqlAdapter(TargetAdapter):
     load_stats_columns = ("session_id", "scheduler_id", "cpu_id", "node_id", "local_tcp_port", "reads", "writes",
                           "cpu_time_ms", "logging", "log_ratio")
 
+    @classmethod
+    def permanent_error(cls, exc: BaseException) -> str | None:
+        from switchyard.targets.mssql.errors import permanent_error
+        return permanent_error(exc)
+
     def __init__(self, spec: LoadSpec, conn_id: str | None = None, uri: str | None = None,
                  endpoint: Endpoint | None = None, connection_settings: Mapping[str, Any] | None = None,
                  database: str | None = None, script_batch: str = "batch", **options: Any):

@@ -59,3 +59,28 @@ def _message(exc: BaseException) -> str:
     text = str(args[-1]) if args else str(exc)
     return re.sub(r"\[Microsoft\]\[ODBC Driver \d+ for SQL Server\](\[SQL Server\])?", "", text).strip()
 
+
+# Besides the data errors: what fails the same way on every try.
+_MISSING = frozenset({208, 207, 2812, 3701, 4902, 15151})     # object, column, procedure not found
+_REFUSED = frozenset({229, 230, 262, 297, 300, 916, 15247})   # permission denied
+_STATEMENT = frozenset({102, 156, 170})                       # incorrect syntax
+_NAMED = {2601: "a unique violation", 2627: "a unique violation", 547: "a constraint violation",
+          515: "a NOT NULL violation", 2628: "a value too long for its column", 8152: "a value too long for its column"}
+
+
+def permanent_error(exc: BaseException) -> str | None:
+    """What `exc` is when a retry cannot help (e.g. "a unique violation"), else None: a lost
+    connection, a time-out, a deadlock (1205), a lock time-out (1222) and everything not
+    classified here are worth the task's retries."""
+    numbers = error_numbers(exc)
+    if is_data_error(exc):
+        return next((_NAMED[n] for n in sorted(numbers) if n in _NAMED), "a data error")
+    if is_login_refused(exc):
+        return "a refused login"
+    if numbers & _MISSING:
+        return "a missing object"
+    if numbers & _REFUSED:
+        return "a refused permission"
+    if numbers & _STATEMENT:
+        return "a statement the server cannot parse"
+    return None

@@ -77,6 +77,11 @@ class PostgresAdapter(TargetAdapter):
     load_names_its_storage = True
     load_stats_columns = ("backend_pid",)
 
+    @classmethod
+    def permanent_error(cls, exc: BaseException) -> str | None:
+        from switchyard.targets.postgres.errors import permanent_error
+        return permanent_error(exc)
+
     def __init__(self, spec: LoadSpec, conn_id: str | None = None, uri: str | None = None,
                  tablespaces: dict[int, str] | None = None, connect: Callable[[], Any] | None = None,
                  url: Callable[[], str] | None = None, copy_slots: int | None = None,
