@@ -115,8 +115,11 @@ def test_a_target_of_another_shape_is_refused_before_anything_is_created(pg_uri,
     assert message.startswith("pre-flight refused the batch before any load; nothing was changed:")
     assert f"{schema}.orders exists but is not partitioned (the spec partitions it by range on o_orderkey)" \
         in message
-    assert f"{schema}.orders has no column o_orderstatus, o_totalprice" in message
-    assert "NOT NULL column o_note without a default" in message
+    assert (f"{schema}.orders: column o_orderstatus (character(1), NOT NULL) is in the spec, not in the table: the rows "
+            f"the table holds have no value for it") in message, message
+    assert f"{schema}.orders: column o_totalprice (numeric(15,2), NOT NULL) is in the spec" in message
+    assert (f"{schema}.orders: NOT NULL column o_note without a default is not in the spec's files: no load can "
+            f"fill it") in message
     with psycopg.connect(pg_uri) as conn:  # the staging schema was not created
         assert conn.execute("SELECT to_regnamespace(%s)", (f"{schema}_staging",)).fetchone()[0] is None
 

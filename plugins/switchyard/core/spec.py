@@ -40,6 +40,7 @@ LOAD_MODES = ("replace", "append")
 GROUP_TASKS = ("per-step", "single")
 RETIRE = ("drop", "archive")
 PUBLISH = ("batch", "table")
+ON_SPEC_CHANGE = ("fail", "add_columns", "sync")
 # A Great Expectations expectation type as declared in a spec: its snake_case name.
 _EXPECTATION = re.compile(r"^expect_[a-z0-9_]{1,80}$")
 # A source: where a stream's files live, and the name of the Airflow queue whose workers can
@@ -114,6 +115,11 @@ class Table:
     # task runs the four in order. For tables whose loads take a second or two, where four
     # task starts cost Airflow more than the steps' own work.
     tasks: str = "per-step"
+    # What setup does when the target table differs from this spec (core/spec_diff.py): "fail"
+    # refuses the batch naming each difference and the statement that fixes it; "add_columns"
+    # also adds the spec's new nullable columns; "sync" also drops the unique indexes
+    # Switchyard made that the spec no longer declares (and builds the declared ones).
+    on_spec_change: str = "fail"
 
     @property
     def column_names(self) -> tuple[str, ...]:
@@ -352,10 +358,11 @@ def _unique(raw: Any, key: str | None, columns: list[str], where: str) -> tuple[
 
 
 _TABLE_KEYS = {"columns", "key", "partitioned", "format", "files", "unique", "expectations",
-               "mode", "keep", "keep_days", "retire", "weight", "tasks"}
+               "mode", "keep", "keep_days", "retire", "weight", "tasks", "on_spec_change"}
 
 
-def _table(name: str, raw: Mapping[str, Any], where: str, fmt: FileFormat, files: str) -> Table:
+def _table(name: str, raw: Mapping[str, Any], where: str, fmt: FileFormat, files: str,
+           on_spec_change: str = "fail") -> Table:
     _identifier(name, where)
     if not isinstance(raw, Mapping):
         raise SpecError(f"{where}: a mapping with columns and key")
@@ -408,7 +415,9 @@ def _table(name: str, raw: Mapping[str, Any], where: str, fmt: FileFormat, files
                  expectations=_expectations(raw.get("expectations"), names, f"{where}.expectations"),
                  mode=mode, keep=keep, keep_days=keep_days, retire=retire,
                  weight=_count(raw.get("weight", 1), f"{where}.weight", minimum=1),
-                 tasks=_choice(raw.get("tasks", "per-step"), GROUP_TASKS, f"{where}.tasks"))
+                 tasks=_choice(raw.get("tasks", "per-step"), GROUP_TASKS, f"{where}.tasks"),
+                 on_spec_change=_choice(raw.get("on_spec_change", on_spec_change), ON_SPEC_CHANGE,
+                                        f"{where}.on_spec_change"))
 
 
 def _sources(raw: Any, where: str) -> dict[str, tuple[int, ...]]:
@@ -445,7 +454,7 @@ def _sources(raw: Any, where: str) -> dict[str, tuple[int, ...]]:
     return out
 
 
-_SPEC_KEYS = {"name", "tables", "format", "files", "generator", "sources", "publish"}
+_SPEC_KEYS = {"name", "tables", "format", "files", "generator", "sources", "publish", "on_spec_change"}
 
 
 def parse_spec(raw: Mapping[str, Any], source: str = "<inline>") -> LoadSpec:
@@ -462,7 +471,9 @@ def parse_spec(raw: Mapping[str, Any], source: str = "<inline>") -> LoadSpec:
         raise SpecError(f"{source}: 'tables' must map table names to their definitions")
     fmt = _format(raw.get("format") or {}, FileFormat(), f"{source}: format")
     files = _files(raw.get("files", LoadSpec.files), f"{source}: files")
-    tables = tuple(_table(t, d, f"{source}: tables.{t}", fmt, files) for t, d in tables_raw.items())
+    # The spec's own on_spec_change is each table's unless the table says otherwise.
+    on_change = _choice(raw.get("on_spec_change", "fail"), ON_SPEC_CHANGE, f"{source}: on_spec_change")
+    tables = tuple(_table(t, d, f"{source}: tables.{t}", fmt, files, on_change) for t, d in tables_raw.items())
     return LoadSpec(name=name, tables=tables, files=files, format=fmt,
                     generator=raw.get("generator"), source=source,
                     sources=_sources(raw.get("sources"), f"{source}: sources"),

@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import date, datetime
 from decimal import Decimal
 from typing import Any, Iterable, Sequence
@@ -459,6 +459,13 @@ def validate_stream(adapter: Any, spec: Any, stream: Any, expected_rows: int | N
         loaded=loaded if adapter.load_names_its_storage else None)
     if unique_result is not None:
         outcome.seconds += unique_result.get("seconds") or 0.0
+    # The target's own unique indexes (a DBA's): a batch that breaks one fails here, before
+    # its switch, as the spec's `unique` does.
+    for found in adapter.prove_target_uniques(stream):
+        check = _unique_check(found["columns"], found)
+        outcome.checks.append(replace(check, origin=f"the target's unique index {found['index']}"))
+        outcome.success = outcome.success and check.success
+        outcome.seconds += found.get("seconds") or 0.0
     return outcome
 
 

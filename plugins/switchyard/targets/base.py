@@ -333,6 +333,12 @@ class TargetAdapter(ABC):
     def drop_lease(self) -> None:
         """Run `lease_release.sql` for this schema and holder."""
 
+    def prove_target_uniques(self, stream: StreamPlan) -> list[dict[str, Any]]:
+        """The target's unique indexes besides the spec's (a DBA's), checked on the staging table
+        before the switch, each result as prove_unique's; [] where the engine checks them at
+        the switch only."""
+        return []
+
     def prove_unique(self, stream: StreamPlan) -> dict[str, Any] | None:
         """Check the table's `unique` columns on the staging table with the index the target
         keeps, where the engine does that; None where it does not (validation then asks Great

@@ -372,10 +372,12 @@ class PostgresAdapter(TargetAdapter):
                     # Date and timestamp bounds are read as the server prints them: in ISO.
                     cur.execute("SET LOCAL DateStyle = 'ISO, YMD'")
                     checks = self.preflight(cur, plan, problems)
+                    # The table brought in line with the spec, as its on_spec_change allows
+                    # (the pre-flight refused everything else), before setup.sql's IF NOT EXISTS.
+                    for stmt in self.spec_changes:
+                        cur.execute(stmt)
                     for stmt in self.setup_sql(plan):
                         cur.execute(stmt)
-                    # What the spec loads: varchar as text with its length CHECK, nullability.
-                    self._check_columns(cur, plan)
                     discarded = [note for table_plan in plan.tables if table_plan.table.partitioned
                                  for note in self._plan_next(cur, table_plan)]
                     for table_plan in plan.tables:
@@ -390,7 +392,7 @@ class PostgresAdapter(TargetAdapter):
                     f"cannot be built: {exc.diag.message_primary} ({exc.diag.message_detail}); remove the "
                     f"duplicates or drop the table, or declare the table without `unique` in the spec",
                     permanent=True) from exc
-        notes = [n for c in checks for n in c.notes] + discarded
+        notes = [n for c in checks for n in c.notes] + self.spec_notes + discarded
         for note in discarded:
             log.warning("pre-flight: %s", note)
         for note in notes:
@@ -403,12 +405,14 @@ class PostgresAdapter(TargetAdapter):
         loaded."""
         from switchyard.core.preflight import check_table
         checks, problems = [], list(batch_problems)
+        self.spec_changes, self.spec_notes = [], []
         for table_plan in plan.tables:
             table = table_plan.table
             where = f"{self.schema}.{table.name}"
             shape = self._target_shape(cur, table.name)
             if shape is not None:
                 problems += self._shape_problems(table, shape, where)
+                problems += self._spec_differences(cur, table, shape, where)
             existing = self._target_partitions(cur, table.name) if shape and shape["partitioned"] else None
             if shape is not None and existing is None:
                 existing = []  # the table is there (an unpartitioned one has no partitions)
@@ -455,18 +459,22 @@ class PostgresAdapter(TargetAdapter):
         elif not table.partitioned and shape["partitioned"]:
             problems.append(f"{where} is partitioned, the spec declares it partitioned: false: rename or drop "
                             f"it, or change the spec")
-        columns = shape["columns"]
-        missing = [c.name for c in table.columns if c.name not in columns]
-        if missing:
-            problems.append(f"{where} has no column {', '.join(missing)} that the spec's files carry: add "
-                            f"{'it' if len(missing) == 1 else 'them'} to the table, or change the spec")
-        extra = [name for name, c in columns.items() if name not in table.column_names
-                 and c["not_null"] and not c["default"] and not c["generated"]]
-        if extra:
-            problems.append(f"{where} has NOT NULL column{'s' if len(extra) > 1 else ''} {', '.join(extra)} without "
-                            f"a default and not in the spec's files: no load can fill "
-                            f"{'them' if len(extra) > 1 else 'it'}; give {'them' if len(extra) > 1 else 'it'} a "
-                            f"default or make {'them' if len(extra) > 1 else 'it'} nullable")
+        return problems
+
+    def _spec_differences(self, cur, table: Table, shape: dict, where: str) -> list[str]:
+        """The table against the spec (core/spec_diff.py): the problems that refuse the batch;
+        the statements its on_spec_change runs (`spec_changes`) and the notes (`spec_notes`)."""
+        from switchyard.core.spec_diff import compare, reconcile
+        from switchyard.targets.postgres import spec_change
+        our_unique = self.index_name(table.name)
+        existing = spec_change.existing_table(cur, self.qualified(self.schema, table.name), shape, our_unique)
+        types = spec_change.needed_types(cur, self, self.columns(table))
+        needed = spec_change.needed(types, self.length_checks(table),
+                                    our_unique if self.parent_has_unique_index(table) else None)
+        differences = compare(table, existing, needed, spec_change.Statements(self, table))
+        problems, notes, statements = reconcile(table, differences, where)
+        self.spec_changes += statements
+        self.spec_notes += notes
         return problems
 
     def _target_partitions(self, cur, table: str, schema: str | None = None) -> list:
@@ -530,50 +538,6 @@ class PostgresAdapter(TargetAdapter):
                 f"table_name, staging_table, partition_name, stream, batch, key_min, key_max, rows_planned, run, "
                 f"planned_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, now())", rows)
         return notes
-
-    def _check_columns(self, cur, plan: LoadPlan) -> None:
-        """Refuse, before any load, a target table whose columns a staging table of this spec
-        could not be attached to: one created by an earlier version (varchar(n), now text with
-        a length CHECK; every column NOT NULL) or by hand. Only what the spec decides here is
-        compared (varchar lengths and nullability); the fix is a DBA's, so it is named, not run."""
-        names = [t.table.name for t in plan.tables]
-        cur.execute(
-            "SELECT c.relname, a.attname, format_type(a.atttypid, a.atttypmod), a.attnotnull "
-            "FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid "
-            "JOIN pg_namespace n ON n.oid = c.relnamespace "
-            "WHERE n.nspname = %s AND c.relname = ANY(%s) AND a.attnum > 0 AND NOT a.attisdropped",
-            (self.schema, names))
-        found = {(t, c): (kind, not_null) for t, c, kind, not_null in cur.fetchall()}
-        cur.execute(
-            "SELECT c.relname, k.conname FROM pg_constraint k JOIN pg_class c ON c.oid = k.conrelid "
-            "JOIN pg_namespace n ON n.oid = c.relnamespace "
-            "WHERE n.nspname = %s AND c.relname = ANY(%s) AND k.contype = 'c'", (self.schema, names))
-        checks = set(cur.fetchall())
-        fixes, why = [], []
-        for t in plan.tables:
-            table = self.qualified(self.schema, t.table.name)
-            for c in t.table.columns:
-                if (t.table.name, c.name) not in found:
-                    continue
-                kind, not_null = found[(t.table.name, c.name)]
-                if max_chars(c.sql_type(self.engine)) is not None and kind != "text":
-                    why.append(f"{t.table.name}.{c.name} is {kind}, loads make it text with a length CHECK "
-                               f"(varchar(n) would cut excess trailing spaces)")
-                    fixes.append(f"ALTER TABLE {table} ALTER COLUMN {self.q(c.name)} TYPE text;")
-                if not_null == c.nullable:
-                    why.append(f"{t.table.name}.{c.name} is {'NOT NULL' if not_null else 'nullable'}, the spec "
-                               f"says {'nullable' if c.nullable else 'NOT NULL'}")
-                    fixes.append(f"ALTER TABLE {table} ALTER COLUMN {self.q(c.name)} "
-                                 f"{'DROP' if c.nullable else 'SET'} NOT NULL;")
-            for k in self.length_checks(t.table):
-                if (t.table.name, k["name"]) not in checks:
-                    why.append(f"{t.table.name} lacks the CHECK {k['name']}")
-                    fixes.append(f"ALTER TABLE {table} ADD CONSTRAINT {self.q(k['name'])} CHECK ({k['sql']});")
-        if fixes:
-            raise TargetError(
-                f"the target's tables differ from what this spec loads, so no staging table would attach: "
-                f"{'; '.join(why)}. Nothing was loaded. To keep the data, run (a CHECK scans the table once): "
-                f"{' '.join(fixes)} Or drop the tables to have them created anew.", permanent=True)
 
     def prepare(self, stream: StreamPlan) -> None:
         """A fresh staging table with its partition's range CHECK. The run's lease is renewed on
@@ -1185,6 +1149,59 @@ class PostgresAdapter(TargetAdapter):
             raise TargetError(f"validate of {stream.group_id}: connection lost while building the unique "
                               f"index: {exc}") from exc
         out["seconds"] = round(time.monotonic() - started, 4)
+        return out
+
+    def prove_target_uniques(self, stream: StreamPlan) -> list[dict[str, Any]]:
+        """The target's unique indexes besides the spec's own (a DBA's index or primary key),
+        each built on the staging table now, at validate, so that a duplicate fails the group's
+        validation, naming the index and a few duplicated keys, before any switch (where the
+        index would otherwise be built, see _build_target_indexes, which then finds it there).
+        One result per index, as prove_unique's."""
+        import psycopg
+        from switchyard.targets.postgres.spec_change import UNIQUES_SQL
+        staging = self.qualified(self.staging_schema, stream.staging_table)
+        ours = self.index_name(stream.table)
+        with self.connection() as conn, conn.cursor() as cur:
+            indexes = {i["name"]: i for i in self.target_indexes(cur, stream.table) if i["unique"]}
+            cur.execute(UNIQUES_SQL, (self.qualified(self.schema, stream.table),))
+            columns = {name: (None if expression else list(cols or ())) for name, cols, expression in cur.fetchall()}
+        out = []
+        for name, index in sorted(indexes.items()):
+            if (name == ours and self.spec.table(stream.table).unique) or not (index["constraint"] or index["using"]):
+                continue    # the spec's own: prove_unique checks it
+            on_staging = self._staging_index_name(stream, name)
+            found: dict[str, Any] = {"columns": columns.get(name) or ["<expression>"],
+                                     "index": f"{self.schema}.{name}", "scope": "table", "duplicates": None}
+            started = time.monotonic()
+            statement = (f"ALTER TABLE {staging} ADD CONSTRAINT {self.q(on_staging)} {index['constraint']}"
+                         if index["constraint"] else
+                         f"CREATE UNIQUE INDEX IF NOT EXISTS {self.q(on_staging)} ON {staging} USING {index['using']}")
+            try:
+                with self.connection() as conn, conn.cursor() as cur:
+                    cur.execute("SELECT to_regclass(%s) IS NULL",
+                                (self.qualified(self.staging_schema, on_staging),))
+                    if cur.fetchone()[0]:   # a retried validation finds it built
+                        cur.execute(statement)
+            except psycopg.errors.UniqueViolation as exc:
+                found["duplicates"] = self._duplicates(staging, columns.get(name), exc)
+            found["seconds"] = round(time.monotonic() - started, 4)
+            out.append(found)
+        return out
+
+    def _duplicates(self, staging: str, columns: list[str] | None, exc: Any) -> dict[str, Any]:
+        """How many keys of `columns` the staging table holds more than once, and a few of them
+        (one GROUP BY, only after an index build found a duplicate)."""
+        out: dict[str, Any] = {"keys": None, "extra_rows": None, "examples": [], "server": exc.diag.message_detail}
+        if not columns:
+            return out
+        cols = ", ".join(self.q(c) for c in columns)
+        rows = self.fetch(
+            f"SELECT {cols}, count(*) AS n, count(*) OVER () AS keys, sum(count(*) - 1) OVER () AS extra "
+            f"FROM {staging} GROUP BY {cols} HAVING count(*) > 1 ORDER BY {cols} LIMIT 5")
+        if rows:
+            out.update(keys=int(rows[0][-2]), extra_rows=int(rows[0][-1]),
+                       examples=[{**{c: _json_value(v) for c, v in zip(columns, r)}, "rows": int(r[len(columns)])}
+                                 for r in rows])
         return out
 
     def partitions(self, table: str) -> list[str]:

@@ -1,0 +1,182 @@
+"""When a spec and the table it loads into differ: every difference at once, what it means for
+this run, the statement that brings the table in line, and whether the table's
+`on_spec_change` applies that statement (in setup, before any load) or refuses the batch.
+
+Engine-neutral: an adapter describes the existing table (`Existing`) and what the spec's loads
+need in its own terms (`Needed`: each column's type as its catalog writes it, the CHECK
+constraints the loads rely on, the name of the unique index it makes from the spec's
+`unique`), and writes the statements (`Statements`). Nothing here reads a catalog or runs SQL.
+
+The policies (spec.ON_SPEC_CHANGE), from the safest:
+
+* `fail` (the default): any difference refuses the batch before any load, naming it with
+  the statement that fixes it. A table that holds months of batches changes only when
+  someone decides it should, and the refusal says exactly what to run.
+* `add_columns`: the spec's new nullable columns are added to the table (a catalog change
+  only, the rows are not rewritten); every other difference still refuses.
+* `sync`: also relaxes or tightens nullability to the spec's (tightening checks the rows),
+  adds the CHECK constraints the loads rely on, drops the unique index Switchyard made from
+  an earlier spec's `unique` that the spec no longer declares, and builds the declared one
+  (checking the existing rows: a duplicate refuses the batch).
+
+Never applied, whatever the policy: a retyped column (every partition is rewritten: a DBA's
+decision), a new NOT NULL column (the rows the table holds have no value for it), dropping a
+column (it may hold data). A unique index or CHECK constraint of a DBA's is never dropped: the
+loads are checked against it before their switch.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping, Protocol, Sequence
+
+from switchyard.core.spec import Table
+
+
+@dataclass(frozen=True)
+class ExistingColumn:
+    name: str
+    type: str           # as the engine's catalog writes it
+    not_null: bool
+    filled: bool        # a default or a generated expression fills it when the files do not
+
+
+@dataclass(frozen=True)
+class ExistingUnique:
+    name: str
+    columns: tuple[str, ...] | None     # None: an index on an expression
+    ours: bool                          # the index Switchyard makes from the spec's `unique`
+
+
+@dataclass(frozen=True)
+class Existing:
+    """The table as the catalog has it."""
+    columns: tuple[ExistingColumn, ...]
+    uniques: tuple[ExistingUnique, ...] = ()
+    checks: frozenset[str] = frozenset()    # names of its CHECK constraints
+
+
+@dataclass(frozen=True)
+class Needed:
+    """What this spec's loads need of the table, in the engine's terms."""
+    types: Mapping[str, str]            # column -> its type as the engine's catalog writes it
+    checks: Mapping[str, str] = field(default_factory=dict)   # CHECK name -> the column it guards
+    unique_index: str | None = None     # the index the spec's `unique` makes (None: none declared)
+
+
+class Statements(Protocol):
+    """The engine's statements that bring the table in line (quoted names, validated types)."""
+    def add_column(self, column: str, sql_type: str) -> str: ...
+    def alter_type(self, column: str, sql_type: str) -> str: ...
+    def set_not_null(self, column: str) -> str: ...
+    def drop_not_null(self, column: str) -> str: ...
+    def add_check(self, name: str) -> str: ...
+    def drop_index(self, name: str) -> str: ...
+    def create_unique(self, name: str, columns: Sequence[str]) -> str: ...
+
+
+@dataclass(frozen=True)
+class Difference:
+    kind: str
+    text: str                       # what differs
+    means: str                      # what it means for this run
+    fix: str | None                 # the statement that brings the table in line
+    applied_by: tuple[str, ...]     # the policies that run `fix` in setup; () none
+    note_only: bool = False         # said, never refused (the run is right either way)
+
+
+def compare(table: Table, existing: Existing, needed: Needed, sql: Statements) -> list[Difference]:
+    """Every difference between the spec's `table` and the existing one, in column order."""
+    out: list[Difference] = []
+    have = {c.name: c for c in existing.columns}
+    for c in table.columns:
+        wanted = needed.types[c.name]
+        found = have.get(c.name)
+        if found is None:
+            if c.nullable:
+                out.append(Difference(
+                    "column_added", f"column {c.name} ({wanted}) is in the spec, not in the table",
+                    "the files carry it and no staging table can be switched in without it",
+                    sql.add_column(c.name, wanted), ("add_columns", "sync")))
+            else:
+                out.append(Difference(
+                    "column_added_not_null", f"column {c.name} ({wanted}, NOT NULL) is in the spec, not in the "
+                    f"table", "the rows the table holds have no value for it, so it cannot be added NOT NULL; "
+                    "declare it nullable: true in the spec (then add_columns adds it), or add it yourself with a "
+                    "DEFAULT", None, ()))
+            continue
+        if found.type != wanted:
+            out.append(Difference(
+                "column_retyped", f"column {c.name} is {found.type} in the table, {wanted} in the spec",
+                "a staging table takes the table's types, so the loads would not be what the spec says; changing "
+                "a type rewrites every partition, which is yours to decide", sql.alter_type(c.name, wanted), ()))
+        if found.not_null and c.nullable:
+            out.append(Difference(
+                "nullability_relaxed", f"column {c.name} is NOT NULL in the table, nullable in the spec",
+                "a row with the NULL marker in it would fail its load", sql.drop_not_null(c.name), ("sync",)))
+        elif not found.not_null and not c.nullable:
+            out.append(Difference(
+                "nullability_tightened", f"column {c.name} is nullable in the table, NOT NULL in the spec",
+                "the table would take NULLs the spec says never come (SET NOT NULL checks every row once)",
+                sql.set_not_null(c.name), ("sync",)))
+    for name, column in needed.checks.items():
+        if name not in existing.checks and column in have:
+            out.append(Difference(
+                "check_missing", f"the CHECK {name} on {column} the loads rely on is missing",
+                "a staging table takes the table's constraints: without it a value longer than the spec's "
+                "length would load (adding it checks every row once)", sql.add_check(name), ("sync",)))
+    spec_columns = set(table.column_names)
+    for c in existing.columns:
+        if c.name in spec_columns:
+            continue
+        if c.not_null and not c.filled:
+            out.append(Difference(
+                "column_not_in_spec", f"NOT NULL column {c.name} without a default is not in the spec's files",
+                f"no load can fill it; give it a default or make it nullable (Switchyard never drops a column: it "
+                f"may hold data)", None, ()))
+        else:
+            out.append(Difference(
+                "column_not_in_spec", f"column {c.name} is not in the spec's files",
+                f"the batch's rows get {'its default' if c.filled else 'NULL'} in it; Switchyard never drops a "
+                f"column (it may hold data)", None, (), note_only=True))
+    declared = tuple(table.unique)
+    ours = [u for u in existing.uniques if u.ours]
+    for u in ours:
+        if needed.unique_index is None or u.columns != declared:
+            now = f"declares unique ({', '.join(declared)})" if declared else "declares no unique columns"
+            out.append(Difference(
+                "unique_stale", f"unique index {u.name} on ({', '.join(u.columns or ('<expression>',))}) was made by "
+                f"Switchyard from an earlier spec, which the spec no longer declares (it {now})",
+                "each switch builds the table's indexes on its staging table: a batch with duplicates of those "
+                "columns would fail there", sql.drop_index(u.name), ("sync",)))
+    if needed.unique_index is not None and (not ours or ours[0].columns != declared):
+        out.append(Difference(
+            "unique_missing", f"the spec declares unique ({', '.join(declared)}); the table has no unique index "
+            f"{needed.unique_index}", "the table would take duplicates the spec says never come (building it "
+            "checks every row once; a duplicate refuses the batch)",
+            sql.create_unique(needed.unique_index, declared), ("sync",)))
+    for u in existing.uniques:
+        if not u.ours:
+            out.append(Difference(
+                "unique_of_a_dba", f"unique index {u.name} on ({', '.join(u.columns or ('<expression>',))}) is not "
+                f"Switchyard's", "each stream's rows are checked against it before their switch; it is never "
+                "dropped", None, (), note_only=True))
+    return out
+
+
+def reconcile(table: Table, differences: Sequence[Difference], where: str) -> tuple[list[str], list[str], list[str]]:
+    """(problems, notes, statements): what refuses the batch under the table's `on_spec_change`
+    (each with its fix), what is only said, and the statements setup runs before any load."""
+    policy = table.on_spec_change
+    problems, notes, statements = [], [], []
+    for d in differences:
+        if d.note_only:
+            notes.append(f"{where}: {d.text}: {d.means}")
+        elif policy in d.applied_by:
+            statements.append(d.fix)
+            notes.append(f"{where}: {d.text}; on_spec_change: {policy} ran: {d.fix}")
+        else:
+            fix = f"; to bring the table in line, run: {d.fix}" if d.fix else ""
+            how = (f" (or set on_spec_change: {d.applied_by[0]} for {table.name}, which runs it)"
+                   if d.applied_by else "")
+            problems.append(f"{where}: {d.text}: {d.means}{fix}{how}")
+    return problems, notes, statements

@@ -1,0 +1,224 @@
+"""When the spec changes under a table that already holds batches, on the embedded PostgreSQL.
+
+A user's storm-track extract: `tracks`, partitioned by a timestamp, loaded in `append` mode by
+decade streams, declared `unique: [name, ts]` at first. The data proves that wrong (a batch
+with duplicate pairs fails its validation); the user removes `unique`; the next run is refused
+before any load (`on_spec_change: fail`, the default), naming the unique index Switchyard made
+and the statement that drops it, or reconciled (`sync`); never a unique violation at the switch.
+A new nullable column is refused, or added (`add_columns`); a new NOT NULL column and a retyped
+one are refused under every policy. A DBA's own unique index that a batch breaks fails that
+group's validation, before any switch.
+
+Each batch runs the steps the DAG runs (setup with its pre-flight, prepare, load, validate,
+switch, publish), through the adapter, against the real server.
+"""
+from __future__ import annotations
+
+import random
+import shutil
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from helpers import publish
+from switchyard.core.batch import describe_batch, read_manifest, write_manifest
+from switchyard.core.planner import plan_batch
+from switchyard.core.spec import parse_spec
+from switchyard.observability.validation import describe_failures, validate_stream
+from switchyard.targets import TargetError
+from switchyard.targets.postgres import PostgresAdapter
+
+
+def storms_spec(unique=True, on_spec_change="fail", gust=None, wind_type="integer") -> dict:
+    columns = [{"name": "name", "type": "varchar(20)"},
+               {"name": "ts", "type": {"postgres": "timestamp", "mssql": "datetime2(0)"}},
+               {"name": "wind", "type": wind_type, "nullable": True}]
+    if gust is not None:
+        columns.append({"name": "gust", "type": "integer", "nullable": gust == "nullable"})
+    table = {"key": "ts", "mode": "append", "columns": columns}
+    if unique:
+        table["unique"] = ["name", "ts"]
+    return {"name": "storms", "format": {"delimiter": ",", "trailing_delimiter": False, "quoting": "csv"},
+            "files": "{table}/{table}.{stream}.csv", "on_spec_change": on_spec_change, "tables": {"tracks": table}}
+
+
+def produce(folder: Path, decade: int, duplicates: int = 0, gust: bool = False) -> None:
+    """Tracks of two storms a day over one decade, in two streams (the decade's halves);
+    `duplicates` pairs (name, ts) written twice, as the real data has them."""
+    rnd = random.Random(decade)
+    rows = []
+    start = datetime(decade, 1, 1)
+    for day in range(0, 3650, 30):
+        for storm in ("Alma", "Bonnie"):
+            ts = start + timedelta(days=day, hours=6 * rnd.randint(0, 3))
+            rows.append([storm, ts.isoformat(sep=" "), str(rnd.randint(20, 150))] + ([str(rnd.randint(30, 200))]
+                                                                                     if gust else []))
+    rows += [list(r) for r in rows[:duplicates]]
+    rows.sort(key=lambda r: r[1])
+    (folder / "tracks").mkdir(parents=True, exist_ok=True)
+    middle = datetime(decade + 5, 1, 1).isoformat(sep=" ")
+    for k, part in ((1, [r for r in rows if r[1] < middle]), (2, [r for r in rows if r[1] >= middle])):
+        (folder / "tracks" / f"tracks.{k}.csv").write_text("".join(",".join(r) + "\n" for r in part))
+
+
+class Storms:
+    """A user's project: batches under a folder of theirs, the target schema, the spec as it
+    stands at each run."""
+
+    def __init__(self, pg_uri: str, schema: str, root: Path):
+        self.uri, self.schema, self.root = pg_uri, schema, root
+        self.runs = 0
+
+    def batch(self, decade: int, spec: dict, duplicates: int = 0, gust: bool = False) -> Path:
+        folder = self.root / f"{decade}s"
+        shutil.rmtree(folder, ignore_errors=True)
+        produce(folder, decade, duplicates, gust)
+        write_manifest(folder, describe_batch(folder, parse_spec(spec)))
+        return folder
+
+    def run(self, folder: Path, spec: dict) -> tuple[PostgresAdapter, list[str], list]:
+        """setup (its pre-flight), then every group's prepare, load and validate; the switches
+        and the publish only when every group validated (the DAG's rule). Returns the adapter,
+        setup's notes and the validation outcomes."""
+        loaded = parse_spec(spec)
+        self.runs += 1
+        plan = plan_batch(loaded, read_manifest(folder, loaded), ["tracks"])
+        adapter = PostgresAdapter(loaded, uri=self.uri, schema=self.schema, lease_batch=folder.name,
+                                  lease_holder=f"storms/run-{self.runs}")
+        try:
+            notes = adapter.setup(plan)
+        except TargetError:
+            adapter.release_lease()     # as the run's last task does
+            raise
+        outcomes = []
+        for s in plan.all_streams():
+            adapter.prepare(s)
+            adapter.load(s, folder / s.file)
+            outcomes.append(validate_stream(adapter, loaded, s))
+        if all(o.success for o in outcomes):
+            for s in plan.all_streams():
+                adapter.switch(s)
+            publish(adapter, plan)
+        adapter.release_lease()
+        return adapter, notes, outcomes
+
+    def rows(self) -> int:
+        with psycopg.connect(self.uri) as conn:
+            return conn.execute(f'SELECT count(*) FROM "{self.schema}".tracks').fetchone()[0]
+
+    def sql(self, statement: str):
+        with psycopg.connect(self.uri, autocommit=True) as conn:
+            return conn.execute(statement).fetchall() if statement.startswith("SELECT") else conn.execute(statement)
+
+    def indexes(self) -> list[str]:
+        return [r[0] for r in self.sql(f"SELECT indexname::text FROM pg_indexes WHERE schemaname = '{self.schema}' "
+                                       f"AND tablename = 'tracks' ORDER BY 1")]
+
+    def columns(self) -> list[str]:
+        return [r[0] for r in self.sql(f"SELECT column_name::text FROM information_schema.columns WHERE "
+                                       f"table_schema = '{self.schema}' AND table_name = 'tracks' "
+                                       f"ORDER BY ordinal_position")]
+
+
+@pytest.fixture
+def storms(pg_uri, schema, tmp_path):
+    yield Storms(pg_uri, schema, tmp_path / "storms")
+
+
+def refused(storms: Storms, folder: Path, spec: dict) -> str:
+    before = (storms.rows(), storms.indexes(), storms.columns())
+    with pytest.raises(TargetError) as caught:
+        storms.run(folder, spec)
+    assert caught.value.permanent and "pre-flight refused the batch before any load" in str(caught.value)
+    assert (storms.rows(), storms.indexes(), storms.columns()) == before     # the target stays as it was
+    return str(caught.value)
+
+
+def test_a_unique_key_removed_from_the_spec_is_refused_or_dropped_never_a_switch_time_violation(storms, schema):
+    declared = storms_spec(unique=True)
+    for decade in (1980, 1990):
+        _, _, outcomes = storms.run(storms.batch(decade, declared), declared)
+        assert all(o.success for o in outcomes)
+    assert storms.rows() == 2 * 244 and "tracks_unique" in storms.indexes()
+    # The 2000s hold duplicate pairs: the declared uniqueness catches them; nothing goes in.
+    dupes = storms.batch(2000, declared, duplicates=24)
+    _, _, outcomes = storms.run(dupes, declared)
+    failed = [o for o in outcomes if not o.success]
+    assert failed and "expect_compound_columns_to_be_unique on name, ts" in describe_failures(failed[0], "tracks")
+    assert storms.rows() == 2 * 244
+    # The user removes `unique`. The table keeps the index Switchyard made from the earlier spec:
+    # under the default policy the run is refused before any load, naming it and the fix.
+    relaxed = storms_spec(unique=False)
+    message = refused(storms, storms.batch(2000, relaxed, duplicates=24), relaxed)
+    assert (f"{schema}.tracks: unique index tracks_unique on (name, ts) was made by Switchyard from an earlier "
+            f"spec, which the spec no longer declares (it declares no unique columns)") in message
+    assert f'run: DROP INDEX "{schema}"."tracks_unique"; (or set on_spec_change: sync for tracks, which runs it)' \
+        in message
+    # With sync, setup drops it and the batch loads, duplicates and all, as the spec now says.
+    synced = storms_spec(unique=False, on_spec_change="sync")
+    _, notes, outcomes = storms.run(storms.batch(2000, synced, duplicates=24), synced)
+    assert all(o.success for o in outcomes)
+    assert any(f'on_spec_change: sync ran: DROP INDEX "{schema}"."tracks_unique"' in n for n in notes), notes
+    assert storms.rows() == 3 * 244 + 24 and "tracks_unique" not in storms.indexes()
+
+
+def test_declaring_unique_again_builds_the_index_with_sync_after_checking_the_rows(storms, schema):
+    plain = storms_spec(unique=False)
+    storms.run(storms.batch(1980, plain, duplicates=3), plain)
+    declared = storms_spec(unique=True)
+    message = refused(storms, storms.batch(1990, declared), declared)
+    assert f"{schema}.tracks: the spec declares unique (name, ts); the table has no unique index tracks_unique" \
+        in message
+    # sync builds it over the rows the table holds: its duplicates refuse the batch, naming them.
+    synced = storms_spec(unique=True, on_spec_change="sync")
+    with pytest.raises(TargetError, match=r"already holds duplicates of a unique key.*Key \(name, ts\)="):
+        storms.run(storms.batch(1990, synced), synced)
+    assert storms.rows() == 244 + 3 and "tracks_unique" not in storms.indexes()
+
+
+def test_a_new_nullable_column_is_refused_or_added_and_a_not_null_or_retyped_one_always_refused(storms, schema):
+    first = storms_spec()
+    for decade in (1980, 1990):
+        storms.run(storms.batch(decade, first), first)
+    wider = storms_spec(gust="nullable")
+    message = refused(storms, storms.batch(2000, wider, gust=True), wider)
+    assert (f"{schema}.tracks: column gust (integer) is in the spec, not in the table: the files carry it and no "
+            f"staging table can be switched in without it; to bring the table in line, run: ALTER TABLE "
+            f'"{schema}"."tracks" ADD COLUMN "gust" integer; (or set on_spec_change: add_columns') in message
+    adding = storms_spec(gust="nullable", on_spec_change="add_columns")
+    _, notes, outcomes = storms.run(storms.batch(2000, adding, gust=True), adding)
+    assert all(o.success for o in outcomes) and storms.columns() == ["name", "ts", "wind", "gust"]
+    by_decade = storms.sql(f"SELECT extract(decade FROM ts)::int, count(*), count(gust) FROM \"{schema}\".tracks "
+                           f"GROUP BY 1 ORDER BY 1")
+    assert by_decade == [(198, 244, 0), (199, 244, 0), (200, 244, 244)]   # earlier batches: NULL, kept
+    # A retyped column is never changed by a policy: refused, with the statement, under sync too.
+    retyped = storms_spec(gust="nullable", wind_type="bigint", on_spec_change="sync")
+    message = refused(storms, storms.batch(2010, retyped, gust=True), retyped)
+    assert (f"{schema}.tracks: column wind is integer in the table, bigint in the spec: a staging table takes the "
+            f"table's types, so the loads would not be what the spec says; changing a type rewrites every partition, "
+            f'which is yours to decide; to bring the table in line, run: ALTER TABLE "{schema}"."tracks" ALTER COLUMN '
+            f'"wind" TYPE bigint;') in message
+    assert "on_spec_change: sync for tracks" not in message
+    # A new NOT NULL column: the rows the table holds have no value for it, under every policy.
+    brand_new = storms_spec(gust="nullable", on_spec_change="sync")
+    brand_new["tables"]["tracks"]["columns"].append({"name": "basin", "type": "char(2)"})
+    message = refused(storms, storms.batch(2010, brand_new, gust=True), brand_new)
+    assert (f"{schema}.tracks: column basin (character(2), NOT NULL) is in the spec, not in the table: the rows the "
+            f"table holds have no value for it, so it cannot be added NOT NULL") in message
+
+
+def test_a_dbas_unique_index_broken_by_a_batch_fails_its_validation_before_any_switch(storms, schema):
+    plain = storms_spec(unique=False)
+    storms.run(storms.batch(1980, plain), plain)
+    storms.sql(f'CREATE UNIQUE INDEX tracks_dba_name_ts ON "{schema}".tracks (name, ts)')
+    _, notes, outcomes = storms.run(storms.batch(1990, plain, duplicates=4), plain)
+    assert any("unique index tracks_dba_name_ts on (name, ts) is not Switchyard's: each stream's rows are checked "
+               "against it before their switch" in n for n in notes), notes
+    failed = [o for o in outcomes if not o.success]
+    assert failed, "the batch broke the DBA's index and still validated"
+    text = describe_failures(failed[0], "tracks")
+    assert (f"expect_compound_columns_to_be_unique on name, ts (declared in the target's unique index "
+            f"{schema}.tracks_dba_name_ts): expected no duplicates") in text and "'duplicated_keys': " in text
+    assert storms.rows() == 244 and "tracks_dba_name_ts" in storms.indexes()

@@ -1,0 +1,90 @@
+"""The spec against an existing table, without a server (core/spec_diff.py): every difference,
+what each policy does with it, and what is never done. The same comparison on the embedded
+PostgreSQL: tests/integration/test_spec_changes.py; on SQL Server's catalog: tests/test_mssql_spec_changes.py."""
+from __future__ import annotations
+
+import pytest
+
+from switchyard.core.spec import parse_spec
+from switchyard.core.spec_diff import Existing, ExistingColumn, ExistingUnique, Needed, compare, reconcile
+
+
+class Sql:
+    """Statements as plain text, to see which one each difference names."""
+    def add_column(self, c, t): return f"ADD {c} {t}"
+    def alter_type(self, c, t): return f"TYPE {c} {t}"
+    def set_not_null(self, c): return f"SET NOT NULL {c}"
+    def drop_not_null(self, c): return f"DROP NOT NULL {c}"
+    def add_check(self, n): return f"CHECK {n}"
+    def drop_index(self, n): return f"DROP INDEX {n}"
+    def create_unique(self, n, cols): return f"UNIQUE {n} ({', '.join(cols)})"
+
+
+def table(policy="fail", unique=None, extra=()):
+    columns = [{"name": "id", "type": "bigint"}, {"name": "note", "type": "varchar(5)", "nullable": True},
+               *extra]
+    raw = {"key": "id", "columns": columns, "on_spec_change": policy}
+    if unique:
+        raw["unique"] = unique
+    return parse_spec({"name": "s", "tables": {"t": raw}}).table("t")
+
+
+TYPES = {"id": "bigint", "note": "text", "gust": "integer", "basin": "character(2)"}
+AS_MADE = (ExistingColumn("id", "bigint", True, False), ExistingColumn("note", "text", False, False))
+
+
+def differences(t, columns=AS_MADE, uniques=(), checks=frozenset({"note_length"})):
+    needed = Needed(types=TYPES, checks={"note_length": "note"},
+                    unique_index="t_unique" if t.unique else None)
+    return compare(t, Existing(columns=tuple(columns), uniques=tuple(uniques), checks=checks), needed, Sql())
+
+
+def test_a_table_as_the_spec_made_it_has_no_difference():
+    assert differences(table()) == []
+    assert differences(table(unique=["id"]), uniques=[ExistingUnique("t_unique", ("id",), True)]) == []
+
+
+@pytest.mark.parametrize("policy, applied", [("fail", []), ("add_columns", ["ADD gust integer"]),
+                                             ("sync", ["ADD gust integer"])])
+def test_a_new_nullable_column_is_added_by_add_columns_and_sync_only(policy, applied):
+    t = table(policy, extra=[{"name": "gust", "type": "integer", "nullable": True}])
+    problems, notes, statements = reconcile(t, differences(t), "s.t")
+    assert statements == applied
+    assert bool(problems) == (not applied)
+    if problems:
+        assert problems == ["s.t: column gust (integer) is in the spec, not in the table: the files carry it and no "
+                            "staging table can be switched in without it; to bring the table in line, run: ADD gust "
+                            "integer (or set on_spec_change: add_columns for t, which runs it)"]
+
+
+@pytest.mark.parametrize("policy", ["fail", "add_columns", "sync"])
+def test_what_no_policy_ever_does(policy):
+    t = table(policy, extra=[{"name": "basin", "type": "char(2)"}])
+    retyped = (ExistingColumn("id", "integer", True, False), AS_MADE[1],
+               ExistingColumn("legacy", "text", True, False), ExistingColumn("old", "text", False, False))
+    problems, notes, statements = reconcile(t, differences(t, columns=retyped), "s.t")
+    assert statements == []
+    assert [p.split(":")[1].strip() for p in problems] == [
+        "column id is integer in the table, bigint in the spec",
+        "column basin (character(2), NOT NULL) is in the spec, not in the table",
+        "NOT NULL column legacy without a default is not in the spec's files"]
+    # A nullable column the spec no longer has is kept, and said so.
+    assert notes == ["s.t: column old is not in the spec's files: the batch's rows get NULL in it; Switchyard never "
+                     "drops a column (it may hold data)"]
+
+
+def test_sync_reconciles_nullability_checks_and_its_own_unique_index_never_a_dbas():
+    t = table("sync", unique=["id", "note"])
+    existing = (ExistingColumn("id", "bigint", False, False), ExistingColumn("note", "text", True, False))
+    uniques = [ExistingUnique("t_unique", ("id",), True), ExistingUnique("t_dba", ("id",), False)]
+    problems, notes, statements = reconcile(t, differences(t, existing, uniques, checks=frozenset()), "s.t")
+    assert problems == []
+    assert statements == ["SET NOT NULL id", "DROP NOT NULL note", "CHECK note_length", "DROP INDEX t_unique",
+                          "UNIQUE t_unique (id, note)"]
+    assert "s.t: unique index t_dba on (id) is not Switchyard's: each stream's rows are checked against it before " \
+           "their switch; it is never dropped" in notes
+    # Under fail, each of those is a problem naming its statement.
+    problems, _, statements = reconcile(table("fail", unique=["id", "note"]),
+                                        differences(table("fail", unique=["id", "note"]), existing, uniques,
+                                                    checks=frozenset()), "s.t")
+    assert statements == [] and len(problems) == 5 and all("to bring the table in line, run: " in p for p in problems)
