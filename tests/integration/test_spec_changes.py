@@ -214,8 +214,8 @@ def test_a_dbas_unique_index_broken_by_a_batch_fails_its_validation_before_any_s
     storms.run(storms.batch(1980, plain), plain)
     storms.sql(f'CREATE UNIQUE INDEX tracks_dba_name_ts ON "{schema}".tracks (name, ts)')
     _, notes, outcomes = storms.run(storms.batch(1990, plain, duplicates=4), plain)
-    assert any("unique index tracks_dba_name_ts on (name, ts) is not Switchyard's: each stream's rows are checked "
-               "against it before their switch" in n for n in notes), notes
+    assert any("unique index tracks_dba_name_ts on (name, ts) is not Switchyard's: each stream's staging table is "
+               "checked against it before anything is published" in n for n in notes), notes
     failed = [o for o in outcomes if not o.success]
     assert failed, "the batch broke the DBA's index and still validated"
     text = describe_failures(failed[0], "tracks")

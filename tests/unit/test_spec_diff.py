@@ -29,7 +29,7 @@ def table(policy="fail", unique=None, extra=()):
     return parse_spec({"name": "s", "tables": {"t": raw}}).table("t")
 
 
-TYPES = {"id": "bigint", "note": "text", "gust": "integer", "basin": "character(2)"}
+TYPES = {"id": "bigint", "note": "text", "gust": "integer", "basin": "character(2)", "wind": "integer"}
 AS_MADE = (ExistingColumn("id", "bigint", True, False), ExistingColumn("note", "text", False, False))
 
 
@@ -74,17 +74,23 @@ def test_what_no_policy_ever_does(policy):
 
 
 def test_sync_reconciles_nullability_checks_and_its_own_unique_index_never_a_dbas():
-    t = table("sync", unique=["id", "note"])
-    existing = (ExistingColumn("id", "bigint", False, False), ExistingColumn("note", "text", True, False))
+    wind = [{"name": "wind", "type": "integer"}]
+    t = table("sync", unique=["id", "note"], extra=wind)
+    existing = (ExistingColumn("id", "bigint", True, False), ExistingColumn("note", "text", True, False),
+                ExistingColumn("wind", "integer", False, False))
     uniques = [ExistingUnique("t_unique", ("id",), True), ExistingUnique("t_dba", ("id",), False)]
     problems, notes, statements = reconcile(t, differences(t, existing, uniques, checks=frozenset()), "s.t")
     assert problems == []
-    assert statements == ["SET NOT NULL id", "DROP NOT NULL note", "CHECK note_length", "DROP INDEX t_unique",
+    assert statements == ["DROP NOT NULL note", "SET NOT NULL wind", "CHECK note_length", "DROP INDEX t_unique",
                           "UNIQUE t_unique (id, note)"]
-    assert "s.t: unique index t_dba on (id) is not Switchyard's: each stream's rows are checked against it before " \
-           "their switch; it is never dropped" in notes
-    # Under fail, each of those is a problem naming its statement.
-    problems, _, statements = reconcile(table("fail", unique=["id", "note"]),
-                                        differences(table("fail", unique=["id", "note"]), existing, uniques,
-                                                    checks=frozenset()), "s.t")
-    assert statements == [] and len(problems) == 5 and all("to bring the table in line, run: " in p for p in problems)
+    assert "s.t: unique index t_dba on (id) is not Switchyard's: each stream's staging table is checked against " \
+           "it before anything is published; it is never dropped" in notes
+    # Under fail, each of those is a problem naming its statement, but the NOT NULL the table
+    # lacks: validation checks it on every batch, so it is said, with its statement.
+    failing = table("fail", unique=["id", "note"], extra=wind)
+    problems, notes, statements = reconcile(failing, differences(failing, existing, uniques, checks=frozenset()),
+                                            "s.t")
+    assert statements == [] and len(problems) == 4 and all("to bring the table in line, run: " in p for p in problems)
+    assert ("s.t: column wind is nullable in the table, NOT NULL in the spec: validation checks every batch for NULLs "
+            "in it; SET NOT NULL (which checks every row once) would make the table say so too (SET NOT NULL wind; "
+            "on_spec_change: sync runs it)") in notes

@@ -61,6 +61,9 @@ class Needed:
     types: Mapping[str, str]            # column -> its type as the engine's catalog writes it
     checks: Mapping[str, str] = field(default_factory=dict)   # CHECK name -> the column it guards
     unique_index: str | None = None     # the index the spec's `unique` makes (None: none declared)
+    # The engine loads a file by position (SQL Server's BULK INSERT): a column the files do not
+    # carry cannot be left to its default.
+    loads_by_position: bool = False
 
 
 class Statements(Protocol):
@@ -81,7 +84,7 @@ class Difference:
     means: str                      # what it means for this run
     fix: str | None                 # the statement that brings the table in line
     applied_by: tuple[str, ...]     # the policies that run `fix` in setup; () none
-    note_only: bool = False         # said, never refused (the run is right either way)
+    note_only: bool = False         # said (with its fix, if any), never refused: the run is right either way
 
 
 def compare(table: Table, existing: Existing, needed: Needed, sql: Statements) -> list[Difference]:
@@ -113,11 +116,13 @@ def compare(table: Table, existing: Existing, needed: Needed, sql: Statements) -
             out.append(Difference(
                 "nullability_relaxed", f"column {c.name} is NOT NULL in the table, nullable in the spec",
                 "a row with the NULL marker in it would fail its load", sql.drop_not_null(c.name), ("sync",)))
-        elif not found.not_null and not c.nullable:
+        elif not found.not_null and not c.nullable and c.name != table.key:
+            # Validation checks the spec's NOT NULL columns on every batch; the table saying so
+            # too is tidier, not needed. (A nullable key is each engine's own note.)
             out.append(Difference(
                 "nullability_tightened", f"column {c.name} is nullable in the table, NOT NULL in the spec",
-                "the table would take NULLs the spec says never come (SET NOT NULL checks every row once)",
-                sql.set_not_null(c.name), ("sync",)))
+                "validation checks every batch for NULLs in it; SET NOT NULL (which checks every row once) would "
+                "make the table say so too", sql.set_not_null(c.name), ("sync",), note_only=True))
     for name, column in needed.checks.items():
         if name not in existing.checks and column in have:
             out.append(Difference(
@@ -128,7 +133,13 @@ def compare(table: Table, existing: Existing, needed: Needed, sql: Statements) -
     for c in existing.columns:
         if c.name in spec_columns:
             continue
-        if c.not_null and not c.filled:
+        if needed.loads_by_position and not c.filled:
+            out.append(Difference(
+                "column_not_in_spec", f"column {c.name} is not in the spec's files",
+                "the files are loaded by position, so no load can leave it out; add it to the spec where the files "
+                "carry it, or drop it from the table yourself if it holds nothing you need (Switchyard never drops "
+                "a column: it may hold data)", None, ()))
+        elif c.not_null and not c.filled:
             out.append(Difference(
                 "column_not_in_spec", f"NOT NULL column {c.name} without a default is not in the spec's files",
                 f"no load can fill it; give it a default or make it nullable (Switchyard never drops a column: it "
@@ -158,8 +169,8 @@ def compare(table: Table, existing: Existing, needed: Needed, sql: Statements) -
         if not u.ours:
             out.append(Difference(
                 "unique_of_a_dba", f"unique index {u.name} on ({', '.join(u.columns or ('<expression>',))}) is not "
-                f"Switchyard's", "each stream's rows are checked against it before their switch; it is never "
-                "dropped", None, (), note_only=True))
+                f"Switchyard's", "each stream's staging table is checked against it before anything is "
+                "published; it is never dropped", None, (), note_only=True))
     return out
 
 
@@ -169,11 +180,12 @@ def reconcile(table: Table, differences: Sequence[Difference], where: str) -> tu
     policy = table.on_spec_change
     problems, notes, statements = [], [], []
     for d in differences:
-        if d.note_only:
-            notes.append(f"{where}: {d.text}: {d.means}")
-        elif policy in d.applied_by:
+        if policy in d.applied_by:
             statements.append(d.fix)
             notes.append(f"{where}: {d.text}; on_spec_change: {policy} ran: {d.fix}")
+        elif d.note_only:
+            fix = f" ({d.fix}{f'; on_spec_change: {d.applied_by[0]} runs it' if d.applied_by else ''})" if d.fix else ""
+            notes.append(f"{where}: {d.text}: {d.means}{fix}")
         else:
             fix = f"; to bring the table in line, run: {d.fix}" if d.fix else ""
             how = (f" (or set on_spec_change: {d.applied_by[0]} for {table.name}, which runs it)"

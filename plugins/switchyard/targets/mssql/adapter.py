@@ -758,6 +758,11 @@ class MssqlAdapter(TargetAdapter):
                     self.check_lease(row)
                 stmt = "(pre-flight: reading the target's catalog)"
                 notes = self.preflight(cur, plan, problems)
+                # The tables brought in line with the spec, as their on_spec_change allows (the
+                # pre-flight refused everything else), before setup's IF NOT EXISTS objects.
+                for stmt in self.spec_changes:
+                    cur.execute(stmt)
+                    drain(cur)
                 for stmt in self.setup_sql(plan, used_pages=self.used_pages(cur)):
                     cur.execute(stmt)
                     drain(cur)
@@ -803,6 +808,7 @@ class MssqlAdapter(TargetAdapter):
         every problem, with the batch's own (`batch_problems`), before anything is created or
         loaded. Returns the notes."""
         notes, problems = [], list(batch_problems)
+        self.spec_changes, self.spec_notes = [], []
         for table_plan in plan.tables:
             table = table_plan.table
             where = f"{self.schema}.{table.name}"
@@ -814,6 +820,7 @@ class MssqlAdapter(TargetAdapter):
                 continue
             found = shape_problems(target, where, table, self.key(table) if table.partitioned else None,
                                    self._key_type(table))
+            found += self._spec_differences(target, table, where)
             if target.indexes:
                 self.index_room[table.name] = 2.0
             if table.partitioned and target.partitioned:
@@ -842,7 +849,19 @@ class MssqlAdapter(TargetAdapter):
         if problems:
             raise TargetError("pre-flight refused the batch before any load; nothing was changed:\n- "
                               + "\n- ".join(problems), permanent=True)
-        return notes
+        return notes + self.spec_notes
+
+    def _spec_differences(self, target: TargetTable, table, where: str) -> list[str]:
+        """The table against the spec (core/spec_diff.py): the problems that refuse the batch;
+        the statements its on_spec_change runs (`spec_changes`) and the notes (`spec_notes`)."""
+        from switchyard.core.spec_diff import compare, reconcile
+        from switchyard.targets.mssql import spec_change
+        differences = compare(table, spec_change.existing_table(target), spec_change.needed(table),
+                              spec_change.Statements(self, table))
+        problems, notes, statements = reconcile(table, differences, where)
+        self.spec_changes += statements
+        self.spec_notes += notes
+        return problems
 
     def _plan_table(self, cur, table_plan: TablePlan) -> list[str]:
         """This run's plan for a partitioned table: where each stream's partition will be

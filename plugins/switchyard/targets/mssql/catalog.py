@@ -235,11 +235,17 @@ def shape_problems(t: TargetTable, where: str, spec_table, key: KeyType, key_sql
                         f"which is not the last 100 ns of a microsecond: Switchyard's {key.declared} partitions hold "
                         f"whole microseconds (a RANGE LEFT boundary ends in 9, e.g. …59.9999999); rebuild the table "
                         f"on such boundaries, or drop it and let setup create it")
+    # Which columns differ is core/spec_diff.py's (the adapter's _spec_differences); the order
+    # is SQL Server's own constraint: the staging tables load the files by position and SWITCH
+    # needs the columns in the same order, so the spec's columns the table has must come in the
+    # table's order, and a column the table lacks can only come after them (ADD appends it).
     names = [c.name for c in t.columns]
-    if names != list(spec_table.column_names):
-        problems.append(f"{where} has the columns ({', '.join(names)}); the spec's files carry "
-                        f"({', '.join(spec_table.column_names)}) in that order, which the staging tables load by "
-                        f"position and SWITCH needs equal: make them the same")
+    spec_names = list(spec_table.column_names)
+    shared = [n for n in spec_names if n in names]
+    if [n for n in names if n in spec_names] != shared or spec_names[:len(shared)] != shared:
+        problems.append(f"{where} has the columns ({', '.join(names)}) in that order; the spec's files carry "
+                        f"({', '.join(spec_names)}), which the staging tables load by position and SWITCH needs in "
+                        f"the table's order (a new column goes after the others): make the orders the same")
     for index in t.indexes:
         if not index.aligned:
             problems.append(f"{where}: index {index.name} is not aligned (not partitioned by {spec_table.key} on a "

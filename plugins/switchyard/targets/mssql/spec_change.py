@@ -1,0 +1,95 @@
+"""The spec against an existing SQL Server table (core/spec_diff.py): the table as the pre-flight
+read it (catalog.TargetTable), what the spec's loads need in the catalog's own type names, and
+the T-SQL that brings the table in line. Names are validated identifiers, bracket-quoted;
+types are the spec's validated types; nothing else reaches the SQL text.
+
+SQL Server makes no index from the spec's `unique` (validation checks it): every unique index
+on the target is a DBA's, never dropped. BULK INSERT loads a file by position, so a column of
+the table that the files do not carry is a difference to resolve, not a column to leave NULL.
+"""
+from __future__ import annotations
+
+import re
+from typing import Sequence
+
+from switchyard.core.spec import Table
+from switchyard.core.spec_diff import Existing, ExistingColumn, ExistingUnique, Needed
+from switchyard.targets.base import TargetError
+from switchyard.targets.mssql.catalog import TargetTable
+
+_SPEC_TYPE = re.compile(r"^\s*([a-z][a-z0-9 ]*?)\s*(?:\(\s*(max|\d+)\s*(?:,\s*(\d+)\s*)?\))?\s*$")
+# Spellings SQL Server reads as another type name, and the sizes it gives a type written without one
+# (https://learn.microsoft.com/en-us/sql/t-sql/data-types/data-types-transact-sql).
+_SYNONYM = {"integer": "int", "double precision": "float", "character": "char", "character varying": "varchar",
+            "dec": "decimal", "rowversion": "timestamp"}
+_DEFAULT_SIZE = {"char": "(1)", "varchar": "(1)", "nchar": "(1)", "nvarchar": "(1)", "binary": "(1)",
+                 "varbinary": "(1)", "decimal": "(18,0)", "numeric": "(18,0)", "datetime2": "(7)", "time": "(7)",
+                 "datetimeoffset": "(7)"}
+_SIZED = {"char", "varchar", "nchar", "nvarchar", "binary", "varbinary", "decimal", "numeric", "datetime2", "time",
+          "datetimeoffset"}
+
+
+def catalog_type(sql_type: str) -> str:
+    """A spec's SQL Server type as catalog.column_type writes the column's: `integer` is `int`,
+    `datetime2` is `datetime2(7)`, `decimal` is `decimal(18,0)`, `float(53)` is `float`."""
+    m = _SPEC_TYPE.match(sql_type.lower())
+    if not m:
+        return sql_type.strip().lower()
+    base = _SYNONYM.get(m.group(1), m.group(1))
+    if base not in _SIZED:
+        return base
+    if m.group(2) is None:
+        return base + _DEFAULT_SIZE[base]
+    if base in ("decimal", "numeric"):
+        return f"{base}({m.group(2)},{m.group(3) or 0})"
+    return f"{base}({m.group(2)})"
+
+
+def existing_table(t: TargetTable) -> Existing:
+    return Existing(
+        columns=tuple(ExistingColumn(name=c.name, type=c.type, not_null=not c.nullable, filled=c.computed)
+                      for c in t.columns),
+        uniques=tuple(ExistingUnique(name=i.name, columns=tuple(k for k, _ in i.keys), ours=False)
+                      for i in t.indexes if i.unique),
+        checks=frozenset(d.name for d in t.checks))
+
+
+def needed(table: Table) -> Needed:
+    return Needed(types={c.name: catalog_type(c.sql_type("mssql")) for c in table.columns}, loads_by_position=True)
+
+
+class Statements:
+    """core.spec_diff.Statements in T-SQL for one table. ADD of a column that allows NULL and has
+    no default changes the metadata only, on every partition; ALTER COLUMN to NOT NULL reads
+    every row and fails on a NULL; ALTER COLUMN to another type may rewrite every row
+    (https://learn.microsoft.com/en-us/sql/t-sql/statements/alter-table-transact-sql)."""
+
+    def __init__(self, adapter, table: Table):
+        self.a = adapter
+        self.table = table
+        self.target = adapter.qualified(adapter.schema, table.name)
+
+    def _type(self, column: str) -> str:
+        return self.table.column(column).sql_type("mssql")
+
+    def add_column(self, column: str, sql_type: str) -> str:
+        return f"ALTER TABLE {self.target} ADD {self.a.q(column)} {self._type(column)} NULL;"
+
+    def alter_type(self, column: str, sql_type: str) -> str:
+        null = "NULL" if self.table.column(column).nullable else "NOT NULL"
+        return f"ALTER TABLE {self.target} ALTER COLUMN {self.a.q(column)} {self._type(column)} {null};"
+
+    def set_not_null(self, column: str) -> str:
+        return f"ALTER TABLE {self.target} ALTER COLUMN {self.a.q(column)} {self._type(column)} NOT NULL;"
+
+    def drop_not_null(self, column: str) -> str:
+        return f"ALTER TABLE {self.target} ALTER COLUMN {self.a.q(column)} {self._type(column)} NULL;"
+
+    def add_check(self, name: str) -> str:
+        raise TargetError(f"{self.target}: SQL Server loads need no CHECK {name} of Switchyard's")
+
+    def drop_index(self, name: str) -> str:
+        return f"DROP INDEX {self.a.q(name)} ON {self.target};"
+
+    def create_unique(self, name: str, columns: Sequence[str]) -> str:
+        return f"CREATE UNIQUE INDEX {self.a.q(name)} ON {self.target} ({', '.join(self.a.q(c) for c in columns)});"

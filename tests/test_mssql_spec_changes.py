@@ -1,0 +1,100 @@
+"""When the spec changes under a SQL Server table that holds batches, without a server.
+
+The pre-flight reads the table (SCRIPTED CATALOG ANSWERS: tests/test_mssql_window.py's
+ScriptedCatalog, tpch.orders as setup made it, with the columns each test changes) and compares
+it with the spec (core/spec_diff.py): a new nullable column is refused naming its ALTER TABLE
+(`on_spec_change: fail`) or added by setup (`add_columns`); a retyped column, a column the files
+do not carry (BULK INSERT loads by position) and a new column anywhere but last are refused
+under every policy. The statements are parsed as T-SQL. The same comparison on the embedded
+PostgreSQL, run for real: tests/integration/test_spec_changes.py.
+"""
+from __future__ import annotations
+
+from dataclasses import replace as changed
+
+import pytest
+
+from switchyard.core.spec import Column
+from switchyard.targets import TargetError
+from switchyard.targets.mssql.spec_change import catalog_type
+from test_mssql_preflight import with_column
+from test_mssql_tsql import sqlfluff_parses
+from test_mssql_window import ORDERS_COLUMNS, ScriptedCatalog, adapter, even, layout_of, orders_plan, spec_with
+
+NOTE = Column(name="o_note", types={"postgres": "varchar(40)", "mssql": "varchar(40)"}, nullable=True)
+
+
+def with_spec_columns(columns, policy="fail"):
+    return spec_with(columns=tuple(columns), on_spec_change=policy)
+
+
+def preflight(spec, columns=None, indexes=()):
+    a = adapter(spec)
+    cur = ScriptedCatalog(a, layout_of({"b1": even(2)}), indexes, columns=columns)
+    return a, a.preflight(cur, orders_plan(spec, even(2)))
+
+
+def refusal(spec, columns=None) -> str:
+    with pytest.raises(TargetError) as caught:
+        preflight(spec, columns)
+    assert caught.value.permanent and "pre-flight refused the batch before any load" in str(caught.value)
+    return str(caught.value)
+
+
+def orders_columns():
+    return spec_with().table("orders").columns
+
+
+def test_a_new_nullable_column_last_is_refused_with_its_alter_table_or_added_by_add_columns():
+    wider = [*orders_columns(), NOTE]
+    statement = "ALTER TABLE [tpch].[orders] ADD [o_note] varchar(40) NULL;"
+    message = refusal(with_spec_columns(wider))
+    assert (f"tpch.orders: column o_note (varchar(40)) is in the spec, not in the table: the files carry it and no "
+            f"staging table can be switched in without it; to bring the table in line, run: {statement} (or set "
+            f"on_spec_change: add_columns for orders, which runs it)") in message
+    a, notes = preflight(with_spec_columns(wider, "add_columns"))
+    assert a.spec_changes == [statement] and sqlfluff_parses(statement)
+    assert f"tpch.orders: column o_note (varchar(40)) is in the spec, not in the table; on_spec_change: add_columns " \
+           f"ran: {statement}" in notes
+
+
+def test_what_sql_server_refuses_under_every_policy():
+    columns = list(orders_columns())
+    # A new column between two of the table's: SWITCH needs the table's order, ADD appends.
+    message = refusal(with_spec_columns([columns[0], NOTE, *columns[1:]], "sync"))
+    assert "tpch.orders has the columns (o_orderkey, o_custkey" in message and "a new column goes after the others" \
+        in message
+    # A column of the table the files do not carry: BULK INSERT loads by position.
+    message = refusal(with_spec_columns(columns[:-1], "sync"))
+    assert (f"tpch.orders: column {columns[-1].name} is not in the spec's files: the files are loaded by position, so "
+            f"no load can leave it out") in message
+    # A retyped column: the statement, never run by a policy.
+    retyped = [changed(c, types={**c.types, "mssql": "decimal(18,2)"}) if c.name == "o_totalprice" else c
+               for c in columns]
+    message = refusal(with_spec_columns(retyped, "sync"))
+    statement = "ALTER TABLE [tpch].[orders] ALTER COLUMN [o_totalprice] decimal(18,2) NOT NULL;"
+    assert (f"tpch.orders: column o_totalprice is money in the table, decimal(18,2) in the spec: a staging "
+            f"table takes the table's types, so the loads would not be what the spec says; changing a type rewrites "
+            f"every partition, which is yours to decide; to bring the table in line, run: {statement}") in message
+    assert sqlfluff_parses(statement)
+
+
+def test_sync_relaxes_nullability_and_a_nullable_table_column_is_said():
+    relaxed = [changed(c, nullable=True) if c.name == "o_comment" else c for c in orders_columns()]
+    a, notes = preflight(with_spec_columns(relaxed, "sync"))
+    assert a.spec_changes == ["ALTER TABLE [tpch].[orders] ALTER COLUMN [o_comment] varchar(79) NULL;"]
+    assert all(sqlfluff_parses(x) for x in a.spec_changes)
+    a, notes = preflight(spec_with(), columns=with_column("o_clerk", nullable=True))
+    assert a.spec_changes == [] and any("column o_clerk is nullable in the table, NOT NULL in the spec: validation "
+                                        "checks every batch for NULLs in it" in n for n in notes)
+
+
+def test_the_spec_types_are_read_as_the_catalog_writes_them():
+    assert [catalog_type(t) for t in ("integer", "INT", "datetime2", "datetime2(3)", "decimal", "decimal(15, 2)",
+                                      "varchar(79)", "nvarchar(max)", "double precision", "char", "bigint")] == [
+        "int", "int", "datetime2(7)", "datetime2(3)", "decimal(18,0)", "decimal(15,2)", "varchar(79)",
+        "nvarchar(max)", "float", "char(1)", "bigint"]
+    # Every built-in spec's table against the catalog as setup makes it: no difference.
+    assert [r[0] for r in ORDERS_COLUMNS] == [c.name for c in orders_columns()]
+    a, notes = preflight(spec_with())
+    assert a.spec_changes == [] and not [n for n in notes if "in the spec" in n]
