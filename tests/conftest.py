@@ -95,6 +95,13 @@ def schema(pg_uri):
 
 
 @pytest.fixture
+def chaos_only(request):
+    """For a test that races processes or runs for minutes: `make chaos` only (pytest -m chaos)."""
+    if "chaos" not in (request.config.getoption("markexpr") or ""):
+        pytest.skip("races processes against each other for minutes: runs in `make chaos` (pytest -m chaos)")
+
+
+@pytest.fixture
 def scheduler(request, pg_uri, data_root, schema, tmp_path, monkeypatch):
     """A private Airflow (scheduler, dag-processor, api-server, triggerer) on the nightly schedule,
     its partitioned tables in the load mode the test names (indirect parameter; default: the

@@ -37,8 +37,9 @@ def test_full_batch_loads_and_reloads_identically(pg_uri, data_root, tpch_batch,
 
     assert run_lease(pg_uri, schema) is None, "a finished run releases the target's run lease"
 
-    # Three reruns of the finished batch: the same contents every time, every partition replaced.
-    for rerun in range(1, 4):
+    # A rerun of the finished batch: the same contents, every partition replaced (reruns of
+    # reruns, and backfills of many batches: make chaos).
+    for rerun in range(1, 2):
         oids = {t: partition_oids(pg_uri, schema, t) for t in ("orders", "lineitem")}
         again = run_dag(pg_uri, data_root, schema, 3, {"batch": name}, tmp_path / f"runs-{rerun}")
         assert again.returncode == 0, again.output[-4000:]

@@ -65,7 +65,8 @@ def _stats(runs_dir: Path) -> dict:
 
 
 @pytest.mark.chaos
-def test_two_runs_at_once_are_serialized_by_the_run_lease(pg_uri, data_root, tpch_batch, schema, tmp_path):
+def test_two_runs_at_once_are_serialized_by_the_run_lease(chaos_only, pg_uri, data_root, tpch_batch, schema,
+                                                           tmp_path):
     name, folder = tpch_batch
     batch_a = copy_batch(folder, data_root / "conc-a")
     batch_b = copy_batch(folder, data_root / "conc-b")
