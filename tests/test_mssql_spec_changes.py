@@ -98,3 +98,72 @@ def test_the_spec_types_are_read_as_the_catalog_writes_them():
     assert [r[0] for r in ORDERS_COLUMNS] == [c.name for c in orders_columns()]
     a, notes = preflight(spec_with())
     assert a.spec_changes == [] and not [n for n in notes if "in the spec" in n]
+
+
+# --- a DBA's unique index, checked at validate ---------------------------------------------------------
+def staged_session(duplicates):
+    """SCRIPTED CATALOG ANSWERS for orders with the DBA's indexes (a unique primary key among
+    them), its stream 1 planned and loaded; the index builds recorded, the unique one refused
+    with Msg 1505 when `duplicates` (the GROUP BY's rows) are scripted."""
+    pyodbc = pytest.importorskip("pyodbc", exc_type=ImportError,
+                                 reason="pyodbc cannot load without unixODBC's libodbc.so.2: apt-get install unixodbc")
+    from test_mssql_window import DBA_INDEXES, ScriptedSession, scripted
+
+    class Session(ScriptedSession):
+        def __init__(self, a):
+            super().__init__(a, layout_of({"b1": even(2)}), DBA_INDEXES)
+            self.built: list[str] = []
+
+        def execute(self, sql, *params):
+            head = " ".join(sql.split())
+            if sql == self.sql["indexes"] and "staging" in str(params[0]):
+                self.sent.append((sql, params))
+                self._rows = []             # nothing built on the staging table yet
+                return self
+            if "INDEX" in head and ("CREATE" in head or "ADD CONSTRAINT" in head):
+                self.sent.append((sql, params))
+                if duplicates and "PRIMARY KEY" in head:
+                    raise pyodbc.IntegrityError("23000", "[23000] [Microsoft][ODBC Driver 18 for SQL Server][SQL "
+                                                "Server]The CREATE UNIQUE INDEX statement terminated because a "
+                                                "duplicate key was found for the object name 'tpch_staging.orders_1' "
+                                                "and the index name 'orders_1__PK_orders'. The duplicate key value "
+                                                "is (7). (1505) (SQLExecDirectW)")
+                self.built.append(head)
+                return self
+            if "HAVING COUNT_BIG(*) > 1" in head:
+                self.sent.append((sql, params))
+                self._rows = list(duplicates or [])
+                return self
+            return super().execute(sql, *params)
+
+    a = adapter(spec_with())
+    session = Session(a)
+    scripted(a, session)
+    plan = orders_plan(spec_with(), even(2))
+    a._plan_table(session, plan.table("orders"))
+    return a, session, plan.stream("orders", 1)
+
+
+def test_a_dbas_unique_index_broken_by_a_batch_fails_its_validation_naming_keys():
+    a, session, s = staged_session(duplicates=[(7, 2, 3, 3), (19, 2, 3, 3)])
+    found = a.prove_target_uniques(s)
+    assert [f["index"] for f in found] == ["tpch.PK_orders"]
+    dup = found[0]["duplicates"]
+    assert dup["keys"] == 3 and dup["extra_rows"] == 3
+    assert dup["examples"] == [{"o_orderkey": 7, "rows": 2}, {"o_orderkey": 19, "rows": 2}]
+    query = next(sql for sql, _ in session.sent if "HAVING COUNT_BIG(*) > 1" in sql)
+    assert query == ("SELECT TOP (5) [o_orderkey], COUNT_BIG(*) AS n, COUNT_BIG(*) OVER () AS keys, "
+                     "SUM(COUNT_BIG(*) - 1) OVER () AS extra FROM [tpch_staging].[orders_1] GROUP BY [o_orderkey] "
+                     "HAVING COUNT_BIG(*) > 1 ORDER BY [o_orderkey]")
+    assert sqlfluff_parses(query)
+    # The validation's outcome: a failed uniqueness check naming the index, before any switch.
+    from switchyard.observability.validation import _unique_check
+    check = _unique_check(found[0]["columns"], found[0])
+    assert not check.success and check.observed["by"] == "unique index tpch.PK_orders"
+
+
+def test_without_duplicates_the_targets_indexes_are_built_on_the_staging_table_at_validate():
+    a, session, s = staged_session(duplicates=None)
+    found = a.prove_target_uniques(s)
+    assert found[0]["duplicates"] is None and len(session.built) >= 2     # the primary key and the DBA's index
+    assert all("[tpch_staging].[orders_1]" in b for b in session.built)

@@ -9,7 +9,7 @@ DATA_ERRORS = frozenset({
     241, 242, 245, 8114, 8115,  # conversion of a value (date, number) failed or overflowed
     515,                        # NULL into a NOT NULL column
     547,                        # CHECK constraint violated: a key outside the partition's range
-    2601, 2627,                 # duplicate key
+    1505, 2601, 2627,           # duplicate key (a unique index build, an insert)
     2628, 8152,                 # string or binary data would be truncated
     4815, 4816,                 # bulk copy: invalid column length / type from the client
     4832,                       # bulk load: unexpected end of file
@@ -64,7 +64,7 @@ def _message(exc: BaseException) -> str:
 _MISSING = frozenset({208, 207, 2812, 3701, 4902, 15151})     # object, column, procedure not found
 _REFUSED = frozenset({229, 230, 262, 297, 300, 916, 15247})   # permission denied
 _STATEMENT = frozenset({102, 156, 170})                       # incorrect syntax
-_NAMED = {2601: "a unique violation", 2627: "a unique violation", 547: "a constraint violation",
+_NAMED = {1505: "a unique violation", 2601: "a unique violation", 2627: "a unique violation", 547: "a constraint violation",
           515: "a NOT NULL violation", 2628: "a value too long for its column", 8152: "a value too long for its column"}
 
 
