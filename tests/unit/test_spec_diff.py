@@ -83,6 +83,10 @@ def test_sync_reconciles_nullability_checks_and_its_own_unique_index_never_a_dba
     assert problems == []
     assert statements == ["DROP NOT NULL note", "SET NOT NULL wind", "CHECK note_length", "DROP INDEX t_unique",
                           "UNIQUE t_unique (id, note)"]
+    problems, notes, _ = reconcile(t, differences(t, existing, uniques, checks=frozenset({"note_length", "ck_dba"})),
+                                   "s.t")
+    assert "s.t: CHECK constraint ck_dba is not Switchyard's: every staging table carries it, so the load refuses a " \
+           "row that breaks it, naming file and line; it is never dropped" in notes
     assert "s.t: unique index t_dba on (id) is not Switchyard's: each stream's staging table is checked against " \
            "it before anything is published; it is never dropped" in notes
     # Under fail, each of those is a problem naming its statement, but the NOT NULL the table

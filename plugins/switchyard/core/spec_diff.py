@@ -129,6 +129,11 @@ def compare(table: Table, existing: Existing, needed: Needed, sql: Statements) -
                 "check_missing", f"the CHECK {name} on {column} the loads rely on is missing",
                 "a staging table takes the table's constraints: without it a value longer than the spec's "
                 "length would load (adding it checks every row once)", sql.add_check(name), ("sync",)))
+    for name in sorted(existing.checks - set(needed.checks)):
+        out.append(Difference(
+            "check_of_a_dba", f"CHECK constraint {name} is not Switchyard's",
+            "every staging table carries it, so the load refuses a row that breaks it, naming file and line; it is "
+            "never dropped", None, (), note_only=True))
     spec_columns = set(table.column_names)
     for c in existing.columns:
         if c.name in spec_columns:

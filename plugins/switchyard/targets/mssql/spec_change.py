@@ -51,7 +51,8 @@ def existing_table(t: TargetTable) -> Existing:
                       for c in t.columns),
         uniques=tuple(ExistingUnique(name=i.name, columns=tuple(k for k, _ in i.keys), ours=False)
                       for i in t.indexes if i.unique),
-        checks=frozenset(d.name for d in t.checks))
+        # The target's CHECK constraints are the pre-flight's own notes (catalog.dependency_findings).
+        checks=frozenset())
 
 
 def needed(table: Table) -> Needed:
