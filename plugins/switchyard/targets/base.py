@@ -487,7 +487,8 @@ def permanent_reason(adapter: type[TargetAdapter] | None, exc: BaseException) ->
         what = adapter.permanent_error(exc) if adapter is not None else None
         if what:
             return what
-        exc = exc.__cause__ or exc.__context__
+        # `raise ... from None` hides the error it was raised in: that one is not followed.
+        exc = exc.__cause__ if exc.__cause__ is not None or exc.__suppress_context__ else exc.__context__
     return None
 
 
