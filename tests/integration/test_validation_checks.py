@@ -306,20 +306,30 @@ def test_duplicates_and_a_declared_range_fail_their_groups_before_the_switch(pg_
 
 
 def test_a_target_holding_duplicates_fails_setup_clearly(shop, pg_uri, schema):
-    """A table loaded before it had its unique index gets the index at setup; duplicates already
-    in it stop the run there, with what to do."""
+    """A table loaded before it had its unique index: the pre-flight names the missing index
+    (on_spec_change: fail); with sync, setup builds it, and duplicates already in the table stop
+    the run there, with what to do."""
+    from dataclasses import replace
+    from switchyard.targets.base import TargetError
     spec, adapter, tmp = shop
     write_shop(tmp / "b1", orders_rows(), lines_rows())
     plan = plan_batch(spec, read_manifest(tmp / "b1", spec))
     with psycopg.connect(pg_uri, autocommit=True) as conn:
         conn.execute(f'CREATE SCHEMA "{schema}"')
-        conn.execute(f'CREATE TABLE "{schema}".orders (order_id bigint NOT NULL, customer varchar(20) NOT NULL, '
+        conn.execute(f'CREATE TABLE "{schema}".orders (order_id bigint NOT NULL, customer text NOT NULL '
+                     f'CONSTRAINT customer_length CHECK (octet_length(customer) <= 20 OR char_length(customer) <= 20), '
                      f'total numeric(10,2) NOT NULL) PARTITION BY RANGE (order_id)')
         conn.execute(f'CREATE TABLE "{schema}".orders_old PARTITION OF "{schema}".orders FOR VALUES FROM (1) TO (10)')
         conn.execute(f"INSERT INTO \"{schema}\".orders VALUES (3, 'c3', 1), (3, 'c3', 2)")
-    from switchyard.targets.base import TargetError
     with pytest.raises(TargetError) as err:
         adapter.setup(plan)
+    assert err.value.permanent
+    assert (f"{schema}.orders: the spec declares unique (order_id); the table has no unique index orders_unique"
+            in str(err.value)), str(err.value)
+    synced = replace(spec, tables=tuple(replace(t, on_spec_change="sync") for t in spec.tables))
+    with pytest.raises(TargetError) as err:
+        PostgresAdapter(synced, uri=pg_uri, schema=schema).setup(replace(plan, spec=synced, tables=tuple(
+            replace(t, table=synced.table(t.table.name)) for t in plan.tables)))
     assert err.value.permanent
     assert "the target already holds duplicates of a unique key" in str(err.value)
     assert "(order_id)=(3) is duplicated" in str(err.value)
