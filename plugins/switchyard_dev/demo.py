@@ -156,7 +156,13 @@ def print_summary(stats: dict, path: Path) -> None:
     rate = f"{tot['mb_per_s']:.1f}" if tot["mb_per_s"] else "-"
     w = name_width(stats["tables"])
     print(f"{'total':<{w}} {tot['rows']:>12,} {tot['switched']:>10} {(f'{span:.2f}' if span else '-'):>8} {rate:>8}")
-    if stats["failed_groups"]:
+    # Why the run failed, first: a batch refused at setup.plan or not published never reached
+    # its groups, so its "failed groups" are the groups that did not run.
+    if stats.get("plan_error"):
+        print(f"\nrefused before any load, nothing changed: {stats['plan_error'].removeprefix('AirflowFailException: ')}")
+    elif stats.get("publish_error"):
+        print(f"\nthe batch was not published, every table kept its contents: {stats['publish_error']}")
+    elif stats["failed_groups"]:
         print(f"failed groups: {', '.join(stats['failed_groups'])}")
     print(f"\nrun statistics: {path}")
 

@@ -22,3 +22,24 @@ def test_the_four_durations_are_named_and_explained(capsys):
 def test_a_run_without_timings_prints_dashes():
     rows = durations(None, {}, 3.0)
     assert [value for _, value, _ in rows] == [None, None, None, 3.0]
+
+
+def _refused_stats(**more):
+    return {"tables": {"tracks": {"rows": 0, "partitions": 0, "seconds": None, "mb_per_s": None,
+                                  "mb_per_s_per_stream": None}},
+            "totals": {"rows": 0, "switched": 0, "mb_per_s": None}, "makespan_seconds": None,
+            "failed_groups": ["tracks_1", "tracks_2"], **more}
+
+
+def test_the_summary_says_why_a_refused_or_unpublished_run_failed(capsys, tmp_path):
+    from switchyard_dev.demo import print_summary
+    print_summary(_refused_stats(plan_error="AirflowFailException: pre-flight refused the batch before any load; "
+                                            "nothing was changed:\n- storms.tracks: column gust ..."),
+                  tmp_path / "stats.json")
+    out = capsys.readouterr().out
+    assert "refused before any load, nothing changed: pre-flight refused the batch before any load" in out
+    assert "storms.tracks: column gust" in out and "failed groups" not in out
+    print_summary(_refused_stats(publish_error="tpch.nation: its stream was not staged"), tmp_path / "stats.json")
+    assert "the batch was not published, every table kept its contents: tpch.nation" in capsys.readouterr().out
+    print_summary(_refused_stats(), tmp_path / "stats.json")
+    assert "failed groups: tracks_1, tracks_2" in capsys.readouterr().out
