@@ -98,39 +98,28 @@ def cmd_check(args) -> int:
     return 0
 
 
-def plan_nodes(args) -> int:
-    """Pinned ports / soft-NUMA nodes: one per stream, at most 64 (more streams share them)."""
-    return args.nodes if args.nodes is not None else min(args.streams, MAX_NODES)
-
-
 def cmd_plan(args) -> int:
     from switchyard.core.spec import SpecError, load_spec
-    from switchyard.targets import adapter_class
+    from switchyard.targets import ENGINES, adapter_class
     try:
         spec = load_spec(args.spec)
     except SpecError as exc:
         sys.exit(f"plan: {exc}")
     plan = _plan(args, spec)
     args.streams = plan.streams  # a batch's own stream count when planned from its manifest
-    nodes = plan_nodes(args)
-    if args.target != "mssql" and (args.emit == "server-config" or args.layout):
-        sys.exit("--emit server-config and --layout are SQL Server's (--target mssql): PostgreSQL has no "
-                 "port-to-node mapping")
+    engine = adapter_class(args.target)
+    if not engine.plans_ports and (args.emit == "server-config" or args.layout):
+        sys.exit(f"--emit server-config and --layout map ports to the server's nodes, which {args.target} does not "
+                 f"(--target {', '.join(e for e in ENGINES if adapter_class(e).plans_ports)})")
     ports = None
-    if args.target == "mssql" and (args.emit == "server-config" or args.layout):
-        from switchyard.targets.mssql.server_config import mssql_plan_ports
-        text, ports = mssql_plan_ports(args)
+    if engine.plans_ports and (args.emit == "server-config" or args.layout):
+        text, ports = engine.plan_ports(args)
         if args.emit == "server-config":
             print(text, end="")
             return 0
     from switchyard.targets import TargetError
     try:
-        if args.target == "postgres":
-            adapter = adapter_class("postgres")(spec, uri="postgresql://plan-only", schema=args.schema)
-        else:
-            # Stream k's port in the script is the one the server config maps to its node.
-            adapter = adapter_class("mssql")(spec, schema=args.schema, base_port=args.base_port, port_count=nodes,
-                                             ports=ports)
+        adapter = engine.for_script(spec, args.schema, args, ports=ports)
         script = adapter.script(plan)
     except TargetError as exc:
         # A plan the target cannot take (a key the type does not hold, streams that would share
@@ -274,7 +263,8 @@ def build_parser(extensions: bool = True) -> argparse.ArgumentParser:
                        description="Print the load's statements in execution order (objects, then per stream: "
                                    "prepare, load, switch), without a server: from a batch's manifest "
                                    "(--batch), or for TPC-H from the generator's rules (--scale, --streams).")
-    p.add_argument("--target", choices=["postgres", "mssql"], default="postgres",
+    from switchyard.targets.registry import ENGINES
+    p.add_argument("--target", choices=list(ENGINES), default=ENGINES[0],
                    help="the engine whose SQL to print (default postgres)")
     p.add_argument("--scale", type=float, help="TPC-H scale factor the plan is for (planned from the generator's "
                                                "rules, no data needed)")

@@ -109,6 +109,23 @@ class TargetAdapter(ABC):
         self.control_schema = self.checked(control_schema)
         self.lock_timeout_seconds = int(lock_timeout_seconds)
 
+    # --- the script, without a server --------------------------------------------------
+    # Whether `switchyard plan --emit server-config / --layout` applies: the engine maps
+    # ports to the server's nodes (plan_ports).
+    plans_ports: ClassVar[bool] = False
+
+    @classmethod
+    def for_script(cls, spec: LoadSpec, schema: str, args: Any, ports: list[int] | None = None) -> "TargetAdapter":
+        """An adapter that only writes SQL (`switchyard plan`): no connection is ever made.
+        `args`: the plan command's options, for the engine's own (ports, nodes)."""
+        return cls(spec, schema=schema)
+
+    @classmethod
+    def plan_ports(cls, args: Any) -> tuple[str, list[int]]:
+        """(the server configuration's text, each stream's port) for `switchyard plan`, where
+        `plans_ports`; exits with a message naming what is missing."""
+        raise TargetError(f"{cls.engine} maps no ports to the server's nodes")
+
     # --- what an error means -----------------------------------------------------------
     @classmethod
     def permanent_error(cls, exc: BaseException) -> str | None:
@@ -490,13 +507,3 @@ def permanent_reason(adapter: type[TargetAdapter] | None, exc: BaseException) ->
         # `raise ... from None` hides the error it was raised in: that one is not followed.
         exc = exc.__cause__ if exc.__cause__ is not None or exc.__suppress_context__ else exc.__context__
     return None
-
-
-def adapter_class(engine: str) -> type[TargetAdapter]:
-    if engine in ("postgres", "postgresql"):
-        from switchyard.targets.postgres import PostgresAdapter
-        return PostgresAdapter
-    if engine == "mssql":
-        from switchyard.targets.mssql import MssqlAdapter  # type: ignore[import-not-found]
-        return MssqlAdapter
-    raise TargetError(f"no target adapter for connection type {engine!r} (known: postgres, mssql)")

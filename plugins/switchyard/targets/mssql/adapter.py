@@ -104,6 +104,22 @@ class MssqlAdapter(TargetAdapter):
         from switchyard.targets.mssql.errors import permanent_error
         return permanent_error(exc)
 
+    # `switchyard plan`: the ports pinned to the server's nodes (server_config.py).
+    plans_ports = True
+
+    @classmethod
+    def for_script(cls, spec: LoadSpec, schema: str, args: Any, ports: list[int] | None = None) -> "MssqlAdapter":
+        # Stream k's port in the script is the one the server config maps to its node: one
+        # pinned port per stream (`--nodes` says otherwise), at most a node mask's 64.
+        from switchyard.targets.mssql.server_config import MAX_NODES
+        nodes = args.nodes if args.nodes is not None else min(args.streams, MAX_NODES)
+        return cls(spec, schema=schema, base_port=args.base_port, port_count=nodes, ports=ports)
+
+    @classmethod
+    def plan_ports(cls, args: Any) -> tuple[str, list[int]]:
+        from switchyard.targets.mssql.server_config import mssql_plan_ports
+        return mssql_plan_ports(args)
+
     def __init__(self, spec: LoadSpec, conn_id: str | None = None, uri: str | None = None,
                  endpoint: Endpoint | None = None, connection_settings: Mapping[str, Any] | None = None,
                  database: str | None = None, script_batch: str = "batch", **options: Any):

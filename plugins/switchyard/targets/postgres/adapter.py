@@ -82,6 +82,10 @@ class PostgresAdapter(TargetAdapter):
         from switchyard.targets.postgres.errors import permanent_error
         return permanent_error(exc)
 
+    @classmethod
+    def for_script(cls, spec: LoadSpec, schema: str, args: Any, ports: list[int] | None = None) -> "PostgresAdapter":
+        return cls(spec, uri="postgresql://plan-only", schema=schema)
+
     def __init__(self, spec: LoadSpec, conn_id: str | None = None, uri: str | None = None,
                  tablespaces: dict[int, str] | None = None, connect: Callable[[], Any] | None = None,
                  url: Callable[[], str] | None = None, copy_slots: int | None = None,
