@@ -167,7 +167,7 @@ def _load_stream(adapter, folder, s):
 def _validate(adapter, s, rows):
     table = SPEC.table(s.table)
     return validate_table(adapter.sqlalchemy_url(), adapter.staging_schema, s.staging_table, table.key,
-                          rows, s.key_min, s.key_max, engine="mssql")
+                          rows, s.key_min, s.key_max, engine=adapter.engine)
 
 
 def test_scheduler_count_is_positive(adapter):

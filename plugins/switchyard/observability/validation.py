@@ -50,7 +50,7 @@ from datetime import date, datetime
 from decimal import Decimal
 from typing import Any, Iterable, Sequence
 
-from switchyard.core.keys import KeyValue, ansi_literal, kind_of, step
+from switchyard.core.keys import KeyValue
 from switchyard.core.spec import Expectation, SpecError
 
 # Kwargs that would carry SQL text into the server: refused in declared expectations.
@@ -142,83 +142,6 @@ def trust_load_default() -> bool:
     return get().validation == "load"
 
 
-# --- proofs from the staging table's constraints ----------------------------------------------
-def _refuted(conn, schema: str, table: str, condition: str, quote) -> bool:
-    """Whether the planner, from the table's NOT NULL and validated CHECK constraints, shows
-    that no row can satisfy `condition` (built from quoted names and typed literals only)."""
-    from sqlalchemy import text
-    plan = conn.execute(text(f"EXPLAIN (FORMAT JSON) SELECT 1 FROM {quote(schema)}.{quote(table)} "
-                             f"WHERE {condition}")).scalar_one()
-    node = (plan[0] if isinstance(plan, list) else plan)["Plan"]
-    # Refuted: the planner replaced the scan by a Result that returns nothing, without children.
-    return node.get("Node Type") == "Result" and node.get("One-Time Filter") == "false" and not node.get("Plans")
-
-
-def _key_condition(key: str, key_min: Any, key_max: Any, key_type: str | None, quote) -> str | None:
-    """"key IS NULL OR key outside [min, max]" from typed literals only; None when the bounds
-    are not one kind of key value (int, datetime.date or datetime.datetime), which proves
-    nothing. "k >= max + one unit" rather than "k > max": the planner compares constants, it
-    does not know that no value of the key's type lies between max and max + one unit (the
-    CHECK says "k < max + one unit"); `key_type`, the key's SQL type, sets a timestamp's unit."""
-    try:
-        kind = kind_of(key_min)
-        if kind_of(key_max) != kind:
-            return None
-        upper_next = key_max + step(kind, key_type)
-    except (ValueError, TypeError):
-        return None
-    k = quote(key)
-    return f"{k} IS NULL OR {k} < {ansi_literal(key_min)} OR {k} >= {ansi_literal(upper_next)}"
-
-
-def constraint_proofs(url: str, schema: str, table: str, key: str | None, key_min: Any, key_max: Any,
-                      not_null: Sequence[str], engine_name: str = "postgres",
-                      key_type: str | None = None,
-                      loaded_filenode: int | None = None) -> tuple[str | None, dict[str, str], bool]:
-    """(key proof, {column: not-null proof}, whether the table is still the load's storage)
-    from the staging table's own constraints and catalog, over one connection and without
-    reading a row.
-
-    PostgreSQL: the planner refutes "key IS NULL OR key outside [key_min, key_max]" from the
-    table's NOT NULL and validated CHECK constraints, and "c1 IS NULL OR c2 IS NULL ..." for
-    the NOT NULL columns (one EXPLAIN for all of them; column by column only when that one
-    does not hold); `loaded_filenode`, the file node the load's transaction left the table
-    with, is compared with the table's now. Another engine: no key proof; a column the
-    catalog shows NOT NULL is proven (SQL Server has no unenforced form of NOT NULL)."""
-    from sqlalchemy import create_engine, inspect, text
-    engine = create_engine(url)
-    key_proof: str | None = None
-    proofs: dict[str, str] = {}
-    same_storage = False
-    try:
-        if engine_name != "postgres":
-            declared = {col["name"]: col.get("nullable", True) for col in inspect(engine).get_columns(table, schema)}
-            return None, {c: f"{c} is NOT NULL in the staging table: the server refused nulls on load"
-                          for c in not_null if declared.get(c) is False}, False
-        quote = engine.dialect.identifier_preparer.quote
-        condition = _key_condition(key, key_min, key_max, key_type, quote) if key is not None else None
-        with engine.connect() as conn:
-            # 'on' applies constraint exclusion to plain tables too (the default covers only
-            # partitions); the planner uses NOT NULL and validated CHECK constraints only.
-            conn.execute(text("SET LOCAL constraint_exclusion = on"))
-            if condition is not None and _refuted(conn, schema, table, condition, quote):
-                key_proof = (f"the planner refutes {key} IS NULL OR {key} outside [{_plain(key_min)}, "
-                             f"{_plain(key_max)}] from the table's NOT NULL and validated CHECK constraints")
-            if not_null:
-                every = " OR ".join(f"{quote(c)} IS NULL" for c in not_null)
-                proven = (list(not_null) if _refuted(conn, schema, table, every, quote) else
-                          [c for c in not_null if _refuted(conn, schema, table, f"{quote(c)} IS NULL", quote)])
-                proofs = {c: f"the planner refutes {c} IS NULL from the table's NOT NULL constraint" for c in proven}
-            if loaded_filenode is not None:
-                now = conn.execute(text("SELECT pg_relation_filenode(to_regclass(:name))"),
-                                   {"name": f"{quote(schema)}.{quote(table)}"}).scalar_one()
-                same_storage = now is not None and int(now) == int(loaded_filenode)
-            conn.rollback()
-    finally:
-        engine.dispose()
-    return key_proof, proofs, same_storage
-
-
 # --- declared expectations ----------------------------------------------------------------------
 def declared_expectations(expectations: Iterable[Expectation], where: str) -> list[tuple[str, Any]]:
     """(spec entry, GX expectation) for each declared expectation: its type's GX 1.x class from
@@ -300,19 +223,17 @@ def _declared_expected(kwargs: dict) -> Any:
     return shown or None
 
 
-def _through_gx(url: str, engine: str, schema: str, table: str, runs: Sequence[tuple[Any, str, str | None]],
+def _through_gx(url: str, datasource: str, schema: str, table: str, runs: Sequence[tuple[Any, str, str | None]],
                 declared_kwargs: dict[str, dict]) -> list[Check]:
     """Each (expectation, category, spec entry) run through Great Expectations on the whole
-    table, one at a time so that each check's cost is its own."""
+    table, one at a time so that each check's cost is its own. `datasource`: the kind of GX's
+    fluent data source for the target's engine (TargetAdapter.gx_datasource)."""
     import great_expectations as gx
     from great_expectations.data_context.types.base import ProgressBarsConfig
     context = gx.get_context(mode="ephemeral")
     # Progress bars are for notebooks; in a task log they are noise.
     context.variables.progress_bars = ProgressBarsConfig(globally=False, metric_calculations=False)
-    if engine == "mssql":
-        source = context.data_sources.add_sql_server(name="target", connection_string=url)
-    else:
-        source = context.data_sources.add_postgres(name="target", connection_string=url)
+    source = getattr(context.data_sources, f"add_{datasource}")(name="target", connection_string=url)
     asset = source.add_table_asset(name=table, table_name=table, schema_name=schema)
     batch = asset.add_batch_definition_whole_table("whole table").get_batch()
     checks = []
@@ -337,7 +258,7 @@ def _through_gx(url: str, engine: str, schema: str, table: str, runs: Sequence[t
 
 
 def validate_table(url: str, schema: str, table: str, key: str | None, expected_rows: int,
-                   key_min: KeyValue | None, key_max: KeyValue | None, engine: str = "postgres",
+                   key_min: KeyValue | None, key_max: KeyValue | None, engine: str | None = None,
                    trust_constraints: bool | None = None, *, key_type: str | None = None,
                    not_null: Sequence[str] = (), unique: Sequence[str] = (),
                    unique_result: dict | None = None, expectations: Sequence[Expectation] = (),
@@ -354,7 +275,11 @@ def validate_table(url: str, schema: str, table: str, key: str | None, expected_
     expectations: the table's declared expectations, `expectations_where` their spec entry.
     loaded: the load's result (`rows`, `staging_filenode`) where its engine names the storage
     it filled; with `trust_load` (SWITCHYARD_VALIDATION=load) its COPY's count is the table's
-    while the table is still that storage, else GX counts the rows."""
+    while the table is still that storage, else GX counts the rows. `engine`: the target's
+    engine (its adapter supplies the proofs and Great Expectations' data source; None: the
+    first registered engine)."""
+    from switchyard.targets import ENGINES, adapter_class
+    target = adapter_class(engine or ENGINES[0])
     started = time.monotonic()
     if trust_constraints is None:
         trust_constraints = trust_constraints_default()
@@ -374,8 +299,8 @@ def validate_table(url: str, schema: str, table: str, key: str | None, expected_
     same_storage = False
     if trust_constraints:
         t0 = time.monotonic()
-        proof, proofs, same_storage = constraint_proofs(url, schema, table, key if ranged else None, key_min,
-                                                        key_max, not_null, engine, key_type, loaded_filenode)
+        proof, proofs, same_storage = target.constraint_proofs(url, schema, table, key if ranged else None, key_min,
+                                                               key_max, not_null, key_type, loaded_filenode)
         # One connection answers them all: its cost is split evenly between the kinds it proved.
         share = round((time.monotonic() - t0) / ((proof is not None) + bool(proofs) + same_storage or 1), 4)
         key_seconds = nn_seconds = share
@@ -427,7 +352,7 @@ def validate_table(url: str, schema: str, table: str, key: str | None, expected_
             runs.append((gx_unique, "unique", None))
         runs += [(e, "declared", at) for at, e in declared]
         declared_kwargs = {f"{expectations_where}[{i}]": dict(e.kwargs) for i, e in enumerate(expectations)}
-        checks += _through_gx(url, engine, schema, table, runs, declared_kwargs)
+        checks += _through_gx(url, target.gx_datasource, schema, table, runs, declared_kwargs)
 
     if unique and unique_result is not None:
         checks.append(_unique_check(unique, unique_result))

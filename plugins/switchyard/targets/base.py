@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import date, datetime, timezone
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Callable, ClassVar
+from typing import Any, Callable, ClassVar, Sequence
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
@@ -125,6 +125,28 @@ class TargetAdapter(ABC):
         """(the server configuration's text, each stream's port) for `switchyard plan`, where
         `plans_ports`; exits with a message naming what is missing."""
         raise TargetError(f"{cls.engine} maps no ports to the server's nodes")
+
+    # --- validation's proofs and data source --------------------------------------------
+    # Great Expectations' fluent data source for the engine (`add_<kind>` of a context's
+    # data_sources): what validation checks the staging table through.
+    gx_datasource: ClassVar[str] = "sql"
+
+    @classmethod
+    def constraint_proofs(cls, url: str, schema: str, table: str, key: str | None, key_min: Any, key_max: Any,
+                          not_null: Sequence[str], key_type: str | None = None,
+                          loaded_filenode: int | None = None) -> tuple[str | None, dict[str, str], bool]:
+        """(key proof, {column: not-null proof}, whether the table is still the load's storage)
+        from the staging table's own constraints and catalog, without reading a row. Here: no
+        key proof; a column the catalog shows NOT NULL is proven (an engine with no unenforced
+        form of NOT NULL); an engine's planner may prove more (PostgreSQL: targets/postgres/proofs.py)."""
+        from sqlalchemy import create_engine, inspect
+        engine = create_engine(url)
+        try:
+            declared = {col["name"]: col.get("nullable", True) for col in inspect(engine).get_columns(table, schema)}
+        finally:
+            engine.dispose()
+        return None, {c: f"{c} is NOT NULL in the staging table: the server refused nulls on load"
+                      for c in not_null if declared.get(c) is False}, False
 
     # --- what an error means -----------------------------------------------------------
     @classmethod

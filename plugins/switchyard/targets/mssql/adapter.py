@@ -106,6 +106,7 @@ class MssqlAdapter(TargetAdapter):
 
     # `switchyard plan`: the ports pinned to the server's nodes (server_config.py).
     plans_ports = True
+    gx_datasource = "sql_server"
 
     @classmethod
     def for_script(cls, spec: LoadSpec, schema: str, args: Any, ports: list[int] | None = None) -> "MssqlAdapter":

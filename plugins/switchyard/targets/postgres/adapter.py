@@ -43,7 +43,7 @@ import time
 from contextlib import contextmanager
 from datetime import date, datetime
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Sequence
 
 from switchyard.core import keys
 from switchyard.core.files import GZIP_UNDER_PLAIN_NAME, GzipUnderPlainName, StreamFileError, open_source
@@ -81,6 +81,15 @@ class PostgresAdapter(TargetAdapter):
     def permanent_error(cls, exc: BaseException) -> str | None:
         from switchyard.targets.postgres.errors import permanent_error
         return permanent_error(exc)
+
+    gx_datasource = "postgres"
+
+    @classmethod
+    def constraint_proofs(cls, url: str, schema: str, table: str, key: str | None, key_min: Any, key_max: Any,
+                          not_null: Sequence[str], key_type: str | None = None,
+                          loaded_filenode: int | None = None) -> tuple[str | None, dict[str, str], bool]:
+        from switchyard.targets.postgres.proofs import constraint_proofs
+        return constraint_proofs(url, schema, table, key, key_min, key_max, not_null, key_type, loaded_filenode)
 
     @classmethod
     def for_script(cls, spec: LoadSpec, schema: str, args: Any, ports: list[int] | None = None) -> "PostgresAdapter":

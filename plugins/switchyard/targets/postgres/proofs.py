@@ -1,0 +1,77 @@
+"""Validation's proofs from a PostgreSQL staging table's own constraints, without reading a row
+(observability/validation.py asks the adapter for them: PostgresAdapter.constraint_proofs).
+
+The planner refutes "key IS NULL OR key outside [key_min, key_max]" from the table's NOT NULL
+and validated CHECK constraints, and "c1 IS NULL OR c2 IS NULL ..." for the NOT NULL columns
+(one EXPLAIN for all of them; column by column only when that one does not hold); the load's
+file node, compared with the table's now, says whether the table is still the storage the
+load's COPY filled (its count is then the table's).
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from switchyard.core.keys import ansi_literal, kind_of, step, to_json
+
+
+def _refuted(conn, schema: str, table: str, condition: str, quote) -> bool:
+    """Whether the planner, from the table's NOT NULL and validated CHECK constraints, shows
+    that no row can satisfy `condition` (built from quoted names and typed literals only)."""
+    from sqlalchemy import text
+    plan = conn.execute(text(f"EXPLAIN (FORMAT JSON) SELECT 1 FROM {quote(schema)}.{quote(table)} "
+                             f"WHERE {condition}")).scalar_one()
+    node = (plan[0] if isinstance(plan, list) else plan)["Plan"]
+    # Refuted: the planner replaced the scan by a Result that returns nothing, without children.
+    return node.get("Node Type") == "Result" and node.get("One-Time Filter") == "false" and not node.get("Plans")
+
+
+def _key_condition(key: str, key_min: Any, key_max: Any, key_type: str | None, quote) -> str | None:
+    """"key IS NULL OR key outside [min, max]" from typed literals only; None when the bounds
+    are not one kind of key value (int, datetime.date or datetime.datetime), which proves
+    nothing. "k >= max + one unit" rather than "k > max": the planner compares constants, it
+    does not know that no value of the key's type lies between max and max + one unit (the
+    CHECK says "k < max + one unit"); `key_type`, the key's SQL type, sets a timestamp's unit."""
+    try:
+        kind = kind_of(key_min)
+        if kind_of(key_max) != kind:
+            return None
+        upper_next = key_max + step(kind, key_type)
+    except (ValueError, TypeError):
+        return None
+    k = quote(key)
+    return f"{k} IS NULL OR {k} < {ansi_literal(key_min)} OR {k} >= {ansi_literal(upper_next)}"
+
+
+def constraint_proofs(url: str, schema: str, table: str, key: str | None, key_min: Any, key_max: Any,
+                      not_null: Sequence[str], key_type: str | None = None,
+                      loaded_filenode: int | None = None) -> tuple[str | None, dict[str, str], bool]:
+    """(key proof, {column: not-null proof}, whether the table is still the load's storage),
+    over one connection (the module's docstring)."""
+    from sqlalchemy import create_engine, text
+    engine = create_engine(url)
+    key_proof: str | None = None
+    proofs: dict[str, str] = {}
+    same_storage = False
+    try:
+        quote = engine.dialect.identifier_preparer.quote
+        condition = _key_condition(key, key_min, key_max, key_type, quote) if key is not None else None
+        with engine.connect() as conn:
+            # 'on' applies constraint exclusion to plain tables too (the default covers only
+            # partitions); the planner uses NOT NULL and validated CHECK constraints only.
+            conn.execute(text("SET LOCAL constraint_exclusion = on"))
+            if condition is not None and _refuted(conn, schema, table, condition, quote):
+                key_proof = (f"the planner refutes {key} IS NULL OR {key} outside [{to_json(key_min)}, "
+                             f"{to_json(key_max)}] from the table's NOT NULL and validated CHECK constraints")
+            if not_null:
+                every = " OR ".join(f"{quote(c)} IS NULL" for c in not_null)
+                proven = (list(not_null) if _refuted(conn, schema, table, every, quote) else
+                          [c for c in not_null if _refuted(conn, schema, table, f"{quote(c)} IS NULL", quote)])
+                proofs = {c: f"the planner refutes {c} IS NULL from the table's NOT NULL constraint" for c in proven}
+            if loaded_filenode is not None:
+                now = conn.execute(text("SELECT pg_relation_filenode(to_regclass(:name))"),
+                                   {"name": f"{quote(schema)}.{quote(table)}"}).scalar_one()
+                same_storage = now is not None and int(now) == int(loaded_filenode)
+            conn.rollback()
+    finally:
+        engine.dispose()
+    return key_proof, proofs, same_storage
