@@ -173,7 +173,7 @@ def parse_manifest(raw: Any, path: str, spec: LoadSpec) -> Manifest:
                             f"{stream} ({expected_file})")
         spec_table = spec.table(table)
         # An unpartitioned table's key, if it has one, may be of any type; its range is not a bound.
-        kind = spec_table.key_kind("postgres")
+        kind = spec_table.key_kind()
         size = problems.int(item.get("bytes"), f"{where}.bytes ({table} stream {stream})")
         rows = problems.int(item.get("rows"), f"{where}.rows ({table} stream {stream})")
         entries.append(ManifestEntry(

@@ -179,9 +179,9 @@ def _table_plan(spec: LoadSpec, table: Table,
     """`ranges`: per stream, (smallest key, largest key, rows) with keys as Python values
     of the table's key kind (int, datetime.date, datetime.datetime); `sizes`: per stream, the
     file's bytes where known."""
-    kind = table.key_kind("postgres") or "integer"
+    kind = table.key_kind() or "integer"
     plans = []
-    if not table.partitioned and table.key_kind("postgres") is None:
+    if not table.partitioned and table.key_kind() is None:
         # A lookup table keyed by text, or without a key: loaded whole, no key range to check.
         ranges = {k: (None, None, rows) for k, (_, _, rows) in ranges.items()}
     previous_upper: KeyValue | None = None

@@ -131,12 +131,13 @@ class Table:
                 return c
         raise SpecError(f"table {self.name!r} has no column {name!r}")
 
-    def key_kind(self, target: str = "postgres") -> str | None:
-        """integer, date or timestamp: what the partition key's values are; None for a table
-        without a key, or an unpartitioned table whose key is of another type."""
+    def key_kind(self, target: str | None = None) -> str | None:
+        """integer, date or timestamp: what the partition key's values are, on `target` or (None)
+        on every target alike (the spec refuses a partition key of another kind on each); None
+        for a table without a key, or an unpartitioned table whose key is of another type."""
         if self.key is None:
             return None
-        return key_kind(self.column(self.key).sql_type(target))
+        return column_key_kind(self.column(self.key), target)
 
 
 @dataclass(frozen=True)
@@ -188,6 +189,15 @@ def key_kind(sql_type: str) -> str | None:
     if _TIMESTAMP_TYPES.match(t):
         return "timestamp"
     return None
+
+
+def column_key_kind(column: "Column", target: str | None = None) -> str | None:
+    """The kind of a key column's values on `target`, or (None) the kind its type has on every
+    target, None where the targets' types are of different kinds or of none."""
+    if target is not None:
+        return key_kind(column.sql_type(target))
+    kinds = {key_kind(column.sql_type(t)) for t in TARGETS}
+    return kinds.pop() if len(kinds) == 1 else None
 
 
 def _identifier(value: Any, where: str) -> str:
@@ -406,7 +416,7 @@ def _table(name: str, raw: Mapping[str, Any], where: str, fmt: FileFormat, files
         raise SpecError(f"{where}: keep and keep_days go with mode: append")
     if mode == "append" and not partitioned:
         raise SpecError(f"{where}: mode append needs a partitioned table")
-    if keep_days is not None and key_column is not None and key_kind(key_column.sql_type("postgres")) == "integer":
+    if keep_days is not None and key_column is not None and column_key_kind(key_column) == "integer":
         raise SpecError(f"{where}.keep_days: needs a date or timestamp key; use keep (batches) instead")
     return Table(name=name, columns=columns, key=key, partitioned=partitioned,
                  format=_format(raw.get("format"), fmt, f"{where}.format"),
