@@ -1147,17 +1147,7 @@ class PostgresAdapter(TargetAdapter):
         try:
             self.execute(self.unique_index_sql(stream))
         except psycopg.errors.UniqueViolation as exc:
-            cols = ", ".join(self.q(c) for c in columns)
-            # Names are validated identifiers, quoted; nothing else is in the statement.
-            rows = self.fetch(
-                f"SELECT {cols}, count(*) AS n, count(*) OVER () AS keys, sum(count(*) - 1) OVER () AS extra "
-                f"FROM {staging} GROUP BY {cols} HAVING count(*) > 1 ORDER BY {cols} LIMIT 5")
-            out["duplicates"] = {
-                "keys": int(rows[0][-2]) if rows else None,
-                "extra_rows": int(rows[0][-1]) if rows else None,
-                "examples": [{**{c: _json_value(v) for c, v in zip(columns, r)}, "rows": int(r[len(columns)])}
-                             for r in rows],
-                "server": exc.diag.message_detail}
+            out["duplicates"] = self._duplicates(staging, columns, exc)
         except psycopg.OperationalError as exc:
             raise TargetError(f"validate of {stream.group_id}: connection lost while building the unique "
                               f"index: {exc}") from exc
@@ -1208,6 +1198,7 @@ class PostgresAdapter(TargetAdapter):
         if not columns:
             return out
         cols = ", ".join(self.q(c) for c in columns)
+        # Names are validated identifiers (the spec's, or the catalog's), quoted; nothing else is in it.
         rows = self.fetch(
             f"SELECT {cols}, count(*) AS n, count(*) OVER () AS keys, sum(count(*) - 1) OVER () AS extra "
             f"FROM {staging} GROUP BY {cols} HAVING count(*) > 1 ORDER BY {cols} LIMIT 5")
