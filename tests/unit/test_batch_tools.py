@@ -130,3 +130,64 @@ def test_check_finds_every_problem_at_once_without_loading(tmp_path):
         f"{tmp_path / 'shops' / 'shops.1.csv.gz'}: 3 records, the manifest says 4 (shops stream 1)"]
     # The command prints them all and exits 1.
     assert main(["check", "--batch", str(tmp_path), "--spec", str(write_spec(tmp_path))]) == 1
+
+
+FIELDS_SPEC = parse_spec({
+    "name": "tracks",
+    "format": {"delimiter": ",", "trailing_delimiter": False, "quoting": "csv", "header_lines": 1},
+    "files": "{table}/{table}.{stream}.csv",
+    "tables": {"tracks": {"key": "ts", "columns": [
+        {"name": "ts", "type": {"postgres": "timestamp", "mssql": "datetime2(0)"}},
+        {"name": "name", "type": "varchar(6)"},
+        {"name": "wind", "type": "integer", "nullable": True},
+        {"name": "price", "type": {"postgres": "numeric(5,2)", "mssql": "decimal(5,2)"}},
+        {"name": "code", "type": "char(2)"},
+        {"name": "seen", "type": "date"}]}},
+}, source="tracks.yaml")
+
+
+def test_check_names_each_bad_field_with_its_line_and_column_before_any_load(tmp_path):
+    (tmp_path / "tracks").mkdir()
+    lines = ["ts,name,wind,price,code,seen",
+             "2026-01-01 00:00:00,Alma,10,1.5,AB,2026-01-01",        # good
+             "2026-01-01 06:00:00,Bonnie,,2,CD  ,2026-01-02",         # no NULL marker: '' is no integer
+             "2026-01-01 12:00:00,Alma,3000000000,123.456,EF,2026-02-30",
+             "2026-01-01 18:00:00,Cristobal,7,1000,GHI,2026-01-03",
+             "2026-01-02 00:00:00,Alma,7",
+             "2026-01-02 06:00:00,Alma,NA,abc,IJ,01/02/2026"]
+    (tmp_path / "tracks" / "tracks.1.csv").write_text("\n".join(lines) + "\n")
+    write_manifest(tmp_path, describe_batch(tmp_path, FIELDS_SPEC))
+    path = tmp_path / "tracks" / "tracks.1.csv"
+    problems = check_batch(tmp_path, FIELDS_SPEC)
+    assert problems == [
+        f"{path}: line 3, column wind: '': not an integer (integer)",
+        f"{path}: line 4, column wind: '3000000000': outside the range of integer (-2147483648..2147483647)",
+        f"{path}: line 4, column seen: '2026-02-30': not a date (day is out of range for month)",
+        f"{path}: line 5, column name: 'Cristobal': 9 characters, varchar(6) holds 6",
+        f"{path}: line 5, column price: '1000': 4 digits before the point, numeric(5,2) holds 3",
+        f"{path}: 4 more bad fields (9 in all; the load would stop at the first)"], problems
+    from switchyard.core.fields import RecordCheck
+    check = RecordCheck(FIELDS_SPEC.table("tracks"))
+    assert check.problems(lines[5].split(",")) == ["3 fields, the table has 6 columns"]
+    # 'NA' is no NULL marker here; a date in another form than ISO 8601 is left to the server.
+    assert check.problems(lines[6].split(",")) == ["column wind: 'NA': not an integer (integer)",
+                                                   "column price: 'abc': not a decimal number (numeric(5,2))"]
+    assert check.problems(["2026-01-01 00:00:00", "Alma", "1", "1", "CD  ", "2026-01-01"]) == []  # char(2) pads
+    # A NULL marker makes the empty field NULL in the nullable column; the rest stay bad.
+    marked = parse_spec({**{"name": "tracks", "files": "{table}/{table}.{stream}.csv",
+                            "format": {"delimiter": ",", "trailing_delimiter": False, "quoting": "csv",
+                                       "header_lines": 1, "null_marker": ""}},
+                         "tables": {"tracks": {"key": "ts", "columns": [
+                             {"name": c.name, "type": dict(c.types), "nullable": c.nullable}
+                             for c in FIELDS_SPEC.table("tracks").columns]}}}, source="tracks.yaml")
+    assert f"{path}: line 3, column wind: '': not an integer (integer)" not in check_batch(tmp_path, marked)
+
+
+def test_check_finds_no_bad_field_in_the_generated_batches(tmp_path):
+    from switchyard.core.datagen import generate_tpch
+    from switchyard.core.shop import generate_shop
+    from switchyard.core.spec import load_spec
+    generate_tpch(tmp_path / "tpch", load_spec("tpch"), 0.002, 2)
+    assert check_batch(tmp_path / "tpch", load_spec("tpch")) == []
+    generate_shop(tmp_path / "shop", load_spec("shop"), 0.002, 2)
+    assert check_batch(tmp_path / "shop", load_spec("shop")) == []

@@ -14,7 +14,7 @@ import io
 import json
 import os
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -360,6 +360,13 @@ class FileScan:
     rows: int
     key_min: KeyValue | None
     key_max: KeyValue | None
+    # With a record check (check_batch): the first bad fields, "line n, column c: ...", and how many in all.
+    bad_fields: list[str] = field(default_factory=list)
+    bad_field_count: int = 0
+
+
+# The bad fields a check names per file; the rest are counted.
+BAD_FIELDS_SHOWN = 5
 
 
 def _records(fh, fmt: FileFormat) -> Iterable[tuple[int, list[str]]]:
@@ -390,16 +397,24 @@ def _records(fh, fmt: FileFormat) -> Iterable[tuple[int, list[str]]]:
 
 
 def scan_file(path: Path, fmt: FileFormat, key: str | None = None, key_index: int = 0,
-              kind: str | None = None) -> FileScan:
+              kind: str | None = None, record_check=None) -> FileScan:
     """Bytes, rows and the smallest and largest key of a stream file, every record read (the key
     column `key`, at `key_index`, read as `kind`; no keys without a kind). A key that does not
-    read as its kind raises BatchError naming the file, the line and the column."""
+    read as its kind raises BatchError naming the file, the line and the column. With
+    `record_check` (core.fields.RecordCheck), every field is checked against its column's type."""
     size = path.stat().st_size
     rows = 0
     low = high = None
+    bad: list[str] = []
+    bad_count = 0
     with _open_counted(path) as fh:
         for line, fields in _records(fh, fmt):
             rows += 1
+            if record_check is not None:
+                for problem in record_check.problems(fields):
+                    bad_count += 1
+                    if len(bad) < BAD_FIELDS_SHOWN:
+                        bad.append(f"line {line}, {problem}")
             if kind is None:
                 continue
             text = fields[key_index] if key_index < len(fields) else None
@@ -414,7 +429,7 @@ def scan_file(path: Path, fmt: FileFormat, key: str | None = None, key_index: in
                 low = value
             if high is None or value > high:
                 high = value
-    return FileScan(bytes=size, rows=rows, key_min=low, key_max=high)
+    return FileScan(bytes=size, rows=rows, key_min=low, key_max=high, bad_fields=bad, bad_field_count=bad_count)
 
 
 _STREAM_IN_NAME = "{stream}"
@@ -487,7 +502,9 @@ def describe_batch(batch_dir: Path, spec: LoadSpec, tables: Iterable[str] | None
 def check_batch(batch_dir: Path, spec: LoadSpec, tables: Iterable[str] | None = None) -> list[str]:
     """Every problem of a batch, found without loading it: its manifest (read whole), its plan
     (key ranges, streams), its files (there, of their size), and each file read record by record
-    against the manifest (rows, keys inside the stream's range). [] when there is none."""
+    against the manifest (rows, keys inside the stream's range) and its fields against their
+    columns' types (core/fields.py). [] when there is none."""
+    from switchyard.core.fields import RecordCheck
     from switchyard.core.planner import PlanError, plan_batch
     try:
         manifest = read_manifest(batch_dir, spec)
@@ -508,10 +525,15 @@ def check_batch(batch_dir: Path, spec: LoadSpec, tables: Iterable[str] | None = 
         table = spec.table(e.table)
         kind = table.key_kind() if table.partitioned else None
         try:
-            scan = scan_file(path, table.format, table.key, table.column_names.index(table.key) if kind else 0, kind)
+            scan = scan_file(path, table.format, table.key, table.column_names.index(table.key) if kind else 0, kind,
+                             record_check=RecordCheck(table))
         except BatchError as exc:
             problems.append(str(exc))
             continue
+        problems += [f"{path}: {bad}" for bad in scan.bad_fields]
+        if scan.bad_field_count > len(scan.bad_fields):
+            problems.append(f"{path}: {scan.bad_field_count - len(scan.bad_fields):,} more bad fields "
+                            f"({scan.bad_field_count:,} in all; the load would stop at the first)")
         if scan.rows != e.rows:
             problems.append(f"{path}: {scan.rows:,} records, the manifest says {e.rows:,} ({e.table} stream {e.stream})")
         if kind and scan.rows and e.key_min is not None and (scan.key_min < e.key_min or scan.key_max > e.key_max):

@@ -1,0 +1,112 @@
+"""A stream file's fields against their columns' types, read as text the way the loads read it,
+so that `switchyard check` names a bad field (file, line, column) before any load instead of the
+load failing on it.
+
+Checked, on every target the spec declares a type for: the record's field count; a field in a
+NOT NULL column or one that is not the NULL marker, against an integer type (digits, the type's
+range), a decimal type (a number, no more integer digits than its precision leaves), a floating
+point type (a number), a date or time type written as ISO 8601 (a real calendar date), a
+character type with a length (no more characters than that; `char(n)` may pad past it). Other
+forms of dates and times, and other types, are left to the load: the server decides those.
+"""
+from __future__ import annotations
+
+import re
+from datetime import date
+from typing import Callable, Sequence
+
+from switchyard.core.spec import TARGETS, Table
+
+_INTEGER = re.compile(r"^[+-]?\d+$")
+_NUMBER = re.compile(r"^[+-]?(\d*)(?:\.(\d*))?(?:[eE][+-]?\d+)?$")
+_ISO_DAY = re.compile(r"^(\d{4})-(\d{2})-(\d{2})(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?)?$")
+_TYPE = re.compile(r"^\s*([a-z][a-z0-9 ]*?)\s*(?:\(\s*(max|\d+)\s*(?:,\s*(\d+)\s*)?\))?\s*$")
+_INT_BITS = {"smallint": 16, "int2": 16, "integer": 32, "int": 32, "int4": 32, "bigint": 64, "int8": 64}
+_DECIMAL = {"numeric", "decimal", "dec"}
+_FLOAT = {"real", "float", "float4", "float8", "double precision"}
+_DATES = {"date", "timestamp", "timestamp without time zone", "datetime", "datetime2", "smalldatetime"}
+_CHARS = {"varchar", "character varying", "nvarchar", "char", "character", "nchar"}
+
+Check = Callable[[str], "str | None"]
+
+
+def field_check(sql_type: str) -> Check | None:
+    """A function that says what is wrong with a field for `sql_type` (None: nothing), or None
+    where this module leaves the type to the load."""
+    m = _TYPE.match(sql_type.lower())
+    if not m:
+        return None
+    base, size, scale = m.group(1), m.group(2), m.group(3)
+    if base in _INT_BITS or base == "tinyint":
+        low, high = (0, 255) if base == "tinyint" else (-2 ** (_INT_BITS[base] - 1), 2 ** (_INT_BITS[base] - 1) - 1)
+
+        def integer(text: str) -> str | None:
+            if not _INTEGER.match(text.strip()):
+                return f"not an integer ({sql_type})"
+            return None if low <= int(text) <= high else f"outside the range of {sql_type} ({low}..{high})"
+        return integer
+    if base in _DECIMAL or base in ("money", "smallmoney"):
+        whole = int(size) - int(scale or 0) if size and size != "max" and base in _DECIMAL else None
+
+        def decimal(text: str) -> str | None:
+            n = _NUMBER.match(text.strip())
+            if not n or not (n.group(1) or n.group(2)) or "e" in text.lower():
+                return f"not a decimal number ({sql_type})"
+            digits = n.group(1).lstrip("0")
+            return (f"{len(digits)} digits before the point, {sql_type} holds {whole}"
+                    if whole is not None and len(digits) > whole else None)
+        return decimal
+    if base in _FLOAT:
+        def floating(text: str) -> str | None:
+            try:
+                float(text)
+            except ValueError:
+                return f"not a number ({sql_type})"
+            return None
+        return floating
+    if base in _DATES:
+        def when(text: str) -> str | None:
+            d = _ISO_DAY.match(text.strip())
+            if d is None:
+                return None     # another form: the server decides
+            try:
+                date(int(d.group(1)), int(d.group(2)), int(d.group(3)))
+            except ValueError as exc:
+                return f"not a date ({exc})"
+            return None
+        return when
+    if base in _CHARS and size and size != "max":
+        limit, padded = int(size), base in ("char", "character", "nchar")
+
+        def characters(text: str) -> str | None:
+            over = text[limit:]
+            if len(text) <= limit or (padded and not over.strip(" ")):
+                return None
+            return f"{len(text)} characters, {sql_type} holds {limit}"
+        return characters
+    return None
+
+
+class RecordCheck:
+    """Each record of one table's file against the table's columns, on every target."""
+
+    def __init__(self, table: Table):
+        self.table = table
+        self.columns = [(c.name, c.nullable, [(t, field_check(c.sql_type(t))) for t in TARGETS])
+                        for c in table.columns]
+        self.marker = table.format.null_marker
+
+    def problems(self, fields: Sequence[str]) -> list[str]:
+        """What is wrong with one record's fields: "column <name>: <field>: <why>"."""
+        if len(fields) != len(self.columns):
+            return [f"{len(fields)} fields, the table has {len(self.columns)} columns"]
+        out = []
+        for text, (name, nullable, checks) in zip(fields, self.columns):
+            if nullable and self.marker is not None and text == self.marker:
+                continue
+            for _, check in checks:
+                why = check(text) if check is not None else None
+                if why:
+                    out.append(f"column {name}: {text!r}: {why}")
+                    break
+        return out
