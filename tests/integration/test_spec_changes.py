@@ -222,3 +222,21 @@ def test_a_dbas_unique_index_broken_by_a_batch_fails_its_validation_before_any_s
     assert (f"expect_compound_columns_to_be_unique on name, ts (declared in the target's unique index "
             f"{schema}.tracks_dba_name_ts): expected no duplicates") in text and "'duplicated_keys': " in text
     assert storms.rows() == 244 and "tracks_dba_name_ts" in storms.indexes()
+
+
+def test_a_dbas_check_constraint_broken_by_a_batch_fails_its_load_naming_the_line(storms, schema):
+    plain = storms_spec(unique=False)
+    storms.run(storms.batch(1980, plain), plain)
+    storms.sql(f'ALTER TABLE "{schema}".tracks ADD CONSTRAINT tracks_dba_wind CHECK (wind <= 150)')
+    folder = storms.batch(1990, plain)
+    part = folder / "tracks" / "tracks.1.csv"
+    lines = part.read_text().splitlines()
+    lines[3] = ",".join(lines[3].split(",")[:2] + ["500"])     # a wind no storm had
+    part.write_text("\n".join(lines) + "\n")
+    write_manifest(folder, describe_batch(folder, parse_spec(plain)))
+    with pytest.raises(TargetError) as failed:
+        storms.run(folder, plain)
+    # The staging tables carry the table's CHECK constraints: the load itself refuses the row.
+    text = str(failed.value)
+    assert failed.value.permanent and "tracks_dba_wind" in text and f"{part}: line 4" in text, text
+    assert storms.rows() == 244
