@@ -1,10 +1,9 @@
 """An Airflow connection -> the target adapter of its engine.
 
-The one module that looks connections up through Airflow and builds what an adapter needs
-from them; the adapters themselves never import Airflow. PostgreSQL gets a connect callable
-and a SQLAlchemy URL from the provider's `PostgresHook` (login, SSL and the other extras
-handled as Airflow does). SQL Server gets an endpoint (host, port, login, database, ODBC
-attributes) and its adapter settings, both read from the connection's fields and extra.
+The one module that looks connections up through Airflow; the adapters themselves never
+import Airflow. Each adapter class builds itself from the connection's fields
+(`TargetAdapter.from_connection`) and, where it names one (`airflow_hook`), from its
+provider's hook, made here over the connection already looked up.
 """
 from __future__ import annotations
 
@@ -12,7 +11,8 @@ import os
 from typing import Any
 
 from switchyard.core.spec import LoadSpec
-from switchyard.targets import TargetAdapter, TargetError, adapter_class
+from switchyard.targets import TargetAdapter, adapter_class
+from switchyard.targets.base import ConnectionFields
 
 
 class ConnectionMissing(LookupError):
@@ -26,51 +26,29 @@ def get_connection(conn_id: str) -> Any:
 
 
 def adapter_for(conn_id: str, spec: LoadSpec, **options: Any) -> TargetAdapter:
-    """The adapter for an Airflow connection, chosen by its connection type."""
+    """The adapter for an Airflow connection, chosen by its connection type (targets/registry.py)
+    and built by the adapter class from the connection's fields, and from its provider's hook
+    where the adapter names one."""
     conn = get_connection(conn_id)
-    # The adapter reuses the connection it was chosen by: one lookup (an API call from a task).
-    engine = adapter_class(conn.conn_type).engine
-    if engine == "postgres":
-        connect, url = _postgres(conn_id, conn)
-        # The COPY slot guard's settings, from the connection's extra (targets/postgres/slots.py).
-        extra = getattr(conn, "extra_dejson", None) or {}
-        slots = {key: extra[key] for key in POSTGRES_ADAPTER_EXTRAS if key in extra}
-        return adapter_class(engine)(spec, conn_id=conn_id, connect=connect, url=url, **slots, **options)
-    if engine == "mssql":
-        from switchyard.targets.mssql.settings import parse_connection
-        endpoint, settings = parse_connection(host=conn.host, port=conn.port, login=conn.login,
-                                              password=conn.password, schema=conn.schema,
-                                              extra=getattr(conn, "extra_dejson", None) or {})
-        return adapter_class(engine)(spec, conn_id=conn_id, endpoint=endpoint, connection_settings=settings,
-                                     **options)
-    raise TargetError(f"connection {conn_id!r}: no mapping for the {engine} engine")
+    engine = adapter_class(conn.conn_type)
+    fields = ConnectionFields(conn_id=conn_id, host=conn.host, port=conn.port, login=conn.login,
+                              password=conn.password, schema=conn.schema,
+                              extra=getattr(conn, "extra_dejson", None) or {})
+    return engine.from_connection(spec, fields, hook=_hook(engine.airflow_hook, conn_id, conn), **options)
 
 
-# The PostgreSQL connection's extra keys that are the adapter's, not the driver's: PostgresHook
-# hands every other extra key to psycopg as a connection option, which refuses unknown ones.
-POSTGRES_ADAPTER_EXTRAS = ("copy_slots", "copy_slot_wait_seconds", "copy_slot_release")
+def _hook(path: str | None, conn_id: str, conn: Any):
+    """A factory of the provider's hook ("module:Class") over the connection already looked up:
+    the adapter reuses the connection it was chosen by, one lookup (an API call from a task)."""
+    if path is None:
+        return None
 
-
-def _postgres(conn_id: str, conn: Any):
-    """(connect, url) over one PostgresHook, made at first use: importing the provider costs a
-    task that never connects nothing, and the hook looks nothing up again."""
-    hook = None
-
-    def the_hook():
-        nonlocal hook
-        if hook is None:
-            from airflow.providers.postgres.hooks.postgres import PostgresHook
-            hook = PostgresHook(postgres_conn_id=conn_id, connection=conn)
-            hook.ignored_extra_options = set(hook.ignored_extra_options) | set(POSTGRES_ADAPTER_EXTRAS)
-        return hook
-
-    def connect():
-        return the_hook().get_conn()
-
-    def url() -> str:
-        return the_hook().sqlalchemy_url.render_as_string(hide_password=False)
-
-    return connect, url
+    def make():
+        import importlib
+        module, name = path.split(":")
+        hook_class = getattr(importlib.import_module(module), name)
+        return hook_class(**{hook_class.conn_name_attr: conn_id}, connection=conn)
+    return make
 
 
 def bridge_connection(conn_id: str) -> None:

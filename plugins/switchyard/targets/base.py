@@ -76,6 +76,19 @@ def compile_templates() -> int:
     return count
 
 
+@dataclass(frozen=True)
+class ConnectionFields:
+    """An Airflow connection's fields as an adapter reads them (switchyard/airflow/connections.py
+    looks the connection up; targets never import Airflow)."""
+    conn_id: str
+    host: str | None = None
+    port: int | None = None
+    login: str | None = None
+    password: str | None = None
+    schema: str | None = None
+    extra: dict = field(default_factory=dict)
+
+
 class TargetAdapter(ABC):
     """One database engine. Subclasses set `engine` and implement the execution methods."""
 
@@ -108,6 +121,18 @@ class TargetAdapter(ABC):
         self.staging_schema = self.checked(staging_schema or f"{schema}_staging")
         self.control_schema = self.checked(control_schema)
         self.lock_timeout_seconds = int(lock_timeout_seconds)
+
+    # --- from an Airflow connection -----------------------------------------------------
+    # "module:Class" of the Airflow provider's hook for this engine's connections, where the
+    # adapter connects through one (its `from_connection` gets a factory of it); None: none.
+    airflow_hook: ClassVar[str | None] = None
+
+    @classmethod
+    def from_connection(cls, spec: LoadSpec, fields: ConnectionFields, hook: Callable[[], Any] | None = None,
+                        **options: Any) -> "TargetAdapter":
+        """The adapter for an Airflow connection's fields; `hook` makes the provider's hook (the
+        same one every call), where `airflow_hook` names one."""
+        raise TargetError(f"connection {fields.conn_id!r}: the {cls.engine} adapter takes no Airflow connection")
 
     # --- the script, without a server --------------------------------------------------
     # Whether `switchyard plan --emit server-config / --layout` applies: the engine maps

@@ -109,6 +109,15 @@ class MssqlAdapter(TargetAdapter):
     gx_datasource = "sql_server"
 
     @classmethod
+    def from_connection(cls, spec: LoadSpec, fields: Any, hook: Any = None, **options: Any) -> "MssqlAdapter":
+        """An endpoint (host, port, login, database, ODBC attributes) and the adapter settings,
+        both read from the connection's fields and extra (settings.parse_connection)."""
+        from switchyard.targets.mssql.settings import parse_connection
+        endpoint, settings = parse_connection(host=fields.host, port=fields.port, login=fields.login,
+                                              password=fields.password, schema=fields.schema, extra=fields.extra)
+        return cls(spec, conn_id=fields.conn_id, endpoint=endpoint, connection_settings=settings, **options)
+
+    @classmethod
     def for_script(cls, spec: LoadSpec, schema: str, args: Any, ports: list[int] | None = None) -> "MssqlAdapter":
         # Stream k's port in the script is the one the server config maps to its node: one
         # pinned port per stream (`--nodes` says otherwise), at most a node mask's 64.

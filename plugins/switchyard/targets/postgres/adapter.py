@@ -83,6 +83,34 @@ class PostgresAdapter(TargetAdapter):
         return permanent_error(exc)
 
     gx_datasource = "postgres"
+    # Login, SSL and the other extras handled as Airflow does.
+    airflow_hook = "airflow.providers.postgres.hooks.postgres:PostgresHook"
+    # The connection's extra keys that are the adapter's (the COPY slot guard's, slots.py), not
+    # the driver's: the hook hands every other extra key to psycopg, which refuses unknown ones.
+    ADAPTER_EXTRAS = ("copy_slots", "copy_slot_wait_seconds", "copy_slot_release")
+
+    @classmethod
+    def from_connection(cls, spec: LoadSpec, fields: Any, hook: Callable[[], Any] | None = None,
+                        **options: Any) -> "PostgresAdapter":
+        """A connect callable and a SQLAlchemy URL over the provider's hook, made at first use
+        (importing the provider costs a task that never connects nothing)."""
+        made = []
+
+        def the_hook():
+            if not made:
+                h = hook()
+                h.ignored_extra_options = set(h.ignored_extra_options) | set(cls.ADAPTER_EXTRAS)
+                made.append(h)
+            return made[0]
+
+        def connect():
+            return the_hook().get_conn()
+
+        def url() -> str:
+            return the_hook().sqlalchemy_url.render_as_string(hide_password=False)
+
+        slots = {key: fields.extra[key] for key in cls.ADAPTER_EXTRAS if key in fields.extra}
+        return cls(spec, conn_id=fields.conn_id, connect=connect, url=url, **slots, **options)
 
     @classmethod
     def constraint_proofs(cls, url: str, schema: str, table: str, key: str | None, key_min: Any, key_max: Any,
