@@ -50,8 +50,10 @@ def field_check(sql_type: str) -> Check | None:
 
         def decimal(text: str) -> str | None:
             n = _NUMBER.match(text.strip())
-            if not n or not (n.group(1) or n.group(2)) or "e" in text.lower():
+            if not n or not (n.group(1) or n.group(2)):
                 return f"not a decimal number ({sql_type})"
+            if "e" in text.lower():
+                return None     # an exponent: the server decides what it reads it as
             digits = n.group(1).lstrip("0")
             return (f"{len(digits)} digits before the point, {sql_type} holds {whole}"
                     if whole is not None and len(digits) > whole else None)
