@@ -377,3 +377,24 @@ def test_a_planned_stream_that_neither_switched_nor_failed_fails_the_run():
     assert stats["failed_groups"] == ["orders_1"]
     assert stats["groups"][0]["outcome"] == "not loaded (its rows are in the manifest)"
     assert stats["groups"][1]["outcome"] == "skipped"   # an empty stream: nothing to load
+
+
+def test_what_setup_did_to_the_target_is_in_the_report_and_the_run_note(tmp_path):
+    from switchyard.airflow.run_notes import run_note
+    ran = ('storms.tracks: unique index tracks_unique on (name, ts) was made by Switchyard from an earlier spec, '
+           'which the spec no longer declares (it declares no unique columns); on_spec_change: sync ran: '
+           'DROP INDEX "storms"."tracks_unique";')
+    said = "storms.tracks: column old is not in the spec's files: the batch's rows get NULL in it"
+    groups = {"orders_1": group("orders", 1, start=0, seconds=2.0, nbytes=4_200_000, rows=37_500)}
+    stats = assemble({"batch": "2000s", "tables": ["orders"], "preflight": [ran, said]}, groups, context())
+    assert stats["preflight"] == [ran, said]
+    written = write_report(stats, tmp_path)
+    page, md = written["html"].read_text(), written["markdown"].read_text()
+    assert 'id="preflight"' in page and "on_spec_change: sync ran: DROP INDEX &quot;storms&quot;" in page
+    assert f"- {ran}" in md and f"- {said}" in md
+    note = run_note(stats, "success", "Switchyard: batch 2000s", "/report")
+    assert 'Setup changed the target to the spec: storms.tracks: unique index tracks_unique' in note
+    assert "column old" not in note       # said in the report, not a change
+    # A run whose setup said nothing has no such section.
+    plain = write_report(assemble({"batch": "b"}, groups, context()), tmp_path / "plain")["html"].read_text()
+    assert 'id="preflight"' not in plain

@@ -75,6 +75,9 @@ def run_note(stats: dict | None, state: str, title: str, report: str) -> str:
                      + (f" ({skipped} skipped: {', '.join(why)})" if skipped else "") + ".")
         if stats.get("plan_error"):
             lines.append(f"Refused before any load, nothing changed: {_cut(stats['plan_error'])}")
+        changed = [n for n in stats.get("preflight") or [] if "on_spec_change:" in n and " ran: " in n]
+        if changed:
+            lines.append(f"Setup changed the target to the spec: {_cut('; '.join(changed))}")
         if stats.get("publish_error"):
             lines.append(f"Not published, every table kept its contents: {_cut(stats['publish_error'])}")
         if stats.get("failed_groups"):

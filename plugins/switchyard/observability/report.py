@@ -667,7 +667,14 @@ def _html(model: dict, svgs: dict[str, str]) -> str:
         p.append("</table>")
 
     # A run with failures leads with them; otherwise the long tail comes first.
-    order = ["stragglers", "throughput", "gantt", "validation", "tables", "streams", "where", "waits"]
+    p = sections['preflight'] = []
+    if s.get("preflight"):
+        p.append('<h2 id="preflight">Before any load: what setup found and did</h2><p class="note">The '
+                 'pre-flight\'s notes: a spec change it reconciled (<code>on_spec_change</code>), what it '
+                 'said about the target, another run\'s groups it discarded.</p><ul>')
+        p += [f"<li>{_esc(n)}</li>" for n in s["preflight"]]
+        p.append("</ul>")
+    order = ["preflight", "stragglers", "throughput", "gantt", "validation", "tables", "streams", "where", "waits"]
     if model["not_switched"] or model["failed_checks"]:
         order.remove("validation")
         order.insert(0, "validation")
@@ -784,9 +791,12 @@ def _markdown(model: dict, chart_files: dict[str, str]) -> str:
         m += _md_table(["wait type", "#wait ms", "#share", "#signal ms", "#waiting tasks"],
                        [[f"`{w['wait_type']}`", _int(w["wait_ms"]), _pct((w["wait_ms"] or 0) / total),
                          _int(w["signal_ms"]), _int(w["waiting_tasks"])] for w in model["waits"][:20]])
-    order = ["stragglers", "charts", "validation", "tables"]
+    m = sections["preflight"] = []
+    if s.get("preflight"):
+        m += ["## Before any load: what setup found and did", ""] + [f"- {n}" for n in s["preflight"]] + [""]
+    order = ["preflight", "stragglers", "charts", "validation", "tables"]
     if model["not_switched"] or model["failed_checks"]:
-        order = ["validation", "stragglers", "charts", "tables"]
+        order = ["preflight", "validation", "stragglers", "charts", "tables"]
     return "\n".join(head + [line for name in order for line in sections[name]])
 
 

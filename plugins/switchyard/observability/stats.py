@@ -347,6 +347,9 @@ def assemble(plan: dict, groups: dict[str, dict], context: Any, server: dict | N
     return {
         "dag_id": ti.dag_id, "run_id": ti.run_id, "batch": plan.get("batch"), "batch_dir": plan.get("batch_dir"),
         "target": plan.get("target"), "schema": plan.get("schema"), "streams": plan.get("streams"),
+        # What setup's pre-flight found and did about the target (a spec change it reconciled,
+        # another run's groups it discarded), in its own words.
+        "preflight": list(plan.get("preflight") or []),
         "generated_at": datetime.now().astimezone().isoformat(timespec="seconds"),
         "makespan_seconds": round(makespan, 3) if makespan is not None else None,
         "steps_seconds": round(steps_seconds, 3) if steps_seconds is not None else None,
