@@ -436,7 +436,7 @@ def test_which_columns_bulk_insert_stores_any_text_in_exactly():
 
 
 def test_file_is_ascii(tmp_path):
-    from switchyard.targets.mssql.adapter import file_is_ascii
+    from switchyard.targets.mssql.load import file_is_ascii
     path = tmp_path / "f.txt"
     path.write_bytes(b"plain|text|\n" * 1000)
     assert file_is_ascii(path)

@@ -23,7 +23,7 @@ from switchyard.core.planner import plan_batch
 from switchyard.core.spec import load_spec
 from switchyard.targets import TargetError
 from switchyard.targets.mssql import MssqlAdapter
-from switchyard.targets.mssql.adapter import staging_heap_compression
+from switchyard.targets.mssql.sql import staging_heap_compression
 from switchyard.targets.mssql.catalog import shape_problems, target_from_catalog
 from switchyard.targets.mssql.keys import key_type
 from switchyard.targets.mssql.window import (Incoming, Layout, Partition, RowsWouldMove, object_name,

@@ -293,7 +293,7 @@ def floor_one(job: tuple) -> dict:
 def product_step_settings() -> dict[str, str]:
     """The server settings the product's steps run with (SWITCHYARD_STEP_PARALLELISM)."""
     from switchyard.settings import get
-    from switchyard.targets.postgres.adapter import step_settings
+    from switchyard.targets.postgres.session import step_settings
     return step_settings(get().step_parallelism)
 
 

@@ -26,7 +26,7 @@ from helpers import publish
 from switchyard.core.batch import count_file, manifest_for, write_manifest
 from switchyard.core.planner import plan_batch
 from switchyard.core.spec import SpecError, parse_spec
-from switchyard.targets.postgres import adapter as pg_adapter
+from switchyard.targets.postgres import load as pg_load
 from switchyard.targets.base import TargetError
 from switchyard.targets.postgres import PostgresAdapter
 
@@ -283,7 +283,7 @@ def test_many_chunks_with_the_quote_byte_across_their_edges(pg_uri, schema, tmp_
             row[3] = row[3] + "\x01" * (i % 3 + 1) + "x" * (i % 700)
         rows.append(row)
     for size in (1 << 20, 4099, 7):
-        monkeypatch.setattr(pg_adapter, "_CHUNK", size)
+        monkeypatch.setattr(pg_load, "_CHUNK", size)
         batch = tmp_path / f"batch-{size}"
         write_file(batch / spec.file_for("corpus", 1), rows, fmt, nullable)
         load(pg_uri, schema, batch, spec)

@@ -46,7 +46,7 @@ def test_names_are_quoted_and_bounds_are_integer_literals():
 
 def test_the_steps_settings_ride_in_the_urls_options_after_the_connections_own():
     from sqlalchemy.engine import make_url
-    from switchyard.targets.postgres.adapter import step_settings, with_server_options
+    from switchyard.targets.postgres.session import step_settings, with_server_options
     serial = step_settings("serial")
     assert serial == {"max_parallel_maintenance_workers": "0", "max_parallel_workers_per_gather": "0"}
     assert step_settings("server") == {}

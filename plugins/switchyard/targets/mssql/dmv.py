@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 from switchyard.core.planner import StreamPlan
 
 if TYPE_CHECKING:
-    from switchyard.targets.mssql.adapter import MssqlAdapter
+    from switchyard.targets.mssql.session import MssqlSession
 
 log = logging.getLogger(__name__)
 
@@ -197,7 +197,7 @@ class LoadWatcher:
     table's bulk-load lock is that one.
     """
 
-    def __init__(self, adapter: MssqlAdapter, stream: StreamPlan, staging: str, session_id: int | None = None,
+    def __init__(self, adapter: MssqlSession, stream: StreamPlan, staging: str, session_id: int | None = None,
                  every: float | None = 0.5):
         self.adapter, self.stream, self.staging, self.every = adapter, stream, staging, every
         self.session_id = session_id

@@ -1,0 +1,409 @@
+"""switch and publish on SQL Server: the target's indexes on the staging table, SWITCH into the
+table's next version, and the table's commit (publish: table) or the batch's publish (publish:
+batch) moving it into the target."""
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from decimal import Decimal
+from typing import Any
+
+from switchyard.core.planner import StreamPlan
+from switchyard.targets.base import TargetError, stream_rows, unstaged_problems
+from switchyard.targets.mssql.catalog import staging_constraint_name
+from switchyard.targets.mssql.errors import _message, error_numbers
+from switchyard.targets.mssql.keys import KeyType
+from switchyard.targets.mssql.session import drain
+from switchyard.targets.mssql.window import Incoming, keys_text
+
+log = logging.getLogger(__name__)
+
+# A unique index build (1505) or an insert (2601, 2627) met a duplicate key.
+DUPLICATE_KEY = frozenset({1505, 2601, 2627})
+
+
+class MssqlCommit:
+    """A stream's switch, a table's commit and a batch's publish."""
+
+    def partition_number(self, stream: StreamPlan) -> int:
+        """The stream's partition now, by the table's own function (RANGE LEFT: 1 + the
+        boundaries below the stream's smallest key)."""
+        key = self.key(stream.table)
+        with self.connection() as conn:
+            target = self.read_target(conn.cursor(), stream.table)
+        return 1 + sum(1 for b in target.boundaries if b < key.value(stream.lower))
+
+    def partition_rows(self, stream: StreamPlan) -> int:
+        with self.connection() as conn:
+            target = self.read_target(conn.cursor(), stream.table)
+        key = self.key(stream.table)
+        number = 1 + sum(1 for b in target.boundaries if b < key.value(stream.lower))
+        return next((p.rows for p in target.partitions if p.number == number), 0)
+
+    def constraint_trusted(self, stream: StreamPlan) -> bool | None:
+        rows = self.fetch("SELECT is_not_trusted FROM sys.check_constraints "
+                          "WHERE parent_object_id = OBJECT_ID(?) AND name = ?",
+                          (self.qualified(self.staging_schema, stream.staging_table), f"{stream.staging_table}_range"))
+        return None if not rows else not rows[0][0]
+
+    def staging_exists(self, stream: StreamPlan) -> bool:
+        return self.fetch("SELECT OBJECT_ID(?, N'U')",
+                          (self.qualified(self.staging_schema, stream.staging_table),))[0][0] is not None
+
+    def switched_in(self, stream: StreamPlan) -> dict[str, Any] | None:
+        """The stream's partition holding rows (its two boundaries in place); for an
+        unpartitioned table, the table."""
+        target = self.qualified(self.schema, stream.table)
+        if not stream.partitioned:
+            if self.spec.publish == "batch":
+                # Validated and staged as the table's next version: the batch's publish moves it in.
+                staged = self.fetch("SELECT OBJECT_ID(?, N'U')", (self.qualified(
+                    self.staging_schema, self.next_table(stream.table)),))[0][0] is not None
+                return {"partition": None, "in_target": False, "table_switched": False} if staged else None
+            exists = self.fetch("SELECT OBJECT_ID(?, N'U')", (target,))[0][0] is not None
+            return {"partition": None, "in_target": True} if exists else None
+        statement, = self.switched_in_sql(stream)
+        key = self.key(stream.table)
+        rows = self.fetch(statement, (target, key.param(stream.lower, start=True), key.param(key.before(stream.lower)),
+                                      key.param(stream.upper)))
+        if not rows:
+            return None
+        number = int(rows[0][0])
+        return {"partition_number": number, "partition": f"{self.schema}.{stream.table} partition {number}",
+                "in_target": True}
+
+    def switch_staging(self, stream: StreamPlan) -> dict[str, Any]:
+        """Unpartitioned: the table replaced whole (`publish: table`), or its staging table made
+        the table's next version (`publish: batch`). Partitioned: the target's indexes built on
+        the staging table, then (under the table's commit lock) the stream marked ready; with
+        `publish: table` the table's last switch commits the table's whole batch, with `publish:
+        batch` the batch's publish does, every table at once (`in_target` says whether the
+        partition is in now)."""
+        import pyodbc
+        where = f"{self.schema}.{stream.table}"
+        try:
+            if not stream.partitioned and self.spec.publish == "batch":
+                # Nothing here touches the target: no lock to wait for, nothing to retry.
+                self.execute(self.switch_sql(stream, replace_existing=True), stream.stream)
+                return {"partition": None, "replaced": None, "already_switched": False, "in_target": False,
+                        "table_switched": False, "waiting_for": []}
+            if not stream.partitioned:
+                with self.connection(stream.stream) as conn:
+                    self._run_commit(conn.cursor(), stream.table, self.switch_sql(stream, replace_existing=True))
+                return {"partition": None, "replaced": True, "in_target": True, "table_switched": True}
+            built = self._build_target_indexes(stream)
+            return {**self._stage(stream), **built}
+        except pyodbc.Error as exc:
+            text = _message(exc)
+            if 1222 in error_numbers(exc) or "Lock request time out" in text:
+                raise TargetError(f"switch of {stream.group_id} into {where}: {self.commit_attempts} attempts each "
+                                  f"waited {self.commit_lock_wait_ms} ms for a lock (a long-running reader holds "
+                                  f"the table); nothing was changed, retry later") from exc
+            raise TargetError(f"switch of {stream.group_id} into {where} failed: {text}") from exc
+
+    def prove_target_uniques(self, stream: StreamPlan) -> list[dict[str, Any]]:
+        """The target's unique indexes (a DBA's: SQL Server makes none from the spec), checked on
+        the staging table at validate: the target's indexes are built there now instead of at
+        the switch (_build_target_indexes then finds them), and a duplicate fails the group's
+        validation, naming the index and a few duplicated keys, before anything is published.
+        The build fails at the first duplicate (Msg 1505); one GROUP BY per unique index, only
+        then, finds which index and which keys. One result per unique index, as prove_unique's."""
+        import pyodbc
+        if not stream.partitioned:
+            return []   # replaced whole by INSERT ... SELECT, which the table's own indexes check
+        started = time.monotonic()
+        with self.connection(stream.stream) as conn:
+            cur = conn.cursor()
+            uniques = [i for i in self.read_target(cur, stream.table).indexes if i.unique]
+        if not uniques:
+            return []
+        failed = None
+        try:
+            self._build_target_indexes(stream)
+        except pyodbc.Error as exc:
+            if not error_numbers(exc) & DUPLICATE_KEY:
+                raise
+            failed = exc
+        seconds = round(time.monotonic() - started, 4)
+        staging = self.qualified(self.staging_schema, stream.staging_table)
+        out = []
+        for index in uniques:
+            columns = [k for k, _ in index.keys]
+            found = {"columns": columns, "index": f"{self.schema}.{index.name}", "scope": "table",
+                     "duplicates": None, "seconds": seconds}
+            if failed is not None:
+                found["duplicates"] = self._duplicates(staging, columns, stream.stream, _message(failed))
+            out.append(found)
+        return out
+
+    def _duplicates(self, staging: str, columns: list[str], stream: int, server: str) -> dict[str, Any] | None:
+        """The keys of `columns` the staging table holds more than once, a few of them, or None."""
+        cols = ", ".join(self.q(c) for c in columns)
+        # Names are validated identifiers (the catalog's, checked by catalog._name), quoted.
+        rows = self.fetch(f"SELECT TOP (5) {cols}, COUNT_BIG(*) AS n, COUNT_BIG(*) OVER () AS keys, "
+                          f"SUM(COUNT_BIG(*) - 1) OVER () AS extra FROM {staging} GROUP BY {cols} "
+                          f"HAVING COUNT_BIG(*) > 1 ORDER BY {cols}", (), stream)
+        if not rows:
+            return None
+        return {"keys": int(rows[0][-2]), "extra_rows": int(rows[0][-1]),
+                "examples": [{**{c: _plain(v) for c, v in zip(columns, r)}, "rows": int(r[len(columns)])}
+                             for r in rows], "server": server}
+
+    def _build_target_indexes(self, stream: StreamPlan) -> dict[str, Any]:
+        """The target's indexes on the staging table, on its filegroup with the compression its
+        partition has (setup's plan), before the commit: SWITCH then finds them equal, and the
+        build runs per stream, in parallel, outside the table's lock. Idempotent: a retry finds
+        them built (an index's name is the target's; a constraint's, see staging_constraint_name)."""
+        started = time.monotonic()
+        with self.connection(stream.stream) as conn:
+            cur = conn.cursor()
+            target = self.read_target(cur, stream.table)
+            mine = self.planned(cur, stream.table).get(stream.staging_table)
+            if not target.indexes or mine is None:
+                return {"indexes_built": [], "index_seconds": 0.0}
+            (indexes_sql,) = self.render("catalog_indexes.sql")
+            present = {r[1] for r in cur.execute(indexes_sql, self.qualified(self.staging_schema,
+                                                                             stream.staging_table)).fetchall()}
+            names = {i.name: staging_constraint_name(stream.staging_table, i.name) for i in target.indexes}
+            todo = [i for i in target.indexes if (names[i.name] if i.constraint else i.name) not in present]
+            for stmt in self.staging_index_sql(stream, todo, mine["filegroup"], dict(mine["compression"])):
+                cur.execute(stmt)
+                drain(cur)
+        seconds = round(time.monotonic() - started, 4)
+        if todo:
+            log.info("%s: built the target's %s on the staging table in %.2f s", stream.group_id,
+                     ", ".join(i.name for i in todo), seconds)
+        return {"indexes_built": [i.name for i in todo], "index_seconds": seconds}
+
+    def _stage(self, stream: StreamPlan) -> dict[str, Any]:
+        """Mark the stream ready; with `publish: table` the table's last one runs the table's
+        commit, with `publish: batch` none does (the batch's publish moves every table in). One
+        switch of a table at a time: a session application lock per table, held to the end of
+        the commit."""
+        where = f"{self.schema}.{stream.table}"
+        control = self.qualified(self.control_schema, "planned_partitions")
+        with self.connection(stream.stream) as conn:
+            cur = conn.cursor()
+            (lock,) = self.render("commit_lock.sql")
+            drain(cur.execute(lock, f"switchyard.commit.{self.schema}.{stream.table}", self.lock_timeout_seconds * 1000))
+            planned = self.planned(cur, stream.table)
+            mine = planned.get(stream.staging_table)
+            if mine is None or mine["run"] != (self.lease_holder or ""):
+                first = next(iter(planned.values()), None)
+                by = f"run {first['run'] or '(no run)'} (batch {first['batch']})" if first else "no run"
+                raise TargetError(
+                    f"switch of {stream.group_id}: {where} has no switch of this run pending: its plan was made by "
+                    f"{by}. A group of an earlier run cannot switch into it; run this batch again from setup.plan "
+                    f"(clear the whole run)", permanent=True)
+            if (mine["key_min"], mine["key_max"]) != (str(stream.lower), str(stream.upper)):
+                raise TargetError(f"switch of {stream.group_id}: setup planned keys {mine['key_min']}..{mine['key_max']}, "
+                                  f"this group carries {stream.lower}..{stream.upper}; run the batch again from "
+                                  f"setup.plan", permanent=True)
+            cur.execute(f"UPDATE {control} SET ready_at = SYSUTCDATETIME() WHERE target_schema = ? AND table_name = ? "
+                        f"AND staging_table = ? AND ready_at IS NULL", self.schema, stream.table, stream.staging_table)
+            waiting = [p["staging_table"] for p in planned.values()
+                       if p["ready_at"] is None and p["staging_table"] != stream.staging_table]
+            result: dict[str, Any] = {"partition": f"{where} keys {stream.lower}..{stream.upper}", "replaced": None,
+                                      "in_target": False, "table_switched": False, "waiting_for": waiting}
+            if not waiting and self.spec.publish == "table":
+                result.update(self._commit_table(cur, stream.table, planned))
+                result["in_target"] = True
+            return result
+
+    def _archive_name(self, cur, name: str) -> str:
+        for n in range(1000):
+            candidate = self.checked(_free_name(name, n))
+            if cur.execute("SELECT OBJECT_ID(?, N'U')", self.qualified(self.archive_schema, candidate)
+                           ).fetchone()[0] is None:
+                return candidate
+        raise TargetError(f"{self.archive_schema}: no free name for {name}", permanent=True)
+
+    def _commit_table(self, cur, table: str, planned: dict[str, dict]) -> dict[str, Any]:
+        """The table's batch in whole: the window planned again from the catalog now (it must
+        place every stream where setup planned it), then commit_table.sql, one transaction."""
+        context, result, batch, run = self._commit_plan(cur, table, planned)
+        self._run_commit(cur, table, self.render("commit_table.sql", **context, batch=batch, run=run,
+                                                 wait_minutes=self.wait_minutes(),
+                                                 commit_lock_wait_ms=self.commit_lock_wait_ms,
+                                                 commit_attempts=self.commit_attempts))
+        self._log_commit(table, result)
+        return result
+
+    def _log_commit(self, table: str, result: dict[str, Any]) -> None:
+        log.info("%s.%s: batch %s switched in: %d partitions%s%s", self.schema, table, result["batch"],
+                 result["partitions_in"], f"; replaced {len(result['removed'])}" if result["removed"] else "",
+                 f"; retired {len(result['retired'])}" if result["retired"] else "")
+
+    def _commit_plan(self, cur, table: str, planned: dict[str, dict]) -> tuple[dict, dict[str, Any], str, str]:
+        """(the table's commit_context, its result, batch, run): the window planned again from the
+        catalog now, which must place every stream where setup planned it; refuses otherwise."""
+        key = self.key(table)
+        rows = sorted(planned.values(), key=lambda p: p["stream"])
+        batch, run = rows[0]["batch"], rows[0]["run"]
+        streams = [Incoming(stream=p["stream"], lower=key.value(_planned_key(p["key_min"], key)),
+                            upper=key.value(_planned_key(p["key_max"], key)), filegroup=p["stream_filegroup"],
+                            staging_table=p["staging_table"], rows=p["rows_planned"]) for p in rows]
+        target = self.read_target(cur, table)
+        wp = self.window(table, target, streams, batch)
+        if not wp.ok:
+            raise TargetError(f"{self.schema}.{table}: the batch cannot go in now; nothing was switched:\n- "
+                              + "\n- ".join(wp.problems), permanent=True)
+        moved = [f"stream {p['stream']}: planned {p['filegroup']} {p['compression']}, now {wp.placement[p['stream']]}"
+                 for p in rows if wp.placement.get(p["stream"]) != (p["filegroup"], p["compression"])]
+        if moved:
+            raise TargetError(f"{self.schema}.{table}: the table changed since setup.plan ({'; '.join(moved)}); "
+                              f"nothing was switched: run the batch again from setup.plan", permanent=True)
+        # A partition retired to the archive schema takes its range's name, or `<name>_<n>` when an
+        # earlier retirement took it.
+        wp.steps = [dataclasses.replace(st, archive_table=self._archive_name(cur, st.archive_table))
+                    if st.kind == "archive" else st for st in wp.steps]
+        result = {"table_switched": True, "batch": batch, "partitions_in": len(streams),
+                  "removed": [keys_text(p.lower, p.upper, key) for p in wp.removed],
+                  "retired": [keys_text(p.lower, p.upper, key) for p in wp.retired]}
+        return self.commit_context(table, wp, target, streams), result, batch, run
+
+    def _run_commit(self, cur, table: str, statements: list[str], what: str | None = None) -> float:
+        """Run the table's commit (or, `what` naming it, the batch's publish); after a lock timeout
+        (error 1222: a normal-priority Sch-M request waited commit_lock_wait_ms behind a reader, and
+        the whole transaction rolled back), pause so the readers it held up go through, and run it
+        again, commit_attempts times at most. Returns the seconds of the attempt that committed."""
+        for attempt in range(1, self.commit_attempts + 1):
+            began = time.monotonic()
+            try:
+                for stmt in statements:
+                    cur.execute(stmt)
+                    drain(cur)
+                return time.monotonic() - began
+            except Exception as exc:  # the driver's error (pyodbc.Error); anything but 1222 goes up as it is
+                if 1222 not in error_numbers(exc) or attempt == self.commit_attempts:
+                    raise
+                log.info("%s: the %s waited %d ms for a lock held by a reader; nothing changed, attempt %d "
+                         "of %d in %.1f s", what or f"{self.schema}.{table}", "publish" if what else "commit",
+                         self.commit_lock_wait_ms, attempt, self.commit_attempts, self.commit_pause)
+                time.sleep(self.commit_pause)
+
+    # --- publish: batch: every table of the batch in one transaction -------------------------
+    def publish_batch(self, streams: list[StreamPlan]) -> dict[str, Any]:
+        """Every table of the batch in, in one transaction (`publish: batch`): readers see the
+        previous batch or this one, across tables. `streams`: the run's plan for its tables.
+
+        Refuses, changing nothing, unless every stream the plan loads was validated and staged
+        (a partitioned table's stream marked ready in planned_partitions by this run's switch,
+        an unpartitioned table's next version made): each stream that was not is named, with its
+        rows in the manifest. Then one transaction (publish_batch.sql): each table's commit
+        steps in name order, the window of each partitioned table planned again from the catalog
+        now, under the same short LOCK_TIMEOUT and retry on error 1222 as a table's own commit.
+        A retry whose earlier attempt committed finds nothing ready or pending of this run and
+        this run's rows in partition_batches: it reports that."""
+        holder = self.lease_holder or ""
+        batch = self.lease_batch or ""
+        by_table: dict[str, list[StreamPlan]] = {}
+        for s in streams:
+            by_table.setdefault(s.table, []).append(s)
+        names = sorted(by_table)
+        what = f"publish of batch {batch} into {self.schema}"
+        started = time.monotonic()
+        try:
+            with self.connection() as conn:
+                cur = conn.cursor()
+                # No switch of these tables runs meanwhile: each table's commit lock, in name order.
+                (lock,) = self.render("commit_lock.sql")
+                for name in names:
+                    drain(cur.execute(lock, f"switchyard.commit.{self.schema}.{name}", self.lock_timeout_seconds * 1000))
+                planned = {name: {k: v for k, v in self.planned(cur, name).items() if v["run"] == holder}
+                           for name in names if self.spec.table(name).partitioned}
+                staged = {name: self._next_exists(cur, name) for name in names
+                          if not self.spec.table(name).partitioned}
+                if not any(planned.values()) and not any(staged.values()) and self._published_by(cur, names, holder):
+                    return {"tables": names, "already_published": True, "lock_seconds": 0.0,
+                            "seconds": round(time.monotonic() - started, 4), "by_table": {}}
+                problems = self._publish_problems(by_table, planned, staged)
+                if problems:
+                    raise TargetError(f"publish of batch {batch} refused; no table of the batch was published, "
+                                      f"every table keeps its previous contents:\n- " + "\n- ".join(problems),
+                                      permanent=True)
+                tables, results = [], {}
+                for name in names:
+                    loads = [s for s in by_table[name] if not s.empty]
+                    if not loads:
+                        continue
+                    if name in planned:
+                        context, results[name], _, _ = self._commit_plan(cur, name, planned[name])
+                        tables.append({"partitioned": True, **context})
+                    else:
+                        tables.append(self.replace_context(loads[0]))
+                        results[name] = {"table_switched": True, "rows": loads[0].rows}
+                statements = self.render_publish(tables, batch, holder)
+                transaction = self._run_commit(cur, "", statements, what=what)
+        except TargetError:
+            raise
+        except Exception as exc:  # the driver's error, known by SQL Server's error number
+            numbers = error_numbers(exc)
+            if not numbers and type(exc).__module__.split(".")[0] != "pyodbc":
+                raise
+            if 1222 in numbers:
+                raise TargetError(f"{what}: {self.commit_attempts} attempts each waited {self.commit_lock_wait_ms} ms "
+                                  f"for a lock on one of {', '.join(names)} (a long-running reader holds it); "
+                                  f"nothing was published, retry later") from exc
+            raise TargetError(f"{what} failed: {_message(exc)}; nothing was published") from exc
+        for name, result in results.items():
+            if "partitions_in" in result:
+                self._log_commit(name, result)
+        # The locks are taken one table after another inside the transaction and held to its end:
+        # `lock_seconds` is the committed attempt's whole run, the most the batch's first table held
+        # its readers (the round trip included).
+        return {"tables": names, "already_published": False, "by_table": results,
+                "lock_seconds": round(transaction, 4), "seconds": round(time.monotonic() - started, 4)}
+
+    def _next_exists(self, cur, table: str) -> bool:
+        """Whether an unpartitioned table's next version is staged."""
+        return cur.execute("SELECT OBJECT_ID(?, N'U')", self.qualified(self.staging_schema, self.next_table(table))
+                           ).fetchone()[0] is not None
+
+    def _published_by(self, cur, tables: list[str], holder: str) -> bool:
+        """Whether this run's publish committed already: its rows in partition_batches."""
+        control = self.qualified(self.control_schema, "partition_batches")
+        return any(cur.execute(f"SELECT COUNT(*) FROM {control} WHERE target_schema = ? AND table_name = ? "
+                               f"AND run = ?", self.schema, name, holder).fetchone()[0] for name in tables)
+
+    def _publish_problems(self, by_table: dict[str, list[StreamPlan]], planned: dict[str, dict],
+                          staged: dict[str, bool]) -> list[str]:
+        """Every reason the batch cannot go in: a stream of the plan not validated and staged."""
+        problems = []
+        for name in sorted(by_table):
+            where = f"{self.schema}.{name}"
+            loads = [s for s in by_table[name] if not s.empty]
+            if not loads:
+                continue
+            if name in staged:
+                if not staged[name]:
+                    problems.append(f"{where}: its stream ({stream_rows(loads[0])}) was not validated and switched in "
+                                    f"this run")
+                continue
+            mine = planned[name]
+            if not mine:
+                problems.append(f"{where}: nothing of this run is pending (planned by another run, or published "
+                                f"already)")
+                continue
+            problems += unstaged_problems(where, loads, lambda s: mine[s.staging_table]["ready_at"] is not None,
+                                          lambda s: s.staging_table in mine)
+        return problems
+
+
+def _plain(value: Any) -> Any:
+    """A key value for JSON (XCom, the run's report): dates and times in ISO 8601, decimals as floats."""
+    if hasattr(value, "isoformat"):
+        return value.isoformat()
+    if isinstance(value, Decimal):
+        return float(value)
+    return value
+
+
+def _free_name(name: str, n: int) -> str:
+    return name if n == 0 else f"{name[:56]}_{n}"
+
+
+def _planned_key(text: str, key: KeyType) -> Any:
+    """A key kept as text in planned_partitions (the plan's JSON value)."""
+    return int(text) if key.kind == "integer" else text

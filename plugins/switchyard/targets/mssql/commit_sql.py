@@ -1,0 +1,186 @@
+"""The T-SQL of a table's commit and a batch's publish: the partition window each works out
+(window.py) rendered as statements, and the whole plan as one script a DBA can read or run."""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from switchyard.core.keys import partition_name
+from switchyard.core.planner import LoadPlan, StreamPlan, TablePlan
+from switchyard.targets.base import TargetError
+from switchyard.targets.mssql.catalog import ColumnInfo, TargetTable, staging_constraint_name
+from switchyard.targets.mssql.window import Incoming, Partition, WindowPlan, keys_text, plan_window, show_key
+
+
+class MssqlCommitSql:
+    """A table's commit and a batch's publish as statements, and the plan as a script."""
+
+    def incoming(self, table_plan: TablePlan) -> list[Incoming]:
+        key = self.key(table_plan.table)
+        return [Incoming(stream=s.stream, lower=key.value(s.lower), upper=key.value(s.upper), filegroup=s.filegroup,
+                         staging_table=s.staging_table, rows=s.rows)
+                for s in table_plan.streams if s.partitioned and not s.empty]
+
+    def window(self, table: str, target: TargetTable, streams: list[Incoming], batch: str) -> WindowPlan:
+        """What the table's commit does with this batch (window.plan_window on the catalog's answers)."""
+        t = self.spec.table(table)
+        key = self.key(t)
+        return plan_window(f"{self.schema}.{table}", t.mode, batch, target.partitions, streams, key,
+                           keep=t.keep, keep_days=t.keep_days, archive=t.retire == "archive",
+                           shared_with=target.shared_with, function=target.function or "",
+                           archive_name=lambda p: partition_name(table, key.after(p.lower) if p.lower is not None
+                                                                 else p.upper, p.upper))
+
+    def new_target(self, table_plan: TablePlan) -> TargetTable:
+        """The table as setup creates it for this batch (no server: a plan, the script): its
+        function with the batch's boundaries, every partition empty."""
+        ctx = self._table_context(table_plan)
+        bounds = [b["value"] for b in ctx["boundaries"]]
+        fgs = ctx["scheme_filegroups"]
+        edges = [None, *bounds, None]
+        parts = [Partition(number=i + 1, lower=edges[i], upper=edges[i + 1], filegroup=fgs[i], rows=0,
+                           compression=(("(heap)", "NONE"),)) for i in range(len(fgs))]
+        return TargetTable(exists=True, partitioned=True, data_space=ctx["scheme"], function=ctx["function"],
+                           scheme=ctx["scheme"], partition_column=table_plan.table.key, boundaries=bounds,
+                           partitions=parts, columns=[ColumnInfo(c["name"], c["type"], c["nullable"])
+                                                      for c in self.columns(table_plan.table)])
+
+    def commit_sql(self, table_plan: TablePlan, target: TargetTable | None = None, batch: str | None = None,
+                   run: str | None = None) -> list[str]:
+        """The table's commit: the batch switched in whole, in one transaction (commit_table.sql).
+        Without `target` (no server: the script), against the table setup creates for the batch."""
+        table = table_plan.table
+        if not table.partitioned:
+            return []
+        target = target or self.new_target(table_plan)
+        streams = self.incoming(table_plan)
+        batch = self.lease_batch or self.script_batch if batch is None else batch
+        wp = self.window(table.name, target, streams, batch)
+        if not wp.ok:
+            raise TargetError("\n".join(wp.problems), permanent=True)
+        return self.render_commit(table.name, wp, target, streams, batch, run if run is not None else
+                                  (self.lease_holder or ""))
+
+    def render_commit(self, table: str, wp: WindowPlan, target: TargetTable, streams: list[Incoming], batch: str,
+                      run: str) -> list[str]:
+        """The table's own commit, one transaction (commit_table.sql, `publish: table`)."""
+        return self.render("commit_table.sql", **self.commit_context(table, wp, target, streams), batch=batch, run=run,
+                           wait_minutes=self.wait_minutes(), commit_lock_wait_ms=self.commit_lock_wait_ms,
+                           commit_attempts=self.commit_attempts)
+
+    def commit_context(self, table: str, wp: WindowPlan, target: TargetTable, streams: list[Incoming]) -> dict:
+        """What a partitioned table's commit steps (_commit_steps.sql) are rendered from: the
+        window's steps, the target's shape, the control rows."""
+        key = self.key(table)
+        steps = []
+        for st in wp.steps:
+            d: dict[str, Any] = {"kind": st.kind, "why": st.why,
+                                 "value_sql": key.literal(st.value) if st.value is not None else "NULL",
+                                 "range_sql": key.boundary(st.value) if st.value is not None else "NULL"}
+            if st.partition is not None:
+                d.update(number=st.partition.number, rows=st.partition.rows,
+                         range=keys_text(st.partition.lower, st.partition.upper, key))
+            if st.kind == "split":
+                d["filegroup"] = st.filegroup
+            elif st.kind == "archive":
+                name = self.checked(st.archive_table)
+                d.update(archive=self.qualified(self.archive_schema, name), filegroup=st.filegroup,
+                         heap_compression=st.compression[0][1] if st.compression else "NONE",
+                         compression=dict(st.compression),
+                         constraint_names={i.name: staging_constraint_name(name, i.name)
+                                           for i in target.indexes if i.constraint})
+            elif st.kind == "switch_in":
+                d.update(stream=st.stream.stream, filegroup=st.filegroup,
+                         staging=self.qualified(self.staging_schema, st.stream.staging_table),
+                         range=keys_text(key.before(st.stream.lower), st.stream.upper, key))
+            steps.append(d)
+        records = [{"key_min": show_key(s.lower), "key_max": show_key(s.upper), "rows": s.rows} for s in streams]
+        gone = sorted({show_key(p.upper) for p in [*wp.removed, *wp.retired] if p.upper is not None}
+                      | {r["key_max"] for r in records})
+        return {"table": f"{self.schema}.{table}", "table_name": table, "mode": self.spec.table(table).mode,
+                "steps": steps, "function": target.function, "scheme": target.scheme, "columns": target.columns,
+                "indexes": target.indexes, "records": records, "gone": gone}
+
+    def replace_context(self, stream: StreamPlan) -> dict:
+        """What an unpartitioned table's replace in the batch's publish (_replace_steps.sql) is
+        rendered from: its next version's rows into the table, checked against the manifest."""
+        return {"partitioned": False, "table": f"{self.schema}.{stream.table}", "table_name": stream.table,
+                "mode": "replace", "columns": self.columns(self.spec.table(stream.table)),
+                "source": self.qualified(self.staging_schema, self.next_table(stream.table)), "rows": stream.rows}
+
+    def render_publish(self, tables: list[dict], batch: str, run: str) -> list[str]:
+        """Every table of the batch in one transaction (publish_batch.sql, `publish: batch`):
+        `tables` in name order, each a partitioned table's `commit_context` (with "partitioned":
+        True) or an unpartitioned one's `replace_context`."""
+        return self.render("publish_batch.sql", tables=tables, batch=batch, run=run, wait_minutes=self.wait_minutes(),
+                           commit_lock_wait_ms=self.commit_lock_wait_ms, commit_attempts=self.commit_attempts)
+
+    def publish_sql(self, plan: LoadPlan, targets: Mapping[str, TargetTable] | None = None,
+                    batch: str | None = None, run: str | None = None) -> list[str]:
+        """The batch's publish: every table of the plan with a stream to load, in one transaction.
+        Each partitioned table against `targets[name]` (the catalog's answers), or without it
+        (no server: the script) against the table setup creates for the batch."""
+        batch = self.lease_batch or self.script_batch if batch is None else batch
+        run = self.lease_holder or "" if run is None else run
+        tables = []
+        for t in sorted(plan.tables, key=lambda t: t.table.name):
+            loads = [s for s in t.streams if not s.empty]
+            if not loads:
+                continue
+            if not t.table.partitioned:
+                tables.append(self.replace_context(loads[0]))
+                continue
+            target = (targets or {}).get(t.table.name) or self.new_target(t)
+            streams = self.incoming(t)
+            wp = self.window(t.table.name, target, streams, batch)
+            if not wp.ok:
+                raise TargetError("\n".join(wp.problems), permanent=True)
+            tables.append({"partitioned": True, **self.commit_context(t.table.name, wp, target, streams)})
+        return self.render_publish(tables, batch, run) if tables else []
+
+    def script(self, plan: LoadPlan) -> str:
+        """The whole load as T-SQL for review, in execution order, one batch per GO."""
+        out = [f"-- Switchyard load plan: spec {self.spec.name}, {plan.streams} streams, target mssql, "
+               f"load mode {self.load_mode}",
+               f"-- database {self.database}; {self._port_rule()}",
+               f"USE {self.q(self.database)};", "GO", "", "-- objects"]
+
+        def emit(statements: list[str]) -> None:
+            for stmt in statements:
+                out.append(stmt + ";")
+                out.append("GO")
+
+        emit(self.setup_sql(plan))
+        for s in plan.all_streams():
+            if s.empty:
+                continue
+            out.append(f"\n-- {s.group_id}: {s.file}, keys {s.key_min}..{s.key_max}, "
+                       f"filegroup {s.filegroup}, port {self.port_for(s.stream)}")
+            emit(self.prepare_sql(s))
+            emit(self.load_sql(s))
+            kind, why = self.load_path(s)
+            if kind != "bulk_insert":
+                # The client path: the worker reads the file (streamed, gzip decompressed on the
+                # fly) and sends typed rows; nothing of it is T-SQL, so the plan says it here.
+                out.append(f"-- load: TDS bulk copy from the worker of {s.file} into {self.staging_schema}."
+                           f"{s.staging_table} (table lock, check constraints, batch size {self.batch_size}, "
+                           f"packet size {self.packet_size}): {why}")
+            emit(self.constraint_sql(s))
+            emit(self.switch_sql(s, replace_existing=False))
+            if s.partitioned:
+                out.append(f"-- switch: the target's indexes built on {self.staging_schema}.{s.staging_table} "
+                           f"(none on a table setup made from the spec), then the stream is marked ready; "
+                           + ("the batch's publish moves it in with every table of the batch"
+                              if self.spec.publish == "batch" else "the table's last switch runs the table's commit"))
+        if self.spec.publish == "batch":
+            publish = self.publish_sql(plan)
+            if publish:
+                out.append("\n-- publish_batch: once every group of the run is validated and staged, every table of "
+                           "the batch goes in, in one transaction")
+                emit(publish)
+            return "\n".join(out) + "\n"
+        for t in plan.tables:
+            commit = self.commit_sql(t)
+            if commit:
+                out.append(f"\n-- {t.table.name}: its last switch moves the batch in whole")
+                emit(commit)
+        return "\n".join(out) + "\n"

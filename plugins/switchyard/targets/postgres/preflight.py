@@ -1,0 +1,255 @@
+"""setup on PostgreSQL: the pre-flight (every table of the batch against the target as the catalog
+has it), then the missing objects and each partitioned table's next version and planned partitions."""
+from __future__ import annotations
+
+import logging
+import re
+
+from switchyard.core.planner import LoadPlan, StreamPlan, TablePlan
+from switchyard.core.spec import Table
+from switchyard.targets.base import TargetError
+
+log = logging.getLogger(__name__)
+
+_BOUND = re.compile(r"^FOR VALUES FROM \((.+)\) TO \((.+)\)$")
+
+
+class PostgresPreflight:
+    """setup and what it reads from the catalog: the tables' shape, partitions and plans."""
+
+    # --- steps --------------------------------------------------------------------------
+    def setup(self, plan: LoadPlan, problems: list[str] = ()) -> list[str]:
+        """The run lease, then (one transaction) the pre-flight, missing objects, and for each
+        partitioned table its next version and this run's planned partitions. Returns the
+        pre-flight's notes; raises a permanent TargetError with every problem it found and the
+        batch's own `problems` (found before: files, manifest), creating nothing."""
+        with self.connection() as conn:
+            # Concurrent runs creating the same objects would race on IF NOT EXISTS; an
+            # advisory lock around setup makes it one at a time. The lease is taken first
+            # and committed on its own, so a run that must wait creates nothing.
+            if self.lease_holder:
+                with conn.transaction(), conn.cursor() as cur:
+                    cur.execute("SELECT pg_advisory_xact_lock(hashtext('switchyard.setup'))")
+                    for stmt in self.render("lease.sql"):
+                        cur.execute(stmt)
+                    self.check_lease(self._claim(cur))
+            import psycopg
+            try:
+                with conn.transaction(), conn.cursor() as cur:
+                    cur.execute("SELECT pg_advisory_xact_lock(hashtext('switchyard.setup'))")
+                    # Date and timestamp bounds are read as the server prints them: in ISO.
+                    cur.execute("SET LOCAL DateStyle = 'ISO, YMD'")
+                    checks = self.preflight(cur, plan, problems)
+                    # The table brought in line with the spec, as its on_spec_change allows
+                    # (the pre-flight refused everything else), before setup.sql's IF NOT EXISTS.
+                    for stmt in self.spec_changes:
+                        cur.execute(stmt)
+                    for stmt in self.setup_sql(plan):
+                        cur.execute(stmt)
+                    discarded = [note for table_plan in plan.tables if table_plan.table.partitioned
+                                 for note in self._plan_next(cur, table_plan)]
+                    for table_plan in plan.tables:
+                        if not table_plan.table.partitioned:
+                            # An earlier run's staged table that never went in: this run loads its own.
+                            cur.execute(f"DROP TABLE IF EXISTS "
+                                        f"{self.qualified(self.staging_schema, self.next_table(table_plan.table.name))}")
+            except psycopg.errors.UniqueViolation as exc:
+                # The target's unique index, created on a table loaded before it existed.
+                raise TargetError(
+                    f"setup: the target already holds duplicates of a unique key, so its unique index "
+                    f"cannot be built: {exc.diag.message_primary} ({exc.diag.message_detail}); remove the "
+                    f"duplicates or drop the table, or declare the table without `unique` in the spec",
+                    permanent=True) from exc
+        notes = [n for c in checks for n in c.notes] + self.spec_notes + discarded
+        for note in discarded:
+            log.warning("pre-flight: %s", note)
+        for note in notes:
+            log.info("pre-flight: %s", note)
+        return notes
+
+    def preflight(self, cur, plan: LoadPlan, batch_problems: list[str] = ()) -> list:
+        """Each table of the plan against the target as it is; TargetError (permanent) listing
+        every problem, with the batch's own (`batch_problems`), before anything is created or
+        loaded."""
+        from switchyard.core.preflight import check_table
+        checks, problems = [], list(batch_problems)
+        self.spec_changes, self.spec_notes = [], []
+        for table_plan in plan.tables:
+            table = table_plan.table
+            where = f"{self.schema}.{table.name}"
+            shape = self._target_shape(cur, table.name)
+            if shape is not None:
+                problems += self._shape_problems(table, shape, where)
+                problems += self._spec_differences(cur, table, shape, where)
+            existing = self._target_partitions(cur, table.name) if shape and shape["partitioned"] else None
+            if shape is not None and existing is None:
+                existing = []  # the table is there (an unpartitioned one has no partitions)
+            check = check_table(table, list(table_plan.streams), self.lease_batch or "", existing, where,
+                                kind=table.key_kind(self.engine), key_type=self.key_type(table.name))
+            checks.append(check)
+            problems += check.problems
+        if problems:
+            raise TargetError("pre-flight refused the batch before any load; nothing was changed:\n- "
+                              + "\n- ".join(problems), permanent=True)
+        return checks
+
+    def _target_shape(self, cur, table: str) -> dict | None:
+        """The target table as the catalog has it: partitioned on which columns, and its columns."""
+        cur.execute(
+            "SELECT c.oid, c.relkind, pt.partstrat, "
+            "       (SELECT array_agg(a.attname::text ORDER BY k.ord) FROM unnest(pt.partattrs::int2[]) "
+            "        WITH ORDINALITY AS k(attnum, ord) LEFT JOIN pg_attribute a "
+            "        ON a.attrelid = c.oid AND a.attnum = k.attnum) "
+            "FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "LEFT JOIN pg_partitioned_table pt ON pt.partrelid = c.oid "
+            "WHERE n.nspname = %s AND c.relname = %s", (self.schema, table))
+        row = cur.fetchone()
+        if row is None:
+            return None
+        oid, relkind, strategy, key_columns = row
+        cur.execute("SELECT attname, format_type(atttypid, atttypmod), attnotnull, atthasdef, attgenerated <> '' "
+                    "FROM pg_attribute WHERE attrelid = %s AND attnum > 0 AND NOT attisdropped ORDER BY attnum",
+                    (oid,))
+        columns = {name: {"type": t, "not_null": nn, "default": d, "generated": g}
+                   for name, t, nn, d, g in cur.fetchall()}
+        return {"relkind": relkind, "partitioned": relkind == "p", "strategy": strategy,
+                "key": list(key_columns or []), "columns": columns}
+
+    def _shape_problems(self, table, shape: dict, where: str) -> list[str]:
+        problems = []
+        if table.partitioned and not shape["partitioned"]:
+            problems.append(f"{where} exists but is not partitioned (the spec partitions it by range on "
+                            f"{table.key}): rename or drop it, or declare the table partitioned: false")
+        elif table.partitioned and (shape["strategy"] != "r" or shape["key"] != [table.key]):
+            problems.append(f"{where} is partitioned by {'range' if shape['strategy'] == 'r' else 'list or hash'} "
+                            f"on ({', '.join(c or '<expression>' for c in shape['key'])}), the spec by range on "
+                            f"{table.key}: rename or drop it, or change the spec's key")
+        elif not table.partitioned and shape["partitioned"]:
+            problems.append(f"{where} is partitioned, the spec declares it partitioned: false: rename or drop "
+                            f"it, or change the spec")
+        return problems
+
+    def _spec_differences(self, cur, table: Table, shape: dict, where: str) -> list[str]:
+        """The table against the spec (core/spec_diff.py): the problems that refuse the batch;
+        the statements its on_spec_change runs (`spec_changes`) and the notes (`spec_notes`)."""
+        from switchyard.core.spec_diff import compare, reconcile
+        from switchyard.targets.postgres import spec_change
+        our_unique = self.index_name(table.name)
+        existing = spec_change.existing_table(cur, self.qualified(self.schema, table.name), shape, our_unique)
+        types = spec_change.needed_types(cur, self, self.columns(table))
+        needed = spec_change.needed(types, self.length_checks(table),
+                                    our_unique if self.parent_has_unique_index(table) else None)
+        differences = compare(table, existing, needed, spec_change.Statements(self, table))
+        problems, notes, statements = reconcile(table, differences, where)
+        self.spec_changes += statements
+        self.spec_notes += notes
+        return problems
+
+    def _target_partitions(self, cur, table: str, schema: str | None = None) -> list:
+        """The table's partitions now, with their bounds and the batch each one is recorded to."""
+        from switchyard.core.preflight import Partition, parse_bound_value
+        kind = self.spec.table(table).key_kind(self.engine)
+        cur.execute(
+            "SELECT n.nspname::text, c.relname::text, pg_get_expr(c.relpartbound, c.oid) "
+            "FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
+            "JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE i.inhparent = to_regclass(%s) ORDER BY c.relname",
+            (self.qualified(schema or self.schema, table),))
+        rows = cur.fetchall()
+        recorded = self._recorded_batches(cur, table) if schema is None else {}
+        out = []
+        for nsp, name, bound in rows:
+            found = _BOUND.match(bound or "")
+            if bound == "DEFAULT" or not found:
+                out.append(Partition(name=name, lower=None, upper=None, schema=nsp, default=True,
+                                     batch=recorded.get(name)))
+                continue
+            out.append(Partition(name=name, lower=parse_bound_value(found[1], kind),
+                                 upper=parse_bound_value(found[2], kind), batch=recorded.get(name), schema=nsp))
+        return out
+
+    def _recorded_batches(self, cur, table: str) -> dict[str, str]:
+        cur.execute("SELECT to_regclass(%s) IS NOT NULL", (self.qualified(self.control_schema, "partition_batches"),))
+        if not cur.fetchone()[0]:
+            return {}
+        cur.execute(f"SELECT partition_name, batch FROM {self.qualified(self.control_schema, 'partition_batches')} "
+                    f"WHERE target_schema = %s AND table_name = %s", (self.schema, table))
+        return dict(cur.fetchall())
+
+    def _plan_next(self, cur, table_plan: TablePlan) -> list[str]:
+        """The table's next version, empty, and this run's planned partitions of it. Another
+        run's next version still waiting there (a run with a failed group) is discarded, and
+        said so: returns that note."""
+        table = table_plan.table
+        params = {"schema": self.schema, "table": table.name}
+        notes = []
+        pending = self._planned(cur, table.name)
+        others = {(p["run"], p["batch"]) for p in pending.values() if p["run"] != (self.lease_holder or "")}
+        if others:
+            cur.execute("SELECT c.relname::text FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
+                        "WHERE i.inhparent = to_regclass(%s) ORDER BY 1",
+                        (self.qualified(self.staging_schema, self.next_table(table.name)),))
+            held = [r[0] for r in cur.fetchall()]
+            for run, batch in sorted(others):
+                notes.append(f"{self.schema}.{table.name}: batch {batch} (run {run or '(none)'}) never went in: "
+                             f"its validated groups ({', '.join(held) or 'none'}) waited for the rest of its batch "
+                             f"and are discarded now; to load batch {batch}, run it again from setup.plan")
+        for stmt in self.render("next_table.sql", table=table.name, key=table.key,
+                                next_table=self.next_table(table.name)):
+            cur.execute(stmt, params if "%(" in stmt else None)
+        rows = [(self.schema, table.name, s.staging_table, s.partition_table, s.stream, self.lease_batch or "",
+                 str(s.lower), str(s.upper), s.rows, self.lease_holder or "")
+                for s in table_plan.streams if not s.empty]
+        if rows:
+            cur.executemany(
+                f"INSERT INTO {self.qualified(self.control_schema, 'planned_partitions')} (target_schema, "
+                f"table_name, staging_table, partition_name, stream, batch, key_min, key_max, rows_planned, run, "
+                f"planned_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, now())", rows)
+        return notes
+
+    def _existing_partition(self, cur, stream: StreamPlan) -> tuple[str, list[str]] | None:
+        """(bound, [parent schema, parent name]) of the partition that has this stream's name
+        now, if there is one."""
+        cur.execute(
+            "SELECT pg_get_expr(c.relpartbound, c.oid), c.relispartition, "
+            "       (SELECT ARRAY[pn.nspname::text, p.relname::text] FROM pg_inherits i "
+            "        JOIN pg_class p ON p.oid = i.inhparent JOIN pg_namespace pn ON pn.oid = p.relnamespace "
+            "        WHERE i.inhrelid = c.oid) "
+            "FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE n.nspname = %s AND c.relname = %s",
+            (self.schema, stream.partition_table))
+        row = cur.fetchone()
+        if row is None:
+            return None
+        bound, is_partition, parent = row
+        if not is_partition:
+            raise TargetError(f"{self.schema}.{stream.partition_table} exists but is not a partition of "
+                              f"{self.schema}.{stream.table}; rename or drop it")
+        return bound, parent
+
+    # --- the table's next version and its commit -------------------------------------------
+    def _planned(self, cur, table: str) -> dict[str, dict]:
+        """This table's planned partitions (setup's), by staging table name."""
+        cur.execute(
+            f"SELECT staging_table, partition_name, stream, batch, key_min, key_max, rows_planned, run "
+            f"FROM {self.qualified(self.control_schema, 'planned_partitions')} "
+            f"WHERE target_schema = %s AND table_name = %s ORDER BY stream", (self.schema, table))
+        keys = ("staging_table", "partition_name", "stream", "batch", "key_min", "key_max", "rows_planned", "run")
+        return {row[0]: dict(zip(keys, row)) for row in cur.fetchall()}
+
+    def _next_bounds(self, cur, table: str) -> dict[str, str]:
+        """Staging table -> the bound it is attached to the table's next version with (server text)."""
+        cur.execute("SELECT c.relname::text, pg_get_expr(c.relpartbound, c.oid) FROM pg_inherits i "
+                    "JOIN pg_class c ON c.oid = i.inhrelid WHERE i.inhparent = to_regclass(%s)",
+                    (self.qualified(self.staging_schema, self.next_table(table)),))
+        return dict(cur.fetchall())
+
+    def partitions(self, table: str) -> list[str]:
+        """Names of the table's partitions (none when the table does not exist)."""
+        rows = self.fetch(
+            "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
+            "WHERE i.inhparent = to_regclass(%s) ORDER BY 1", (self.qualified(self.schema, table),))
+        return [r[0] for r in rows]
+
+    def row_count(self, table: str) -> int:
+        return self.fetch(f"SELECT count(*) FROM {self.qualified(self.schema, table)}")[0][0]
