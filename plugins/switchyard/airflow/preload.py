@@ -32,6 +32,10 @@ import sys
 import time
 from pathlib import Path
 
+from switchyard.targets.registry import preload_modules
+
+_ENGINE_MODULES, _ENGINE_PACKAGES = preload_modules()
+
 # Imported by every task process itself, after the fork, when nothing else is: the task
 # runner's parse (the version, the local DAG bundle) and the operator's template environment
 # (jinja2's extensions). About 5 ms of CPU per task process (`python -m switchyard_dev.bench_task_start`).
@@ -45,8 +49,8 @@ MODULES = (
     "great_expectations.expectations",
     "great_expectations.data_context.types.base",
     "sqlalchemy",
-    "psycopg",
-    "airflow.providers.postgres.hooks.postgres",
+    # Each target engine's driver and Airflow hook (targets/registry.py).
+    *_ENGINE_MODULES,
     "airflow.sdk.execution_time.task_runner",
     *TASK_PROCESS_IMPORTS,
     # Imported by each LocalExecutor worker for its first task (about 20 ms each).
@@ -56,7 +60,7 @@ MODULES = (
 OWN_MODULES = (
     "switchyard.airflow.dag_factory",
     "switchyard.airflow.operators",
-    "switchyard.targets.postgres",
+    *_ENGINE_PACKAGES,
     "switchyard.observability.validation",
     "switchyard.observability.progress",
     "switchyard.observability.stats",

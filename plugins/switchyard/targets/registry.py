@@ -1,12 +1,15 @@
 """Which adapter serves a connection type: one line per target engine, and nothing else knows
 the engines. An adapter is imported only when a connection of its type is used, so an engine
-whose driver is not installed costs nothing until then.
+whose driver is not installed costs nothing until then. This module imports nothing of the
+targets itself: the scheduler's preload reads it in every Airflow process.
 """
 from __future__ import annotations
 
 import importlib
+from typing import TYPE_CHECKING
 
-from switchyard.targets.base import TargetAdapter, TargetError
+if TYPE_CHECKING:
+    from switchyard.targets.base import TargetAdapter
 
 # Airflow connection type -> "module:class" of its adapter.
 ADAPTERS = {
@@ -16,6 +19,14 @@ ADAPTERS = {
 }
 # The engines' own names (an adapter's `engine`), in the order tools list them.
 ENGINES = ("postgres", "mssql")
+# Engine -> the third-party modules its tasks import (its driver, its Airflow hook), which the
+# scheduler imports once for every task process it forks, with the engine's own package
+# (airflow/preload.py). SQL Server's: none, since its ODBC driver needs native libraries that a
+# scheduler's host may lack.
+PRELOAD = {
+    "postgres": ("psycopg", "airflow.providers.postgres.hooks.postgres"),
+    "mssql": (),
+}
 
 
 def adapter_class(conn_type: str) -> type[TargetAdapter]:
@@ -23,6 +34,14 @@ def adapter_class(conn_type: str) -> type[TargetAdapter]:
     try:
         module, name = ADAPTERS[conn_type].split(":")
     except KeyError:
+        from switchyard.targets.base import TargetError
         raise TargetError(f"no target adapter for connection type {conn_type!r} (known: "
                           f"{', '.join(ENGINES)})") from None
     return getattr(importlib.import_module(module), name)
+
+
+def preload_modules() -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(third-party modules, Switchyard's engine packages) for the scheduler to import once."""
+    preloaded = [engine for engine in ENGINES if PRELOAD[engine]]
+    return (tuple(m for engine in preloaded for m in PRELOAD[engine]),
+            tuple(ADAPTERS[engine].split(":")[0] for engine in preloaded))
