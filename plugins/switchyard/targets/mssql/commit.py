@@ -70,8 +70,9 @@ class MssqlCommit:
         if not rows:
             return None
         number = int(rows[0][0])
-        return {"partition_number": number, "partition": f"{self.schema}.{stream.table} partition {number}",
-                "in_target": True}
+        # Named as the switch that put it there named it (_stage), with its number now.
+        return {"partition_number": number, "in_target": True,
+                "partition": f"{self.schema}.{stream.table} keys {stream.lower}..{stream.upper}"}
 
     def switch_staging(self, stream: StreamPlan) -> dict[str, Any]:
         """Unpartitioned: the table replaced whole (`publish: table`), or its staging table made
@@ -204,8 +205,10 @@ class MssqlCommit:
                         f"AND staging_table = ? AND ready_at IS NULL", self.schema, stream.table, stream.staging_table)
             waiting = [p["staging_table"] for p in planned.values()
                        if p["ready_at"] is None and p["staging_table"] != stream.staging_table]
+            # A retried switch whose first attempt marked the stream ready finds it so: it changes nothing.
             result: dict[str, Any] = {"partition": f"{where} keys {stream.lower}..{stream.upper}", "replaced": None,
-                                      "in_target": False, "table_switched": False, "waiting_for": waiting}
+                                      "already_switched": mine["ready_at"] is not None, "in_target": False,
+                                      "table_switched": False, "waiting_for": waiting}
             if not waiting and self.spec.publish == "table":
                 result.update(self._commit_table(cur, stream.table, planned))
                 result["in_target"] = True

@@ -42,12 +42,23 @@ class MssqlLoad:
                     if mine is not None and mine["run"] == (self.lease_holder or ""):
                         filegroup = mine["filegroup"]
                         compression = staging_heap_compression(mine["compression"])
+                        if mine["ready_at"] is not None:
+                            # A group run again from prepare after its switch marked it ready: it is
+                            # not ready until this load is validated and switched again, so the
+                            # table's commit never takes a staging table being rebuilt.
+                            self._unready(cur, stream)
                 for stmt in self.prepare_sql(stream, columns=columns, filegroup=filegroup, compression=compression,
                                              checks=checks):
                     cur.execute(stmt)
                     drain(cur)
         except pyodbc.Error as exc:
             raise TargetError(f"prepare of {stream.group_id} failed: {_message(exc)}") from exc
+
+    def _unready(self, cur, stream: StreamPlan) -> None:
+        cur.execute(f"UPDATE {self.qualified(self.control_schema, 'planned_partitions')} SET ready_at = NULL "
+                    f"WHERE target_schema = ? AND table_name = ? AND staging_table = ?",
+                    self.schema, stream.table, stream.staging_table)
+        drain(cur)
 
     def load_staging(self, stream: StreamPlan, path: Path, progress: ProgressCallback | None) -> LoadResult:
         kind, why = self.load_path(stream)
