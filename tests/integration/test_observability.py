@@ -289,7 +289,7 @@ def test_two_streams_close_together_are_not_stragglers():
 
 
 def test_postgres_has_no_server_snapshot_and_stats_carry_no_waits(pg_uri):
-    from switchyard.airflow.operators import server_delta, server_snapshot
+    from switchyard.steps import server_delta, server_snapshot
     adapter = PostgresAdapter(SPEC, uri=pg_uri)
     assert server_snapshot(adapter) is None
     assert server_delta(adapter, None, None) == {}

@@ -8,18 +8,19 @@ heavy is imported at module level: every task process imports this module.
 from __future__ import annotations
 
 import logging
-import socket
 import time
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 from airflow.sdk import BaseOperator, BaseOperatorLink
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
-from switchyard import settings
-from switchyard.core.batch import MANIFEST, BatchError, resolve_batch, resolve_file
+from switchyard import settings, steps
+from switchyard.core.batch import MANIFEST, BatchError, resolve_batch
 from switchyard.observability.stats import report_url
+from switchyard.steps import StepFailed, StepSkipped, ValidationFailed, now_iso, server_delta, server_snapshot
 
 log = logging.getLogger(__name__)
 
@@ -32,10 +33,6 @@ def batch_name(value: str | None, context: Any) -> str:
         return str(value).strip()
     when = context.get("logical_date") or context["dag_run"].run_after
     return when.strftime("%Y-%m-%d")
-
-
-def now_iso() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
 
 
 class _TargetOperator(BaseOperator):
@@ -145,18 +142,7 @@ class PlanBatchOperator(_TargetOperator):
         self.tables = tables
 
     def _tables(self, spec) -> list[str]:
-        chosen = self.tables
-        if isinstance(chosen, str):
-            import json
-            try:
-                chosen = json.loads(chosen.replace("'", '"')) if chosen.strip() else []
-            except ValueError as exc:
-                raise AirflowFailException(f"tables: {self.tables!r} is not a list of table names") from exc
-        unknown = [t for t in chosen or [] if t not in spec.table_names]
-        if unknown:
-            raise AirflowFailException(f"tables: {', '.join(map(repr, unknown))} not in spec {spec.name!r} "
-                                       f"(known: {', '.join(spec.table_names)})")
-        return list(chosen or spec.table_names)
+        return steps.chosen_tables(spec, self.tables)
 
     def execute(self, context: Any) -> dict:
         try:
@@ -170,95 +156,36 @@ class PlanBatchOperator(_TargetOperator):
         """The batch checked whole (its manifest, its files, the DAG's groups, the declared
         expectations, then the pre-flight against the target), every problem found before one
         refusal lists them all; then the plan, with the target set up for it."""
-        from switchyard.core.batch import check_files, read_manifest
-        from switchyard.core.planner import PlanError, plan_batch
         spec = self.load_spec()
-        tables = self._tables(spec)
         name = batch_name(self.batch, context)
-        try:
-            folder = resolve_batch(name)
-            manifest = read_manifest(folder, spec)
-        except BatchError as exc:
-            raise AirflowFailException(str(exc)) from exc
-        problems = []
-        # The batch's shape is its manifest's: each table in as many streams as it lists. The
-        # DAG has task groups for up to `streams` per table; the ones a batch does not use skip.
-        wider = {t: len(manifest.streams_of(t)) for t in tables if len(manifest.streams_of(t)) > self.streams}
-        if wider:
-            problems.append(f"{manifest.path}: the batch has "
-                            + ", ".join(f"{n} streams of {t}" for t, n in wider.items())
-                            + f" but this DAG has task groups for up to {self.streams} per table "
-                              f"(set SWITCHYARD_STREAMS={max(wider.values())} or more)")
-        plan = None
-        try:
-            plan = plan_batch(spec, manifest, tables)
-        except PlanError as exc:
-            problems.append(str(exc))
-        problems += check_files(folder, manifest, spec, tables)
-        if any(spec.table(t).expectations for t in tables):
-            # A declared expectation GX does not know (or whose kwargs do not fit) fails the run
-            # here, naming the spec entry, before anything is loaded. Imports GX only then.
-            from switchyard.core.spec import SpecError
-            from switchyard.observability.validation import check_spec_expectations
-            try:
-                check_spec_expectations(spec, tables)
-            except SpecError as exc:
-                problems.append(str(exc))
-        if plan is None:
-            raise AirflowFailException(refusal(problems))
+        with airflow_terms(context):
+            tables = self._tables(spec)
+            folder, plan, problems = steps.check_batch(spec, tables, name, self.streams)
         self.bind_run(context)
         adapter = self.adapter()
-        # Raises LeaseHeld while another run loads this schema: the task's retries are the wait.
         try:
             # The pre-flight (the batch's ranges against the target's partitions) is part of
             # setup: a batch its table's mode does not allow fails here, before any load, with
             # the problems found above.
-            preflight = adapter.setup(plan, problems) or []
+            return steps.set_up(adapter, plan, problems, name, folder, tables)
         except Exception as exc:
             self.fail_if_permanent(exc)
             raise
-        out = plan.to_dict()
-        out.update(batch=name, batch_dir=str(folder), tables=tables, target=adapter.engine,
-                   schema=adapter.schema, staging_schema=adapter.staging_schema,
-                   control_schema=adapter.control_schema, preflight=preflight)
-        snapshot = server_snapshot(adapter)
-        if snapshot is not None:
-            # The run's first look at the server's cumulative counters (SQL Server: wait and
-            # latch statistics); the stats task takes the second and reports the difference.
-            out["server_snapshot"] = snapshot
-        return out
 
 
-def refusal(problems: list[str]) -> str:
-    """One message for every problem found in a batch before any load."""
-    if len(problems) == 1:
-        return f"{problems[0]}; nothing was loaded or changed"
-    return ("the batch was refused before any load; nothing was changed. " + f"{len(problems)} problems:\n- "
-            + "\n- ".join(problems))
-
-
-def server_snapshot(adapter: Any) -> dict | None:
-    """The target's cumulative server counters, where its adapter has them (else None)."""
-    take = getattr(adapter, "server_snapshot", None)
-    if not callable(take):
-        return None
+@contextmanager
+def airflow_terms(context: Any) -> Iterator[None]:
+    """A step's outcome in Airflow's terms: StepSkipped skips the task, StepFailed fails it
+    without retries (a failed validation first keeps its outcome for the run's statistics)."""
     try:
-        return take()
-    except Exception as exc:  # statistics must never fail a load
-        log.warning("server statistics snapshot failed: %s", exc)
-        return None
-
-
-def server_delta(adapter: Any, before: dict | None, after: dict | None) -> dict:
-    """What accrued on the server between two snapshots: {"waits": [...], "latches": [...]}."""
-    delta = getattr(adapter, "server_delta", None)
-    if before is None or after is None or not callable(delta):
-        return {}
-    try:
-        return delta(before, after, top=10) or {}
-    except Exception as exc:
-        log.warning("server statistics delta failed: %s", exc)
-        return {}
+        yield
+    except StepSkipped as exc:
+        raise AirflowSkipException(str(exc)) from exc
+    except ValidationFailed as exc:
+        context["ti"].xcom_push(key="failure", value=exc.result)
+        raise AirflowFailException(str(exc)) from exc
+    except StepFailed as exc:
+        raise AirflowFailException(str(exc)) from exc
 
 
 class _GroupOperator(_TargetOperator):
@@ -276,7 +203,8 @@ class _GroupOperator(_TargetOperator):
         cpu_start = time.process_time()
         self.bind_run(context)
         try:
-            result = self.step(context)
+            with airflow_terms(context):
+                result = self.step(context)
             # Kept for the run's Gantt chart: the stats task reads every step's span.
             if isinstance(result, dict):
                 result.update(step_started=started, step_ended=now_iso(),
@@ -294,24 +222,9 @@ class _GroupOperator(_TargetOperator):
     def step(self, context: Any) -> dict:
         raise NotImplementedError
 
-    def run_plan(self, context: Any) -> dict:
-        plan = context["ti"].xcom_pull(task_ids=PLAN_TASK)
-        if not plan:
-            raise AirflowFailException("the run's plan is missing (did setup.plan run?)")
-        return plan
-
     def stream_plan(self, context: Any):
-        from switchyard.core.planner import StreamPlan, group_id
-        plan = self.run_plan(context)
-        raw = plan["groups"].get(group_id(self.table, self.stream))
-        if raw is None:
-            if self.table in (plan.get("tables") or []):
-                raise AirflowSkipException(f"{self.table} comes in fewer than {self.stream} streams in this batch")
-            raise AirflowSkipException(f"{self.table} is not among this run's tables")
-        s = StreamPlan(**raw)
-        if s.empty:
-            raise AirflowSkipException(f"{self.table} stream {self.stream} is empty in this batch")
-        return plan, s
+        plan = context["ti"].xcom_pull(task_ids=PLAN_TASK)
+        return plan, steps.stream_plan(plan, self.table, self.stream)
 
 
 class PrepareOperator(_GroupOperator):
@@ -326,18 +239,8 @@ class PrepareOperator(_GroupOperator):
         self.file_on_source = file_on_source
 
     def step(self, context: Any) -> dict:
-        return prepare_step(self, *self.stream_plan(context))
-
-
-def prepare_step(op: _GroupOperator, plan: dict, s) -> dict:
-    path = resolve_file(Path(plan["batch_dir"]), s.file)
-    if not getattr(op, "file_on_source", None) and not path.is_file():
-        raise AirflowFailException(f"{path}: stream file not found [table {s.table}, stream {s.stream}]")
-    adapter = op.adapter()
-    started = time.monotonic()
-    adapter.prepare(s)
-    return {"staging_table": f"{plan['staging_schema']}.{s.staging_table}", "file": str(path),
-            "seconds": round(time.monotonic() - started, 4)}
+        plan, s = self.stream_plan(context)
+        return steps.prepare(self.adapter, plan, s, self.file_on_source)
 
 
 class LoadOperator(_GroupOperator):
@@ -356,62 +259,8 @@ class LoadOperator(_GroupOperator):
         # The load's fixed cost part by part, in its result (`parts`): the plan's pull first.
         clock = time.monotonic()
         plan, s = self.stream_plan(context)
-        return load_step(self, context, plan, s, plan_pull=time.monotonic() - clock)
-
-
-def load_step(op: _GroupOperator, context: Any, plan: dict, s, plan_pull: float = 0.0) -> dict:
-    from switchyard.observability.progress import LoadProgress
-    # The load's fixed cost part by part, in its result (`parts`, seconds): the plan's pull
-    # from XCom, the connection's lookup, the progress sampler's setup and close; the
-    # adapter adds its own (connect, lease, release) to the result's details.
-    parts = {"plan_pull": plan_pull}
-    path = local_file(plan, s, op.queue)
-    clock = time.monotonic()
-    adapter = op.adapter()
-    parts["connection_lookup"] = time.monotonic() - clock
-    clock = time.monotonic()
-    # The server's progress sampler connects only when a progress line is due (after
-    # SWITCHYARD_PROGRESS_SECONDS): a short load never opens that side connection.
-    server = adapter.server_progress(adapter.staging_schema, s.staging_table)
-    progress = LoadProgress(s.group_id, getattr(op, "progress_every_seconds", None), server=server)
-    parts["progress_setup"] = time.monotonic() - clock
-    started = now_iso()
-    clock = time.monotonic()
-    try:
-        result = adapter.load(s, path, progress)
-    except Exception as exc:
-        op.fail_if_permanent(exc)   # bad data: a retry would fail the same way
-        raise
-    finally:
-        loaded = time.monotonic()
-        if server is not None:
-            server.close()
-        parts["progress_close"] = time.monotonic() - loaded
-    parts["load_call"] = loaded - clock
-    ended = now_iso()
-    log.info("%s: %d rows, %.1f MB in %.2f s (%.1f MB/s, %.0f rows/s)", s.group_id, result.rows,
-             result.bytes / 1e6, result.seconds, result.bytes / 1e6 / max(result.seconds, 1e-9),
-             result.rows / max(result.seconds, 1e-9))
-    return {"rows": result.rows, "bytes": result.bytes, "seconds": round(result.seconds, 4),
-            "started": started, "ended": ended, "file": str(path), "host": context["ti"].hostname,
-            "queue": op.queue, "parts": {k: round(v, 4) for k, v in parts.items()}, **result.details}
-
-
-def local_file(plan: dict, s, queue: str | None) -> Path:
-    """The stream file under this process's data root (SWITCHYARD_DATA_ROOT).
-
-    The load is the one step that may run on another machine (a worker of the stream's
-    source, see dag_factory.routing): it finds the batch under its own root, not at the
-    path the planning host saw. Beside the scheduler both are the same folder."""
-    batch_dir = resolve_batch(plan["batch"])
-    path = resolve_file(batch_dir, s.file)
-    if not path.exists() or path.is_dir():  # a named pipe is a file to load, too
-        # Retried: another worker of the queue may hold the file (a retry goes to any of them).
-        raise BatchError(f"{path}: stream file not found on this worker [table {s.table}, stream {s.stream}; "
-                         f"host {socket.gethostname()}, queue {queue!r}, data root "
-                         f"{settings.data_root()}]: its source's workers must hold "
-                         f"<data root>/{plan['batch']}/{s.file} (the spec's sources say which queue)")
-    return path
+        return steps.load(self.adapter, plan, s, queue=self.queue, host=context["ti"].hostname,
+                          progress_every_seconds=self.progress_every_seconds, plan_pull=time.monotonic() - clock)
 
 
 class ValidateOperator(_GroupOperator):
@@ -420,38 +269,10 @@ class ValidateOperator(_GroupOperator):
     check with what it expected, observed and cost (`checks`, and `cost` per kind of check)."""
 
     def step(self, context: Any) -> dict:
-        return validate_step(self, context, *self.stream_plan(context))
-
-
-def validate_step(op: _GroupOperator, context: Any, plan: dict, s, loaded: dict | None = None) -> dict:
-    """`loaded`: the load's result, where the caller has it (else it is pulled from the load's
-    XCom when needed): the expected count when the manifest has none, and the COPY's count
-    and the storage it filled, which validation takes for the table's row count where the
-    target names that storage (SWITCHYARD_VALIDATION=load)."""
-    from switchyard.core.spec import SpecError
-    from switchyard.observability.validation import describe_failures, trust_load_default, validate_stream
-    adapter = op.adapter()
-    if loaded is None and (s.rows is None or adapter.load_names_its_storage and trust_load_default()):
-        # One more API call, only where the load's result is used.
-        loaded = context["ti"].xcom_pull(task_ids=f"{s.group_id}.load") or {}
-    expected_rows = s.rows
-    if expected_rows is None:
-        # A manifest without row counts: the count the load reported.
-        expected_rows = (loaded or {}).get("rows")
-    try:
-        outcome = validate_stream(adapter, op.load_spec(), s, expected_rows, loaded=loaded)
-    except SpecError as exc:
-        raise AirflowFailException(str(exc)) from exc
-    result = outcome.to_dict()
-    log.info("%s: validation %s in %.2f s (GX import %.2f s); seconds per kind of check: %s", s.group_id,
-             "passed" if outcome.success else "FAILED", outcome.seconds, outcome.import_seconds,
-             ", ".join(f"{k} {v:.3f}" for k, v in result["cost"].items()))
-    if not outcome.success:
-        where = (f"table {s.table}, stream {s.stream}, file {plan['batch_dir']}/{s.file}, "
-                 f"staging table {plan['staging_schema']}.{s.staging_table} (kept; nothing switched)")
-        context["ti"].xcom_push(key="failure", value=result)
-        raise AirflowFailException(describe_failures(outcome, where))
-    return result
+        plan, s = self.stream_plan(context)
+        # The load's result is one more API call, made only where validation uses it.
+        return steps.validate(self.adapter, self.load_spec(), plan, s,
+                              loaded_of=lambda: context["ti"].xcom_pull(task_ids=f"{s.group_id}.load"))
 
 
 class SwitchOperator(_GroupOperator):
@@ -462,37 +283,8 @@ class SwitchOperator(_GroupOperator):
     transaction; `in_target` in the result says whether the partition is in the table now."""
 
     def step(self, context: Any) -> dict:
-        return switch_step(self, *self.stream_plan(context))
-
-
-def switch_step(op: _GroupOperator, plan: dict, s) -> dict:
-    # A lock wait that timed out or a server restart here is retried (a unique violation is
-    # not: _GroupOperator.execute); a retry whose earlier attempt committed finds the switch
-    # done (already_switched).
-    adapter = op.adapter()
-    started = time.monotonic()
-    result = adapter.switch(s)
-    result["seconds"] = round(time.monotonic() - started, 4)
-    result["switched"] = now_iso()
-    name = result.get("partition") or f"{plan['schema']}.{s.table}"
-    if result.get("already_switched"):
-        log.info("%s: %s is in place already (an earlier attempt of this task switched it)", s.group_id, name)
-    elif result.get("in_target", True):
-        log.info("%s: switched in as %s%s", s.group_id, name,
-                 f"; the table's batch is in whole ({result['partitions_in']} partitions"
-                 + (f", replacing {', '.join(result['removed'])}" if result.get("removed") else "")
-                 + (f", retired {', '.join(result['retired'])}" if result.get("retired") else "") + ")"
-                 if result.get("table_switched") and "partitions_in" in result else
-                 " (replacing the previous one)" if result.get("replaced") else "")
-    elif op.load_spec().publish == "batch":
-        log.info("%s: validated and staged in the next version of %s.%s%s; readers still see the table as "
-                 "it was: the batch's publish (publish.batch) moves every table of the batch in together",
-                 s.group_id, plan["schema"], s.table, f" as {name}" if s.partitioned else "")
-    else:
-        log.info("%s: validated and attached to the next version of %s.%s as %s; readers still see the "
-                 "table as it was: the table's last switch moves its whole batch in (waiting for %s)",
-                 s.group_id, plan["schema"], s.table, name, ", ".join(result.get("waiting_for") or []))
-    return result
+        plan, s = self.stream_plan(context)
+        return steps.switch(self.adapter, self.load_spec(), plan, s)
 
 
 class GroupStepsOperator(_GroupOperator):
@@ -517,14 +309,18 @@ class GroupStepsOperator(_GroupOperator):
         plan, s = self.stream_plan(context)
         plan_pull = time.monotonic() - clock
         done: dict[str, Any] = {}
-        steps = (("prepare", lambda: prepare_step(self, plan, s)),
-                 ("load", lambda: load_step(self, context, plan, s, plan_pull=plan_pull)),
-                 ("validate", lambda: validate_step(self, context, plan, s, loaded=done["load"])),
-                 ("switch", lambda: switch_step(self, plan, s)))
-        for name, run in steps:
+        spec = self.load_spec()
+        group = (("prepare", lambda: steps.prepare(self.adapter, plan, s, self.file_on_source)),
+                 ("load", lambda: steps.load(self.adapter, plan, s, queue=self.queue, host=context["ti"].hostname,
+                                             progress_every_seconds=self.progress_every_seconds,
+                                             plan_pull=plan_pull)),
+                 ("validate", lambda: steps.validate(self.adapter, spec, plan, s, loaded=done["load"])),
+                 ("switch", lambda: steps.switch(self.adapter, spec, plan, s)))
+        for name, run in group:
             started, cpu = now_iso(), time.process_time()
             try:
-                result = run()
+                with airflow_terms(context):
+                    result = run()
             except Exception:
                 context["ti"].xcom_push(key="steps_done", value={**done, "failed_step": name})
                 raise
@@ -546,26 +342,16 @@ class PublishBatchOperator(_TargetOperator):
     stream the plan loads was not staged (a group skipped or cleared), naming it and its rows."""
 
     def execute(self, context: Any) -> dict:
-        from switchyard.core.planner import StreamPlan
         plan = context["ti"].xcom_pull(task_ids=PLAN_TASK)
         if not plan:
             raise AirflowFailException("the run's plan is missing (did setup.plan run?)")
-        tables = set(plan.get("tables") or [])
-        streams = [StreamPlan(**raw) for raw in plan["groups"].values() if raw["table"] in tables]
         self.bind_run(context)
         try:
-            result = self.adapter().publish_batch(streams)
+            return steps.publish_batch(self.adapter, plan)
         except Exception as exc:
             context["ti"].xcom_push(key="error", value=f"{type(exc).__name__}: {exc}"[:4000])
             self.fail_if_permanent(exc)
             raise
-        if result.get("already_published"):
-            log.info("batch %s: published already by an earlier attempt of this task", plan.get("batch"))
-        else:
-            log.info("batch %s published: %s in one transaction; the tables were locked for %.3f s",
-                     plan.get("batch"), ", ".join(result["tables"]), result.get("lock_seconds") or 0.0)
-        result["published"] = now_iso()
-        return result
 
 
 class PublishOperator(_TargetOperator):

@@ -1,0 +1,324 @@
+"""The steps of a load in plain Python: what each task of the DAG does, given the run's plan and
+an adapter, with no Airflow in sight.
+
+The operators (airflow/operators.py) find a step's inputs (the run's plan from XCom, the
+target's connection, the task's queue and host), call the step, and put its outcome in
+Airflow's terms: a result is the task's return value, `StepSkipped` skips the task and
+`StepFailed` fails it at once, without retries (it fails the same way on every try). Any other
+exception is the engine's to classify (`targets.permanent_reason`): retried unless permanent.
+
+An adapter is passed as a callable that makes it (`connect`), because making one looks the
+connection up: a step checks what it can first (a missing file) and times the lookup.
+"""
+from __future__ import annotations
+
+import logging
+import socket
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable
+
+from switchyard import settings
+from switchyard.core.batch import BatchError, resolve_batch, resolve_file
+from switchyard.core.planner import LoadPlan, StreamPlan
+from switchyard.core.spec import LoadSpec
+from switchyard.targets.base import TargetAdapter
+
+log = logging.getLogger(__name__)
+
+Connect = Callable[[], TargetAdapter]
+
+
+class StepFailed(Exception):
+    """The step cannot succeed on another try: a refused batch, a missing file, bad data."""
+
+
+class ValidationFailed(StepFailed):
+    """The staging table failed a check; `result` is the validation's outcome, every check in it."""
+
+    def __init__(self, message: str, result: dict):
+        super().__init__(message)
+        self.result = result
+
+
+class StepSkipped(Exception):
+    """Nothing for this step to do in this run (a stream the batch does not have)."""
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+# --- setup.plan ---------------------------------------------------------------------------
+def chosen_tables(spec: LoadSpec, chosen: Any) -> list[str]:
+    """The run's tables: the `tables` param (a list, or its text), else every table of the spec."""
+    if isinstance(chosen, str):
+        import json
+        text = chosen
+        try:
+            chosen = json.loads(text.replace("'", '"')) if text.strip() else []
+        except ValueError as exc:
+            raise StepFailed(f"tables: {text!r} is not a list of table names") from exc
+    unknown = [t for t in chosen or [] if t not in spec.table_names]
+    if unknown:
+        raise StepFailed(f"tables: {', '.join(map(repr, unknown))} not in spec {spec.name!r} "
+                         f"(known: {', '.join(spec.table_names)})")
+    return list(chosen or spec.table_names)
+
+
+def check_batch(spec: LoadSpec, tables: list[str], name: str, streams: int) -> tuple[Path, LoadPlan, list[str]]:
+    """The batch checked whole (its manifest, its files, the DAG's groups, the declared
+    expectations): (its folder, its plan, every problem found). Without a plan it fails at once
+    with every problem; with one, the problems go to the target's setup, which refuses the
+    batch with its pre-flight's own (`set_up`)."""
+    from switchyard.core.batch import check_files, read_manifest
+    from switchyard.core.planner import PlanError, plan_batch
+    try:
+        folder = resolve_batch(name)
+        manifest = read_manifest(folder, spec)
+    except BatchError as exc:
+        raise StepFailed(str(exc)) from exc
+    problems = []
+    # The batch's shape is its manifest's: each table in as many streams as it lists. The
+    # DAG has task groups for up to `streams` per table; the ones a batch does not use skip.
+    wider = {t: len(manifest.streams_of(t)) for t in tables if len(manifest.streams_of(t)) > streams}
+    if wider:
+        problems.append(f"{manifest.path}: the batch has "
+                        + ", ".join(f"{n} streams of {t}" for t, n in wider.items())
+                        + f" but this DAG has task groups for up to {streams} per table "
+                          f"(set SWITCHYARD_STREAMS={max(wider.values())} or more)")
+    plan = None
+    try:
+        plan = plan_batch(spec, manifest, tables)
+    except PlanError as exc:
+        problems.append(str(exc))
+    problems += check_files(folder, manifest, spec, tables)
+    if any(spec.table(t).expectations for t in tables):
+        # A declared expectation GX does not know (or whose kwargs do not fit) fails the run
+        # here, naming the spec entry, before anything is loaded. Imports GX only then.
+        from switchyard.core.spec import SpecError
+        from switchyard.observability.validation import check_spec_expectations
+        try:
+            check_spec_expectations(spec, tables)
+        except SpecError as exc:
+            problems.append(str(exc))
+    if plan is None:
+        raise StepFailed(refusal(problems))
+    return folder, plan, problems
+
+
+def set_up(adapter: TargetAdapter, plan: LoadPlan, problems: list[str], name: str, folder: Path,
+           tables: list[str]) -> dict:
+    """The target set up for the plan (the pre-flight, which refuses the batch with `problems`
+    and its own, then the missing objects); the run's plan as every later step reads it.
+    Raises LeaseHeld while another run loads this schema: the task's retries are the wait."""
+    preflight = adapter.setup(plan, problems) or []
+    out = plan.to_dict()
+    out.update(batch=name, batch_dir=str(folder), tables=tables, target=adapter.engine,
+               schema=adapter.schema, staging_schema=adapter.staging_schema,
+               control_schema=adapter.control_schema, preflight=preflight)
+    snapshot = server_snapshot(adapter)
+    if snapshot is not None:
+        # The run's first look at the server's cumulative counters (SQL Server: wait and
+        # latch statistics); the stats task takes the second and reports the difference.
+        out["server_snapshot"] = snapshot
+    return out
+
+
+def refusal(problems: list[str]) -> str:
+    """One message for every problem found in a batch before any load."""
+    if len(problems) == 1:
+        return f"{problems[0]}; nothing was loaded or changed"
+    return ("the batch was refused before any load; nothing was changed. " + f"{len(problems)} problems:\n- "
+            + "\n- ".join(problems))
+
+
+def server_snapshot(adapter: Any) -> dict | None:
+    """The target's cumulative server counters, where its adapter has them (else None)."""
+    take = getattr(adapter, "server_snapshot", None)
+    if not callable(take):
+        return None
+    try:
+        return take()
+    except Exception as exc:  # statistics must never fail a load
+        log.warning("server statistics snapshot failed: %s", exc)
+        return None
+
+
+def server_delta(adapter: Any, before: dict | None, after: dict | None) -> dict:
+    """What accrued on the server between two snapshots: {"waits": [...], "latches": [...]}."""
+    delta = getattr(adapter, "server_delta", None)
+    if before is None or after is None or not callable(delta):
+        return {}
+    try:
+        return delta(before, after, top=10) or {}
+    except Exception as exc:
+        log.warning("server statistics delta failed: %s", exc)
+        return {}
+
+
+# --- a group's steps ------------------------------------------------------------------------
+def stream_plan(plan: dict | None, table: str, stream: int) -> StreamPlan:
+    """The group's part of the run's plan; StepSkipped where the batch has nothing for it."""
+    from switchyard.core.planner import group_id
+    if not plan:
+        raise StepFailed("the run's plan is missing (did setup.plan run?)")
+    raw = plan["groups"].get(group_id(table, stream))
+    if raw is None:
+        if table in (plan.get("tables") or []):
+            raise StepSkipped(f"{table} comes in fewer than {stream} streams in this batch")
+        raise StepSkipped(f"{table} is not among this run's tables")
+    s = StreamPlan(**raw)
+    if s.empty:
+        raise StepSkipped(f"{table} stream {stream} is empty in this batch")
+    return s
+
+
+def prepare(connect: Connect, plan: dict, s: StreamPlan, file_on_source: str | None = None) -> dict:
+    """A fresh staging table with its partition's range CHECK, once the stream file is found
+    (except for a stream on a source, whose file only that source's workers see)."""
+    path = resolve_file(Path(plan["batch_dir"]), s.file)
+    if not file_on_source and not path.is_file():
+        raise StepFailed(f"{path}: stream file not found [table {s.table}, stream {s.stream}]")
+    adapter = connect()
+    started = time.monotonic()
+    adapter.prepare(s)
+    return {"staging_table": f"{plan['staging_schema']}.{s.staging_table}", "file": str(path),
+            "seconds": round(time.monotonic() - started, 4)}
+
+
+def load(connect: Connect, plan: dict, s: StreamPlan, *, queue: str | None, host: str | None,
+         progress_every_seconds: float | None = None, plan_pull: float = 0.0) -> dict:
+    """The stream file into its staging table, with progress lines on long loads."""
+    from switchyard.observability.progress import LoadProgress
+    # The load's fixed cost part by part, in its result (`parts`, seconds): the plan's pull
+    # from XCom, the connection's lookup, the progress sampler's setup and close; the
+    # adapter adds its own (connect, lease, release) to the result's details.
+    parts = {"plan_pull": plan_pull}
+    path = local_file(plan, s, queue)
+    clock = time.monotonic()
+    adapter = connect()
+    parts["connection_lookup"] = time.monotonic() - clock
+    clock = time.monotonic()
+    # The server's progress sampler connects only when a progress line is due (after
+    # SWITCHYARD_PROGRESS_SECONDS): a short load never opens that side connection.
+    server = adapter.server_progress(adapter.staging_schema, s.staging_table)
+    progress = LoadProgress(s.group_id, progress_every_seconds, server=server)
+    parts["progress_setup"] = time.monotonic() - clock
+    started = now_iso()
+    clock = time.monotonic()
+    try:
+        result = adapter.load(s, path, progress)
+    finally:
+        loaded = time.monotonic()
+        if server is not None:
+            server.close()
+        parts["progress_close"] = time.monotonic() - loaded
+    parts["load_call"] = loaded - clock
+    ended = now_iso()
+    log.info("%s: %d rows, %.1f MB in %.2f s (%.1f MB/s, %.0f rows/s)", s.group_id, result.rows,
+             result.bytes / 1e6, result.seconds, result.bytes / 1e6 / max(result.seconds, 1e-9),
+             result.rows / max(result.seconds, 1e-9))
+    return {"rows": result.rows, "bytes": result.bytes, "seconds": round(result.seconds, 4),
+            "started": started, "ended": ended, "file": str(path), "host": host,
+            "queue": queue, "parts": {k: round(v, 4) for k, v in parts.items()}, **result.details}
+
+
+def local_file(plan: dict, s: StreamPlan, queue: str | None) -> Path:
+    """The stream file under this process's data root (SWITCHYARD_DATA_ROOT).
+
+    The load is the one step that may run on another machine (a worker of the stream's
+    source, see dag_factory.routing): it finds the batch under its own root, not at the
+    path the planning host saw. Beside the scheduler both are the same folder."""
+    batch_dir = resolve_batch(plan["batch"])
+    path = resolve_file(batch_dir, s.file)
+    if not path.exists() or path.is_dir():  # a named pipe is a file to load, too
+        # Retried: another worker of the queue may hold the file (a retry goes to any of them).
+        raise BatchError(f"{path}: stream file not found on this worker [table {s.table}, stream {s.stream}; "
+                         f"host {socket.gethostname()}, queue {queue!r}, data root "
+                         f"{settings.data_root()}]: its source's workers must hold "
+                         f"<data root>/{plan['batch']}/{s.file} (the spec's sources say which queue)")
+    return path
+
+
+def validate(connect: Connect, spec: LoadSpec, plan: dict, s: StreamPlan,
+             loaded: dict | None = None, loaded_of: Callable[[], dict] | None = None) -> dict:
+    """The staging table checked before its switch: row count, key range, not null, the spec's
+    unique columns and declared expectations (validation.py); every check with what it
+    expected, observed and cost. `loaded`: the load's result where the caller has it, else
+    `loaded_of` fetches it, only where it is used: the expected count when the manifest has
+    none, and the COPY's count and the storage it filled, which validation takes for the
+    table's row count where the target names that storage (SWITCHYARD_VALIDATION=load)."""
+    from switchyard.core.spec import SpecError
+    from switchyard.observability.validation import describe_failures, trust_load_default, validate_stream
+    adapter = connect()
+    if loaded is None and loaded_of is not None and (
+            s.rows is None or adapter.load_names_its_storage and trust_load_default()):
+        loaded = loaded_of() or {}
+    expected_rows = s.rows
+    if expected_rows is None:
+        # A manifest without row counts: the count the load reported.
+        expected_rows = (loaded or {}).get("rows")
+    try:
+        outcome = validate_stream(adapter, spec, s, expected_rows, loaded=loaded)
+    except SpecError as exc:
+        raise StepFailed(str(exc)) from exc
+    result = outcome.to_dict()
+    log.info("%s: validation %s in %.2f s (GX import %.2f s); seconds per kind of check: %s", s.group_id,
+             "passed" if outcome.success else "FAILED", outcome.seconds, outcome.import_seconds,
+             ", ".join(f"{k} {v:.3f}" for k, v in result["cost"].items()))
+    if not outcome.success:
+        where = (f"table {s.table}, stream {s.stream}, file {plan['batch_dir']}/{s.file}, "
+                 f"staging table {plan['staging_schema']}.{s.staging_table} (kept; nothing switched)")
+        raise ValidationFailed(describe_failures(outcome, where), result)
+    return result
+
+
+def switch(connect: Connect, spec: LoadSpec, plan: dict, s: StreamPlan) -> dict:
+    """The validated staging table in as the stream's partition (or into the table's next version,
+    which the table's last switch or the batch's publish moves in whole)."""
+    # A lock wait that timed out or a server restart here is retried (a unique violation is
+    # not); a retry whose earlier attempt committed finds the switch done (already_switched).
+    adapter = connect()
+    started = time.monotonic()
+    result = adapter.switch(s)
+    result["seconds"] = round(time.monotonic() - started, 4)
+    result["switched"] = now_iso()
+    name = result.get("partition") or f"{plan['schema']}.{s.table}"
+    if result.get("already_switched"):
+        log.info("%s: %s is in place already (an earlier attempt of this task switched it)", s.group_id, name)
+    elif result.get("in_target", True):
+        log.info("%s: switched in as %s%s", s.group_id, name,
+                 f"; the table's batch is in whole ({result['partitions_in']} partitions"
+                 + (f", replacing {', '.join(result['removed'])}" if result.get("removed") else "")
+                 + (f", retired {', '.join(result['retired'])}" if result.get("retired") else "") + ")"
+                 if result.get("table_switched") and "partitions_in" in result else
+                 " (replacing the previous one)" if result.get("replaced") else "")
+    elif spec.publish == "batch":
+        log.info("%s: validated and staged in the next version of %s.%s%s; readers still see the table as "
+                 "it was: the batch's publish (publish.batch) moves every table of the batch in together",
+                 s.group_id, plan["schema"], s.table, f" as {name}" if s.partitioned else "")
+    else:
+        log.info("%s: validated and attached to the next version of %s.%s as %s; readers still see the "
+                 "table as it was: the table's last switch moves its whole batch in (waiting for %s)",
+                 s.group_id, plan["schema"], s.table, name, ", ".join(result.get("waiting_for") or []))
+    return result
+
+
+# --- the batch's publish --------------------------------------------------------------------
+def publish_batch(connect: Connect, plan: dict | None) -> dict:
+    """Every table of the run in, in one transaction (the spec's `publish: batch`); the target
+    refuses, changing nothing, when a stream the plan loads was not staged."""
+    if not plan:
+        raise StepFailed("the run's plan is missing (did setup.plan run?)")
+    tables = set(plan.get("tables") or [])
+    streams = [StreamPlan(**raw) for raw in plan["groups"].values() if raw["table"] in tables]
+    result = connect().publish_batch(streams)
+    if result.get("already_published"):
+        log.info("batch %s: published already by an earlier attempt of this task", plan.get("batch"))
+    else:
+        log.info("batch %s published: %s in one transaction; the tables were locked for %.3f s",
+                 plan.get("batch"), ", ".join(result["tables"]), result.get("lock_seconds") or 0.0)
+    result["published"] = now_iso()
+    return result

@@ -1,0 +1,89 @@
+"""The steps of a load called as plain Python (switchyard/steps.py), without Airflow, on the
+embedded PostgreSQL: what each task does, and the outcomes the operators put in Airflow's terms."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from dataclasses import replace
+
+import pytest
+
+from switchyard import steps
+from switchyard.core.spec import load_spec
+from switchyard.targets.postgres import PostgresAdapter
+from helpers import fingerprint
+
+SPEC = load_spec("tpch")
+
+
+def test_importing_the_steps_imports_no_airflow():
+    code = ("import sys, switchyard.steps; "
+            "print(sorted(m for m in sys.modules if m == 'airflow' or m.startswith('airflow.')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_a_batch_through_every_step_without_airflow(tpch_batch, pg_uri, schema):
+    name, folder = tpch_batch
+    spec = replace(SPEC, publish="batch")
+
+    def connect() -> PostgresAdapter:
+        return PostgresAdapter(spec, uri=pg_uri, schema=schema, lease_holder="plain/run-1", lease_batch=name)
+
+    tables = steps.chosen_tables(spec, "['orders', 'nation']")
+    found, plan, problems = steps.check_batch(spec, tables, name, streams=3)
+    assert found == folder and problems == []
+    run = steps.set_up(connect(), plan, problems, name, found, tables)
+    assert run["batch"] == name and run["tables"] == ["orders", "nation"] and run["schema"] == schema
+    loaded = {}
+    for gid, raw in run["groups"].items():
+        if raw["table"] not in tables:
+            continue
+        s = steps.stream_plan(run, raw["table"], raw["stream"])
+        assert steps.prepare(connect, run, s)["staging_table"] == f"{schema}_staging.{s.staging_table}"
+        load = steps.load(connect, run, s, queue=None, host="here")
+        assert load["rows"] == s.rows and load["host"] == "here"
+        checked = steps.validate(connect, spec, run, s, loaded=load)
+        assert checked["success"] is True and checked["checks"]
+        assert steps.switch(connect, spec, run, s)["in_target"] is False  # the batch's publish moves it in
+        loaded[s.table] = loaded.get(s.table, 0) + load["rows"]
+    assert fingerprint(pg_uri, schema, tables)["orders"][0] == 0
+    published = steps.publish_batch(connect, run)
+    assert published["tables"] == ["nation", "orders"] and not published["already_published"]
+    counts = fingerprint(pg_uri, schema, tables)
+    assert {t: counts[t][0] for t in tables} == loaded
+    connect().release_lease()
+
+
+def test_what_the_operators_skip_or_fail_at_once(tpch_batch, tmp_path, data_root):
+    name, folder = tpch_batch
+    with pytest.raises(steps.StepFailed, match=r"tables: 'ordres' not in spec 'tpch'"):
+        steps.chosen_tables(SPEC, ["ordres"])
+    _, plan, _ = steps.check_batch(SPEC, ["orders"], name, streams=3)
+    run = {**plan.to_dict(), "tables": ["orders"], "batch_dir": str(folder), "staging_schema": "s"}
+    with pytest.raises(steps.StepSkipped, match="orders comes in fewer than 4 streams in this batch"):
+        steps.stream_plan(run, "orders", 4)
+    with pytest.raises(steps.StepSkipped, match="nation is not among this run's tables"):
+        steps.stream_plan(run, "nation", 1)
+    with pytest.raises(steps.StepFailed, match=r"the run's plan is missing"):
+        steps.stream_plan(None, "orders", 1)
+    # A batch whose file went missing fails at prepare, before a connection is looked up.
+    missing = data_root / "steps-missing-file"
+    shutil.copytree(folder, missing)
+    s = steps.stream_plan(run, "orders", 2)
+    (missing / s.file).unlink()
+
+    def never():
+        raise AssertionError("prepare looked the connection up for a missing file")
+    with pytest.raises(steps.StepFailed, match=r"orders\.2\.tbl: stream file not found \[table orders, stream 2\]"):
+        steps.prepare(never, {**run, "batch_dir": str(missing)}, s)
+    # Too few task groups for the batch's streams, and the missing file: both found at once, and
+    # handed to the target's setup, whose pre-flight refuses the batch with its own problems.
+    _, _, problems = steps.check_batch(SPEC, ["orders"], "steps-missing-file", streams=2)
+    assert len(problems) == 2, problems
+    assert "this DAG has task groups for up to 2 per table" in problems[0]
+    assert "orders.2.tbl" in problems[1]
+    # Without a plan there is nothing to set up: the refusal is the step's own.
+    with pytest.raises(steps.StepFailed, match="not-a-batch"):
+        steps.check_batch(SPEC, ["orders"], "not-a-batch", streams=3)
