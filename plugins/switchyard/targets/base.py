@@ -93,6 +93,11 @@ class TargetAdapter(ABC):
     """One database engine. Subclasses set `engine` and implement the execution methods."""
 
     engine: ClassVar[str]
+    # The SQL the engine speaks: its templates (include/sql/<dialect>/) and the spec's column
+    # types for it (a column's per-target type is looked up by this name). The engine's own
+    # name, unless it is a flavour of another engine (a subclass of that engine's adapter under
+    # a name of its own), which speaks the other's.
+    dialect: ClassVar[str | None] = None
     quote_open: ClassVar[str]
     quote_close: ClassVar[str]
     # Whether the load's result names the staging table's storage as its COPY left it
@@ -100,6 +105,11 @@ class TargetAdapter(ABC):
     # while the table is still that storage (validation.validate_table). Engines without it
     # count the rows again.
     load_names_its_storage: ClassVar[bool] = False
+
+    def __init_subclass__(cls, **kwargs: Any):
+        super().__init_subclass__(**kwargs)
+        if "engine" in cls.__dict__ and cls.dialect is None:
+            cls.dialect = cls.engine
 
     def __init__(self, spec: LoadSpec, schema: str = "tpch", staging_schema: str | None = None,
                  control_schema: str = "switchyard", lock_timeout_seconds: int = 60,
@@ -228,18 +238,18 @@ class TargetAdapter(ABC):
         """The SQL type of the table's key on this engine (its precision sets a timestamp's unit);
         None for an unpartitioned table without a key."""
         t = self.spec.table(table)
-        return t.column(t.key).sql_type(self.engine) if t.key is not None else None
+        return t.column(t.key).sql_type(self.dialect) if t.key is not None else None
 
     def render(self, template: str, **context: Any) -> list[str]:
         """Render `include/sql/<engine>/<template>` into its statements, in order."""
-        text = _jinja(self.engine).get_template(template).render(
+        text = _jinja(self.dialect).get_template(template).render(
             q=self.q, qn=self.qualified, lit=self.lit, schema=self.schema,
             staging_schema=self.staging_schema, control_schema=self.control_schema,
             lock_timeout_seconds=self.lock_timeout_seconds, **context)
         return split_statements(text)
 
     def columns(self, table: Table) -> list[dict[str, str]]:
-        return [{"name": c.name, "type": c.sql_type(self.engine)} for c in table.columns]
+        return [{"name": c.name, "type": c.sql_type(self.dialect)} for c in table.columns]
 
     # --- the generated SQL of each step (pure: no connection) ---------------------------
     @abstractmethod
@@ -445,7 +455,7 @@ class TargetAdapter(ABC):
     def server_progress(self, schema: str, table: str) -> "ServerProgress | None":
         """A sampler of the server's own progress of a bulk load into `schema.table`, where the
         engine reports one (it has a `copy_progress.sql` template); None elsewhere."""
-        if not (SQL_ROOT / self.engine / "copy_progress.sql").is_file():
+        if not (SQL_ROOT / self.dialect / "copy_progress.sql").is_file():
             return None
         return ServerProgress(self, schema, table)
 

@@ -84,8 +84,8 @@ class MssqlLoad:
         """
         table = self.spec.table(stream.table)
         page = self.codepage_for(table.format, server)
-        text = [c for c in table.columns if re.match(r"n?(var)?char|n?text", c.sql_type(self.engine).lower())]
-        unicode = [c.name for c in text if c.sql_type(self.engine).lower().startswith("n")]
+        text = [c for c in table.columns if re.match(r"n?(var)?char|n?text", c.sql_type(self.dialect).lower())]
+        unicode = [c.name for c in text if c.sql_type(self.dialect).lower().startswith("n")]
         single = {c.name: code_pages.get(c.name) for c in text if c.name not in unicode}
         if page == "65001":
             off = [f"{n} (code page {cp})" for n, cp in single.items() if cp not in (None, 65001)]
@@ -185,7 +185,7 @@ class MssqlLoad:
             code_pages = self.code_pages(stream)
         except pyodbc.Error as exc:
             raise self._load_error(path, stream, exc) from exc
-        rows = FileRows(Path(path), table, self.engine, table.format, progress, context=self._where(stream),
+        rows = FileRows(Path(path), table, self.dialect, table.format, progress, context=self._where(stream),
                         code_pages=code_pages)
         watcher = LoadWatcher(self, stream, staging, every=self.watch_every)
         conn = self.connect_tds(stream.stream)

@@ -37,7 +37,7 @@ class MssqlSql:
     def render(self, template: str, **context: Any) -> list[str]:
         """`include/sql/mssql/<template>` into its statements, cut by the T-SQL-aware splitter
         (a ';' inside a literal, a bracketed name or a comment never ends a statement)."""
-        text = _jinja(self.engine).get_template(template).render(
+        text = _jinja(self.dialect).get_template(template).render(
             q=self.q, qn=self.qualified, lit=self.lit, schema=self.schema,
             staging_schema=self.staging_schema, control_schema=self.control_schema,
             lock_timeout_seconds=self.lock_timeout_seconds, nstr=nstr, str=sstr, qc=quote_name, **context)
@@ -58,7 +58,7 @@ class MssqlSql:
 
     def _key_type(self, table: Table) -> str | None:
         """The key's SQL type; None for an unpartitioned table without a key."""
-        return next((c.sql_type(self.engine) for c in table.columns if c.name == table.key), None)
+        return next((c.sql_type(self.dialect) for c in table.columns if c.name == table.key), None)
 
     def key(self, table: str | Table) -> KeyType:
         """The partition key's type: how its bounds are parsed and written as literals."""
@@ -67,7 +67,7 @@ class MssqlSql:
 
     def columns(self, table: Table) -> list[dict[str, Any]]:
         """Name, type and nullability: SWITCH needs staging and target identical in all three."""
-        return [{"name": c.name, "type": c.sql_type(self.engine), "nullable": c.nullable, "collation": None,
+        return [{"name": c.name, "type": c.sql_type(self.dialect), "nullable": c.nullable, "collation": None,
                  "sparse": False} for c in table.columns]
 
     def filegroups(self, plan: LoadPlan, used_pages: Mapping[str, int] | None = None) -> list[dict]:
