@@ -11,6 +11,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "plugins"))  # also without the package installed (PYTHONPATH-only setups)
+# A third target engine installed as a package of its own would be: found by its entry point.
+ENGINES_DIR = ROOT / "tests" / "engines" / "flavour"
+sys.path.append(str(ENGINES_DIR))
 
 from helpers import TEST_STATE, mode_spec, private_scheduler  # noqa: E402
 

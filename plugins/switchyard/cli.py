@@ -100,7 +100,7 @@ def cmd_check(args) -> int:
 
 def cmd_plan(args) -> int:
     from switchyard.core.spec import SpecError, load_spec
-    from switchyard.targets import ENGINES, adapter_class
+    from switchyard.targets import adapter_class, engines
     try:
         spec = load_spec(args.spec)
     except SpecError as exc:
@@ -110,7 +110,7 @@ def cmd_plan(args) -> int:
     engine = adapter_class(args.target)
     if not engine.plans_ports and (args.emit == "server-config" or args.layout):
         sys.exit(f"--emit server-config and --layout map ports to the server's nodes, which {args.target} does not "
-                 f"(--target {', '.join(e for e in ENGINES if adapter_class(e).plans_ports)})")
+                 f"(--target {', '.join(e for e in engines() if adapter_class(e).plans_ports)})")
     ports = None
     if engine.plans_ports and (args.emit == "server-config" or args.layout):
         text, ports = engine.plan_ports(args)
@@ -263,8 +263,8 @@ def build_parser(extensions: bool = True) -> argparse.ArgumentParser:
                        description="Print the load's statements in execution order (objects, then per stream: "
                                    "prepare, load, switch), without a server: from a batch's manifest "
                                    "(--batch), or for TPC-H from the generator's rules (--scale, --streams).")
-    from switchyard.targets.registry import ENGINES
-    p.add_argument("--target", choices=list(ENGINES), default=ENGINES[0],
+    from switchyard.targets.registry import engines
+    p.add_argument("--target", choices=list(engines()), default=engines()[0],
                    help="the engine whose SQL to print (default postgres)")
     p.add_argument("--scale", type=float, help="TPC-H scale factor the plan is for (planned from the generator's "
                                                "rules, no data needed)")

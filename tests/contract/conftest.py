@@ -5,7 +5,9 @@ server); SQL Server runs when SWITCHYARD_MSSQL_URI names a server, and is skippe
 
 What a case needs of an engine beyond the adapter API (a fingerprint of a table, the identity of
 its partitions, the statement a DBA runs for a dead run's lease, clean-up) is an `Engine` below;
-a new engine joins the suite by adding one, and one line to ENGINES.
+a new engine joins the suite by adding one, and one line to ENGINES. `flavour` is a third engine
+installed from a package of its own (tests/engines/flavour/): PostgreSQL under another name,
+found by its entry point, on the same embedded server.
 """
 from __future__ import annotations
 
@@ -53,6 +55,19 @@ def postgres(request) -> Engine:
         lease_release_by_hand=f"DELETE FROM \"switchyard\".\"run_lease\" WHERE target_schema = '{schema}'")
 
 
+def flavour(request) -> Engine:
+    from switchyard.targets import adapter_class
+    engine = postgres(request)
+    uri, schema = request.getfixturevalue("pg_uri"), engine.schema
+    adapter = adapter_class("flavour")  # through the registry, as a connection of its type finds it
+
+    def make(spec: LoadSpec, holder: str | None = None, ttl: int = 60):
+        return adapter(spec, uri=uri, schema=schema, lease_holder=holder, lease_batch=f"batch-of-{holder}",
+                       lease_ttl_seconds=ttl)
+    engine.name, engine.make = "flavour", make
+    return engine
+
+
 def _pg_drop_lease(psycopg, uri: str, schema: str) -> None:
     with psycopg.connect(uri, autocommit=True) as conn:
         if conn.execute("SELECT to_regclass('switchyard.run_lease')").fetchone()[0]:
@@ -89,7 +104,7 @@ def mssql(request) -> Engine:
         lease_release_by_hand=f"DELETE FROM [switchyard].[run_lease] WHERE [target_schema] = N'{schema}'")
 
 
-ENGINES = {"postgres": postgres, "mssql": mssql}
+ENGINES = {"postgres": postgres, "mssql": mssql, "flavour": flavour}
 
 
 @pytest.fixture(params=[pytest.param(name, marks=[pytest.mark.mssql] if name == "mssql" else [])

@@ -7,6 +7,7 @@ Airflow: switchyard/airflow/connections.py maps an Airflow connection to an adap
 from __future__ import annotations
 
 from switchyard.targets.base import LeaseHeld, LoadResult, TargetAdapter, TargetError, permanent_reason
-from switchyard.targets.registry import ENGINES, adapter_class
+from switchyard.targets.registry import ENGINES, adapter_class, engines
 
-__all__ = ["ENGINES", "LeaseHeld", "LoadResult", "TargetAdapter", "TargetError", "adapter_class", "permanent_reason"]
+__all__ = ["ENGINES", "LeaseHeld", "LoadResult", "TargetAdapter", "TargetError", "adapter_class", "engines",
+           "permanent_reason"]

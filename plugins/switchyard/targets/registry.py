@@ -29,14 +29,31 @@ PRELOAD = {
 }
 
 
+# Engines installed from other packages: an entry point in this group, named after the Airflow
+# connection type (and engine) it serves, whose value is its adapter's "module:Class". A package
+# of its own adds an engine without a change here.
+ENTRY_POINTS = "switchyard.targets"
+
+
+def installed() -> dict[str, str]:
+    """Connection type -> "module:Class" of the engines other packages install."""
+    from importlib.metadata import entry_points
+    return {e.name: e.value for e in entry_points(group=ENTRY_POINTS) if e.name not in ADAPTERS}
+
+
+def engines() -> tuple[str, ...]:
+    """Every engine's name: the built-in ones, then the installed ones."""
+    return ENGINES + tuple(sorted(installed()))
+
+
 def adapter_class(conn_type: str) -> type[TargetAdapter]:
     """The adapter class for an Airflow connection type (or an engine's name)."""
-    try:
-        module, name = ADAPTERS[conn_type].split(":")
-    except KeyError:
+    found = ADAPTERS.get(conn_type) or installed().get(conn_type)
+    if found is None:
         from switchyard.targets.base import TargetError
         raise TargetError(f"no target adapter for connection type {conn_type!r} (known: "
-                          f"{', '.join(ENGINES)})") from None
+                          f"{', '.join(engines())})")
+    module, name = found.split(":")
     return getattr(importlib.import_module(module), name)
 
 
