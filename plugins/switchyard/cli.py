@@ -21,7 +21,6 @@ COMMANDS_GROUP = "switchyard.commands"
 # returning that Airflow's environment (the development tooling's local Airflow).
 AIRFLOW_ENVIRONMENT_GROUP = "switchyard.airflow_environment"
 
-MAX_NODES = 64  # soft-NUMA nodes SQL Server addresses by port (a 64-bit affinity mask)
 
 
 def _tables(value: str | None) -> list[str] | None:
@@ -108,11 +107,12 @@ def cmd_plan(args) -> int:
     plan = _plan(args, spec)
     args.streams = plan.streams  # a batch's own stream count when planned from its manifest
     engine = adapter_class(args.target)
-    if not engine.plans_ports and (args.emit == "server-config" or args.layout):
+    layout = getattr(args, "layout", None)
+    if not engine.plans_ports and (args.emit == "server-config" or layout):
         sys.exit(f"--emit server-config and --layout map ports to the server's nodes, which {args.target} does not "
                  f"(--target {', '.join(e for e in engines() if adapter_class(e).plans_ports)})")
     ports = None
-    if engine.plans_ports and (args.emit == "server-config" or args.layout):
+    if engine.plans_ports and (args.emit == "server-config" or layout):
         text, ports = engine.plan_ports(args)
         if args.emit == "server-config":
             print(text, end="")
@@ -263,9 +263,9 @@ def build_parser(extensions: bool = True) -> argparse.ArgumentParser:
                        description="Print the load's statements in execution order (objects, then per stream: "
                                    "prepare, load, switch), without a server: from a batch's manifest "
                                    "(--batch), or for TPC-H from the generator's rules (--scale, --streams).")
-    from switchyard.targets.registry import engines
+    from switchyard.targets.registry import adapter_class, engines
     p.add_argument("--target", choices=list(engines()), default=engines()[0],
-                   help="the engine whose SQL to print (default postgres)")
+                   help=f"the engine whose SQL to print (default {engines()[0]})")
     p.add_argument("--scale", type=float, help="TPC-H scale factor the plan is for (planned from the generator's "
                                                "rules, no data needed)")
     p.add_argument("--streams", type=int, help="TPC-H stream count the plan is for")
@@ -278,21 +278,11 @@ def build_parser(extensions: bool = True) -> argparse.ArgumentParser:
     p.add_argument("--producer", choices=["tpchgen-cli", "dbgen"], default="tpchgen-cli",
                    help="the generator whose file split the key ranges follow (default tpchgen-cli)")
     p.add_argument("--emit", choices=["sql", "server-config"], default="sql",
-                   help="sql: the load's statements in order; server-config (mssql): the instance's port, "
-                        "soft-NUMA and affinity settings for pinned loads")
-    p.add_argument("--nodes", type=int, default=None,
-                   help=f"mssql without --layout: pinned ports (default: the stream count, at most {MAX_NODES}; "
-                        "stream k uses port base + (k - 1) mod nodes)")
-    p.add_argument("--layout", help="mssql: the server's CPU layout, a JSON file of what the layout query prints "
-                                    "on the server (sys.dm_os_nodes, sys.dm_os_schedulers), or NODESxCPUS such as "
-                                    "2x48; ports, node masks and processor groups come from it")
-    p.add_argument("--soft-numa", type=int, default=None, metavar="CPUS",
-                   help="mssql: cut each hardware node into soft-NUMA nodes of CPUS CPUs, one port each "
-                        "(default: one port per node as the server has it, no soft-NUMA change)")
-    p.add_argument("--affinity", default=None, metavar="CPU_IDS",
-                   help="mssql: also restrict the whole instance to these CPU ids (e.g. 0-47,64-111); never "
-                        "emitted unless given")
-    p.add_argument("--base-port", type=int, default=2000, help="mssql: the first pinned port (default 2000)")
+                   help="sql: the load's statements in order; server-config: the instance's port, soft-NUMA and "
+                        "affinity settings for pinned loads (an engine that pins each stream to a port)")
+    # Each engine's own options (SQL Server's port plan), in a group of their own.
+    for name in engines():
+        adapter_class(name).plan_arguments(p.add_argument_group(f"--target {name}"))
     p.set_defaults(func=cmd_plan)
 
     p = sub.add_parser("pool", help="size the Airflow load pool from the target server's schedulers",

@@ -156,6 +156,11 @@ class TargetAdapter(ABC):
         return cls(spec, schema=schema)
 
     @classmethod
+    def plan_arguments(cls, group: Any) -> None:
+        """Options of `switchyard plan` that only this engine reads, added to its argparse group
+        (SQL Server: the port plan's); none by default."""
+
+    @classmethod
     def plan_ports(cls, args: Any) -> tuple[str, list[int]]:
         """(the server configuration's text, each stream's port) for `switchyard plan`, where
         `plans_ports`; exits with a message naming what is missing."""

@@ -78,6 +78,23 @@ class MssqlAdapter(MssqlSql, MssqlCommitSql, MssqlSession, MssqlServer, MssqlPre
         return cls(spec, schema=schema, base_port=args.base_port, port_count=nodes, ports=ports)
 
     @classmethod
+    def plan_arguments(cls, group: Any) -> None:
+        from switchyard.targets.mssql.server_config import MAX_NODES
+        group.add_argument("--nodes", type=int, default=None,
+                           help=f"without --layout: pinned ports (default: the stream count, at most {MAX_NODES}; "
+                                "stream k uses port base + (k - 1) mod nodes)")
+        group.add_argument("--layout", help="the server's CPU layout, a JSON file of what the layout query prints on "
+                                            "the server (sys.dm_os_nodes, sys.dm_os_schedulers), or NODESxCPUS such "
+                                            "as 2x48; ports, node masks and processor groups come from it")
+        group.add_argument("--soft-numa", type=int, default=None, metavar="CPUS",
+                           help="cut each hardware node into soft-NUMA nodes of CPUS CPUs, one port each "
+                                "(default: one port per node as the server has it, no soft-NUMA change)")
+        group.add_argument("--affinity", default=None, metavar="CPU_IDS",
+                           help="also restrict the whole instance to these CPU ids (e.g. 0-47,64-111); never "
+                                "emitted unless given")
+        group.add_argument("--base-port", type=int, default=2000, help="the first pinned port (default 2000)")
+
+    @classmethod
     def plan_ports(cls, args: Any) -> tuple[str, list[int]]:
         from switchyard.targets.mssql.server_config import mssql_plan_ports
         return mssql_plan_ports(args)
