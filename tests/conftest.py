@@ -11,6 +11,10 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "plugins"))  # also without the package installed (PYTHONPATH-only setups)
+# Test modules that others import by name (SQL Server's scripted sessions and its suites' own
+# queries, which the unit tests parse as T-SQL), wherever the run starts.
+for folder in ("unit/targets/mssql", "contract", "integration"):
+    sys.path.append(str(ROOT / "tests" / folder))
 # A third target engine installed as a package of its own would be: found by its entry point.
 ENGINES_DIR = ROOT / "tests" / "engines" / "flavour"
 sys.path.append(str(ENGINES_DIR))

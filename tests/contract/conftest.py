@@ -78,7 +78,7 @@ def mssql(request) -> Engine:
     uri = os.environ.get("SWITCHYARD_MSSQL_URI")
     if not uri:
         pytest.skip("SQL Server: set SWITCHYARD_MSSQL_URI=mssql://user:password@host:port/database?... to run "
-                    "this case on it (tests/test_mssql_contract.py's docstring)")
+                    "this case on it (tests/contract/test_mssql_contract.py's docstring)")
     from test_mssql_contract import (FINGERPRINT_SQL, LEASE_CLEANUP_SQL, PARTITION_IDS_SQL, TABLES, drop_sql,
                                      load_options, shared_batch)
     from switchyard.targets.mssql import MssqlAdapter

@@ -4,7 +4,7 @@ Each error below is raised by the embedded server itself (a unique index, a CHEC
 column, a missing table, a refused permission, a value too long, a lock time-out, a statement
 time-out, a refused connection); the engine's classifier reads it once, for every step, and the
 operators' `fail_if_permanent` turns the permanent ones into an immediate failure. The same
-for SQL Server's error numbers: tests/test_mssql_guard.py.
+for SQL Server's error numbers: tests/unit/targets/mssql/test_mssql_guard.py.
 """
 from __future__ import annotations
 

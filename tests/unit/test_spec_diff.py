@@ -1,6 +1,6 @@
 """The spec against an existing table, without a server (core/spec_diff.py): every difference,
 what each policy does with it, and what is never done. The same comparison on the embedded
-PostgreSQL: tests/integration/test_spec_changes.py; on SQL Server's catalog: tests/test_mssql_spec_changes.py."""
+PostgreSQL: tests/integration/test_spec_changes.py; on SQL Server's catalog: tests/unit/targets/mssql/test_mssql_spec_changes.py."""
 from __future__ import annotations
 
 import pytest

@@ -1,6 +1,6 @@
 """When the spec changes under a SQL Server table that holds batches, without a server.
 
-The pre-flight reads the table (SCRIPTED CATALOG ANSWERS: tests/test_mssql_window.py's
+The pre-flight reads the table (SCRIPTED CATALOG ANSWERS: tests/unit/targets/mssql/test_mssql_window.py's
 ScriptedCatalog, tpch.orders as setup made it, with the columns each test changes) and compares
 it with the spec (core/spec_diff.py): a new nullable column is refused naming its ALTER TABLE
 (`on_spec_change: fail`) or added by setup (`add_columns`); a retyped column, a column the files

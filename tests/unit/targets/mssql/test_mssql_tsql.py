@@ -1,7 +1,7 @@
 """The SQL Server target without a server: its T-SQL, checked statement by statement.
 
 Also the docker-compose file, validated. Golden files hold the complete script of a small configuration; regenerate them after an
-intended change with `SWITCHYARD_UPDATE_GOLDEN=1 pytest tests/test_mssql_tsql.py` and
+intended change with `SWITCHYARD_UPDATE_GOLDEN=1 pytest tests/unit/targets/mssql/test_mssql_tsql.py` and
 review the diff. Every generated statement goes through sqlfluff's T-SQL grammar; the
 numbers are checked against the TPC-H key rules in switchyard.core.tpch.
 """
@@ -24,7 +24,7 @@ from switchyard.targets import TargetError, adapter_class
 from switchyard.targets.mssql import FileRows, MssqlAdapter, converter, parse_uri, plan_script, stats_delta
 
 SPEC = load_spec("tpch")
-GOLDEN = Path(__file__).parent / "golden" / "mssql"
+GOLDEN = Path(__file__).resolve().parents[3] / "golden" / "mssql"
 UPDATE = os.environ.get("SWITCHYARD_UPDATE_GOLDEN") == "1"
 LOCAL_ROOT = "/srv/switchyard/data"
 SERVER_ROOT = "/var/opt/mssql/switchyard"
@@ -291,7 +291,7 @@ def test_filegroups_get_files_round_robin_and_only_when_missing():
 
 def test_setup_creates_a_function_for_a_new_table_only_and_never_splits():
     """An existing table keeps its function: the pre-flight checks the batch against it and the
-    table's commit merges and splits (tests/test_mssql_window.py); setup never repartitions."""
+    table's commit merges and splits (tests/unit/targets/mssql/test_mssql_window.py); setup never repartitions."""
     setup = adapter().setup_sql(small_plan())
     function = next(x for x in setup if "CREATE PARTITION FUNCTION [pf_tpch_orders]" in x)
     scheme = next(x for x in setup if "CREATE PARTITION SCHEME [ps_tpch_orders]" in x)
@@ -464,7 +464,7 @@ import json  # noqa: E402
 
 import yaml  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[4]
 COMPOSE = ROOT / "docker-compose.yaml"
 ENV = {"MSSQL_SA_PASSWORD": "Example-Passw0rd", "AIRFLOW_DB_PASSWORD": "example", "AIRFLOW_JWT_SECRET": "x" * 32,
        "AIRFLOW_UID": "1000"}

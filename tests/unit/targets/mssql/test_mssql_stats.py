@@ -3,7 +3,7 @@
 The delta is a pure function of two snapshots, tested here with literal snapshots in the
 shape `MssqlAdapter.server_snapshot()` returns (the rows of sys.dm_os_wait_stats and
 sys.dm_os_latch_stats); the snapshot itself is taken against a real server in
-tests/test_mssql_contract.py. Snapshots travel through XCom, so they go through JSON here.
+tests/contract/test_mssql_contract.py. Snapshots travel through XCom, so they go through JSON here.
 """
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ the load batch the way SQL Server does (pyodbc's own exception classes, carrying
 message format the ODBC driver produces: `[SQLSTATE] [Microsoft][ODBC Driver 18 for SQL
 Server][SQL Server]<text> (<native error>) (SQLExecDirectW)`). Everything else is the
 adapter's real code: the T-SQL it sends, the reconnect loop, the error classification. The
-same path against a real server is in tests/test_mssql_contract.py
+same path against a real server is in tests/contract/test_mssql_contract.py
 (test_scheduler_guard_reconnects_then_loads_shared), which holds every scheduler's claim
 from a second session.
 """

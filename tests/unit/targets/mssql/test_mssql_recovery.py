@@ -5,7 +5,7 @@ No SQL Server runs here. The cursor below gives SCRIPTED DMV ANSWERS: the rows R
 sys.dm_hadr_database_replica_states, sys.availability_groups) and LAST_LOG_BACKUP_SQL
 (msdb.dbo.backupset) would return for the database described, written by hand. The
 adapter's own code reads them; the advice is a pure function of what it read. The same
-queries against a real server run in tests/test_mssql_contract.py.
+queries against a real server run in tests/contract/test_mssql_contract.py.
 """
 from __future__ import annotations
 

@@ -87,7 +87,7 @@ def test_pyodbc_path_sends_prelogin_to_the_streams_port(listeners):
     assert a.port_for(2) == listeners[1].port
     with pytest.raises(TargetError, match=rf"127\.0\.0\.1,{listeners[1].port}") as caught:
         a.connect_odbc(stream=2)
-    # A server that went away is worth a retry (a refused login is not: tests/test_mssql_guard.py).
+    # A server that went away is worth a retry (a refused login is not: tests/unit/targets/mssql/test_mssql_guard.py).
     assert caught.value.permanent is False and "cannot connect to SQL Server" in str(caught.value)
     assert listeners[1].first_bytes and listeners[1].first_bytes[0][0] == TDS_PRELOGIN
     assert not listeners[0].first_bytes and not listeners[2].first_bytes
@@ -133,7 +133,7 @@ def test_port_forwarder_of_the_compose_stack_relays_the_prelogin(listeners):
     if reason:
         pytest.skip(reason)
     import asyncio
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "include" / "docker"))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[4] / "include" / "docker"))
     import port_forward
 
     free = []

@@ -3,7 +3,7 @@
 Runs only when SWITCHYARD_MSSQL_URI names a server, e.g. the docker-compose stack's:
 
     SWITCHYARD_MSSQL_URI='mssql://sa:<MSSQL_SA_PASSWORD>@127.0.0.1:2000/switchyard?port_count=4&TrustServerCertificate=yes' \
-        .venv/bin/python -m pytest -m mssql tests/test_mssql_contract.py
+        .venv/bin/python -m pytest -m mssql tests/contract/test_mssql_contract.py
 
 URI: mssql://user:password@host:port/database?option=value&..., options as in
 switchyard.targets.mssql.ADAPTER_OPTIONS (load_mode, server_data_root, ports or
@@ -20,7 +20,7 @@ docker-compose stack, from the project folder:
 needs bulk_insert; test_the_whole_dag runs the real DAG with `airflow dags test` and an
 Airflow connection built from the URI (AIRFLOW_CONN_SWITCHYARD_TARGET), in the tests'
 Airflow home. Every statement the suite sends is the adapter's, or one of the queries
-below, which tests/test_mssql_tsql.py parses as T-SQL without a server.
+below, which tests/unit/targets/mssql/test_mssql_tsql.py parses as T-SQL without a server.
 """
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ SHARED_DIR = os.environ.get("SWITCHYARD_MSSQL_SHARED_DIR")
 SERVER_DATA_ROOT = os.environ.get("SWITCHYARD_MSSQL_SERVER_DATA_ROOT")
 
 
-# --- the suite's own queries (parsed as T-SQL by tests/test_mssql_tsql.py) ----------------------
+# --- the suite's own queries (parsed as T-SQL by tests/unit/targets/mssql/test_mssql_tsql.py) ----------------------
 def rows_in_partition_sql(a, table: str) -> str:
     """Rows of a table whose key the partition function puts in partition ? (by $PARTITION)."""
     return (f"SELECT COUNT_BIG(*) FROM {a.qualified(a.schema, table)} "

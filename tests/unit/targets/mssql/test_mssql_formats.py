@@ -5,7 +5,7 @@ arrives as it is in the file.
 No server here: BULK INSERT is checked as rendered T-SQL (and parsed); the client path's
 reader (FileRows) runs for real on a corpus of nasty values and is compared, row by row,
 with an independent reading of the same file (Python's csv module, or plain splitting).
-The same corpus loaded into a real server by both paths is in tests/test_mssql_contract.py.
+The same corpus loaded into a real server by both paths is in tests/contract/test_mssql_contract.py.
 """
 from __future__ import annotations
 

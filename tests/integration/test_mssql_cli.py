@@ -23,7 +23,7 @@ from switchyard.core.planner import plan_tpch
 from switchyard.core.spec import load_spec
 from switchyard.targets.mssql import MssqlAdapter
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SPEC = load_spec("tpch")
 
 

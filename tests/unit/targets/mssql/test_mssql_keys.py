@@ -282,7 +282,7 @@ def test_plan_names_a_bound_the_key_type_does_not_hold_without_a_traceback(tmp_p
 
 def test_typed_key_literals_parse_as_tsql():
     from test_mssql_tsql import sqlfluff_parses
-    text = (Path(__file__).parent / "golden" / "mssql" / "clicks_datetime_keys_plan.sql").read_text()
+    text = (Path(__file__).resolve().parents[3] / "golden" / "mssql" / "clicks_datetime_keys_plan.sql").read_text()
     statements = [s.strip() for s in text.split("\nGO\n") if "CONVERT(datetime" in s or "AS RANGE LEFT" in s]
     assert len(statements) >= 8
     failed = [s for s in statements if not sqlfluff_parses(re.sub(r"PARTITION @partition\b", "PARTITION 2", s))]

@@ -1,16 +1,16 @@
 """Contract suite for the nightly load modes against a real SQL Server, through the adapter API
 the DAG uses (setup.plan, prepare, load, switch, and with `publish: batch` publish_batch).
 
-Runs only when SWITCHYARD_MSSQL_URI names a server (see tests/test_mssql_contract.py for the
+Runs only when SWITCHYARD_MSSQL_URI names a server (see tests/contract/test_mssql_contract.py for the
 URI and the shared-folder settings; without them the loads go over TDS bulk copy):
 
     SWITCHYARD_MSSQL_URI='mssql://sa:<password>@127.0.0.1:2000/switchyard?TrustServerCertificate=yes' \\
-        .venv/bin/python -m pytest -m mssql tests/test_mssql_contract_modes.py
+        .venv/bin/python -m pytest -m mssql tests/contract/test_mssql_contract_modes.py
 
 Each test loads small batches of orders rows it writes itself (key ranges chosen per test, so
 stream shapes change between batches) into a schema of its own, dropped afterwards with its
 partition function and scheme. Every statement the suite sends itself is in `suite_sql`, which
-tests/test_mssql_window.py parses as T-SQL without a server.
+tests/unit/targets/mssql/test_mssql_window.py parses as T-SQL without a server.
 """
 from __future__ import annotations
 
@@ -29,11 +29,11 @@ URI = os.environ.get("SWITCHYARD_MSSQL_URI")
 pytestmark = [
     pytest.mark.mssql,
     pytest.mark.skipif(not URI, reason="set SWITCHYARD_MSSQL_URI=mssql://user:password@host:port/database?... "
-                                       "to run the SQL Server contract suite (see tests/test_mssql_contract.py)"),
+                                       "to run the SQL Server contract suite (see tests/contract/test_mssql_contract.py)"),
 ]
 SPEC = load_spec("tpch")
 
-# --- the suite's own queries (parsed as T-SQL by tests/test_mssql_window.py) ---------------------
+# --- the suite's own queries (parsed as T-SQL by tests/unit/targets/mssql/test_mssql_window.py) ---------------------
 FUNCTIONS_SQL = "SELECT name FROM sys.partition_functions WHERE name IN (?, ?) ORDER BY name"
 STAGING_TABLES_SQL = "SELECT COUNT(*) FROM sys.tables WHERE schema_id = SCHEMA_ID(?)"
 BATCHES_SQL = ("SELECT batch, COUNT(*) FROM [switchyard].[partition_batches] WHERE target_schema = ? "

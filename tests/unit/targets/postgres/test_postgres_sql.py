@@ -1,6 +1,6 @@
 """The PostgreSQL load's SQL, rendered from include/sql/postgres/ without a server, against a
 reviewed golden file: an intended change is regenerated with
-`SWITCHYARD_UPDATE_GOLDEN=1 pytest tests/unit/test_postgres_sql.py` and reviewed in the diff."""
+`SWITCHYARD_UPDATE_GOLDEN=1 pytest tests/unit/targets/postgres/test_postgres_sql.py` and reviewed in the diff."""
 from __future__ import annotations
 
 import os
@@ -13,7 +13,7 @@ from switchyard.core.spec import load_spec
 from switchyard.targets import adapter_class
 
 SPEC = load_spec("tpch")
-GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "postgres"
+GOLDEN = Path(__file__).resolve().parents[3] / "golden" / "postgres"
 UPDATE = os.environ.get("SWITCHYARD_UPDATE_GOLDEN") == "1"
 
 

@@ -8,11 +8,11 @@ under the short LOCK_TIMEOUT and the retry on error 1222 of a table's own commit
 
 `BatchSession` below gives SCRIPTED CATALOG ANSWERS for several tables at once (the pre-flight's
 catalog queries, include/sql/mssql/catalog_*.sql, answered per table from a layout written by
-hand, as tests/test_mssql_window.py's ScriptedCatalog does for orders) plus hand-kept control
+hand, as tests/unit/targets/mssql/test_mssql_window.py's ScriptedCatalog does for orders) plus hand-kept control
 tables (planned_partitions, partition_batches) and staging tables. The adapter's own code sends
 every query and statement; the publish's transaction is recorded (and its effect on the control
 tables applied), not run. The rendered transaction is kept in golden files and parsed as T-SQL;
-the same path against a real server runs in tests/test_mssql_contract_modes.py.
+the same path against a real server runs in tests/contract/test_mssql_contract_modes.py.
 """
 from __future__ import annotations
 

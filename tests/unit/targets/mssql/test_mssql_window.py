@@ -8,7 +8,7 @@ described, written by hand. The adapter's own code sends the queries and reads t
 decision (window.plan_window) is pure Python, and every T-SQL statement it leads to is kept in
 golden files (tests/golden/mssql/; regenerate with SWITCHYARD_UPDATE_GOLDEN=1 and review the
 diff) and parsed as T-SQL. The same statements against a real server run in
-tests/test_mssql_contract_modes.py.
+tests/contract/test_mssql_contract_modes.py.
 """
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ from switchyard.targets.mssql.window import (Incoming, Layout, Partition, RowsWo
 from test_mssql_tsql import check_golden, sqlfluff_parses
 
 # A table's own commit at its last switch (`publish: table`); the batch's publish, every table in
-# one transaction (`publish: batch`, the default), is in tests/test_mssql_publish.py.
+# one transaction (`publish: batch`, the default), is in tests/unit/targets/mssql/test_mssql_publish.py.
 SPEC = changed(load_spec("tpch"), publish="table")
 KEY = key_type("bigint")
 FUNCTION_ID = 65601

@@ -5,7 +5,7 @@ their Sch-M lock at normal priority (only SWITCH takes WAIT_AT_LOW_PRIORITY), an
 that come after a waiting request queue behind it. The commit runs under a short LOCK_TIMEOUT
 (commit_lock_wait_ms) and runs again after a pause when it timed out (error 1222), up to
 commit_attempts times. Checked on the rendered T-SQL (golden files) and on a SCRIPTED SESSION
-(tests/test_mssql_window.py's ScriptedSession: catalog answers and control-table rows written
+(tests/unit/targets/mssql/test_mssql_window.py's ScriptedSession: catalog answers and control-table rows written
 by hand) whose commit batch fails with SQL Server's lock time-out message a number of times.
 """
 from __future__ import annotations
