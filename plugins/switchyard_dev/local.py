@@ -352,7 +352,6 @@ def start_services(env: dict[str, str], streams: int, spec: str = "tpch") -> Non
 def stop_services(timeout: float = 30) -> list[str]:
     """Stop the services that run (remote workers first: they report to the api-server), those
     started by hand too (found by their process, `hand_started`); the names of those it stopped."""
-    from switchyard_dev.scaleout import stop_workers
     stopped = stop_workers()
     for service in SERVICES:
         pid = service_pid(service)
@@ -459,7 +458,6 @@ def status_lines() -> list[str]:
     """What `switchyard services status` prints: every service of this checkout, found by its pid
     file, its process or its port, and the ports it uses."""
     from switchyard_dev.embedded import EmbeddedPostgres
-    from switchyard_dev.scaleout import workers
     lines = []
     by_hand = hand_started()
     ports = {"api-server": api_port(), "scheduler": setting("SWITCHYARD_AIRFLOW_LOG_PORT"),
@@ -585,3 +583,70 @@ class Api:
             if exc.code == 404:
                 return False
             raise
+
+
+# --- Edge workers started here (scaleout.py starts them), found by their pid files ---------
+def worker_pidfile(name: str) -> Path:
+    return airflow_home() / f"worker-{name}.pid"
+
+
+def worker_pid(name: str) -> int | None:
+    path = worker_pidfile(name)
+    if path.exists():
+        pid = int(path.read_text().split()[0])
+        if _alive(pid) or session_pids(pid):
+            return pid
+    return None
+
+
+def workers() -> dict[str, int | None]:
+    """Every worker with a pid file in the Airflow home: name -> pid (None: not running)."""
+    home = airflow_home()
+    names = sorted(p.name[len("worker-"):-len(".pid")] for p in home.glob("worker-*.pid")
+                   if not p.name.endswith(".edge.pid"))
+    return {name: worker_pid(name) for name in names}
+
+
+def session_pids(sid: int) -> list[int]:
+    """Every process of session `sid`. A worker is started in a session of its own; the task
+    supervisors it forks put themselves (and their task) in process groups of their own, so
+    the worker's process group alone does not hold them."""
+    out = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except (OSError, IndexError):
+                continue
+            if int(fields[3]) == sid and fields[0] != "Z":
+                out.append(int(entry.name))
+    return out
+
+
+def signal_session(sid: int, sig: int) -> None:
+    for pid in session_pids(sid):
+        try:
+            os.kill(pid, sig)
+        except OSError:
+            pass
+
+
+def stop_workers(timeout: float = 20) -> list[str]:
+    """Stop every worker (SIGTERM to its process group, SIGKILL at the deadline): before the
+    api-server, which they report to."""
+    stopped = []
+    for name, pid in workers().items():
+        if pid:
+            stopped.append(f"worker {name} (pid {pid})")
+            try:
+                os.killpg(pid, signal.SIGTERM)
+            except OSError:
+                pass
+            # The worker forwards SIGTERM to its running tasks; what is left of its session at
+            # the deadline is killed.
+            deadline = time.monotonic() + timeout
+            while (_alive(pid) or session_pids(pid)) and time.monotonic() < deadline:
+                time.sleep(0.3)
+            signal_session(pid, signal.SIGKILL)
+        worker_pidfile(name).unlink(missing_ok=True)
+    return stopped

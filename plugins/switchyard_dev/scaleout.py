@@ -26,6 +26,8 @@ from typing import Iterable
 import yaml
 
 from switchyard_dev import local
+# The workers' pid files and sessions are the local services' bookkeeping (local.py).
+from switchyard_dev.local import session_pids, signal_session, stop_workers, worker_pid, workers  # noqa: F401
 
 EXECUTORS = ("local", "edge")
 EDGE_EXECUTOR = "airflow.providers.edge3.executors.EdgeExecutor"
@@ -123,10 +125,6 @@ def worker_name(source: str) -> str:
     return "worker_" + source.removeprefix("source_")
 
 
-def _pidfile(name: str) -> Path:
-    return local.airflow_home() / f"worker-{name}.pid"
-
-
 def start_worker(env: dict[str, str], name: str, queues: Iterable[str], data_root: Path,
                  concurrency: int = 2) -> int:
     """An Edge worker named `name` serving `queues` only (a worker started without queues would
@@ -145,49 +143,8 @@ def start_worker(env: dict[str, str], name: str, queues: Iterable[str], data_roo
     out = open(logs / f"worker-{name}.out", "ab")
     proc = subprocess.Popen(cmd, env=wenv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
                             cwd=str(local.PROJECT))
-    _pidfile(name).write_text(f"{proc.pid} {','.join(queues)} {data_root}\n")
+    local.worker_pidfile(name).write_text(f"{proc.pid} {','.join(queues)} {data_root}\n")
     return proc.pid
-
-
-def worker_pid(name: str) -> int | None:
-    path = _pidfile(name)
-    if path.exists():
-        pid = int(path.read_text().split()[0])
-        if local._alive(pid) or session_pids(pid):
-            return pid
-    return None
-
-
-def workers() -> dict[str, int | None]:
-    """Every worker with a pid file in the Airflow home: name -> pid (None: not running)."""
-    home = local.airflow_home()
-    names = sorted(p.name[len("worker-"):-len(".pid")] for p in home.glob("worker-*.pid")
-                   if not p.name.endswith(".edge.pid"))
-    return {name: worker_pid(name) for name in names}
-
-
-def session_pids(sid: int) -> list[int]:
-    """Every process of session `sid`. A worker is started in a session of its own; the task
-    supervisors it forks put themselves (and their task) in process groups of their own, so
-    the worker's process group alone does not hold them."""
-    out = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            except (OSError, IndexError):
-                continue
-            if int(fields[3]) == sid and fields[0] != "Z":
-                out.append(int(entry.name))
-    return out
-
-
-def _signal_session(sid: int, sig: int) -> None:
-    for pid in session_pids(sid):
-        try:
-            os.kill(pid, sig)
-        except OSError:
-            pass
 
 
 def kill_worker(name: str) -> int:
@@ -196,32 +153,11 @@ def kill_worker(name: str) -> int:
     pid = worker_pid(name)
     if pid is None:
         raise RuntimeError(f"worker {name} is not running")
-    _signal_session(pid, signal.SIGKILL)
+    signal_session(pid, signal.SIGKILL)
     deadline = time.monotonic() + 10
     while (local._alive(pid) or session_pids(pid)) and time.monotonic() < deadline:
         time.sleep(0.1)
     return pid
-
-
-def stop_workers(timeout: float = 20) -> list[str]:
-    """Stop every worker (SIGTERM to its process group, SIGKILL at the deadline): before the
-    api-server, which they report to."""
-    stopped = []
-    for name, pid in workers().items():
-        if pid:
-            stopped.append(f"worker {name} (pid {pid})")
-            try:
-                os.killpg(pid, signal.SIGTERM)
-            except OSError:
-                pass
-            # The worker forwards SIGTERM to its running tasks; what is left of its session at
-            # the deadline is killed.
-            deadline = time.monotonic() + timeout
-            while (local._alive(pid) or session_pids(pid)) and time.monotonic() < deadline:
-                time.sleep(0.3)
-            _signal_session(pid, signal.SIGKILL)
-        _pidfile(name).unlink(missing_ok=True)
-    return stopped
 
 
 def wait_for_workers(names: Iterable[str], timeout: float = 120) -> None:
