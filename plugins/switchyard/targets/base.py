@@ -98,6 +98,8 @@ class TargetAdapter(ABC):
     # name, unless it is a flavour of another engine (a subclass of that engine's adapter under
     # a name of its own), which speaks the other's.
     dialect: ClassVar[str | None] = None
+    # How people name the engine's servers (titles of the report's sections only it fills).
+    display_name: ClassVar[str]
     quote_open: ClassVar[str]
     quote_close: ClassVar[str]
     # Whether the load's result names the staging table's storage as its COPY left it
@@ -110,6 +112,8 @@ class TargetAdapter(ABC):
         super().__init_subclass__(**kwargs)
         if "engine" in cls.__dict__ and cls.dialect is None:
             cls.dialect = cls.engine
+        if "engine" in cls.__dict__ and not hasattr(cls, "display_name"):
+            cls.display_name = cls.engine
 
     def __init__(self, spec: LoadSpec, schema: str = "tpch", staging_schema: str | None = None,
                  control_schema: str = "switchyard", lock_timeout_seconds: int = 60,

@@ -44,6 +44,7 @@ class MssqlAdapter(MssqlSql, MssqlCommitSql, MssqlSession, MssqlServer, MssqlPre
     for a script); each step's work is in the module of its concern (the mixins above)."""
 
     engine = "mssql"
+    display_name = "SQL Server"
     quote_open = "["
     quote_close = "]"
     # The columns setup.sql adds to load_stats: where the load ran (session, scheduler, CPU,

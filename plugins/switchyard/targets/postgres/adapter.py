@@ -56,6 +56,7 @@ class PostgresAdapter(PostgresSql, PostgresSession, PostgresPreflight, PostgresL
     """The PostgreSQL target: its flags and how it is made (from a URI, an Airflow connection or
     for a script); each step's work is in the module of its concern (the mixins above)."""
     engine = "postgres"
+    display_name = "PostgreSQL"
     quote_open = quote_close = '"'
     load_names_its_storage = True
     load_stats_columns = ("backend_pid",)
