@@ -431,6 +431,25 @@ class TargetAdapter(ABC):
         unique columns leave out the partition key)."""
         return None
 
+    # --- the session: what the steps and observability ask of every engine's connection ---
+    @abstractmethod
+    def connection(self) -> Any:
+        """A context manager: a new connection to the target with the steps' session settings,
+        closed at its end (the load statistics, the server's progress sampler use it)."""
+
+    @abstractmethod
+    def execute(self, statements: list[str]) -> None:
+        """Run the statements in order on a connection of their own (one transaction where the
+        engine's statements allow it)."""
+
+    @abstractmethod
+    def fetch(self, sql: str, params: tuple = ()) -> list[tuple]:
+        """The rows of one query, with its parameters in the driver's style."""
+
+    @abstractmethod
+    def lease(self) -> tuple | None:
+        """(holder, batch, acquired_at, expires_at) of this schema's run lease, if any."""
+
     @abstractmethod
     def sqlalchemy_url(self) -> str:
         """For validation with Great Expectations."""
