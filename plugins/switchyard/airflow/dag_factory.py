@@ -7,16 +7,17 @@ every task process imports the DAG file again.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 from datetime import datetime, timedelta
 
-from airflow.sdk import DAG, Asset, Param, TaskGroup, TriggerRule
+from airflow.sdk import DAG, Asset, Param, TaskGroup
 
 from switchyard.airflow.operators import (GroupStepsOperator, LoadOperator, PlanBatchOperator, PrepareOperator,
                                           PublishBatchOperator, PublishOperator, StatsOperator, SwitchOperator,
                                           ValidateOperator, WaitForBatchSensor)
-from switchyard.core.planner import group_id, load_priorities, streams_of
 from switchyard import settings
 from switchyard.core.spec import LoadSpec, load_spec
+from switchyard.graph import Graph, GraphSettings, build_graph
 
 DOC = """
 ### Switchyard: parallel, validated, partition-switched loads
@@ -89,7 +90,7 @@ class DagConfig:
     max_active_tasks: int = _default("max_active_tasks")
     # The loads' priority order: see planner.load_priorities.
     load_order: str = _default("load_order")
-    # The executor of the loads (None: the default executor); see routing() below.
+    # The executor of the loads (None: the default executor); see graph.routing.
     load_executor: str | None = _default("load_executor")
     lock_timeout_seconds: int = 60
     lease_retries: int = _default("lease_retries")
@@ -156,30 +157,17 @@ def _params(spec: LoadSpec, config: DagConfig) -> dict[str, Param]:
     }
 
 
-def routing(spec: LoadSpec, config: DagConfig, stream: int) -> dict[str, str]:
-    """Where stream `stream`'s load runs: the `executor` and `queue` of its load task.
-
-    Only the load reads the stream's file, so only the load is routed; prepare, validate and
-    switch talk to the target alone and stay on the default executor, next to the scheduler.
-    A stream the spec's `sources` place on a source goes to that source's queue (its workers
-    hold its files under their own data root); the executor is SWITCHYARD_LOAD_EXECUTOR. A
-    stream without a source (shared storage, or a server that reads the file itself) keeps
-    the executor's default queue.
-    """
-    out = {}
-    if config.load_executor:
-        out["executor"] = config.load_executor
-    source = spec.source_of(stream)
-    if source:
-        out["queue"] = source
-    return out
-
-
 def build_dag(config: DagConfig | None = None, operators: StepOperators = StepOperators()) -> DAG:
+    """The DAG of `config` (default: the settings in effect): its graph (switchyard/graph.py)
+    rendered with `operators`."""
     config = config or DagConfig.from_env()
-    op = operators
     spec = load_spec(config.spec)
-    common = dict(spec=config.spec, schema=config.schema, lock_timeout_seconds=config.lock_timeout_seconds)
+    graph = build_graph(spec, GraphSettings(
+        streams=config.streams, pool=config.pool, prepare_pool=config.prepare_pool,
+        load_executor=config.load_executor, load_order=config.load_order, conn_id=config.conn_id,
+        schema=config.schema, batch_wait_seconds=config.batch_wait_seconds,
+        batch_poke_seconds=config.batch_poke_seconds, lease_retries=config.lease_retries,
+        lease_retry_seconds=config.lease_retry_seconds))
     with DAG(
         dag_id=config.dag_id,
         schedule=config.schedule,
@@ -195,92 +183,8 @@ def build_dag(config: DagConfig | None = None, operators: StepOperators = StepOp
         tags=list(config.tags),
         default_args={"retries": 1, "retry_delay": timedelta(seconds=10)},
     ) as dag:
-        with TaskGroup("setup", tooltip="Wait for the batch, plan partitions, create missing objects") as setup:
-            wait = op.wait(task_id="wait_for_batch", wait_seconds=config.batch_wait_seconds,
-                           poke_interval=config.batch_poke_seconds, retries=0)
-            # Retries wait for another run's lease (and ride out a lost connection) without
-            # holding a worker slot; bad batches fail at once (AirflowFailException).
-            plan = op.plan(task_id="plan", streams=config.streams, retries=config.lease_retries,
-                           retry_delay=timedelta(seconds=config.lease_retry_seconds), **common)
-            wait >> plan
-
-        groups: list[tuple[str, int]] = []
-        switches = []
-        by_table: dict[str, list] = {}
-        # Groups are made biggest table first (by weight; the spec's order among equals): the
-        # grid lists them in this order, the way the run spends its time.
-        tables = sorted(spec.tables, key=lambda t: -t.weight)
-        # Tables whose groups run their four steps in one task (the spec's `tasks: single`).
-        single_tables = [t.name for t in tables if t.tasks == "single"]
-        # Bigger tables start first (the run lasts as long as its slowest stream), with the
-        # small loads paired in between by default: see planner.load_priorities.
-        priorities = load_priorities([((t.name, k), t.weight) for t in tables for k in streams_of(t, config.streams)],
-                                     config.load_order)
-        for table in tables:
-            for k in streams_of(table, config.streams):
-                gid = group_id(table.name, k)
-                groups.append((table.name, k))
-                weight = priorities[(table.name, k)]
-                single = table.name in single_tables
-                with TaskGroup(gid, tooltip=f"{table.name}, stream {k}: prepare, load, validate, switch"
-                               + (" in one task" if single else "")):
-                    args = dict(table=table.name, stream=k, priority_weight=weight, weight_rule="absolute", **common)
-                    route = routing(spec, config, k)
-                    if single:
-                        # The whole group holds a load pool slot and goes where its load would.
-                        switch = op.steps(task_id="steps", pool=config.pool, file_on_source=spec.source_of(k),
-                                          **route, **args)
-                        setup >> switch
-                    else:
-                        # A stream on a source: its file is on that source's workers, not here.
-                        # In a pool of their own, the prepares leave the run's task slots to the
-                        # loads whose staging tables are ready (both go by the group's weight).
-                        prepare = op.prepare(task_id="prepare", file_on_source=spec.source_of(k),
-                                             **({"pool": config.prepare_pool} if config.prepare_pool else {}),
-                                             **args)
-                        load = op.load(task_id="load", pool=config.pool, **route, **args)
-                        # A failed expectation is a fact about the data and fails at once
-                        # (AirflowFailException); a lost connection is retried.
-                        validate = op.validate(task_id="validate", **args)
-                        switch = op.switch(task_id="switch", **args)
-                        setup >> prepare >> load >> validate >> switch
-                switches.append(switch)
-                by_table.setdefault(table.name, []).append(switch)
-
-        # Which switch of a table comes last is not known in advance (streams finish in any
-        # order), so one task per table waits for all of them and carries the table's Asset.
-        batch = None
-        if spec.publish == "batch":
-            # Every table of the batch in one transaction, once every group has switched (staged
-            # its validated table). A failed group fails this task's upstream: no table of the
-            # batch goes in. Skipped groups (streams the batch does not have, tables the run
-            # leaves out) do not hold it back; the target checks that every stream the plan
-            # loads was staged. Its id cannot be a group's (<table>_<stream number>) nor, outside
-            # the publish group, a table's.
-            batch = op.publish_batch(task_id="publish_batch", trigger_rule=TriggerRule.NONE_FAILED_MIN_ONE_SUCCESS,
-                                     retries=3, **common)
-            switches >> batch
-        with TaskGroup("publish", tooltip="One Asset event per table once the batch is in"):
-            # A batch may bring a table in fewer streams than the DAG has groups for (those groups
-            # skip), so: every switch that ran succeeded, and at least one ran.
-            publishes = [
-                op.publish(task_id=name, table=name, asset_conn_id=config.conn_id,
-                           groups=[t.task_id.split(".")[0] for t in table_switches],
-                           single=name in single_tables,
-                           outlets=[table_asset(config.conn_id, config.schema, name)], retries=0,
-                           trigger_rule=TriggerRule.NONE_FAILED_MIN_ONE_SUCCESS, **common)
-                for name, table_switches in by_table.items()]
-            for publish, table_switches in zip(publishes, by_table.values()):
-                table_switches >> publish
-                if batch is not None:
-                    batch >> publish
-
-        stats = op.stats(task_id="stats", groups=groups, trigger_rule=TriggerRule.ALL_DONE, retries=0,
-                         single_tables=single_tables, **common)
-        switches >> stats
-        publishes >> stats
-        if batch is not None:
-            batch >> stats
+        render(graph, operators, common={"spec": config.spec, "schema": config.schema,
+                                         "lock_timeout_seconds": config.lock_timeout_seconds})
     # The params go on once the tasks are made. Airflow gives every operator made in a DAG a deep
     # copy of the DAG's params and serializes each copy with its task: at 96 streams, serializing
     # the DAG (which the dag-processor does at every parse) took 5.4 CPU s with the copies and
@@ -289,6 +193,26 @@ def build_dag(config: DagConfig | None = None, operators: StepOperators = StepOp
     # holds; the trigger form reads the DAG's. Setting them runs Airflow's own check of them.
     dag.params = _params(spec, config)
     return dag
+
+
+def render(graph: Graph, operators: StepOperators, common: dict[str, Any]) -> None:
+    """The one place a node of the graph becomes an Airflow operator, in the DAG being made: each
+    in its task group (made at its first node), then each after its upstream tasks or groups."""
+    groups: dict[str, TaskGroup] = {}
+    made: dict[str, Any] = {}
+    for node in graph.nodes:
+        if node.group and node.group not in groups:
+            groups[node.group] = TaskGroup(node.group, tooltip=graph.groups[node.group])
+        options = dict(node.options)
+        if "retry_delay_seconds" in options:
+            options["retry_delay"] = timedelta(seconds=options.pop("retry_delay_seconds"))
+        if "asset" in options:
+            options["outlets"] = [table_asset(*options.pop("asset"))]
+        made[node.id] = getattr(operators, node.kind)(
+            task_id=node.task_id, task_group=groups.get(node.group), **options, **(common if node.common else {}))
+    for node in graph.nodes:
+        for up in node.upstream:
+            (groups[up] if up in groups else made[up]) >> made[node.id]
 
 
 def _routing_doc(spec: LoadSpec, config: DagConfig) -> str:
