@@ -293,73 +293,184 @@ def validate_table(url: str, schema: str, table: str, key: str | None, expected_
     loaded_filenode = (loaded.get("staging_filenode") if trust_constraints and trust_load
                        and loaded.get("rows") is not None else None)
 
-    checks: list[Check] = []
-    proof = None
-    proofs: dict[str, str] = {}
-    same_storage = False
+    staged = Staged(expected_rows=expected_rows, key=key, key_min=key_min, key_max=key_max, ranged=ranged,
+                    not_null=list(not_null), unique=list(unique), unique_result=unique_result, declared=declared,
+                    loaded=loaded)
     if trust_constraints:
         t0 = time.monotonic()
-        proof, proofs, same_storage = target.constraint_proofs(url, schema, table, key if ranged else None, key_min,
-                                                               key_max, not_null, key_type, loaded_filenode)
+        staged.proof, staged.proofs, staged.same_storage = target.constraint_proofs(
+            url, schema, table, key if ranged else None, key_min, key_max, not_null, key_type, loaded_filenode)
+        staged.loaded_filenode = loaded_filenode
         # One connection answers them all: its cost is split evenly between the kinds it proved.
-        share = round((time.monotonic() - t0) / ((proof is not None) + bool(proofs) + same_storage or 1), 4)
-        key_seconds = nn_seconds = share
-        if same_storage:
-            rows = int(loaded["rows"])
-            how = (f"the load's COPY reported {rows} rows into the staging table, which the TRUNCATE in the "
-                   f"same transaction had emptied; the table is still the storage that transaction left "
-                   f"(file node {loaded_filenode})")
-            # A count that disagrees is reported as GX reports one: the number, which the
-            # failure's message shows against the expected one.
-            checks.append(Check("expect_table_row_count_to_equal", None, expected_rows,
-                                {"rows": rows, "proven": how} if rows == expected_rows else rows,
-                                rows == expected_rows, share, "row_count"))
-        if proof is not None:
-            checks += [
-                Check("expect_column_values_to_not_be_null", key, "no nulls", {"proven": proof}, True,
-                      key_seconds, "key_range"),
-                Check("expect_column_min_to_be_between", key, _plain([key_min, key_max]), {"proven": proof}, True,
-                      None, "key_range"),
-                Check("expect_column_max_to_be_between", key, _plain([key_min, key_max]), {"proven": proof}, True,
-                      None, "key_range"),
-            ]
-        for i, c in enumerate(c for c in not_null if c in proofs):
-            checks.append(Check("expect_column_values_to_not_be_null", c, "no nulls", {"proven": proofs[c]}, True,
-                                nn_seconds if i == 0 else None, "not_null"))
+        staged.share = round((time.monotonic() - t0) / ((staged.proof is not None) + bool(staged.proofs)
+                                                         + staged.same_storage or 1), 4)
+    checks = [c for kind in CHECKS for c in kind.proven(staged)]
 
     # Great Expectations only for what nothing above proved: where everything was, the task
     # neither imports it nor opens its connection and catalog queries.
     preloaded = "great_expectations.expectations" in sys.modules
     import_seconds = 0.0
-    if (not same_storage or (ranged and proof is None) or len(proofs) < len(not_null) or declared
-            or (unique and unique_result is None)):
+    if any(kind.needs_gx(staged) for kind in CHECKS):
         t0 = time.monotonic()
         import great_expectations.expectations as gxe
         import_seconds = time.monotonic() - t0
         # (expectation, category, spec entry); in the order they are reported.
-        runs: list[tuple[Any, str, str | None]] = [] if same_storage else \
-            [(gxe.ExpectTableRowCountToEqual(value=expected_rows), "row_count", None)]
-        if ranged and proof is None:
-            runs += [
-                (gxe.ExpectColumnValuesToNotBeNull(column=key), "key_range", None),
-                (gxe.ExpectColumnMinToBeBetween(column=key, min_value=key_min, max_value=key_max), "key_range", None),
-                (gxe.ExpectColumnMaxToBeBetween(column=key, min_value=key_min, max_value=key_max), "key_range", None),
-            ]
-        runs += [(gxe.ExpectColumnValuesToNotBeNull(column=c), "not_null", None) for c in not_null if c not in proofs]
-        if unique and unique_result is None:
-            gx_unique = (gxe.ExpectColumnValuesToBeUnique(column=unique[0]) if len(unique) == 1
-                         else gxe.ExpectCompoundColumnsToBeUnique(column_list=list(unique)))
-            runs.append((gx_unique, "unique", None))
-        runs += [(e, "declared", at) for at, e in declared]
+        runs = [run for kind in CHECKS for run in kind.gx(staged, gxe)]
         declared_kwargs = {f"{expectations_where}[{i}]": dict(e.kwargs) for i, e in enumerate(expectations)}
         checks += _through_gx(url, target.gx_datasource, schema, table, runs, declared_kwargs)
-
-    if unique and unique_result is not None:
-        checks.append(_unique_check(unique, unique_result))
+    checks += [c for kind in CHECKS for c in kind.after(staged)]
 
     return ValidationOutcome(success=all(c.success for c in checks), checks=checks,
                              seconds=time.monotonic() - started, import_seconds=import_seconds,
                              gx_preloaded=preloaded)
+
+
+# --- the checks ----------------------------------------------------------------------------
+@dataclass
+class Staged:
+    """One staging table under validation, as its checks read it: what the spec and the plan
+    expect, and what the target's proofs (`constraint_proofs`, one query for all) settled."""
+    expected_rows: int
+    key: str | None
+    key_min: KeyValue | None
+    key_max: KeyValue | None
+    # A key range to check (the key and both bounds known).
+    ranged: bool
+    not_null: list[str]
+    unique: list[str]
+    unique_result: dict | None
+    declared: list[tuple[str, Any]]
+    loaded: dict
+    loaded_filenode: int | None = None
+    # The target's proof of the key's range and non-nullness (None: not proven), of each NOT
+    # NULL column's (column -> proof), and whether the table is still the storage the load's
+    # COPY filled (its count is then the table's).
+    proof: str | None = None
+    proofs: dict[str, str] = field(default_factory=dict)
+    same_storage: bool = False
+    # Seconds of the proofs' query per kind of check it proved.
+    share: float = 0.0
+
+
+class CheckKind:
+    """One kind of check on a staging table: what the target's proofs settle without reading
+    rows (`proven`), what Great Expectations checks where they do not (`needs_gx`, `gx`: its
+    expectations, each with its category and spec entry), and what the target found before
+    validation (`after`: a unique index's build). A new check is one subclass, added to CHECKS;
+    the checks are reported in CHECKS' order: proven, then Great Expectations', then after."""
+    category = ""
+
+    def proven(self, t: Staged) -> list[Check]:
+        return []
+
+    def needs_gx(self, t: Staged) -> bool:
+        return False
+
+    def gx(self, t: Staged, gxe: Any) -> list[tuple[Any, str, str | None]]:
+        return []
+
+    def after(self, t: Staged) -> list[Check]:
+        return []
+
+
+class RowCount(CheckKind):
+    """The manifest's row count: the load's COPY count while the table is still its storage."""
+    category = "row_count"
+
+    def proven(self, t: Staged) -> list[Check]:
+        if not t.same_storage:
+            return []
+        rows = int(t.loaded["rows"])
+        how = (f"the load's COPY reported {rows} rows into the staging table, which the TRUNCATE in the "
+               f"same transaction had emptied; the table is still the storage that transaction left "
+               f"(file node {t.loaded_filenode})")
+        # A count that disagrees is reported as GX reports one: the number, which the failure's
+        # message shows against the expected one.
+        return [Check("expect_table_row_count_to_equal", None, t.expected_rows,
+                      {"rows": rows, "proven": how} if rows == t.expected_rows else rows,
+                      rows == t.expected_rows, t.share, self.category)]
+
+    def needs_gx(self, t: Staged) -> bool:
+        return not t.same_storage
+
+    def gx(self, t: Staged, gxe: Any) -> list[tuple[Any, str, str | None]]:
+        return [] if t.same_storage else [(gxe.ExpectTableRowCountToEqual(value=t.expected_rows), self.category, None)]
+
+
+class KeyRange(CheckKind):
+    """The key never null, its smallest and largest values inside the stream's key range."""
+    category = "key_range"
+
+    def proven(self, t: Staged) -> list[Check]:
+        if t.proof is None:
+            return []
+        bounds = _plain([t.key_min, t.key_max])
+        return [Check("expect_column_values_to_not_be_null", t.key, "no nulls", {"proven": t.proof}, True,
+                      t.share, self.category),
+                Check("expect_column_min_to_be_between", t.key, bounds, {"proven": t.proof}, True, None,
+                      self.category),
+                Check("expect_column_max_to_be_between", t.key, bounds, {"proven": t.proof}, True, None,
+                      self.category)]
+
+    def needs_gx(self, t: Staged) -> bool:
+        return t.ranged and t.proof is None
+
+    def gx(self, t: Staged, gxe: Any) -> list[tuple[Any, str, str | None]]:
+        if not self.needs_gx(t):
+            return []
+        return [(gxe.ExpectColumnValuesToNotBeNull(column=t.key), self.category, None),
+                (gxe.ExpectColumnMinToBeBetween(column=t.key, min_value=t.key_min, max_value=t.key_max),
+                 self.category, None),
+                (gxe.ExpectColumnMaxToBeBetween(column=t.key, min_value=t.key_min, max_value=t.key_max),
+                 self.category, None)]
+
+
+class NotNull(CheckKind):
+    """Every column the spec declares NOT NULL (the key apart, where its range is checked)."""
+    category = "not_null"
+
+    def proven(self, t: Staged) -> list[Check]:
+        return [Check("expect_column_values_to_not_be_null", c, "no nulls", {"proven": t.proofs[c]}, True,
+                      t.share if i == 0 else None, self.category)
+                for i, c in enumerate(c for c in t.not_null if c in t.proofs)]
+
+    def needs_gx(self, t: Staged) -> bool:
+        return any(c not in t.proofs for c in t.not_null)
+
+    def gx(self, t: Staged, gxe: Any) -> list[tuple[Any, str, str | None]]:
+        return [(gxe.ExpectColumnValuesToNotBeNull(column=c), self.category, None)
+                for c in t.not_null if c not in t.proofs]
+
+
+class Unique(CheckKind):
+    """The spec's unique columns: by the target's unique index where it built one, else GX."""
+    category = "unique"
+
+    def needs_gx(self, t: Staged) -> bool:
+        return bool(t.unique) and t.unique_result is None
+
+    def gx(self, t: Staged, gxe: Any) -> list[tuple[Any, str, str | None]]:
+        if not self.needs_gx(t):
+            return []
+        return [(gxe.ExpectColumnValuesToBeUnique(column=t.unique[0]) if len(t.unique) == 1
+                 else gxe.ExpectCompoundColumnsToBeUnique(column_list=list(t.unique)), self.category, None)]
+
+    def after(self, t: Staged) -> list[Check]:
+        return [_unique_check(t.unique, t.unique_result)] if t.unique and t.unique_result is not None else []
+
+
+class Declared(CheckKind):
+    """The expectations the spec declares for the table, each reported with its spec entry."""
+    category = "declared"
+
+    def needs_gx(self, t: Staged) -> bool:
+        return bool(t.declared)
+
+    def gx(self, t: Staged, gxe: Any) -> list[tuple[Any, str, str | None]]:
+        return [(e, self.category, at) for at, e in t.declared]
+
+
+CHECKS: tuple[CheckKind, ...] = (RowCount(), KeyRange(), NotNull(), Unique(), Declared())
 
 
 def validate_stream(adapter: Any, spec: Any, stream: Any, expected_rows: int | None = None,
