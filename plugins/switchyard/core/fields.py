@@ -15,7 +15,7 @@ import re
 from datetime import date
 from typing import Callable, Sequence
 
-from switchyard.core.spec import TARGETS, Table
+from switchyard.core.spec import Table
 
 _INTEGER = re.compile(r"^[+-]?\d+$")
 _NUMBER = re.compile(r"^[+-]?(\d*)(?:\.(\d*))?(?:[eE][+-]?\d+)?$")
@@ -94,7 +94,7 @@ class RecordCheck:
 
     def __init__(self, table: Table):
         self.table = table
-        self.columns = [(c.name, c.nullable, [(t, field_check(c.sql_type(t))) for t in TARGETS])
+        self.columns = [(c.name, c.nullable, [(t, field_check(sql_type)) for t, sql_type in c.types.items()])
                         for c in table.columns]
         self.marker = table.format.null_marker
 

@@ -17,7 +17,11 @@ from typing import Any, Mapping
 
 import yaml
 
-TARGETS = ("postgres", "mssql")
+# A column's one type for every target (`type: bigint`, or `default` among per-target types):
+# each engine reads it in its own words (targets/<engine>/types.py maps the names it reads
+# otherwise, e.g. timestamp -> datetime2 on SQL Server). A type given for a target by its
+# dialect's name (`type: {default: timestamp, mssql: datetime2(7)}`) is that engine's own.
+NEUTRAL = "default"
 
 # Lower-case letters, digits and underscores, starting with a letter: a subset of what
 # both PostgreSQL and SQL Server accept unquoted, so a name is the same on both.
@@ -60,8 +64,19 @@ class Column:
     # NOT NULL unless declared nullable; only a nullable column ever takes the NULL marker.
     nullable: bool = False
 
-    def sql_type(self, target: str) -> str:
-        return self.types[target]
+    def sql_type(self, dialect: str) -> str:
+        """The type as the spec gives it for `dialect`: its own, else the neutral one (as written;
+        the engine's adapter maps a neutral type to its own words: `TargetAdapter.column_type`)."""
+        return self.declared(dialect)[0]
+
+    def declared(self, dialect: str) -> tuple[str, bool]:
+        """(the type the spec gives for `dialect`, whether it is the neutral one)."""
+        if dialect in self.types:
+            return self.types[dialect], False
+        if NEUTRAL in self.types:
+            return self.types[NEUTRAL], True
+        raise SpecError(f"column {self.name}: the spec gives no type for {dialect} (it gives one for "
+                        f"{', '.join(sorted(self.types))}); add one, or give one type for every target")
 
 
 @dataclass(frozen=True)
@@ -196,7 +211,7 @@ def column_key_kind(column: "Column", target: str | None = None) -> str | None:
     target, None where the targets' types are of different kinds or of none."""
     if target is not None:
         return key_kind(column.sql_type(target))
-    kinds = {key_kind(column.sql_type(t)) for t in TARGETS}
+    kinds = {key_kind(t) for t in column.types.values()}
     return kinds.pop() if len(kinds) == 1 else None
 
 
@@ -211,15 +226,18 @@ def _column(raw: Mapping[str, Any], where: str) -> Column:
     name = _identifier(raw.get("name"), f"{where}.name")
     declared = raw.get("type")
     if isinstance(declared, str):
-        types = {t: declared for t in TARGETS}
-    elif isinstance(declared, Mapping) and set(declared) == set(TARGETS):
+        types = {NEUTRAL: declared}
+    elif isinstance(declared, Mapping) and declared and all(isinstance(k, str) and IDENTIFIER.match(k)
+                                                             for k in declared):
         types = dict(declared)
     else:
-        raise SpecError(f"{where}.type: give one type, or one per target ({', '.join(TARGETS)})")
+        raise SpecError(f"{where}.type: give one type (every target reads it in its own words), or types by "
+                        f"target: {{default: ..., <a target's dialect>: ...}}")
     for target, sql_type in types.items():
+        at = f"{where}.type" + ("" if target == NEUTRAL else f".{target}")
         if not isinstance(sql_type, str) or not SQL_TYPE.match(sql_type):
-            raise SpecError(f"{where}.type.{target}: {sql_type!r} is not an accepted SQL type")
-        _target_type(target, sql_type, types, f"{where}.type")
+            raise SpecError(f"{at}: {sql_type!r} is not an accepted SQL type")
+        _one_type(sql_type, at)
     nullable = raw.get("nullable", False)
     if not isinstance(nullable, bool):
         raise SpecError(f"{where}.nullable: true or false, not {nullable!r}")
@@ -230,42 +248,12 @@ def _column(raw: Mapping[str, Any], where: str) -> Column:
 # ("bigint primary key", "int identity") is a column definition, not a type.
 _MULTI_WORD_TYPES = ("double precision", "character varying", "timestamp without time zone",
                      "timestamp with time zone", "time without time zone", "time with time zone", "bit varying")
-# Types a target reads as something else, or not at all, and what to write there instead.
-# SQL Server's `timestamp` is rowversion (a row version counter, not a date and time).
-_OTHER_TARGETS_TYPES = {
-    "mssql": {"timestamp": "datetime2(6)", "timestamp without time zone": "datetime2(6)",
-              "timestamptz": "datetimeoffset(6)", "timestamp with time zone": "datetimeoffset(6)",
-              "boolean": "bit", "bool": "bit", "bytea": "varbinary(max)", "serial": "int", "bigserial": "bigint",
-              "uuid": "uniqueidentifier"},
-    "postgres": {"datetime": "timestamp(3)", "datetime2": "timestamp", "smalldatetime": "timestamp(0)",
-                 "datetimeoffset": "timestamptz", "tinyint": "smallint", "nvarchar": "varchar", "ntext": "text",
-                 "uniqueidentifier": "uuid", "image": "bytea", "rowversion": "bytea"},
-}
-
-
-def _target_type(target: str, sql_type: str, types: Mapping[str, str], where: str) -> None:
-    """SpecError when `sql_type` is no type on `target` or means something else there, with the
-    per-target declaration that fixes it (e.g. {postgres: timestamp, mssql: datetime2(6)})."""
-    name, _, size = sql_type.partition("(")
-    name = name.strip().lower()
+def _one_type(sql_type: str, where: str) -> None:
+    """SpecError unless `sql_type` is a type: a name and a size, or a name of several words."""
+    name = sql_type.partition("(")[0].strip().lower()
     if " " in name and name not in _MULTI_WORD_TYPES:
-        raise SpecError(f"{where}.{target}: {sql_type!r} is not a type (a type is a name and a size, such as "
+        raise SpecError(f"{where}: {sql_type!r} is not a type (a type is a name and a size, such as "
                         f"bigint or varchar(40); keys, identity and defaults are not declared in a spec)")
-    fix = _OTHER_TARGETS_TYPES[target].get(name)
-    if fix is None:
-        return
-    digits = size.rstrip(") ")
-    if digits and name in ("timestamp", "timestamp without time zone"):
-        fix = f"datetime2({digits})"
-    elif digits and name == "datetime2":
-        fix = f"timestamp({min(int(digits), 6)})"
-    elif digits and name in ("nvarchar", "varchar"):
-        fix = f"varchar({digits})"
-    meaning = " (there it means rowversion, a row version counter)" if name == "timestamp" else ""
-    fixed = {**types, target: fix}
-    raise SpecError(f"{where}.{target}: {sql_type!r} is not a {'SQL Server' if target == 'mssql' else 'PostgreSQL'} "
-                    f"type for this column{meaning}; give one type per target: "
-                    f"{{{', '.join(f'{t}: {v}' for t, v in fixed.items())}}}")
 
 
 def _choice(value: Any, allowed: tuple[str, ...], where: str) -> str:
@@ -398,12 +386,12 @@ def _table(name: str, raw: Mapping[str, Any], where: str, fmt: FileFormat, files
         if key_column.nullable:
             raise SpecError(f"{where}.key: the key {key!r} cannot be nullable")
     if partitioned:
-        for target in TARGETS:
-            if key_kind(key_column.sql_type(target)) is None:
-                raise SpecError(f"{where}.key: {key!r} has type {key_column.sql_type(target)!r} on {target}; a "
-                                f"partition key is an integer, a date or a timestamp (a lookup table keyed by "
-                                f"text: partitioned: false, loaded whole)")
-        kinds = {target: key_kind(key_column.sql_type(target)) for target in TARGETS}
+        for target, sql_type in key_column.types.items():
+            if key_kind(sql_type) is None:
+                on = "" if target == NEUTRAL else f" on {target}"
+                raise SpecError(f"{where}.key: {key!r} has type {sql_type!r}{on}; a partition key is an integer, a "
+                                f"date or a timestamp (a lookup table keyed by text: partitioned: false, loaded whole)")
+        kinds = {target: key_kind(sql_type) for target, sql_type in key_column.types.items()}
         if len(set(kinds.values())) > 1:
             # The manifest gives one value per bound, read as the key's kind: it must be one kind.
             raise SpecError(f"{where}.key: {key!r} is of a different kind on each target "

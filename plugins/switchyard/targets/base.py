@@ -243,11 +243,21 @@ class TargetAdapter(ABC):
         raise TargetError(f"target {self.engine} has no timestamp literal: timestamp keys are not "
                           f"supported here yet")
 
+    def column_type(self, column: Any) -> str:
+        """The column's type on this engine: the spec's type for its dialect, or the neutral one read
+        in the engine's words (each engine's `types.py`); TargetError (permanent) where the spec gives
+        none, or one that means something else here."""
+        from switchyard.core.spec import SpecError
+        try:
+            return column.sql_type(self.dialect)
+        except SpecError as exc:
+            raise TargetError(str(exc), permanent=True) from None
+
     def key_type(self, table: str) -> str | None:
         """The SQL type of the table's key on this engine (its precision sets a timestamp's unit);
         None for an unpartitioned table without a key."""
         t = self.spec.table(table)
-        return t.column(t.key).sql_type(self.dialect) if t.key is not None else None
+        return self.column_type(t.column(t.key)) if t.key is not None else None
 
     def render(self, template: str, **context: Any) -> list[str]:
         """Render `include/sql/<engine>/<template>` into its statements, in order."""
@@ -258,7 +268,7 @@ class TargetAdapter(ABC):
         return split_statements(text)
 
     def columns(self, table: Table) -> list[dict[str, str]]:
-        return [{"name": c.name, "type": c.sql_type(self.dialect)} for c in table.columns]
+        return [{"name": c.name, "type": self.column_type(c)} for c in table.columns]
 
     # --- the generated SQL of each step (pure: no connection) ---------------------------
     @abstractmethod

@@ -52,6 +52,10 @@ class MssqlAdapter(MssqlSql, MssqlCommitSql, MssqlSession, MssqlServer, MssqlPre
     load_stats_columns = ("session_id", "scheduler_id", "cpu_id", "node_id", "local_tcp_port", "reads", "writes",
                           "cpu_time_ms", "logging", "log_ratio")
 
+    def column_type(self, column) -> str:
+        from switchyard.targets.mssql.types import column_type
+        return column_type(column, self.dialect)
+
     @classmethod
     def permanent_error(cls, exc: BaseException) -> str | None:
         from switchyard.targets.mssql.errors import permanent_error

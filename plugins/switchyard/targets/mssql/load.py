@@ -84,8 +84,8 @@ class MssqlLoad:
         """
         table = self.spec.table(stream.table)
         page = self.codepage_for(table.format, server)
-        text = [c for c in table.columns if re.match(r"n?(var)?char|n?text", c.sql_type(self.dialect).lower())]
-        unicode = [c.name for c in text if c.sql_type(self.dialect).lower().startswith("n")]
+        text = [c for c in table.columns if re.match(r"n?(var)?char|n?text", self.column_type(c).lower())]
+        unicode = [c.name for c in text if self.column_type(c).lower().startswith("n")]
         single = {c.name: code_pages.get(c.name) for c in text if c.name not in unicode}
         if page == "65001":
             off = [f"{n} (code page {cp})" for n, cp in single.items() if cp not in (None, 65001)]

@@ -27,6 +27,7 @@ from typing import IO, Any, Callable, Iterator, Mapping
 
 from switchyard.core.spec import FileFormat, Table
 from switchyard.targets.base import ProgressCallback, TargetError
+from switchyard.targets.mssql.types import column_type
 
 _INT = re.compile(r"-?[0-9]+\Z")
 _DEC = re.compile(r"-?[0-9]+(\.[0-9]+)?\Z")
@@ -163,7 +164,7 @@ class FileRows:
         self.fmt = fmt or table.format
         self.names = [c.name for c in table.columns]
         code_pages = code_pages or {}
-        self.convert = [converter(c.sql_type(engine), code_pages.get(c.name)) for c in table.columns]
+        self.convert = [converter(column_type(c, engine), code_pages.get(c.name)) for c in table.columns]
         marker = self.fmt.null_marker
         self.null_at = [marker is not None and c.nullable for c in table.columns]
         self.progress = progress

@@ -16,6 +16,7 @@ from switchyard.core.spec import Table
 from switchyard.core.spec_diff import Existing, ExistingColumn, ExistingUnique, Needed
 from switchyard.targets.base import TargetError
 from switchyard.targets.mssql.catalog import TargetTable
+from switchyard.targets.mssql.types import column_type
 
 _SPEC_TYPE = re.compile(r"^\s*([a-z][a-z0-9 ]*?)\s*(?:\(\s*(max|\d+)\s*(?:,\s*(\d+)\s*)?\))?\s*$")
 # Spellings SQL Server reads as another type name, and the sizes it gives a type written without one
@@ -56,7 +57,7 @@ def existing_table(t: TargetTable) -> Existing:
 
 
 def needed(table: Table) -> Needed:
-    return Needed(types={c.name: catalog_type(c.sql_type("mssql")) for c in table.columns}, loads_by_position=True)
+    return Needed(types={c.name: catalog_type(column_type(c)) for c in table.columns}, loads_by_position=True)
 
 
 class Statements:
@@ -71,7 +72,7 @@ class Statements:
         self.target = adapter.qualified(adapter.schema, table.name)
 
     def _type(self, column: str) -> str:
-        return self.table.column(column).sql_type("mssql")
+        return column_type(self.table.column(column))
 
     def add_column(self, column: str, sql_type: str) -> str:
         return f"ALTER TABLE {self.target} ADD {self.a.q(column)} {self._type(column)} NULL;"

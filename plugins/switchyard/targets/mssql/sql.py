@@ -58,7 +58,7 @@ class MssqlSql:
 
     def _key_type(self, table: Table) -> str | None:
         """The key's SQL type; None for an unpartitioned table without a key."""
-        return next((c.sql_type(self.dialect) for c in table.columns if c.name == table.key), None)
+        return next((self.column_type(c) for c in table.columns if c.name == table.key), None)
 
     def key(self, table: str | Table) -> KeyType:
         """The partition key's type: how its bounds are parsed and written as literals."""
@@ -67,7 +67,7 @@ class MssqlSql:
 
     def columns(self, table: Table) -> list[dict[str, Any]]:
         """Name, type and nullability: SWITCH needs staging and target identical in all three."""
-        return [{"name": c.name, "type": c.sql_type(self.dialect), "nullable": c.nullable, "collation": None,
+        return [{"name": c.name, "type": self.column_type(c), "nullable": c.nullable, "collation": None,
                  "sparse": False} for c in table.columns]
 
     def filegroups(self, plan: LoadPlan, used_pages: Mapping[str, int] | None = None) -> list[dict]:

@@ -61,6 +61,10 @@ class PostgresAdapter(PostgresSql, PostgresSession, PostgresPreflight, PostgresL
     load_names_its_storage = True
     load_stats_columns = ("backend_pid",)
 
+    def column_type(self, column) -> str:
+        from switchyard.targets.postgres.types import column_type
+        return column_type(column, self.dialect)
+
     @classmethod
     def permanent_error(cls, exc: BaseException) -> str | None:
         from switchyard.targets.postgres.errors import permanent_error

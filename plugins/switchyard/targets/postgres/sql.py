@@ -37,14 +37,14 @@ class PostgresSql:
     def columns(self, table: Table) -> list[dict[str, Any]]:
         """Each column as created here: its type (varchar(n) as text, see copy_format.py), and
         NOT NULL unless the spec declares it nullable."""
-        return [{"name": c.name, "type": rendered_type(c.sql_type(self.dialect)), "nullable": c.nullable}
+        return [{"name": c.name, "type": rendered_type(self.column_type(c)), "nullable": c.nullable}
                 for c in table.columns]
 
     def length_checks(self, table: Table) -> list[dict[str, Any]]:
         """The CHECK (char_length(c) <= n) of each varchar(n) column: name, column, n."""
         out = []
         for c in table.columns:
-            n = max_chars(c.sql_type(self.dialect))
+            n = max_chars(self.column_type(c))
             if n is not None:
                 out.append({"name": length_check_name(c.name), "column": c.name, "max": n,
                             "sql": length_check_sql(self.q(c.name), n)})

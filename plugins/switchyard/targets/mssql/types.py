@@ -1,0 +1,49 @@
+"""SQL Server's reading of a spec's column types.
+
+A spec's neutral type (one `type` for every target) is read in SQL Server's words where its name
+means something else here, or nothing: `timestamp` is rowversion on SQL Server (a row version
+counter, not a date and time), so a neutral `timestamp(3)` is `datetime2(3)` here. A type the
+spec gives for `mssql` itself is SQL Server's own and is taken as written, except one of those
+names, which is refused with the type that says what it means
+(https://learn.microsoft.com/en-us/sql/t-sql/data-types/rowversion-transact-sql).
+"""
+from __future__ import annotations
+
+import re
+
+from switchyard.core.spec import Column, SpecError
+from switchyard.targets.base import TargetError
+
+# Name -> SQL Server's type for it (`{p}`: the neutral type's precision, 6 where none is given).
+NEUTRAL = {"timestamp": "datetime2({p})", "timestamp without time zone": "datetime2({p})",
+           "timestamptz": "datetimeoffset({p})", "timestamp with time zone": "datetimeoffset({p})",
+           "boolean": "bit", "bool": "bit", "bytea": "varbinary(max)", "serial": "int", "bigserial": "bigint",
+           "uuid": "uniqueidentifier"}
+_SIZE = re.compile(r"\((\d+)\)\s*$")
+
+
+def mapped(sql_type: str) -> str | None:
+    """SQL Server's type for a neutral `sql_type` whose name it reads otherwise; None: as written."""
+    name = sql_type.partition("(")[0].strip().lower()
+    target = NEUTRAL.get(name)
+    if target is None:
+        return None
+    size = _SIZE.search(sql_type)
+    return target.format(p=size[1] if size else 6)
+
+
+def column_type(column: Column, dialect: str = "mssql") -> str:
+    """The column's type on SQL Server: its own as the spec gives it, or its neutral one read in
+    SQL Server's words; TargetError (permanent) for an own type that means something else here."""
+    try:
+        sql_type, neutral = column.declared(dialect)
+    except SpecError as exc:
+        raise TargetError(str(exc), permanent=True) from None
+    fix = mapped(sql_type)
+    if fix is None:
+        return sql_type
+    if neutral:
+        return fix
+    meaning = " (there it means rowversion, a row version counter)" if sql_type.lower().startswith("timestamp") else ""
+    raise TargetError(f"column {column.name}: {sql_type!r} is not a SQL Server type for this column{meaning}; "
+                      f"give {dialect}: {fix}, or one type for every target ({sql_type})", permanent=True)

@@ -1,0 +1,49 @@
+"""PostgreSQL's reading of a spec's column types.
+
+A spec's neutral type (one `type` for every target) is read in PostgreSQL's words where its
+name is SQL Server's: `datetime2(3)` is `timestamp(3)` here (PostgreSQL keeps at most
+microseconds), `nvarchar(40)` is `varchar(40)`. A type the spec gives for `postgres` itself is
+PostgreSQL's own and is taken as written, except one of those names, which is refused with the
+type that says what it means.
+"""
+from __future__ import annotations
+
+import re
+
+from switchyard.core.spec import Column, SpecError
+from switchyard.targets.base import TargetError
+
+# Name -> PostgreSQL's type for it (`{p}`: the neutral type's precision, at most 6, where it has one;
+# `{size}`: its length).
+NEUTRAL = {"datetime": "timestamp(3)", "datetime2": "timestamp{p}", "smalldatetime": "timestamp(0)",
+           "datetimeoffset": "timestamptz{p}", "tinyint": "smallint", "nvarchar": "varchar{size}",
+           "nchar": "char{size}", "ntext": "text", "uniqueidentifier": "uuid", "image": "bytea",
+           "rowversion": "bytea"}
+_SIZE = re.compile(r"\((\d+|max)\)\s*$", re.I)
+
+
+def mapped(sql_type: str) -> str | None:
+    """PostgreSQL's type for a neutral `sql_type` whose name is SQL Server's; None: as written."""
+    name = sql_type.partition("(")[0].strip().lower()
+    target = NEUTRAL.get(name)
+    if target is None:
+        return None
+    size = _SIZE.search(sql_type)
+    digits = size[1] if size and size[1].isdigit() else None
+    return target.format(p=f"({min(int(digits), 6)})" if digits else "", size=f"({digits})" if digits else "")
+
+
+def column_type(column: Column, dialect: str = "postgres") -> str:
+    """The column's type on PostgreSQL: its own as the spec gives it, or its neutral one read in
+    PostgreSQL's words; TargetError (permanent) for an own type PostgreSQL does not have."""
+    try:
+        sql_type, neutral = column.declared(dialect)
+    except SpecError as exc:
+        raise TargetError(str(exc), permanent=True) from None
+    fix = mapped(sql_type)
+    if fix is None:
+        return sql_type
+    if neutral:
+        return fix
+    raise TargetError(f"column {column.name}: {sql_type!r} is not a PostgreSQL type for this column; give "
+                      f"{dialect}: {fix}, or one type for every target ({sql_type})", permanent=True)
