@@ -263,8 +263,8 @@ def task_process():
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     import switchyard.airflow.dag_factory as factory
-    from switchyard.targets import base
-    compiled = {key[1] for key in base._jinja("postgres").cache.keys()}
+    from switchyard.targets import templates
+    compiled = {key[1] for key in templates.environment("postgres").cache.keys()}
     return {"seconds": time.perf_counter() - started, "tasks": len(module.dag.tasks),
             "prebuilt": id(module.dag) in built_by_scheduler,
             "sql_compiled": {"prepare.sql", "load.sql", "switch_partition.sql"} <= compiled,

@@ -112,7 +112,7 @@ def test_identifiers_are_validated_before_quoting(value):
 def test_statements_split_at_line_ends_but_not_inside_a_dollar_quoted_body():
     """Each template statement is sent on its own; a PostgreSQL DO block is one statement
     whatever its body holds, and T-SQL's $PARTITION is no dollar quote."""
-    from switchyard.targets.base import split_statements
+    from switchyard.targets.templates import split_statements
     text = ("-- a comment only\nCREATE TABLE a (x int);\n"
             "DO $body$\nBEGIN\n    UPDATE a SET x = 1;\n    EXECUTE 'SELECT 1';\nEND\n$body$;\n"
             "DO $$\nBEGIN\n    PERFORM 1;\nEND\n$$;\n"

@@ -142,7 +142,7 @@ def preload(argv: list[str] | None = None, modules: tuple[str, ...] | None = Non
             except Exception as exc:
                 failed[extra] = f"{type(exc).__name__}: {exc}"
         try:
-            from switchyard.targets.base import compile_templates
+            from switchyard.targets.templates import compile_templates
             report["sql_templates"] = compile_templates()
         except Exception as exc:  # a broken template fails its task, with the file named
             failed["sql templates"] = f"{type(exc).__name__}: {exc}"

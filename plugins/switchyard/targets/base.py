@@ -11,16 +11,16 @@ import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from datetime import date, datetime, timezone
-from functools import lru_cache
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Sequence
-
-from jinja2 import Environment, FileSystemLoader, StrictUndefined
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Sequence
 
 from switchyard.core.planner import LoadPlan, StreamPlan, TablePlan
 from switchyard.core.spec import IDENTIFIER, LoadSpec, Table
+from switchyard.targets.templates import SQL_ROOT, environment, split_statements
 
-SQL_ROOT = Path(__file__).resolve().parents[3] / "include" / "sql"
+if TYPE_CHECKING:
+    from switchyard.targets.progress import ServerProgress
+
 # Internal names (ours, not the spec's) may start with a letter or underscore.
 _INTERNAL_IDENTIFIER = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 
@@ -50,30 +50,6 @@ class LoadResult:
 
 
 ProgressCallback = Callable[[int, int], None]  # (bytes sent, bytes total)
-
-
-@lru_cache(maxsize=4)
-def _jinja(engine: str) -> Environment:
-    env = Environment(loader=FileSystemLoader(str(SQL_ROOT / engine)), undefined=StrictUndefined,
-                      trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True, autoescape=False)
-    return env
-
-
-def compile_templates() -> int:
-    """Compile every engine's SQL templates now, in this process; returns how many.
-
-    Compiling takes about 2 ms a template, and every task process would pay it for the few it
-    renders; the scheduler calls this when it preloads, and the task processes it forks inherit
-    the compiled templates. Jinja still checks each file's modification time when a template is
-    used, so an edited template is recompiled where it is next rendered.
-    """
-    count = 0
-    for folder in sorted(p for p in SQL_ROOT.iterdir() if p.is_dir()):
-        env = _jinja(folder.name)
-        for name in env.list_templates(extensions=["sql"]):
-            env.get_template(name)
-            count += 1
-    return count
 
 
 @dataclass(frozen=True)
@@ -261,7 +237,7 @@ class TargetAdapter(ABC):
 
     def render(self, template: str, **context: Any) -> list[str]:
         """Render `include/sql/<engine>/<template>` into its statements, in order."""
-        text = _jinja(self.dialect).get_template(template).render(
+        text = environment(self.dialect).get_template(template).render(
             q=self.q, qn=self.qualified, lit=self.lit, schema=self.schema,
             staging_schema=self.staging_schema, control_schema=self.control_schema,
             lock_timeout_seconds=self.lock_timeout_seconds, **context)
@@ -493,38 +469,10 @@ class TargetAdapter(ABC):
     def server_progress(self, schema: str, table: str) -> "ServerProgress | None":
         """A sampler of the server's own progress of a bulk load into `schema.table`, where the
         engine reports one (it has a `copy_progress.sql` template); None elsewhere."""
+        from switchyard.targets.progress import ServerProgress
         if not (SQL_ROOT / self.dialect / "copy_progress.sql").is_file():
             return None
         return ServerProgress(self, schema, table)
-
-
-class ServerProgress:
-    """Samples the server's own progress of a bulk load into one staging table.
-
-    Returns (rows processed, bytes processed) or None while the server has not started
-    the load yet. The side connection opens at the first sample and closes with `close()`:
-    one small query per sample, over one connection for the whole load.
-    """
-
-    def __init__(self, adapter: TargetAdapter, schema: str, table: str):
-        from contextlib import ExitStack
-        self.adapter = adapter
-        self.sql, = adapter.render("copy_progress.sql")
-        self.target = adapter.qualified(schema, table)
-        self._stack = ExitStack()
-        self._conn = None
-
-    def __call__(self) -> tuple[int, int] | None:
-        if self._conn is None:
-            self._conn = self._stack.enter_context(self.adapter.connection())
-            self._conn.autocommit = True
-        cur = self._conn.cursor()
-        cur.execute(self.sql, (self.target,))
-        row = cur.fetchone()
-        return (int(row[0]), int(row[1])) if row else None
-
-    def close(self) -> None:
-        self._stack.close()
 
 
 def stream_rows(stream: StreamPlan) -> str:
@@ -554,38 +502,6 @@ def unstaged_problems(where: str, loads: list[StreamPlan], staged: Callable[[Str
 def _utc(when: datetime) -> datetime:
     """A lease time in UTC (PostgreSQL returns it in the session's zone, SQL Server naive UTC)."""
     return when.astimezone(timezone.utc) if when.tzinfo else when
-
-
-_STATEMENT_END_OR_DOLLAR_QUOTE = re.compile(r";[ \t]*(?:\n|$)|\$(?:[A-Za-z_][A-Za-z_0-9]*)?\$")
-
-
-def _statement_parts(text: str) -> list[str]:
-    """Split at each ';' that ends a line, except inside a dollar-quoted body ($tag$ ... $tag$,
-    PostgreSQL's DO blocks), whose own statements end lines with ';' too."""
-    parts, start, open_tag = [], 0, None
-    for m in _STATEMENT_END_OR_DOLLAR_QUOTE.finditer(text):
-        token = m.group()
-        if token.startswith("$"):
-            if open_tag is None:
-                open_tag = token
-            elif token == open_tag:
-                open_tag = None
-        elif open_tag is None:
-            parts.append(text[start:m.start()])
-            start = m.end()
-    parts.append(text[start:])
-    return parts
-
-
-def split_statements(text: str) -> list[str]:
-    """Statements end with ';' at the end of a line (templates never put one inside a literal)."""
-    out = []
-    for part in _statement_parts(text):
-        lines = [ln for ln in part.strip().splitlines()]
-        body = "\n".join(lines).strip()
-        if body and not all(ln.strip().startswith("--") or not ln.strip() for ln in lines):
-            out.append(body)
-    return out
 
 
 def permanent_reason(adapter: type[TargetAdapter] | None, exc: BaseException) -> str | None:

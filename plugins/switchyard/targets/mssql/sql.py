@@ -11,7 +11,8 @@ from typing import Any, Mapping
 
 from switchyard.core.planner import LoadPlan, StreamPlan
 from switchyard.core.spec import FileFormat, Table
-from switchyard.targets.base import TargetError, _jinja
+from switchyard.targets.base import TargetError
+from switchyard.targets.templates import environment
 from switchyard.targets.mssql.catalog import check_copy, staging_constraint_name
 from switchyard.targets.mssql.guard import SCHEDULER_BUSY_ERROR, SCHEDULER_BUSY_MESSAGE
 from switchyard.targets.mssql.keys import KeyType, key_type
@@ -37,7 +38,7 @@ class MssqlSql:
     def render(self, template: str, **context: Any) -> list[str]:
         """`include/sql/mssql/<template>` into its statements, cut by the T-SQL-aware splitter
         (a ';' inside a literal, a bracketed name or a comment never ends a statement)."""
-        text = _jinja(self.dialect).get_template(template).render(
+        text = environment(self.dialect).get_template(template).render(
             q=self.q, qn=self.qualified, lit=self.lit, schema=self.schema,
             staging_schema=self.staging_schema, control_schema=self.control_schema,
             lock_timeout_seconds=self.lock_timeout_seconds, nstr=nstr, str=sstr, qc=quote_name, **context)
