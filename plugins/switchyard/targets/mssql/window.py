@@ -390,7 +390,7 @@ def _retention(partitions: list[Partition], streams: Sequence[Incoming], batch: 
     """The filled partitions that leave once the batch is in (the shared rule of
     switchyard.core.preflight.retention), on half-open ranges [lower, upper + one unit)."""
     from switchyard.core.preflight import Partition as Half
-    from switchyard.core.spec import Column, Table
+    from switchyard.core.spec import NEUTRAL, Column, Table
     halves: dict[Half, Partition] = {}
     after = []
     for p in partitions:
@@ -401,7 +401,9 @@ def _retention(partitions: list[Partition], streams: Sequence[Incoming], batch: 
         halves[half] = p
         after.append(half)
     after += [Half(name=f"stream {s.stream}", lower=s.lower, upper=key.after(s.upper), batch=batch) for s in streams]
-    table = Table(name="t", columns=(Column("k", {"postgres": "bigint"}),), key="k", mode="append", keep=keep, keep_days=keep_days)
+    # The retention rule reads only the table's mode, keep and keep_days, and the partitions' bounds.
+    table = Table(name="t", columns=(Column("k", {NEUTRAL: "bigint"}),), key="k", mode="append", keep=keep,
+                  keep_days=keep_days)
     from switchyard.core.preflight import retention
     gone, why = retention(table, after)
     return [halves[h] if h in halves else Partition(number=0, lower=None, upper=None, filegroup="", rows=0, batch=batch)
