@@ -59,6 +59,6 @@ def adapter_class(conn_type: str) -> type[TargetAdapter]:
 
 def preload_modules() -> tuple[tuple[str, ...], tuple[str, ...]]:
     """(third-party modules, Switchyard's engine packages) for the scheduler to import once."""
-    preloaded = [engine for engine in ENGINES if PRELOAD[engine]]
+    preloaded = [engine for engine in ENGINES if PRELOAD.get(engine)]
     return (tuple(m for engine in preloaded for m in PRELOAD[engine]),
             tuple(ADAPTERS[engine].split(":")[0] for engine in preloaded))

@@ -44,8 +44,10 @@ class MssqlLoad:
                         compression = staging_heap_compression(mine["compression"])
                         if mine["ready_at"] is not None:
                             # A group run again from prepare after its switch marked it ready: it is
-                            # not ready until this load is validated and switched again, so the
-                            # table's commit never takes a staging table being rebuilt.
+                            # not ready until this load is validated and switched again. The table's
+                            # commit lock (a table's last switch and the batch's publish take it before
+                            # they read what is ready) is held from here to this connection's close,
+                            # after the staging table is made again, so no commit takes it meanwhile.
                             self._unready(cur, stream)
                 for stmt in self.prepare_sql(stream, columns=columns, filegroup=filegroup, compression=compression,
                                              checks=checks):
@@ -55,6 +57,8 @@ class MssqlLoad:
             raise TargetError(f"prepare of {stream.group_id} failed: {_message(exc)}") from exc
 
     def _unready(self, cur, stream: StreamPlan) -> None:
+        (lock,) = self.render("commit_lock.sql")
+        drain(cur.execute(lock, f"switchyard.commit.{self.schema}.{stream.table}", self.lock_timeout_seconds * 1000))
         cur.execute(f"UPDATE {self.qualified(self.control_schema, 'planned_partitions')} SET ready_at = NULL "
                     f"WHERE target_schema = ? AND table_name = ? AND staging_table = ?",
                     self.schema, stream.table, stream.staging_table)

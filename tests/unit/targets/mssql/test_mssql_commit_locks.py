@@ -92,3 +92,57 @@ def test_an_unpartitioned_tables_replace_runs_under_the_short_lock_timeout():
     nation = plan_tpch(SPEC, 0.01, 1, ["nation"]).stream("nation", 1)
     statements = adapter().switch_sql(nation, replace_existing=True)
     assert statements[0].endswith("SET LOCK_TIMEOUT 1000") and "TRUNCATE TABLE [tpch].[nation]" in statements[1]
+
+
+class PrepareSession(ScriptedSession):
+    """A scripted session that also takes a prepare: its own statements are recorded, not run."""
+
+    def __init__(self, a, partitions):
+        super().__init__(a, partitions)
+        self.prepared: list[str] = []
+
+    def execute(self, sql, *params):
+        head = " ".join(sql.split())
+        if head.startswith("UPDATE [switchyard].[planned_partitions] SET ready_at = NULL"):
+            self.sent.append((sql, params))
+            for p in self.planned:
+                if p["staging_table"] == params[2]:
+                    p["ready_at"] = None
+            self._rows = []
+            return self
+        try:
+            return super().execute(sql, *params)
+        except AssertionError:  # not a switch's statement: one of the prepare's own
+            self.prepared.append(head)
+            self._rows = []
+            return self
+
+
+def test_a_group_prepared_again_after_its_switch_is_not_ready_and_holds_the_commit_lock_while_rebuilt():
+    """SCRIPTED SESSION. A group run again from prepare (a cleared group, a `tasks: single` retry)
+    after its switch marked it ready: prepare takes the table's commit lock (the one a table's
+    last switch and the batch's publish take before they read what is ready), marks the stream
+    not ready, and makes its staging table again under that lock; its next switch is not a retry."""
+    pytest.importorskip("pyodbc", reason="prepare reads pyodbc's errors: needs unixODBC (libodbc.so.2)",
+                        exc_type=ImportError)
+    session = PrepareSession(adapter(), layout_of({"b1": even(4)}))
+    a = scripted(adapter(batch="b2"), session)
+    plan = orders_plan(SPEC, even(4))
+    a._plan_table(session, plan.table("orders"))
+    first, second = plan.table("orders").streams[:2]
+    assert a._stage(first)["already_switched"] is False
+    assert a._stage(first)["already_switched"] is True   # a retried switch changes nothing
+    session.sent.clear()
+    a.create_staging(first)
+    sent = [" ".join(sql.split()) for sql, _ in session.sent]
+    lock = next(i for i, (sql, params) in enumerate(session.sent)
+                if "sp_getapplock" in sql and params[0] == "switchyard.commit.tpch.orders")
+    unready = next(i for i, s in enumerate(sent) if s.startswith("UPDATE [switchyard].[planned_partitions] SET ready_at"))
+    assert lock < unready and session.prepared, sent
+    assert sent.index(session.prepared[0]) > unready
+    assert next(p for p in session.planned if p["staging_table"] == first.staging_table)["ready_at"] is None
+    assert a._stage(first)["already_switched"] is False
+    # A group prepared for the first time takes no lock and changes no plan.
+    session.sent.clear()
+    a.create_staging(second)
+    assert not any("sp_getapplock" in sql or "SET ready_at" in sql for sql, _ in session.sent)
