@@ -30,6 +30,8 @@ from typing import TYPE_CHECKING, Any, Iterator
 
 import pytest
 
+from switchyard.targets.postgres.types import column_type
+
 if TYPE_CHECKING:
     from switchyard.core.spec import Table
 
@@ -84,7 +86,7 @@ def files_fingerprint(uri: str, files: dict[str, list[Path]], spec=None) -> dict
         try:
             for name, paths in files.items():
                 table = spec.table(name)
-                cols = ", ".join(f'"{c.name}" {c.sql_type("postgres")}' for c in table.columns)
+                cols = ", ".join(f'"{c.name}" {column_type(c)}' for c in table.columns)
                 conn.execute(f'CREATE TABLE "{scratch}"."{name}" ({cols}, spare text)')
                 for path in paths:
                     with conn.cursor().copy(f'COPY "{scratch}"."{name}" FROM STDIN (FORMAT text, DELIMITER \'|\')') as cp, \
@@ -454,7 +456,7 @@ def typed(table: Table, values: list[str | None]) -> tuple:
     """The values as Python objects of the columns' PostgreSQL types (what psycopg returns)."""
     out: list[Any] = []
     for column, value in zip(table.columns, values):
-        sql_type = column.sql_type("postgres")
+        sql_type = column_type(column)
         if value is None:
             out.append(None)
         elif sql_type in ("bigint", "integer", "int", "smallint"):

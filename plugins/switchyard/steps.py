@@ -229,7 +229,7 @@ def local_file(plan: dict, s: StreamPlan, queue: str | None) -> Path:
     """The stream file under this process's data root (SWITCHYARD_DATA_ROOT).
 
     The load is the one step that may run on another machine (a worker of the stream's
-    source, see dag_factory.routing): it finds the batch under its own root, not at the
+    source, see graph.routing): it finds the batch under its own root, not at the
     path the planning host saw. Beside the scheduler both are the same folder."""
     batch_dir = resolve_batch(plan["batch"])
     path = resolve_file(batch_dir, s.file)

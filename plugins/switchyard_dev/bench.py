@@ -126,9 +126,10 @@ def spread(values: list[float]) -> dict:
 def batch_files(folder: Path, manifest, spec) -> list[dict]:
     """The batch's non-empty files, biggest first (the order the DAG's weights ask for)."""
     from switchyard.core.batch import resolve_file
+    from switchyard.targets.postgres.types import column_type
     files = [{"table": e.table, "stream": e.stream, "path": str(resolve_file(folder, e.file)),
               "bytes": e.bytes, "rows": e.rows,
-              "columns": [(c.name, c.sql_type("postgres")) for c in spec.table(e.table).columns],
+              "columns": [(c.name, column_type(c)) for c in spec.table(e.table).columns],
               # The spec's unique columns (the key, or a compound key): the target's unique index.
               "unique": list(spec.table(e.table).unique)}
              for e in manifest.entries if e.rows]

@@ -78,7 +78,7 @@ def enabled() -> bool:
 
 
 # An Edge worker forks its task processes too (`airflow edge worker`; loads only, see
-# dag_factory.routing): it preloads what a load needs, without Great Expectations.
+# graph.routing): it preloads what a load needs, without Great Expectations.
 WORKER_MODULES = tuple(m for m in MODULES if not m.startswith("great_expectations")) + tuple(
     m for m in OWN_MODULES if m != "switchyard.observability.validation")
 

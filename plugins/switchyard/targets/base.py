@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Sequence
 
 from switchyard.core.planner import LoadPlan, StreamPlan, TablePlan
-from switchyard.core.spec import IDENTIFIER, LoadSpec, Table
+from switchyard.core.spec import IDENTIFIER, LoadSpec, SpecError, Table
 from switchyard.targets.templates import SQL_ROOT, environment, split_statements
 
 if TYPE_CHECKING:
@@ -223,11 +223,15 @@ class TargetAdapter(ABC):
         """The column's type on this engine: the spec's type for its dialect, or the neutral one read
         in the engine's words (each engine's `types.py`); TargetError (permanent) where the spec gives
         none, or one that means something else here."""
-        from switchyard.core.spec import SpecError
         try:
             return column.sql_type(self.dialect)
         except SpecError as exc:
             raise TargetError(str(exc), permanent=True) from None
+
+    def key_kind(self, table: Table) -> str | None:
+        """integer, date or timestamp: the kind of the table's key on this engine (None: no key)."""
+        from switchyard.core.spec import key_kind
+        return key_kind(self.column_type(table.column(table.key))) if table.key is not None else None
 
     def key_type(self, table: str) -> str | None:
         """The SQL type of the table's key on this engine (its precision sets a timestamp's unit);
@@ -511,6 +515,8 @@ def permanent_reason(adapter: type[TargetAdapter] | None, exc: BaseException) ->
     while exc is not None and id(exc) not in seen:
         seen.add(id(exc))
         if isinstance(exc, TargetError) and exc.permanent:
+            return "permanent"
+        if isinstance(exc, SpecError):  # the spec says something no retry changes
             return "permanent"
         what = adapter.permanent_error(exc) if adapter is not None else None
         if what:

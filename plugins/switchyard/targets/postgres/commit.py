@@ -158,7 +158,7 @@ class PostgresCommit:
         if stray:
             raise TargetError(f"{self.schema}.{table}: partition {stray[0].schema}.{stray[0].name} lives in another "
                               f"schema; move it to {self.schema} or detach it", permanent=True)
-        kind, key_type = spec_table.key_kind(self.dialect), self.key_type(table)
+        kind, key_type = self.key_kind(spec_table), self.key_type(table)
         for p in planned.values():
             p["lower"] = _typed(p["key_min"], kind)
             p["upper_next"] = keys.after(_typed(p["key_max"], kind), key_type)

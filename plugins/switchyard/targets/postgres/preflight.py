@@ -85,7 +85,7 @@ class PostgresPreflight:
             if shape is not None and existing is None:
                 existing = []  # the table is there (an unpartitioned one has no partitions)
             check = check_table(table, list(table_plan.streams), self.lease_batch or "", existing, where,
-                                kind=table.key_kind(self.dialect), key_type=self.key_type(table.name))
+                                kind=self.key_kind(table), key_type=self.key_type(table.name))
             checks.append(check)
             problems += check.problems
         if problems:
@@ -148,7 +148,7 @@ class PostgresPreflight:
     def _target_partitions(self, cur, table: str, schema: str | None = None) -> list:
         """The table's partitions now, with their bounds and the batch each one is recorded to."""
         from switchyard.core.preflight import Partition, parse_bound_value
-        kind = self.spec.table(table).key_kind(self.dialect)
+        kind = self.key_kind(self.spec.table(table))
         cur.execute(
             "SELECT n.nspname::text, c.relname::text, pg_get_expr(c.relpartbound, c.oid) "
             "FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "

@@ -57,6 +57,9 @@ def test_neutral_types_of_unpartitioned_columns(declared, postgres, mssql):
     ({"postgres": "bigint"}, mssql_types,
      "column k: the spec gives no type for mssql (it gives one for postgres); add one, or give one type for every "
      "target"),
+    ({"mssql": "bigint"}, postgres_types,
+     "column k: the spec gives no type for postgres (it gives one for mssql); add one, or give one type for every "
+     "target"),
 ])
 def test_an_engines_own_type_that_means_something_else_there_is_refused_with_the_fix(declared, module, message):
     with pytest.raises(TargetError) as exc:
@@ -99,3 +102,8 @@ def test_plan_renders_a_neutral_timestamp_key_as_datetime2_and_refuses_an_own_ti
     run = switchyard("plan", "--target", "mssql", "--spec", str(spec), "--batch", str(batch))
     assert run.returncode != 0 and "Traceback" not in run.stderr, run.stderr
     assert "give mssql: datetime2(6)" in run.stderr
+
+
+def test_a_spec_refusal_is_never_retried():
+    from switchyard.targets import permanent_reason
+    assert permanent_reason(None, SpecError("tables.t.columns[0].type: ...")) == "permanent"
