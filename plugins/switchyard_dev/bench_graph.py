@@ -111,7 +111,7 @@ globals().update(graph_dags())
 def dag_folder() -> Path:
     """The benchmark's Airflow reads the empty graphs from a folder of their own: they never
     reach the DAG folder users deploy."""
-    from switchyard_dev.bench import bench_airflow_home
+    from switchyard_dev.bench_airflow import bench_airflow_home
     folder = bench_airflow_home().parent / "graph-dags"
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / DAG_FILE
@@ -123,7 +123,7 @@ def dag_folder() -> Path:
 def graph_airflow(uri: str, pg, streams: int, slots: int):
     """The benchmark's Airflow reading the empty graphs, both parsed: (api, services start seconds)."""
     from switchyard_dev import demo
-    from switchyard_dev.bench import ensure_airflow
+    from switchyard_dev.bench_airflow import ensure_airflow
     from switchyard.airflow.dag_factory import DagConfig, build_dag
     options = {"airflow": {"AIRFLOW__CORE__DAGS_FOLDER": str(dag_folder()), **PRELOAD_CALLS}}
     api, startup = ensure_airflow(streams, True, False, options, uri)
@@ -137,7 +137,7 @@ def graph_airflow(uri: str, pg, streams: int, slots: int):
 
 def idle_rate(seconds: float = 20.0) -> dict:
     """Airflow's CPU while it runs nothing (DAGs paused): what every second of a run costs at least."""
-    from switchyard_dev.bench import AirflowCpu, airflow_cpu_total
+    from switchyard_dev.bench_airflow import AirflowCpu, airflow_cpu_total
     meter = AirflowCpu()
     time.sleep(seconds)
     cpu = meter.taken()
@@ -148,7 +148,7 @@ def idle_rate(seconds: float = 20.0) -> dict:
 def run_graph(api, mode: str, timeout: float = 1800) -> dict:
     """One run of the empty graph in `mode`: its wall time, task count and Airflow CPU by service."""
     from switchyard_dev import demo
-    from switchyard_dev.bench import OBSERVE_EVERY, POLL_EVERY, AirflowCpu, _quoted, _ts, airflow_cpu_total
+    from switchyard_dev.bench_airflow import OBSERVE_EVERY, POLL_EVERY, AirflowCpu, _quoted, _ts, airflow_cpu_total
     if mode not in MODES:
         raise ValueError(f"graph mode {mode!r}: one of {', '.join(MODES)}")
     name = dag_id(mode)
@@ -220,7 +220,7 @@ def run_graphs(uri: str, pg, streams: int, slots: int, floor: dict | None, repea
 
 def graph_lines(result: dict) -> list[str]:
     """The report's lines for the empty graphs."""
-    from switchyard_dev.bench import AIRFLOW_SERVICES
+    from switchyard_dev.bench_airflow import AIRFLOW_SERVICES
     lines = ["Empty graph (the DAG's shape, steps that do nothing): what Airflow alone costs",
              f"  idle      Airflow {result['idle']['airflow_cpu_per_second']} CPU s per second with nothing to run"]
     for mode, rs in result["runs"].items():

@@ -95,13 +95,16 @@ def test_server_side_copy_and_tablespace_levers_load_every_row(pg_uri, tpch_batc
     assert left == 0
 
 
-def test_the_floor_with_unique_indexes_builds_each_tables_index_in_the_loading_session(pg_uri, tpch_batch, tmp_path):
+def test_the_floor_with_unique_indexes_builds_each_tables_index_in_the_loading_session(pg_uri, tpch_batch, tmp_path,
+                                                                                      monkeypatch):
     """The floor's unique-index variant: every row loaded, one unique index per file on the spec's
     unique columns; a file with a duplicated key fails in its session, as the product's index does."""
     import psycopg
     from switchyard.core.batch import read_manifest
     from switchyard.core.spec import load_spec
     from switchyard_dev import bench
+    # A schema of its own: test_floor_and_loader_alone may run the floor beside it (pytest -n).
+    monkeypatch.setattr(bench, "FLOOR_SCHEMA", "bench_floor_unique")
     name, folder = tpch_batch
     spec = load_spec("tpch")
     files = bench.batch_files(folder, read_manifest(folder, spec), spec)
