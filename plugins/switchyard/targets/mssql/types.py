@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import re
 
-from switchyard.core.spec import Column, SpecError
-from switchyard.targets.base import TargetError
+from switchyard.core.spec import Column
+from switchyard.targets.types import column_type as shared_column_type
 
 # Name -> SQL Server's type for it (`{p}`: the neutral type's precision, 6 where none is given).
 NEUTRAL = {"timestamp": "datetime2({p})", "timestamp without time zone": "datetime2({p})",
@@ -35,15 +35,8 @@ def mapped(sql_type: str) -> str | None:
 def column_type(column: Column, dialect: str = "mssql") -> str:
     """The column's type on SQL Server: its own as the spec gives it, or its neutral one read in
     SQL Server's words; TargetError (permanent) for an own type that means something else here."""
-    try:
-        sql_type, neutral = column.declared(dialect)
-    except SpecError as exc:
-        raise TargetError(str(exc), permanent=True) from None
-    fix = mapped(sql_type)
-    if fix is None:
-        return sql_type
-    if neutral:
-        return fix
-    meaning = " (there it means rowversion, a row version counter)" if sql_type.lower().startswith("timestamp") else ""
-    raise TargetError(f"column {column.name}: {sql_type!r} is not a SQL Server type for this column{meaning}; "
-                      f"give {dialect}: {fix}, or one type for every target ({sql_type})", permanent=True)
+    return shared_column_type(column, dialect, mapped, "SQL Server", _meaning)
+
+
+def _meaning(sql_type: str) -> str:
+    return " (there it means rowversion, a row version counter)" if sql_type.lower().startswith("timestamp") else ""

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import re
 
-from switchyard.core.spec import Column, SpecError
-from switchyard.targets.base import TargetError
+from switchyard.core.spec import Column
+from switchyard.targets.types import column_type as shared_column_type
 
 # Name -> PostgreSQL's type for it (`{p}`: the neutral type's precision, at most 6, where it has one;
 # `{size}`: its length).
@@ -36,14 +36,4 @@ def mapped(sql_type: str) -> str | None:
 def column_type(column: Column, dialect: str = "postgres") -> str:
     """The column's type on PostgreSQL: its own as the spec gives it, or its neutral one read in
     PostgreSQL's words; TargetError (permanent) for an own type PostgreSQL does not have."""
-    try:
-        sql_type, neutral = column.declared(dialect)
-    except SpecError as exc:
-        raise TargetError(str(exc), permanent=True) from None
-    fix = mapped(sql_type)
-    if fix is None:
-        return sql_type
-    if neutral:
-        return fix
-    raise TargetError(f"column {column.name}: {sql_type!r} is not a PostgreSQL type for this column; give "
-                      f"{dialect}: {fix}, or one type for every target ({sql_type})", permanent=True)
+    return shared_column_type(column, dialect, mapped, "PostgreSQL")
