@@ -172,7 +172,7 @@ def test_another_runs_held_back_groups_are_discarded_and_said_so(pg_uri, schema,
     s3 = orders_plan.stream("orders", 3)
     a.prepare(s3)
     a.load(s3, folder / s3.file)
-    with pytest.raises(TargetError, match="has no switch of this run pending: its next version was planned by "
+    with pytest.raises(TargetError, match="has no switch of this run pending: its plan was made by "
                                           "run dag/run-b"):
         a.switch(s3)
     a.release_lease()

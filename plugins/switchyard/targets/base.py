@@ -484,25 +484,6 @@ def stream_rows(stream: StreamPlan) -> str:
     return f"{stream.rows:,} rows in the manifest" if stream.rows is not None else "rows not given"
 
 
-def unstaged_problems(where: str, loads: list[StreamPlan], staged: Callable[[StreamPlan], bool],
-                      planned: Callable[[StreamPlan], bool]) -> list[str]:
-    """Why a partitioned table's batch cannot be published (`publish_batch`), in the words every
-    engine uses: the streams the plan loads that were not staged (`staged`), and those setup did
-    not plan (`planned`)."""
-    problems = []
-    missing = [s for s in loads if planned(s) and not staged(s)]
-    unplanned = [s for s in loads if not planned(s)]
-    if missing:
-        problems.append(f"{where}: stream{'s' if len(missing) > 1 else ''} "
-                        f"{', '.join(f'{s.stream} ({stream_rows(s)})' for s in missing)} "
-                        f"{'were' if len(missing) > 1 else 'was'} not validated and switched in this run")
-    if unplanned:
-        problems.append(f"{where}: stream{'s' if len(unplanned) > 1 else ''} "
-                        f"{', '.join(str(s.stream) for s in unplanned)} not in setup's plan; run the batch "
-                        f"again from its first step")
-    return problems
-
-
 def _utc(when: datetime) -> datetime:
     """A lease time in UTC (PostgreSQL returns it in the session's zone, SQL Server naive UTC)."""
     return when.astimezone(timezone.utc) if when.tzinfo else when

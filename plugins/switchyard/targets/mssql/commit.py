@@ -6,11 +6,13 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
+from contextlib import contextmanager
 from decimal import Decimal
-from typing import Any
+from typing import Any, Iterator
 
 from switchyard.core.planner import StreamPlan
-from switchyard.targets.base import TargetError, stream_rows, unstaged_problems
+from switchyard.targets.base import TargetError
+from switchyard.targets.commit import CommitSession, SwitchProtocol
 from switchyard.targets.mssql.catalog import staging_constraint_name
 from switchyard.targets.mssql.errors import _message, error_numbers
 from switchyard.targets.mssql.keys import KeyType
@@ -23,8 +25,9 @@ log = logging.getLogger(__name__)
 DUPLICATE_KEY = frozenset({1505, 2601, 2627})
 
 
-class MssqlCommit:
-    """A stream's switch, a table's commit and a batch's publish."""
+class MssqlCommit(SwitchProtocol):
+    """The switch protocol's hooks on SQL Server: a stream marked ready under its table's commit
+    lock, the table's batch moved in by SWITCH statements in one transaction (commit_table.sql)."""
 
     def partition_number(self, stream: StreamPlan) -> int:
         """The stream's partition now, by the table's own function (RANGE LEFT: 1 + the
@@ -73,35 +76,6 @@ class MssqlCommit:
         # Named as the switch that put it there named it (_stage), with its number now.
         return {"partition_number": number, "in_target": True,
                 "partition": f"{self.schema}.{stream.table} keys {stream.lower}..{stream.upper}"}
-
-    def switch_staging(self, stream: StreamPlan) -> dict[str, Any]:
-        """Unpartitioned: the table replaced whole (`publish: table`), or its staging table made
-        the table's next version (`publish: batch`). Partitioned: the target's indexes built on
-        the staging table, then (under the table's commit lock) the stream marked ready; with
-        `publish: table` the table's last switch commits the table's whole batch, with `publish:
-        batch` the batch's publish does, every table at once (`in_target` says whether the
-        partition is in now)."""
-        import pyodbc
-        where = f"{self.schema}.{stream.table}"
-        try:
-            if not stream.partitioned and self.spec.publish == "batch":
-                # Nothing here touches the target: no lock to wait for, nothing to retry.
-                self.execute(self.switch_sql(stream, replace_existing=True), stream.stream)
-                return {"partition": None, "replaced": None, "already_switched": False, "in_target": False,
-                        "table_switched": False, "waiting_for": []}
-            if not stream.partitioned:
-                with self.connection(stream.stream) as conn:
-                    self._run_commit(conn.cursor(), stream.table, self.switch_sql(stream, replace_existing=True))
-                return {"partition": None, "replaced": True, "in_target": True, "table_switched": True}
-            built = self._build_target_indexes(stream)
-            return {**self._stage(stream), **built}
-        except pyodbc.Error as exc:
-            text = _message(exc)
-            if 1222 in error_numbers(exc) or "Lock request time out" in text:
-                raise TargetError(f"switch of {stream.group_id} into {where}: {self.commit_attempts} attempts each "
-                                  f"waited {self.commit_lock_wait_ms} ms for a lock (a long-running reader holds "
-                                  f"the table); nothing was changed, retry later") from exc
-            raise TargetError(f"switch of {stream.group_id} into {where} failed: {text}") from exc
 
     def prove_target_uniques(self, stream: StreamPlan) -> list[dict[str, Any]]:
         """The target's unique indexes (a DBA's: SQL Server makes none from the spec), checked on
@@ -177,42 +151,85 @@ class MssqlCommit:
                      ", ".join(i.name for i in todo), seconds)
         return {"indexes_built": [i.name for i in todo], "index_seconds": seconds}
 
-    def _stage(self, stream: StreamPlan) -> dict[str, Any]:
-        """Mark the stream ready; with `publish: table` the table's last one runs the table's
-        commit, with `publish: batch` none does (the batch's publish moves every table in). One
-        switch of a table at a time: a session application lock per table, held to the end of
-        the commit."""
-        where = f"{self.schema}.{stream.table}"
-        control = self.qualified(self.control_schema, "planned_partitions")
-        with self.connection(stream.stream) as conn:
+    # --- the switch protocol's hooks (targets/commit.py) --------------------------------------
+    @contextmanager
+    def commit_session(self, stream: StreamPlan | None, tables: list[str]) -> Iterator[CommitSession]:
+        """A session holding each table's commit lock (a session application lock, commit_lock.sql),
+        in the order given, to its end: one switch or publish of a table at a time."""
+        with self.connection(stream.stream if stream is not None else None) as conn:
             cur = conn.cursor()
             (lock,) = self.render("commit_lock.sql")
-            drain(cur.execute(lock, f"switchyard.commit.{self.schema}.{stream.table}", self.lock_timeout_seconds * 1000))
-            planned = self.planned(cur, stream.table)
-            mine = planned.get(stream.staging_table)
-            if mine is None or mine["run"] != (self.lease_holder or ""):
-                first = next(iter(planned.values()), None)
-                by = f"run {first['run'] or '(no run)'} (batch {first['batch']})" if first else "no run"
-                raise TargetError(
-                    f"switch of {stream.group_id}: {where} has no switch of this run pending: its plan was made by "
-                    f"{by}. A group of an earlier run cannot switch into it; run this batch again from setup.plan "
-                    f"(clear the whole run)", permanent=True)
-            if (mine["key_min"], mine["key_max"]) != (str(stream.lower), str(stream.upper)):
-                raise TargetError(f"switch of {stream.group_id}: setup planned keys {mine['key_min']}..{mine['key_max']}, "
-                                  f"this group carries {stream.lower}..{stream.upper}; run the batch again from "
-                                  f"setup.plan", permanent=True)
-            cur.execute(f"UPDATE {control} SET ready_at = SYSUTCDATETIME() WHERE target_schema = ? AND table_name = ? "
-                        f"AND staging_table = ? AND ready_at IS NULL", self.schema, stream.table, stream.staging_table)
-            waiting = [p["staging_table"] for p in planned.values()
-                       if p["ready_at"] is None and p["staging_table"] != stream.staging_table]
-            # A retried switch whose first attempt marked the stream ready finds it so: it changes nothing.
-            result: dict[str, Any] = {"partition": f"{where} keys {stream.lower}..{stream.upper}", "replaced": None,
-                                      "already_switched": mine["ready_at"] is not None, "in_target": False,
-                                      "table_switched": False, "waiting_for": waiting}
-            if not waiting and self.spec.publish == "table":
-                result.update(self._commit_table(cur, stream.table, planned))
-                result["in_target"] = True
-            return result
+            for name in tables:
+                drain(cur.execute(lock, f"switchyard.commit.{self.schema}.{name}", self.lock_timeout_seconds * 1000))
+            yield CommitSession(cur=cur)
+
+    def mark_staged(self, session: CommitSession, stream: StreamPlan, planned: dict[str, dict]) -> dict[str, Any]:
+        """The stream marked ready in planned_partitions (its staging table is switched in by the
+        table's commit)."""
+        control = self.qualified(self.control_schema, "planned_partitions")
+        session.cur.execute(f"UPDATE {control} SET ready_at = SYSUTCDATETIME() WHERE target_schema = ? AND "
+                            f"table_name = ? AND staging_table = ? AND ready_at IS NULL", self.schema, stream.table,
+                            stream.staging_table)
+        # A retried switch whose first attempt marked the stream ready finds it so: it changes nothing.
+        return {"partition": f"{self.schema}.{stream.table} keys {stream.lower}..{stream.upper}", "replaced": None,
+                "already_switched": planned[stream.staging_table]["ready_at"] is not None,
+                "waiting_for": [p["staging_table"] for p in planned.values()
+                                if p["ready_at"] is None and p["staging_table"] != stream.staging_table]}
+
+    def staged_streams(self, cur, table: str, planned: dict[str, dict]) -> set[str]:
+        return {name for name, p in planned.items() if p["ready_at"] is not None}
+
+    def next_version_exists(self, cur, table: str) -> bool:
+        return cur.execute("SELECT OBJECT_ID(?, N'U')", self.qualified(self.staging_schema, self.next_table(table))
+                           ).fetchone()[0] is not None
+
+    def published_by(self, cur, tables: list[str], holder: str) -> bool:
+        control = self.qualified(self.control_schema, "partition_batches")
+        return any(cur.execute(f"SELECT COUNT(*) FROM {control} WHERE target_schema = ? AND table_name = ? "
+                               f"AND run = ?", self.schema, name, holder).fetchone()[0] for name in tables)
+
+    def publish_tables(self, session: CommitSession, names: list[str], loads: dict[str, list[StreamPlan]],
+                       planned: dict[str, dict[str, dict]]) -> dict[str, dict]:
+        """One transaction (publish_batch.sql): each table's commit steps in name order, the window
+        of each partitioned table planned again from the catalog now, under the same short
+        LOCK_TIMEOUT and retry on error 1222 as a table's own commit."""
+        tables, results = [], {}
+        for name in names:
+            if not loads[name]:
+                continue
+            if name in planned:
+                context, results[name], _, _ = self._commit_plan(session.cur, name, planned[name])
+                tables.append({"partitioned": True, **context})
+            else:
+                tables.append(self.replace_context(loads[name][0]))
+                results[name] = {"table_switched": True, "rows": loads[name][0].rows}
+        statements = self.render_publish(tables, self.lease_batch or "", self.lease_holder or "")
+        # The locks are taken one table after another inside the transaction and held to its end:
+        # the committed attempt's whole run is the most the batch's first table held its readers
+        # (the round trip included).
+        session.held_seconds = self._run_commit(session.cur, "", statements,
+                                                what=f"publish of batch {self.lease_batch or ''} into {self.schema}")
+        for name, result in results.items():
+            if "partitions_in" in result:
+                self._log_commit(name, result)
+        return results
+
+    def stage_whole(self, stream: StreamPlan) -> None:
+        self.execute(self.switch_sql(stream, replace_existing=True), stream.stream)
+
+    def replace_whole(self, stream: StreamPlan) -> None:
+        with self.connection(stream.stream) as conn:
+            self._run_commit(conn.cursor(), stream.table, self.switch_sql(stream, replace_existing=True))
+
+    def lock_timed_out(self, exc: BaseException) -> bool:
+        return 1222 in error_numbers(exc) or "Lock request time out" in _message(exc)
+
+    def driver_message(self, exc: BaseException) -> str | None:
+        driver = type(exc).__module__.split(".")[0] in ("pyodbc", "mssql_python")
+        return _message(exc) if driver or error_numbers(exc) else None
+
+    def lock_wait_words(self) -> str:
+        return f"{self.commit_attempts} attempts each waited {self.commit_lock_wait_ms} ms"
 
     def _archive_name(self, cur, name: str) -> str:
         for n in range(1000):
@@ -222,7 +239,7 @@ class MssqlCommit:
                 return candidate
         raise TargetError(f"{self.archive_schema}: no free name for {name}", permanent=True)
 
-    def _commit_table(self, cur, table: str, planned: dict[str, dict]) -> dict[str, Any]:
+    def commit_table(self, cur, table: str, planned: dict[str, dict]) -> dict[str, Any]:
         """The table's batch in whole: the window planned again from the catalog now (it must
         place every stream where setup planned it), then commit_table.sql, one transaction."""
         context, result, batch, run = self._commit_plan(cur, table, planned)
@@ -285,113 +302,6 @@ class MssqlCommit:
                          "of %d in %.1f s", what or f"{self.schema}.{table}", "publish" if what else "commit",
                          self.commit_lock_wait_ms, attempt, self.commit_attempts, self.commit_pause)
                 time.sleep(self.commit_pause)
-
-    # --- publish: batch: every table of the batch in one transaction -------------------------
-    def publish_batch(self, streams: list[StreamPlan]) -> dict[str, Any]:
-        """Every table of the batch in, in one transaction (`publish: batch`): readers see the
-        previous batch or this one, across tables. `streams`: the run's plan for its tables.
-
-        Refuses, changing nothing, unless every stream the plan loads was validated and staged
-        (a partitioned table's stream marked ready in planned_partitions by this run's switch,
-        an unpartitioned table's next version made): each stream that was not is named, with its
-        rows in the manifest. Then one transaction (publish_batch.sql): each table's commit
-        steps in name order, the window of each partitioned table planned again from the catalog
-        now, under the same short LOCK_TIMEOUT and retry on error 1222 as a table's own commit.
-        A retry whose earlier attempt committed finds nothing ready or pending of this run and
-        this run's rows in partition_batches: it reports that."""
-        holder = self.lease_holder or ""
-        batch = self.lease_batch or ""
-        by_table: dict[str, list[StreamPlan]] = {}
-        for s in streams:
-            by_table.setdefault(s.table, []).append(s)
-        names = sorted(by_table)
-        what = f"publish of batch {batch} into {self.schema}"
-        started = time.monotonic()
-        try:
-            with self.connection() as conn:
-                cur = conn.cursor()
-                # No switch of these tables runs meanwhile: each table's commit lock, in name order.
-                (lock,) = self.render("commit_lock.sql")
-                for name in names:
-                    drain(cur.execute(lock, f"switchyard.commit.{self.schema}.{name}", self.lock_timeout_seconds * 1000))
-                planned = {name: {k: v for k, v in self.planned(cur, name).items() if v["run"] == holder}
-                           for name in names if self.spec.table(name).partitioned}
-                staged = {name: self._next_exists(cur, name) for name in names
-                          if not self.spec.table(name).partitioned}
-                if not any(planned.values()) and not any(staged.values()) and self._published_by(cur, names, holder):
-                    return {"tables": names, "already_published": True, "lock_seconds": 0.0,
-                            "seconds": round(time.monotonic() - started, 4), "by_table": {}}
-                problems = self._publish_problems(by_table, planned, staged)
-                if problems:
-                    raise TargetError(f"publish of batch {batch} refused; no table of the batch was published, "
-                                      f"every table keeps its previous contents:\n- " + "\n- ".join(problems),
-                                      permanent=True)
-                tables, results = [], {}
-                for name in names:
-                    loads = [s for s in by_table[name] if not s.empty]
-                    if not loads:
-                        continue
-                    if name in planned:
-                        context, results[name], _, _ = self._commit_plan(cur, name, planned[name])
-                        tables.append({"partitioned": True, **context})
-                    else:
-                        tables.append(self.replace_context(loads[0]))
-                        results[name] = {"table_switched": True, "rows": loads[0].rows}
-                statements = self.render_publish(tables, batch, holder)
-                transaction = self._run_commit(cur, "", statements, what=what)
-        except TargetError:
-            raise
-        except Exception as exc:  # the driver's error, known by SQL Server's error number
-            numbers = error_numbers(exc)
-            if not numbers and type(exc).__module__.split(".")[0] != "pyodbc":
-                raise
-            if 1222 in numbers:
-                raise TargetError(f"{what}: {self.commit_attempts} attempts each waited {self.commit_lock_wait_ms} ms "
-                                  f"for a lock on one of {', '.join(names)} (a long-running reader holds it); "
-                                  f"nothing was published, retry later") from exc
-            raise TargetError(f"{what} failed: {_message(exc)}; nothing was published") from exc
-        for name, result in results.items():
-            if "partitions_in" in result:
-                self._log_commit(name, result)
-        # The locks are taken one table after another inside the transaction and held to its end:
-        # `lock_seconds` is the committed attempt's whole run, the most the batch's first table held
-        # its readers (the round trip included).
-        return {"tables": names, "already_published": False, "by_table": results,
-                "lock_seconds": round(transaction, 4), "seconds": round(time.monotonic() - started, 4)}
-
-    def _next_exists(self, cur, table: str) -> bool:
-        """Whether an unpartitioned table's next version is staged."""
-        return cur.execute("SELECT OBJECT_ID(?, N'U')", self.qualified(self.staging_schema, self.next_table(table))
-                           ).fetchone()[0] is not None
-
-    def _published_by(self, cur, tables: list[str], holder: str) -> bool:
-        """Whether this run's publish committed already: its rows in partition_batches."""
-        control = self.qualified(self.control_schema, "partition_batches")
-        return any(cur.execute(f"SELECT COUNT(*) FROM {control} WHERE target_schema = ? AND table_name = ? "
-                               f"AND run = ?", self.schema, name, holder).fetchone()[0] for name in tables)
-
-    def _publish_problems(self, by_table: dict[str, list[StreamPlan]], planned: dict[str, dict],
-                          staged: dict[str, bool]) -> list[str]:
-        """Every reason the batch cannot go in: a stream of the plan not validated and staged."""
-        problems = []
-        for name in sorted(by_table):
-            where = f"{self.schema}.{name}"
-            loads = [s for s in by_table[name] if not s.empty]
-            if not loads:
-                continue
-            if name in staged:
-                if not staged[name]:
-                    problems.append(f"{where}: its stream ({stream_rows(loads[0])}) was not validated and switched in "
-                                    f"this run")
-                continue
-            mine = planned[name]
-            if not mine:
-                problems.append(f"{where}: nothing of this run is pending (planned by another run, or published "
-                                f"already)")
-                continue
-            problems += unstaged_problems(where, loads, lambda s: mine[s.staging_table]["ready_at"] is not None,
-                                          lambda s: s.staging_table in mine)
-        return problems
 
 
 def _plain(value: Any) -> Any:

@@ -6,18 +6,21 @@ from __future__ import annotations
 import logging
 import re
 import time
+from contextlib import contextmanager
 from datetime import date, datetime
-from typing import Any
+from typing import Any, Iterator
 
 from switchyard.core import keys
 from switchyard.core.planner import StreamPlan
-from switchyard.targets.base import TargetError, stream_rows, unstaged_problems
+from switchyard.targets.base import TargetError
+from switchyard.targets.commit import CommitSession, SwitchProtocol
 
 log = logging.getLogger(__name__)
 
 
-class PostgresCommit:
-    """A stream's switch, a table's commit and a batch's publish."""
+class PostgresCommit(SwitchProtocol):
+    """The switch protocol's hooks on PostgreSQL: a stream staged by attaching it to its table's
+    next version, the table's batch moved in by swapping partitions in one transaction."""
 
     def staging_exists(self, stream: StreamPlan) -> bool:
         return self.fetch("SELECT to_regclass(%s) IS NOT NULL",
@@ -47,97 +50,112 @@ class PostgresCommit:
         return {"partition": f"{self.schema}.{stream.partition_table}", "attach_scan_skipped": None,
                 "in_target": True}
 
-    def switch_staging(self, stream: StreamPlan) -> dict[str, Any]:
-        """Unpartitioned: the table replaced whole. Partitioned: the target's indexes built on the
-        staging table, which then joins the table's next version; the table's last switch moves
-        the next version in (`in_target` says whether the partition is in the target now)."""
-        import psycopg
-        if stream.partitioned:
-            indexes = self._build_target_indexes(stream)
-            return {**self._stage(stream), **indexes}
-        if self.spec.publish == "batch":
-            return self._stage_whole(stream)
-        try:
-            self.execute(self.switch_sql(stream, replace_existing=True))
-        except psycopg.errors.LockNotAvailable as exc:
-            raise self._lock_error(stream) from exc
-        except psycopg.Error as exc:
-            raise TargetError(f"switch of {stream.group_id} into {self.schema}.{stream.table} failed: "
-                              f"{exc.diag.message_primary or exc}") from exc
-        return {"partition": None, "replaced": True, "attach_scan_skipped": None, "in_target": True,
-                "table_switched": True}
-
-    def _lock_error(self, stream: StreamPlan) -> TargetError:
-        return TargetError(
-            f"switch of {stream.group_id} into {self.schema}.{stream.table} waited "
-            f"{self.lock_timeout_seconds}s for a lock (a long-running reader holds the table); "
-            f"nothing was changed, retry later")
-
-    def _stage(self, stream: StreamPlan) -> dict[str, Any]:
-        import psycopg
-        notices: list[str] = []
-        where = f"{self.schema}.{stream.table}"
+    # --- the switch protocol's hooks (targets/commit.py) --------------------------------------
+    @contextmanager
+    def commit_session(self, stream: StreamPlan | None, tables: list[str]) -> Iterator[CommitSession]:
+        """One transaction. No lock yet: a stream's switch takes its table's next version's lock in
+        switch_partition.sql, a publish every table's in publish_tables, once its checks pass."""
+        session = CommitSession(cur=None)
+        locked_at = None
         with self.connection() as conn:
-            conn.add_notice_handler(lambda d: notices.append(d.message_primary or ""))
-            try:
-                with conn.transaction(), conn.cursor() as cur:
-                    planned = self._planned(cur, stream.table)
-                    mine = planned.get(stream.staging_table)
-                    holder = self.lease_holder or ""
-                    if mine is None or mine["run"] != holder:
-                        by = (f"run {next(iter(planned.values()))['run'] or '(no run)'} (batch "
-                              f"{next(iter(planned.values()))['batch']})" if planned else "no run")
-                        raise TargetError(
-                            f"switch of {stream.group_id}: {where} has no switch of this run pending: its next "
-                            f"version was planned by {by}. A group of an earlier run cannot switch into it; "
-                            f"run this batch again from setup.plan (clear the whole run)", permanent=True)
-                    if (mine["partition_name"], mine["key_min"], mine["key_max"]) != (
-                            stream.partition_table, str(stream.lower), str(stream.upper)):
-                        raise TargetError(
-                            f"switch of {stream.group_id}: setup planned {mine['partition_name']} (keys "
-                            f"{mine['key_min']}..{mine['key_max']}), this group carries {stream.partition_table}; "
-                            f"run the batch again from setup.plan", permanent=True)
-                    cur.execute("SELECT to_regclass(%s) IS NOT NULL",
-                                (self.qualified(self.staging_schema, self.next_table(stream.table)),))
-                    if not cur.fetchone()[0]:
-                        raise TargetError(
-                            f"switch of {stream.group_id}: the next version of {where}, "
-                            f"{self.staging_schema}.{self.next_table(stream.table)}, is missing (dropped by hand?); "
-                            f"run the batch again from setup.plan", permanent=True)
-                    attached = stream.staging_table in self._next_bounds(cur, stream.table)
-                    # Date and timestamp bounds are read as the server prints them: in ISO.
-                    cur.execute("SET LOCAL DateStyle = 'ISO, YMD'")
-                    # DEBUG1 carries PostgreSQL's word on whether ATTACH could skip its scan.
-                    cur.execute("SET LOCAL client_min_messages = debug1")
-                    for stmt in self.render("switch_partition.sql", s=stream, attached=attached,
-                                            next_table=self.next_table(stream.table),
-                                            **self._bound_context(stream)):
-                        cur.execute(stmt)
-                    # After the lock: the table's other switches that went before are visible now.
-                    bounds = self._next_bounds(cur, stream.table)
-                    replaced = self._existing_partition(cur, stream) is not None
-                    waiting = sorted(set(planned) - set(bounds), key=lambda n: planned[n]["stream"])
-                    result: dict[str, Any] = {
-                        "partition": f"{self.schema}.{stream.partition_table}", "replaced": replaced,
-                        "already_switched": attached, "in_target": False, "table_switched": False,
-                        "waiting_for": waiting}
-                    # `publish: table`: the table's last switch moves its batch in. `publish: batch`:
-                    # the batch's publish moves every table in together (publish_batch).
-                    if not waiting and self.spec.publish == "table":
-                        result.update(self._commit_table(cur, stream.table, planned, bounds))
-                        result["in_target"] = True
-            except psycopg.errors.LockNotAvailable as exc:
-                raise self._lock_error(stream) from exc
-            except psycopg.Error as exc:
-                raise TargetError(f"switch of {stream.group_id} into {where} failed: "
-                                  f"{exc.diag.message_primary or exc}") from exc
-        # One notice per ATTACH that proved its bound from the CHECK constraint instead of scanning.
-        attaches = (0 if attached else 1) + result.get("partitions_in", 0)
-        skipped = sum("is implied by existing constraints" in n for n in notices)
-        result["attach_scan_skipped"] = skipped >= attaches if attaches else None
-        return result
+            conn.add_notice_handler(lambda d: session.notices.append(d.message_primary or ""))
+            with conn.transaction(), conn.cursor() as cur:
+                session.cur = cur
+                # Bounds of date and timestamp keys are read as the server prints them: in ISO.
+                cur.execute("SET LOCAL DateStyle = 'ISO, YMD'")
+                # DEBUG1 carries PostgreSQL's word on whether each ATTACH could skip its scan.
+                cur.execute("SET LOCAL client_min_messages = debug1")
+                yield session
+                locked_at = session.locked_at
+            # The transaction's end: the locks are held until the commit is on disk.
+            if locked_at is not None:
+                session.held_seconds = time.monotonic() - locked_at
 
-    def _commit_table(self, cur, table: str, planned: dict[str, dict], bounds: dict[str, str]) -> dict[str, Any]:
+    def planned(self, cur, table: str) -> dict[str, dict]:
+        """This table's planned partitions (setup's), by staging table name."""
+        cur.execute(
+            f"SELECT staging_table, partition_name, stream, batch, key_min, key_max, rows_planned, run "
+            f"FROM {self.qualified(self.control_schema, 'planned_partitions')} "
+            f"WHERE target_schema = %s AND table_name = %s ORDER BY stream", (self.schema, table))
+        keys = ("staging_table", "partition_name", "stream", "batch", "key_min", "key_max", "rows_planned", "run")
+        return {row[0]: dict(zip(keys, row)) for row in cur.fetchall()}
+
+    def mark_staged(self, session: CommitSession, stream: StreamPlan, planned: dict[str, dict]) -> dict[str, Any]:
+        """The staging table attached to the table's next version (switch_partition.sql)."""
+        cur, where = session.cur, f"{self.schema}.{stream.table}"
+        cur.execute("SELECT to_regclass(%s) IS NOT NULL",
+                    (self.qualified(self.staging_schema, self.next_table(stream.table)),))
+        if not cur.fetchone()[0]:
+            raise TargetError(
+                f"switch of {stream.group_id}: the next version of {where}, "
+                f"{self.staging_schema}.{self.next_table(stream.table)}, is missing (dropped by hand?); "
+                f"run the batch again from setup.plan", permanent=True)
+        attached = stream.staging_table in self._next_bounds(cur, stream.table)
+        for stmt in self.render("switch_partition.sql", s=stream, attached=attached,
+                                next_table=self.next_table(stream.table), **self._bound_context(stream)):
+            cur.execute(stmt)
+        # After the lock: the table's other switches that went before are visible now.
+        bounds = self._next_bounds(cur, stream.table)
+        return {"partition": f"{self.schema}.{stream.partition_table}",
+                "replaced": self._existing_partition(cur, stream) is not None, "already_switched": attached,
+                "waiting_for": sorted(set(planned) - set(bounds), key=lambda n: planned[n]["stream"])}
+
+    def switch_facts(self, session: CommitSession, result: dict[str, Any]) -> dict[str, Any]:
+        attaches = (0 if result["already_switched"] else 1) + result.get("partitions_in", 0)
+        return {"attach_scan_skipped": _scans_skipped(session.notices, attaches)}
+
+    def staged_streams(self, cur, table: str, planned: dict[str, dict]) -> set[str]:
+        return set(self._next_bounds(cur, table))
+
+    def next_version_exists(self, cur, table: str) -> bool:
+        cur.execute("SELECT to_regclass(%s) IS NOT NULL", (self.qualified(self.staging_schema, self.next_table(table)),))
+        return cur.fetchone()[0]
+
+    def published_by(self, cur, tables: list[str], holder: str) -> bool:
+        cur.execute(f"SELECT count(*) FROM {self.qualified(self.control_schema, 'partition_batches')} "
+                    f"WHERE target_schema = %s AND table_name = ANY(%s) AND run = %s", (self.schema, tables, holder))
+        return cur.fetchone()[0] > 0
+
+    def publish_tables(self, session: CommitSession, names: list[str], loads: dict[str, list[StreamPlan]],
+                       planned: dict[str, dict[str, dict]]) -> dict[str, dict]:
+        """Every table locked first, then each moved in. The transaction then changes catalog
+        entries only (an unpartitioned table's rows are copied: a lookup table's)."""
+        cur = session.cur
+        cur.execute(f"SET LOCAL lock_timeout = '{int(self.lock_timeout_seconds)}s'")
+        # One statement locks every table, in this order (PostgreSQL takes them one by one in the
+        # order listed): a long reader delays the publish, not the other way round.
+        cur.execute("LOCK TABLE " + ", ".join(self.qualified(self.schema, n) for n in names)
+                    + " IN ACCESS EXCLUSIVE MODE")
+        session.locked_at = time.monotonic()
+        return {name: self.commit_table(cur, name, planned[name]) if name in planned
+                else self._commit_whole(cur, loads[name][0]) for name in names if loads[name]}
+
+    def publish_facts(self, session: CommitSession, results: dict[str, dict]) -> dict[str, Any]:
+        attaches = sum(t.get("partitions_in", 0) for t in results.values())
+        return {"attach_scan_skipped": _scans_skipped(session.notices, attaches)}
+
+    def stage_whole(self, stream: StreamPlan) -> None:
+        """The staging table renamed to the table's next version (`publish: batch`): the batch's
+        publish replaces the table's rows with it."""
+        self.execute([f"DROP TABLE IF EXISTS {self.qualified(self.staging_schema, self.next_table(stream.table))}",
+                      f"ALTER TABLE {self.qualified(self.staging_schema, stream.staging_table)} "
+                      f"RENAME TO {self.q(self.next_table(stream.table))}"])
+
+    def replace_whole(self, stream: StreamPlan) -> None:
+        self.execute(self.switch_sql(stream, replace_existing=True))
+
+    def lock_timed_out(self, exc: BaseException) -> bool:
+        import psycopg
+        return isinstance(exc, psycopg.errors.LockNotAvailable)
+
+    def driver_message(self, exc: BaseException) -> str | None:
+        import psycopg
+        return (exc.diag.message_primary or str(exc)) if isinstance(exc, psycopg.Error) else None
+
+    def lock_wait_words(self) -> str:
+        return f"waited {self.lock_timeout_seconds}s"
+
+    def commit_table(self, cur, table: str, planned: dict[str, dict]) -> dict[str, Any]:
         """The table's batch moved in whole, in the caller's transaction (its last switch's)."""
         from switchyard.core.preflight import Partition, retention
         spec_table = self.spec.table(table)
@@ -201,130 +219,6 @@ class PostgresCommit:
                 "retired": [f"{self.archive_schema}.{r['archived_as']}" if r["archived_as"] else r["name"]
                             for r in retire]}
 
-    def _stage_whole(self, stream: StreamPlan) -> dict[str, Any]:
-        """An unpartitioned table's validated staging table, renamed to the table's next version
-        (`publish: batch`): the batch's publish replaces the table's rows with it."""
-        import psycopg
-        staged = self.qualified(self.staging_schema, stream.staging_table)
-        try:
-            self.execute([f"DROP TABLE IF EXISTS {self.qualified(self.staging_schema, self.next_table(stream.table))}",
-                          f"ALTER TABLE {staged} RENAME TO {self.q(self.next_table(stream.table))}"])
-        except psycopg.Error as exc:
-            raise TargetError(f"switch of {stream.group_id}: could not stage {staged} as the next version of "
-                              f"{self.schema}.{stream.table}: {exc.diag.message_primary or exc}") from exc
-        return {"partition": None, "replaced": None, "already_switched": False, "in_target": False,
-                "table_switched": False, "waiting_for": []}
-
-    def publish_batch(self, streams: list[StreamPlan]) -> dict[str, Any]:
-        """Every table of the batch in, in one transaction (`publish: batch`): readers see the
-        previous batch or this one, across tables. `streams`: the run's plan for its tables.
-
-        Refuses, changing nothing, unless every stream the plan loads was validated and staged
-        (attached to its table's next version, or an unpartitioned table's next version made):
-        a stream that produced no load is named, with its rows. Every table is locked first, in
-        name order, with `lock_timeout`: a long reader delays the publish, not the other way
-        round, and the transaction then changes catalog entries only (an unpartitioned table's
-        rows are copied: a lookup table's). A retry whose earlier attempt committed finds
-        nothing pending and this run's rows in `partition_batches`: it reports that."""
-        import psycopg
-        holder = self.lease_holder or ""
-        by_table: dict[str, list[StreamPlan]] = {}
-        for s in streams:
-            by_table.setdefault(s.table, []).append(s)
-        names = sorted(by_table)
-        started = time.monotonic()
-        notices: list[str] = []
-        with self.connection() as conn:
-            conn.add_notice_handler(lambda d: notices.append(d.message_primary or ""))
-            try:
-                with conn.transaction(), conn.cursor() as cur:
-                    cur.execute("SET LOCAL DateStyle = 'ISO, YMD'")
-                    cur.execute(f"SET LOCAL lock_timeout = '{int(self.lock_timeout_seconds)}s'")
-                    # DEBUG1 carries PostgreSQL's word on whether each ATTACH skipped its scan.
-                    cur.execute("SET LOCAL client_min_messages = debug1")
-                    if not self._anything_staged(cur, names, holder) and self._published_by(cur, names, holder):
-                        return {"tables": names, "already_published": True, "lock_seconds": 0.0}
-                    pending, problems = self._publish_pending(cur, by_table, holder)
-                    if problems:
-                        raise TargetError(
-                            f"publish of batch {self.lease_batch or ''} refused; no table of the batch was "
-                            f"published, every table keeps its previous contents:\n- " + "\n- ".join(problems),
-                            permanent=True)
-                    # One statement locks every table, in this order (PostgreSQL takes them one by
-                    # one in the order listed), so two publishes never wait on each other in a circle.
-                    cur.execute("LOCK TABLE " + ", ".join(self.qualified(self.schema, n) for n in names)
-                                + " IN ACCESS EXCLUSIVE MODE")
-                    locked = time.monotonic()
-                    tables = {}
-                    for name in names:
-                        table = self.spec.table(name)
-                        if table.partitioned:
-                            tables[name] = self._commit_table(cur, name, pending[name],
-                                                              self._next_bounds(cur, name))
-                        else:
-                            tables[name] = self._commit_whole(cur, by_table[name][0])
-                # The transaction's end: the locks are held until the commit is on disk.
-                committed = time.monotonic()
-            except psycopg.errors.LockNotAvailable as exc:
-                raise TargetError(f"publish of batch {self.lease_batch or ''} waited {self.lock_timeout_seconds}s "
-                                  f"for a lock on {', '.join(names)} (a long-running reader holds one); nothing "
-                                  f"was published, retry later") from exc
-            except psycopg.Error as exc:
-                raise TargetError(f"publish of batch {self.lease_batch or ''} into {self.schema} failed: "
-                                  f"{exc.diag.message_primary or exc}; nothing was published") from exc
-        attaches = sum(t.get("partitions_in", 0) for t in tables.values())
-        skipped = sum("is implied by existing constraints" in n for n in notices)
-        return {"tables": names, "already_published": False, "by_table": tables,
-                "attach_scan_skipped": skipped >= attaches if attaches else None,
-                "lock_seconds": round(committed - locked, 4), "seconds": round(committed - started, 4)}
-
-    def _publish_pending(self, cur, by_table: dict[str, list[StreamPlan]], holder: str
-                         ) -> tuple[dict[str, dict], list[str]]:
-        """(each partitioned table's planned partitions, every reason the batch cannot go in)."""
-        pending, problems = {}, []
-        for name, table_streams in sorted(by_table.items()):
-            where = f"{self.schema}.{name}"
-            loads = [s for s in table_streams if not s.empty]
-            if not self.spec.table(name).partitioned:
-                cur.execute("SELECT to_regclass(%s) IS NOT NULL",
-                            (self.qualified(self.staging_schema, self.next_table(name)),))
-                if not cur.fetchone()[0]:
-                    problems.append(f"{where}: its stream ({stream_rows(loads[0])}) was not validated and switched in "
-                                    f"this run")
-                continue
-            planned = {k: v for k, v in self._planned(cur, name).items() if v["run"] == holder}
-            if not planned:
-                if loads:
-                    problems.append(f"{where}: nothing of this run is pending (planned by another run, or "
-                                    f"published already)")
-                continue
-            attached = self._next_bounds(cur, name)
-            problems += unstaged_problems(where, loads, lambda s: s.staging_table in attached,
-                                          lambda s: s.staging_table in planned)
-            pending[name] = planned
-        return pending, problems
-
-    def _anything_staged(self, cur, tables: list[str], holder: str) -> bool:
-        """Whether any of `tables` has something of this run waiting to go in: a planned
-        partition, or an unpartitioned table's next version."""
-        cur.execute(f"SELECT count(*) FROM {self.qualified(self.control_schema, 'planned_partitions')} "
-                    f"WHERE target_schema = %s AND table_name = ANY(%s) AND run = %s", (self.schema, tables, holder))
-        if cur.fetchone()[0]:
-            return True
-        for name in tables:
-            if not self.spec.table(name).partitioned:
-                cur.execute("SELECT to_regclass(%s) IS NOT NULL",
-                            (self.qualified(self.staging_schema, self.next_table(name)),))
-                if cur.fetchone()[0]:
-                    return True
-        return False
-
-    def _published_by(self, cur, tables: list[str], holder: str) -> bool:
-        """Whether this run's publish committed already: its rows in partition_batches."""
-        cur.execute(f"SELECT count(*) FROM {self.qualified(self.control_schema, 'partition_batches')} "
-                    f"WHERE target_schema = %s AND table_name = ANY(%s) AND run = %s", (self.schema, tables, holder))
-        return cur.fetchone()[0] > 0
-
     def _commit_whole(self, cur, stream: StreamPlan) -> dict[str, Any]:
         """An unpartitioned table's rows replaced by its next version's, in the caller's
         transaction. TRUNCATE and INSERT keep the table itself (its grants, the views on it);
@@ -358,6 +252,13 @@ class PostgresCommit:
             if cur.fetchone()[0]:
                 return candidate
         raise TargetError(f"{self.archive_schema}: no free name for {name}")
+
+
+def _scans_skipped(notices: list[str], attaches: int) -> bool | None:
+    """Whether every ATTACH proved its bound from the CHECK constraint instead of scanning: one
+    notice each (None when there was none)."""
+    skipped = sum("is implied by existing constraints" in n for n in notices)
+    return skipped >= attaches if attaches else None
 
 
 def _typed(text: str, kind: str) -> keys.KeyValue:

@@ -183,7 +183,7 @@ class PostgresPreflight:
         table = table_plan.table
         params = {"schema": self.schema, "table": table.name}
         notes = []
-        pending = self._planned(cur, table.name)
+        pending = self.planned(cur, table.name)
         others = {(p["run"], p["batch"]) for p in pending.values() if p["run"] != (self.lease_holder or "")}
         if others:
             cur.execute("SELECT c.relname::text FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
@@ -228,15 +228,6 @@ class PostgresPreflight:
         return bound, parent
 
     # --- the table's next version and its commit -------------------------------------------
-    def _planned(self, cur, table: str) -> dict[str, dict]:
-        """This table's planned partitions (setup's), by staging table name."""
-        cur.execute(
-            f"SELECT staging_table, partition_name, stream, batch, key_min, key_max, rows_planned, run "
-            f"FROM {self.qualified(self.control_schema, 'planned_partitions')} "
-            f"WHERE target_schema = %s AND table_name = %s ORDER BY stream", (self.schema, table))
-        keys = ("staging_table", "partition_name", "stream", "batch", "key_min", "key_max", "rows_planned", "run")
-        return {row[0]: dict(zip(keys, row)) for row in cur.fetchall()}
-
     def _next_bounds(self, cur, table: str) -> dict[str, str]:
         """Staging table -> the bound it is attached to the table's next version with (server text)."""
         cur.execute("SELECT c.relname::text, pg_get_expr(c.relpartbound, c.oid) FROM pg_inherits i "
