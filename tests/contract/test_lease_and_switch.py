@@ -166,3 +166,29 @@ def test_a_group_run_again_from_prepare_after_its_switch(engine, plan, mode):
     assert refused.value.permanent is True
     assert engine.fingerprint(adapter, ["orders"]) == whole
     assert engine.partition_ids(adapter, "orders") == ids
+
+
+def test_a_publish_passes_over_a_table_whose_streams_are_all_empty(engine, tpch_batch):
+    """An append-mode table that brings no rows in this batch (a day without any) is in the
+    run's plan and loads nothing: the batch's publish moves the other tables in and leaves that
+    one as it was."""
+    name, folder = tpch_batch
+    folder = engine.folder(folder)
+    spec = replace(SPEC, tables=tuple(replace(t, mode="append") if t.name == "customer" else t
+                                      for t in SPEC.tables))
+    loaded = plan_batch(spec, read_manifest(folder, spec), ["orders", "customer"])
+    none = tuple(replace(s, key_min=None, key_max=None, lower=None, upper=None, rows=0)
+                 for s in loaded.table("customer").streams)
+    plan = replace(loaded, tables=tuple(replace(t, streams=none) if t.table.name == "customer" else t
+                                        for t in loaded.tables))
+    adapter = engine.make(spec, "dag/run-a")
+    adapter.setup(plan)
+    for s in plan.table("orders").streams:
+        adapter.prepare(s)
+        adapter.load(s, folder / s.file)
+        adapter.switch(s)
+    result = adapter.publish_batch(list(plan.all_streams()))
+    assert result["already_published"] is False and sorted(result["by_table"]) == ["orders"]
+    seen = engine.fingerprint(adapter, ["orders", "customer"])
+    assert seen["orders"][0] == sum(s.rows for s in plan.table("orders").streams)
+    assert seen["customer"][0] == 0
