@@ -9,14 +9,18 @@ from __future__ import annotations
 
 import re
 import shutil
+import tomllib
 import xml.etree.ElementTree as ET
 from datetime import datetime, timedelta
+from fnmatch import fnmatch
 from pathlib import Path
 
 import pytest
+from jinja2 import StrictUndefined
 
-from helpers import LINEITEM_BYTES, PLAN, T0, browser, context, group, iso
+from helpers import LINEITEM_BYTES, PLAN, ROOT, T0, browser, context, group, iso
 from switchyard.observability.report import build, write_report
+from switchyard.observability.report.render import TEMPLATES, environment, html, markdown
 from switchyard.observability.stats import assemble, stragglers
 
 SVG = "{http://www.w3.org/2000/svg}"
@@ -233,6 +237,23 @@ def test_partial_and_sparse_stats_do_not_crash(tmp_path):
     # The bare minimum.
     paths = write_report({}, tmp_path / "empty")
     assert paths["html"].read_text().startswith("<!DOCTYPE html>")
+
+
+def test_the_templates_render_a_minimal_model_with_nothing_undefined():
+    """A name a template uses that its context lacks fails here, not in a run's stats task."""
+    assert environment(True).undefined is StrictUndefined and environment(False).undefined is StrictUndefined
+    model = build({})
+    assert html(model, {}).startswith("<!DOCTYPE html>")
+    assert markdown(model, {}).startswith("# ? · ?\n")
+
+
+def test_the_templates_ship_with_the_package():
+    """Package data the build leaves out is a crash where the package is installed, not in this checkout."""
+    shipped = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
+    patterns = shipped["switchyard.observability.report"]
+    files = [f"templates/{p.name}" for p in TEMPLATES.iterdir()]
+    assert "templates/report.html.j2" in files and "templates/report.md.j2" in files
+    assert [f for f in files if not any(fnmatch(f, g) for g in patterns)] == []
 
 
 def test_step_times_draw_one_segment_per_step(stats, tmp_path):

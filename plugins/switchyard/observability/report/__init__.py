@@ -5,16 +5,16 @@ stream, so the report leads with that: streams sorted slowest first against thei
 median, the stragglers with what differs about them, and the charts that show the long
 tail (aggregate write rate over the run, a Gantt of the loads). Everything is computed
 from stats.json alone, and a partial run (failed groups, loads without timings) still
-renders. Charts are inline SVG built here: the page loads nothing from anywhere.
+renders. Charts are inline SVG built here: the page loads nothing from anywhere. The page and
+the Markdown are Jinja templates (templates/) rendered from the one model.
 """
 from __future__ import annotations
 
 from pathlib import Path
 
 from switchyard.observability.report.charts import CHART_FILES, charts
-from switchyard.observability.report.markdown import _markdown
 from switchyard.observability.report.model import build
-from switchyard.observability.report.page import _html
+from switchyard.observability.report.render import html, markdown
 
 __all__ = ["CHART_FILES", "build", "write_report"]
 
@@ -38,6 +38,6 @@ def write_report(stats: dict, out_dir: Path) -> dict[str, Path]:
     for name, file in CHART_FILES.items():  # a chart of an earlier run must not stand in for this one's
         if name not in svgs and (out_dir / file).exists():
             (out_dir / file).unlink()
-    paths["html"] = _write(out_dir / "report.html", _html(model, svgs))
-    paths["markdown"] = _write(out_dir / "report.md", _markdown(model, {k: CHART_FILES[k] for k in svgs}) + "\n")
+    paths["html"] = _write(out_dir / "report.html", html(model, svgs))
+    paths["markdown"] = _write(out_dir / "report.md", markdown(model, {k: CHART_FILES[k] for k in svgs}))
     return paths
