@@ -12,13 +12,16 @@ import pytest
 
 
 def test_floor_and_loader_alone(pg_uri, tpch_batch, tmp_path):
-    from switchyard_dev import bench
+    from switchyard_dev.bench.cli import run
+    from switchyard_dev.bench.floor import FLOOR_SCHEMA
+    from switchyard_dev.bench.loader import LOADER_SCHEMA
+    from switchyard_dev.bench.report import table_lines
     name, folder = tpch_batch
     manifest = json.loads((folder / "manifest.json").read_text())
     rows = sum(f["rows"] for f in manifest["files"])
     nbytes = sum(f["bytes"] for f in manifest["files"])
 
-    result = bench.run(0.01, 3, slots=2, parts=("floor", "loader"), out=tmp_path, plot=False)
+    result = run(0.01, 3, slots=2, parts=("floor", "loader"), out=tmp_path, plot=False)
 
     written = list(tmp_path.glob("*/bench.json"))
     assert len(written) == 1
@@ -40,18 +43,18 @@ def test_floor_and_loader_alone(pg_uri, tpch_batch, tmp_path):
         saved["loader"]["rows_per_s"] / saved["floor"]["rows_per_s"], 3)
     assert judged["median per-task overhead, seconds"]["met"] is None, "no DAG run, nothing judged"
     assert set(saved["load_average"]) >= {"start", "end"}
-    lines = bench.table_lines(saved)
+    lines = table_lines(saved)
     assert lines[1].startswith("floor") and lines[2].startswith("Switchyard loader alone")
 
     import psycopg
     with psycopg.connect(pg_uri) as conn:
         left = conn.execute("SELECT count(*) FROM pg_namespace WHERE nspname IN (%s, %s, %s)",
-                            (bench.FLOOR_SCHEMA, bench.LOADER_SCHEMA, bench.LOADER_SCHEMA + "_staging")).fetchone()[0]
+                            (FLOOR_SCHEMA, LOADER_SCHEMA, LOADER_SCHEMA + "_staging")).fetchone()[0]
     assert left == 0, "the benchmark drops what it loaded"
 
 
 def test_stripped_stream_removes_only_the_trailing_delimiter(tmp_path):
-    from switchyard_dev.bench import _stripped
+    from switchyard_dev.bench.floor import _stripped
     path = tmp_path / "t.tbl"
     lines = [f"{i}|a|b{'x' * (i % 7)}|\n".encode() for i in range(300_000)]
     path.write_bytes(b"".join(lines))
@@ -61,7 +64,7 @@ def test_stripped_stream_removes_only_the_trailing_delimiter(tmp_path):
 
 
 def test_schedule_efficiency():
-    from switchyard_dev.bench import schedule_efficiency
+    from switchyard_dev.bench.dag_run import schedule_efficiency
     loads = [{"work_seconds": w} for w in (4.0, 2.0, 2.0)]
     e = schedule_efficiency(loads, slots=2, makespan=8.0)
     assert e["lower_bound_seconds"] == 4.0 and e["efficiency"] == 0.5
@@ -71,27 +74,27 @@ def test_schedule_efficiency():
 def test_server_side_copy_and_tablespace_levers_load_every_row(pg_uri, tpch_batch, monkeypatch):
     """The levers' floor variants: the server reads the files itself; one tablespace per session."""
     import psycopg
-    from switchyard_dev import bench
+    from switchyard_dev.bench import common, floor, levers
     # A schema of its own: test_floor_and_loader_alone may run the floor beside it (pytest -n).
-    monkeypatch.setattr(bench, "FLOOR_SCHEMA", "bench_floor_levers")
+    monkeypatch.setattr(floor, "FLOOR_SCHEMA", "bench_floor_levers")
     from switchyard.core.batch import read_manifest
     from switchyard.core.spec import load_spec
     name, folder = tpch_batch
     spec = load_spec("tpch")
-    files = bench.batch_files(folder, read_manifest(folder, spec), spec)
-    bench.let_server_read(folder)
-    placement = bench.create_tablespaces(pg_uri, 2)
+    files = common.batch_files(folder, read_manifest(folder, spec), spec)
+    levers.let_server_read(folder)
+    placement = levers.create_tablespaces(pg_uri, 2)
     try:
         assert len(placement["directories"]) == 3 and isinstance(placement["same_device"], bool)
         for variant in ("server_file", "tablespaces"):
-            r = bench.run_floor(pg_uri, files, 2, variant, label=variant, scan=True)
+            r = floor.run_floor(pg_uri, files, 2, variant, label=variant, scan=True)
             assert r["rows"] == sum(f["rows"] for f in files) and r["variant"] == variant
             assert r["scan_seconds_total"] >= 0
     finally:
-        bench.drop_tablespaces(pg_uri, 2)
+        levers.drop_tablespaces(pg_uri, 2)
     with psycopg.connect(pg_uri) as conn:
         left = conn.execute("SELECT count(*) FROM pg_tablespace WHERE spcname LIKE %s",
-                            (bench.TABLESPACE_PREFIX + "%",)).fetchone()[0]
+                            (floor.TABLESPACE_PREFIX + "%",)).fetchone()[0]
     assert left == 0
 
 
@@ -102,20 +105,20 @@ def test_the_floor_with_unique_indexes_builds_each_tables_index_in_the_loading_s
     import psycopg
     from switchyard.core.batch import read_manifest
     from switchyard.core.spec import load_spec
-    from switchyard_dev import bench
+    from switchyard_dev.bench import common, floor
     # A schema of its own: test_floor_and_loader_alone may run the floor beside it (pytest -n).
-    monkeypatch.setattr(bench, "FLOOR_SCHEMA", "bench_floor_unique")
+    monkeypatch.setattr(floor, "FLOOR_SCHEMA", "bench_floor_unique")
     name, folder = tpch_batch
     spec = load_spec("tpch")
-    files = bench.batch_files(folder, read_manifest(folder, spec), spec)
-    r = bench.run_unique_floor(pg_uri, files, 2)
-    assert r["name"] == bench.UNIQUE_FLOOR and r["variant"] == "freeze_unique"
+    files = common.batch_files(folder, read_manifest(folder, spec), spec)
+    r = floor.run_unique_floor(pg_uri, files, 2)
+    assert r["name"] == floor.UNIQUE_FLOOR and r["variant"] == "freeze_unique"
     assert r["rows"] == sum(f["rows"] for f in files)
     ix = r["unique_index"]
     assert ix["indexes"] == len(files) and ix["seconds_total"] >= 0
     assert sorted(ix["by_table"]) == sorted({f["table"] for f in files})
     assert all(f["index_seconds"] is not None and f["copy_seconds"] >= 0 for f in r["files"])
-    plain = bench.run_floor(pg_uri, files, 2)
+    plain = floor.run_floor(pg_uri, files, 2)
     assert all(f["index_seconds"] is None for f in plain["files"]) and "unique_index" not in plain
 
     orders = next(f for f in files if f["table"] == "orders")
@@ -123,13 +126,13 @@ def test_the_floor_with_unique_indexes_builds_each_tables_index_in_the_loading_s
     twice = tmp_path / "orders_dup.tbl"
     twice.write_bytes(b"".join(lines + lines[:1]))
     job = dict(orders, path=str(twice), rows=len(lines) + 1)
-    bench.reset_schema(pg_uri, bench.FLOOR_SCHEMA)
+    common.reset_schema(pg_uri, floor.FLOOR_SCHEMA)
     try:
         with pytest.raises(psycopg.errors.UniqueViolation):
-            bench.floor_one((pg_uri, bench.FLOOR_SCHEMA, job, "freeze_unique", False))
-        assert bench.floor_one((pg_uri, bench.FLOOR_SCHEMA, job, "freeze_dummy", False))["rows"] == len(lines) + 1
+            floor.floor_one((pg_uri, floor.FLOOR_SCHEMA, job, "freeze_unique", False))
+        assert floor.floor_one((pg_uri, floor.FLOOR_SCHEMA, job, "freeze_dummy", False))["rows"] == len(lines) + 1
     finally:
-        bench.reset_schema(pg_uri, bench.FLOOR_SCHEMA, create=False)
+        common.reset_schema(pg_uri, floor.FLOOR_SCHEMA, create=False)
 
 
 def _result(**over):
@@ -145,7 +148,8 @@ def _result(**over):
 
 
 def test_targets_judge_the_measured_figures():
-    from switchyard_dev.bench import target_lines, targets
+    from switchyard_dev.bench.report import target_lines
+    from switchyard_dev.bench.targets import targets
     t = {x["name"]: x for x in targets(_result())}
     assert t["loader alone / floor, per stream"]["measured"] == 0.96
     assert t["loader alone / floor, per stream"]["met"] is True
@@ -168,7 +172,7 @@ def test_targets_judge_the_measured_figures():
 
 
 def test_validate_work_excludes_the_gx_import():
-    from switchyard_dev.bench import task_record
+    from switchyard_dev.bench.dag_run import task_record
     ti = {"task_id": "orders_1.validate", "state": "success", "start_date": "2026-11-22T10:00:00Z",
           "end_date": "2026-11-22T10:00:07Z"}
     r = task_record(ti, "validate", {"seconds": 5.5, "import_seconds": 4.5, "gx_preloaded": False})
@@ -178,7 +182,8 @@ def test_validate_work_excludes_the_gx_import():
 
 
 def test_the_validation_cost_is_summed_by_kind_of_check_beside_the_loads_work():
-    from switchyard_dev.bench import analyse_dag, overhead_lines, task_record
+    from switchyard_dev.bench.dag_run import analyse_dag, task_record
+    from switchyard_dev.bench.report import overhead_lines
     def ti(task_id, start, end):
         return {"task_id": task_id, "state": "success", "start_date": f"2026-11-22T10:00:{start:02d}Z",
                 "end_date": f"2026-11-22T10:00:{end:02d}Z"}
@@ -196,7 +201,8 @@ def test_the_validation_cost_is_summed_by_kind_of_check_beside_the_loads_work():
 
 
 def test_the_task_processes_cpu_is_reported_per_step():
-    from switchyard_dev.bench import analyse_dag, overhead_lines, task_record
+    from switchyard_dev.bench.dag_run import analyse_dag, task_record
+    from switchyard_dev.bench.report import overhead_lines
     def ti(task_id, start, end):
         return {"task_id": task_id, "state": "success", "start_date": f"2026-11-22T10:00:{start:02d}Z",
                 "end_date": f"2026-11-22T10:00:{end:02d}Z"}
@@ -336,11 +342,11 @@ def test_the_metadata_lever_gets_its_own_database_on_the_embedded_server(pg_uri)
     import psycopg
     from psycopg import sql
     from sqlalchemy import create_engine, text
-    from switchyard_dev import bench
+    from switchyard_dev.bench.own_airflow import metadata_database_url
     database = f"switchyard_test_meta_{uuid.uuid4().hex[:8]}"
     try:
-        url, created = bench.metadata_database_url(pg_uri, database)
-        again, created_again = bench.metadata_database_url(pg_uri, database)
+        url, created = metadata_database_url(pg_uri, database)
+        again, created_again = metadata_database_url(pg_uri, database)
         assert created is True and created_again is False and again == url
         assert url.startswith("postgresql+psycopg2://")
         engine = create_engine(url)
@@ -353,7 +359,7 @@ def test_the_metadata_lever_gets_its_own_database_on_the_embedded_server(pg_uri)
 
 
 def test_the_task_start_measurement_reports_every_part():
-    """`python -m switchyard_dev.bench_task_start` reaches each Airflow part it times (their names
+    """`python -m switchyard_dev.bench.task_start` reaches each Airflow part it times (their names
     are Airflow's internals: a renamed one fails here, not in a README figure)."""
     import os
     import re
@@ -363,7 +369,7 @@ def test_the_task_start_measurement_reports_every_part():
     plugins = Path(__file__).resolve().parents[2] / "plugins"
     env = dict(os.environ, GX_ANALYTICS_ENABLED="False",
                PYTHONPATH=os.pathsep.join(filter(None, [str(plugins), os.environ.get("PYTHONPATH")])))
-    out = subprocess.run([sys.executable, "-m", "switchyard_dev.bench_task_start"], env=env, check=True,
+    out = subprocess.run([sys.executable, "-m", "switchyard_dev.bench.task_start"], env=env, check=True,
                          capture_output=True, text=True, timeout=300).stdout
     assert re.search(r"fork and exit of the preloaded process \(\d+ MB resident\): [\d.]+ ms in the parent", out)
     for part in ("logging set-up", "plugin load", "message channel's validator", "TLS context"):
@@ -371,7 +377,8 @@ def test_the_task_start_measurement_reports_every_part():
 
 
 def test_production_shape_targets_each_dag_against_its_own_floor():
-    from switchyard_dev.bench import shape_lines, shape_targets
+    from switchyard_dev.bench.report import shape_lines
+    from switchyard_dev.bench.targets import shape_targets
     prod = {"server_cpus": [0], "other_cpus": [1], "slots": 1,
             "floor": {"wall_seconds": 18.0, "rows_per_s": 1.0},
             "dag": {"state": "success", "wall_seconds": 20.0, "pool": 2, "cpu_seconds": {"scheduler": 4.0}}}
@@ -387,7 +394,8 @@ def test_production_shape_targets_each_dag_against_its_own_floor():
 
 
 def test_the_same_end_state_bounds_what_a_shapes_target_can_be():
-    from switchyard_dev.bench import UNIQUE_FLOOR, reach_line
+    from switchyard_dev.bench.floor import UNIQUE_FLOOR
+    from switchyard_dev.bench.targets import reach_line
     assert reach_line("production", {"floor": {"wall_seconds": 120.0}}) is None
     line = reach_line("production", {"floor": {"wall_seconds": 120.0}, "floor_unique": {"wall_seconds": 140.0}})
     assert f"floor / {UNIQUE_FLOOR} = 0.857" in line and "wanted 0.9: out of reach" in line
@@ -403,13 +411,14 @@ def test_the_same_end_state_bounds_what_a_shapes_target_can_be():
 
 
 def test_pool_sizes_are_read_against_the_slots():
-    from switchyard_dev.bench import parse_pool_size
+    from switchyard_dev.bench.shapes import parse_pool_size
     assert [parse_pool_size(x, 2) for x in ("slots", "slots+1", "2xslots", "1.5 x slots", "5")] == [2, 3, 4, 3, 5]
     assert [parse_pool_size(x, 1) for x in ("slots", "slots+1", "2xslots", "1.5xslots")] == [1, 2, 2, 2]
 
 
 def test_a_loads_fixed_cost_is_cut_into_its_parts():
-    from switchyard_dev.bench import fixed_cost_lines, load_fixed_cost, task_record
+    from switchyard_dev.bench.dag_run import load_fixed_cost, task_record
+    from switchyard_dev.bench.report import fixed_cost_lines
     ti = {"task_id": "orders_1.load", "state": "success", "start_date": "2026-11-22T10:00:00Z",
           "end_date": "2026-11-22T10:00:03Z"}
     value = {"seconds": 1.5, "rows": 10, "bytes": 100, "step_started": "2026-11-22T10:00:00.400Z",
@@ -434,13 +443,15 @@ def test_the_production_shape_pins_the_server_tree_and_puts_everything_back(pg_u
     import os
     import psycopg
     import pytest
-    from switchyard_dev import affinity, bench
+    from switchyard_dev import affinity
+    from switchyard_dev.bench.common import postmaster_pid
+    from switchyard_dev.bench.shapes import production_shape
     cpus = affinity.all_cpus()
     if len(cpus) < 2:
         pytest.skip("the production shape needs 2 CPUs")
     server, other = affinity.split(cpus)
-    pg = bench.postmaster_pid()
-    with bench.production_shape(server, other):
+    pg = postmaster_pid()
+    with production_shape(server, other):
         assert affinity.cpus_of(pg) == server and affinity.cpus_of(os.getpid()) == other
         with psycopg.connect(pg_uri) as conn:
             backend = conn.info.backend_pid

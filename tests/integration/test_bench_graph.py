@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from switchyard_dev import bench_graph
+from switchyard_dev.bench import graph as bench_graph
 from switchyard.airflow.dag_factory import DagConfig, build_dag
 
 PLUGINS = Path(__file__).resolve().parents[2] / "plugins"

@@ -144,7 +144,7 @@ def test_tasks_take_the_dags_params_and_the_runs_conf_without_a_copy_of_their_ow
 def test_dag_file_parses_in_a_fresh_process_for_96_streams():
     """As Airflow's dag-processor and every task process do: the file imported, the stream
     count from the environment. The time is printed (and judged by `make bench`), not asserted."""
-    from switchyard_dev.bench import parse_seconds
+    from switchyard_dev.bench.dag_parse import parse_seconds
     r = parse_seconds(96, rounds=1)
     assert r["tasks"] == expected_tasks(96)
     # Serialized once per parse and stored: the params are the DAG's, not repeated per task

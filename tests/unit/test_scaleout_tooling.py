@@ -5,7 +5,7 @@ from __future__ import annotations
 from switchyard.core.datagen import generate_tpch
 from switchyard.core.spec import load_spec
 from switchyard_dev import scaleout
-from switchyard_dev.bench_remote import remote_lines
+from switchyard_dev.bench.remote import remote_lines
 
 
 def test_streams_are_split_in_contiguous_runs():

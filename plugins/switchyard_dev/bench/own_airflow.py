@@ -1,4 +1,5 @@
-"""The benchmark's own Airflow: its home, settings and metadata database, starting it, which DAG\nschema it loads, and the CPU its services use."""
+"""The benchmark's own Airflow: its home, settings and metadata database, starting and stopping
+it, which DAG schema it loads, and the CPU its services use."""
 from __future__ import annotations
 
 import json
@@ -8,21 +9,15 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from switchyard_dev.bench.common import postmaster_pid
 
 DAG_SCHEMA = "bench"
+BENCH_AIRFLOW_PORT = 28090
 
 # How often the benchmark asks the api-server about a run it measures (seconds): see run_dag.
 POLL_EVERY = 5.0
 
 OBSERVE_EVERY = 30.0
-
-def postmaster_pid() -> int | None:
-    """The embedded PostgreSQL's postmaster: its process tree is the server's CPU."""
-    from switchyard_dev.embedded import EmbeddedPostgres
-    try:
-        return int((EmbeddedPostgres().pgdata / "postmaster.pid").read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        return None
 
 # Airflow's processes, as the CPU accounting of a run through the benchmark's Airflow names them.
 AIRFLOW_SERVICES = ("scheduler", "api-server", "task processes", "dag-processor", "triggerer")
@@ -31,7 +26,7 @@ class AirflowCpu:
     """CPU seconds of the server and of each Airflow service from construction to `taken()`."""
 
     def __init__(self):
-        from . import cputime, local
+        from switchyard_dev import cputime, local
         self._cputime = cputime
         self.roots = {"postgres": postmaster_pid(), **{name: local.service_pid(name) for name in local.SERVICES}}
         self.before = cputime.snapshot(self.roots, split_children=("scheduler",))
@@ -59,6 +54,13 @@ def use_bench_airflow(metadata: str = "sqlite") -> None:
     from switchyard_dev.settings import value
     os.environ["SWITCHYARD_AIRFLOW_PORT"] = str(value("SWITCHYARD_BENCH_AIRFLOW_PORT"))
     os.environ["SWITCHYARD_RUNS_DIR"] = str(bench_airflow_home().parent / "runs")
+
+def stop_bench_airflows() -> None:
+    """Stop the benchmark's Airflow services, whichever metadata database they use."""
+    from switchyard_dev import local
+    for metadata in ("postgres", "sqlite"):  # sqlite last: the default stays selected
+        use_bench_airflow(metadata)
+        local.stop_services()
 
 def metadata_database_url(uri: str, database: str = METADATA_DATABASE) -> tuple[str, bool]:
     """The lever's Airflow metadata database on the embedded server (created if missing: True)."""

@@ -25,8 +25,9 @@ from __future__ import annotations
 import inspect
 import os
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import Any
 
 from airflow.sdk import BaseOperator
 from airflow.triggers.base import BaseTrigger, StartTriggerArgs, TaskSuccessEvent
@@ -34,7 +35,7 @@ from airflow.triggers.base import BaseTrigger, StartTriggerArgs, TaskSuccessEven
 MODES = ("worker", "triggerer")
 DAG_FILE = "switchyard_graph.py"
 # The scheduler's preload builds the empty graphs once, like the real DAG (airflow/preload.py).
-PRELOAD_CALLS = {"SWITCHYARD_PRELOAD_CALLS": "switchyard_dev.bench_graph:graph_dags"}
+PRELOAD_CALLS = {"SWITCHYARD_PRELOAD_CALLS": "switchyard_dev.bench.graph:graph_dags"}
 
 _BASE_ARGS = frozenset(inspect.signature(BaseOperator.__init__).parameters) - {"self", "kwargs"}
 
@@ -62,7 +63,7 @@ class StepDoneTrigger(BaseTrigger):
     """Ends its task as soon as it runs."""
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
-        return ("switchyard_dev.bench_graph.StepDoneTrigger", {})
+        return ("switchyard_dev.bench.graph.StepDoneTrigger", {})
 
     async def run(self) -> AsyncIterator[TaskSuccessEvent]:
         yield TaskSuccessEvent()
@@ -72,7 +73,7 @@ class EmptyTriggerStep(EmptyStep):
     """A step that starts and ends in the triggerer: no task process runs it."""
 
     start_from_trigger = True
-    start_trigger_args = StartTriggerArgs(trigger_cls="switchyard_dev.bench_graph.StepDoneTrigger",
+    start_trigger_args = StartTriggerArgs(trigger_cls="switchyard_dev.bench.graph.StepDoneTrigger",
                                           next_method="execute_complete", trigger_kwargs={}, next_kwargs=None,
                                           timeout=None)
 
@@ -84,6 +85,7 @@ def graph_dags() -> dict[str, Any]:
     """{dag id: DAG} of the empty graphs for the configured DAG, built once per process (the
     scheduler's preload builds them before it forks, as it does the real DAG)."""
     from dataclasses import fields
+
     from switchyard.airflow.dag_factory import DagConfig, StepOperators, build_dag
     key = DagConfig.from_env(schedule=None)
     if key not in _BUILT:
@@ -97,12 +99,12 @@ def graph_dags() -> dict[str, Any]:
 
 
 # Airflow's safe-mode discovery reads a file only if it mentions both "airflow" and "dag".
-_DAG_FILE_TEXT = '''"""Airflow DAGs of the benchmark (switchyard/bench_graph.py): Switchyard's graph, steps doing nothing."""
+_DAG_FILE_TEXT = '''"""Airflow DAGs of the benchmark (switchyard_dev/bench/graph.py): Switchyard's graph, steps doing nothing."""
 from switchyard.airflow.preload import forget_changed_code
 
 forget_changed_code()
 
-from switchyard_dev.bench_graph import graph_dags  # noqa: E402
+from switchyard_dev.bench.graph import graph_dags  # noqa: E402
 
 globals().update(graph_dags())
 '''
@@ -111,7 +113,7 @@ globals().update(graph_dags())
 def dag_folder() -> Path:
     """The benchmark's Airflow reads the empty graphs from a folder of their own: they never
     reach the DAG folder users deploy."""
-    from switchyard_dev.bench_airflow import bench_airflow_home
+    from switchyard_dev.bench.own_airflow import bench_airflow_home
     folder = bench_airflow_home().parent / "graph-dags"
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / DAG_FILE
@@ -122,9 +124,10 @@ def dag_folder() -> Path:
 
 def graph_airflow(uri: str, pg, streams: int, slots: int):
     """The benchmark's Airflow reading the empty graphs, both parsed: (api, services start seconds)."""
-    from switchyard_dev import demo
-    from switchyard_dev.bench_airflow import ensure_airflow
     from switchyard.airflow.dag_factory import DagConfig, build_dag
+
+    from switchyard_dev import demo
+    from switchyard_dev.bench.own_airflow import ensure_airflow
     options = {"airflow": {"AIRFLOW__CORE__DAGS_FOLDER": str(dag_folder()), **PRELOAD_CALLS}}
     api, startup = ensure_airflow(streams, True, False, options, uri)
     demo.ensure_connection(api, pg, {"copy_slots": slots})
@@ -137,7 +140,7 @@ def graph_airflow(uri: str, pg, streams: int, slots: int):
 
 def idle_rate(seconds: float = 20.0) -> dict:
     """Airflow's CPU while it runs nothing (DAGs paused): what every second of a run costs at least."""
-    from switchyard_dev.bench_airflow import AirflowCpu, airflow_cpu_total
+    from switchyard_dev.bench.own_airflow import AirflowCpu, airflow_cpu_total
     meter = AirflowCpu()
     time.sleep(seconds)
     cpu = meter.taken()
@@ -148,7 +151,14 @@ def idle_rate(seconds: float = 20.0) -> dict:
 def run_graph(api, mode: str, timeout: float = 1800) -> dict:
     """One run of the empty graph in `mode`: its wall time, task count and Airflow CPU by service."""
     from switchyard_dev import demo
-    from switchyard_dev.bench_airflow import OBSERVE_EVERY, POLL_EVERY, AirflowCpu, _quoted, _ts, airflow_cpu_total
+    from switchyard_dev.bench.own_airflow import (
+        OBSERVE_EVERY,
+        POLL_EVERY,
+        AirflowCpu,
+        _quoted,
+        _ts,
+        airflow_cpu_total,
+    )
     if mode not in MODES:
         raise ValueError(f"graph mode {mode!r}: one of {', '.join(MODES)}")
     name = dag_id(mode)
@@ -220,7 +230,7 @@ def run_graphs(uri: str, pg, streams: int, slots: int, floor: dict | None, repea
 
 def graph_lines(result: dict) -> list[str]:
     """The report's lines for the empty graphs."""
-    from switchyard_dev.bench_airflow import AIRFLOW_SERVICES
+    from switchyard_dev.bench.own_airflow import AIRFLOW_SERVICES
     lines = ["Empty graph (the DAG's shape, steps that do nothing): what Airflow alone costs",
              f"  idle      Airflow {result['idle']['airflow_cpu_per_second']} CPU s per second with nothing to run"]
     for mode, rs in result["runs"].items():

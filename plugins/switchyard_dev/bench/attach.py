@@ -1,6 +1,6 @@
 """What ATTACH PARTITION does with the parent's indexes, measured on the embedded PostgreSQL.
 
-`python -m switchyard_dev.bench_attach [--scale 1] [--table lineitem] [--streams 1]`
+`python -m switchyard_dev.bench.attach [--scale 1] [--table lineitem] [--streams 1]`
 
 One stream of a TPC-H table is loaded through the PostgreSQL adapter (setup, prepare, load)
 and switched in three ways, each into a fresh target:
@@ -27,13 +27,14 @@ INDEXES = {
 
 
 def measure(uri: str, scale: float, table: str, streams: int, schema: str = "attach_bench") -> dict:
+    from dataclasses import replace
+
     import psycopg
     from switchyard.core.batch import data_root
     from switchyard.core.datagen import generate_tpch
     from switchyard.core.planner import plan_batch
     from switchyard.core.spec import load_spec
     from switchyard.targets.postgres import PostgresAdapter
-    from dataclasses import replace
     # Without the spec's unique keys: the target's only indexes are the ones each case gives it.
     tpch = load_spec("tpch")
     spec = replace(tpch, tables=tuple(replace(t, unique=()) for t in tpch.tables))

@@ -19,6 +19,6 @@ if value("SWITCHYARD_FLAT_PRIORITIES"):
         task.priority_weight = 1
 
 if value("SWITCHYARD_BENCH_INDEX_ONLY"):
-    from switchyard_dev.bench import switch_checks_off
+    from switchyard_dev.bench.index_only import switch_checks_off
 
     switch_checks_off()

@@ -5,7 +5,7 @@ Both runs load the benchmark's batch into a fresh schema through a real schedule
 metadata in the embedded PostgreSQL (the Edge executor needs it; LocalExecutor gets the same,
 so the comparison is of the executors, not of the metadata databases):
 
-- local: the benchmark's own Airflow (`bench.run_dag`, metadata lever `postgres`);
+- local: the benchmark's own Airflow (`dag_run.run_dag`, metadata lever `postgres`);
 - edge: `[core] executor = LocalExecutor,EdgeExecutor`, the loads routed by the spec's
   `sources` to worker_a (queue source_a) and worker_b (source_b), each reading its own data
   root that holds only its streams' files (hard links of the batch); prepare, validate and
@@ -22,22 +22,34 @@ import time
 from pathlib import Path
 from typing import Any
 
+from switchyard_dev.bench.common import postmaster_pid, reset_schema, say
+from switchyard_dev.bench.dag_run import STEPS, analyse_dag, run_dag, task_record
+from switchyard_dev.bench.own_airflow import (
+    DAG_SCHEMA,
+    OBSERVE_EVERY,
+    POLL_EVERY,
+    _quoted,
+    bench_airflow_home,
+    stop_bench_airflows,
+    use_bench_airflow,
+)
+
 SIDES = ("local", "edge")
 
 
 def _edge_home() -> Path:
-    from switchyard_dev import bench
-    return bench.bench_airflow_home().parent / "airflow-edge"
+    return bench_airflow_home().parent / "airflow-edge"
 
 
 def run_edge(uri: str, pg, batch: str, folder: Path, streams: int, slots: int, timeout: float = 7200) -> dict:
-    """One run of the DAG with its loads on two local Edge workers; bench.analyse_dag's figures."""
+    """One run of the DAG with its loads on two local Edge workers; analyse_dag's figures."""
     from switchyard.airflow.dag_factory import DagConfig, build_dag
     from switchyard.core.spec import load_spec
     from switchyard.observability.stats import stats_path
-    from switchyard_dev import bench, cputime, demo, local, scaleout
+
+    from switchyard_dev import cputime, demo, local, scaleout
     from switchyard_dev.settings import value
-    place = bench.bench_airflow_home().parent / "scaleout"
+    place = bench_airflow_home().parent / "scaleout"
     sources = scaleout.split_streams(streams)
     spec_path = scaleout.spec_with_sources("tpch", sources, place)
     roots = {source: place / source for source in sources}
@@ -46,11 +58,11 @@ def run_edge(uri: str, pg, batch: str, folder: Path, streams: int, slots: int, t
     os.environ["SWITCHYARD_AIRFLOW_PORT"] = str(value("SWITCHYARD_BENCH_AIRFLOW_PORT"))
     started = time.monotonic()
     env = scaleout.site_env(pg, streams, extra={
-        "SWITCHYARD_SCHEMA": bench.DAG_SCHEMA, "SWITCHYARD_SCHEDULE": "none", "SWITCHYARD_SPEC": spec_path,
+        "SWITCHYARD_SCHEMA": DAG_SCHEMA, "SWITCHYARD_SCHEDULE": "none", "SWITCHYARD_SPEC": spec_path,
         "SWITCHYARD_DATA_ROOT": str(place / "central"), "SWITCHYARD_RUNS_DIR": os.environ["SWITCHYARD_RUNS_DIR"]})
     workers = {scaleout.worker_name(s): (s, roots[s]) for s in sources}
     try:
-        # The pool LocalExecutor's run gets too (bench.run_dag): what `switchyard pool sync` sets
+        # The pool LocalExecutor's run gets too (run_dag): what `switchyard pool sync` sets
         # for `slots` COPY slots; the target's slot guard keeps one COPY per slot.
         pool = demo.default_pool_size(slots)
         api = scaleout.start_site(env, streams, "tpch", pool, workers, concurrency=pool)
@@ -58,37 +70,37 @@ def run_edge(uri: str, pg, batch: str, folder: Path, streams: int, slots: int, t
         demo.ensure_connection(api, pg, {"copy_slots": slots})
         demo.ensure_pool(api, pool)
         demo.wait_for_dag(api, len(build_dag(DagConfig(streams=streams, spec=spec_path)).tasks))
-        bench.reset_schema(uri, bench.DAG_SCHEMA, f"{bench.DAG_SCHEMA}_staging", create=False)
-        roots_cpu = {"postgres": bench.postmaster_pid(), **{s: local.service_pid(s) for s in local.SERVICES},
+        reset_schema(uri, DAG_SCHEMA, f"{DAG_SCHEMA}_staging", create=False)
+        roots_cpu = {"postgres": postmaster_pid(), **{s: local.service_pid(s) for s in local.SERVICES},
                      **{name: scaleout.worker_pid(name) for name in workers}}
         before = cputime.snapshot(roots_cpu, split_children=("scheduler",))
         run_id = api.post(f"/api/v2/dags/{demo.DAG_ID}/dagRuns",
                           {"logical_date": None, "conf": {"batch": batch}, "note": "switchyard bench (edge)"})["dag_run_id"]
-        state = demo.follow(api, run_id, timeout, progress_every=bench.OBSERVE_EVERY, poll_every=bench.POLL_EVERY)
+        state = demo.follow(api, run_id, timeout, progress_every=OBSERVE_EVERY, poll_every=POLL_EVERY)
         cpu = cputime.delta(before, cputime.snapshot(roots_cpu, split_children=("scheduler",)))
         cpu["task processes"] = cpu.pop("scheduler children", None)
-        run = api.get(f"/api/v2/dags/{demo.DAG_ID}/dagRuns/{bench._quoted(run_id)}")
+        run = api.get(f"/api/v2/dags/{demo.DAG_ID}/dagRuns/{_quoted(run_id)}")
         tasks, hosts = [], {}
         for ti in scaleout.task_instances(api, demo.DAG_ID, run_id):
             step = ti["task_id"].rsplit(".", 1)[-1]
             value_ = None
-            if step in bench.STEPS and ti.get("state") == "success":
-                value_ = api.get(f"/api/v2/dags/{demo.DAG_ID}/dagRuns/{bench._quoted(run_id)}/taskInstances/"
+            if step in STEPS and ti.get("state") == "success":
+                value_ = api.get(f"/api/v2/dags/{demo.DAG_ID}/dagRuns/{_quoted(run_id)}/taskInstances/"
                                  f"{ti['task_id']}/xcomEntries/return_value").get("value")
             if step == "load":
                 hosts[ti["hostname"]] = hosts.get(ti["hostname"], 0) + 1
-            tasks.append(bench.task_record(ti, step, value_))
+            tasks.append(task_record(ti, step, value_))
         stats_file = stats_path(demo.DAG_ID, run_id)
         import json
         stats = json.loads(stats_file.read_text()) if stats_file.exists() else None
-        bench.reset_schema(uri, bench.DAG_SCHEMA, f"{bench.DAG_SCHEMA}_staging", create=False)
-        return bench.analyse_dag(run, state, tasks, slots, stats, executor="edge", loads_by_host=hosts,
+        reset_schema(uri, DAG_SCHEMA, f"{DAG_SCHEMA}_staging", create=False)
+        return analyse_dag(run, state, tasks, slots, stats, executor="edge", loads_by_host=hosts,
                                  services_start_seconds=round(startup, 2), cpu_seconds=cpu, pool=pool,
                                  copy_slots=slots)
     finally:
         local.stop_services()
         scaleout.drop_metadata_database(pg)
-        bench.use_bench_airflow()
+        use_bench_airflow()
 
 
 def demo_pool(slots: int) -> int:
@@ -98,12 +110,11 @@ def demo_pool(slots: int) -> int:
 
 def run_remote(uri: str, pg, batch: str, folder: Path, streams: int, slots: int) -> dict:
     """LocalExecutor alone, then the loads on Edge workers: the two results and their table."""
-    from switchyard_dev import bench
-    bench.say(f"remote workers: the DAG on LocalExecutor alone, then its loads on two Edge workers "
-              f"(metadata in PostgreSQL for both, {slots} COPY slots, pool of {demo_pool(slots)})")
+    say(f"remote workers: the DAG on LocalExecutor alone, then its loads on two Edge workers "
+        f"(metadata in PostgreSQL for both, {slots} COPY slots, pool of {demo_pool(slots)})")
     out: dict[str, Any] = {}
-    out["local"] = bench.run_dag(uri, pg, batch, streams, slots, options={"metadata": "postgres"})
-    bench.stop_bench_airflows()  # the Edge site takes the same port
+    out["local"] = run_dag(uri, pg, batch, streams, slots, options={"metadata": "postgres"})
+    stop_bench_airflows()  # the Edge site takes the same port
     out["edge"] = run_edge(uri, pg, batch, folder, streams, slots)
     for line in remote_lines(out):
         print(line, flush=True)

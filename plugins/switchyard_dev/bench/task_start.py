@@ -1,6 +1,6 @@
 """What a task process's start costs, part by part, in a process preloaded as the scheduler is.
 
-    python -m switchyard_dev.bench_task_start
+    python -m switchyard_dev.bench.task_start
 
 LocalExecutor forks each task from a worker that is itself a fork of the scheduler, so a
 task starts with everything the preload imported, in copy-on-write pages. Each part below
@@ -15,7 +15,7 @@ import os
 import statistics
 import sys
 import time
-from typing import Callable
+from collections.abc import Callable
 
 ROUNDS = 15
 
@@ -45,11 +45,11 @@ def forked(work: Callable[[], object], rounds: int = ROUNDS) -> tuple[float, flo
 def parts() -> list[tuple[str, Callable[[], object], str]]:
     """(part, what the child does, when Airflow pays it). Airflow's own internals, named as
     Airflow 3.3 has them: this measures them, Switchyard does not call them otherwise."""
-    from pydantic import TypeAdapter
     from airflow.sdk.api.client import Client
     from airflow.sdk.execution_time.comms import ToTask
     from airflow.sdk.log import configure_logging
     from airflow.sdk.plugins_manager import _get_plugins
+    from pydantic import TypeAdapter
     return [
         ("the task runner's logging set-up", lambda: configure_logging(
             json_output=True, output=open(os.devnull, "wb")), "per task"),
