@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import socket
 import time
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
@@ -44,6 +45,69 @@ class ValidationFailed(StepFailed):
 
 class StepSkipped(Exception):
     """Nothing for this step to do in this run (a stream the batch does not have)."""
+
+
+# --- what each step returns: `xcom()` is the task's return value, as the run's statistics read it
+@dataclass(frozen=True)
+class Prepared:
+    staging_table: str      # schema.table
+    file: str               # the stream file as the planning host sees it
+    seconds: float
+
+    def xcom(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Loaded:
+    rows: int
+    bytes: int
+    seconds: float          # the bulk load's own
+    started: str
+    ended: str
+    file: str               # the stream file this worker loaded
+    host: str | None
+    queue: str | None
+    parts: dict[str, float]  # the load's fixed cost part by part (plan pull, connection lookup, ...)
+    # The target's own account (where the load ran, the storage it filled), beside the above in XCom.
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def xcom(self) -> dict[str, Any]:
+        own = {k: v for k, v in asdict(self).items() if k != "details"}
+        return {**own, **self.details}
+
+
+@dataclass(frozen=True)
+class Validated:
+    checks: dict[str, Any]  # every check with what it expected, observed and cost (a failure raises)
+
+    def xcom(self) -> dict[str, Any]:
+        return self.checks
+
+
+@dataclass(frozen=True)
+class Switched:
+    target: dict[str, Any]  # the target's account: partition, in_target, already_switched, waiting_for, ...
+    seconds: float
+    switched: str
+
+    @property
+    def in_target(self) -> bool:
+        """Whether readers see the stream's rows now (else its table's last switch or the batch's
+        publish moves them in)."""
+        return self.target.get("in_target", True)
+
+    def xcom(self) -> dict[str, Any]:
+        return {**self.target, "seconds": self.seconds, "switched": self.switched}
+
+
+@dataclass(frozen=True)
+class Published:
+    target: dict[str, Any]  # tables, already_published, lock_seconds, by_table, ...
+    published: str
+
+    def xcom(self) -> dict[str, Any]:
+        return {**self.target, "published": self.published}
 
 
 def now_iso() -> str:
@@ -175,7 +239,7 @@ def stream_plan(plan: dict | None, table: str, stream: int) -> StreamPlan:
     return s
 
 
-def prepare(connect: Connect, plan: dict, s: StreamPlan, file_on_source: str | None = None) -> dict:
+def prepare(connect: Connect, plan: dict, s: StreamPlan, file_on_source: str | None = None) -> Prepared:
     """A fresh staging table with its partition's range CHECK, once the stream file is found
     (except for a stream on a source, whose file only that source's workers see)."""
     path = resolve_file(Path(plan["batch_dir"]), s.file)
@@ -184,12 +248,12 @@ def prepare(connect: Connect, plan: dict, s: StreamPlan, file_on_source: str | N
     adapter = connect()
     started = time.monotonic()
     adapter.prepare(s)
-    return {"staging_table": f"{plan['staging_schema']}.{s.staging_table}", "file": str(path),
-            "seconds": round(time.monotonic() - started, 4)}
+    return Prepared(staging_table=f"{plan['staging_schema']}.{s.staging_table}", file=str(path),
+                    seconds=round(time.monotonic() - started, 4))
 
 
 def load(connect: Connect, plan: dict, s: StreamPlan, *, queue: str | None, host: str | None,
-         progress_every_seconds: float | None = None, plan_pull: float = 0.0) -> dict:
+         progress_every_seconds: float | None = None, plan_pull: float = 0.0) -> Loaded:
     """The stream file into its staging table, with progress lines on long loads."""
     from switchyard.observability.progress import LoadProgress
     # The load's fixed cost part by part, in its result (`parts`, seconds): the plan's pull
@@ -220,9 +284,9 @@ def load(connect: Connect, plan: dict, s: StreamPlan, *, queue: str | None, host
     log.info("%s: %d rows, %.1f MB in %.2f s (%.1f MB/s, %.0f rows/s)", s.group_id, result.rows,
              result.bytes / 1e6, result.seconds, result.bytes / 1e6 / max(result.seconds, 1e-9),
              result.rows / max(result.seconds, 1e-9))
-    return {"rows": result.rows, "bytes": result.bytes, "seconds": round(result.seconds, 4),
-            "started": started, "ended": ended, "file": str(path), "host": host,
-            "queue": queue, "parts": {k: round(v, 4) for k, v in parts.items()}, **result.details}
+    return Loaded(rows=result.rows, bytes=result.bytes, seconds=round(result.seconds, 4), started=started,
+                  ended=ended, file=str(path), host=host, queue=queue,
+                  parts={k: round(v, 4) for k, v in parts.items()}, details=result.details)
 
 
 def local_file(plan: dict, s: StreamPlan, queue: str | None) -> Path:
@@ -243,7 +307,7 @@ def local_file(plan: dict, s: StreamPlan, queue: str | None) -> Path:
 
 
 def validate(connect: Connect, spec: LoadSpec, plan: dict, s: StreamPlan,
-             loaded: dict | None = None, loaded_of: Callable[[], dict] | None = None) -> dict:
+             loaded: dict | None = None, loaded_of: Callable[[], dict] | None = None) -> Validated:
     """The staging table checked before its switch: row count, key range, not null, the spec's
     unique columns and declared expectations (validation.py); every check with what it
     expected, observed and cost. `loaded`: the load's result where the caller has it, else
@@ -272,10 +336,10 @@ def validate(connect: Connect, spec: LoadSpec, plan: dict, s: StreamPlan,
         where = (f"table {s.table}, stream {s.stream}, file {plan['batch_dir']}/{s.file}, "
                  f"staging table {plan['staging_schema']}.{s.staging_table} (kept; nothing switched)")
         raise ValidationFailed(describe_failures(outcome, where), result)
-    return result
+    return Validated(result)
 
 
-def switch(connect: Connect, spec: LoadSpec, plan: dict, s: StreamPlan) -> dict:
+def switch(connect: Connect, spec: LoadSpec, plan: dict, s: StreamPlan) -> Switched:
     """The validated staging table in as the stream's partition (or into the table's next version,
     which the table's last switch or the batch's publish moves in whole)."""
     # A lock wait that timed out or a server restart here is retried (a unique violation is
@@ -283,8 +347,7 @@ def switch(connect: Connect, spec: LoadSpec, plan: dict, s: StreamPlan) -> dict:
     adapter = connect()
     started = time.monotonic()
     result = adapter.switch(s)
-    result["seconds"] = round(time.monotonic() - started, 4)
-    result["switched"] = now_iso()
+    done = Switched(result, seconds=round(time.monotonic() - started, 4), switched=now_iso())
     name = result.get("partition") or f"{plan['schema']}.{s.table}"
     if result.get("already_switched"):
         log.info("%s: %s is in place already (an earlier attempt of this task switched it)", s.group_id, name)
@@ -303,11 +366,11 @@ def switch(connect: Connect, spec: LoadSpec, plan: dict, s: StreamPlan) -> dict:
         log.info("%s: validated and attached to the next version of %s.%s as %s; readers still see the "
                  "table as it was: the table's last switch moves its whole batch in (waiting for %s)",
                  s.group_id, plan["schema"], s.table, name, ", ".join(result.get("waiting_for") or []))
-    return result
+    return done
 
 
 # --- the batch's publish --------------------------------------------------------------------
-def publish_batch(connect: Connect, plan: dict | None) -> dict:
+def publish_batch(connect: Connect, plan: dict | None) -> Published:
     """Every table of the run in, in one transaction (the spec's `publish: batch`); the target
     refuses, changing nothing, when a stream the plan loads was not staged."""
     if not plan:
@@ -320,5 +383,4 @@ def publish_batch(connect: Connect, plan: dict | None) -> dict:
     else:
         log.info("batch %s published: %s in one transaction; the tables were locked for %.3f s",
                  plan.get("batch"), ", ".join(result["tables"]), result.get("lock_seconds") or 0.0)
-    result["published"] = now_iso()
-    return result
+    return Published(result, published=now_iso())

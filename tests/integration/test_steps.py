@@ -41,16 +41,16 @@ def test_a_batch_through_every_step_without_airflow(tpch_batch, pg_uri, schema):
         if raw["table"] not in tables:
             continue
         s = steps.stream_plan(run, raw["table"], raw["stream"])
-        assert steps.prepare(connect, run, s)["staging_table"] == f"{schema}_staging.{s.staging_table}"
+        assert steps.prepare(connect, run, s).staging_table == f"{schema}_staging.{s.staging_table}"
         load = steps.load(connect, run, s, queue=None, host="here")
-        assert load["rows"] == s.rows and load["host"] == "here"
-        checked = steps.validate(connect, spec, run, s, loaded=load)
-        assert checked["success"] is True and checked["checks"]
-        assert steps.switch(connect, spec, run, s)["in_target"] is False  # the batch's publish moves it in
-        loaded[s.table] = loaded.get(s.table, 0) + load["rows"]
+        assert load.rows == s.rows and load.host == "here"
+        checked = steps.validate(connect, spec, run, s, loaded=load.xcom())
+        assert checked.checks["success"] is True and checked.checks["checks"]
+        assert steps.switch(connect, spec, run, s).in_target is False  # the batch's publish moves it in
+        loaded[s.table] = loaded.get(s.table, 0) + load.rows
     assert fingerprint(pg_uri, schema, tables)["orders"][0] == 0
     published = steps.publish_batch(connect, run)
-    assert published["tables"] == ["nation", "orders"] and not published["already_published"]
+    assert published.target["tables"] == ["nation", "orders"] and not published.target["already_published"]
     counts = fingerprint(pg_uri, schema, tables)
     assert {t: counts[t][0] for t in tables} == loaded
     connect().release_lease()

@@ -120,7 +120,7 @@ class DagConfig:
 class StepOperators:
     """The operator class of each node of the graph. The rendering does not depend on them:
     the benchmark renders the same graph with steps that do nothing, to measure what the
-    graph alone costs Airflow (switchyard/bench_graph.py)."""
+    graph alone costs Airflow (switchyard_dev/bench/graph.py)."""
     wait: type = WaitForBatchSensor
     plan: type = PlanBatchOperator
     prepare: type = PrepareOperator

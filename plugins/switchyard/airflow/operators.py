@@ -240,7 +240,7 @@ class PrepareOperator(_GroupOperator):
 
     def step(self, context: Any) -> dict:
         plan, s = self.stream_plan(context)
-        return steps.prepare(self.adapter, plan, s, self.file_on_source)
+        return steps.prepare(self.adapter, plan, s, self.file_on_source).xcom()
 
 
 class LoadOperator(_GroupOperator):
@@ -260,7 +260,8 @@ class LoadOperator(_GroupOperator):
         clock = time.monotonic()
         plan, s = self.stream_plan(context)
         return steps.load(self.adapter, plan, s, queue=self.queue, host=context["ti"].hostname,
-                          progress_every_seconds=self.progress_every_seconds, plan_pull=time.monotonic() - clock)
+                          progress_every_seconds=self.progress_every_seconds,
+                          plan_pull=time.monotonic() - clock).xcom()
 
 
 class ValidateOperator(_GroupOperator):
@@ -272,7 +273,7 @@ class ValidateOperator(_GroupOperator):
         plan, s = self.stream_plan(context)
         # The load's result is one more API call, made only where validation uses it.
         return steps.validate(self.adapter, self.load_spec(), plan, s,
-                              loaded_of=lambda: context["ti"].xcom_pull(task_ids=f"{s.group_id}.load"))
+                              loaded_of=lambda: context["ti"].xcom_pull(task_ids=f"{s.group_id}.load")).xcom()
 
 
 class SwitchOperator(_GroupOperator):
@@ -284,7 +285,7 @@ class SwitchOperator(_GroupOperator):
 
     def step(self, context: Any) -> dict:
         plan, s = self.stream_plan(context)
-        return steps.switch(self.adapter, self.load_spec(), plan, s)
+        return steps.switch(self.adapter, self.load_spec(), plan, s).xcom()
 
 
 class GroupStepsOperator(_GroupOperator):
@@ -320,7 +321,7 @@ class GroupStepsOperator(_GroupOperator):
             started, cpu = now_iso(), time.process_time()
             try:
                 with airflow_terms(context):
-                    result = run()
+                    result = run().xcom()
             except Exception:
                 context["ti"].xcom_push(key="steps_done", value={**done, "failed_step": name})
                 raise
@@ -347,7 +348,7 @@ class PublishBatchOperator(_TargetOperator):
             raise AirflowFailException("the run's plan is missing (did setup.plan run?)")
         self.bind_run(context)
         try:
-            return steps.publish_batch(self.adapter, plan)
+            return steps.publish_batch(self.adapter, plan).xcom()
         except Exception as exc:
             context["ti"].xcom_push(key="error", value=f"{type(exc).__name__}: {exc}"[:4000])
             self.fail_if_permanent(exc)

@@ -22,7 +22,7 @@ process that finds them changed on disk, so it imports them as they are now.
 
 `SWITCHYARD_PRELOAD=0` turns it off. The benchmark also measures the preload without
 Switchyard's modules and the DAG (`modules=MODULES`) and has further DAGs built (`calls`),
-from its own local settings (switchyard_dev/local_settings/).
+from its own local settings (switchyard_dev/bench/local_settings/).
 """
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ _ENGINE_MODULES, _ENGINE_PACKAGES = preload_modules()
 
 # Imported by every task process itself, after the fork, when nothing else is: the task
 # runner's parse (the version, the local DAG bundle) and the operator's template environment
-# (jinja2's extensions). About 5 ms of CPU per task process (`python -m switchyard_dev.bench_task_start`).
+# (jinja2's extensions). About 5 ms of CPU per task process (`python -m switchyard_dev.bench.task_start`).
 TASK_PROCESS_IMPORTS = (
     "airflow.version",
     "airflow.dag_processing.bundles.local",
