@@ -40,7 +40,7 @@ $(STAMP): requirements.txt constraints.txt pyproject.toml plugins/switchyard_dev
 	@echo "==> installing into $(VENV): the pinned requirements (about 1.5 GB from the package index, a few minutes), then Switchyard itself"
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -r requirements.txt -c constraints.txt
-	$(PIP) install -c constraints.txt -e '.[mssql,edge,dev]' -e plugins/switchyard_dev
+	$(PIP) install -c constraints.txt -e '.[mssql,edge,lineage,dev]' -e plugins/switchyard_dev
 	@touch $(STAMP)
 	@echo "==> installed: $(VENV)/bin/switchyard --help"
 

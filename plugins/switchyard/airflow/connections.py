@@ -31,10 +31,21 @@ def adapter_for(conn_id: str, spec: LoadSpec, **options: Any) -> TargetAdapter:
     where the adapter names one."""
     conn = get_connection(conn_id)
     engine = adapter_class(conn.conn_type)
-    fields = ConnectionFields(conn_id=conn_id, host=conn.host, port=conn.port, login=conn.login,
-                              password=conn.password, schema=conn.schema,
-                              extra=getattr(conn, "extra_dejson", None) or {})
-    return engine.from_connection(spec, fields, hook=_hook(engine.airflow_hook, conn_id, conn), **options)
+    return engine.from_connection(spec, _fields(conn_id, conn), hook=_hook(engine.airflow_hook, conn_id, conn),
+                                  **options)
+
+
+def connection_fields(conn_id: str) -> tuple[type[TargetAdapter], ConnectionFields]:
+    """(the adapter class, the connection's fields) of an Airflow connection, without a connection
+    to the target (lineage names tables from them)."""
+    conn = get_connection(conn_id)
+    return adapter_class(conn.conn_type), _fields(conn_id, conn)
+
+
+def _fields(conn_id: str, conn: Any) -> ConnectionFields:
+    return ConnectionFields(conn_id=conn_id, host=conn.host, port=conn.port, login=conn.login,
+                            password=conn.password, schema=conn.schema,
+                            extra=getattr(conn, "extra_dejson", None) or {})
 
 
 def _hook(path: str | None, conn_id: str, conn: Any):

@@ -72,6 +72,25 @@ class _TargetOperator(BaseOperator):
         self._engine = type(made)
         return made
 
+    # --- lineage: only Airflow's OpenLineage provider calls these (airflow/lineage.py) -------
+    # Which step's datasets the task reports (None: none), and what the step left for them: the
+    # run's plan, the group's stream, the step's result.
+    lineage_step: str | None = None
+    _done: dict[str, Any] | None = None
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        return self._lineage()
+
+    def get_openlineage_facets_on_failure(self, task_instance: Any) -> Any:
+        return self._lineage()
+
+    def _lineage(self) -> Any:
+        if self.lineage_step is None:
+            from airflow.providers.openlineage.extractors.base import OperatorLineage
+            return OperatorLineage()
+        from switchyard.airflow.lineage import facets
+        return facets(self, self.lineage_step, self._done)
+
     def fail_if_permanent(self, exc: BaseException) -> None:
         """Fails the task at once, past its retries, when `exc` fails the same way on every try
         (a TargetError marked permanent, or a driver error the engine classifies so: a unique
@@ -132,6 +151,8 @@ class WaitForBatchSensor(BaseOperator):
 class PlanBatchOperator(_TargetOperator):
     """Reads the manifest, checks it against the spec and this DAG, plans, creates missing objects."""
 
+    lineage_step = "plan"
+
     template_fields: Sequence[str] = ("conn_id", "batch", "tables")
 
     def __init__(self, *, streams: int, batch: str = "{{ params.batch or '' }}",
@@ -167,7 +188,9 @@ class PlanBatchOperator(_TargetOperator):
             # The pre-flight (the batch's ranges against the target's partitions) is part of
             # setup: a batch its table's mode does not allow fails here, before any load, with
             # the problems found above.
-            return steps.set_up(adapter, plan, problems, name, folder, tables)
+            run = steps.set_up(adapter, plan, problems, name, folder, tables)
+            self._done = {"plan": run}
+            return run
         except Exception as exc:
             self.fail_if_permanent(exc)
             raise
@@ -210,12 +233,16 @@ class _GroupOperator(_TargetOperator):
                 result.update(step_started=started, step_ended=now_iso(),
                               cpu={"task_start": round(cpu_start, 4),
                                    "step": round(time.process_time() - cpu_start, 4)})
+            if self._done is not None:
+                self._done["result"] = result
             return result
         except AirflowSkipException:
             raise
         except Exception as exc:
             # Kept for the run's statistics: a failed task pushes no return value.
             context["ti"].xcom_push(key="error", value=f"{type(exc).__name__}: {exc}"[:4000])
+            if self._done is not None and isinstance(exc.__cause__, ValidationFailed):
+                self._done["result"] = exc.__cause__.result
             self.fail_if_permanent(exc)
             raise
 
@@ -224,7 +251,9 @@ class _GroupOperator(_TargetOperator):
 
     def stream_plan(self, context: Any):
         plan = context["ti"].xcom_pull(task_ids=PLAN_TASK)
-        return plan, steps.stream_plan(plan, self.table, self.stream)
+        s = steps.stream_plan(plan, self.table, self.stream)
+        self._done = {"plan": plan, "stream": s}
+        return plan, s
 
 
 class PrepareOperator(_GroupOperator):
@@ -233,6 +262,8 @@ class PrepareOperator(_GroupOperator):
     Checks that the stream file is there before anything is created, except for a stream on a
     source (`file_on_source`: the spec's `sources`), whose file only that source's workers
     see: its load checks it there."""
+
+    lineage_step = "prepare"
 
     def __init__(self, *, file_on_source: str | None = None, **kwargs: Any):
         super().__init__(**kwargs)
@@ -250,6 +281,8 @@ class LoadOperator(_GroupOperator):
     rows, MB, MB/s and percent of the file; rows come from the server where it reports them
     (PostgreSQL: pg_stat_progress_copy).
     """
+
+    lineage_step = "load"
 
     def __init__(self, *, progress_every_seconds: float | None = None, **kwargs: Any):
         super().__init__(**kwargs)
@@ -269,6 +302,8 @@ class ValidateOperator(_GroupOperator):
     unique columns and declared expectations (see validation.py). The return value lists every
     check with what it expected, observed and cost (`checks`, and `cost` per kind of check)."""
 
+    lineage_step = "validate"
+
     def step(self, context: Any) -> dict:
         plan, s = self.stream_plan(context)
         # The load's result is one more API call, made only where validation uses it.
@@ -282,6 +317,8 @@ class SwitchOperator(_GroupOperator):
     Where the target commits a table's switches together (PostgreSQL), the staging table joins
     the table's next version and the table's last switch moves the whole batch in, in one
     transaction; `in_target` in the result says whether the partition is in the table now."""
+
+    lineage_step = "switch"
 
     def step(self, context: Any) -> dict:
         plan, s = self.stream_plan(context)
@@ -298,6 +335,8 @@ class GroupStepsOperator(_GroupOperator):
     runs the steps again from prepare, which replaces an earlier attempt's staging table. The
     result holds each step's result under its name; a failed attempt pushes the steps it
     finished and the one that failed (`steps_done`), for the run's statistics."""
+
+    lineage_step = "steps"
 
     def __init__(self, *, file_on_source: str | None = None, progress_every_seconds: float | None = None,
                  **kwargs: Any):
@@ -342,10 +381,13 @@ class PublishBatchOperator(_TargetOperator):
     leaves every table of the batch as it was. The target refuses, changing nothing, when a
     stream the plan loads was not staged (a group skipped or cleared), naming it and its rows."""
 
+    lineage_step = "publish_batch"
+
     def execute(self, context: Any) -> dict:
         plan = context["ti"].xcom_pull(task_ids=PLAN_TASK)
         if not plan:
             raise AirflowFailException("the run's plan is missing (did setup.plan run?)")
+        self._done = {"plan": plan}
         self.bind_run(context)
         try:
             return steps.publish_batch(self.adapter, plan).xcom()
@@ -361,6 +403,8 @@ class PublishOperator(_TargetOperator):
     Runs after every switch of its table (all_success), so the event means the whole batch of
     that table is in place; a table not loaded in this run (or with a failed group) gets none.
     """
+
+    lineage_step = "publish"
 
     def __init__(self, *, table: str, groups: list[str], asset_conn_id: str, single: bool = False, **kwargs: Any):
         super().__init__(**kwargs)

@@ -124,6 +124,23 @@ class TargetAdapter(ABC):
         same one every call), where `airflow_hook` names one."""
         raise TargetError(f"connection {fields.conn_id!r}: the {cls.engine} adapter takes no Airflow connection")
 
+    # --- how lineage tools name the engine's tables (OpenLineage's dataset naming) ----------
+    # A table's namespace is "<lineage_scheme>://host:port" and its name
+    # "database.schema.table" (https://openlineage.io/docs/spec/naming).
+    lineage_scheme: ClassVar[str | None] = None   # default: the engine's name
+    default_port: ClassVar[int | None] = None
+    default_database: ClassVar[str | None] = None
+
+    @classmethod
+    def lineage_namespace(cls, fields: ConnectionFields) -> str:
+        return f"{cls.lineage_scheme or cls.engine}://{fields.host or 'localhost'}:{fields.port or cls.default_port}"
+
+    @classmethod
+    def lineage_name(cls, fields: ConnectionFields, schema: str, table: str) -> str:
+        """A table's name for lineage tools: the connection's database (Airflow keeps it in the
+        connection's `schema` field), the schema, the table."""
+        return ".".join(p for p in (fields.schema or cls.default_database, schema, table) if p)
+
     # --- the script, without a server --------------------------------------------------
     # Whether `switchyard plan --emit server-config / --layout` applies: the engine maps
     # ports to the server's nodes (plan_ports).

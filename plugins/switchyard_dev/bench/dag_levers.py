@@ -3,7 +3,10 @@ spec's options, Airflow's and the steps' settings) and round, in rotating order,
 the first named."""
 from __future__ import annotations
 
+import json
+import tempfile
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from switchyard_dev.bench.common import _median, _r, say, spread
@@ -71,6 +74,12 @@ DAG_LEVERS = {
     # The COPY slot held through the load's commit (the connection's copy_slot_release), against
     # the default that releases it before the commit writes the loaded files to disk.
     "preload, slot through the commit": (True, False, {"connection_extra": {"copy_slot_release": "commit"}}),
+    # Lineage on (docs/lineage.md): every task's OpenLineage events written by the provider's file
+    # transport, against "preload" with the provider installed and off (no transport).
+    "preload, lineage to a file": (True, False, {"airflow": {
+        "AIRFLOW__OPENLINEAGE__TRANSPORT": json.dumps({"type": "file", "append": True, "log_file_path": str(
+            Path(tempfile.gettempdir()) / "switchyard-bench-lineage.jsonl")}),
+        "AIRFLOW__OPENLINEAGE__NAMESPACE": "switchyard-bench"}}),
 }
 
 

@@ -45,6 +45,8 @@ class MssqlAdapter(MssqlSql, MssqlCommitSql, MssqlSession, MssqlServer, MssqlPre
 
     engine = "mssql"
     display_name = "SQL Server"
+    default_port = 1433
+    default_database = "switchyard"   # settings.parse_connection's, where the connection names none
     quote_open = "["
     quote_close = "]"
     # The columns setup.sql adds to load_stats: where the load ran (session, scheduler, CPU,

@@ -71,6 +71,12 @@ class PostgresAdapter(PostgresSql, PostgresSession, PostgresPreflight, PostgresL
         return permanent_error(exc)
 
     gx_datasource = "postgres"
+    default_port = 5432
+
+    @classmethod
+    def lineage_name(cls, fields: Any, schema: str, table: str) -> str:
+        # Without a database in the connection, libpq connects to the login's own.
+        return f"{fields.schema or fields.login or 'postgres'}.{schema}.{table}"
     # Login, SSL and the other extras handled as Airflow does.
     airflow_hook = "airflow.providers.postgres.hooks.postgres:PostgresHook"
     # The connection's extra keys that are the adapter's (the COPY slot guard's, slots.py), not
