@@ -199,3 +199,28 @@ def test_without_lineage_configured_no_step_imports_it():
 
 if __name__ == "__main__":  # pragma: no cover
     pytest.main([__file__])
+
+
+def test_a_group_in_one_task_reports_the_file_the_checks_and_the_tables(pg_uri, data_root, tpch_batch, schema,
+                                                                        tmp_path):
+    """`tasks: single`: the group's task reads the stream file, checks the staging table it wrote
+    (one input, with validation's assertions) and puts it into the target table."""
+    from test_single_task_groups import SINGLE, single_spec
+    name, folder = tpch_batch
+    table = SINGLE[0]
+    events_file = tmp_path / "lineage.jsonl"
+    run = run_dag(pg_uri, data_root, schema, 3, {"batch": name, "tables": [table]}, tmp_path / "runs",
+                  extra_env=lineage_env(events_file), spec=single_spec(tmp_path))
+    assert run.returncode == 0, run.output[-4000:]
+    events = read_events(events_file)
+    for e in events:
+        check_model(e)
+    (done,) = by_task(events)[f"{table}_1.steps"]["COMPLETE"]
+    assert [d["namespace"] for d in done["inputs"]][0] == "file"
+    (checked,) = done["inputs"][1:]
+    assert checked["name"].endswith(f"{schema}_staging.{table}_1")
+    assert all(a["success"] for a in checked["inputFacets"]["dataQualityAssertions"]["assertions"])
+    staging, target = done["outputs"]
+    rows = read_manifest(folder, SPEC).entry(table, 1).rows
+    assert staging["name"] == checked["name"] and staging["outputFacets"]["outputStatistics"]["rowCount"] == rows
+    assert target["name"].endswith(f".{schema}.{table}")

@@ -127,6 +127,14 @@ def _steps(names: Names, spec, op, done: dict) -> OperatorLineage:
     whole = OperatorLineage()
     for part in parts:
         whole = whole.merge(part)
+    # The staging table validate checked is the one switch reads: one input, with the checks.
+    inputs: dict[tuple[str, str], InputDataset] = {}
+    for d in whole.inputs:
+        seen = inputs.get((d.namespace, d.name))
+        inputs[(d.namespace, d.name)] = d if seen is None else InputDataset(
+            namespace=d.namespace, name=d.name, facets={**(seen.facets or {}), **(d.facets or {})},
+            inputFacets={**(seen.inputFacets or {}), **(d.inputFacets or {})})
+    whole.inputs = list(inputs.values())
     return whole
 
 
