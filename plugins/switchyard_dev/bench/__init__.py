@@ -4,6 +4,10 @@ imports run one way, from the command down to the shared helpers:
 - cli: the command (`__main__` runs it): every part in turn, in each shape;
 - report: bench.json, the plots, and the summary printed at the end;
 - targets: the project's targets against the figures, and the bounds beside them;
+- growth: `--scales`: the floor with the target's unique indexes and the DAG at each scale, and
+  the fit of the DAG's seconds over the GB;
+- small: a small extract of one table (readings.yaml) through the DAG, a task per step and
+  `tasks: single`;
 - shapes: where the server runs (laptop, production), and DAG runs with other load pools;
 - remote: the DAG's loads on two Edge workers beside LocalExecutor alone;
 - dag_levers: the DAG run once per configuration of the levers, in rotating order;

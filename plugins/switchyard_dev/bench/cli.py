@@ -27,6 +27,13 @@ the figures against the project's targets (a `targets` block per shape in the ou
 Task overhead is a task's wall time minus the work it reports; importing Great
 Expectations counts as overhead, not as validation work.
 
+The `small` part (not in the default parts: each change of spec restarts the benchmark's
+Airflow, a few minutes on 2 cores) writes a small extract of a user's own (one table,
+`readings`: 35,000 rows in 10 files, bench/readings.yaml) into the data folder and runs the DAG on
+it a task per step and with `tasks: single`, 3 rounds each in rotating order: the target is the
+first's median run wall. `--scales 1,3,10` runs instead, at each scale, the floor with the
+target's unique indexes and the DAG (laptop shape), and fits the DAG's seconds over the GB.
+
 `--levers` adds side-by-side measurements of the options that move these numbers: COPY
 FREEZE or not, three ways of handling TPC-H's trailing '|', server-side `COPY FROM
 '<file>'` against client streaming, one tablespace per session in its own directory, the
@@ -84,7 +91,13 @@ from switchyard_dev.bench.shapes import (
     run_pool_sizes,
     run_production,
 )
-from switchyard_dev.bench.targets import shape_targets, targets
+from switchyard_dev.bench.targets import (
+    growth_target,
+    server_cpu_target,
+    shape_targets,
+    small_target,
+    targets,
+)
 
 
 def run(scale: float, streams: int, slots: int | None = None, parts: tuple[str, ...] = ("floor", "loader", "dag",
@@ -92,9 +105,11 @@ def run(scale: float, streams: int, slots: int | None = None, parts: tuple[str, 
         keep_airflow: bool = False, preload: bool = True, plot: bool = True, dag_repeat: int | None = None,
         dag_levers: tuple[str, ...] = DEFAULT_DAG_LEVERS, lever_parts: tuple[str, ...] = ("copy", "validation", "dag"),
         graph_repeat: int = 1, shapes: tuple[str, ...] | None = None, server_cpus: str | None = None,
-        pool_sizes: tuple[str, ...] = (), pool_repeat: int = 1, unique_floor: bool = True) -> dict:
+        pool_sizes: tuple[str, ...] = (), pool_repeat: int = 1, unique_floor: bool = True,
+        small_rounds: int = 3, small_rows: int | None = None) -> dict:
     """The benchmark; `unique_floor`: also the floor with the target's unique indexes, in each
-    shape whose DAG runs (right after that shape's floor)."""
+    shape whose DAG runs (right after that shape's floor); `small_rounds`, `small_rows`: the
+    `small` part's rounds per shape and rows (default 35,000)."""
     from switchyard.core.batch import data_root
     from switchyard.core.datagen import generate_tpch
     from switchyard.core.spec import load_spec
@@ -199,17 +214,50 @@ def run(scale: float, streams: int, slots: int | None = None, parts: tuple[str, 
             result["graph"] = run_graphs(uri, pg, streams, slots, result.get("floor"), graph_repeat,
                                          end_state=result.get("floor_unique"))
             result["load_average"]["after_graph"] = load_average()
+        if "small" in parts:
+            from switchyard_dev.bench.small import ROWS, run_small
+            result["small"] = run_small(uri, pg, slots, small_rounds, small_rows or ROWS, preload=preload)
+            result["small"]["targets"] = [small_target(result["small"])]
+            result["load_average"]["after_small"] = load_average()
         if "parse" in parts:
             say("DAG parse time: the DAG file imported in fresh processes for 56 and 96 streams")
             result["parse"] = [parse_seconds(n) for n in (56, 96)]
     finally:
-        if not keep_airflow and ("dag" in parts or "graph" in parts or "remote" in parts):
+        if not keep_airflow and ("dag" in parts or "graph" in parts or "remote" in parts or "small" in parts):
             stop_bench_airflows()
     result["load_average"]["end"] = load_average()
     result["targets"] = targets(result)
     if result.get("production"):
-        result["production"]["targets"] = shape_targets("production", result["production"], scale, streams)
+        result["production"]["targets"] = [*shape_targets("production", result["production"], scale, streams),
+                                            server_cpu_target("production", result["production"])]
     report(result, out, plot)
+    return result
+
+
+def run_scales(scales: list[float], streams: int, slots: int | None = None, out: Path | None = None,
+               keep_airflow: bool = False, preload: bool = True) -> dict:
+    """`--scales`: how the cost grows (growth.py), in one invocation, laptop shape."""
+    from switchyard_dev.bench.growth import run_growth
+    from switchyard_dev.bench.report import growth_report
+    from switchyard_dev.embedded import EmbeddedPostgres
+    slots = slots or os.cpu_count() or 1
+    out = output_dir(out)
+    result: dict[str, Any] = {"format": "switchyard-bench/1",
+                              "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                              "command": " ".join(["python -m switchyard_dev.bench", *sys.argv[1:]]),
+                              "machine": machine(), "scales": sorted(scales), "streams": streams, "slots": slots,
+                              "shapes": ["laptop"], "load_average": {"start": load_average()}}
+    say("embedded PostgreSQL")
+    pg = EmbeddedPostgres()
+    uri = pg.start()
+    try:
+        result["growth"] = run_growth(uri, pg, scales, streams, slots, preload=preload)
+    finally:
+        if not keep_airflow:
+            stop_bench_airflows()
+    result["load_average"]["end"] = load_average()
+    result["growth"]["targets"] = [growth_target(result["growth"])]
+    growth_report(result, out)
     return result
 
 
@@ -219,8 +267,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--streams", type=int, default=4)
     p.add_argument("--slots", type=int, help="concurrent loads (default: the pool size, one per core)")
     p.add_argument("--parts", default="floor,loader,dag,graph,peers,parse",
-                   help="comma-separated subset of floor,loader,dag,graph,peers,parse,remote (the floor always "
-                        "runs; remote: the loads on two Edge workers beside LocalExecutor alone, not by default)")
+                   help="comma-separated subset of floor,loader,dag,graph,peers,parse,remote,small (the floor always "
+                        "runs; remote: the loads on two Edge workers beside LocalExecutor alone, not by default; "
+                        "small: a small extract of one table, 35,000 rows in 10 files, through the DAG a task per "
+                        "step and with `tasks: single`, --small-rounds each in rotating order, target: the first's "
+                        "median run wall <= 10 s; not by default, as each change of spec restarts the benchmark's "
+                        "Airflow: a few minutes on 2 cores)")
+    p.add_argument("--small-rounds", type=int, default=3, help="the small part's DAG runs per shape (default 3)")
+    p.add_argument("--small-rows", type=int, default=None, help="the small part's rows (default 35,000), in 10 files")
+    p.add_argument("--scales", default=None,
+                   help="comma-separated TPC-H scales, e.g. 1,3,10: instead of the parts, at each scale the floor "
+                        "with the target's unique indexes and the DAG (laptop shape, --streams streams), each "
+                        "scale's ratio, and a least-squares fit of the DAG run's seconds as fixed + per GB x GB "
+                        "(the fixed part over the task runs: per task); --scale is not used")
     p.add_argument("--graph-repeat", type=int, default=1,
                    help="runs of each empty graph (worker, triggerer), in rotating order (default 1)")
     p.add_argument("--levers", action="store_true", help="also measure the levers (COPY options, settings, "
@@ -250,6 +309,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-plot", action="store_true")
     p.add_argument("--out", type=Path, help="results folder (default .switchyard/bench)")
     a = p.parse_args(argv)
+    if a.scales:
+        scales = [float(x) for x in a.scales.split(",") if x.strip()]
+        if len(set(scales)) < 2:
+            p.error("--scales: at least two distinct scales (a fit needs two points)")
+        growth = run_scales(scales, a.streams, a.slots, a.out, a.keep_airflow, not a.no_preload)["growth"]
+        return 1 if any(x["dag_state"] != "success" for x in growth["points"]) else 0
     parts = tuple(x.strip() for x in a.parts.split(",") if x.strip())
     result = run(a.scale, a.streams, a.slots, parts, a.levers, a.repeat, a.peer_seconds, a.out,
                  a.keep_airflow, not a.no_preload, not a.no_plot, a.dag_repeat,
@@ -257,6 +322,6 @@ def main(argv: list[str] | None = None) -> int:
                  tuple(x.strip() for x in a.lever_parts.split(",") if x.strip()), a.graph_repeat,
                  tuple(x.strip() for x in a.shapes.split(",") if x.strip()) if a.shapes else None, a.server_cpus,
                  tuple(x.strip() for x in a.pool_sizes.split(",") if x.strip()), a.pool_repeat,
-                 unique_floor=not a.no_unique_floor)
-    dags = [result.get("dag"), (result.get("production") or {}).get("dag")]
+                 unique_floor=not a.no_unique_floor, small_rounds=a.small_rounds, small_rows=a.small_rows)
+    dags = [result.get("dag"), (result.get("production") or {}).get("dag"), *(result.get("small") or {}).get("runs", [])]
     return 1 if any(d and d.get("state") != "success" for d in dags) else 0

@@ -117,6 +117,10 @@ def report(result: dict, out: Path, plot: bool = True) -> None:
             print(line)
         if reach := reach_line("production", prod):
             print(reach)
+    if result.get("small"):
+        print("\n" + small_title(result["small"]))
+        for line in small_lines(result["small"]):
+            print(line)
     if result.get("levers"):
         print("\nlevers (median [min, max] over rounds)")
         for name, lv in result["levers"].get("copy", {}).items():
@@ -390,6 +394,66 @@ def target_lines(rows: list[dict]) -> list[str]:
         met = {True: "yes", False: "NO", None: "-"}[t["met"]]
         lines.append(f"{t['name']:<{wn}} {t['target']:<{ww}} {shown:>12} {met:>4}")
     return lines
+
+
+def small_title(small: dict) -> str:
+    return (f"small batch: {small['rows']:,} rows of `{small['table']}` in {small['files']} files "
+            f"({small['bytes'] / 1e6:.1f} MB), the DAG a task per step and with `tasks: single`, "
+            f"{small['rounds']} rounds in rotating order (run wall = the run's start to its end)")
+
+
+def small_lines(small: dict) -> list[str]:
+    """The small batch's runs per shape, median [min, max] wall, and its target row."""
+    lines = [f"  {'shape':<10} {'runs':>4} {'tasks':>5} {'run wall s (median [min, max])':>32}   each run, s"]
+    for shape, v in (small.get("shapes") or {}).items():
+        w = v["wall_seconds"]
+        each = ", ".join(f"{x['wall_seconds']}" if x["state"] == "success" else x["state"]
+                         for x in small["runs"] if x["shape"] == shape)
+        shown = f"{w['median']:.2f} [{w['min']:.2f}, {w['max']:.2f}]" if w.get("n") else "-"
+        lines.append(f"  {shape:<10} {w.get('n', 0):>4} {v.get('tasks_run') or '-'!s:>5} {shown:>32}   {each}")
+    return lines + target_lines(small.get("targets") or [])
+
+
+def growth_lines(growth: dict) -> list[str]:
+    """Each scale's floor with the target's unique indexes and DAG, their ratio, and the fit."""
+    lines = [f"  {'scale':>6} {'GB':>8} {'floor+ix s':>11} {'DAG s':>8} {'x fl+ix':>8} {'tasks':>6}"]
+    fit = growth.get("dag_fit") or {}
+    residuals = iter(fit.get("residuals_seconds") or [])
+    for p in growth["points"]:
+        ok = p.get("dag_state") == "success" and p.get("dag_seconds")
+        lines.append(f"  {p['scale']:>6g} {p['gb']:>8.3f} {p['floor_seconds']:>11.2f} "
+                     + (f"{p['dag_seconds']:>8.2f} {p['ratio']:>8.3f} {p.get('tasks_run') or '-'!s:>6}"
+                        + (f"   fit residual {next(residuals):+.2f} s" if fit else "")
+                        if ok else f"{'-':>8} {'-':>8} {'-':>6}   DAG run {p.get('dag_state')}"))
+    if fit:
+        tasks = fit["tasks_run"]
+        lines.append(f"  DAG run seconds = {fit['fixed_seconds']:.2f} + {fit['per_gb_seconds']:.2f} x GB: a least-squares "
+                     f"fit over {fit['points']} points" + (" (two points: a line through them, no check of its shape)"
+                                                           if fit["points"] == 2 else f", R² {fit['r2']}"))
+        if fit.get("per_task_seconds") is not None:
+            lines.append(f"  per GB {fit['per_gb_seconds']:.2f} s; fixed {fit['fixed_seconds']:.2f} s over "
+                         f"{'/'.join(str(t) for t in tasks)} task runs = {fit['per_task_seconds']:.4f} s per task"
+                         + ("" if len(tasks) == 1 else " (task runs differ between scales: their median)"))
+        floor = growth.get("floor_fit")
+        if floor:
+            lines.append(f"  beside it, {UNIQUE_FLOOR} = {floor['fixed_seconds']:.2f} + "
+                         f"{floor['per_gb_seconds']:.2f} x GB (same fit)")
+    else:
+        lines.append(f"  no fit: {growth.get('fit_points', 0)} successful DAG run(s) at distinct scales, two needed")
+    return lines + target_lines(growth.get("targets") or [])
+
+
+def growth_report(result: dict, out: Path) -> None:
+    """The growth runs alone (`--scales`): bench.json and the block."""
+    result["out_dir"] = str(out)
+    (out / "bench.json").write_text(json.dumps(result, indent=1, default=str) + "\n")
+    g = result["growth"]
+    scales = ", ".join(f"{p['scale']:g}" for p in g["points"])
+    print(f"\nhow cost grows: {UNIQUE_FLOOR} and the DAG, laptop shape, at scales {scales}, "
+          f"{g['streams']} streams, {result['slots']} slots")
+    for line in growth_lines(g):
+        print(line)
+    print(f"\nresults: {out / 'bench.json'}")
 
 
 def dag_lever_lines(levers: dict) -> list[str]:
