@@ -189,8 +189,8 @@ def durations(stats: dict | None, run: dict, demo_seconds: float) -> list[tuple[
 
 def print_durations(stats: dict | None, run: dict, demo_seconds: float) -> None:
     print("\ndurations")
-    for name, value, what in durations(stats, run, demo_seconds):
-        shown = f"{value:.1f} s" if value is not None else "-"
+    for name, seconds, what in durations(stats, run, demo_seconds):
+        shown = f"{seconds:.1f} s" if seconds is not None else "-"
         print(f"  {name:<12} {shown:>9}  {what}")
 
 

@@ -286,7 +286,7 @@ def test_a_batch_with_one_stream_for_small_tables_and_four_for_large_ones_loads(
                 ["switched"] * n + ["skipped"] * (4 - n), table.name
         # Each table's Asset is updated, also where the batch left groups unused.
         assert f"{schema}.{table.name} published: {n if table.partitioned else 1} partitions" in run.output
-    assert f"supplier comes in fewer than 2 streams in this batch" in run.output
+    assert "supplier comes in fewer than 2 streams in this batch" in run.output
 
 
 def test_a_batch_wider_than_the_dag_fails_before_any_load(pg_uri, data_root, schema, tmp_path):

@@ -6,7 +6,6 @@ held back by max_active_runs, so the target's run lease does it (targets/postgre
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import time
 from pathlib import Path

@@ -9,7 +9,7 @@ from pathlib import Path
 import yaml
 
 from helpers import copy_batch, edit_manifest, fingerprint, line_count, partition_oids, partitions, run_dag
-from switchyard.core.spec import load_spec, spec_file
+from switchyard.core.spec import spec_file
 
 SINGLE = ("customer", "region")  # a partitioned table and an unpartitioned one
 TABLES = ["orders", "customer", "region"]  # orders keeps a task per step beside them

@@ -12,7 +12,6 @@ import csv
 import gzip
 import io
 import json
-import os
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path

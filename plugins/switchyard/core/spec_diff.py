@@ -147,8 +147,8 @@ def compare(table: Table, existing: Existing, needed: Needed, sql: Statements) -
         elif c.not_null and not c.filled:
             out.append(Difference(
                 "column_not_in_spec", f"NOT NULL column {c.name} without a default is not in the spec's files",
-                f"no load can fill it; give it a default or make it nullable (Switchyard never drops a column: it "
-                f"may hold data)", None, ()))
+                "no load can fill it; give it a default or make it nullable (Switchyard never drops a column: it "
+                "may hold data)", None, ()))
         else:
             out.append(Difference(
                 "column_not_in_spec", f"column {c.name} is not in the spec's files",

@@ -28,7 +28,7 @@ import pytest
 import yaml
 
 from switchyard.core.batch import MANIFEST_FORMAT
-from switchyard.core.planner import LoadPlan, PlanError, StreamPlan, TablePlan, _table_plan
+from switchyard.core.planner import LoadPlan, PlanError, _table_plan
 from switchyard.core.spec import parse_spec
 from switchyard.targets import TargetError
 from switchyard.targets.mssql import MssqlAdapter

@@ -301,7 +301,7 @@ def test_the_batch_goes_in_in_one_transaction_with_every_tables_steps_in_name_or
     assert "FROM [tpch_staging].[nation__next]" in text and "IF @@ROWCOUNT <> 25 THROW 51012" in text
     # The control rows go with the tables: each table's batch, this run's plan done.
     for name in TABLES:
-        assert f"INSERT INTO [switchyard].[partition_batches]" in text and f"N'tpch', N'{name}'" in text
+        assert "INSERT INTO [switchyard].[partition_batches]" in text and f"N'tpch', N'{name}'" in text
     assert not session.planned and not session.staging
     # The same steps as a table's own commit (publish: table), from the same template.
     own = adapter(changed(BATCH_SPEC, publish="table"))
