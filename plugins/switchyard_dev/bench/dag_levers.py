@@ -80,6 +80,13 @@ DAG_LEVERS = {
         "AIRFLOW__OPENLINEAGE__TRANSPORT": json.dumps({"type": "file", "append": True, "log_file_path": str(
             Path(tempfile.gettempdir()) / "switchyard-bench-lineage.jsonl")}),
         "AIRFLOW__OPENLINEAGE__NAMESPACE": "switchyard-bench"}}),
+    # The same, with the provider emitting each event from a thread of the task process instead
+    # of a forked process it waits for (its `execute_in_thread`).
+    "preload, lineage to a file, in a thread": (True, False, {"airflow": {
+        "AIRFLOW__OPENLINEAGE__TRANSPORT": json.dumps({"type": "file", "append": True, "log_file_path": str(
+            Path(tempfile.gettempdir()) / "switchyard-bench-lineage.jsonl")}),
+        "AIRFLOW__OPENLINEAGE__NAMESPACE": "switchyard-bench",
+        "AIRFLOW__OPENLINEAGE__EXECUTE_IN_THREAD": "True"}}),
 }
 
 
