@@ -279,7 +279,8 @@ def task_process():
     spec.loader.exec_module(module)
     import switchyard.airflow.dag_factory as factory
     from switchyard.targets import templates
-    compiled = {key[1] for key in templates.environment("postgres").cache.keys()}
+    from switchyard.targets.postgres.adapter import PostgresAdapter
+    compiled = {key[1] for key in templates.environment(PostgresAdapter.templates).cache.keys()}
     return {"seconds": time.perf_counter() - started, "tasks": len(module.dag.tasks),
             "prebuilt": id(module.dag) in built_by_scheduler,
             "sql_compiled": {"prepare.sql", "load.sql", "switch_partition.sql"} <= compiled,

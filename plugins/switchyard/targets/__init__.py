@@ -1,7 +1,7 @@
 """Target adapters: one per database engine over a small shared base.
 
 The DAG and the operators speak only to `TargetAdapter`; each engine's SQL lives in
-`include/sql/<engine>/` and its quirks in its own module here. Nothing here imports
+`targets/<engine>/templates/` and its quirks in its own module here. Nothing here imports
 Airflow: switchyard/airflow/connections.py maps an Airflow connection to an adapter.
 """
 from __future__ import annotations

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Callable, ClassVar, Sequence
 
 from switchyard.core.planner import LoadPlan, StreamPlan, TablePlan
 from switchyard.core.spec import IDENTIFIER, LoadSpec, SpecError, Table
-from switchyard.targets.templates import SQL_ROOT, environment, split_statements
+from switchyard.targets.templates import environment, split_statements
 
 if TYPE_CHECKING:
     from switchyard.targets.progress import ServerProgress
@@ -69,10 +69,14 @@ class TargetAdapter(ABC):
     """One database engine. Subclasses set `engine` and implement the execution methods."""
 
     engine: ClassVar[str]
-    # The SQL the engine speaks: its templates (include/sql/<dialect>/) and the spec's column
-    # types for it (a column's per-target type is looked up by this name). The engine's own
-    # name, unless it is a flavour of another engine (a subclass of that engine's adapter under
-    # a name of its own), which speaks the other's.
+    # The folder of the engine's SQL templates (Jinja), in the engine's own folder:
+    # `targets/<engine>/templates/` for a built-in engine, anywhere in its package for another.
+    # A flavour (a subclass of an engine's adapter under a name of its own) inherits its
+    # parent's, or names its own.
+    templates: ClassVar[Path]
+    # The spec's column types the engine reads (a column's per-target type is looked up by this
+    # name): the engine's own name, unless it is a flavour of another engine, which reads the
+    # other's.
     dialect: ClassVar[str | None] = None
     # How people name the engine's servers (titles of the report's sections only it fills).
     display_name: ClassVar[str]
@@ -257,8 +261,8 @@ class TargetAdapter(ABC):
         return self.column_type(t.column(t.key)) if t.key is not None else None
 
     def render(self, template: str, **context: Any) -> list[str]:
-        """Render `include/sql/<engine>/<template>` into its statements, in order."""
-        text = environment(self.dialect).get_template(template).render(
+        """Render the engine's `<template>` (in its `templates` folder) into its statements, in order."""
+        text = environment(self.templates).get_template(template).render(
             q=self.q, qn=self.qualified, lit=self.lit, schema=self.schema,
             staging_schema=self.staging_schema, control_schema=self.control_schema,
             lock_timeout_seconds=self.lock_timeout_seconds, **context)
@@ -491,7 +495,7 @@ class TargetAdapter(ABC):
         """A sampler of the server's own progress of a bulk load into `schema.table`, where the
         engine reports one (it has a `copy_progress.sql` template); None elsewhere."""
         from switchyard.targets.progress import ServerProgress
-        if not (SQL_ROOT / self.dialect / "copy_progress.sql").is_file():
+        if not (self.templates / "copy_progress.sql").is_file():
             return None
         return ServerProgress(self, schema, table)
 

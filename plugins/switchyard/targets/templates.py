@@ -1,5 +1,6 @@
-"""The engines' SQL templates (`include/sql/<dialect>/*.sql`, Jinja): their environment, compiled
-once per process, and the split of a rendered template into its statements."""
+"""The engines' SQL templates (Jinja; each engine's in its own folder, `targets/<engine>/templates/`,
+as its adapter's `templates` names it): their environment, compiled once per process, and the
+split of a rendered template into its statements."""
 from __future__ import annotations
 
 import re
@@ -8,19 +9,20 @@ from pathlib import Path
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
-SQL_ROOT = Path(__file__).resolve().parents[3] / "include" / "sql"
+# The built-in engines' folders: targets/<engine>/templates/.
+BUILT_IN = Path(__file__).resolve().parent
 
 
-@lru_cache(maxsize=4)
-def environment(dialect: str) -> Environment:
-    """The Jinja environment of one dialect's templates (`include/sql/<dialect>/`)."""
-    env = Environment(loader=FileSystemLoader(str(SQL_ROOT / dialect)), undefined=StrictUndefined,
+@lru_cache(maxsize=8)
+def environment(folder: Path) -> Environment:
+    """The Jinja environment of one engine's templates (the folder its adapter names)."""
+    env = Environment(loader=FileSystemLoader(str(folder)), undefined=StrictUndefined,
                       trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True, autoescape=False)
     return env
 
 
 def compile_templates() -> int:
-    """Compile every engine's SQL templates now, in this process; returns how many.
+    """Compile the built-in engines' SQL templates now, in this process; returns how many.
 
     Compiling takes about 2 ms a template, and every task process would pay it for the few it
     renders; the scheduler calls this when it preloads, and the task processes it forks inherit
@@ -28,8 +30,8 @@ def compile_templates() -> int:
     used, so an edited template is recompiled where it is next rendered.
     """
     count = 0
-    for folder in sorted(p for p in SQL_ROOT.iterdir() if p.is_dir()):
-        env = environment(folder.name)
+    for folder in sorted(p for p in BUILT_IN.glob("*/templates") if p.is_dir()):
+        env = environment(folder)
         for name in env.list_templates(extensions=["sql"]):
             env.get_template(name)
             count += 1

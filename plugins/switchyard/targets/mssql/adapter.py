@@ -23,6 +23,7 @@ imported inside the functions that use them.
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 from typing import Any, Mapping
 
 from switchyard.core.planner import plan_tpch
@@ -45,6 +46,7 @@ class MssqlAdapter(MssqlSql, MssqlCommitSql, MssqlSession, MssqlServer, MssqlPre
 
     engine = "mssql"
     display_name = "SQL Server"
+    templates = Path(__file__).resolve().parent / "templates"
     default_port = 1433
     default_database = "switchyard"   # settings.parse_connection's, where the connection names none
     quote_open = "["

@@ -1,6 +1,6 @@
 """The target table as SQL Server's catalog answers it, turned into Python values (no connection).
 
-The adapter runs the pre-flight queries (include/sql/mssql/catalog_*.sql) and hands their rows
+The adapter runs the pre-flight queries (targets/mssql/templates/catalog_*.sql) and hands their rows
 here, in the order the queries select them; tests hand scripted answers the same way. What
 comes back (`TargetTable`) feeds window.plan_window and the staging tables' DDL: columns as the
 target has them (a DBA's widened column, a collation), each index with its columns, and each

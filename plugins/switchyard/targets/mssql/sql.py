@@ -1,5 +1,5 @@
 """SQL Server's T-SQL for each step: filegroups and files, the staging table and its CHECK, the load's
-BULK INSERT, the switch, rendered from include/sql/mssql/. Nothing here connects."""
+BULK INSERT, the switch, rendered from targets/mssql/templates/. Nothing here connects."""
 from __future__ import annotations
 
 import codecs
@@ -36,9 +36,9 @@ class MssqlSql:
 
     # --- SQL text --------------------------------------------------------------------------
     def render(self, template: str, **context: Any) -> list[str]:
-        """`include/sql/mssql/<template>` into its statements, cut by the T-SQL-aware splitter
+        """The engine's `<template>` (templates/) into its statements, cut by the T-SQL-aware splitter
         (a ';' inside a literal, a bracketed name or a comment never ends a statement)."""
-        text = environment(self.dialect).get_template(template).render(
+        text = environment(self.templates).get_template(template).render(
             q=self.q, qn=self.qualified, lit=self.lit, schema=self.schema,
             staging_schema=self.staging_schema, control_schema=self.control_schema,
             lock_timeout_seconds=self.lock_timeout_seconds, nstr=nstr, str=sstr, qc=quote_name, **context)

@@ -2,7 +2,7 @@
 Python from the catalog's answers, before any load.
 
 No connection here. The adapter reads the target table from the catalog (pre-flight queries in
-include/sql/mssql/catalog_*.sql: sys.partition_functions, sys.partition_range_values,
+targets/mssql/templates/catalog_*.sql: sys.partition_functions, sys.partition_range_values,
 sys.partition_schemes, sys.destination_data_spaces, sys.partitions, sys.indexes) into a
 `Layout`, and `plan_window` says what the table's commit does, step by step, or why the batch is
 refused. The steps are simulated on the layout with SQL Server's own rules, so a plan in which a

@@ -1,4 +1,4 @@
-"""The PostgreSQL target: its adapter, and its SQL in include/sql/postgres/."""
+"""The PostgreSQL target: its adapter, and its SQL in targets/postgres/templates/."""
 from switchyard.targets.postgres.adapter import PostgresAdapter
 
 __all__ = ["PostgresAdapter"]

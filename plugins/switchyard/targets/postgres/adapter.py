@@ -36,6 +36,7 @@ The lease's logic is shared with SQL Server in base.py; its SQL is in lease*.sql
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from switchyard.core.spec import LoadSpec
@@ -57,6 +58,7 @@ class PostgresAdapter(PostgresSql, PostgresSession, PostgresPreflight, PostgresL
     for a script); each step's work is in the module of its concern (the mixins above)."""
     engine = "postgres"
     display_name = "PostgreSQL"
+    templates = Path(__file__).resolve().parent / "templates"
     quote_open = quote_close = '"'
     load_names_its_storage = True
     load_stats_columns = ("backend_pid",)

@@ -1,5 +1,5 @@
 """PostgreSQL's SQL text for each step: column types, bounds, literals, index names, the rendered templates
-(include/sql/postgres/). Nothing here connects."""
+(targets/postgres/templates/). Nothing here connects."""
 from __future__ import annotations
 
 import hashlib

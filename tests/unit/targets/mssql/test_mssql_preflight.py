@@ -2,7 +2,7 @@
 SWITCH, SPLIT or MERGE fail, and refuses before any load, naming the object and the fix.
 
 No SQL Server runs here: `ScriptedCatalog` (tests/unit/targets/mssql/test_mssql_window.py) gives SCRIPTED CATALOG
-ANSWERS, written by hand, for the pre-flight's queries (include/sql/mssql/catalog_*.sql),
+ANSWERS, written by hand, for the pre-flight's queries (targets/mssql/templates/catalog_*.sql),
 including catalog_dependencies.sql's rows (kind, name, detail, flag). The same cases against a
 real server are in tests/contract/test_mssql_contract_modes.py (run with SWITCHYARD_MSSQL_URI).
 """

@@ -3,11 +3,11 @@
 Each group's switch only stages (a partitioned table's stream is marked ready in
 planned_partitions, an unpartitioned table's validated staging table is renamed
 `<table>__next`); `MssqlAdapter.publish_batch` then checks that every stream of the run's plan is
-staged and moves every table in, in one T-SQL transaction (include/sql/mssql/publish_batch.sql),
+staged and moves every table in, in one T-SQL transaction (targets/mssql/templates/publish_batch.sql),
 under the short LOCK_TIMEOUT and the retry on error 1222 of a table's own commit.
 
 `BatchSession` below gives SCRIPTED CATALOG ANSWERS for several tables at once (the pre-flight's
-catalog queries, include/sql/mssql/catalog_*.sql, answered per table from a layout written by
+catalog queries, targets/mssql/templates/catalog_*.sql, answered per table from a layout written by
 hand, as tests/unit/targets/mssql/test_mssql_window.py's ScriptedCatalog does for orders) plus hand-kept control
 tables (planned_partitions, partition_batches) and staging tables. The adapter's own code sends
 every query and statement; the publish's transaction is recorded (and its effect on the control

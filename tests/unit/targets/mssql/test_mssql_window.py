@@ -1,7 +1,7 @@
 """SQL Server's nightly load modes without a server: the partition window decided from the catalog.
 
 No SQL Server runs here. `ScriptedCatalog` below gives SCRIPTED CATALOG ANSWERS: the rows the
-pre-flight queries (include/sql/mssql/catalog_*.sql: sys.partition_functions,
+pre-flight queries (targets/mssql/templates/catalog_*.sql: sys.partition_functions,
 sys.partition_range_values, sys.partition_schemes, sys.destination_data_spaces, sys.partitions,
 sys.indexes, sys.columns) and the control table partition_batches would return for the table
 described, written by hand. The adapter's own code sends the queries and reads the answers; the

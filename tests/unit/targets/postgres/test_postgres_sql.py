@@ -1,4 +1,4 @@
-"""The PostgreSQL load's SQL, rendered from include/sql/postgres/ without a server, against a
+"""The PostgreSQL load's SQL, rendered from targets/postgres/templates/ without a server, against a
 reviewed golden file: an intended change is regenerated with
 `SWITCHYARD_UPDATE_GOLDEN=1 pytest tests/unit/targets/postgres/test_postgres_sql.py` and reviewed in the diff."""
 from __future__ import annotations
