@@ -640,3 +640,57 @@ def test_the_small_batch_is_a_valid_batch_of_its_spec(tmp_path, rows, files):
     single = spec_single(tmp_path / "runs")
     assert yaml.safe_load(single.read_text())["tables"][TABLE]["tasks"] == "single"
     assert load_spec(str(single)).table(TABLE).tasks == "single"
+
+
+def test_the_constraints_lever_loads_the_biggest_file_with_without_and_after_its_constraints(pg_uri, tpch_batch):
+    """Each variant loads every row of the file; the COPY ran with the staging table's constraints,
+    with none, or with only the trailing field's CHECK before the rest were proven by one ALTER."""
+    import psycopg
+    from switchyard.core.batch import read_manifest
+    from switchyard.core.spec import load_spec
+    from switchyard_dev.bench import common
+    from switchyard_dev.bench.constraints import CONSTRAINTS_SCHEMA, run_constraints
+    name, folder = tpch_batch
+    spec = load_spec("tpch")
+    files = common.batch_files(folder, read_manifest(folder, spec), spec)
+    result = run_constraints(pg_uri, folder, files, 3)
+    assert (result["table"], result["rows"]) == (files[0]["table"], files[0]["rows"])
+    assert any(c.endswith("_range") for c in result["checks"]) and any(c.endswith("_eol") for c in result["checks"])
+    assert result["not_null_columns"] == len(spec.table(result["table"]).columns)
+    for variant, v in result["variants"].items():
+        assert v["server_cpu"]["n"] == 3 and v["server_cpu"]["min"] > 0, variant
+        assert (v["server_cpu_proof"] is not None) == (variant == "proven after")
+    with psycopg.connect(pg_uri) as conn:
+        left = conn.execute("SELECT count(*) FROM pg_namespace WHERE nspname LIKE %s",
+                            (CONSTRAINTS_SCHEMA + "%",)).fetchone()[0]
+    assert left == 0
+
+
+def test_each_constraints_variant_copies_into_the_table_it_names(pg_uri, tpch_batch):
+    from switchyard.core.batch import read_manifest, resolve_file
+    from switchyard.core.planner import plan_batch
+    from switchyard.core.spec import load_spec
+    from switchyard.targets.postgres import PostgresAdapter
+    from switchyard_dev.bench.common import reset_schema
+    from switchyard_dev.bench.constraints import one_load
+    name, folder = tpch_batch
+    spec = load_spec("tpch")
+    plan = plan_batch(spec, read_manifest(folder, spec))
+    stream = plan.stream("orders", 1)
+    adapter = PostgresAdapter(spec, uri=pg_uri, schema="bench_constraints_variants")
+    reset_schema(pg_uri, adapter.schema, adapter.staging_schema, create=False)
+    adapter.setup(plan)
+    try:
+        runs = {v: one_load(adapter, stream, resolve_file(folder, stream.file), v)
+                for v in ("staging", "none", "proven after")}
+    finally:
+        reset_schema(pg_uri, adapter.schema, adapter.staging_schema, create=False)
+    # Each of the spec's columns NOT NULL, and the trailing field's column, which the load drops.
+    columns = len(spec.table("orders").columns)
+    assert runs["staging"]["not_null_during_load"] == columns + 1
+    assert runs["staging"]["not_null_columns"] == columns
+    assert sorted(runs["staging"]["checks_during_load"]) == sorted(runs["staging"]["checks"])
+    assert runs["none"]["checks_during_load"] == [] and runs["none"]["not_null_during_load"] == 0
+    assert [c[-4:] for c in runs["proven after"]["checks_during_load"]] == ["_eol"]
+    assert runs["proven after"]["not_null_during_load"] == 1
+    assert {r["rows"] for r in runs.values()} == {stream.rows}

@@ -182,6 +182,11 @@ def run(scale: float, streams: int, slots: int | None = None, parts: tuple[str, 
             if "validation" in lever_parts:
                 say(f"levers: validation, all expectations scanning vs the key proven by constraints, {repeat} rounds")
                 result["levers"]["validation"] = run_validation_lever(uri, folder, files, repeat)
+            if "constraints" in lever_parts:
+                from switchyard_dev.bench.constraints import print_constraints, run_constraints
+                say(f"levers: the staging table's constraints, {max(repeat, 3)} rounds")
+                result["levers"]["constraints"] = run_constraints(uri, folder, files, max(repeat, 3))
+                print_constraints(result["levers"]["constraints"])
         if "dag" in parts and "laptop" in shapes:
             from switchyard_dev.demo import default_pool_size
             result["pool"] = default_pool_size(slots)
@@ -286,7 +291,9 @@ def main(argv: list[str] | None = None) -> int:
                    "GX preload, priority weights)")
     p.add_argument("--repeat", type=int, default=3, help="rounds per lever (default 3)")
     p.add_argument("--dag-repeat", type=int, help="rounds of the DAG levers (default: --repeat); each is a DAG run")
-    p.add_argument("--lever-parts", default="copy,validation,dag", help="which levers: copy,validation,dag")
+    p.add_argument("--lever-parts", default="copy,validation,dag",
+                   help="which levers: copy,validation,constraints,dag (constraints: what the staging table's "
+                        "constraints cost the server per row, one load at a time, not in the default)")
     p.add_argument("--dag-levers", default=";".join(DEFAULT_DAG_LEVERS),
                    help="';'-separated DAG configurations, the first is the reference; known: " + "; ".join(DAG_LEVERS))
     p.add_argument("--peer-seconds", type=float, default=15.0,
