@@ -51,15 +51,17 @@ def run_dag(uri: str, pg, batch: str, streams: int, slots: int, preload: bool = 
     api.patch(f"/api/v2/dags/{demo.DAG_ID}", {"is_paused": False})
     if before_run is not None:
         before_run()
-    cpu_meter = AirflowCpu()
-    run = api.post(f"/api/v2/dags/{demo.DAG_ID}/dagRuns",
-                   {"logical_date": None, "conf": {"batch": batch}, "note": "switchyard bench"})
-    run_id = run["dag_run_id"]
-    # The run's wall time comes from its own start and end dates, not from this polling, so
-    # the benchmark asks rarely: the run state every 5 s, the task list (the api-server's
-    # most expensive answer) every 30 s. Both take CPU from the run it measures.
-    state = demo.follow(api, run_id, timeout, progress_every=OBSERVE_EVERY, poll_every=POLL_EVERY)
-    cpu = cpu_meter.taken()
+    from switchyard_dev.bench.autovacuum import measuring
+    with measuring(uri) as autovacuum:
+        cpu_meter = AirflowCpu()
+        run = api.post(f"/api/v2/dags/{demo.DAG_ID}/dagRuns",
+                       {"logical_date": None, "conf": {"batch": batch}, "note": "switchyard bench"})
+        run_id = run["dag_run_id"]
+        # The run's wall time comes from its own start and end dates, not from this polling, so
+        # the benchmark asks rarely: the run state every 5 s, the task list (the api-server's
+        # most expensive answer) every 30 s. Both take CPU from the run it measures.
+        state = demo.follow(api, run_id, timeout, progress_every=OBSERVE_EVERY, poll_every=POLL_EVERY)
+        cpu = cpu_meter.taken()
     run = api.get(f"/api/v2/dags/{demo.DAG_ID}/dagRuns/{_quoted(run_id)}")
     tis = api.get_all(f"/api/v2/dags/{demo.DAG_ID}/dagRuns/{_quoted(run_id)}/taskInstances", "task_instances")
     tasks = []
@@ -78,7 +80,7 @@ def run_dag(uri: str, pg, batch: str, streams: int, slots: int, preload: bool = 
     reset_schema(uri, DAG_SCHEMA, f"{DAG_SCHEMA}_staging", create=False)
     return analyse_dag(run, state, tasks, slots, stats, preload=preload, flat_priorities=flat_priorities,
                        services_start_seconds=round(startup, 2), priority_weights=weights, cpu_seconds=cpu,
-                       pool=pool, copy_slots=slots)
+                       pool=pool, copy_slots=slots, autovacuum=autovacuum.result)
 
 
 # A group run as one task (the spec's `tasks: single`): its task id ends in this.

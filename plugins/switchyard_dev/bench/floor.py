@@ -152,9 +152,11 @@ def run_floor(uri: str, files: list[dict], slots: int, variant: str = "freeze_du
     reset_schema(uri, FLOOR_SCHEMA)
     if VARIANTS[variant].get("tablespaces"):
         files = [dict(f, tablespace=f"{TABLESPACE_PREFIX}{i % slots + 1}") for i, f in enumerate(files)]
+    from switchyard_dev.bench.autovacuum import measuring
     try:
-        records, started, ended, cpu = run_parallel(
-            floor_one, [(uri, FLOOR_SCHEMA, f, variant, scan) for f in files], slots)
+        with measuring(uri) as autovacuum:
+            records, started, ended, cpu = run_parallel(
+                floor_one, [(uri, FLOOR_SCHEMA, f, variant, scan) for f in files], slots)
     finally:
         reset_schema(uri, FLOOR_SCHEMA, create=False)
     bad = [r for r in records if r["rows"] != next(f["rows"] for f in files
@@ -167,7 +169,8 @@ def run_floor(uri: str, files: list[dict], slots: int, variant: str = "freeze_du
         extra["load_and_scan_wall_seconds"] = round(max(r["end"] + r["scan_seconds"] for r in records) - started, 3)
     if VARIANTS[variant].get("unique_index"):
         extra["unique_index"] = index_summary(records)
-    return summarise(label, records, started, ended, variant=variant, sessions=slots, cpu_seconds=cpu, **extra)
+    return summarise(label, records, started, ended, variant=variant, sessions=slots, cpu_seconds=cpu,
+                     autovacuum=autovacuum.result, **extra)
 
 
 def index_summary(records: list[dict]) -> dict:

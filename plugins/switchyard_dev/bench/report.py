@@ -380,6 +380,12 @@ def cpu_lines(result: dict) -> list[str]:
         c = r["cpu_seconds"]
         lines.append(f"{label:<16}" + "".join(f"{c[k]:>15.1f}" if c.get(k) is not None else f"{'-':>15}"
                                               for k in names) + f"{cores * r['wall_seconds']:>14.1f}")
+    measured = [(label, r["autovacuum"]) for label, r in parts if r.get("autovacuum")]
+    if measured:
+        lines.append("of the postgres column, autovacuum (its own CPU, from the server's log; analyses / vacuums):")
+        for label, a in measured:
+            lines.append(f"{label:<16}{a['analyze']['cpu_seconds']:>8.2f} CPU s in {a['analyze']['count']:>3} analyses"
+                         f"{a['vacuum']['cpu_seconds']:>8.2f} CPU s in {a['vacuum']['count']:>3} vacuums")
     return lines
 
 
