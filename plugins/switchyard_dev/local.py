@@ -207,8 +207,9 @@ def airflow_env(streams: int | None = None, extra: dict[str, str] | None = None,
     # and it also notices its task process's exit only at its next wake-up, so a task process
     # that closes its sockets before the kernel has torn it down keeps its LocalExecutor worker
     # busy up to 5 s more. SWITCHYARD_PARALLELISM (16) leaves workers for that: at 1 s with 8
-    # workers, runs on two shared cores took 5 % longer and Airflow 9 CPU s more; with Airflow
-    # on a core of its own the two were within the spread (docs/benchmarks.md).
+    # workers, runs on two shared cores took 128.6 s against 121.7 s and Airflow 87.9 CPU s
+    # against 78.9; with Airflow on a core of its own the two were within the spread
+    # (docs/benchmarks.md, Levers).
     env.setdefault("AIRFLOW__SCHEDULER__SCHEDULER_IDLE_SLEEP_TIME", "0.25")
     # airflow_local_settings.py: the scheduler preloads GX and the DAG for the task processes it forks.
     env["PYTHONPATH"] = os.pathsep.join([str(local_settings), env["PYTHONPATH"]])

@@ -16,7 +16,8 @@ _REFUSED = re.compile(r"FATAL:\s+(password authentication failed|no pg_hba\.conf
 # every core is busy: a unique index build or a row count that adds workers only shares those
 # cores with the COPYs, and pays for the workers' start and their exchange of tuples. Measured
 # on one scale-10 lineitem stream (7.5 M rows): the index build 2.0 CPU s serial against 2.3
-# with two workers, count(*) 0.41 against 0.52 (docs/benchmarks.md).
+# with two workers, count(*) 0.41 against 0.52
+# (docs/decisions/0007-steps-statements-without-parallel-workers-while.md).
 SERIAL_STEP_SETTINGS = {"max_parallel_maintenance_workers": "0", "max_parallel_workers_per_gather": "0"}
 
 
