@@ -49,12 +49,26 @@ def dag_id_for(spec: str) -> str:
     return f"switchyard_{spec}"
 
 
-def ensure_connection(api: local.Api, pg: EmbeddedPostgres, extra: dict | None = None) -> None:
-    """The demo's target connection; `extra` as the connection's extra (e.g. {"copy_slots": 1})."""
-    body = {"connection_id": CONN_ID, "conn_type": "postgres", "host": "127.0.0.1", "port": pg.port,
+def connection_body(pg: EmbeddedPostgres, extra: dict | None = None) -> dict:
+    """The demo's target connection as the API takes it; `extra` as the connection's extra."""
+    return {"connection_id": CONN_ID, "conn_type": "postgres", "host": "127.0.0.1", "port": pg.port,
             "login": "postgres", "password": pg.password(), "schema": "switchyard",
             "extra": json.dumps(extra or {}),
             "description": "Switchyard demo target: the embedded PostgreSQL"}
+
+
+def connection_environment(pg: EmbeddedPostgres, extra: dict | None = None) -> dict[str, str]:
+    """The same connection as an environment variable (`AIRFLOW_CONN_<ID>`, Airflow's JSON form),
+    which a task finds in its own environment before it asks the API server."""
+    body = connection_body(pg, extra)
+    value = {k: body[k] for k in ("conn_type", "host", "port", "login", "password", "schema")}
+    value["extra"] = extra or {}
+    return {f"AIRFLOW_CONN_{CONN_ID.upper()}": json.dumps(value)}
+
+
+def ensure_connection(api: local.Api, pg: EmbeddedPostgres, extra: dict | None = None) -> None:
+    """The demo's target connection; `extra` as the connection's extra (e.g. {"copy_slots": 1})."""
+    body = connection_body(pg, extra)
     if api.exists(f"/api/v2/connections/{CONN_ID}"):
         api.patch(f"/api/v2/connections/{CONN_ID}", body)
     else:

@@ -74,6 +74,9 @@ DAG_LEVERS = {
     # The COPY slot held through the load's commit (the connection's copy_slot_release), against
     # the default that releases it before the commit writes the loaded files to disk.
     "preload, slot through the commit": (True, False, {"connection_extra": {"copy_slot_release": "commit"}}),
+    # The target's connection also in the environment of Airflow's services (AIRFLOW_CONN_<ID>),
+    # where each task finds it before asking the API server: one API call less per task.
+    "preload, connection from the environment": (True, False, {"connection_env": True}),
     # Lineage on (docs/lineage.md): every task's OpenLineage events written by the provider's file
     # transport, against "preload" with the provider installed and off (no transport).
     "preload, lineage to a file": (True, False, {"airflow": {

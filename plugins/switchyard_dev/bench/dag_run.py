@@ -35,8 +35,12 @@ def run_dag(uri: str, pg, batch: str, streams: int, slots: int, preload: bool = 
 
     from switchyard_dev import demo
     pool = pool or demo.default_pool_size(slots)
+    extra = {"copy_slots": slots, **(options or {}).get("connection_extra", {})}
+    if (options or {}).get("connection_env"):
+        # The connection in the services' environment too, which every task process inherits.
+        options = dict(options, airflow={**options.get("airflow", {}), **demo.connection_environment(pg, extra)})
     api, startup = ensure_airflow(streams, preload, flat_priorities, options, uri)
-    demo.ensure_connection(api, pg, {"copy_slots": slots, **(options or {}).get("connection_extra", {})})
+    demo.ensure_connection(api, pg, extra)
     demo.ensure_pool(api, pool)
     run_settings = airflow_settings(streams, preload, flat_priorities, options)
     if run_settings.get("SWITCHYARD_PREPARE_POOL"):

@@ -129,7 +129,9 @@ def ensure_airflow(streams: int, preload: bool, flat_priorities: bool,
     local.stop_services()  # the other home's services hold the same port
     use_bench_airflow(metadata)
     extra = airflow_settings(streams, preload, flat_priorities, options)
-    marked = dict(extra, metadata=metadata)  # what the marker keeps: no password
+    # What the marker keeps: no password (a connection in the environment only as its name).
+    marked = {k: ("in the environment" if k.startswith("AIRFLOW_CONN_") else v) for k, v in extra.items()}
+    marked["metadata"] = metadata
     if metadata == "postgres":
         if uri is None:
             raise ValueError("the PostgreSQL metadata database needs the embedded server's URI")
