@@ -159,4 +159,7 @@ def compact_dag(result: dict) -> dict:
             "pool_busy": result.get("pool_busy_fraction"), "cpu_seconds": result.get("cpu_seconds"),
             "validation_cost": result.get("validation_cost_seconds"),
             "validation_work": _r(sum((result.get("validation_cost_seconds") or {}).values()), 3),
-            "priority_weights": result.get("priority_weights"), "run_id": result["run_id"]}
+            "priority_weights": result.get("priority_weights"), "run_id": result["run_id"],
+            # Each load's fixed cost part by part (task start, the plan's pull, the connection's
+            # lookup, ...): where a lever that removes one part shows it took effect.
+            "load_fixed_cost": result.get("load_fixed_cost")}
