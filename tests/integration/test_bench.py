@@ -658,7 +658,8 @@ def test_the_constraints_lever_loads_the_biggest_file_with_without_and_after_its
     assert any(c.endswith("_range") for c in result["checks"]) and any(c.endswith("_eol") for c in result["checks"])
     assert result["not_null_columns"] == len(spec.table(result["table"]).columns)
     for variant, v in result["variants"].items():
-        assert v["server_cpu"]["n"] == 3 and v["server_cpu"]["min"] > 0, variant
+        # The test's loads are short: a load may take less than one of the kernel's CPU ticks.
+        assert v["server_cpu"]["n"] == 3 and v["server_cpu"]["min"] >= 0, variant
         assert (v["server_cpu_proof"] is not None) == (variant == "proven after")
     with psycopg.connect(pg_uri) as conn:
         left = conn.execute("SELECT count(*) FROM pg_namespace WHERE nspname LIKE %s",
