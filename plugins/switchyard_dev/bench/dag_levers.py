@@ -19,6 +19,13 @@ from switchyard_dev.bench.own_airflow import airflow_cpu_total
 SMALL_TABLES = ("supplier", "customer", "part", "nation", "region")
 
 
+# The OpenLineage provider's settings for lineage on: every event to a file by its file transport.
+LINEAGE_TO_A_FILE = {
+    "AIRFLOW__OPENLINEAGE__TRANSPORT": json.dumps({"type": "file", "append": True, "log_file_path": str(
+        Path(tempfile.gettempdir()) / "switchyard-bench-lineage.jsonl")}),
+    "AIRFLOW__OPENLINEAGE__NAMESPACE": "switchyard-bench"}
+
+
 # The DAG levers: (preload, flat priorities, other settings). The first named is the reference.
 DAG_LEVERS = {
     "no preload": (False, False, {}),
@@ -79,17 +86,11 @@ DAG_LEVERS = {
     "preload, connection from the environment": (True, False, {"connection_env": True}),
     # Lineage on (docs/lineage.md): every task's OpenLineage events written by the provider's file
     # transport, against "preload" with the provider installed and off (no transport).
-    "preload, lineage to a file": (True, False, {"airflow": {
-        "AIRFLOW__OPENLINEAGE__TRANSPORT": json.dumps({"type": "file", "append": True, "log_file_path": str(
-            Path(tempfile.gettempdir()) / "switchyard-bench-lineage.jsonl")}),
-        "AIRFLOW__OPENLINEAGE__NAMESPACE": "switchyard-bench"}}),
+    "preload, lineage to a file": (True, False, {"airflow": LINEAGE_TO_A_FILE}),
     # The same, with the provider emitting each event from a thread of the task process instead
     # of a forked process it waits for (its `execute_in_thread`).
     "preload, lineage to a file, in a thread": (True, False, {"airflow": {
-        "AIRFLOW__OPENLINEAGE__TRANSPORT": json.dumps({"type": "file", "append": True, "log_file_path": str(
-            Path(tempfile.gettempdir()) / "switchyard-bench-lineage.jsonl")}),
-        "AIRFLOW__OPENLINEAGE__NAMESPACE": "switchyard-bench",
-        "AIRFLOW__OPENLINEAGE__EXECUTE_IN_THREAD": "True"}}),
+        **LINEAGE_TO_A_FILE, "AIRFLOW__OPENLINEAGE__EXECUTE_IN_THREAD": "True"}}),
 }
 
 
