@@ -171,7 +171,8 @@ def test_the_slot_settings_in_a_connections_extra_reach_the_adapter_not_the_driv
             "extra": {"copy_slots": 1, "copy_slot_wait_seconds": 7, "copy_slot_release": "commit",
                       "application_name": "switchyard-extra"}}
     monkeypatch.setenv("AIRFLOW_CONN_SY_SLOTS_EXTRA", json.dumps(conn))
-    adapter = adapter_for("sy_slots_extra", SPEC, schema=schema)
+    # The connection names its client itself: the step's own name does not replace it.
+    adapter = adapter_for("sy_slots_extra", SPEC, schema=schema, session_name="switchyard:orders_1.load")
     assert (adapter.copy_slots, adapter.copy_slot_wait_seconds, adapter.copy_slot_release) == (1, 7.0, "commit")
     plan, folder = orders
     s = plan.stream("orders", 1)

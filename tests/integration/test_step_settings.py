@@ -80,3 +80,29 @@ def test_the_servers_own_settings_on_request(pg_uri, schema, table, monkeypatch)
     settings, plan = url_session(adapter, table)
     assert {n: settings[n] for n in NAMES[:2]} == {n: defaults[n] for n in NAMES[:2]}
     assert "Gather" in plan
+
+
+def test_a_steps_sessions_carry_its_task_name(pg_uri, schema, table):
+    """The server shows each of a step's sessions under the task's name (application_name): in
+    the adapter's connections and in the URL Great Expectations and the proofs connect with.
+    Characters a connection string or a libpq option would have to quote become `_`."""
+    adapter = PostgresAdapter(SPEC, uri=pg_uri, schema=schema, session_name="switchyard:orders_2.load")
+    with adapter.connection() as conn:
+        assert conn.execute("SHOW application_name").fetchone()[0] == "switchyard:orders_2.load"
+    engine = create_engine(adapter.sqlalchemy_url())
+    try:
+        with engine.connect() as conn:
+            assert conn.execute(text("SHOW application_name")).scalar_one() == "switchyard:orders_2.load"
+    finally:
+        engine.dispose()
+    odd = PostgresAdapter(SPEC, uri=pg_uri, schema=schema, session_name="my dag;x='1'\\" + "y" * 80)
+    assert odd.session_name == "my_dag_x__1__" + "y" * 50
+    engine = create_engine(odd.sqlalchemy_url())
+    try:
+        with engine.connect() as conn:
+            assert conn.execute(text("SHOW application_name")).scalar_one() == odd.session_name
+    finally:
+        engine.dispose()
+    # Without a name (tools, tests) the server's default stays.
+    with PostgresAdapter(SPEC, uri=pg_uri, schema=schema).connection() as conn:
+        assert conn.execute("SHOW application_name").fetchone()[0] == "switchyard"

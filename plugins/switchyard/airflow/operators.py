@@ -60,6 +60,8 @@ class _TargetOperator(BaseOperator):
             "lease_holder": f"{context['dag_run'].dag_id}/{context['run_id']}",
             "lease_batch": batch_name((context.get("params") or {}).get("batch"), context),
             "lease_ttl_seconds": settings.get().lease_ttl_seconds,
+            # The server shows the step's sessions under the task's name.
+            "session_name": f"switchyard:{context['ti'].task_id}",
         }
 
     # The engine's adapter class once a step made one: its classifier reads driver errors.

@@ -65,6 +65,18 @@ class ConnectionFields:
     extra: dict = field(default_factory=dict)
 
 
+# A session's client name: printable ASCII without spaces or the characters connection strings
+# and libpq's `options` quote (`;`, `{`, `}`, `=`, `\\`, `'`), at most 63 characters
+# (PostgreSQL's NAMEDATALEN - 1; SQL Server's program_name holds 128).
+_SESSION_NAME_UNSAFE = re.compile(r"[^A-Za-z0-9_.:/@+-]")
+
+
+def session_label(name: str) -> str:
+    """`name` made safe to travel in a connection string or a libpq option: every other
+    character becomes `_`, cut to 63 characters."""
+    return _SESSION_NAME_UNSAFE.sub("_", name)[:63]
+
+
 class TargetAdapter(ABC):
     """One database engine. Subclasses set `engine` and implement the execution methods."""
 
@@ -98,8 +110,13 @@ class TargetAdapter(ABC):
     def __init__(self, spec: LoadSpec, schema: str = "tpch", staging_schema: str | None = None,
                  control_schema: str = "switchyard", lock_timeout_seconds: int = 60,
                  lease_holder: str | None = None, lease_batch: str = "",
-                 lease_ttl_seconds: int = 1800, step_parallelism: str | None = None):
+                 lease_ttl_seconds: int = 1800, step_parallelism: str | None = None,
+                 session_name: str | None = None):
         self.spec = spec
+        # What the server shows as the client of this step's sessions (PostgreSQL's
+        # application_name, SQL Server's program_name): the Airflow task, so that a DBA who sees
+        # a session holding a lock or running a COPY knows which step it is.
+        self.session_name = session_label(session_name) if session_name else None
         # Parallelism of the steps' own statements (SWITCHYARD_STEP_PARALLELISM): `serial`
         # while every server core runs a load, or `server`; each engine applies it its own way.
         if step_parallelism is None:

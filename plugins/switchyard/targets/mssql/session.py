@@ -35,7 +35,7 @@ class MssqlSession:
             parts += [("UID", e.user), ("PWD", e.password or "")]
         else:
             parts.append(("Trusted_Connection", "yes"))
-        parts += [("APP", "switchyard"), ("PacketSize", str(self.packet_size)), *e.attributes]
+        parts += [("APP", self.session_name or "switchyard"), ("PacketSize", str(self.packet_size)), *e.attributes]
         return ";".join(f"{k}={v if k == 'DRIVER' else odbc_value(v)}" for k, v in parts)
 
     def tds_connection_string(self, port: int) -> str:

@@ -106,6 +106,9 @@ class PostgresAdapter(PostgresSql, PostgresSession, PostgresPreflight, PostgresL
             return the_hook().sqlalchemy_url.render_as_string(hide_password=False)
 
         slots = {key: fields.extra[key] for key in cls.ADAPTER_EXTRAS if key in fields.extra}
+        if "application_name" in fields.extra:
+            # The connection names its client itself (a DBA's choice): the steps keep that name.
+            options.pop("session_name", None)
         return cls(spec, conn_id=fields.conn_id, connect=connect, url=url, **slots, **options)
 
     @classmethod

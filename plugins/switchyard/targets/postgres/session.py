@@ -50,7 +50,8 @@ class PostgresSession:
             # ... FREEZE with wal_level=minimal syncs its files at commit anyway; this adds
             # one WAL flush per step.
             # One round trip for the session's settings: that one and the steps' (step_settings).
-            settings = {"synchronous_commit": "on", **step_settings(self.step_parallelism)}
+            settings = {"synchronous_commit": "on", **step_settings(self.step_parallelism),
+                        **self._client_name()}
             conn.execute("SELECT " + ", ".join("set_config(%s, %s, false)" for _ in settings),
                          [part for item in settings.items() for part in item])
             conn.commit()
@@ -67,7 +68,12 @@ class PostgresSession:
             raise TargetError(f"PostgreSQL target {self.conn_id or ''}: no SQLAlchemy URL was given")
         else:
             url = self._url()
-        return with_server_options(url, step_settings(self.step_parallelism))
+        return with_server_options(url, {**step_settings(self.step_parallelism), **self._client_name()})
+
+    def _client_name(self) -> dict[str, str]:
+        """The step's name as the server shows its sessions (pg_stat_activity, the server's log
+        with %a): set with the step's settings, in the same round trip."""
+        return {"application_name": self.session_name} if self.session_name else {}
 
     def scheduler_count(self) -> int:
         # PostgreSQL has no scheduler DMV; one COPY keeps one core busy, so the server's
@@ -141,7 +147,7 @@ def step_settings(parallelism: str) -> dict[str, str]:
     if parallelism == "serial":
         return dict(SERIAL_STEP_SETTINGS)
     if parallelism == "server":
-        return {}
+        return {"application_name": self.session_name} if self.session_name else {}
     raise ValueError(f"step parallelism {parallelism!r}: serial or server")
 
 

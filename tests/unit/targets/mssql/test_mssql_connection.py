@@ -42,6 +42,15 @@ def test_the_connection_gives_the_endpoint_and_the_settings(monkeypatch):
     assert "Encrypt=yes" in text and "TrustServerCertificate=yes" in text
 
 
+def test_the_steps_sessions_carry_its_task_name_as_the_program_name(monkeypatch):
+    """sys.dm_exec_sessions.program_name shows the task a session belongs to; without a name,
+    "switchyard"."""
+    conn_id = connection(monkeypatch, host="db.example")
+    named = adapter_for(conn_id, SPEC, session_name="switchyard:lineitem_3.load")
+    assert "APP=switchyard:lineitem_3.load;" in named.odbc_connection_string(driver="ODBC Driver 18 for SQL Server")
+    assert "APP=switchyard;" in adapter_for(conn_id, SPEC).odbc_connection_string(driver="ODBC Driver 18 for SQL Server")
+
+
 def test_options_given_win_over_the_connections(monkeypatch):
     conn_id = connection(monkeypatch, host="db.example", extra={"batch_size": 5000, "load_mode": "tds"})
     a = adapter_for(conn_id, SPEC, batch_size=250000)
