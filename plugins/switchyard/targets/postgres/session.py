@@ -147,7 +147,7 @@ def step_settings(parallelism: str) -> dict[str, str]:
     if parallelism == "serial":
         return dict(SERIAL_STEP_SETTINGS)
     if parallelism == "server":
-        return {"application_name": self.session_name} if self.session_name else {}
+        return {}
     raise ValueError(f"step parallelism {parallelism!r}: serial or server")
 
 
