@@ -15,10 +15,11 @@ from __future__ import annotations
 import logging
 import socket
 import time
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from switchyard import settings
 from switchyard.core.batch import BatchError, resolve_batch, resolve_file
@@ -29,6 +30,18 @@ from switchyard.targets.base import TargetAdapter
 log = logging.getLogger(__name__)
 
 Connect = Callable[[], TargetAdapter]
+
+
+@contextmanager
+def session(connect: Connect) -> Iterator[TargetAdapter]:
+    """The step's adapter, its statements one session where the engine allows it, closed at the
+    step's end."""
+    adapter = connect()
+    adapter.keep_session()
+    try:
+        yield adapter
+    finally:
+        adapter.close()
 
 
 class StepFailed(Exception):
@@ -245,9 +258,9 @@ def prepare(connect: Connect, plan: dict, s: StreamPlan, file_on_source: str | N
     path = resolve_file(Path(plan["batch_dir"]), s.file)
     if not file_on_source and not path.is_file():
         raise StepFailed(f"{path}: stream file not found [table {s.table}, stream {s.stream}]")
-    adapter = connect()
-    started = time.monotonic()
-    adapter.prepare(s)
+    with session(connect) as adapter:
+        started = time.monotonic()
+        adapter.prepare(s)
     return Prepared(staging_table=f"{plan['staging_schema']}.{s.staging_table}", file=str(path),
                     seconds=round(time.monotonic() - started, 4))
 
@@ -316,18 +329,18 @@ def validate(connect: Connect, spec: LoadSpec, plan: dict, s: StreamPlan,
     table's row count where the target names that storage (SWITCHYARD_VALIDATION=load)."""
     from switchyard.core.spec import SpecError
     from switchyard.observability.validation import describe_failures, trust_load_default, validate_stream
-    adapter = connect()
-    if loaded is None and loaded_of is not None and (
-            s.rows is None or adapter.load_names_its_storage and trust_load_default()):
-        loaded = loaded_of() or {}
-    expected_rows = s.rows
-    if expected_rows is None:
-        # A manifest without row counts: the count the load reported.
-        expected_rows = (loaded or {}).get("rows")
-    try:
-        outcome = validate_stream(adapter, spec, s, expected_rows, loaded=loaded)
-    except SpecError as exc:
-        raise StepFailed(str(exc)) from exc
+    with session(connect) as adapter:
+        if loaded is None and loaded_of is not None and (
+                s.rows is None or adapter.load_names_its_storage and trust_load_default()):
+            loaded = loaded_of() or {}
+        expected_rows = s.rows
+        if expected_rows is None:
+            # A manifest without row counts: the count the load reported.
+            expected_rows = (loaded or {}).get("rows")
+        try:
+            outcome = validate_stream(adapter, spec, s, expected_rows, loaded=loaded)
+        except SpecError as exc:
+            raise StepFailed(str(exc)) from exc
     result = outcome.to_dict()
     log.info("%s: validation %s in %.2f s (GX import %.2f s); seconds per kind of check: %s", s.group_id,
              "passed" if outcome.success else "FAILED", outcome.seconds, outcome.import_seconds,
@@ -344,9 +357,9 @@ def switch(connect: Connect, spec: LoadSpec, plan: dict, s: StreamPlan) -> Switc
     which the table's last switch or the batch's publish moves in whole)."""
     # A lock wait that timed out or a server restart here is retried (a unique violation is
     # not); a retry whose earlier attempt committed finds the switch done (already_switched).
-    adapter = connect()
-    started = time.monotonic()
-    result = adapter.switch(s)
+    with session(connect) as adapter:
+        started = time.monotonic()
+        result = adapter.switch(s)
     done = Switched(result, seconds=round(time.monotonic() - started, 4), switched=now_iso())
     name = result.get("partition") or f"{plan['schema']}.{s.table}"
     if result.get("already_switched"):
@@ -377,7 +390,8 @@ def publish_batch(connect: Connect, plan: dict | None) -> Published:
         raise StepFailed("the run's plan is missing (did setup.plan run?)")
     tables = set(plan.get("tables") or [])
     streams = [StreamPlan(**raw) for raw in plan["groups"].values() if raw["table"] in tables]
-    result = connect().publish_batch(streams)
+    with session(connect) as adapter:
+        result = adapter.publish_batch(streams)
     if result.get("already_published"):
         log.info("batch %s: published already by an earlier attempt of this task", plan.get("batch"))
     else:

@@ -465,6 +465,13 @@ class TargetAdapter(ABC):
         """A context manager: a new connection to the target with the steps' session settings,
         closed at its end (the load statistics, the server's progress sampler use it)."""
 
+    def keep_session(self) -> None:
+        """Until close(), hand out one session again and again where the engine can (a step's
+        statements one after the other); an engine without it connects each time."""
+
+    def close(self) -> None:
+        """Close what keep_session kept."""
+
     @abstractmethod
     def execute(self, statements: list[str]) -> None:
         """Run the statements in order on a connection of their own (one transaction where the

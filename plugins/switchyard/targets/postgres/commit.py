@@ -39,8 +39,9 @@ class PostgresCommit(SwitchProtocol):
             exists = self.fetch("SELECT to_regclass(%s) IS NOT NULL", (self.qualified(self.schema, stream.table),))
             return {"partition": None, "attach_scan_skipped": None, "in_target": True} if exists[0][0] else None
         with self.connection() as conn, conn.cursor() as cur:
-            # Bounds of date and timestamp keys are printed in the session's DateStyle.
-            cur.execute("SET DateStyle = 'ISO, YMD'")
+            # Bounds of date and timestamp keys are printed in the session's DateStyle (for this
+            # transaction only: the connection may be the step's kept session).
+            cur.execute("SET LOCAL DateStyle = 'ISO, YMD'")
             bound, parent = self._existing_partition(cur, stream) or (None, None)
         if bound is None or parent != [self.schema, stream.table]:
             return None
@@ -57,16 +58,23 @@ class PostgresCommit(SwitchProtocol):
         switch_partition.sql, a publish every table's in publish_tables, once its checks pass."""
         session = CommitSession(cur=None)
         locked_at = None
+        def notice(d) -> None:
+            session.notices.append(d.message_primary or "")
+
         with self.connection() as conn:
-            conn.add_notice_handler(lambda d: session.notices.append(d.message_primary or ""))
-            with conn.transaction(), conn.cursor() as cur:
-                session.cur = cur
-                # Bounds of date and timestamp keys are read as the server prints them: in ISO.
-                cur.execute("SET LOCAL DateStyle = 'ISO, YMD'")
-                # DEBUG1 carries PostgreSQL's word on whether each ATTACH could skip its scan.
-                cur.execute("SET LOCAL client_min_messages = debug1")
-                yield session
-                locked_at = session.locked_at
+            conn.add_notice_handler(notice)
+            try:
+                with conn.transaction(), conn.cursor() as cur:
+                    session.cur = cur
+                    # Bounds of date and timestamp keys are read as the server prints them: in ISO.
+                    cur.execute("SET LOCAL DateStyle = 'ISO, YMD'")
+                    # DEBUG1 carries PostgreSQL's word on whether each ATTACH could skip its scan.
+                    cur.execute("SET LOCAL client_min_messages = debug1")
+                    yield session
+                    locked_at = session.locked_at
+            finally:
+                # The connection may be the step's kept session: the handler is this session's.
+                conn.remove_notice_handler(notice)
             # The transaction's end: the locks are held until the commit is on disk.
             if locked_at is not None:
                 session.held_seconds = time.monotonic() - locked_at

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 from contextlib import contextmanager
 from typing import Any, Iterator
 
@@ -40,8 +41,8 @@ class PostgresSession:
                                   f"{str(exc).split('FATAL:', 1)[-1].strip()}", permanent=True) from exc
             raise
 
-    @contextmanager
-    def connection(self) -> Iterator[Any]:
+    def _session(self):
+        """A new connection with the steps' session settings."""
         conn = self._connect()
         try:
             # A step reports success only once its commit is on disk: a server tuned for bulk
@@ -55,6 +56,45 @@ class PostgresSession:
             conn.execute("SELECT " + ", ".join("set_config(%s, %s, false)" for _ in settings),
                          [part for item in settings.items() for part in item])
             conn.commit()
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    _kept: "_KeptSession | None" = None
+
+    def keep_session(self) -> None:
+        """Until close(), the connections this adapter hands out one after the other are one
+        session (steps.py: a step's statements): a new backend costs the server about as much
+        CPU as a short statement, and a switch or a validate asked for three or four."""
+        if self._kept is None:
+            self._kept = _KeptSession()
+
+    def close(self) -> None:
+        kept, self._kept = self._kept, None
+        if kept is not None:
+            kept.close()
+
+    @contextmanager
+    def connection(self) -> Iterator[Any]:
+        """A connection with the steps' session settings, idle (no transaction open). While the
+        adapter keeps its session (keep_session) and nobody else uses it, that session; else,
+        as for a nested use or another thread (the progress sampler), a connection of its own,
+        closed at the end."""
+        kept = self._kept
+        if kept is not None and kept.take():
+            try:
+                if kept.conn is None:
+                    kept.conn = self._session()
+                try:
+                    yield kept.conn
+                finally:
+                    kept.tidy()
+            finally:
+                kept.give_back()
+            return
+        conn = self._session()
+        try:
             yield conn
         finally:
             conn.close()
@@ -139,6 +179,46 @@ class PostgresSession:
                           f"{self.qualified(self.control_schema, 'run_lease')} WHERE target_schema = %s",
                           (self.schema,))
         return rows[0] if rows else None
+
+
+class _KeptSession:
+    """One connection a step's uses share, one use at a time. Each use leaves it as a new one
+    would be: no transaction open (what a use left open is rolled back, as closing would),
+    autocommit off (a use that adds a notice handler removes it); a connection that broke is closed and the next use
+    connects again. Session-level advisory locks (the COPY slot) are given back by their
+    holders, which also covers a failed COPY (slots.copy_slot)."""
+
+    def __init__(self) -> None:
+        self.conn: Any = None
+        self._busy = threading.Lock()
+
+    def take(self) -> bool:
+        return self._busy.acquire(blocking=False)
+
+    def give_back(self) -> None:
+        self._busy.release()
+
+    def tidy(self) -> None:
+        conn = self.conn
+        if conn is None:
+            return
+        try:
+            if conn.closed or conn.broken:
+                raise ConnectionError("the kept session's connection broke")
+            from psycopg.pq import TransactionStatus
+            if conn.info.transaction_status != TransactionStatus.IDLE:
+                conn.rollback()
+            conn.autocommit = False
+        except Exception:  # noqa: BLE001 - a session that cannot be made idle is not kept
+            self.close()
+
+    def close(self) -> None:
+        conn, self.conn = self.conn, None
+        if conn is not None:
+            try:
+                conn.close()
+            except Exception:  # noqa: BLE001 - closing a broken connection
+                pass
 
 
 def step_settings(parallelism: str) -> dict[str, str]:
