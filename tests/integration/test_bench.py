@@ -549,6 +549,29 @@ def test_the_airflow_per_task_target_needs_both_the_dag_and_the_empty_graph():
         assert row["measured"] is None and row["met"] is None
 
 
+def test_the_airflow_per_task_ratio_is_reported_with_the_runs_length_and_the_files_reading_set_apart():
+    """Beside target 3, without a target: the real run's Airflow CPU less the idle rate x its
+    wall and less the COPY-only floor's clients' CPU, per task, over the empty graph's Airflow
+    CPU less the idle rate x its wall, per task (median of its successful worker runs)."""
+    from switchyard_dev.bench.targets import targets
+    dag = dict(_result()["dag"], cpu_seconds={"scheduler": 10.0, "api-server": 5.0, "task processes": 25.0,
+                                              "dag-processor": 1.0, "triggerer": 1.0, "postgres": 99.0},
+               tasks_run=200, wall_seconds=40.0)
+    graph = {"idle": {"airflow_cpu_per_second": 0.1},
+             "runs": {"worker": [{"state": "success", "tasks": 200, "wall_seconds": 10.0, "airflow_cpu_seconds": 31.0},
+                                 {"state": "success", "tasks": 200, "wall_seconds": 20.0, "airflow_cpu_seconds": 32.0},
+                                 {"state": "failed", "tasks": 200, "wall_seconds": 1.0, "airflow_cpu_seconds": 1.0}]}}
+    floor = dict(_result()["floor"], cpu_seconds={"clients": 6.0, "postgres": 90.0})
+    name = "  the same, the run's length and the files' reading set apart"
+    row = {x["name"]: x for x in targets(_result(dag=dag, graph=graph, floor=floor))}[name]
+    # (42 - 0.1 x 40 - 6) / 200 = 0.16 against (31 - 1) / 200 = 0.15 and (32 - 2) / 200 = 0.15
+    assert row["measured"] == round(0.16 / 0.15, 3) and row["met"] is None
+    assert row["target"] == "reported, no target"
+    for result in (_result(dag=dag, graph=graph), _result(dag=dag, floor=floor),
+                   _result(dag=dict(dag, state="failed"), graph=graph, floor=floor)):
+        assert {x["name"]: x for x in targets(result)}[name]["measured"] is None
+
+
 def _small(per_step=(7.5, 8.5, 8.0), single=(5.0, 5.5, 6.0), state="success"):
     from switchyard_dev.bench.common import spread
     runs = [{"shape": "per-step", "round": i + 1, "state": state, "wall_seconds": w} for i, w in enumerate(per_step)]

@@ -84,6 +84,9 @@ DAG_LEVERS = {
     # The target's connection also in the environment of Airflow's services (AIRFLOW_CONN_<ID>),
     # where each task finds it before asking the API server: one API call less per task.
     "preload, connection from the environment": (True, False, {"connection_env": True}),
+    # Each use of a step's connection a session of its own, as before the steps kept one session
+    # for their statements (steps.session): what the server's extra backends cost.
+    "preload, a session per use": (True, False, {"session_per_use": True}),
     # Lineage on (docs/lineage.md): every task's OpenLineage events written by the provider's file
     # transport, against "preload" with the provider installed and off (no transport).
     "preload, lineage to a file": (True, False, {"airflow": LINEAGE_TO_A_FILE}),
@@ -138,6 +141,8 @@ def run_dag_levers(uri: str, pg, batch: str, streams: int, slots: int, repeat: i
             "efficiency_run": spread([x["efficiency_run"] for x in rs]),
             "pool_busy": spread([x["pool_busy"] for x in rs]),
             "airflow_cpu_seconds": spread([airflow_cpu_total(x["cpu_seconds"] or {}) for x in rs]),
+            "server_cpu_seconds": spread([(x["cpu_seconds"] or {}).get("postgres") for x in rs]),
+            "server_sessions": spread([x.get("server_sessions") for x in rs]),
             "validation_work_seconds": spread([x["validation_work"] for x in rs]),
             # False: some round's validate tasks did not run the checks the lever says (see runs' `checks`).
             "in_effect": all(x["checks"]["as_intended"] for x in rs),
@@ -158,6 +163,7 @@ def compact_dag(result: dict) -> dict:
             "validate_gx_preloaded": steps.get("validate", {}).get("gx_preloaded"),
             "efficiency_loads": result["efficiency_loads"].get("efficiency"),
             "pool_busy": result.get("pool_busy_fraction"), "cpu_seconds": result.get("cpu_seconds"),
+            "server_sessions": result.get("server_sessions"),
             "validation_cost": result.get("validation_cost_seconds"),
             "validation_work": _r(sum((result.get("validation_cost_seconds") or {}).values()), 3),
             "priority_weights": result.get("priority_weights"), "run_id": result["run_id"],

@@ -56,7 +56,8 @@ def run_dag(uri: str, pg, batch: str, streams: int, slots: int, preload: bool = 
     if before_run is not None:
         before_run()
     from switchyard_dev.bench.autovacuum import measuring
-    with measuring(uri) as autovacuum:
+    from switchyard_dev.bench.sessions import counting
+    with measuring(uri) as autovacuum, counting(uri) as server_sessions:
         cpu_meter = AirflowCpu()
         run = api.post(f"/api/v2/dags/{demo.DAG_ID}/dagRuns",
                        {"logical_date": None, "conf": {"batch": batch}, "note": "switchyard bench"})
@@ -84,7 +85,8 @@ def run_dag(uri: str, pg, batch: str, streams: int, slots: int, preload: bool = 
     reset_schema(uri, DAG_SCHEMA, f"{DAG_SCHEMA}_staging", create=False)
     return analyse_dag(run, state, tasks, slots, stats, preload=preload, flat_priorities=flat_priorities,
                        services_start_seconds=round(startup, 2), priority_weights=weights, cpu_seconds=cpu,
-                       pool=pool, copy_slots=slots, autovacuum=autovacuum.result)
+                       pool=pool, copy_slots=slots, autovacuum=autovacuum.result,
+                       server_sessions=server_sessions.result)
 
 
 # A group run as one task (the spec's `tasks: single`): its task id ends in this.

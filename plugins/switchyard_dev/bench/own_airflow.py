@@ -95,6 +95,9 @@ def airflow_settings(streams: int, preload: bool, flat_priorities: bool,
     if options.get("index_only"):
         # The benchmark's local settings switch every check but the unique index off (switch_checks_off).
         settings["SWITCHYARD_BENCH_INDEX_ONLY"] = "1"
+    if options.get("session_per_use"):
+        # The benchmark's local settings give each use its own session (sessions.session_per_use).
+        settings["SWITCHYARD_BENCH_SESSION_PER_USE"] = "1"
     settings.update(options.get("airflow") or {})  # Airflow settings, as AIRFLOW__SECTION__KEY
     return settings
 

@@ -336,6 +336,10 @@ def overhead_lines(dag: dict) -> list[str]:
         parts = ", ".join(f"{kind} {seconds:.2f}" for kind, seconds in sorted(cost.items(), key=lambda kv: -kv[1]))
         lines.append(f"validation cost (sum of each check's work over the run's validate tasks): {total:.2f} s = "
                      f"{parts}" + (f"; {total / work:.3f} x the loads' work ({work:.2f} s)" if work else ""))
+    if dag.get("server_sessions") is not None:
+        ran = sum(s["tasks"] for s in dag["per_step"].values())
+        lines.append(f"sessions the server opened in the target's database during the run: {dag['server_sessions']}"
+                     + (f" ({dag['server_sessions'] / ran:.2f} per task run)" if ran else ""))
     v = dag["per_step"].get("validate")
     if v and v.get("gx_preloaded") is not None:
         lines.append(f"validate tasks that found GX already imported (preload): {v['gx_preloaded']} of {v['tasks']}")
@@ -462,6 +466,14 @@ def growth_report(result: dict, out: Path) -> None:
     print(f"\nresults: {out / 'bench.json'}")
 
 
+def _server_part(lever: dict) -> str:
+    """The server's CPU seconds and the sessions it opened, medians over the lever's rounds."""
+    cpu = (lever.get("server_cpu_seconds") or {}).get("median")
+    opened = (lever.get("server_sessions") or {}).get("median")
+    return ((f"; server CPU {cpu} s" if cpu is not None else "")
+            + (f"; server sessions {opened:.0f}" if opened is not None else ""))
+
+
 def dag_lever_lines(levers: dict) -> list[str]:
     """The DAG levers' lines of the summary: median [min, max] wall and ratio to the reference."""
     lines = []
@@ -474,7 +486,8 @@ def dag_lever_lines(levers: dict) -> list[str]:
                      f"x{r['median']:.3f} of {lv.get('reference', 'no preload')}; validate overhead {v.get('median')} s; "
                      f"median task overhead {o.get('median')} s; pool busy {(lv.get('pool_busy') or {}).get('median')}; "
                      f"Airflow CPU {(lv.get('airflow_cpu_seconds') or {}).get('median')} s"
-                     + (f"; validation work {vw} s" if vw is not None else ""))
+                     + (f"; validation work {vw} s" if vw is not None else "")
+                     + _server_part(lv))
         if DAG_LEVERS.get(name, (None, None, {}))[2].get("index_only"):
             lines.append("    (a measuring device: the checks switched off but the target's unique index; "
                          "never a way to run)")

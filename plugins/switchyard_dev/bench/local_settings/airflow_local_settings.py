@@ -6,7 +6,8 @@ DAG; SWITCHYARD_PRELOAD_CALLS names further DAG builders to call once ("module:f
 SWITCHYARD_FLAT_PRIORITIES=1 gives every task the same weight, to measure what the spec's
 biggest-table-first weights are worth against Airflow's plain order. SWITCHYARD_BENCH_INDEX_ONLY=1
 switches the validate tasks' checks off but the target's unique index (a measuring device: what
-the other default checks cost end to end).
+the other default checks cost end to end). SWITCHYARD_BENCH_SESSION_PER_USE=1 gives each use of
+a step's connection a session of its own, as before the steps kept one.
 """
 from switchyard.airflow.preload import MODULES, preload
 from switchyard_dev.settings import value
@@ -22,3 +23,8 @@ if value("SWITCHYARD_BENCH_INDEX_ONLY"):
     from switchyard_dev.bench.index_only import switch_checks_off
 
     switch_checks_off()
+
+if value("SWITCHYARD_BENCH_SESSION_PER_USE"):
+    from switchyard_dev.bench.sessions import session_per_use
+
+    session_per_use()
