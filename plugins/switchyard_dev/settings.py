@@ -57,6 +57,10 @@ SETTINGS = (
             "`1`: the benchmark's Airflow validates by building the target's unique index alone, no other "
             "check (the `preload, index only` lever: a measuring device that switches the checks off).",
             BENCH, "0 | 1"),
+    Setting("SWITCHYARD_BENCH_SESSION_PER_USE", "bench_session_per_use", _bool, False,
+            "`1`: the benchmark's Airflow gives every use of a step's connection a session of its own, as "
+            "before the steps kept one (the `preload, a session per use` lever).",
+            BENCH, "0 | 1"),
     Setting("SWITCHYARD_MSSQL_URI", "mssql_uri", str, None,
             "A real SQL Server for the contract suite (`mssql+pyodbc://...`); without it those tests "
             "skip.", TESTS, "URI", "unset"),

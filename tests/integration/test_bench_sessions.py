@@ -58,3 +58,20 @@ def test_the_session_per_use_lever_keeps_no_session(monkeypatch):
     with steps.session(connect):
         pass
     assert (made[-1].kept, made[-1].closed) == (False, False)
+
+
+def test_the_benchmarks_airflow_settings_apply_the_lever(tmp_path):
+    """The benchmark's own Airflow reads the lever in its local settings, which every service and
+    task process imports first."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+    import switchyard_dev.bench
+    local = Path(switchyard_dev.bench.__file__).parent / "local_settings"
+    env = dict(os.environ, SWITCHYARD_BENCH_SESSION_PER_USE="1", SWITCHYARD_PRELOAD_DAG="0",
+               PYTHONPATH=os.pathsep.join([str(local), *sys.path]))
+    out = subprocess.run([sys.executable, "-c", "import airflow_local_settings"], env=env, capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert "a session per use" in out.stderr
