@@ -66,7 +66,7 @@ class ConnectionFields:
 
 
 # A session's client name: printable ASCII without spaces or the characters connection strings
-# and libpq's `options` quote (`;`, `{`, `}`, `=`, `\\`, `'`), at most 63 characters
+# and libpq's `options` quote (`;`, `{`, `}`, `=`, a backslash, `'`), at most 63 characters
 # (PostgreSQL's NAMEDATALEN - 1; SQL Server's program_name holds 128).
 _SESSION_NAME_UNSAFE = re.compile(r"[^A-Za-z0-9_.:/@+-]")
 
@@ -462,8 +462,9 @@ class TargetAdapter(ABC):
     # --- the session: what the steps and observability ask of every engine's connection ---
     @abstractmethod
     def connection(self) -> Any:
-        """A context manager: a new connection to the target with the steps' session settings,
-        closed at its end (the load statistics, the server's progress sampler use it)."""
+        """A context manager: a connection to the target with the steps' session settings, idle,
+        closed at its end unless it is the session keep_session keeps (the load statistics, the
+        server's progress sampler use it)."""
 
     def keep_session(self) -> None:
         """Until close(), hand out one session again and again where the engine can (a step's

@@ -29,8 +29,8 @@ class Count:
 
 @contextmanager
 def counting(uri: str) -> Iterator[Count]:
-    """`with counting(uri) as c: ...` then `c.result`: the sessions opened in between, the
-    counter's own two left out."""
+    """`with counting(uri) as c: ...` then `c.result`: the sessions opened in between (the
+    second reading's own session left out; the first's is counted before)."""
     count = Count()
     before = sessions(uri)
     yield count

@@ -58,6 +58,7 @@ class PostgresCommit(SwitchProtocol):
         switch_partition.sql, a publish every table's in publish_tables, once its checks pass."""
         session = CommitSession(cur=None)
         locked_at = None
+
         def notice(d) -> None:
             session.notices.append(d.message_primary or "")
 

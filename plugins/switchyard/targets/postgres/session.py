@@ -184,9 +184,9 @@ class PostgresSession:
 class _KeptSession:
     """One connection a step's uses share, one use at a time. Each use leaves it as a new one
     would be: no transaction open (what a use left open is rolled back, as closing would),
-    autocommit off (a use that adds a notice handler removes it); a connection that broke is closed and the next use
-    connects again. Session-level advisory locks (the COPY slot) are given back by their
-    holders, which also covers a failed COPY (slots.copy_slot)."""
+    autocommit off (a use that adds a notice handler removes it); a connection that broke is
+    closed and the next use connects again. Session-level advisory locks (the COPY slot) are
+    given back by their holders, which also covers a failed COPY (slots.copy_slot)."""
 
     def __init__(self) -> None:
         self.conn: Any = None
@@ -202,9 +202,10 @@ class _KeptSession:
         conn = self.conn
         if conn is None:
             return
+        if conn.closed or conn.broken:
+            self.close()
+            return
         try:
-            if conn.closed or conn.broken:
-                raise ConnectionError("the kept session's connection broke")
             from psycopg.pq import TransactionStatus
             if conn.info.transaction_status != TransactionStatus.IDLE:
                 conn.rollback()
