@@ -38,15 +38,25 @@ def batch_name(value: str | None, context: Any) -> str:
 class _TargetOperator(BaseOperator):
     """Common fields: which spec, which target connection and schema."""
 
-    template_fields: Sequence[str] = ("conn_id",)
-
-    def __init__(self, *, spec: str = "tpch", conn_id: str = "{{ params.conn_id }}",
+    def __init__(self, *, spec: str = "tpch", conn_id: str | None = None,
                  schema: str = "tpch", lock_timeout_seconds: int = 60, **kwargs: Any):
         super().__init__(**kwargs)
         self.spec = spec
+        # None: the run's `conn_id` param (the trigger form's "Target connection"), read when
+        # the task starts (pre_execute).
         self.conn_id = conn_id
         self.schema = schema
         self.lock_timeout_seconds = lock_timeout_seconds
+
+    def pre_execute(self, context: Any) -> None:
+        # The run's connection is read from its params, not rendered from a template field: a
+        # task with no template field makes no rendered-fields call to Airflow's API server
+        # (one request and a metadata write per task, and its history pruned each time).
+        # Airflow merges the run's conf into `params` as it does for templates.
+        if self.conn_id is None:
+            self.conn_id = str((context.get("params") or {}).get("conn_id") or "").strip() or None
+        if self.conn_id is None:
+            raise AirflowFailException("no target connection: the DAG's `conn_id` param is empty")
 
     def load_spec(self):
         from switchyard.core.spec import load_spec
@@ -87,7 +97,7 @@ class _TargetOperator(BaseOperator):
         return self._lineage()
 
     def _lineage(self) -> Any:
-        if self.lineage_step is None:
+        if self.lineage_step is None or self.conn_id is None:  # None: the task ended before it had one
             from airflow.providers.openlineage.extractors.base import OperatorLineage
             return OperatorLineage()
         from switchyard.airflow.lineage import facets
@@ -155,7 +165,8 @@ class PlanBatchOperator(_TargetOperator):
 
     lineage_step = "plan"
 
-    template_fields: Sequence[str] = ("conn_id", "batch", "tables")
+    # Shown rendered in the task's view: the batch and tables the run was asked for.
+    template_fields: Sequence[str] = ("batch", "tables")
 
     def __init__(self, *, streams: int, batch: str = "{{ params.batch or '' }}",
                  tables: Any = "{{ params.tables }}", **kwargs: Any):

@@ -1,0 +1,56 @@
+"""The target connection a run is given (the trigger form's "Target connection", the `conn_id`
+param of the run's conf) is the one every step uses. The steps read it from the run's params
+when they start instead of rendering it from a template field, so no step task makes a
+rendered-fields call to Airflow's API server."""
+from __future__ import annotations
+
+import uuid
+
+import psycopg
+import pytest
+from helpers import batch_fingerprint, fingerprint, run_dag
+
+TABLES = ["orders", "nation"]
+
+
+def test_no_step_task_has_a_template_field(monkeypatch, tmp_path):
+    from switchyard.airflow.dag_factory import DagConfig, build_dag
+    monkeypatch.setenv("SWITCHYARD_RUNS_DIR", str(tmp_path))
+    dag = build_dag(DagConfig(streams=2))
+    rendered = {t.task_id: tuple(t.template_fields) for t in dag.tasks if t.template_fields}
+    # The two setup tasks show the batch they were asked for; no other task renders anything.
+    assert rendered == {"setup.wait_for_batch": ("batch",), "setup.plan": ("batch", "tables")}
+    assert all(getattr(t, "conn_id", None) is None for t in dag.tasks if hasattr(t, "lock_timeout_seconds"))
+
+
+@pytest.fixture
+def other_database(pg_uri):
+    """A second database on the embedded server, as a second target would be."""
+    name = f"other_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(pg_uri, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    yield pg_uri.rsplit("/", 1)[0] + f"/{name}"
+    with psycopg.connect(pg_uri, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def test_the_runs_connection_param_is_the_one_every_step_uses(pg_uri, other_database, data_root, tpch_batch,
+                                                               schema, tmp_path):
+    name, folder = tpch_batch
+    run = run_dag(pg_uri, data_root, schema, 3, {"batch": name, "tables": TABLES, "conn_id": "switchyard_other"},
+                  tmp_path / "runs", extra_env={"AIRFLOW_CONN_SWITCHYARD_OTHER": other_database})
+    assert run.returncode == 0, run.output[-3000:]
+    assert run.stats["failed_groups"] == [] and run.stats["held_back_groups"] == []
+    # Every row went into the run's connection's database, exactly, and its load_stats rows too...
+    assert fingerprint(other_database, schema, TABLES) == batch_fingerprint(other_database, folder, TABLES)
+    with psycopg.connect(other_database) as conn:
+        recorded = conn.execute(f'SELECT count(*) FROM "{run.stats["load_stats_table"]["table"].split(".")[0]}".'
+                                f'load_stats WHERE run_id = %s', (run.stats["run_id"],)).fetchone()[0]
+    assert recorded == run.stats["load_stats_table"]["rows"] > 0
+    # ... nothing into the DAG's default connection's (a step that used it would have failed or
+    # left its table there).
+    with psycopg.connect(pg_uri) as conn:
+        assert conn.execute("SELECT count(*) FROM pg_namespace WHERE nspname LIKE %s",
+                            (f"{schema}%",)).fetchone()[0] == 0
+    # The tables' Assets name the DAG's default target: this run is no update of them.
+    assert "this run loaded connection 'switchyard_other'" in run.output
