@@ -61,6 +61,10 @@ SETTINGS = (
             "`1`: the benchmark's Airflow gives every use of a step's connection a session of its own, as "
             "before the steps kept one (the `preload, a session per use` lever).",
             BENCH, "0 | 1"),
+    Setting("SWITCHYARD_BENCH_RENDERED_CONN_ID", "bench_rendered_conn_id", _bool, False,
+            "`1`: the benchmark's Airflow renders the steps' target connection from a template field "
+            "(`{{ params.conn_id }}`), as before they read it from the run's params (the `preload, the "
+            "connection rendered` lever).", BENCH, "0 | 1"),
     Setting("SWITCHYARD_MSSQL_URI", "mssql_uri", str, None,
             "A real SQL Server for the contract suite (`mssql+pyodbc://...`); without it those tests "
             "skip.", TESTS, "URI", "unset"),

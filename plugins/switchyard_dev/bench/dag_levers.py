@@ -87,6 +87,9 @@ DAG_LEVERS = {
     # Each use of a step's connection a session of its own, as before the steps kept one session
     # for their statements (steps.session): what the server's extra backends cost.
     "preload, a session per use": (True, False, {"session_per_use": True}),
+    # The steps' target connection rendered from a template field (`{{ params.conn_id }}`), as
+    # before they read it from the run's params: a rendered-fields call to the API server per task.
+    "preload, the connection rendered": (True, False, {"rendered_conn_id": True}),
     # Lineage on (docs/lineage.md): every task's OpenLineage events written by the provider's file
     # transport, against "preload" with the provider installed and off (no transport).
     "preload, lineage to a file": (True, False, {"airflow": LINEAGE_TO_A_FILE}),

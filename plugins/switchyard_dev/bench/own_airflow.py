@@ -98,6 +98,9 @@ def airflow_settings(streams: int, preload: bool, flat_priorities: bool,
     if options.get("session_per_use"):
         # The benchmark's local settings give each use its own session (sessions.session_per_use).
         settings["SWITCHYARD_BENCH_SESSION_PER_USE"] = "1"
+    if options.get("rendered_conn_id"):
+        # The benchmark's local settings put the template field back (rendered.rendered_conn_id).
+        settings["SWITCHYARD_BENCH_RENDERED_CONN_ID"] = "1"
     settings.update(options.get("airflow") or {})  # Airflow settings, as AIRFLOW__SECTION__KEY
     return settings
 

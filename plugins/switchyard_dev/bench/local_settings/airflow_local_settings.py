@@ -8,9 +8,17 @@ biggest-table-first weights are worth against Airflow's plain order. SWITCHYARD_
 switches the validate tasks' checks off but the target's unique index (a measuring device: what
 the other default checks cost end to end). SWITCHYARD_BENCH_SESSION_PER_USE=1 gives each use of
 a step's connection a session of its own, as before the steps kept one.
+SWITCHYARD_BENCH_RENDERED_CONN_ID=1 renders the steps' connection from a template field, as
+before they read it from the run's params (applied before the preload builds the DAG).
 """
-from switchyard.airflow.preload import MODULES, preload
 from switchyard_dev.settings import value
+
+if value("SWITCHYARD_BENCH_RENDERED_CONN_ID"):
+    from switchyard_dev.bench.rendered import rendered_conn_id
+
+    rendered_conn_id()
+
+from switchyard.airflow.preload import MODULES, preload  # noqa: E402
 
 preload(modules=None if value("SWITCHYARD_PRELOAD_DAG") else MODULES,
         calls=tuple(c.strip() for c in value("SWITCHYARD_PRELOAD_CALLS").split(",") if c.strip()))
