@@ -48,10 +48,12 @@ demo: $(STAMP)
 	$(VENV)/bin/switchyard demo --spec $(SPEC) --scale $(SCALE) $(if $(filter command line environment,$(origin STREAMS)),--streams $(STREAMS),$(if $(BATCH),,--streams $(STREAMS))) --executor $(EXECUTOR) $(if $(BATCH),--batch $(BATCH))
 
 # The whole suite, in one process per core (TEST_WORKERS=1: one process); it stops the
-# embedded PostgreSQL afterwards if it was the one to start it.
+# embedded PostgreSQL afterwards if it was the one to start it. A worker that runs out of tests
+# takes queued ones from the others (worksteal): with the default scheduling, one worker could
+# end up running its queue of DAG runs alone while the other sat idle.
 TEST_WORKERS ?= auto
 test: $(STAMP)
-	$(PY) -m pytest tests -n $(TEST_WORKERS) $(PYTEST_ARGS)
+	$(PY) -m pytest tests -n $(TEST_WORKERS) --dist worksteal $(PYTEST_ARGS)
 
 unit: $(STAMP)
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
