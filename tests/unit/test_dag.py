@@ -226,3 +226,24 @@ def test_a_single_tasks_state_spreads_over_its_steps_as_four_tasks_would_have_th
     assert single_task_states("failed", {"failed_step": "prepare"}) == {
         "prepare": "failed", "load": None, "validate": None, "switch": None}
     assert single_task_states("skipped", {}) == dict.fromkeys(("prepare", "load", "validate", "switch"), "skipped")
+
+
+def test_a_step_reads_its_connection_from_the_runs_params_when_it_starts():
+    """No template field: each step takes `conn_id` from the params the task runner builds (the
+    DAG's merged with the run's conf) in pre_execute, before execute."""
+    import copy
+    from airflow.sdk.definitions.param import process_params
+    from airflow.sdk.exceptions import AirflowFailException
+    dag = build_dag(DagConfig(streams=2))
+    load = dag.get_task("orders_1.load")
+    assert load.conn_id is None and not load.template_fields
+    for conf, expected in ((None, dag.params["conn_id"]), ({"conn_id": "other_target"}, "other_target")):
+        task = copy.copy(load)  # the task runner runs a copy of the DAG's task
+        task.pre_execute({"params": process_params(dag, load, conf, suppress_exception=False)})
+        assert task.conn_id == expected
+    with pytest.raises(AirflowFailException, match="`conn_id` param is empty"):
+        copy.copy(load).pre_execute({"params": {"conn_id": " "}})
+    given = copy.copy(load)
+    given.conn_id = "set_by_hand"
+    given.pre_execute({"params": {"conn_id": "other_target"}})
+    assert given.conn_id == "set_by_hand"
