@@ -82,6 +82,9 @@ def test_keep_retires_the_oldest_batches_by_key_and_refuses_a_batch_older_than_t
     after = existing + _parts("d4", (301, 400))
     retired, why = retention(_orders(keep=3), after)
     assert [p.name for p in retired] == ["orders_1_100"] and why == "keep: 3 batches; retired: d1"
+    # Said before any load: what the commit does once the batch is in, and only then.
+    assert check.notes[0] == ("tpch.orders: when batch d4 goes in, and not before: keep: 3 batches; "
+                              "retired: d1 (1 partitions, dropped)")
 
 
 def test_a_table_whose_every_stream_is_empty_is_refused():
@@ -176,6 +179,23 @@ def test_another_runs_held_back_groups_are_discarded_and_said_so(pg_uri, schema,
                                           "run dag/run-b"):
         a.switch(s3)
     a.release_lease()
+
+
+def test_a_rerun_of_the_same_batch_says_it_loads_the_batch_again(pg_uri, schema, tpch_batch, orders_plan):
+    _, folder = tpch_batch
+    a = PostgresAdapter(SPEC, uri=pg_uri, schema=schema, lease_batch="day-1", lease_holder="dag/run-a")
+    a.setup(orders_plan)
+    s1 = orders_plan.stream("orders", 1)
+    a.prepare(s1)
+    a.load(s1, folder / s1.file)
+    assert a.switch(s1)["in_target"] is False  # its other streams failed: it waits in the next version
+    a.release_lease()
+    again = PostgresAdapter(SPEC, uri=pg_uri, schema=schema, lease_batch="day-1", lease_holder="dag/run-c")
+    notes = again.setup(orders_plan)
+    assert (f"{schema}.orders: batch day-1 (run dag/run-a) never went in: its validated groups (orders_1) "
+            f"waited for the rest of its batch and are discarded now; this run loads batch day-1 again") in notes
+    assert not any("run it again from setup.plan" in n for n in notes)
+    again.release_lease()
 
 
 def test_keep_days_on_a_date_key_retires_partitions_older_than_the_window():

@@ -168,8 +168,9 @@ def check_table(table: Table, streams: list[StreamPlan], batch: str, existing: l
     if retired:
         check.retire = retired
         check.retire_batches = sorted({p.batch for p in retired if p.batch})
+        # Said before any load, and true only once the batch is in: the commit retires them.
         check.notes.append(
-            f"{where}: {why} ({len(retired)} partitions, "
+            f"{where}: when batch {batch} goes in, and not before: {why} ({len(retired)} partitions, "
             f"{'moved to the archive schema' if table.retire == 'archive' else 'dropped'})")
     check.notes.append(f"{where}: append mode: batch {batch} adds {len(loaded)} partitions "
                        f"({_keys(ranges[loaded[0].stream][0], ranges[loaded[-1].stream][1], kind)})")

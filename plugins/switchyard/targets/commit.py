@@ -255,3 +255,13 @@ def unstaged_problems(where: str, loads: list[StreamPlan], staged: set[str], pla
                         f"{', '.join(str(s.stream) for s in unplanned)} not in setup's plan; run the batch "
                         f"again from its first step")
     return problems
+
+
+def discarded_note(where: str, batch: str, run: str | None, held: list[str], this_batch: str) -> str:
+    """What setup says when it discards another run's held-back groups of a table (that run's
+    batch never went in). A run of the same batch loads it again; any other batch needs a run of
+    its own, which the note says."""
+    then = (f"this run loads batch {batch} again" if batch == this_batch
+            else f"to load batch {batch}, run it again from setup.plan")
+    return (f"{where}: batch {batch} (run {run or '(none)'}) never went in: its validated groups "
+            f"({', '.join(held) or 'none'}) waited for the rest of its batch and are discarded now; {then}")

@@ -8,6 +8,7 @@ import logging
 from switchyard.core.planner import LoadPlan, TablePlan
 from switchyard.core.preflight import emptied_whole
 from switchyard.targets.base import TargetError
+from switchyard.targets.commit import discarded_note
 from switchyard.targets.mssql.catalog import (
     TargetTable,
     dependency_findings,
@@ -174,9 +175,7 @@ class MssqlPreflight:
         held = [r[0] for r in cur.execute(f"SELECT staging_table FROM {control} WHERE target_schema = ? AND "
                                           f"table_name = ? AND ready_at IS NOT NULL", self.schema, table).fetchall()]
         for run, batch in sorted(tuple(r) for r in others):
-            notes.append(f"{self.schema}.{table}: batch {batch} (run {run or '(none)'}) never went in: its validated "
-                         f"groups ({', '.join(held) or 'none'}) waited for the rest of its batch and are discarded "
-                         f"now; to load batch {batch}, run it again from setup.plan")
+            notes.append(discarded_note(f"{self.schema}.{table}", batch, run, held, self.lease_batch))
         for (staging,) in cur.execute(f"SELECT staging_table FROM {control} WHERE target_schema = ? AND "
                                       f"table_name = ?", self.schema, table).fetchall():
             cur.execute(f"DROP TABLE IF EXISTS {self.qualified(self.staging_schema, self.checked(staging))}")

@@ -269,8 +269,9 @@ def plan_window(where: str, mode: str, batch: str, partitions: Sequence[Partitio
                 plan.steps.append(Step("truncate", value=_inside(p, key), partition=p, why=why))
             sim.empty(p.number - 1)
         if retired:
-            plan.notes.append(f"{where}: {why} ({len(retired)} partitions, "
-                              f"{'switched out to the archive schema' if archive else 'emptied'})")
+            # Said before any load, and true only once the batch is in: the commit retires them.
+            plan.notes.append(f"{where}: when batch {batch} goes in, and not before: {why} ({len(retired)} "
+                              f"partitions, {'switched out to the archive schema' if archive else 'emptied'})")
     plan.retired = retired
 
     # The boundaries the table needs after the commit: each kept partition's and each stream's.

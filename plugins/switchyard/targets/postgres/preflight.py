@@ -8,6 +8,7 @@ import re
 from switchyard.core.planner import LoadPlan, StreamPlan, TablePlan
 from switchyard.core.spec import Table
 from switchyard.targets.base import TargetError
+from switchyard.targets.commit import discarded_note
 
 log = logging.getLogger(__name__)
 
@@ -191,9 +192,7 @@ class PostgresPreflight:
                         (self.qualified(self.staging_schema, self.next_table(table.name)),))
             held = [r[0] for r in cur.fetchall()]
             for run, batch in sorted(others):
-                notes.append(f"{self.schema}.{table.name}: batch {batch} (run {run or '(none)'}) never went in: "
-                             f"its validated groups ({', '.join(held) or 'none'}) waited for the rest of its batch "
-                             f"and are discarded now; to load batch {batch}, run it again from setup.plan")
+                notes.append(discarded_note(f"{self.schema}.{table.name}", batch, run, held, self.lease_batch))
         for stmt in self.render("next_table.sql", table=table.name, key=table.key,
                                 next_table=self.next_table(table.name)):
             cur.execute(stmt, params if "%(" in stmt else None)
