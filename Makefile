@@ -19,9 +19,10 @@ PIP := $(VENV)/bin/pip --disable-pip-version-check
 
 export GX_ANALYTICS_ENABLED := False
 
-.PHONY: help demo test unit chaos bench db-uri psql stop status clean lock docs
+.PHONY: help install demo test unit chaos bench db-uri psql stop status clean lock docs
 
 help:
+	@echo "make install                      only the virtualenv: .venv/bin/switchyard, .venv/bin/airflow (demo and test do it first)"
 	@echo "make demo [SCALE=0.1 STREAMS=4]   load a generated TPC-H batch through the real DAG"
 	@echo "make demo SPEC=shop                the same with the shop example (messy CSV, date keys, NULLs, gzip)"
 	@echo "make demo SPEC=my.yaml BATCH=name  your spec, your producer's batch <data root>/<name>"
@@ -43,6 +44,8 @@ $(STAMP): requirements.txt constraints.txt pyproject.toml plugins/switchyard_dev
 	$(PIP) install -c constraints.txt -e '.[mssql,edge,lineage,dev]' -e plugins/switchyard_dev
 	@touch $(STAMP)
 	@echo "==> installed: $(VENV)/bin/switchyard --help"
+
+install: $(STAMP)
 
 demo: $(STAMP)
 	$(VENV)/bin/switchyard demo --spec $(SPEC) --scale $(SCALE) $(if $(filter command line environment,$(origin STREAMS)),--streams $(STREAMS),$(if $(BATCH),,--streams $(STREAMS))) --executor $(EXECUTOR) $(if $(BATCH),--batch $(BATCH))

@@ -46,11 +46,14 @@ def active_runs(api: local.Api, dag_id: str | None = None) -> list[dict]:
 
 
 def recent_runs(api: local.Api, dag_id: str | None = None, limit: int = 10) -> list[dict]:
+    """The `limit` runs that ended last (success or failed), latest first: asked for by state,
+    so that a backfill's queue of runs does not crowd them out."""
     ids = [dag_id] if dag_id else switchyard_dag_ids(api)
     runs = []
     for one in ids:
-        runs += api.get(f"/api/v2/dags/{_q(one)}/dagRuns?order_by=-run_after&limit={limit}")["dag_runs"]
-    return sorted(runs, key=lambda r: r.get("run_after") or "", reverse=True)[:limit]
+        runs += api.get(f"/api/v2/dags/{_q(one)}/dagRuns?state=success&state=failed&order_by=-end_date"
+                        f"&limit={limit}")["dag_runs"]
+    return sorted(runs, key=lambda r: r.get("end_date") or "", reverse=True)[:limit]
 
 
 def _parse(text: str | None) -> datetime | None:
@@ -87,7 +90,7 @@ def what_it_does(api: local.Api, run: dict, wait_seconds: float | None = None) -
         return text
     running = sorted(t["task_id"] for t in tis if t.get("state") == "running")
     if running:
-        return (f"is loading batch {batch_of(run)}: {len(running)} tasks running "
+        return (f"is loading batch {batch_of(run)}: {len(running)} task{'' if len(running) == 1 else 's'} running "
                 f"({', '.join(running[:3])}{' ...' if len(running) > 3 else ''})")
     done = sum(1 for t in tis if t.get("state") in ("success", "skipped", "failed", "upstream_failed"))
     return f"is loading batch {batch_of(run)} ({done}/{len(tis)} tasks done)"

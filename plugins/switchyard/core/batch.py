@@ -444,7 +444,7 @@ def find_streams(batch_dir: Path, spec: LoadSpec, table: str) -> list[int]:
                                          p.relative_to(batch_dir).as_posix())))
     if found and found != list(range(1, len(found) + 1)):
         missing = sorted(set(range(1, max(found) + 1)) - set(found))
-        raise BatchError(f"{batch_dir}: {table} has files for streams {', '.join(map(str, found))}; streams are "
+        raise BatchError(f"{table} has files for streams {', '.join(map(str, found))}; streams are "
                          f"numbered 1..n without gaps (missing {', '.join(map(str, missing))}: "
                          f"{', '.join(spec.file_for(table, k) for k in missing)})")
     return found
