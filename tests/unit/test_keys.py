@@ -67,6 +67,13 @@ def test_bad_values_are_refused_with_what_was_expected(kind, raw, said):
         keys.parse_key(kind, raw)
 
 
+def test_a_bad_timestamp_is_told_the_form_files_most_often_have_with_the_space_allowed():
+    with pytest.raises(keys.KeyValueError) as err:
+        keys.parse_key("timestamp", "yesterday 04:12:45")
+    assert "(YYYY-MM-DD HH:MM:SS[.ffffff], a T or a space between date and time)" in str(err.value)
+    assert keys.parse_key("timestamp", "2026-01-01 04:12:45") == keys.parse_key("timestamp", "2026-01-01T04:12:45")
+
+
 def test_a_bad_iso_value_in_a_manifest_names_the_file_and_the_entry():
     raw = manifest([{"table": "events", "stream": 1, "key_min": "2026-01-01", "key_max": "2026-01-31"},
                     {"table": "events", "stream": 2, "key_min": "2026-02-01", "key_max": "2026-02-30"}])

@@ -29,6 +29,8 @@ JsonKey = Union[int, str]
 
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 _TIMESTAMP = re.compile(r"^(\d{4}-\d{2}-\d{2})[T ](\d{2}:\d{2}:\d{2})(\.\d{1,6})?$")
+# How the messages write the form a timestamp key takes: as a file or a manifest most often has it.
+_TIMESTAMP_FORM = "YYYY-MM-DD HH:MM:SS[.ffffff], a T or a space between date and time"
 _ZONE = re.compile(r"[T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?\s*(Z|[+-]\d{2}(:?\d{2})?)$")
 _PRECISION = re.compile(r"\((\d)\)\s*$")
 # The longest name PostgreSQL and SQL Server both keep (PostgreSQL truncates at 63 bytes).
@@ -63,14 +65,14 @@ def parse_key(kind: str, raw: Any) -> KeyValue:
                 raise KeyValueError(f"{raw!r} has a time zone; timestamp keys are without time zone")
             return raw
         if not isinstance(raw, str):
-            raise KeyValueError(f"expected an ISO-8601 timestamp string (YYYY-MM-DDTHH:MM:SS[.ffffff]), "
+            raise KeyValueError(f"expected an ISO-8601 timestamp string ({_TIMESTAMP_FORM}), "
                             f"found {raw!r}")
         if _ZONE.search(raw) and not _TIMESTAMP.match(raw):
             raise KeyValueError(f"{raw!r} has a time zone or offset; timestamp keys are without time zone "
-                            f"(write the local time as YYYY-MM-DDTHH:MM:SS[.ffffff])")
+                            f"(write the local time as {_TIMESTAMP_FORM})")
         m = _TIMESTAMP.match(raw)
         if not m:
-            raise KeyValueError(f"{raw!r} is not an ISO-8601 timestamp (YYYY-MM-DDTHH:MM:SS[.ffffff])")
+            raise KeyValueError(f"{raw!r} is not an ISO-8601 timestamp ({_TIMESTAMP_FORM})")
         fraction = (m.group(3) or ".")[1:].ljust(6, "0")
         try:
             day = date.fromisoformat(m.group(1))
