@@ -1,7 +1,7 @@
 """The target connection a run is given (the trigger form's "Target connection", the `conn_id`
 param of the run's conf) is the one every step uses. The steps read it from the run's params
 when they start instead of rendering it from a template field, so no step task makes a
-rendered-fields call to Airflow's API server."""
+rendered-fields call to Airflow's API server (the DAG's side: tests/unit/test_dag.py)."""
 from __future__ import annotations
 
 import uuid
@@ -11,16 +11,6 @@ import pytest
 from helpers import batch_fingerprint, fingerprint, run_dag
 
 TABLES = ["orders", "nation"]
-
-
-def test_no_step_task_has_a_template_field(monkeypatch, tmp_path):
-    from switchyard.airflow.dag_factory import DagConfig, build_dag
-    monkeypatch.setenv("SWITCHYARD_RUNS_DIR", str(tmp_path))
-    dag = build_dag(DagConfig(streams=2))
-    rendered = {t.task_id: tuple(t.template_fields) for t in dag.tasks if t.template_fields}
-    # The two setup tasks show the batch they were asked for; no other task renders anything.
-    assert rendered == {"setup.wait_for_batch": ("batch",), "setup.plan": ("batch", "tables")}
-    assert all(getattr(t, "conn_id", None) is None for t in dag.tasks if hasattr(t, "lock_timeout_seconds"))
 
 
 @pytest.fixture
@@ -43,9 +33,10 @@ def test_the_runs_connection_param_is_the_one_every_step_uses(pg_uri, other_data
     assert run.stats["failed_groups"] == [] and run.stats["held_back_groups"] == []
     # Every row went into the run's connection's database, exactly, and its load_stats rows too...
     assert fingerprint(other_database, schema, TABLES) == batch_fingerprint(other_database, folder, TABLES)
+    control, load_stats = run.stats["load_stats_table"]["table"].split(".")
     with psycopg.connect(other_database) as conn:
-        recorded = conn.execute(f'SELECT count(*) FROM "{run.stats["load_stats_table"]["table"].split(".")[0]}".'
-                                f'load_stats WHERE run_id = %s', (run.stats["run_id"],)).fetchone()[0]
+        recorded = conn.execute(f'SELECT count(*) FROM "{control}"."{load_stats}" WHERE run_id = %s',
+                                (run.stats["run_id"],)).fetchone()[0]
     assert recorded == run.stats["load_stats_table"]["rows"] > 0
     # ... nothing into the DAG's default connection's (a step that used it would have failed or
     # left its table there).

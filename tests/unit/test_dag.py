@@ -228,6 +228,15 @@ def test_a_single_tasks_state_spreads_over_its_steps_as_four_tasks_would_have_th
     assert single_task_states("skipped", {}) == dict.fromkeys(("prepare", "load", "validate", "switch"), "skipped")
 
 
+def test_no_step_task_has_a_template_field(monkeypatch, tmp_path):
+    monkeypatch.setenv("SWITCHYARD_RUNS_DIR", str(tmp_path))
+    dag = build_dag(DagConfig(streams=2))
+    rendered = {t.task_id: tuple(t.template_fields) for t in dag.tasks if t.template_fields}
+    # The two setup tasks show the batch they were asked for; no other task renders anything.
+    assert rendered == {"setup.wait_for_batch": ("batch",), "setup.plan": ("batch", "tables")}
+    assert all(getattr(t, "conn_id", None) is None for t in dag.tasks if hasattr(t, "lock_timeout_seconds"))
+
+
 def test_a_step_reads_its_connection_from_the_runs_params_when_it_starts():
     """No template field: each step takes `conn_id` from the params the task runner builds (the
     DAG's merged with the run's conf) in pre_execute, before execute."""
