@@ -206,6 +206,26 @@ def test_the_validation_cost_is_summed_by_kind_of_check_beside_the_loads_work():
     assert "1.25 s = unique 0.75, row_count 0.50" in line and "0.312 x the loads' work (4.00 s)" in line
 
 
+def test_the_runs_head_and_tail_outside_its_groups():
+    """From the run's start to its first COPY, and from its last group task's end to its end."""
+    from switchyard_dev.bench.dag_run import analyse_dag, task_record
+    from switchyard_dev.bench.report import overhead_lines
+    def ti(task_id, start, end):
+        return {"task_id": task_id, "state": "success", "start_date": f"2026-11-22T10:00:{start:02d}Z",
+                "end_date": f"2026-11-22T10:00:{end:02d}Z"}
+    tasks = [task_record(ti("orders_1.load", 2, 9), "load", {"seconds": 5.0, "rows": 10, "bytes": 100,
+                                                             "started": "2026-11-22T10:00:03.500Z"}),
+             task_record(ti("orders_1.switch", 10, 12), "switch", {"seconds": 0.5}),
+             task_record(ti("orders_2.switch", 10, 14), "switch", {"seconds": 0.5}),
+             task_record(ti("publish_batch", 15, 16), "publish_batch", None),
+             task_record(ti("stats", 17, 19), "stats", None)]
+    run = {"start_date": "2026-11-22T10:00:00Z", "end_date": "2026-11-22T10:00:20Z"}
+    dag = analyse_dag(run, "success", tasks, slots=2, stats=None)
+    assert (dag["head_seconds"], dag["tail_seconds"]) == (3.5, 6.0)
+    assert ("outside the groups: the run's start to its first COPY 3.50 s; the last group task's end to the "
+            "run's end (publish, Asset events, stats) 6.00 s") in overhead_lines(dag)
+
+
 def test_the_task_processes_cpu_is_reported_per_step():
     from switchyard_dev.bench.dag_run import analyse_dag, task_record
     from switchyard_dev.bench.report import overhead_lines

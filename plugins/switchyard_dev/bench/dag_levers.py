@@ -90,6 +90,10 @@ DAG_LEVERS = {
     # The steps' target connection rendered from a template field (`{{ params.conn_id }}`), as
     # before they read it from the run's params: a rendered-fields call to the API server per task.
     "preload, the connection rendered": (True, False, {"rendered_conn_id": True}),
+    # The stats task after the tables' publish tasks (their Asset events) as well, as before it
+    # came after the switches and the batch's publish alone: one more round of task starts
+    # before the run ends.
+    "preload, stats after the Asset events": (True, False, {"stats_after_publish": True}),
     # Lineage on (docs/lineage.md): every task's OpenLineage events written by the provider's file
     # transport, against "preload" with the provider installed and off (no transport).
     "preload, lineage to a file": (True, False, {"airflow": LINEAGE_TO_A_FILE}),
@@ -146,6 +150,7 @@ def run_dag_levers(uri: str, pg, batch: str, streams: int, slots: int, repeat: i
             "airflow_cpu_seconds": spread([airflow_cpu_total(x["cpu_seconds"] or {}) for x in rs]),
             "server_cpu_seconds": spread([(x["cpu_seconds"] or {}).get("postgres") for x in rs]),
             "server_sessions": spread([x.get("server_sessions") for x in rs]),
+            "tail_seconds": spread([x.get("tail_seconds") for x in rs]),
             "validation_work_seconds": spread([x["validation_work"] for x in rs]),
             # False: some round's validate tasks did not run the checks the lever says (see runs' `checks`).
             "in_effect": all(x["checks"]["as_intended"] for x in rs),
@@ -167,6 +172,7 @@ def compact_dag(result: dict) -> dict:
             "efficiency_loads": result["efficiency_loads"].get("efficiency"),
             "pool_busy": result.get("pool_busy_fraction"), "cpu_seconds": result.get("cpu_seconds"),
             "server_sessions": result.get("server_sessions"),
+            "head_seconds": result.get("head_seconds"), "tail_seconds": result.get("tail_seconds"),
             "validation_cost": result.get("validation_cost_seconds"),
             "validation_work": _r(sum((result.get("validation_cost_seconds") or {}).values()), 3),
             "priority_weights": result.get("priority_weights"), "run_id": result["run_id"],

@@ -289,10 +289,17 @@ def analyse_dag(run: dict, state: str, tasks: list[dict], slots: int, stats: dic
                    and t["state"] in ("success", "failed")]
     overheads = [t["overhead_seconds"] if t["overhead_seconds"] is not None else t["wall_seconds"]
                  for t in group_tasks]
+    # What the run spends outside its groups: from its start to the first COPY (the batch's wait,
+    # the plan, the first prepares and load starts) and from the last group task's end to the
+    # run's end (the batch's publish, the Asset events, the stats).
+    copies = [t["work_start"] for t in loads if t.get("work_start")]
+    head = min(copies) - run_start if copies and run_start else None
+    group_ends = [t["end"] for t in group_tasks if t["end"]]
+    tail = run_end - max(group_ends) if group_ends and run_end else None
     return {"name": "DAG end to end", "state": state, "run_id": run.get("dag_run_id"), "rows": rows,
             "bytes": nbytes, "wall_seconds": _r(wall), "rows_per_s": _r(rows / wall if wall else None, 1),
             "mb_per_s": _r(nbytes / 1e6 / wall if wall else None, 2), "started": run_start, "ended": run_end,
-            "load_window_seconds": _r(load_span),
+            "load_window_seconds": _r(load_span), "head_seconds": _r(head), "tail_seconds": _r(tail),
             "load_window_rows_per_s": _r(rows / load_span if load_span else None, 1),
             "per_step": per_step, "pool_busy_fraction": _r(pool_busy),
             "validation_cost_seconds": validation_cost, "load_work_seconds": _r(load_work),

@@ -325,6 +325,9 @@ def overhead_lines(dag: dict) -> list[str]:
         lines.append(f"pool busy (load task wall / slots / loads window): {dag['pool_busy_fraction']:.3f}")
     if dag.get("task_overhead_median") is not None:
         lines.append(f"median overhead over all {dag['group_tasks']} group tasks: {dag['task_overhead_median']:.2f} s")
+    if dag.get("head_seconds") is not None and dag.get("tail_seconds") is not None:
+        lines.append(f"outside the groups: the run's start to its first COPY {dag['head_seconds']:.2f} s; the last "
+                     f"group task's end to the run's end (publish, Asset events, stats) {dag['tail_seconds']:.2f} s")
     publish = dag.get("publish_batch") or {}
     if publish.get("lock_seconds") is not None:
         lines.append(f"the batch's publish: {len(publish.get('tables') or [])} tables in one transaction, locked "
@@ -470,8 +473,10 @@ def _server_part(lever: dict) -> str:
     """The server's CPU seconds and the sessions it opened, medians over the lever's rounds."""
     cpu = (lever.get("server_cpu_seconds") or {}).get("median")
     opened = (lever.get("server_sessions") or {}).get("median")
+    tail = (lever.get("tail_seconds") or {}).get("median")
     return ((f"; server CPU {cpu} s" if cpu is not None else "")
-            + (f"; server sessions {opened:.0f}" if opened is not None else ""))
+            + (f"; server sessions {opened:.0f}" if opened is not None else "")
+            + (f"; the run's tail after its groups {tail} s" if tail is not None else ""))
 
 
 def dag_lever_lines(levers: dict) -> list[str]:
