@@ -65,10 +65,6 @@ SETTINGS = (
             "`1`: the benchmark's Airflow renders the steps' target connection from a template field "
             "(`{{ params.conn_id }}`), as before they read it from the run's params (the `preload, the "
             "connection rendered` lever).", BENCH, "0 | 1"),
-    Setting("SWITCHYARD_BENCH_STATS_AFTER_PUBLISH", "bench_stats_after_publish", _bool, False,
-            "`1`: the benchmark's Airflow runs the stats task after the tables' publish tasks as well, as "
-            "before it came after the switches and the batch's publish alone (the `preload, stats after "
-            "the Asset events` lever).", BENCH, "0 | 1"),
     Setting("SWITCHYARD_MSSQL_URI", "mssql_uri", str, None,
             "A real SQL Server for the contract suite (`mssql+pyodbc://...`); without it those tests "
             "skip.", TESTS, "URI", "unset"),

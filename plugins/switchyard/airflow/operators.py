@@ -553,8 +553,7 @@ class StatsOperator(_TargetOperator):
         ti.xcom_push(key="stats_path", value=str(path))
         ti.xcom_push(key="report_path", value=str(report["html"]))
         if stats["failed_groups"] or stats.get("held_back_groups"):
-            # Airflow fails a run whose last tasks (this one among them) include a failed one:
-            # a run with a failed group is a failed run.
+            # The last task decides the run's state: a run with a failed group is a failed run.
             not_in = stats["failed_groups"] + stats.get("held_back_groups", [])
             kept = stats.get("tables_kept") or []
             batch_mode = self.load_spec().publish == "batch"

@@ -90,10 +90,6 @@ DAG_LEVERS = {
     # The steps' target connection rendered from a template field (`{{ params.conn_id }}`), as
     # before they read it from the run's params: a rendered-fields call to the API server per task.
     "preload, the connection rendered": (True, False, {"rendered_conn_id": True}),
-    # The stats task after the tables' publish tasks (their Asset events) as well, as before it
-    # came after the switches and the batch's publish alone: one more round of task starts
-    # before the run ends.
-    "preload, stats after the Asset events": (True, False, {"stats_after_publish": True}),
     # Lineage on (docs/lineage.md): every task's OpenLineage events written by the provider's file
     # transport, against "preload" with the provider installed and off (no transport).
     "preload, lineage to a file": (True, False, {"airflow": LINEAGE_TO_A_FILE}),

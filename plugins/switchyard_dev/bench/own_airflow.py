@@ -101,9 +101,6 @@ def airflow_settings(streams: int, preload: bool, flat_priorities: bool,
     if options.get("rendered_conn_id"):
         # The benchmark's local settings put the template field back (rendered.rendered_conn_id).
         settings["SWITCHYARD_BENCH_RENDERED_CONN_ID"] = "1"
-    if options.get("stats_after_publish"):
-        # The benchmark's local settings put the stats after the publish tasks (stats_order).
-        settings["SWITCHYARD_BENCH_STATS_AFTER_PUBLISH"] = "1"
     settings.update(options.get("airflow") or {})  # Airflow settings, as AIRFLOW__SECTION__KEY
     return settings
 

@@ -10,8 +10,6 @@ the other default checks cost end to end). SWITCHYARD_BENCH_SESSION_PER_USE=1 gi
 a step's connection a session of its own, as before the steps kept one.
 SWITCHYARD_BENCH_RENDERED_CONN_ID=1 renders the steps' connection from a template field, as
 before they read it from the run's params (applied before the preload builds the DAG).
-SWITCHYARD_BENCH_STATS_AFTER_PUBLISH=1 runs the stats task after the tables' publish tasks as
-well, as before (applied before the preload, and in the dag-processor, which reads these too).
 """
 from switchyard_dev.settings import value
 
@@ -19,11 +17,6 @@ if value("SWITCHYARD_BENCH_RENDERED_CONN_ID"):
     from switchyard_dev.bench.rendered import rendered_conn_id
 
     rendered_conn_id()
-
-if value("SWITCHYARD_BENCH_STATS_AFTER_PUBLISH"):
-    from switchyard_dev.bench.stats_order import stats_after_publish
-
-    stats_after_publish()
 
 from switchyard.airflow.preload import MODULES, preload  # noqa: E402
 
