@@ -119,8 +119,8 @@ def test_a_broken_kept_session_is_replaced(pg_uri, schema):
 
 def test_each_step_opens_one_session_for_its_statements(tpch_batch, pg_uri, schema):
     """prepare, load, validate, switch and the batch's publish: one session each of the
-    adapter's (a long load adds the progress sampler's; validate's proofs and Great Expectations
-    connect on the adapter's URL, not counted here). Before the steps kept their session, a
+    adapter's (a long load adds the progress sampler's; Great Expectations, where a check needs
+    it, connects on the adapter's URL, not counted here). Before the steps kept their session, a
     switch opened up to four and a validate two."""
     name, folder = tpch_batch
     spec = replace(SPEC, publish="batch")
@@ -148,4 +148,42 @@ def test_each_step_opens_one_session_for_its_statements(tpch_batch, pg_uri, sche
             assert not alive(pg_uri, made[-1].opened[0]), f"{gid} {step}: its session outlived the step"
     steps.publish_batch(connect, run)
     assert len(made[-1].opened) == 1
+    connect().release_lease()
+
+
+class Unreachable(Counted):
+    """The adapter with a SQLAlchemy URL that reaches no server: whatever connects by URL fails."""
+
+    def sqlalchemy_url(self) -> str:
+        from sqlalchemy.engine import make_url
+        return make_url(super().sqlalchemy_url()).set(host="127.0.0.1", port=1).render_as_string(hide_password=False)
+
+
+def test_validate_proves_the_constraints_on_its_own_session(tpch_batch, pg_uri, schema):
+    """The key range, the NOT NULLs and the COPY's count are proven on the validate step's own
+    session: with a URL that reaches no server the checks pass, each with its proof, on one
+    session of the adapter's."""
+    name, _ = tpch_batch
+    made: list[Counted] = []
+
+    def connect(kind=Counted) -> Counted:
+        adapter = kind(SPEC, uri=pg_uri, schema=schema, lease_holder="plain/run-1", lease_batch=name)
+        adapter.opened = []
+        made.append(adapter)
+        return adapter
+
+    found, plan, problems = steps.check_batch(SPEC, ["orders"], name, streams=3)
+    run = steps.set_up(connect(), plan, problems, name, found, ["orders"])
+    s = steps.stream_plan(run, "orders", 1)
+    steps.prepare(connect, run, s)
+    loaded = steps.load(connect, run, s, queue=None, host="here").xcom()
+    result = steps.validate(lambda: connect(Unreachable), SPEC, run, s, loaded=loaded).xcom()
+    assert len(made[-1].opened) == 1
+    checks = result["checks"]
+    proven = {(c["expectation"], c["column"]) for c in checks if isinstance(c["observed"], dict)
+              and "proven" in c["observed"]}
+    assert {("expect_column_values_to_not_be_null", "o_orderkey"), ("expect_column_min_to_be_between", "o_orderkey"),
+            ("expect_column_max_to_be_between", "o_orderkey")} <= proven
+    assert ("expect_column_values_to_not_be_null", "o_custkey") in proven
+    assert all(c["success"] for c in checks)
     connect().release_lease()

@@ -43,6 +43,7 @@ seconds to import.
 """
 from __future__ import annotations
 
+import functools
 import sys
 import time
 from dataclasses import asdict, dataclass, field, replace
@@ -263,7 +264,7 @@ def validate_table(url: str, schema: str, table: str, key: str | None, expected_
                    not_null: Sequence[str] = (), unique: Sequence[str] = (),
                    unique_result: dict | None = None, expectations: Sequence[Expectation] = (),
                    expectations_where: str = "spec: expectations", loaded: dict | None = None,
-                   trust_load: bool | None = None) -> ValidationOutcome:
+                   trust_load: bool | None = None, adapter: Any = None) -> ValidationOutcome:
     """Validate one staging table; see the module's docstring.
 
     key_min / key_max: the stream's key range as Python values (int, datetime.date,
@@ -277,7 +278,8 @@ def validate_table(url: str, schema: str, table: str, key: str | None, expected_
     it filled; with `trust_load` (SWITCHYARD_VALIDATION=load) its COPY's count is the table's
     while the table is still that storage, else GX counts the rows. `engine`: the target's
     engine (its adapter supplies the proofs and Great Expectations' data source; None: the
-    first registered engine)."""
+    first registered engine). `adapter`: the step's adapter, which answers the proofs on the
+    step's own session (`proofs_in_session`); without it they connect with `url`."""
     from switchyard.targets import ENGINES, adapter_class
     target = adapter_class(engine or ENGINES[0])
     started = time.monotonic()
@@ -298,8 +300,9 @@ def validate_table(url: str, schema: str, table: str, key: str | None, expected_
                     loaded=loaded)
     if trust_constraints:
         t0 = time.monotonic()
-        staged.proof, staged.proofs, staged.same_storage = target.constraint_proofs(
-            url, schema, table, key if ranged else None, key_min, key_max, not_null, key_type, loaded_filenode)
+        prove = adapter.proofs_in_session if adapter is not None else functools.partial(target.constraint_proofs, url)
+        staged.proof, staged.proofs, staged.same_storage = prove(
+            schema, table, key if ranged else None, key_min, key_max, not_null, key_type, loaded_filenode)
         staged.loaded_filenode = loaded_filenode
         # One connection answers them all: its cost is split evenly between the kinds it proved.
         staged.share = round((time.monotonic() - t0) / ((staged.proof is not None) + bool(staged.proofs)
@@ -492,7 +495,7 @@ def validate_stream(adapter: Any, spec: Any, stream: Any, expected_rows: int | N
         not_null=[c.name for c in table.columns if not c.nullable], unique=table.unique,
         unique_result=unique_result, expectations=table.expectations,
         expectations_where=f"{spec.source}: tables.{table.name}.expectations",
-        loaded=loaded if adapter.load_names_its_storage else None)
+        loaded=loaded if adapter.load_names_its_storage else None, adapter=adapter)
     if unique_result is not None:
         outcome.seconds += unique_result.get("seconds") or 0.0
     # The target's own unique indexes (a DBA's): a batch that breaks one fails here, before

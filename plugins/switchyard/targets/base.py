@@ -206,6 +206,14 @@ class TargetAdapter(ABC):
         return None, {c: f"{c} is NOT NULL in the staging table: the server refused nulls on load"
                       for c in not_null if declared.get(c) is False}, False
 
+    def proofs_in_session(self, schema: str, table: str, key: str | None, key_min: Any, key_max: Any,
+                          not_null: Sequence[str], key_type: str | None = None,
+                          loaded_filenode: int | None = None) -> tuple[str | None, dict[str, str], bool]:
+        """`constraint_proofs` as the validate step asks for them, on the step's own session
+        where the engine can answer there; here over the adapter's SQLAlchemy URL."""
+        return self.constraint_proofs(self.sqlalchemy_url(), schema, table, key, key_min, key_max, not_null,
+                                      key_type, loaded_filenode)
+
     # --- what an error means -----------------------------------------------------------
     @classmethod
     def permanent_error(cls, exc: BaseException) -> str | None:

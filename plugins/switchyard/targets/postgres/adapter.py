@@ -118,6 +118,15 @@ class PostgresAdapter(PostgresSql, PostgresSession, PostgresPreflight, PostgresL
         from switchyard.targets.postgres.proofs import constraint_proofs
         return constraint_proofs(url, schema, table, key, key_min, key_max, not_null, key_type, loaded_filenode)
 
+    def proofs_in_session(self, schema: str, table: str, key: str | None, key_min: Any, key_max: Any,
+                          not_null: Sequence[str], key_type: str | None = None,
+                          loaded_filenode: int | None = None) -> tuple[str | None, dict[str, str], bool]:
+        # On the step's session (keep_session), which built the unique index just before: no
+        # backend to start and no SQLAlchemy engine to make for three catalog questions.
+        from switchyard.targets.postgres.proofs import proofs_on
+        with self.connection() as conn:
+            return proofs_on(conn, schema, table, key, key_min, key_max, not_null, key_type, loaded_filenode)
+
     @classmethod
     def for_script(cls, spec: LoadSpec, schema: str, args: Any, ports: list[int] | None = None) -> "PostgresAdapter":
         return cls(spec, uri="postgresql://plan-only", schema=schema)

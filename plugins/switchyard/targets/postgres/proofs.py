@@ -1,5 +1,6 @@
 """Validation's proofs from a PostgreSQL staging table's own constraints, without reading a row
-(observability/validation.py asks the adapter for them: PostgresAdapter.constraint_proofs).
+(observability/validation.py asks the adapter for them: PostgresAdapter.proofs_in_session in a
+step, on the step's session; PostgresAdapter.constraint_proofs from a URL otherwise).
 
 The planner refutes "key IS NULL OR key outside [key_min, key_max]" from the table's NOT NULL
 and validated CHECK constraints, and "c1 IS NULL OR c2 IS NULL ..." for the NOT NULL columns
@@ -9,17 +10,24 @@ load's COPY filled (its count is then the table's).
 """
 from __future__ import annotations
 
+import json
 from typing import Any, Sequence
 
 from switchyard.core.keys import ansi_literal, kind_of, step, to_json
 
 
-def _refuted(conn, schema: str, table: str, condition: str, quote) -> bool:
+def _quote(name: str) -> str:
+    """A quoted identifier (an embedded double quote doubled, as PostgreSQL reads it)."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _refuted(cur, schema: str, table: str, condition: str) -> bool:
     """Whether the planner, from the table's NOT NULL and validated CHECK constraints, shows
     that no row can satisfy `condition` (built from quoted names and typed literals only)."""
-    from sqlalchemy import text
-    plan = conn.execute(text(f"EXPLAIN (FORMAT JSON) SELECT 1 FROM {quote(schema)}.{quote(table)} "
-                             f"WHERE {condition}")).scalar_one()
+    cur.execute(f"EXPLAIN (FORMAT JSON) SELECT 1 FROM {_quote(schema)}.{_quote(table)} WHERE {condition}")
+    plan = cur.fetchone()[0]
+    if isinstance(plan, str):  # a driver that leaves json as text
+        plan = json.loads(plan)
     node = (plan[0] if isinstance(plan, list) else plan)["Plan"]
     # Refuted: the planner replaced the scan by a Result that returns nothing, without children.
     return node.get("Node Type") == "Result" and node.get("One-Time Filter") == "false" and not node.get("Plans")
@@ -45,33 +53,48 @@ def _key_condition(key: str, key_min: Any, key_max: Any, key_type: str | None, q
 def constraint_proofs(url: str, schema: str, table: str, key: str | None, key_min: Any, key_max: Any,
                       not_null: Sequence[str], key_type: str | None = None,
                       loaded_filenode: int | None = None) -> tuple[str | None, dict[str, str], bool]:
-    """(key proof, {column: not-null proof}, whether the table is still the load's storage),
-    over one connection (the module's docstring)."""
-    from sqlalchemy import create_engine, text
+    """`proofs_on` over a connection of their own, from a SQLAlchemy URL (validation outside a step)."""
+    from sqlalchemy import create_engine
     engine = create_engine(url)
+    try:
+        conn = engine.raw_connection()
+        try:
+            return proofs_on(conn, schema, table, key, key_min, key_max, not_null, key_type, loaded_filenode)
+        finally:
+            conn.close()
+    finally:
+        engine.dispose()
+
+
+def proofs_on(conn: Any, schema: str, table: str, key: str | None, key_min: Any, key_max: Any,
+              not_null: Sequence[str], key_type: str | None = None,
+              loaded_filenode: int | None = None) -> tuple[str | None, dict[str, str], bool]:
+    """(key proof, {column: not-null proof}, whether the table is still the load's storage), on
+    `conn`, a driver's connection with no transaction open: the step's own session in a step
+    (PostgresAdapter.proofs_in_session). Its one transaction only reads, and is rolled back."""
     key_proof: str | None = None
     proofs: dict[str, str] = {}
     same_storage = False
+    condition = _key_condition(key, key_min, key_max, key_type, _quote) if key is not None else None
     try:
-        quote = engine.dialect.identifier_preparer.quote
-        condition = _key_condition(key, key_min, key_max, key_type, quote) if key is not None else None
-        with engine.connect() as conn:
-            # 'on' applies constraint exclusion to plain tables too (the default covers only
-            # partitions); the planner uses NOT NULL and validated CHECK constraints only.
-            conn.execute(text("SET LOCAL constraint_exclusion = on"))
-            if condition is not None and _refuted(conn, schema, table, condition, quote):
-                key_proof = (f"the planner refutes {key} IS NULL OR {key} outside [{to_json(key_min)}, "
-                             f"{to_json(key_max)}] from the table's NOT NULL and validated CHECK constraints")
-            if not_null:
-                every = " OR ".join(f"{quote(c)} IS NULL" for c in not_null)
-                proven = (list(not_null) if _refuted(conn, schema, table, every, quote) else
-                          [c for c in not_null if _refuted(conn, schema, table, f"{quote(c)} IS NULL", quote)])
-                proofs = {c: f"the planner refutes {c} IS NULL from the table's NOT NULL constraint" for c in proven}
-            if loaded_filenode is not None:
-                now = conn.execute(text("SELECT pg_relation_filenode(to_regclass(:name))"),
-                                   {"name": f"{quote(schema)}.{quote(table)}"}).scalar_one()
-                same_storage = now is not None and int(now) == int(loaded_filenode)
-            conn.rollback()
+        cur = conn.cursor()
+        # 'on' applies constraint exclusion to plain tables too (the default covers only
+        # partitions); the planner uses NOT NULL and validated CHECK constraints only. SET LOCAL
+        # lasts until the rollback below: the session keeps its own setting.
+        cur.execute("SET LOCAL constraint_exclusion = on")
+        if condition is not None and _refuted(cur, schema, table, condition):
+            key_proof = (f"the planner refutes {key} IS NULL OR {key} outside [{to_json(key_min)}, "
+                         f"{to_json(key_max)}] from the table's NOT NULL and validated CHECK constraints")
+        if not_null:
+            every = " OR ".join(f"{_quote(c)} IS NULL" for c in not_null)
+            proven = (list(not_null) if _refuted(cur, schema, table, every) else
+                      [c for c in not_null if _refuted(cur, schema, table, f"{_quote(c)} IS NULL")])
+            proofs = {c: f"the planner refutes {c} IS NULL from the table's NOT NULL constraint" for c in proven}
+        if loaded_filenode is not None:
+            cur.execute("SELECT pg_relation_filenode(to_regclass(%s))", (f"{_quote(schema)}.{_quote(table)}",))
+            now = cur.fetchone()[0]
+            same_storage = now is not None and int(now) == int(loaded_filenode)
+        cur.close()
     finally:
-        engine.dispose()
+        conn.rollback()
     return key_proof, proofs, same_storage
