@@ -76,25 +76,25 @@ def proofs_on(conn: Any, schema: str, table: str, key: str | None, key_min: Any,
     proofs: dict[str, str] = {}
     same_storage = False
     condition = _key_condition(key, key_min, key_max, key_type, _quote) if key is not None else None
-    try:
-        cur = conn.cursor()
-        # 'on' applies constraint exclusion to plain tables too (the default covers only
-        # partitions); the planner uses NOT NULL and validated CHECK constraints only. SET LOCAL
-        # lasts until the rollback below: the session keeps its own setting.
-        cur.execute("SET LOCAL constraint_exclusion = on")
-        if condition is not None and _refuted(cur, schema, table, condition):
-            key_proof = (f"the planner refutes {key} IS NULL OR {key} outside [{to_json(key_min)}, "
-                         f"{to_json(key_max)}] from the table's NOT NULL and validated CHECK constraints")
-        if not_null:
-            every = " OR ".join(f"{_quote(c)} IS NULL" for c in not_null)
-            proven = (list(not_null) if _refuted(cur, schema, table, every) else
-                      [c for c in not_null if _refuted(cur, schema, table, f"{_quote(c)} IS NULL")])
-            proofs = {c: f"the planner refutes {c} IS NULL from the table's NOT NULL constraint" for c in proven}
-        if loaded_filenode is not None:
-            cur.execute("SELECT pg_relation_filenode(to_regclass(%s))", (f"{_quote(schema)}.{_quote(table)}",))
-            now = cur.fetchone()[0]
-            same_storage = now is not None and int(now) == int(loaded_filenode)
-        cur.close()
-    finally:
-        conn.rollback()
+    cur = conn.cursor()
+    # 'on' applies constraint exclusion to plain tables too (the default covers only
+    # partitions); the planner uses NOT NULL and validated CHECK constraints only. SET LOCAL
+    # lasts until the rollback below: the session keeps its own setting. A statement that
+    # fails leaves the transaction to the caller: the kept session rolls back what a use left
+    # open, the URL's connection is closed.
+    cur.execute("SET LOCAL constraint_exclusion = on")
+    if condition is not None and _refuted(cur, schema, table, condition):
+        key_proof = (f"the planner refutes {key} IS NULL OR {key} outside [{to_json(key_min)}, "
+                     f"{to_json(key_max)}] from the table's NOT NULL and validated CHECK constraints")
+    if not_null:
+        every = " OR ".join(f"{_quote(c)} IS NULL" for c in not_null)
+        proven = (list(not_null) if _refuted(cur, schema, table, every) else
+                  [c for c in not_null if _refuted(cur, schema, table, f"{_quote(c)} IS NULL")])
+        proofs = {c: f"the planner refutes {c} IS NULL from the table's NOT NULL constraint" for c in proven}
+    if loaded_filenode is not None:
+        cur.execute("SELECT pg_relation_filenode(to_regclass(%s))", (f"{_quote(schema)}.{_quote(table)}",))
+        now = cur.fetchone()[0]
+        same_storage = now is not None and int(now) == int(loaded_filenode)
+    cur.close()
+    conn.rollback()
     return key_proof, proofs, same_storage
