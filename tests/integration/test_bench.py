@@ -224,6 +224,12 @@ def test_the_runs_head_and_tail_outside_its_groups():
     assert (dag["head_seconds"], dag["tail_seconds"]) == (3.5, 6.0)
     assert ("outside the groups: the run's start to its first COPY 3.50 s; the last group task's end to the "
             "run's end (publish, Asset events, stats) 6.00 s") in overhead_lines(dag)
+    # Without a successful load there is no first COPY: the tail is still reported.
+    failed = [dict(tasks[0], state="failed"), *tasks[1:]]
+    dag = analyse_dag(run, "failed", failed, slots=2, stats=None)
+    assert (dag["head_seconds"], dag["tail_seconds"]) == (None, 6.0)
+    assert ("outside the groups: the last group task's end to the run's end (publish, Asset events, stats) 6.00 s"
+            in overhead_lines(dag))
 
 
 def test_the_task_processes_cpu_is_reported_per_step():

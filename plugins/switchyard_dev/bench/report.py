@@ -325,9 +325,12 @@ def overhead_lines(dag: dict) -> list[str]:
         lines.append(f"pool busy (load task wall / slots / loads window): {dag['pool_busy_fraction']:.3f}")
     if dag.get("task_overhead_median") is not None:
         lines.append(f"median overhead over all {dag['group_tasks']} group tasks: {dag['task_overhead_median']:.2f} s")
-    if dag.get("head_seconds") is not None and dag.get("tail_seconds") is not None:
-        lines.append(f"outside the groups: the run's start to its first COPY {dag['head_seconds']:.2f} s; the last "
-                     f"group task's end to the run's end (publish, Asset events, stats) {dag['tail_seconds']:.2f} s")
+    outside = ([f"the run's start to its first COPY {dag['head_seconds']:.2f} s"]
+               if dag.get("head_seconds") is not None else []) + (
+        [f"the last group task's end to the run's end (publish, Asset events, stats) {dag['tail_seconds']:.2f} s"]
+        if dag.get("tail_seconds") is not None else [])
+    if outside:  # a run without a successful load has no first COPY
+        lines.append("outside the groups: " + "; ".join(outside))
     publish = dag.get("publish_batch") or {}
     if publish.get("lock_seconds") is not None:
         lines.append(f"the batch's publish: {len(publish.get('tables') or [])} tables in one transaction, locked "
