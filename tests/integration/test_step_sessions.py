@@ -187,3 +187,24 @@ def test_validate_proves_the_constraints_on_its_own_session(tpch_batch, pg_uri, 
     assert ("expect_column_values_to_not_be_null", "o_custkey") in proven
     assert all(c["success"] for c in checks)
     connect().release_lease()
+
+
+def test_a_failed_proof_raises_its_own_error_and_leaves_the_session_idle(pg_uri, schema):
+    """A proof whose statement fails (a column the table does not have) raises the server's own
+    error, not one from cleaning up after it; the kept session's next use finds no transaction
+    open and the session's own constraint_exclusion."""
+    adapter = counted(pg_uri, schema)
+    adapter.keep_session()
+    with adapter.connection() as conn:
+        conn.autocommit = True
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+        conn.execute(f'CREATE TABLE "{schema}".t (k bigint NOT NULL, CONSTRAINT r CHECK (k >= 1 AND k < 11))')
+        before = conn.execute("SHOW constraint_exclusion").fetchone()[0]
+    assert adapter.proofs_in_session(schema, "t", "k", 1, 10, [], "bigint")[0] is not None
+    with pytest.raises(psycopg.errors.UndefinedColumn, match="missing"):
+        adapter.proofs_in_session(schema, "t", "k", 1, 10, ["missing"], "bigint")
+    with adapter.connection() as conn:
+        assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+        assert conn.execute("SHOW constraint_exclusion").fetchone()[0] == before
+    assert len(adapter.opened) == 1
+    adapter.close()
