@@ -476,10 +476,8 @@ def _server_part(lever: dict) -> str:
     """The server's CPU seconds and the sessions it opened, medians over the lever's rounds."""
     cpu = (lever.get("server_cpu_seconds") or {}).get("median")
     opened = (lever.get("server_sessions") or {}).get("median")
-    tail = (lever.get("tail_seconds") or {}).get("median")
     return ((f"; server CPU {cpu} s" if cpu is not None else "")
-            + (f"; server sessions {opened:.0f}" if opened is not None else "")
-            + (f"; the run's tail after its groups {tail} s" if tail is not None else ""))
+            + (f"; server sessions {opened:.0f}" if opened is not None else ""))
 
 
 def dag_lever_lines(levers: dict) -> list[str]:
@@ -490,12 +488,14 @@ def dag_lever_lines(levers: dict) -> list[str]:
         v = lv["validate_overhead_median"]
         o = lv.get("task_overhead_median") or {}
         vw = (lv.get("validation_work_seconds") or {}).get("median")
+        tail = (lv.get("tail_seconds") or {}).get("median")
         lines.append(f"  DAG {name:<34} {w['median']:>8.1f} s [{w['min']:.1f}, {w['max']:.1f}]  "
                      f"x{r['median']:.3f} of {lv.get('reference', 'no preload')}; validate overhead {v.get('median')} s; "
                      f"median task overhead {o.get('median')} s; pool busy {(lv.get('pool_busy') or {}).get('median')}; "
                      f"Airflow CPU {(lv.get('airflow_cpu_seconds') or {}).get('median')} s"
                      + (f"; validation work {vw} s" if vw is not None else "")
-                     + _server_part(lv))
+                     + _server_part(lv)
+                     + (f"; the run's tail after its groups {tail} s" if tail is not None else ""))
         if DAG_LEVERS.get(name, (None, None, {}))[2].get("index_only"):
             lines.append("    (a measuring device: the checks switched off but the target's unique index; "
                          "never a way to run)")

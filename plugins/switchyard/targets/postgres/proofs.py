@@ -10,7 +10,6 @@ load's COPY filled (its count is then the table's).
 """
 from __future__ import annotations
 
-import json
 from typing import Any, Sequence
 
 from switchyard.core.keys import ansi_literal, kind_of, step, to_json
@@ -25,15 +24,13 @@ def _refuted(cur, schema: str, table: str, condition: str) -> bool:
     """Whether the planner, from the table's NOT NULL and validated CHECK constraints, shows
     that no row can satisfy `condition` (built from quoted names and typed literals only)."""
     cur.execute(f"EXPLAIN (FORMAT JSON) SELECT 1 FROM {_quote(schema)}.{_quote(table)} WHERE {condition}")
-    plan = cur.fetchone()[0]
-    if isinstance(plan, str):  # a driver that leaves json as text
-        plan = json.loads(plan)
+    plan = cur.fetchone()[0]  # psycopg (3 and 2) returns EXPLAIN's json parsed
     node = (plan[0] if isinstance(plan, list) else plan)["Plan"]
     # Refuted: the planner replaced the scan by a Result that returns nothing, without children.
     return node.get("Node Type") == "Result" and node.get("One-Time Filter") == "false" and not node.get("Plans")
 
 
-def _key_condition(key: str, key_min: Any, key_max: Any, key_type: str | None, quote) -> str | None:
+def _key_condition(key: str, key_min: Any, key_max: Any, key_type: str | None) -> str | None:
     """"key IS NULL OR key outside [min, max]" from typed literals only; None when the bounds
     are not one kind of key value (int, datetime.date or datetime.datetime), which proves
     nothing. "k >= max + one unit" rather than "k > max": the planner compares constants, it
@@ -46,7 +43,7 @@ def _key_condition(key: str, key_min: Any, key_max: Any, key_type: str | None, q
         upper_next = key_max + step(kind, key_type)
     except (ValueError, TypeError):
         return None
-    k = quote(key)
+    k = _quote(key)
     return f"{k} IS NULL OR {k} < {ansi_literal(key_min)} OR {k} >= {ansi_literal(upper_next)}"
 
 
@@ -75,7 +72,7 @@ def proofs_on(conn: Any, schema: str, table: str, key: str | None, key_min: Any,
     key_proof: str | None = None
     proofs: dict[str, str] = {}
     same_storage = False
-    condition = _key_condition(key, key_min, key_max, key_type, _quote) if key is not None else None
+    condition = _key_condition(key, key_min, key_max, key_type) if key is not None else None
     cur = conn.cursor()
     # 'on' applies constraint exclusion to plain tables too (the default covers only
     # partitions); the planner uses NOT NULL and validated CHECK constraints only. SET LOCAL
