@@ -207,8 +207,10 @@ def run_dag(pg_uri: str, data_root: Path, schema: str, streams: int, conf: dict,
             runs_dir: Path, extra_env: dict | None = None, logical_date: str | None = None,
             spec: str = "tpch", dag_id: str = "switchyard_tpch", args: tuple[str, ...] = ()) -> DagRun:
     """Runs the real DAG of `spec` (as `dag_id`) with `airflow dags test` against the embedded
-    PostgreSQL; `args`: more of `dags test`'s options (e.g. --mark-success-pattern)."""
-    from switchyard_dev.local import airflow, airflow_env, migrate
+    PostgreSQL, forked from the session's process that has Airflow imported (warm_airflow.py);
+    `args`: more of `dags test`'s options (e.g. --mark-success-pattern)."""
+    import warm_airflow
+    from switchyard_dev.local import airflow_env, migrate
     env = airflow_env(streams=streams, extra={
         "AIRFLOW_CONN_SWITCHYARD_TARGET": pg_uri,
         "SWITCHYARD_DATA_ROOT": str(data_root),
@@ -220,8 +222,7 @@ def run_dag(pg_uri: str, data_root: Path, schema: str, streams: int, conf: dict,
     })
     migrate(env)
     when = [logical_date] if logical_date else []
-    result = airflow("dags", "test", dag_id, *when, "-c", json.dumps(conf), *args, env=env, check=False,
-                     timeout=900)
+    result = warm_airflow.run(["dags", "test", dag_id, *when, "-c", json.dumps(conf), *args], env, timeout=900)
     output = result.stdout + result.stderr
     stats = None
     found = sorted(runs_dir.glob(f"{dag_id}/*/stats.json"), key=lambda p: p.stat().st_mtime)
