@@ -39,8 +39,11 @@ class NotStarted(RuntimeError):
 
 
 def _startup_settings(env: dict[str, str]) -> dict[str, str]:
-    """What the parent's imports were made under: Airflow's settings and the import path."""
-    return {k: v for k, v in env.items() if k.startswith("AIRFLOW") or k == "PYTHONPATH"}
+    """What the parent's imports were made under: Airflow's settings and the import path.
+    Connections and variables from the environment are not among them: Airflow reads those
+    from the environment at each lookup."""
+    return {k: v for k, v in env.items() if (k.startswith("AIRFLOW") or k == "PYTHONPATH")
+            and not k.startswith(("AIRFLOW_CONN_", "AIRFLOW_VAR_"))}
 
 
 class _Parent:
@@ -117,6 +120,17 @@ def run(argv: list[str], env: dict[str, str], timeout: float | None = None) -> s
         return _plain(argv, env, timeout)
     finally:
         _parent.lock.release()
+
+
+def airflow(*args: str, env: dict[str, str] | None = None, check: bool = True,
+            timeout: float | None = None) -> subprocess.CompletedProcess:
+    """`switchyard_dev.local.airflow` for a test's own Airflow commands (its set-up and its
+    look at the result), through the warm process where it can."""
+    from switchyard_dev.local import airflow_env
+    result = run(list(args), env or airflow_env(), timeout)
+    if check and result.returncode != 0:
+        raise subprocess.CalledProcessError(result.returncode, result.args, result.stdout, result.stderr)
+    return result
 
 
 def _plain(argv: list[str], env: dict[str, str], timeout: float | None) -> subprocess.CompletedProcess:
