@@ -54,15 +54,23 @@ class _Parent:
         self.proc = subprocess.Popen([sys.executable, __file__], env=env, stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, bufsize=1)
         self.lock = threading.Lock()
+        self._pending = b""  # read from the pipe, not yet a whole line
         self.ready = self._read(time.monotonic() + READY_SECONDS) == {"ready": True}
 
     def _read(self, deadline: float) -> dict | None:
-        while True:
+        """The process's next answer, or None at the deadline or its end. The pipe is read
+        unbuffered: two answers arriving together must not leave one where select cannot see it."""
+        fd = self.proc.stdout.fileno()
+        while b"\n" not in self._pending:
             left = deadline - time.monotonic()
-            if left <= 0 or not select.select([self.proc.stdout], [], [], left)[0]:
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
                 return None
-            line = self.proc.stdout.readline()
-            return json.loads(line) if line else None
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                return None
+            self._pending += chunk
+        line, self._pending = self._pending.split(b"\n", 1)
+        return json.loads(line)
 
     def run(self, argv: list[str], env: dict[str, str], timeout: float | None) -> subprocess.CompletedProcess:
         with tempfile.TemporaryDirectory(prefix="warm-airflow-") as folder:
