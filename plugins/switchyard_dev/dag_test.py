@@ -12,7 +12,9 @@ runs, the wrapper:
   and a paused DAG's running runs would stall);
 - when `airflow dags test` ends, however it ends (success, failure, Ctrl-C, SIGTERM), marks
   its run failed if it is still running (else the scheduler would pick it up once the DAG is
-  unpaused), then unpauses the DAG if it paused it, and says so.
+  unpaused) and gives up the run lease that run took on the target (its stats task, which
+  does that, did not run: the DAG's next run would wait for the lease to lapse), then
+  unpauses the DAG if it paused it, and says so.
 """
 from __future__ import annotations
 
@@ -97,8 +99,8 @@ def run(dag_id: str, command: list[str], env: dict[str, str]) -> int:
                 f"also run its tasks); it is unpaused when the test run ends.")
             if _refused(api, dag_id):  # a run the scheduler started before the pause took effect
                 return 1
-        active = runs.active_runs(api, dag_id)
-        before = {r["dag_run_id"] for r in active}
+        # Every run of the DAG so far: the test run is the one not among them.
+        before = {r["dag_run_id"] for r in api.get_all(f"/api/v2/dags/{runs._q(dag_id)}/dagRuns", "dag_runs")}
         if interrupted:
             return 128 + interrupted[0]
         # A process group of its own: a Ctrl-C reaches it once, through `forward`.
@@ -118,7 +120,7 @@ def run(dag_id: str, command: list[str], env: dict[str, str]) -> int:
     finally:
         try:
             if child:
-                _end_test_runs(api, dag_id, before)
+                _end_test_runs(api, dag_id, before, env)
         finally:
             if paused_here:
                 api.patch(f"/api/v2/dags/{runs._q(dag_id)}", {"is_paused": False})
@@ -127,13 +129,43 @@ def run(dag_id: str, command: list[str], env: dict[str, str]) -> int:
                 signal.signal(s, handler)
 
 
-def _end_test_runs(api: local.Api, dag_id: str, before: set[str]) -> None:
-    """Mark failed the test runs that `airflow dags test` left running (it was stopped)."""
-    for r in runs.active_runs(api, dag_id):
-        if r.get("triggered_by") == "test" and r["dag_run_id"] not in before:
+def _end_test_runs(api: local.Api, dag_id: str, before: set[str], env: dict[str, str]) -> None:
+    """For the test run that did not succeed (it was stopped, or failed): mark it failed if
+    `airflow dags test` left it running, and give up the run lease it took on its target."""
+    for r in api.get_all(f"/api/v2/dags/{runs._q(dag_id)}/dagRuns", "dag_runs"):
+        if r.get("triggered_by") != "test" or r["dag_run_id"] in before or r["state"] == "success":
+            continue
+        if r["state"] in runs.ACTIVE:
             runs.fail(api, dag_id, r["dag_run_id"])
             say(f"the test run {r['dag_run_id']} did not finish: marked failed, so the scheduler does not "
                 f"go on with it.")
+        _release_lease(dag_id, r, env)
+
+
+def _release_lease(dag_id: str, run: dict, env: dict[str, str]) -> None:
+    """A stopped test run never reaches its stats task, which gives up the run's lease on the
+    target schema: without this, the DAG's next run would wait for the lease to lapse (30
+    minutes by default). A failed run's stats task did, and this finds nothing to give up.
+    Only this run's lease: the release names its holder. The test run's tasks ran in the
+    process that has ended, so none of them still uses it."""
+    holder = f"{dag_id}/{run['dag_run_id']}"
+    # Airflow's connection lookup and the DAG's settings, as the test run had them (this
+    # process ends after it).
+    os.environ.update(env)
+    try:
+        from switchyard.airflow.connections import adapter_for, bridge_connection
+        from switchyard.airflow.dag_factory import DagConfig
+        from switchyard.core.spec import load_spec
+        config = DagConfig.from_env()
+        conn_id = str((run.get("conf") or {}).get("conn_id") or config.conn_id)
+        bridge_connection(conn_id)
+        adapter_for(conn_id, load_spec(config.spec), schema=config.schema, lease_holder=holder).release_lease()
+    except Exception as exc:  # noqa: BLE001 - said, not raised: the lease then lapses by itself
+        say(f"could not give up the run lease of {holder} on the target ({type(exc).__name__}: {exc}); "
+            f"it lapses by itself, and the next run's setup.plan names it until then.")
+        return
+    say(f"the test run {run['dag_run_id']} did not finish: its run lease on the target schema "
+        f"{config.schema}, if it took one, is given up, so the next run does not wait for it to lapse.")
 
 
 

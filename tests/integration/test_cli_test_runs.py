@@ -24,7 +24,7 @@ import psycopg
 import pytest
 import yaml
 
-from helpers import drop_metadata, files_fingerprint, fingerprint, free_port
+from helpers import drop_metadata, files_fingerprint, fingerprint, free_port, run_lease
 
 SWITCHYARD = str(Path(sys.executable).with_name("switchyard"))
 DAG_ID = "switchyard_tpch"
@@ -152,8 +152,9 @@ def test_demo_then_a_cli_test_run_then_the_demo_again(stack_home, pg_uri, data_r
     assert demo.run(0.01, 2, timeout=600) == 0
     assert "queued behind" not in capsys.readouterr().out
 
-    # A test run stopped with Ctrl-C: its run is marked failed (the scheduler does not go on with
-    # it once the DAG is unpaused) and the DAG is unpaused.
+    # A test run stopped with Ctrl-C once its setup took the run lease: its run is marked failed (the
+    # scheduler does not go on with it once the DAG is unpaused), its lease is given up (the next
+    # run does not wait for it to lapse) and the DAG is unpaused.
     before = {r["dag_run_id"] for r in api.get_all(f"/api/v2/dags/{DAG_ID}/dagRuns", "dag_runs")}
     test = subprocess.Popen([SWITCHYARD, "airflow", "dags", "test", DAG_ID, "-c", json.dumps({"batch": batch})],
                             env=plain_shell(), text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -161,15 +162,18 @@ def test_demo_then_a_cli_test_run_then_the_demo_again(stack_home, pg_uri, data_r
     while True:
         assert time.monotonic() < deadline and test.poll() is None, "the test run did not start"
         new = [r for r in api.get_all(f"/api/v2/dags/{DAG_ID}/dagRuns", "dag_runs") if r["dag_run_id"] not in before]
-        if new and any(t["state"] == "success" for t in api.get_all(
+        if new and any(t["task_id"] == "setup.plan" and t["state"] == "success" for t in api.get_all(
                 f"/api/v2/dags/{DAG_ID}/dagRuns/{runs._q(new[0]['dag_run_id'])}/taskInstances", "task_instances")):
             break
         time.sleep(1)
+    assert run_lease(pg_uri, schema) == (f"{DAG_ID}/{new[0]['dag_run_id']}",)
     test.send_signal(signal.SIGINT)
     out, err = test.communicate(timeout=120)
     assert test.returncode == 130, (out + err)[-3000:]
-    assert f"the test run {new[0]['dag_run_id']} did not finish: marked failed" in err, err[-3000:]
+    assert (f"the test run {new[0]['dag_run_id']} did not finish: its run lease on the target schema {schema}"
+            in err), err[-3000:]
     assert f"{DAG_ID} is unpaused again" in err
+    assert run_lease(pg_uri, schema) is None, err[-3000:]
     time.sleep(10)
     run = api.get(f"/api/v2/dags/{DAG_ID}/dagRuns/{runs._q(new[0]['dag_run_id'])}")
     assert run["state"] == "failed"
