@@ -22,6 +22,7 @@ from switchyard.core import tpch
 from switchyard.core.planner import plan_tpch
 from switchyard.core.spec import load_spec
 from switchyard.targets.mssql import MssqlAdapter
+from warm_airflow import airflow  # a test's own Airflow commands (tests/warm_airflow.py)
 
 ROOT = Path(__file__).resolve().parents[2]
 SPEC = load_spec("tpch")
@@ -125,7 +126,6 @@ def cli_json(stdout: str):
 @pytest.fixture
 def pool_name():
     from switchyard_dev.local import airflow_env
-    from warm_airflow import airflow
     name = f"switchyard_test_{uuid.uuid4().hex[:8]}"
     yield name
     airflow("pools", "delete", name, env=airflow_env(), check=False)
@@ -133,7 +133,6 @@ def pool_name():
 
 def pool_slots(name: str) -> int | None:
     from switchyard_dev.local import airflow_env
-    from warm_airflow import airflow
     result = airflow("pools", "get", name, "-o", "json", env=airflow_env(), check=False)
     if result.returncode != 0:
         return None
@@ -142,7 +141,6 @@ def pool_slots(name: str) -> int | None:
 
 def test_pool_sync_sets_the_pool_from_the_server(pg_uri, pool_name):
     from switchyard_dev.local import airflow_env, migrate
-    from warm_airflow import airflow
     from switchyard.targets.postgres import PostgresAdapter
     env = airflow_env()
     migrate(env)
@@ -176,7 +174,6 @@ def test_pool_sync_sets_the_pool_from_the_server(pg_uri, pool_name):
 def test_pool_sync_sets_the_prepare_pool_beside_the_load_pool(pg_uri, pool_name):
     """SWITCHYARD_PREPARE_POOL set: `pool sync` gives that pool the load pool's size too."""
     from switchyard_dev.local import airflow_env, migrate
-    from warm_airflow import airflow
     from switchyard.targets.postgres import PostgresAdapter
     env = airflow_env()
     migrate(env)
@@ -201,7 +198,6 @@ def test_pool_sync_sets_the_prepare_pool_beside_the_load_pool(pg_uri, pool_name)
 def test_pool_sync_finds_a_connection_in_the_metadata_database(pg_uri, pool_name):
     """As in the docker-compose stack: `airflow connections add/import`, then `pool sync`."""
     from switchyard_dev.local import airflow_env, migrate
-    from warm_airflow import airflow
     env = airflow_env()
     migrate(env)
     conn_id = f"sy_db_{uuid.uuid4().hex[:6]}"
@@ -224,7 +220,6 @@ def test_pool_sync_names_a_missing_connection(pool_name):
 def test_the_stacks_unpause_script_unpauses_the_parsed_dag():
     """include/docker/unpause-switchyard.sh with the real airflow CLI (3.3.2): the DAG once stored."""
     from switchyard_dev.local import airflow_env, migrate
-    from warm_airflow import airflow
     env = airflow_env()
     migrate(env)
     airflow("dags", "reserialize", env=env, timeout=300)
