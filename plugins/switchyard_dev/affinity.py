@@ -9,6 +9,7 @@ Only the trees it names are touched: other work on the machine keeps its own aff
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 
@@ -66,19 +67,32 @@ def tree(root: int) -> list[int]:
 
 
 def pin(pid: int, cpus: set[int]) -> int:
-    """Every thread of every process in pid's tree onto `cpus`; how many threads were pinned."""
+    """Every thread of every process in pid's tree onto `cpus`; how many threads were pinned.
+
+    A process forked between the walk's list of the tree and its parent's pinning inherits the
+    parent's old CPUs and is not in that list (a server's backend, while other clients connect):
+    the tree is walked again, a moment later (a fork under way shows up), until a walk finds no
+    process it has not pinned."""
     n = 0
-    for p in tree(pid):
-        try:
-            threads = [int(t.name) for t in Path(f"/proc/{p}/task").iterdir()]
-        except OSError:
-            continue  # exited meanwhile
-        for tid in threads:
+    done: set[int] = set()
+    for walk in range(10):
+        if walk:
+            time.sleep(0.02)
+        new = [p for p in tree(pid) if p not in done]
+        if not new:
+            break
+        for p in new:
+            done.add(p)
             try:
-                os.sched_setaffinity(tid, cpus)
-                n += 1
-            except (ProcessLookupError, PermissionError):
-                pass
+                threads = [int(t.name) for t in Path(f"/proc/{p}/task").iterdir()]
+            except OSError:
+                continue  # exited meanwhile
+            for tid in threads:
+                try:
+                    os.sched_setaffinity(tid, cpus)
+                    n += 1
+                except (ProcessLookupError, PermissionError):
+                    pass
     return n
 
 
