@@ -65,6 +65,10 @@ SETTINGS = (
             "`1`: the benchmark's Airflow renders the steps' target connection from a template field "
             "(`{{ params.conn_id }}`), as before they read it from the run's params (the `preload, the "
             "connection rendered` lever).", BENCH, "0 | 1"),
+    Setting("SWITCHYARD_BENCH_PLUGINS_PER_TASK", "bench_plugins_per_task", _bool, False,
+            "`1`: the benchmark's Airflow preloads without Airflow's task-side plugins, so each task "
+            "process loads them itself, as before the preload loaded them (the `preload, Airflow's "
+            "plugins per task` lever).", BENCH, "0 | 1"),
     Setting("SWITCHYARD_MSSQL_URI", "mssql_uri", str, None,
             "A real SQL Server for the contract suite (`mssql+pyodbc://...`); without it those tests "
             "skip.", TESTS, "URI", "unset"),

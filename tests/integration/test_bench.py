@@ -254,12 +254,25 @@ _FORKED = """
 import json, os, sys
 sys.argv = [os.path.join(os.path.dirname(sys.executable), "airflow"), sys.argv[1]]
 import airflow_local_settings  # what Airflow imports at start in each of its processes
+
+
+def _task_plugins_built():
+    if "airflow.sdk.listener" not in sys.modules or "airflow.sdk.plugins_manager" not in sys.modules:
+        return False
+    from airflow.sdk.listener import get_listener_manager
+    from airflow.sdk.plugins_manager import integrate_macros_plugins
+    return get_listener_manager.cache_info().currsize == 1 and integrate_macros_plugins.cache_info().currsize == 1
+
+
 r, w = os.pipe()
 if os.fork() == 0:  # as LocalExecutor starts a task: a bare fork of the scheduler's process
     os.write(w, json.dumps({"gx": "great_expectations.expectations" in sys.modules,
                             # what a task process otherwise imports itself, after the fork
                             "task_imports": all(m in sys.modules for m in (
-                                "jinja2.ext", "airflow.dag_processing.bundles.local"))}).encode())
+                                "jinja2.ext", "airflow.dag_processing.bundles.local")),
+                            # Airflow's task-side plugins: built already, or built by the
+                            # task runner's first call in this process.
+                            "task_plugins": _task_plugins_built()}).encode())
     os._exit(0)
 os.wait()
 from switchyard.airflow.preload import report
@@ -267,14 +280,17 @@ print(json.dumps({"child": json.loads(os.read(r, 4096)), "report": report}))
 """
 
 
-def _forked(role: str, preload: str) -> dict:
+def _forked(role: str, preload: str, bench: bool = False, **settings: str) -> dict:
+    """A bare fork of an Airflow process started with the product's local settings (or, `bench`,
+    the benchmark's own) and `settings` in its environment, as LocalExecutor starts a task."""
     import os
     import subprocess
     import sys
     from pathlib import Path
     plugins = Path(__file__).resolve().parents[2] / "plugins"
-    env = dict(os.environ, SWITCHYARD_PRELOAD=preload, GX_ANALYTICS_ENABLED="False",
-               PYTHONPATH=os.pathsep.join([str(plugins / "switchyard" / "airflow" / "local_settings"), str(plugins)]))
+    local_settings = (plugins / "switchyard_dev" / "bench" if bench else plugins / "switchyard" / "airflow") / "local_settings"
+    env = dict(os.environ, SWITCHYARD_PRELOAD=preload, GX_ANALYTICS_ENABLED="False", **settings,
+               PYTHONPATH=os.pathsep.join([str(local_settings), str(plugins)]))
     out = subprocess.run([sys.executable, "-c", _FORKED, role], env=env, check=True, capture_output=True, text=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -282,10 +298,22 @@ def _forked(role: str, preload: str) -> dict:
 def test_a_process_forked_from_the_scheduler_finds_gx_imported():
     on = _forked("scheduler", "1")
     assert on["child"]["gx"] is True and on["child"]["task_imports"] is True
-    assert "great_expectations.expectations" in on["report"]["preloaded"] and not on["report"]["failed"]
+    assert on["child"]["task_plugins"] is True  # the listeners' manager and the macros, built once
+    assert {"great_expectations.expectations", "airflow task plugins"} <= set(on["report"]["preloaded"])
+    assert not on["report"]["failed"]
     # Only the scheduler pays for it, and SWITCHYARD_PRELOAD=0 turns it off.
-    assert _forked("api-server", "1")["child"]["gx"] is False
-    assert _forked("scheduler", "0")["child"]["gx"] is False
+    api_server = _forked("api-server", "1")["child"]
+    assert api_server["gx"] is False and api_server["task_plugins"] is False
+    off = _forked("scheduler", "0")["child"]
+    assert off["gx"] is False and off["task_plugins"] is False
+
+
+def test_the_plugins_per_task_lever_leaves_them_to_each_task_process():
+    # The benchmark's "preload, Airflow's plugins per task": everything else preloaded as before.
+    lever = _forked("scheduler", "1", bench=True, SWITCHYARD_BENCH_PLUGINS_PER_TASK="1")
+    assert lever["child"]["gx"] is True and lever["child"]["task_plugins"] is False
+    assert "airflow task plugins" not in lever["report"]["preloaded"] and not lever["report"]["failed"]
+    assert _forked("scheduler", "1", bench=True)["child"]["task_plugins"] is True
 
 
 _FORKED_DAG = """

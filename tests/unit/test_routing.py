@@ -86,8 +86,10 @@ def test_an_edge_worker_preloads_what_a_load_needs_without_great_expectations(mo
     monkeypatch.setattr(preload, "report", {})
     monkeypatch.setattr("switchyard.airflow.dag_factory.dag_from_env", lambda: None)
     monkeypatch.setattr(preload.importlib, "import_module", lambda name: imported.append(name))
+    # Airflow's task-side plugins: an edge worker's task processes are forked too.
+    monkeypatch.setattr(preload, "load_task_plugins", lambda: imported.append("<airflow task plugins>"))
     monkeypatch.setenv("SWITCHYARD_PRELOAD", "0")
     assert preload.preload([airflow, "edge", "worker"]) == {"preloaded": []} and imported == []
     monkeypatch.setenv("SWITCHYARD_PRELOAD", "1")
     report = preload.preload([airflow, "edge", "worker", "--queues", "source_a"])
-    assert imported == list(preload.WORKER_MODULES) and report["dag_built"]
+    assert imported == [*preload.WORKER_MODULES, "<airflow task plugins>"] and report["dag_built"]

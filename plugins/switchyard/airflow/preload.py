@@ -11,6 +11,13 @@ PYTHONPATH by `local.airflow_env`) calls `preload()` when Airflow initialises. O
 scheduler acts on it: the api-server, the dag-processor and CLI commands never run
 tasks, and a task process forked from a preloaded worker finds everything imported.
 
+Airflow's task-side plugins are loaded once there too (the plugin list, the listeners'
+manager and the macros that every task process otherwise builds: about 11 ms of CPU each,
+in a process forked from a scheduler that has loaded Airflow's plugins for itself). Airflow documents the same for
+its own forked tasks: a plugin's change reaches them when the scheduler restarts
+(https://airflow.apache.org/docs/apache-airflow/stable/administration-and-deployment/plugins.html,
+"When are plugins (re)loaded?").
+
 Switchyard's own modules are preloaded too, and the DAG is built once (the task process
 finds it built: `dag_factory.dag_from_env`), because importing the DAG file rebuilds every
 operator of the run, which was most of a small task's CPU; the SQL templates are compiled
@@ -109,10 +116,11 @@ def code_stamp() -> tuple:
 
 
 def preload(argv: list[str] | None = None, modules: tuple[str, ...] | None = None,
-            calls: tuple[str, ...] = ()) -> dict:
+            calls: tuple[str, ...] = (), task_plugins: bool = True) -> dict:
     """Import `modules` (default: the third-party ones and Switchyard's) and build the DAG if this
     process is the scheduler and preloading is on; then call each of `calls` ("module:function",
-    further DAGs to build once, like the real one)."""
+    further DAGs to build once, like the real one). `task_plugins`: load Airflow's task-side
+    plugins too (`load_task_plugins`)."""
     worker = is_edge_worker(argv)
     if not enabled() or not (is_scheduler(argv) or worker):
         return {"preloaded": []}
@@ -127,6 +135,12 @@ def preload(argv: list[str] | None = None, modules: tuple[str, ...] | None = Non
             done.append(name)
         except Exception as exc:  # a missing optional library must never stop the scheduler
             failed[name] = f"{type(exc).__name__}: {exc}"
+    if task_plugins:
+        try:
+            load_task_plugins()
+            done.append("airflow task plugins")
+        except Exception as exc:  # each task process then loads them itself, as without the preload
+            failed["airflow task plugins"] = f"{type(exc).__name__}: {exc}"
     dag_built = False
     if "switchyard.airflow.dag_factory" in done:
         try:
@@ -151,6 +165,17 @@ def preload(argv: list[str] | None = None, modules: tuple[str, ...] | None = Non
     print(f"switchyard preload: {len(done)} modules{', the DAG' if dag_built else ''} in {report['seconds']:.2f}s"
           + (f"; not preloaded: {failed}" if failed else ""), file=sys.stderr, flush=True)
     return report
+
+
+def load_task_plugins() -> None:
+    """What a task process asks Airflow's task SDK for before and around its task: the plugins'
+    listeners (the task runner calls their hooks at start and end) and their macros (the
+    template context). Both are cached per process by the SDK (`functools.cache`), so a task
+    process forked from here finds them built."""
+    from airflow.sdk.listener import get_listener_manager
+    from airflow.sdk.plugins_manager import integrate_macros_plugins
+    get_listener_manager()
+    integrate_macros_plugins()
 
 
 def forget_changed_code() -> bool:

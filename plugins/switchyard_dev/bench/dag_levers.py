@@ -90,6 +90,9 @@ DAG_LEVERS = {
     # The steps' target connection rendered from a template field (`{{ params.conn_id }}`), as
     # before they read it from the run's params: a rendered-fields call to the API server per task.
     "preload, the connection rendered": (True, False, {"rendered_conn_id": True}),
+    # Airflow's task-side plugins (listeners, macros) loaded by each task process, as before the
+    # preload loaded them once in the scheduler.
+    "preload, Airflow's plugins per task": (True, False, {"plugins_per_task": True}),
     # Lineage on (docs/lineage.md): every task's OpenLineage events written by the provider's file
     # transport, against "preload" with the provider installed and off (no transport).
     "preload, lineage to a file": (True, False, {"airflow": LINEAGE_TO_A_FILE}),

@@ -101,6 +101,9 @@ def airflow_settings(streams: int, preload: bool, flat_priorities: bool,
     if options.get("rendered_conn_id"):
         # The benchmark's local settings put the template field back (rendered.rendered_conn_id).
         settings["SWITCHYARD_BENCH_RENDERED_CONN_ID"] = "1"
+    if options.get("plugins_per_task"):
+        # The benchmark's local settings preload without Airflow's task-side plugins.
+        settings["SWITCHYARD_BENCH_PLUGINS_PER_TASK"] = "1"
     settings.update(options.get("airflow") or {})  # Airflow settings, as AIRFLOW__SECTION__KEY
     return settings
 

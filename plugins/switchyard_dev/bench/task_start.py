@@ -21,9 +21,12 @@ ROUNDS = 15
 
 
 def preloaded(modules: tuple[str, ...]) -> float:
-    """Import `modules` and freeze the collector as LocalExecutor does before it forks; resident MB."""
+    """Import `modules`, load Airflow's plugins as the scheduler does for itself, and freeze the
+    collector as LocalExecutor does before it forks; resident MB."""
     for name in modules:
         importlib.import_module(name)
+    from airflow import plugins_manager
+    plugins_manager.ensure_plugins_loaded()  # the scheduler's own (its listeners, timetables)
     gc.freeze()
     return int(open("/proc/self/statm").read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 1e6
 
@@ -47,13 +50,14 @@ def parts() -> list[tuple[str, Callable[[], object], str]]:
     Airflow 3.3 has them: this measures them, Switchyard does not call them otherwise."""
     from airflow.sdk.api.client import Client
     from airflow.sdk.execution_time.comms import ToTask
+    from airflow.sdk.listener import get_listener_manager
     from airflow.sdk.log import configure_logging
-    from airflow.sdk.plugins_manager import _get_plugins
     from pydantic import TypeAdapter
     return [
         ("the task runner's logging set-up", lambda: configure_logging(
             json_output=True, output=open(os.devnull, "wb")), "per task"),
-        ("the SDK's plugin load", _get_plugins, "per task"),
+        ("the SDK's plugin load and listeners' manager", get_listener_manager,
+         "once, in the scheduler's preload; per task without it"),
         ("the message channel's validator", lambda: TypeAdapter(ToTask), "per task"),
         ("the Execution API client's TLS context", lambda: Client(
             base_url="http://127.0.0.1:1/execution/", token="-"), "once per LocalExecutor worker"),

@@ -10,6 +10,8 @@ the other default checks cost end to end). SWITCHYARD_BENCH_SESSION_PER_USE=1 gi
 a step's connection a session of its own, as before the steps kept one.
 SWITCHYARD_BENCH_RENDERED_CONN_ID=1 renders the steps' connection from a template field, as
 before they read it from the run's params (applied before the preload builds the DAG).
+SWITCHYARD_BENCH_PLUGINS_PER_TASK=1 leaves Airflow's task-side plugins out of the preload, so
+that each task process loads them itself.
 """
 from switchyard_dev.settings import value
 
@@ -21,7 +23,8 @@ if value("SWITCHYARD_BENCH_RENDERED_CONN_ID"):
 from switchyard.airflow.preload import MODULES, preload  # noqa: E402
 
 preload(modules=None if value("SWITCHYARD_PRELOAD_DAG") else MODULES,
-        calls=tuple(c.strip() for c in value("SWITCHYARD_PRELOAD_CALLS").split(",") if c.strip()))
+        calls=tuple(c.strip() for c in value("SWITCHYARD_PRELOAD_CALLS").split(",") if c.strip()),
+        task_plugins=not value("SWITCHYARD_BENCH_PLUGINS_PER_TASK"))
 
 if value("SWITCHYARD_FLAT_PRIORITIES"):
     def task_policy(task):
