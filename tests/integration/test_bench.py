@@ -433,7 +433,7 @@ def test_the_task_start_measurement_reports_every_part():
     out = subprocess.run([sys.executable, "-m", "switchyard_dev.bench.task_start"], env=env, check=True,
                          capture_output=True, text=True, timeout=300).stdout
     assert re.search(r"fork and exit of the preloaded process \(\d+ MB resident\): [\d.]+ ms in the parent", out)
-    for part in ("logging set-up", "plugin load", "message channel's validator", "TLS context"):
+    for part in ("logging set-up", "plugin load and listeners' manager", "message channel's validator", "TLS context"):
         assert re.search(rf"{part}: \+-?[\d.]+ ms", out), (part, out)
 
 
