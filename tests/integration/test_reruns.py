@@ -6,6 +6,7 @@ held back by max_active_runs, so the target's run lease does it (targets/postgre
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import time
 from pathlib import Path
@@ -14,6 +15,7 @@ import psycopg
 import pytest
 
 from helpers import copy_batch, fingerprint, line_count, partition_oids, resize_manifest, run_lease
+from switchyard.targets.postgres.slots import NAMESPACE as COPY_SLOT_NAMESPACE
 from switchyard_dev.local import airflow_bin, airflow_env, airflow_home, migrate
 
 TABLES = ["orders", "customer"]
@@ -75,16 +77,30 @@ def test_two_runs_at_once_are_serialized_by_the_run_lease(chaos_only, pg_uri, da
     fast_retry = {"SWITCHYARD_LEASE_RETRY_SECONDS": "3", "SWITCHYARD_LEASE_RETRIES": "100"}
     migrate(airflow_env())
     home_b = _second_airflow_home(tmp_path)
-    run_a = _start(pg_uri, data_root, schema, tmp_path / "runs-a",
-                   {"batch": "conc-a"}, fast_retry, tmp_path / "a.log")
-    # B starts once A is loading (A loads every table, so it is still busy when B asks) (a backfill next to the nightly run, in another Airflow).
-    deadline = time.monotonic() + 300
-    while not _staging_tables(pg_uri, schema):
-        assert run_a.poll() is None and time.monotonic() < deadline, (tmp_path / "a.log").read_text()[-3000:]
-        time.sleep(0.2)
-    run_b = _start(pg_uri, data_root, schema, tmp_path / "runs-b",
-                   {"batch": "conc-b", "tables": TABLES}, {**fast_retry, **home_b},
-                   tmp_path / "b.log")
+    # Every COPY slot of the target taken here (as other loads into the same database would), so
+    # that A's loads wait for one and A still holds its lease when B asks for it, however slowly
+    # B's process starts: the connection names no `copy_slots`, so the loads have one per core.
+    slots = psycopg.connect(pg_uri, autocommit=True)
+    for slot in range(os.cpu_count() or 1):
+        slots.execute("SELECT pg_advisory_lock(%s::int, %s::int)", (COPY_SLOT_NAMESPACE, slot))
+    try:
+        run_a = _start(pg_uri, data_root, schema, tmp_path / "runs-a",
+                       {"batch": "conc-a"}, fast_retry, tmp_path / "a.log")
+        # B starts once A is loading (a backfill next to the nightly run, in another Airflow).
+        deadline = time.monotonic() + 300
+        while not _staging_tables(pg_uri, schema):
+            assert run_a.poll() is None and time.monotonic() < deadline, (tmp_path / "a.log").read_text()[-3000:]
+            time.sleep(0.2)
+        run_b = _start(pg_uri, data_root, schema, tmp_path / "runs-b",
+                       {"batch": "conc-b", "tables": TABLES}, {**fast_retry, **home_b},
+                       tmp_path / "b.log")
+        # The slots go back once B has been refused the lease (its plan then retries every 3 s).
+        deadline = time.monotonic() + 300
+        while "is being loaded by run" not in (tmp_path / "b.log").read_text():
+            assert run_b.poll() is None and time.monotonic() < deadline, (tmp_path / "b.log").read_text()[-3000:]
+            time.sleep(0.5)
+    finally:
+        slots.close()
     assert run_a.wait(600) == 0, (tmp_path / "a.log").read_text()[-4000:]
     assert run_b.wait(600) == 0, (tmp_path / "b.log").read_text()[-4000:]
     a, b = _stats(tmp_path / "runs-a"), _stats(tmp_path / "runs-b")

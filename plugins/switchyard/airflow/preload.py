@@ -13,8 +13,9 @@ tasks, and a task process forked from a preloaded worker finds everything import
 
 Airflow's task-side plugins are loaded once there too (the plugin list, the listeners'
 manager and the macros that every task process otherwise builds: about 11 ms of CPU each,
-in a process forked from a scheduler that has loaded Airflow's plugins for itself). Airflow documents the same for
-its own forked tasks: a plugin's change reaches them when the scheduler restarts
+in a process forked from a scheduler that has loaded Airflow's plugins for itself). Airflow
+documents the same for its own forked tasks: a plugin's change reaches them when the
+scheduler restarts
 (https://airflow.apache.org/docs/apache-airflow/stable/administration-and-deployment/plugins.html,
 "When are plugins (re)loaded?").
 

@@ -47,7 +47,8 @@ def forked(work: Callable[[], object], rounds: int = ROUNDS) -> tuple[float, flo
 
 def parts() -> list[tuple[str, Callable[[], object], str]]:
     """(part, what the child does, when Airflow pays it). Airflow's own internals, named as
-    Airflow 3.3 has them: this measures them, Switchyard does not call them otherwise."""
+    Airflow 3.3 has them: this measures them; of them, Switchyard calls only the listeners'
+    manager, in the scheduler's preload (switchyard/airflow/preload.py)."""
     from airflow.sdk.api.client import Client
     from airflow.sdk.execution_time.comms import ToTask
     from airflow.sdk.listener import get_listener_manager
