@@ -83,9 +83,11 @@ def test_two_runs_at_once_are_serialized_by_the_run_lease(chaos_only, pg_uri, da
     slots = psycopg.connect(pg_uri, autocommit=True)
     for slot in range(os.cpu_count() or 1):
         slots.execute("SELECT pg_advisory_lock(%s::int, %s::int)", (COPY_SLOT_NAMESPACE, slot))
+    runs = []
     try:
         run_a = _start(pg_uri, data_root, schema, tmp_path / "runs-a",
                        {"batch": "conc-a"}, fast_retry, tmp_path / "a.log")
+        runs.append(run_a)
         # B starts once A is loading (a backfill next to the nightly run, in another Airflow).
         deadline = time.monotonic() + 300
         while not _staging_tables(pg_uri, schema):
@@ -94,15 +96,21 @@ def test_two_runs_at_once_are_serialized_by_the_run_lease(chaos_only, pg_uri, da
         run_b = _start(pg_uri, data_root, schema, tmp_path / "runs-b",
                        {"batch": "conc-b", "tables": TABLES}, {**fast_retry, **home_b},
                        tmp_path / "b.log")
+        runs.append(run_b)
         # The slots go back once B has been refused the lease (its plan then retries every 3 s).
         deadline = time.monotonic() + 300
         while "is being loaded by run" not in (tmp_path / "b.log").read_text():
             assert run_b.poll() is None and time.monotonic() < deadline, (tmp_path / "b.log").read_text()[-3000:]
             time.sleep(0.5)
+        slots.close()
+        assert run_a.wait(600) == 0, (tmp_path / "a.log").read_text()[-4000:]
+        assert run_b.wait(600) == 0, (tmp_path / "b.log").read_text()[-4000:]
     finally:
         slots.close()
-    assert run_a.wait(600) == 0, (tmp_path / "a.log").read_text()[-4000:]
-    assert run_b.wait(600) == 0, (tmp_path / "b.log").read_text()[-4000:]
+        for run in runs:  # a failed check leaves no run loading beside the next test
+            if run.poll() is None:
+                run.kill()
+                run.wait()
     a, b = _stats(tmp_path / "runs-a"), _stats(tmp_path / "runs-b")
     out_b = (tmp_path / "b.log").read_text()
     assert f"target schema {schema} is being loaded by run switchyard_tpch/{a['run_id']} (batch conc-a" in out_b
