@@ -100,7 +100,7 @@ def run(dag_id: str, command: list[str], env: dict[str, str]) -> int:
             if _refused(api, dag_id):  # a run the scheduler started before the pause took effect
                 return 1
         # Every run of the DAG so far: the test run is the one not among them.
-        before = {r["dag_run_id"] for r in api.get_all(f"/api/v2/dags/{runs._q(dag_id)}/dagRuns", "dag_runs")}
+        before = {r["dag_run_id"] for r in runs.all_runs(api, dag_id)}
         if interrupted:
             return 128 + interrupted[0]
         # A process group of its own: a Ctrl-C reaches it once, through `forward`.
@@ -132,7 +132,7 @@ def run(dag_id: str, command: list[str], env: dict[str, str]) -> int:
 def _end_test_runs(api: local.Api, dag_id: str, before: set[str], env: dict[str, str]) -> None:
     """For the test run that did not succeed (it was stopped, or failed): mark it failed if
     `airflow dags test` left it running, and give up the run lease it took on its target."""
-    for r in api.get_all(f"/api/v2/dags/{runs._q(dag_id)}/dagRuns", "dag_runs"):
+    for r in runs.all_runs(api, dag_id):
         if r.get("triggered_by") != "test" or r["dag_run_id"] in before or r["state"] == "success":
             continue
         if r["state"] in runs.ACTIVE:

@@ -35,6 +35,11 @@ def switchyard_dag_ids(api: local.Api) -> list[str]:
     return sorted(d["dag_id"] for d in api.get_all("/api/v2/dags?tags=switchyard", "dags"))
 
 
+def all_runs(api: local.Api, dag_id: str) -> list[dict]:
+    """Every run of `dag_id`, whatever its state or type."""
+    return api.get_all(f"/api/v2/dags/{_q(dag_id)}/dagRuns", "dag_runs")
+
+
 def active_runs(api: local.Api, dag_id: str | None = None) -> list[dict]:
     """Running and queued runs of `dag_id` (default: of every Switchyard DAG), oldest first."""
     ids = [dag_id] if dag_id else switchyard_dag_ids(api)

@@ -136,6 +136,7 @@ def preload(argv: list[str] | None = None, modules: tuple[str, ...] | None = Non
             done.append(name)
         except Exception as exc:  # a missing optional library must never stop the scheduler
             failed[name] = f"{type(exc).__name__}: {exc}"
+    imported = len(done)
     if task_plugins:
         try:
             load_task_plugins()
@@ -163,10 +164,8 @@ def preload(argv: list[str] | None = None, modules: tuple[str, ...] | None = Non
             failed["sql templates"] = f"{type(exc).__name__}: {exc}"
     report.update(preloaded=done, failed=failed, dag_built=dag_built, code_stamp=stamp,
                   seconds=round(time.monotonic() - started, 3), pid=os.getpid())
-    modules_done = [m for m in done if m != "airflow task plugins"]
-    print(f"switchyard preload: {len(modules_done)} modules"
-          f"{', Airflow task plugins' if len(modules_done) < len(done) else ''}{', the DAG' if dag_built else ''}"
-          f" in {report['seconds']:.2f}s"
+    print(f"switchyard preload: {imported} modules{', Airflow task plugins' if len(done) > imported else ''}"
+          f"{', the DAG' if dag_built else ''} in {report['seconds']:.2f}s"
           + (f"; not preloaded: {failed}" if failed else ""), file=sys.stderr, flush=True)
     return report
 
