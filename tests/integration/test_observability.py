@@ -177,6 +177,46 @@ def test_run_writes_load_stats_report_and_asset_events(pg_uri, data_root, tpch_b
     assert again[(first["table"], first["stream"])]["rows_loaded"] == 1
 
 
+def xcom_values(run_id: str) -> dict[str, object]:
+    """task id -> return value of this run's tasks, read from Airflow's metadata DB."""
+    script = (
+        "import json, sys\n"
+        "from airflow.models.xcom import XComModel\n"
+        "from airflow.utils.session import create_session\n"
+        "with create_session() as s:\n"
+        "    rows = s.query(XComModel).filter(XComModel.run_id == sys.argv[1], XComModel.key == 'return_value').all()\n"
+        "    print(json.dumps({r.task_id: XComModel.deserialize_value(r) for r in rows}))\n")
+    out = subprocess.run([sys.executable, "-c", script, run_id], env=airflow_env(), capture_output=True, text=True,
+                         check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_the_run_s_last_tasks_read_each_group_from_its_switch_as_its_steps_returned_it(
+        pg_uri, data_root, tpch_batch, schema, tmp_path):
+    """A group whose four steps succeeded is read by the stats and publish tasks from its
+    switch's result alone, which carries the prepare's, load's and validate's results as their
+    own tasks returned them: the statistics and Asset events are those of the four steps."""
+    name, _ = tpch_batch
+    run = run_dag(pg_uri, data_root, schema, 3, {"batch": name, "tables": ["orders", "nation"]}, tmp_path / "runs")
+    assert run.returncode == 0, run.output[-4000:]
+    values = xcom_values(run.stats["run_id"])
+    groups = {g["group"]: g for g in run.stats["groups"] if g["outcome"] != "skipped"}
+    assert set(groups) == {"orders_1", "orders_2", "orders_3", "nation_1"}
+    for gid, record in groups.items():
+        mine = {step: values[f"{gid}.{step}"] for step in ("prepare", "load", "validate", "switch")}
+        assert mine["switch"]["earlier_steps"] == {step: mine[step] for step in ("prepare", "load", "validate")}
+        assert record["rows"] == mine["load"]["rows"] > 0 and record["bytes"] == mine["load"]["bytes"]
+        assert record["backend_pid"] == mine["load"]["backend_pid"]
+        assert record["validation"] == "passed" and record["validation_checks"] == mine["validate"]["checks"]
+        assert record["partition"] == mine["switch"].get("partition")
+        assert record["errors"] == {} and set(record["states"].values()) == {"success"}
+        assert {step: span["started"] for step, span in record["steps"].items()} == {
+            step: value["step_started"] for step, value in mine.items()}
+    events = asset_events(run.stats["run_id"])
+    orders = events[f"switchyard://switchyard_target/{schema}/orders"]
+    assert orders["rows"] == sum(values[f"orders_{k}.load"]["rows"] for k in (1, 2, 3)) and orders["partitions"] == 3
+
+
 def _load_stats_key(cur, table: str) -> list[str]:
     cur.execute("SELECT a.attname FROM pg_constraint AS c JOIN LATERAL unnest(c.conkey) WITH ORDINALITY AS k(attnum, n)"
                 " ON true JOIN pg_attribute AS a ON a.attrelid = c.conrelid AND a.attnum = k.attnum"

@@ -25,6 +25,8 @@ from switchyard.steps import StepFailed, StepSkipped, ValidationFailed, now_iso,
 log = logging.getLogger(__name__)
 
 PLAN_TASK = "setup.plan"
+# The key of a switch's result that carries its group's prepare, load and validate results.
+EARLIER_STEPS = "earlier_steps"
 
 
 def batch_name(value: str | None, context: Any) -> str:
@@ -337,6 +339,18 @@ class SwitchOperator(_GroupOperator):
         plan, s = self.stream_plan(context)
         return steps.switch(self.adapter, self.load_spec(), plan, s).xcom()
 
+    def execute(self, context: Any) -> dict:
+        result = super().execute(context)
+        if isinstance(result, dict):
+            # The group's earlier results, returned with the switch's (`earlier_steps`): the
+            # run's last tasks then read one value per group instead of four. Airflow's API
+            # answers one XCom per request, and the stats task's reads come one after another
+            # at the run's end, while these are made beside the other groups' steps.
+            group = self.task_id.rsplit(".", 1)[0]
+            result[EARLIER_STEPS] = {step: context["ti"].xcom_pull(task_ids=f"{group}.{step}")
+                                     for step in ("prepare", "load", "validate")}
+        return result
+
 
 class GroupStepsOperator(_GroupOperator):
     """A group's four steps in one task: prepare, load, validate, switch, in that order, with
@@ -440,8 +454,10 @@ class PublishOperator(_TargetOperator):
             switched = [x["switch"] for x in done if x.get("switch")]
             loads = [x.get("load") or {} for x in done]
         else:
-            switched = [x for gid in self.groups if (x := ti.xcom_pull(task_ids=f"{gid}.switch"))]
-            loads = [ti.xcom_pull(task_ids=f"{gid}.load") or {} for gid in self.groups]
+            done = {gid: ti.xcom_pull(task_ids=f"{gid}.switch") for gid in self.groups}
+            switched = [x for x in done.values() if x]
+            loads = [(x[EARLIER_STEPS].get("load") if x and EARLIER_STEPS in x
+                      else ti.xcom_pull(task_ids=f"{gid}.load")) or {} for gid, x in done.items()]
         if not switched:
             # In batch mode the batch's publish task is upstream too, and it succeeds for the
             # tables the run left out: that success alone is no update of this table.
@@ -510,13 +526,8 @@ class StatsOperator(_TargetOperator):
                 "table": table, "stream": stream,
                 "planned_file": str(Path(plan["batch_dir"]) / planned["file"])
                 if planned.get("file") and plan.get("batch_dir") else None,
-                **(self._single_task(gid, pull, states) if table in self.single_tables else {
-                    "prepare": pull(f"{gid}.prepare"),
-                    "load": pull(f"{gid}.load"),
-                    "validate": pull(f"{gid}.validate") or pull(f"{gid}.validate", key="failure"),
-                    "switch": pull(f"{gid}.switch"),
-                    "errors": {step: err for step in STEPS if (err := pull(f"{gid}.{step}", key="error"))},
-                    "states": {step: states.get(f"{gid}.{step}") for step in STEPS}}),
+                **(self._single_task(gid, pull, states) if table in self.single_tables
+                   else self._per_step(gid, pull, states)),
             }
         adapter = self.adapter() if plan else None
         server = {}
@@ -572,6 +583,24 @@ class StatsOperator(_TargetOperator):
                                        f"(statistics: {path}, report: {report['html']})")
         return {"path": str(path), "report": str(report["html"]), "totals": stats["totals"],
                 "failed_groups": stats["failed_groups"]}
+
+    @staticmethod
+    def _per_step(gid: str, pull: Any, states: dict[str, str]) -> dict:
+        """A group run as four tasks: each step's result, error and state. A group whose four
+        steps succeeded is read from its switch's result alone, which carries the others'."""
+        from switchyard.observability.stats import STEPS
+        step_states = {step: states.get(f"{gid}.{step}") for step in STEPS}
+        if all(state == "success" for state in step_states.values()):
+            switch = dict(pull(f"{gid}.switch") or {})
+            earlier = switch.pop(EARLIER_STEPS, None)
+            if earlier is not None:
+                return {**earlier, "switch": switch, "errors": {}, "states": step_states}
+        return {"prepare": pull(f"{gid}.prepare"),
+                "load": pull(f"{gid}.load"),
+                "validate": pull(f"{gid}.validate") or pull(f"{gid}.validate", key="failure"),
+                "switch": pull(f"{gid}.switch"),
+                "errors": {step: err for step in STEPS if (err := pull(f"{gid}.{step}", key="error"))},
+                "states": step_states}
 
     @staticmethod
     def _single_task(gid: str, pull: Any, states: dict[str, str]) -> dict:
