@@ -456,8 +456,12 @@ class PublishOperator(_TargetOperator):
         else:
             done = {gid: ti.xcom_pull(task_ids=f"{gid}.switch") for gid in self.groups}
             switched = [x for x in done.values() if x]
-            loads = [(x[EARLIER_STEPS].get("load") if x and EARLIER_STEPS in x
-                      else ti.xcom_pull(task_ids=f"{gid}.load")) or {} for gid, x in done.items()]
+            loads = []
+            for gid, x in done.items():
+                # A switch's result carries its group's load result; a group that did not
+                # switch is asked for its own.
+                earlier = (x or {}).get(EARLIER_STEPS)
+                loads.append((earlier["load"] if earlier is not None else ti.xcom_pull(task_ids=f"{gid}.load")) or {})
         if not switched:
             # In batch mode the batch's publish task is upstream too, and it succeeds for the
             # tables the run left out: that success alone is no update of this table.
@@ -590,15 +594,14 @@ class StatsOperator(_TargetOperator):
         steps succeeded is read from its switch's result alone, which carries the others'."""
         from switchyard.observability.stats import STEPS
         step_states = {step: states.get(f"{gid}.{step}") for step in STEPS}
-        if all(state == "success" for state in step_states.values()):
-            switch = dict(pull(f"{gid}.switch") or {})
-            earlier = switch.pop(EARLIER_STEPS, None)
-            if earlier is not None:
-                return {**earlier, "switch": switch, "errors": {}, "states": step_states}
+        switch = dict(pull(f"{gid}.switch") or {})
+        earlier = switch.pop(EARLIER_STEPS, None)
+        if earlier is not None and all(state == "success" for state in step_states.values()):
+            return {**earlier, "switch": switch, "errors": {}, "states": step_states}
         return {"prepare": pull(f"{gid}.prepare"),
                 "load": pull(f"{gid}.load"),
                 "validate": pull(f"{gid}.validate") or pull(f"{gid}.validate", key="failure"),
-                "switch": pull(f"{gid}.switch"),
+                "switch": switch or None,
                 "errors": {step: err for step in STEPS if (err := pull(f"{gid}.{step}", key="error"))},
                 "states": step_states}
 
