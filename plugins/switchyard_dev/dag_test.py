@@ -30,8 +30,13 @@ from switchyard_dev import local, runs
 # `airflow dags test`'s options that take a value (3.3); every other option is a flag.
 _WITH_VALUE = {"-B", "--bundle-name", "-c", "--conf", "-f", "--dagfile-path", "--mark-success-pattern",
                "--save-dagrun"}
-# How long `airflow dags test` gets to end after a Ctrl-C or SIGTERM before it is killed.
-STOP_GRACE_SECONDS = 30.0
+# How long `airflow dags test` gets to end after a Ctrl-C or SIGTERM before it is killed. Short:
+# Airflow 3.3's task runner counts a KeyboardInterrupt inside a task as that task's failure, and
+# `dags test` then goes on with its retry and the next tasks, so a Ctrl-C that lands in a task
+# would not stop the run (a small batch's run could even finish and publish). Everything a step
+# does on the target is transactional: a killed task's work is rolled back by the server, and the
+# run is then marked failed and its lease given up (below).
+STOP_GRACE_SECONDS = 2.0
 PREFIX = "switchyard airflow dags test"
 
 
