@@ -118,14 +118,15 @@ def _name(value: str) -> str:
     return value
 
 
-def target_from_catalog(key: KeyType, table_rows: Sequence[tuple], boundary_rows: Sequence[tuple] = (),
+def target_from_catalog(key: KeyType | None, table_rows: Sequence[tuple], boundary_rows: Sequence[tuple] = (),
                         partition_rows: Sequence[tuple] = (), index_rows: Sequence[tuple] = (),
                         column_rows: Sequence[tuple] = (), shared_rows: Sequence[tuple] = (),
                         batch_rows: Sequence[tuple] = (), scheme: str | None = None,
                         dependency_rows: Sequence[tuple] = ()) -> TargetTable:
     """The catalog's answers (rows of catalog_table, _boundaries, _partitions, _indexes, _columns,
     the shared-function query and catalog_dependencies; `batch_rows`: (key_min, key_max, batch) of
-    the control table partition_batches, keys as JSON text) as one TargetTable."""
+    the control table partition_batches, keys as JSON text) as one TargetTable. `key`: the
+    partition key's type; None for a table the spec loads whole, whose partitions are not read."""
     if not table_rows:
         return TargetTable(exists=False)
     (ds_type, data_space, function_id, function, on_right, _fanout, p_type, _len, _prec, scale, column), = \
@@ -144,7 +145,7 @@ def target_from_catalog(key: KeyType, table_rows: Sequence[tuple], boundary_rows
                       for k, n, d, f in dependency_rows]
     t.shared_with = [r[0] for r in shared_rows]
     t.indexes = _indexes(index_rows)
-    if not t.partitioned:
+    if not t.partitioned or key is None:  # key None: shape_problems refuses a partitioned target
         return t
     t.boundaries = [key.value(b) for _, b in sorted(boundary_rows)]
     t.inexact_boundaries = [b for _, b in sorted(boundary_rows) if key.inside_a_microsecond(b)]

@@ -79,14 +79,15 @@ class MssqlPreflight:
         """The table as the catalog has it now (the pre-flight's queries, catalog_*.sql)."""
         sql = self.catalog_sql(table)
         name = self.qualified(self.schema, table)
-        key = self.key(table)
+        # A table loaded whole has no partition key type (its key may be text, or there is none).
+        key = self.key(table) if self.spec.table(table).partitioned else None
         rows = [tuple(r) for r in cur.execute(sql["table"], name).fetchall()]
         if not rows:
             return TargetTable(exists=False)
         function_id, parameter_type, scale = rows[0][2], rows[0][6], rows[0][9]
-        # A function of another type (or another datetime2 precision) is refused by shape_problems;
-        # its boundaries are not read as the key's values.
-        same_type = (function_id is not None and str(parameter_type or "").lower() == key.base
+        # A function of another type (or another datetime2 precision), or on a table the spec loads
+        # whole, is refused by shape_problems; its boundaries are not read as the key's values.
+        same_type = (key is not None and function_id is not None and str(parameter_type or "").lower() == key.base
                      and (key.base != "datetime2" or scale == key.digits))
         boundaries = [tuple(r) for r in cur.execute(sql["boundaries"], function_id).fetchall()] if same_type else []
         partitions = [tuple(r) for r in cur.execute(sql["partitions"], name).fetchall()]

@@ -296,19 +296,22 @@ class MssqlSql:
                            compression=dict(compression), constraint_names=names, maxdop=maxdop)
 
     def catalog_sql(self, table: str) -> dict[str, str]:
-        """The pre-flight's catalog queries for a table (values are parameters)."""
-        (table_sql,) = self.render("catalog_table.sql")
-        key = self.key(table)
-        (boundaries_sql,) = self.render("catalog_boundaries.sql", key_type=self._key_type(self.spec.table(table)),
-                                        as_text=key.base == "datetime2" and key.digits == 7)
-        (partitions_sql,) = self.render("catalog_partitions.sql")
-        (indexes_sql,) = self.render("catalog_indexes.sql")
-        columns_sql, shared_sql = self.render("catalog_columns.sql")
-        (batches_sql,) = self.render("partition_batches.sql")
-        (dependencies_sql,) = self.render("catalog_dependencies.sql")
-        return {"table": table_sql, "boundaries": boundaries_sql, "partitions": partitions_sql,
-                "indexes": indexes_sql, "columns": columns_sql, "shared": shared_sql, "batches": batches_sql,
-                "dependencies": dependencies_sql}
+        """The pre-flight's catalog queries for a table (values are parameters). The boundaries'
+        query only for a partitioned table: it converts them to the partition key's type, and a
+        table loaded whole may have a text key or none."""
+        out = {}
+        (out["table"],) = self.render("catalog_table.sql")
+        spec_table = self.spec.table(table)
+        if spec_table.partitioned:
+            key = self.key(spec_table)
+            (out["boundaries"],) = self.render("catalog_boundaries.sql", key_type=self._key_type(spec_table),
+                                               as_text=key.base == "datetime2" and key.digits == 7)
+        (out["partitions"],) = self.render("catalog_partitions.sql")
+        (out["indexes"],) = self.render("catalog_indexes.sql")
+        out["columns"], out["shared"] = self.render("catalog_columns.sql")
+        (out["batches"],) = self.render("partition_batches.sql")
+        (out["dependencies"],) = self.render("catalog_dependencies.sql")
+        return out
 
     def switched_in_sql(self, stream: StreamPlan) -> list[str]:
         table = self.spec.table(stream.table)

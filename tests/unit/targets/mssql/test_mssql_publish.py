@@ -65,7 +65,7 @@ def column_rows(table):
         sized = re.fullmatch(r"(var)?char\((\d+)\)", t)
         name, length, precision, scale = (("varchar" if sized[1] else "char", int(sized[2]), 0, 0) if sized
                                           else _TYPES[t])
-        rows.append((c.name, name, length, precision, scale, 0,
+        rows.append((c.name, name, length, precision, scale, int(c.nullable),
                      "SQL_Latin1_General_CP1_CI_AS" if sized else None, 0, 0, None))
     return rows
 
@@ -76,12 +76,19 @@ class BatchSession:
     staging tables a run's setup, switches and publish read and write. `lock_timeouts`: how many
     times the publish's transaction fails with SQL Server's lock time-out (1222) first."""
 
-    def __init__(self, a: MssqlAdapter, layouts: dict, lock_timeouts: int = 0, dependencies: dict | None = None):
+    def __init__(self, a: MssqlAdapter, layouts: dict, lock_timeouts: int = 0, dependencies: dict | None = None,
+                 absent: tuple[str, ...] = (), table_rows: dict | None = None):
         self.a = a
         # catalog_dependencies.sql's rows (kind, name, detail, flag) per table; none unless scripted.
         self.dependencies = dependencies or {}
-        self.sql = a.catalog_sql("orders")
-        assert self.sql == a.catalog_sql("lineitem")   # both keys are bigint: one text, answered per table
+        # Tables not in the database yet (`absent`), and catalog_table.sql's row written by hand
+        # for others (`table_rows`, e.g. a table partitioned where the spec loads it whole).
+        self.absent, self.table_rows = set(absent), table_rows or {}
+        # The catalog's queries are one text for every table but the boundaries' (in the key's type).
+        names = [t.name for t in a.spec.tables]
+        self.sql = a.catalog_sql("orders" if "orders" in names else names[0])
+        if "lineitem" in names:
+            assert self.sql == a.catalog_sql("lineitem")   # both keys are bigint: one text, answered per table
         self.layouts = layouts
         self.function_ids = {name: 65601 + i for i, name in enumerate(sorted(layouts))}
         self.planned: list[dict] = []
@@ -106,6 +113,10 @@ class BatchSession:
         else:
             name = self._table_of(params[1] if kind == "shared" else params[0])
         spec_table = self.a.spec.table(name)
+        if name in self.absent:
+            return []
+        if kind == "table" and name in self.table_rows:
+            return [self.table_rows[name]]
         if not spec_table.partitioned:
             return {"table": [("FG", "PRIMARY", None, None, None, None, None, None, None, None, None)],
                     "columns": column_rows(spec_table),
@@ -414,3 +425,61 @@ def test_every_statement_of_the_batch_publish_parses_as_tsql():
         if not sqlfluff_parses(statement):
             failed.append(statement)
     assert len(statements) == 4 and not failed, "not T-SQL by sqlfluff:\n\n" + "\n\n".join(failed)
+
+
+# --- a user's own lookups: a text key, and no key ---------------------------------------------------
+def own_spec():
+    """The spec of docs/first-own-load.md, as a user writes it: `stations` keyed by a text code,
+    `payment_types` without a key, both loaded whole."""
+    from pathlib import Path
+    import tempfile
+    doc = (Path(__file__).resolve().parents[4] / "docs" / "first-own-load.md").read_text(encoding="utf-8")
+    text = re.search(r"```yaml\n(.*?)```", doc, re.S)[1]
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "trips.yaml"
+        path.write_text(text, encoding="utf-8")
+        return load_spec(str(path))
+
+
+def lookups_plan(spec):
+    entries = (ManifestEntry("stations", 1, "stations/stations.1.csv", 120, 3, None, None),
+               ManifestEntry("payment_types", 1, "payment_types/payment_types.1.csv", 80, 2, None, None))
+    return plan_batch(spec, Manifest(spec="trips", streams=1, entries=entries), ["stations", "payment_types"])
+
+
+def test_lookups_with_a_text_key_or_none_pass_the_pre_flight_and_go_in_whole():
+    """SCRIPTED: the documented own spec's lookups on SQL Server: the pre-flight reads them
+    (new, then as setup made them), their switches stage them and the publish replaces each whole."""
+    spec = own_spec()
+    assert spec.table("stations").key == "code" and spec.table("payment_types").key is None
+    a = adapter(spec, batch="2026-01-01", run="switchyard_trips/run-1")
+    plan = lookups_plan(spec)
+    new = BatchSession(a, {}, absent=("stations", "payment_types"))
+    notes = a.preflight(new, plan)
+    assert "tpch.stations: new table; setup creates it" in notes and "tpch.payment_types: new table; setup creates it" in notes
+    session = BatchSession(a, {})
+    assert a.preflight(session, plan) == []
+    scripted(a, session)
+    for s in plan.all_streams():
+        session.staging.add(s.staging_table)       # loaded and validated
+        a.execute(a.switch_sql(s, replace_existing=True), s.stream)
+    result = a.publish_batch(streams_of(plan))
+    assert result["by_table"] == {"payment_types": {"table_switched": True, "rows": 2},
+                                  "stations": {"table_switched": True, "rows": 3}}
+    (text,) = session.publishes
+    assert "TRUNCATE TABLE [tpch].[stations]" in text and "TRUNCATE TABLE [tpch].[payment_types]" in text
+    assert "IF @@ROWCOUNT <> 3 THROW" in text and "IF @@ROWCOUNT <> 2 THROW" in text
+
+
+def test_a_lookup_the_target_holds_partitioned_is_refused_naming_it():
+    """SCRIPTED: `stations` (the spec loads it whole, keyed by text) is partitioned in the
+    database, with rows recorded in partition_batches: refused before any load, naming the table."""
+    spec = own_spec()
+    a = adapter(spec, batch="2026-01-01", run="switchyard_trips/run-1")
+    partitioned = ("PS", "ps_tpch_stations", 65700, "pf_tpch_stations", 0, 3, "int", 4, 10, 0, "id")
+    session = BatchSession(a, {}, table_rows={"stations": partitioned})
+    with pytest.raises(TargetError) as refused:
+        a.preflight(session, lookups_plan(spec))
+    text = str(refused.value)
+    assert refused.value.permanent and "tpch.stations is partitioned, the spec declares it partitioned: false" in text
+    assert "payment_types" not in text
