@@ -19,6 +19,7 @@ from switchyard.targets.mssql.catalog import (
 from switchyard.targets.mssql.errors import _message
 from switchyard.targets.mssql.recovery import recovery_advice
 from switchyard.targets.mssql.session import drain
+from switchyard.targets.mssql.window import compression_of
 
 log = logging.getLogger(__name__)
 
@@ -204,12 +205,21 @@ class MssqlPreflight:
         import json
         fields = ("staging_table", "stream", "batch", "key_min", "key_max", "rows_planned", "run",
                   "stream_filegroup", "filegroup", "compression", "ready_at")
-        rows = cur.execute(f"SELECT {', '.join(self.q(f) for f in fields)} FROM "
-                           f"{self.qualified(self.control_schema, 'planned_partitions')} "
+        control = self.qualified(self.control_schema, "planned_partitions")
+        rows = cur.execute(f"SELECT {', '.join(self.q(f) for f in fields)} FROM {control} "
                            f"WHERE target_schema = ? AND table_name = ? ORDER BY stream", self.schema, table).fetchall()
         out = {}
         for r in rows:
             d = dict(zip(fields, tuple(r)))
-            d["compression"] = tuple(tuple(c) for c in json.loads(d["compression"]))
+            # Read back from a table anyone with write access to the control schema can change:
+            # each value is checked again (NONE, ROW or PAGE) before it reaches a statement's
+            # DATA_COMPRESSION, which takes no parameter.
+            try:
+                d["compression"] = tuple((str(index), compression_of(value))
+                                         for index, value in json.loads(d["compression"]))
+            except ValueError as exc:
+                raise TargetError(f"{control}, staging table {d['staging_table']}: {exc}; this run's setup wrote "
+                                  f"NONE, ROW or PAGE: the row was changed since. Run the batch again from its "
+                                  f"setup", permanent=True) from exc
             out[d["staging_table"]] = d
         return out

@@ -483,3 +483,19 @@ def test_a_lookup_the_target_holds_partitioned_is_refused_naming_it():
     text = str(refused.value)
     assert refused.value.permanent and "tpch.stations is partitioned, the spec declares it partitioned: false" in text
     assert "payment_types" not in text
+
+
+def test_a_compression_changed_in_the_control_table_never_reaches_a_statement():
+    """SCRIPTED: planned_partitions keeps each stream's data compression as JSON, and a staging
+    index's DATA_COMPRESSION takes no parameter: a value read back is checked again, and anything
+    but NONE, ROW or PAGE stops the step, naming the row, before a statement is built from it."""
+    a, session, plan = staged_run()
+    planned = next(p for p in session.planned if p["table_name"] == "orders")
+    planned["compression"] = '[["(heap)", "NONE) ON [PRIMARY]; DROP TABLE [tpch].[orders]; --"]]'
+    sent = len(session.sent)
+    with pytest.raises(TargetError) as refused:
+        a.planned(session, "orders")
+    assert refused.value.permanent
+    assert f"[switchyard].[planned_partitions], staging table {planned['staging_table']}: data compression" in str(
+        refused.value)
+    assert len(session.sent) == sent + 1 and session.sent[-1][0].startswith("SELECT")
