@@ -73,6 +73,11 @@ DBA_PERIOD_SQL = ("ALTER TABLE {table} ADD [valid_from] datetime2(7) GENERATED A
                   "PERIOD FOR SYSTEM_TIME ([valid_from], [valid_to])")
 DBA_VERSIONING_ON_SQL = "ALTER TABLE {table} SET (SYSTEM_VERSIONING = ON (HISTORY_TABLE = {history}))"
 DBA_VERSIONING_OFF_SQL = "ALTER TABLE {table} SET (SYSTEM_VERSIONING = OFF)"
+# Change tracking: on the database first (the test turns off there only what it turned on), then
+# on the table, which needs a primary key.
+CT_ENABLED_SQL = "SELECT COUNT(*) FROM sys.change_tracking_databases WHERE database_id = DB_ID()"
+DBA_CT_DATABASE_ON_SQL = "ALTER DATABASE CURRENT SET CHANGE_TRACKING = ON"
+DBA_CT_DATABASE_OFF_SQL = "ALTER DATABASE CURRENT SET CHANGE_TRACKING = OFF"
 # Change data capture: sysadmin enables it on the database, db_owner on a table; the test
 # disables on the database only what it enabled itself.
 # Replication: a publication needs a distributor configured on the server (the test skips
@@ -140,6 +145,9 @@ def dba_sql(a) -> dict[str, str]:
             "versioning_on": DBA_VERSIONING_ON_SQL.format(table=table, history=a.qualified(a.schema, "orders_history")),
             "versioning_off": DBA_VERSIONING_OFF_SQL.format(table=table),
             "drop_history": f"DROP TABLE IF EXISTS {a.qualified(a.schema, 'orders_history')}",
+            "tracking_on": f"ALTER TABLE {table} ENABLE CHANGE_TRACKING",
+            "tracking_off": f"ALTER TABLE {table} DISABLE CHANGE_TRACKING",
+            "drop_key": f"ALTER TABLE {table} DROP CONSTRAINT IF EXISTS [pk_orders]",
             "drop_view": f"DROP VIEW IF EXISTS {a.qualified(a.schema, 'v_orders')}",
             "drop_fk_table": f"DROP TABLE IF EXISTS {a.qualified(a.schema, 'order_refs')}",
             "drop_index_on_copy": f"DROP INDEX IF EXISTS [ix_orders_cust_copy] ON {table}",
@@ -458,6 +466,23 @@ def test_a_system_versioned_target_is_refused_before_any_load(target):
         assert key_range(a) == (1, 4000, 4000)
     finally:
         a.execute([dba["versioning_off"], dba["drop_history"]])
+
+
+def test_a_target_with_change_tracking_is_refused_before_any_load(target):
+    # SWITCH fails on a table with change tracking enabled (Msg 4900): refused before any load.
+    from switchyard.targets import TargetError
+    t = target()
+    a, _, _, _ = t.load("2026-04-04", even(2))
+    dba = dba_sql(a)
+    database_on = not a.fetch(CT_ENABLED_SQL)[0][0]
+    a.execute(([DBA_CT_DATABASE_ON_SQL] if database_on else []) + [dba["key"], dba["tracking_on"]])
+    try:
+        with pytest.raises(TargetError, match="change tracking is enabled on it"):
+            t.load("2026-04-05", even(2))
+        assert a.fetch(STAGING_TABLES_SQL, (a.staging_schema,))[0][0] == 0
+        assert key_range(a) == (1, 4000, 4000)
+    finally:
+        a.execute([dba["tracking_off"], dba["drop_key"]] + ([DBA_CT_DATABASE_OFF_SQL] if database_on else []))
 
 
 def test_a_target_tracked_by_change_data_capture_is_refused_before_any_load(target):

@@ -40,7 +40,7 @@ class ColumnInfo:
 class Dependency:
     """A row of catalog_dependencies.sql: something about the target beyond its shape that can
     make the commit's TRUNCATE, SWITCH, SPLIT or MERGE fail."""
-    kind: str            # check, fk_in, fk_out, indexed_view, cdc, replication, temporal
+    kind: str            # check, fk_in, fk_out, indexed_view, cdc, replication, temporal, change_tracking, set_option, column
     name: str
     detail: str | None = None
     flag: int = 0
@@ -347,6 +347,18 @@ def dependency_findings(t: TargetTable, where: str, spec_table) -> tuple[list[st
             problems.append(f"{where}: foreign key {d.name} references {d.detail}: SWITCH needs every staging table "
                             f"to carry it, trusted, and Switchyard copies no foreign keys; drop {d.name} for the load "
                             f"and add it back WITH CHECK after")
+        elif d.kind == "change_tracking":
+            problems.append(f"{where}: change tracking is enabled on it: ALTER TABLE SWITCH fails on such a table "
+                            f"(Msg 4900); disable it for the load (ALTER TABLE {where} DISABLE CHANGE_TRACKING) and "
+                            f"enable it after, or leave {where} out of this run")
+        elif d.kind == "set_option":
+            problems.append(f"{where} was created with {d.name} OFF: SWITCH needs the staging tables' {d.name} "
+                            f"setting the same, and Switchyard creates them with it ON; create the table again "
+                            f"with {d.name} ON (a new table, its rows copied), or leave {where} out of this run")
+        elif d.kind == "column":
+            problems.append(f"{where}: column {d.name} has {d.detail}: SWITCH needs the same on the staging "
+                            f"tables, which Switchyard creates without it; make {d.name} a plain column of the "
+                            f"spec's type for the load, or leave {where} out of this run")
     return problems, notes
 
 
@@ -375,7 +387,10 @@ def truncate_problems(t: TargetTable, where: str) -> list[str]:
                             f"out of the publication for the load, or leave {where} out of this run")
         elif d.kind == "temporal":
             what = "a history table" if d.flag == 1 else "system-versioned"
-            problems.append(f"{where} is {what} ({d.detail}): TRUNCATE TABLE and SWITCH into it are refused while "
-                            f"SYSTEM_VERSIONING is ON; turn it OFF for the load and ON after, or leave {where} out "
-                            f"of this run")
+            refused = ("SWITCH into it is refused" if d.flag == 1
+                       else "TRUNCATE TABLE and SWITCH out of it, with which the commit replaces or retires its rows, "
+                            "are refused")
+            problems.append(f"{where} is {what} ({d.detail}): {refused} while SYSTEM_VERSIONING is ON, and "
+                            f"Switchyard loads no table under system versioning; turn it OFF for the load and ON "
+                            f"after, or leave {where} out of this run")
     return problems

@@ -56,9 +56,18 @@ def with_column(name, **changes):
     (("cdc", "orders", None, 0), "tpch.orders: change data capture tracks it: TRUNCATE TABLE refuses such a table"),
     (("replication", "orders", None, 0), "tpch.orders is published or subscribed for replication"),
     (("temporal", "orders", "SYSTEM_VERSIONED_TEMPORAL_TABLE", 2),
-     "tpch.orders is system-versioned (SYSTEM_VERSIONED_TEMPORAL_TABLE): TRUNCATE TABLE and SWITCH into it are "
-     "refused while SYSTEM_VERSIONING is ON"),
-    (("temporal", "orders", "HISTORY_TABLE", 1), "tpch.orders is a history table (HISTORY_TABLE)"),
+     "tpch.orders is system-versioned (SYSTEM_VERSIONED_TEMPORAL_TABLE): TRUNCATE TABLE and SWITCH out of it, with "
+     "which the commit replaces or retires its rows, are refused while SYSTEM_VERSIONING is ON"),
+    (("temporal", "orders", "HISTORY_TABLE", 1),
+     "tpch.orders is a history table (HISTORY_TABLE): SWITCH into it is refused while SYSTEM_VERSIONING is ON"),
+    (("change_tracking", "orders", None, 0),
+     "tpch.orders: change tracking is enabled on it: ALTER TABLE SWITCH fails on such a table (Msg 4900)"),
+    (("set_option", "ANSI_NULLS", None, 0),
+     "tpch.orders was created with ANSI_NULLS OFF: SWITCH needs the staging tables' ANSI_NULLS setting the same"),
+    (("set_option", "QUOTED_IDENTIFIER", None, 0), "tpch.orders was created with QUOTED_IDENTIFIER OFF"),
+    (("column", "o_comment", "ANSI_PADDING OFF", 0),
+     "tpch.orders: column o_comment has ANSI_PADDING OFF: SWITCH needs the same on the staging tables"),
+    (("column", "o_orderkey", "ROWGUIDCOL", 0), "tpch.orders: column o_orderkey has ROWGUIDCOL"),
     (("check", "CK_orders_recent", "([o_orderdate]>=dateadd(year,(-1),getdate()))", 0),
      "tpch.orders: CHECK constraint CK_orders_recent ([o_orderdate]>=dateadd(year,(-1),getdate())): SWITCH needs "
      "every staging table to carry it"),

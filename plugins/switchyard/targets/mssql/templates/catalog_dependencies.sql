@@ -13,9 +13,21 @@
 --                 TRUNCATE refuses a published table, SWITCH needs the publication's
 --                 allow_partition_switch;
 --   temporal      a system-versioned table or a history table (detail: temporal_type_desc):
---                 TRUNCATE is refused while SYSTEM_VERSIONING is ON.
+--                 TRUNCATE and SWITCH OUT are refused on a system-versioned table, SWITCH IN on
+--                 a history table, while SYSTEM_VERSIONING is ON;
+--   change_tracking  change tracking is enabled on the table: SWITCH fails on it (Msg 4900);
+--   set_option    the table was created with ANSI_NULLS or QUOTED_IDENTIFIER OFF (name: the
+--                 option): SWITCH needs both tables' settings the same, and the staging tables
+--                 are created with both ON (as every ODBC session has them);
+--   column        a column property the staging tables do not have (name: the column, detail:
+--                 the property: ROWGUIDCOL, FILESTREAM, an XML schema collection, ANSI_PADDING
+--                 OFF on a char, varchar, binary or varbinary column): SWITCH needs it the same
+--                 on both tables.
 -- https://learn.microsoft.com/en-us/sql/t-sql/statements/truncate-table-transact-sql
 -- https://learn.microsoft.com/en-us/sql/t-sql/statements/alter-table-transact-sql (SWITCH)
+-- https://learn.microsoft.com/en-us/sql/relational-databases/tables/temporal/partitioning
+-- https://learn.microsoft.com/en-us/previous-versions/sql/sql-server-2008-r2/ms191160(v=sql.105)
+--   (the structure both tables of a SWITCH must share)
 -- Values are parameters: the target's name, once, in the CTE.
 WITH target AS (SELECT OBJECT_ID(?, N'U') AS id)
 SELECT N'check' AS kind, cc.name, cc.[definition] AS detail, CONVERT(int, cc.is_disabled) AS flag
@@ -44,4 +56,27 @@ WHERE t.is_replicated = 1 OR t.is_merge_published = 1 OR t.is_published = 1 OR t
 UNION ALL
 SELECT N'temporal', t.name, t.temporal_type_desc, t.temporal_type
 FROM target JOIN sys.tables AS t ON t.[object_id] = target.id
-WHERE t.temporal_type <> 0;
+WHERE t.temporal_type <> 0
+UNION ALL
+SELECT N'change_tracking', t.name, NULL, 0
+FROM target
+JOIN sys.tables AS t ON t.[object_id] = target.id
+JOIN sys.change_tracking_tables AS ct ON ct.[object_id] = target.id
+UNION ALL
+SELECT N'set_option', o.[option], NULL, 0
+FROM target
+JOIN sys.tables AS t ON t.[object_id] = target.id
+CROSS APPLY (VALUES (N'ANSI_NULLS', CONVERT(int, t.uses_ansi_nulls)),
+                    (N'QUOTED_IDENTIFIER', OBJECTPROPERTY(target.id, N'IsQuotedIdentOn'))) AS o ([option], [on])
+WHERE o.[on] = 0
+UNION ALL
+SELECT N'column', c.name, p.property, 0
+FROM target
+JOIN sys.columns AS c ON c.[object_id] = target.id
+CROSS APPLY (VALUES (N'ROWGUIDCOL', CONVERT(int, c.is_rowguidcol)),
+                    (N'FILESTREAM', CONVERT(int, c.is_filestream)),
+                    (N'an XML schema collection', CASE WHEN c.xml_collection_id <> 0 THEN 1 ELSE 0 END),
+                    (N'ANSI_PADDING OFF', CASE WHEN c.is_ansi_padded = 0
+                                                    AND TYPE_NAME(c.system_type_id) IN (N'char', N'varchar', N'binary', N'varbinary')
+                                               THEN 1 ELSE 0 END)) AS p (property, [set])
+WHERE p.[set] = 1;
