@@ -83,6 +83,9 @@ class TargetTable:
     indexes: list[IndexInfo] = field(default_factory=list)
     columns: list[ColumnInfo] = field(default_factory=list)
     shared_with: list[str] = field(default_factory=list)
+    # Every partition scheme of the function, the table's own among them: a SPLIT needs a NEXT
+    # USED filegroup in each (an index of the table may be on another scheme of the function).
+    function_schemes: list[str] = field(default_factory=list)
     dependencies: list[Dependency] = field(default_factory=list)
     # Indexes with a partition on another filegroup than the table's partition of that number
     # (an index on another scheme of the table's function): (index, partition, its filegroup).
@@ -122,7 +125,7 @@ def target_from_catalog(key: KeyType | None, table_rows: Sequence[tuple], bounda
                         partition_rows: Sequence[tuple] = (), index_rows: Sequence[tuple] = (),
                         column_rows: Sequence[tuple] = (), shared_rows: Sequence[tuple] = (),
                         batch_rows: Sequence[tuple] = (), scheme: str | None = None,
-                        dependency_rows: Sequence[tuple] = ()) -> TargetTable:
+                        dependency_rows: Sequence[tuple] = (), function_schemes: Sequence[str] = ()) -> TargetTable:
     """The catalog's answers (rows of catalog_table, _boundaries, _partitions, _indexes, _columns,
     the shared-function query and catalog_dependencies; `batch_rows`: (key_min, key_max, batch) of
     the control table partition_batches, keys as JSON text) as one TargetTable. `key`: the
@@ -144,6 +147,7 @@ def target_from_catalog(key: KeyType | None, table_rows: Sequence[tuple], bounda
     t.dependencies = [Dependency(kind=str(k), name=str(n), detail=None if d is None else str(d), flag=int(f or 0))
                       for k, n, d, f in dependency_rows]
     t.shared_with = [r[0] for r in shared_rows]
+    t.function_schemes = [str(n) for n in function_schemes]
     t.indexes = _indexes(index_rows)
     if not t.partitioned or key is None:  # key None: shape_problems refuses a partitioned target
         return t

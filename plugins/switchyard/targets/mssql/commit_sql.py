@@ -97,7 +97,10 @@ class MssqlCommitSql:
         gone = sorted({show_key(p.upper) for p in [*wp.removed, *wp.retired] if p.upper is not None}
                       | {r["key_max"] for r in records})
         return {"table": f"{self.schema}.{table}", "table_name": table, "mode": self.spec.table(table).mode,
-                "steps": steps, "function": target.function, "scheme": target.scheme, "columns": target.columns,
+                "steps": steps, "function": target.function, "scheme": target.scheme,
+                # The table's scheme first, then any other of its function (catalog_columns.sql).
+                "schemes": [target.scheme, *sorted(set(target.function_schemes) - {target.scheme})],
+                "columns": target.columns,
                 "indexes": target.indexes, "records": records, "gone": gone}
 
     def replace_context(self, stream: StreamPlan) -> dict:

@@ -96,13 +96,14 @@ class MssqlPreflight:
         columns = [tuple(r) for r in cur.execute(sql["columns"], name).fetchall()]
         shared = ([tuple(r) for r in cur.execute(sql["shared"], function_id, name).fetchall()]
                   if function_id is not None else [])
+        schemes = [r[0] for r in cur.execute(sql["schemes"], function_id).fetchall()] if function_id is not None else []
         dependencies = [tuple(r) for r in cur.execute(sql["dependencies"], name).fetchall()]
         batches = []
         if cur.execute("SELECT OBJECT_ID(?, N'U')", self.qualified(self.control_schema, "partition_batches")
                        ).fetchone()[0] is not None:
             batches = [tuple(r) for r in cur.execute(sql["batches"], self.schema, table).fetchall()]
         return target_from_catalog(key, rows, boundaries, partitions, indexes, columns, shared, batches,
-                                   dependency_rows=dependencies)
+                                   dependency_rows=dependencies, function_schemes=schemes)
 
     def preflight(self, cur, plan: LoadPlan, batch_problems: list[str] = ()) -> list[str]:
         """Each table of the plan against the target as it is; TargetError (permanent) listing

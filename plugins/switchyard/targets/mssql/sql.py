@@ -308,7 +308,7 @@ class MssqlSql:
                                                as_text=key.base == "datetime2" and key.digits == 7)
         (out["partitions"],) = self.render("catalog_partitions.sql")
         (out["indexes"],) = self.render("catalog_indexes.sql")
-        out["columns"], out["shared"] = self.render("catalog_columns.sql")
+        out["columns"], out["shared"], out["schemes"] = self.render("catalog_columns.sql")
         (out["batches"],) = self.render("partition_batches.sql")
         (out["dependencies"],) = self.render("catalog_dependencies.sql")
         return out

@@ -106,8 +106,10 @@ class BatchSession:
         return re.fullmatch(r"\[tpch\]\.\[(\w+)\]", qualified)[1]
 
     def _catalog(self, kind: str, params: tuple) -> list:
-        if kind == "boundaries":
-            name = next(n for n, f in self.function_ids.items() if f == params[0])
+        if kind in ("boundaries", "schemes"):
+            name = next((n for n, f in self.function_ids.items() if f == params[0]), None)
+            if name is None:   # a function scripted by hand (table_rows): no scheme besides the table's
+                return []
         elif kind == "batches":
             name = params[1]
         else:
@@ -127,6 +129,7 @@ class BatchSession:
             "table": [("PS", f"ps_tpch_{name}", function_id, f"pf_tpch_{name}", 0, len(parts), "bigint", 8, 19, 0,
                        spec_table.key)],
             "boundaries": [(i + 1, p.upper) for i, p in enumerate(parts[:-1])],
+            "schemes": [(f"ps_tpch_{name}",)],
             "partitions": [(0, None, p.number, p.rows, "NONE", p.filegroup) for p in parts],
             "columns": column_rows(spec_table),
             "dependencies": self.dependencies.get(name, []),
@@ -499,3 +502,28 @@ def test_a_compression_changed_in_the_control_table_never_reaches_a_statement():
     assert f"[switchyard].[planned_partitions], staging table {planned['staging_table']}: data compression" in str(
         refused.value)
     assert len(session.sent) == sent + 1 and session.sent[-1][0].startswith("SELECT")
+
+
+def test_a_split_gives_every_scheme_of_the_function_its_next_used_filegroup():
+    """SCRIPTED: lineitem has an index on a second scheme of its own function (aligned, on the
+    same filegroups: the pre-flight takes it). A SPLIT needs a NEXT USED filegroup in every scheme
+    of the function (it fails otherwise): the publish sets the new partition's filegroup in both,
+    the table's scheme first, before each SPLIT."""
+    a, session, plan = staged_run()
+    answer = session._catalog
+    lineitem_function = session.function_ids["lineitem"]
+    session._catalog = lambda kind, params: (
+        [("ps_tpch_lineitem",), ("ps_tpch_lineitem_ix",)] if kind == "schemes" and params[0] == lineitem_function
+        else answer(kind, params))
+    a.publish_batch(streams_of(plan))
+    (text,) = session.publishes
+    splits = re.findall(r"    ALTER PARTITION SCHEME \[ps_tpch_lineitem\] NEXT USED \[(\w+)\]\n"
+                        r"    ALTER PARTITION SCHEME \[ps_tpch_lineitem_ix\] NEXT USED \[(\w+)\]\n"
+                        r"    ALTER PARTITION FUNCTION \[pf_tpch_lineitem\]\(\) SPLIT RANGE", text)
+    assert splits == [("fg1", "fg1"), ("fg2", "fg2")]
+    # orders' function has its own scheme only: its SPLITs set that one.
+    assert text.count("ALTER PARTITION SCHEME [ps_tpch_orders] NEXT USED") == text.count(
+        "ALTER PARTITION FUNCTION [pf_tpch_orders]() SPLIT") > 0
+    # The stand-ins of the parse test below: a literal partition, no WITH (PARTITIONS (n)).
+    assert sqlfluff_parses(re.sub(r" WITH \(PARTITIONS \(\d+\)\)", "", re.sub(r"PARTITION @partition\b", "PARTITION 2",
+                                                                             text)))

@@ -28,7 +28,13 @@
 {% elif st.kind == "split" %}
     -- SPLIT RANGE ({{ st.range_sql }}): {{ st.why }}. It lands in an empty partition (metadata only); with
     -- RANGE LEFT the new partition is the one left of the value, on the NEXT USED filegroup.
-    ALTER PARTITION SCHEME {{ qc(scheme) }} NEXT USED {{ qc(st.filegroup) }}
+{% if schemes | length > 1 %}
+    -- Every scheme of the function gets the same NEXT USED filegroup: SPLIT fails if one has
+    -- none, and the table's indexes on the other schemes keep their partition beside the table's.
+{% endif %}
+{% for name in schemes %}
+    ALTER PARTITION SCHEME {{ qc(name) }} NEXT USED {{ qc(st.filegroup) }}
+{% endfor %}
     ALTER PARTITION FUNCTION {{ qc(function) }}() SPLIT RANGE ({{ st.range_sql }})
 {% elif st.kind == "switch_in" %}
     -- Stream {{ st.stream }} ({{ st.range }}): its staging table's trusted CHECK lies within the partition's

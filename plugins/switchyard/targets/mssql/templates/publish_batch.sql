@@ -34,7 +34,7 @@ BEGIN TRY
 {% for t in tables %}
 {% if t.partitioned %}
     -- {{ t.table }} ({{ t.mode }} mode): its steps, as its own commit runs them, from its window planned now.
-{% with table=t.table, table_name=t.table_name, mode=t.mode, steps=t.steps, function=t.function, scheme=t.scheme, columns=t.columns, indexes=t.indexes, records=t.records, gone=t.gone %}
+{% with table=t.table, table_name=t.table_name, mode=t.mode, steps=t.steps, function=t.function, scheme=t.scheme, schemes=t.schemes, columns=t.columns, indexes=t.indexes, records=t.records, gone=t.gone %}
 {% include "_commit_steps.sql" %}
 {% endwith %}
 {% else %}
