@@ -560,6 +560,9 @@ def test_an_index_on_another_scheme_of_the_same_function_and_filegroups_is_align
     try:
         b, _, _, results = t.load("2026-04-05", even(1))
         assert results[-1]["table_switched"] and "ix_orders_cust_copy" in results[0]["indexes_built"]
+        # Two streams now: the commit SPLITs, which needs a NEXT USED filegroup in both schemes.
+        c, _, _, results = t.load("2026-04-06", even(2))
+        assert results[-1]["table_switched"] and key_range(c) == (1, 4000, 4000)
     finally:
         a.execute([dba["drop_index_on_copy"], dba["drop_scheme_copy"]])
 
