@@ -844,8 +844,13 @@ GO
 -- wait for readers again, and every step is metadata only (empty partitions), so readers
 -- wait for the catalog changes alone. The worst a new reader waits: 1000 ms
 -- per attempt while a request is queued, plus the transaction's own catalog work.
+-- In a deadlock with a reader this transaction is the one SQL Server rolls back (the session
+-- of lower DEADLOCK_PRIORITY is the victim,
+-- https://learn.microsoft.com/en-us/sql/t-sql/statements/set-deadlock-priority-transact-sql):
+-- the reader's query goes on, and the adapter runs the whole transaction again (error 1205).
 SET XACT_ABORT ON
 SET LOCK_TIMEOUT 1000
+SET DEADLOCK_PRIORITY LOW
 DECLARE @partition int
 BEGIN TRY
     BEGIN TRANSACTION
@@ -913,8 +918,13 @@ GO
 -- wait for readers again, and every step is metadata only (empty partitions), so readers
 -- wait for the catalog changes alone. The worst a new reader waits: 1000 ms
 -- per attempt while a request is queued, plus the transaction's own catalog work.
+-- In a deadlock with a reader this transaction is the one SQL Server rolls back (the session
+-- of lower DEADLOCK_PRIORITY is the victim,
+-- https://learn.microsoft.com/en-us/sql/t-sql/statements/set-deadlock-priority-transact-sql):
+-- the reader's query goes on, and the adapter runs the whole transaction again (error 1205).
 SET XACT_ABORT ON
 SET LOCK_TIMEOUT 1000
+SET DEADLOCK_PRIORITY LOW
 DECLARE @partition int
 BEGIN TRY
     BEGIN TRANSACTION

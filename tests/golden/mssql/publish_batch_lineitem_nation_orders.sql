@@ -26,8 +26,13 @@
 -- https://learn.microsoft.com/en-us/sql/t-sql/statements/alter-table-transact-sql#wait_at_low_priority):
 -- its own readers do not queue behind that request, but the tables taken before it stay taken
 -- while it waits, up to that long.
+-- In a deadlock with a reader this transaction is the one SQL Server rolls back (the session
+-- of lower DEADLOCK_PRIORITY is the victim,
+-- https://learn.microsoft.com/en-us/sql/t-sql/statements/set-deadlock-priority-transact-sql):
+-- the reader's query goes on, and the adapter runs the whole transaction again (error 1205).
 SET XACT_ABORT ON
 SET LOCK_TIMEOUT 1000
+SET DEADLOCK_PRIORITY LOW
 DECLARE @partition int
 BEGIN TRY
     BEGIN TRANSACTION

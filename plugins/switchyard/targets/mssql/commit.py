@@ -285,9 +285,11 @@ class MssqlCommit(SwitchProtocol):
 
     def _run_commit(self, cur, table: str, statements: list[str], what: str | None = None) -> float:
         """Run the table's commit (or, `what` naming it, the batch's publish); after a lock timeout
-        (error 1222: a normal-priority Sch-M request waited commit_lock_wait_ms behind a reader, and
-        the whole transaction rolled back), pause so the readers it held up go through, and run it
-        again, commit_attempts times at most. Returns the seconds of the attempt that committed."""
+        (error 1222: a normal-priority Sch-M request waited commit_lock_wait_ms behind a reader) or a
+        deadlock with a reader (error 1205: the transaction, of low DEADLOCK_PRIORITY, was the
+        victim), the whole transaction has rolled back: pause so the readers it held up go
+        through, and run it again, commit_attempts times at most. Returns the seconds of the
+        attempt that committed."""
         for attempt in range(1, self.commit_attempts + 1):
             began = time.monotonic()
             try:
@@ -295,12 +297,14 @@ class MssqlCommit(SwitchProtocol):
                     cur.execute(stmt)
                     drain(cur)
                 return time.monotonic() - began
-            except Exception as exc:  # the driver's error (pyodbc.Error); anything but 1222 goes up as it is
-                if 1222 not in error_numbers(exc) or attempt == self.commit_attempts:
+            except Exception as exc:  # the driver's error (pyodbc.Error); anything but 1222, 1205 goes up as it is
+                numbers = error_numbers(exc)
+                if not numbers & {1222, 1205} or attempt == self.commit_attempts:
                     raise
-                log.info("%s: the %s waited %d ms for a lock held by a reader; nothing changed, attempt %d "
-                         "of %d in %.1f s", what or f"{self.schema}.{table}", "publish" if what else "commit",
-                         self.commit_lock_wait_ms, attempt, self.commit_attempts, self.commit_pause)
+                why = (f"waited {self.commit_lock_wait_ms} ms for a lock held by a reader" if 1222 in numbers
+                       else "was chosen as a deadlock's victim, a reader's query going on")
+                log.info("%s: the %s %s; nothing changed, attempt %d of %d in %.1f s", what or f"{self.schema}.{table}",
+                         "publish" if what else "commit", why, attempt, self.commit_attempts, self.commit_pause)
                 time.sleep(self.commit_pause)
 
 

@@ -21,24 +21,32 @@ LOCK_TIMEOUT = ("HY000", "[HY000] [Microsoft][ODBC Driver 18 for SQL Server][SQL
                          "exceeded. (1222) (SQLExecDirectW)")
 
 
-class LockedSession(ScriptedSession):
-    """A scripted session whose commit batch times out on a lock `times` times first."""
+# ... and for error 1205, the transaction chosen as a deadlock's victim (rolled back whole).
+DEADLOCK = ("40001", "[40001] [Microsoft][ODBC Driver 18 for SQL Server][SQL Server]Transaction (Process ID 71) was "
+                     "deadlocked on lock resources with another process and has been chosen as the deadlock victim. "
+                     "Rerun the transaction. (1205) (SQLExecDirectW)")
 
-    def __init__(self, a, partitions, times):
+
+class LockedSession(ScriptedSession):
+    """A scripted session whose commit batch fails with `error` (a lock time-out unless said)
+    `times` times first."""
+
+    def __init__(self, a, partitions, times, error=LOCK_TIMEOUT):
         super().__init__(a, partitions)
         self.times = times
+        self.error = error
         self.attempts = 0
 
     def execute(self, sql, *params):
         if " ".join(sql.split()).startswith("-- tpch.orders: batch"):
             self.attempts += 1
             if self.attempts <= self.times:
-                raise RuntimeError(*LOCK_TIMEOUT)
+                raise RuntimeError(*self.error)
         return super().execute(sql, *params)
 
 
-def staged(times, **options):
-    session = LockedSession(adapter(), layout_of({"b1": even(4)}), times)
+def staged(times, error=LOCK_TIMEOUT, **options):
+    session = LockedSession(adapter(), layout_of({"b1": even(4)}), times, error)
     a = scripted(adapter(batch="b2", **options), session)
     a.commit_pause = 0.0
     plan = orders_plan(SPEC, even(4))
@@ -63,6 +71,17 @@ def test_a_commit_that_timed_out_on_a_lock_runs_again_and_goes_in():
     result = a._stage(last)
     assert result["in_target"] and result["table_switched"]
     assert session.attempts == 4 and len(session.commits) == 1
+
+
+def test_a_commit_chosen_as_a_deadlocks_victim_runs_again_and_goes_in():
+    """The commit runs at DEADLOCK_PRIORITY LOW: in a deadlock with a reader SQL Server rolls the
+    commit back (error 1205), the reader goes on, and the commit runs again."""
+    text = commit_text(adapter(batch="x"), orders_plan(SPEC, even(4)), layout_of({"w": even(8)}))
+    assert "SET LOCK_TIMEOUT 1000\nSET DEADLOCK_PRIORITY LOW\n" in text
+    a, session, last = staged(times=2, error=DEADLOCK)
+    result = a._stage(last)
+    assert result["in_target"] and result["table_switched"]
+    assert session.attempts == 3 and len(session.commits) == 1
 
 
 def test_a_commit_that_keeps_timing_out_gives_up_after_its_attempts_naming_them():
