@@ -664,15 +664,19 @@ GO
 -- Only SWITCH can wait at low priority, out of that queue (WAIT_AT_LOW_PRIORITY,
 -- https://learn.microsoft.com/en-us/sql/t-sql/statements/alter-table-transact-sql#wait_at_low_priority);
 -- TRUNCATE TABLE ... WITH (PARTITIONS) and ALTER PARTITION FUNCTION ... SPLIT / MERGE ask at
--- normal priority. So the whole transaction runs under a short LOCK_TIMEOUT
+-- normal priority. So the table is taken by a SWITCH first: when the first step would be one
+-- of those, an empty partition is switched out at low priority to an empty table that is then
+-- dropped (no row and no partition changes). Once the first Sch-M is granted the table is this
+-- transaction's: the later steps on it do not wait for readers again, and every step is
+-- metadata only (empty partitions), so readers wait for the catalog changes alone. Without an
+-- empty partition the first request is at normal priority; for it the whole transaction runs
+-- under a short LOCK_TIMEOUT
 -- (1000 ms, https://learn.microsoft.com/en-us/sql/t-sql/statements/set-lock-timeout-transact-sql):
 -- a normal-priority request behind a long reader gives up after that long (error 1222), the
 -- transaction rolls back whole (nothing changed), the queue it held up moves on, and the
--- adapter runs the commit again after a pause (30 attempts in all). Once
--- the first Sch-M is granted the table is this transaction's: the later steps on it do not
--- wait for readers again, and every step is metadata only (empty partitions), so readers
--- wait for the catalog changes alone. The worst a new reader waits: 1000 ms
--- per attempt while a request is queued, plus the transaction's own catalog work.
+-- adapter runs the commit again after a pause (30 attempts in all); a new
+-- reader then waits at most 1000 ms per attempt while the request is
+-- queued, plus the transaction's own catalog work.
 -- In a deadlock with a reader this transaction is the one SQL Server rolls back (the session
 -- of lower DEADLOCK_PRIORITY is the victim,
 -- https://learn.microsoft.com/en-us/sql/t-sql/statements/set-deadlock-priority-transact-sql):
@@ -729,15 +733,19 @@ GO
 -- Only SWITCH can wait at low priority, out of that queue (WAIT_AT_LOW_PRIORITY,
 -- https://learn.microsoft.com/en-us/sql/t-sql/statements/alter-table-transact-sql#wait_at_low_priority);
 -- TRUNCATE TABLE ... WITH (PARTITIONS) and ALTER PARTITION FUNCTION ... SPLIT / MERGE ask at
--- normal priority. So the whole transaction runs under a short LOCK_TIMEOUT
+-- normal priority. So the table is taken by a SWITCH first: when the first step would be one
+-- of those, an empty partition is switched out at low priority to an empty table that is then
+-- dropped (no row and no partition changes). Once the first Sch-M is granted the table is this
+-- transaction's: the later steps on it do not wait for readers again, and every step is
+-- metadata only (empty partitions), so readers wait for the catalog changes alone. Without an
+-- empty partition the first request is at normal priority; for it the whole transaction runs
+-- under a short LOCK_TIMEOUT
 -- (1000 ms, https://learn.microsoft.com/en-us/sql/t-sql/statements/set-lock-timeout-transact-sql):
 -- a normal-priority request behind a long reader gives up after that long (error 1222), the
 -- transaction rolls back whole (nothing changed), the queue it held up moves on, and the
--- adapter runs the commit again after a pause (30 attempts in all). Once
--- the first Sch-M is granted the table is this transaction's: the later steps on it do not
--- wait for readers again, and every step is metadata only (empty partitions), so readers
--- wait for the catalog changes alone. The worst a new reader waits: 1000 ms
--- per attempt while a request is queued, plus the transaction's own catalog work.
+-- adapter runs the commit again after a pause (30 attempts in all); a new
+-- reader then waits at most 1000 ms per attempt while the request is
+-- queued, plus the transaction's own catalog work.
 -- In a deadlock with a reader this transaction is the one SQL Server rolls back (the session
 -- of lower DEADLOCK_PRIORITY is the victim,
 -- https://learn.microsoft.com/en-us/sql/t-sql/statements/set-deadlock-priority-transact-sql):

@@ -918,7 +918,11 @@ GO
 -- snapshot isolation, and a request that waits for it blocks every request for the table that
 -- comes after it
 -- (https://learn.microsoft.com/en-us/sql/relational-databases/sql-server-transaction-locking-and-row-versioning-guide#lock_compatibility).
--- So the whole transaction runs under a short LOCK_TIMEOUT (1000 ms per lock request,
+-- The transaction's first table is taken at low priority (WAIT_AT_LOW_PRIORITY, out of the
+-- queue): by its first step when that is a SWITCH, else by switching one of its empty partitions
+-- out to an empty table that is then dropped (no row and no partition changes); no other table
+-- is held while it waits. Each later table's first step may ask at normal priority: for those the
+-- whole transaction runs under a short LOCK_TIMEOUT (1000 ms per lock request,
 -- https://learn.microsoft.com/en-us/sql/t-sql/statements/set-lock-timeout-transact-sql): a
 -- normal-priority request behind a long reader of any table gives up after that long (error
 -- 1222), the whole transaction rolls back (nothing changed; the locks it held are released), the
@@ -927,9 +931,9 @@ GO
 -- What readers wait: a reader of a table taken early waits for the rest of the transaction, that
 -- is the later tables' lock requests (each at most 1000 ms), their catalog changes, and
 -- the copy of the unpartitioned tables' rows. Worst case per attempt: 3 x 1000 ms of
--- lock requests plus the transaction's own work. One exception: a table whose first step is a
--- SWITCH (append mode with nothing to empty or retire, a new table) asks for its Sch-M at low
--- priority (WAIT_AT_LOW_PRIORITY, MAX_DURATION = 1 MINUTES,
+-- lock requests plus the transaction's own work. One exception: a later table whose first step
+-- is a SWITCH (append mode with nothing to empty or retire, a new table) asks for its Sch-M at
+-- low priority (WAIT_AT_LOW_PRIORITY, MAX_DURATION = 1 MINUTES,
 -- https://learn.microsoft.com/en-us/sql/t-sql/statements/alter-table-transact-sql#wait_at_low_priority):
 -- its own readers do not queue behind that request, but the tables taken before it stay taken
 -- while it waits, up to that long.

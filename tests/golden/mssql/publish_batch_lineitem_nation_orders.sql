@@ -11,7 +11,11 @@
 -- snapshot isolation, and a request that waits for it blocks every request for the table that
 -- comes after it
 -- (https://learn.microsoft.com/en-us/sql/relational-databases/sql-server-transaction-locking-and-row-versioning-guide#lock_compatibility).
--- So the whole transaction runs under a short LOCK_TIMEOUT (1000 ms per lock request,
+-- The transaction's first table is taken at low priority (WAIT_AT_LOW_PRIORITY, out of the
+-- queue): by its first step when that is a SWITCH, else by switching one of its empty partitions
+-- out to an empty table that is then dropped (no row and no partition changes); no other table
+-- is held while it waits. Each later table's first step may ask at normal priority: for those the
+-- whole transaction runs under a short LOCK_TIMEOUT (1000 ms per lock request,
 -- https://learn.microsoft.com/en-us/sql/t-sql/statements/set-lock-timeout-transact-sql): a
 -- normal-priority request behind a long reader of any table gives up after that long (error
 -- 1222), the whole transaction rolls back (nothing changed; the locks it held are released), the
@@ -20,9 +24,9 @@
 -- What readers wait: a reader of a table taken early waits for the rest of the transaction, that
 -- is the later tables' lock requests (each at most 1000 ms), their catalog changes, and
 -- the copy of the unpartitioned tables' rows. Worst case per attempt: 3 x 1000 ms of
--- lock requests plus the transaction's own work. One exception: a table whose first step is a
--- SWITCH (append mode with nothing to empty or retire, a new table) asks for its Sch-M at low
--- priority (WAIT_AT_LOW_PRIORITY, MAX_DURATION = 1 MINUTES,
+-- lock requests plus the transaction's own work. One exception: a later table whose first step
+-- is a SWITCH (append mode with nothing to empty or retire, a new table) asks for its Sch-M at
+-- low priority (WAIT_AT_LOW_PRIORITY, MAX_DURATION = 1 MINUTES,
 -- https://learn.microsoft.com/en-us/sql/t-sql/statements/alter-table-transact-sql#wait_at_low_priority):
 -- its own readers do not queue behind that request, but the tables taken before it stay taken
 -- while it waits, up to that long.
@@ -37,6 +41,37 @@ DECLARE @partition int
 BEGIN TRY
     BEGIN TRANSACTION
     -- tpch.lineitem (append mode): its steps, as its own commit runs them, from its window planned now.
+    -- The table's Sch-M lock first, at low priority: the steps after this one would ask for it at
+    -- normal priority, and new readers queue behind such a request. Partition 1 (keys up to 6000) is
+    -- empty: switched out to [tpch_staging].[lineitem__lock], an empty table made to the target's shape on
+    -- the partition's filegroup fg_edge, then dropped. No row and no partition changes; the
+    -- transaction keeps the lock to its COMMIT.
+    -- The target's columns as the catalog has them (names, types, lengths, collation,
+    -- nullability, order): SWITCH needs them equal. On the partition's filegroup, with its data
+    -- compression: SWITCH needs both equal to the partition's.
+    CREATE TABLE [tpch_staging].[lineitem__lock] (
+        [l_orderkey] bigint NOT NULL,
+        [l_partkey] bigint NOT NULL,
+        [l_suppkey] bigint NOT NULL,
+        [l_linenumber] int NOT NULL,
+        [l_quantity] money NOT NULL,
+        [l_extendedprice] money NOT NULL,
+        [l_discount] money NOT NULL,
+        [l_tax] money NOT NULL,
+        [l_returnflag] char(1) COLLATE SQL_Latin1_General_CP1_CI_AS NOT NULL,
+        [l_linestatus] char(1) COLLATE SQL_Latin1_General_CP1_CI_AS NOT NULL,
+        [l_shipdate] date NOT NULL,
+        [l_commitdate] date NOT NULL,
+        [l_receiptdate] date NOT NULL,
+        [l_shipinstruct] char(25) COLLATE SQL_Latin1_General_CP1_CI_AS NOT NULL,
+        [l_shipmode] char(10) COLLATE SQL_Latin1_General_CP1_CI_AS NOT NULL,
+        [l_comment] varchar(44) COLLATE SQL_Latin1_General_CP1_CI_AS NOT NULL
+    ) ON [fg_edge]
+    SET @partition = $PARTITION.[pf_tpch_lineitem](6000)
+    IF @partition <> 1 THROW 51010, N'tpch.lineitem: its partitions changed since this commit was planned; nothing was changed', 1
+    ALTER TABLE [tpch].[lineitem] SWITCH PARTITION @partition TO [tpch_staging].[lineitem__lock]
+        WITH (WAIT_AT_LOW_PRIORITY (MAX_DURATION = 1 MINUTES, ABORT_AFTER_WAIT = SELF))
+    DROP TABLE [tpch_staging].[lineitem__lock]
     -- SPLIT RANGE (9000): closes stream 1's partition. It lands in an empty partition (metadata only); with
     -- RANGE LEFT the new partition is the one left of the value, on the NEXT USED filegroup.
     ALTER PARTITION SCHEME [ps_tpch_lineitem] NEXT USED [fg1]

@@ -12,15 +12,19 @@
 -- Only SWITCH can wait at low priority, out of that queue (WAIT_AT_LOW_PRIORITY,
 -- https://learn.microsoft.com/en-us/sql/t-sql/statements/alter-table-transact-sql#wait_at_low_priority);
 -- TRUNCATE TABLE ... WITH (PARTITIONS) and ALTER PARTITION FUNCTION ... SPLIT / MERGE ask at
--- normal priority. So the whole transaction runs under a short LOCK_TIMEOUT
+-- normal priority. So the table is taken by a SWITCH first: when the first step would be one
+-- of those, an empty partition is switched out at low priority to an empty table that is then
+-- dropped (no row and no partition changes). Once the first Sch-M is granted the table is this
+-- transaction's: the later steps on it do not wait for readers again, and every step is
+-- metadata only (empty partitions), so readers wait for the catalog changes alone. Without an
+-- empty partition the first request is at normal priority; for it the whole transaction runs
+-- under a short LOCK_TIMEOUT
 -- (1000 ms, https://learn.microsoft.com/en-us/sql/t-sql/statements/set-lock-timeout-transact-sql):
 -- a normal-priority request behind a long reader gives up after that long (error 1222), the
 -- transaction rolls back whole (nothing changed), the queue it held up moves on, and the
--- adapter runs the commit again after a pause (30 attempts in all). Once
--- the first Sch-M is granted the table is this transaction's: the later steps on it do not
--- wait for readers again, and every step is metadata only (empty partitions), so readers
--- wait for the catalog changes alone. The worst a new reader waits: 1000 ms
--- per attempt while a request is queued, plus the transaction's own catalog work.
+-- adapter runs the commit again after a pause (30 attempts in all); a new
+-- reader then waits at most 1000 ms per attempt while the request is
+-- queued, plus the transaction's own catalog work.
 -- In a deadlock with a reader this transaction is the one SQL Server rolls back (the session
 -- of lower DEADLOCK_PRIORITY is the victim,
 -- https://learn.microsoft.com/en-us/sql/t-sql/statements/set-deadlock-priority-transact-sql):
@@ -31,6 +35,30 @@ SET DEADLOCK_PRIORITY LOW
 DECLARE @partition int
 BEGIN TRY
     BEGIN TRANSACTION
+    -- The table's Sch-M lock first, at low priority: the steps after this one would ask for it at
+    -- normal priority, and new readers queue behind such a request. Partition 1 (keys up to 0) is
+    -- empty: switched out to [tpch_staging].[orders__lock], an empty table made to the target's shape on
+    -- the partition's filegroup fg_edge, then dropped. No row and no partition changes; the
+    -- transaction keeps the lock to its COMMIT.
+    -- The target's columns as the catalog has them (names, types, lengths, collation,
+    -- nullability, order): SWITCH needs them equal. On the partition's filegroup, with its data
+    -- compression: SWITCH needs both equal to the partition's.
+    CREATE TABLE [tpch_staging].[orders__lock] (
+        [o_orderkey] bigint NOT NULL,
+        [o_custkey] bigint NOT NULL,
+        [o_orderstatus] char(1) COLLATE SQL_Latin1_General_CP1_CI_AS NOT NULL,
+        [o_totalprice] money NOT NULL,
+        [o_orderdate] date NOT NULL,
+        [o_orderpriority] char(15) COLLATE SQL_Latin1_General_CP1_CI_AS NOT NULL,
+        [o_clerk] char(15) COLLATE SQL_Latin1_General_CP1_CI_AS NOT NULL,
+        [o_shippriority] int NOT NULL,
+        [o_comment] varchar(79) COLLATE SQL_Latin1_General_CP1_CI_AS NOT NULL
+    ) ON [fg_edge]
+    SET @partition = $PARTITION.[pf_tpch_orders](0)
+    IF @partition <> 1 THROW 51010, N'tpch.orders: its partitions changed since this commit was planned; nothing was changed', 1
+    ALTER TABLE [tpch].[orders] SWITCH PARTITION @partition TO [tpch_staging].[orders__lock]
+        WITH (WAIT_AT_LOW_PRIORITY (MAX_DURATION = 1 MINUTES, ABORT_AFTER_WAIT = SELF))
+    DROP TABLE [tpch_staging].[orders__lock]
     -- replace mode: gives way to batch 2026-04-05: partition 2 (keys 1..1000, 100 rows). The partition numbers
     -- are the catalog's as read for this commit (no MERGE or SPLIT ran before); the check
     -- stops the commit if the function changed since. TRUNCATE ... WITH (PARTITIONS) (2016+)

@@ -198,7 +198,10 @@ class MssqlCommit(SwitchProtocol):
             if not loads[name]:
                 continue
             if name in planned:
-                context, results[name], _, _ = self._commit_plan(session.cur, name, planned[name])
+                # The transaction's first table waits for its lock at low priority (lock_step);
+                # a later one's wait would hold the tables taken before it.
+                context, results[name], _, _ = self._commit_plan(session.cur, name, planned[name],
+                                                                 lock_first=not tables)
                 tables.append({"partitioned": True, **context})
             else:
                 tables.append(self.replace_context(loads[name][0]))
@@ -255,7 +258,8 @@ class MssqlCommit(SwitchProtocol):
                  result["partitions_in"], f"; replaced {len(result['removed'])}" if result["removed"] else "",
                  f"; retired {len(result['retired'])}" if result["retired"] else "")
 
-    def _commit_plan(self, cur, table: str, planned: dict[str, dict]) -> tuple[dict, dict[str, Any], str, str]:
+    def _commit_plan(self, cur, table: str, planned: dict[str, dict],
+                     lock_first: bool = True) -> tuple[dict, dict[str, Any], str, str]:
         """(the table's commit_context, its result, batch, run): the window planned again from the
         catalog now, which must place every stream where setup planned it; refuses otherwise."""
         key = self.key(table)
@@ -281,7 +285,7 @@ class MssqlCommit(SwitchProtocol):
         result = {"table_switched": True, "batch": batch, "partitions_in": len(streams),
                   "removed": [keys_text(p.lower, p.upper, key) for p in wp.removed],
                   "retired": [keys_text(p.lower, p.upper, key) for p in wp.retired]}
-        return self.commit_context(table, wp, target, streams), result, batch, run
+        return self.commit_context(table, wp, target, streams, lock_first=lock_first), result, batch, run
 
     def _run_commit(self, cur, table: str, statements: list[str], what: str | None = None) -> float:
         """Run the table's commit (or, `what` naming it, the batch's publish); after a lock timeout

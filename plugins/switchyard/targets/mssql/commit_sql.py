@@ -8,7 +8,11 @@ from switchyard.core.keys import partition_name
 from switchyard.core.planner import LoadPlan, StreamPlan, TablePlan
 from switchyard.targets.base import TargetError
 from switchyard.targets.mssql.catalog import ColumnInfo, TargetTable, staging_constraint_name
+from switchyard.targets.mssql.sql import LOCK_SUFFIX
 from switchyard.targets.mssql.window import Incoming, Partition, WindowPlan, keys_text, plan_window, show_key
+
+# Steps whose Sch-M request waits at normal priority: new readers queue behind it.
+NORMAL_PRIORITY_STEPS = ("truncate", "merge", "split")
 
 
 class MssqlCommitSql:
@@ -63,15 +67,19 @@ class MssqlCommitSql:
     def render_commit(self, table: str, wp: WindowPlan, target: TargetTable, streams: list[Incoming], batch: str,
                       run: str) -> list[str]:
         """The table's own commit, one transaction (commit_table.sql, `publish: table`)."""
-        return self.render("commit_table.sql", **self.commit_context(table, wp, target, streams), batch=batch, run=run,
+        return self.render("commit_table.sql", **self.commit_context(table, wp, target, streams, lock_first=True),
+                           batch=batch, run=run,
                            wait_minutes=self.wait_minutes(), commit_lock_wait_ms=self.commit_lock_wait_ms,
                            commit_attempts=self.commit_attempts)
 
-    def commit_context(self, table: str, wp: WindowPlan, target: TargetTable, streams: list[Incoming]) -> dict:
+    def commit_context(self, table: str, wp: WindowPlan, target: TargetTable, streams: list[Incoming],
+                       lock_first: bool = False) -> dict:
         """What a partitioned table's commit steps (_commit_steps.sql) are rendered from: the
-        window's steps, the target's shape, the control rows."""
+        window's steps, the target's shape, the control rows. `lock_first`: the table is the
+        first its transaction takes, and takes it at low priority (lock_step)."""
         key = self.key(table)
-        steps = []
+        lock = self.lock_step(table, wp, target) if lock_first else None
+        steps = [lock] if lock else []
         for st in wp.steps:
             d: dict[str, Any] = {"kind": st.kind, "why": st.why,
                                  "value_sql": key.literal(st.value) if st.value is not None else "NULL",
@@ -102,6 +110,29 @@ class MssqlCommitSql:
                 "schemes": [target.scheme, *sorted(set(target.function_schemes) - {target.scheme})],
                 "columns": target.columns,
                 "indexes": target.indexes, "records": records, "gone": gone}
+
+    def lock_step(self, table: str, wp: WindowPlan, target: TargetTable) -> dict | None:
+        """The table's Sch-M lock asked for at low priority, before a first step that would ask at
+        normal priority (TRUNCATE, SPLIT, MERGE: new readers queue behind such a request, even
+        NOLOCK and snapshot ones). Only SWITCH can wait at low priority, out of the lock queue
+        (https://learn.microsoft.com/en-us/sql/t-sql/statements/alter-table-transact-sql#wait_at_low_priority),
+        so an empty partition is switched out to an empty table of the target's shape on its
+        filegroup, which is dropped: the table's rows and partitions stay as they are, and the
+        transaction holds the lock to its COMMIT, the steps after it waiting for no reader. None
+        when the first step is a SWITCH already, or no partition is empty now."""
+        if not wp.steps or wp.steps[0].kind not in NORMAL_PRIORITY_STEPS:
+            return None
+        empty = next((p for p in target.partitions if p.rows == 0 and p.upper is not None), None)
+        if empty is None:
+            return None
+        key = self.key(table)
+        probe = self.checked(f"{table}{LOCK_SUFFIX}")
+        return {"kind": "lock", "number": empty.number, "range": keys_text(empty.lower, empty.upper, key),
+                "value_sql": key.literal(empty.upper), "probe": self.qualified(self.staging_schema, probe),
+                "filegroup": empty.filegroup, "heap_compression": empty.compression[0][1] if empty.compression else "NONE",
+                "compression": dict(empty.compression),
+                "constraint_names": {i.name: staging_constraint_name(probe, i.name) for i in target.indexes
+                                     if i.constraint}}
 
     def replace_context(self, stream: StreamPlan) -> dict:
         """What an unpartitioned table's replace in the batch's publish (_replace_steps.sql) is
@@ -137,7 +168,8 @@ class MssqlCommitSql:
             wp = self.window(t.table.name, target, streams, batch)
             if not wp.ok:
                 raise TargetError("\n".join(wp.problems), permanent=True)
-            tables.append({"partitioned": True, **self.commit_context(t.table.name, wp, target, streams)})
+            tables.append({"partitioned": True, **self.commit_context(t.table.name, wp, target, streams,
+                                                                      lock_first=not tables)})
         return self.render_publish(tables, batch, run) if tables else []
 
     def script(self, plan: LoadPlan) -> str:

@@ -29,6 +29,9 @@ EDGE_FILE_MB = 8  # the edge partitions stay empty: the staging tables' CHECKs k
 ENCODING_CODEPAGES = {"utf-8": "65001", "iso8859-1": "28591", "cp1252": "1252", "ascii": "RAW"}
 # An unpartitioned table's next version in the staging schema (`publish: batch`): `<table>__next`.
 NEXT_SUFFIX = "__next"
+# The empty table a commit switches an empty partition out to, to take the table's Sch-M lock at
+# low priority before its TRUNCATE, SPLIT or MERGE (commit_sql.py): `<table>__lock`.
+LOCK_SUFFIX = "__lock"
 
 
 class MssqlSql:

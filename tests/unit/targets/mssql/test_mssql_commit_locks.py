@@ -2,14 +2,16 @@
 
 TRUNCATE TABLE ... WITH (PARTITIONS) and ALTER PARTITION FUNCTION ... SPLIT / MERGE ask for
 their Sch-M lock at normal priority (only SWITCH takes WAIT_AT_LOW_PRIORITY), and readers
-that come after a waiting request queue behind it. The commit runs under a short LOCK_TIMEOUT
-(commit_lock_wait_ms) and runs again after a pause when it timed out (error 1222), up to
-commit_attempts times. Checked on the rendered T-SQL (golden files) and on a SCRIPTED SESSION
+that come after a waiting request queue behind it. The commit takes its table first by a
+low-priority SWITCH of an empty partition where it has one; its requests at normal priority run
+under a short LOCK_TIMEOUT (commit_lock_wait_ms), and it runs again after a pause when it timed
+out (error 1222) or was a deadlock's victim (1205), up to commit_attempts times. Checked on the rendered T-SQL (golden files) and on a SCRIPTED SESSION
 (tests/unit/targets/mssql/test_mssql_window.py's ScriptedSession: catalog answers and control-table rows written
 by hand) whose commit batch fails with SQL Server's lock time-out message a number of times.
 """
 from __future__ import annotations
 
+import dataclasses
 import re
 
 import pytest
@@ -63,7 +65,27 @@ def test_the_commit_runs_under_a_short_lock_timeout_not_the_load_timeout():
     assert re.search(r"TRUNCATE TABLE \[tpch\]\.\[orders\] WITH \(PARTITIONS", text)
     assert "MERGE RANGE" in text and "SWITCH TO [tpch].[orders] PARTITION @partition\n        WITH (WAIT_AT_LOW_PRIORITY" in text
     custom = commit_text(adapter(batch="x", commit_lock_wait_ms=250), orders_plan(SPEC, even(4)), layout_of({"w": even(8)}))
-    assert "SET LOCK_TIMEOUT 250\n" in custom and "The worst a new reader waits: 250 ms" in custom
+    assert "SET LOCK_TIMEOUT 250\n" in custom and "reader then waits at most 250 ms per attempt" in custom
+
+
+def test_a_commit_takes_its_table_at_low_priority_before_a_truncate_split_or_merge():
+    """Replace mode begins with TRUNCATE (normal priority): the commit first switches an empty
+    partition out, at low priority, to an empty table of the target's shape on its filegroup, and
+    drops that table; no step before it locks the table, and it changes no row or partition."""
+    text = commit_text(adapter(batch="x"), orders_plan(SPEC, even(4)), layout_of({"w": even(8)}))
+    body = text.split("    BEGIN TRANSACTION\n", 1)[1]
+    probe = "[tpch_staging].[orders__lock]"
+    assert body.index(f"CREATE TABLE {probe} (") < body.index(
+        f"ALTER TABLE [tpch].[orders] SWITCH PARTITION @partition TO {probe}\n"
+        "        WITH (WAIT_AT_LOW_PRIORITY (MAX_DURATION = 1 MINUTES, ABORT_AFTER_WAIT = SELF))") < body.index(
+        f"DROP TABLE {probe}") < body.index("TRUNCATE TABLE") < body.index("MERGE RANGE")
+    # The empty partition is the edge on fg_edge, checked by number as every step's partition.
+    assert ") ON [fg_edge]\n" in body.split("SWITCH PARTITION @partition TO")[0]
+    assert "IF @partition <> 1 THROW 51010" in body.split("SWITCH PARTITION @partition TO")[0]
+    # Without an empty partition the first request is at normal priority, under the short LOCK_TIMEOUT.
+    full = [p if p.rows else dataclasses.replace(p, rows=1) for p in layout_of({"w": even(8)})]
+    text = commit_text(adapter(batch="x"), orders_plan(SPEC, even(4)), full)
+    assert "__lock" not in text and "SET LOCK_TIMEOUT 1000\n" in text
 
 
 def test_a_commit_that_timed_out_on_a_lock_runs_again_and_goes_in():

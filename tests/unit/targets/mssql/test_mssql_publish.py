@@ -323,7 +323,17 @@ def test_the_batch_goes_in_in_one_transaction_with_every_tables_steps_in_name_or
     target = own.read_target(own_session, "orders")
     (commit,) = own.commit_sql(plan.table("orders"), target=target, batch="2026-04-05", run="switchyard_tpch/run-2")
     steps = commit.split("    BEGIN TRANSACTION\n", 1)[1].split("    COMMIT TRANSACTION\n")[0]
-    assert steps in text
+    # ... but for its first lock: its own commit takes it at low priority (an empty partition
+    # switched out, its probe table dropped); in the publish orders is not the first table.
+    lock, rest = steps.split("    DROP TABLE [tpch_staging].[orders__lock]\n")
+    assert "SWITCH PARTITION @partition TO [tpch_staging].[orders__lock]" in lock and rest in text
+    assert "orders__lock" not in text
+    # lineitem, the transaction's first table, begins with SPLIT: it is taken by such a switch first.
+    first = text.index("BEGIN TRANSACTION")
+    assert (text.index("ALTER TABLE [tpch].[lineitem] SWITCH PARTITION @partition TO [tpch_staging].[lineitem__lock]\n"
+                       "        WITH (WAIT_AT_LOW_PRIORITY", first)
+            < text.index("DROP TABLE [tpch_staging].[lineitem__lock]", first)
+            < text.index("ALTER PARTITION SCHEME [ps_tpch_lineitem] NEXT USED", first))
 
 
 def test_the_publish_refuses_changing_nothing_when_a_stream_was_not_switched():

@@ -4,7 +4,22 @@
     scheme, columns, indexes, records, gone, wait_minutes; @partition is declared by the caller. -#}
 {% import "_shape.sql" as shape with context %}
 {% for st in steps %}
-{% if st.kind == "truncate" %}
+{% if st.kind == "lock" %}
+    -- The table's Sch-M lock first, at low priority: the steps after this one would ask for it at
+    -- normal priority, and new readers queue behind such a request. Partition {{ st.number }} ({{ st.range }}) is
+    -- empty: switched out to {{ st.probe }}, an empty table made to the target's shape on
+    -- the partition's filegroup {{ st.filegroup }}, then dropped. No row and no partition changes; the
+    -- transaction keeps the lock to its COMMIT.
+    {{ shape.create_table(st.probe, columns, st.filegroup, st.heap_compression, end="") | indent(4) }}
+{% if indexes %}
+    {{ shape.create_indexes(st.probe, indexes, st.filegroup, st.compression, st.constraint_names, end="") | indent(4) }}
+{% endif %}
+    SET @partition = $PARTITION.{{ qc(function) }}({{ st.value_sql }})
+    IF @partition <> {{ lit(st.number) }} THROW 51010, N'{{ table }}: its partitions changed since this commit was planned; nothing was changed', 1
+    ALTER TABLE {{ qn(schema, table_name) }} SWITCH PARTITION @partition TO {{ st.probe }}
+        WITH (WAIT_AT_LOW_PRIORITY (MAX_DURATION = {{ lit(wait_minutes) }} MINUTES, ABORT_AFTER_WAIT = SELF))
+    DROP TABLE {{ st.probe }}
+{% elif st.kind == "truncate" %}
     -- {{ st.why }}: partition {{ st.number }} ({{ st.range }}, {{ "{:,}".format(st.rows) }} rows). The partition numbers
     -- are the catalog's as read for this commit (no MERGE or SPLIT ran before); the check
     -- stops the commit if the function changed since. TRUNCATE ... WITH (PARTITIONS) (2016+)
