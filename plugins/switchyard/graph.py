@@ -60,6 +60,9 @@ class GraphSettings:
     batch_poke_seconds: float = 60.0
     lease_retries: int = 0
     lease_retry_seconds: float = 60.0
+    # SWITCHYARD_START_DATE as ISO text: a scheduled run dated before it loads nothing (the
+    # setup's wait skips it); manual runs and backfills are not bound by it.
+    start_date: str | None = None
 
 
 def routing(spec: LoadSpec, load_executor: str | None, stream: int) -> dict[str, str]:
@@ -87,7 +90,8 @@ def build_graph(spec: LoadSpec, s: GraphSettings) -> Graph:
     groups = {"setup": "Wait for the batch, plan partitions, create missing objects"}
     nodes = [
         Node("wait_for_batch", "wait", "setup", common=False,
-             options={"wait_seconds": s.batch_wait_seconds, "poke_interval": s.batch_poke_seconds, "retries": 0}),
+             options={"wait_seconds": s.batch_wait_seconds, "poke_interval": s.batch_poke_seconds, "retries": 0,
+                      **({"not_before": s.start_date} if s.start_date else {})}),
         # Retries wait for another run's lease (and ride out a lost connection) without
         # holding a worker slot; bad batches fail at once.
         Node("plan", "plan", "setup", upstream=("setup.wait_for_batch",),

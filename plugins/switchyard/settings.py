@@ -173,14 +173,19 @@ SETTINGS: tuple[Setting, ...] = (
             "Cron schedule of the DAG (a nightly batch named by the run's date, `YYYY-MM-DD`); "
             "`none` for manual runs only.", DAG, "cron | none"),
     Setting("SWITCHYARD_START_DATE", "start_date", _start_date, None,
-            "The DAG's `start_date`: no scheduled run before it (ISO date or date and time, UTC unless it "
-            "names its offset). `none`: no start date; the first scheduled run is the schedule's next time "
-            "after Airflow first parses the DAG (or its latest, if that is less than a tenth of the "
-            "interval ago: Airflow's rule without a start date). Backfills are not bound by it "
+            "No scheduled load before it (ISO date or date and time, UTC unless it names its offset): a "
+            "scheduled run dated earlier skips its tasks, its wait for the batch saying why. Manual runs "
+            "(the trigger form, `airflow dags test`) and backfills are not bound by it. It is not the "
+            "DAG's `start_date` (but with `SWITCHYARD_CATCHUP=1`), which Airflow would give every task: a "
+            "run dated before it got no task at all and ended `success` having loaded nothing. Without a start date the first scheduled "
+            "run is the schedule's next time after Airflow first parses the DAG (or its latest, if that "
+            "is less than a tenth of the interval ago: Airflow's rule) "
             "([backfills](load-modes.md#backfills)).", DAG, "date | none"),
     Setting("SWITCHYARD_CATCHUP", "catchup", _bool, False,
             "The DAG's `catchup`: `1` creates a scheduled run for every time of the schedule since the start "
-            "date (or since the last scheduled run) that has none; `0`: only the latest one.", DAG, "0 | 1"),
+            "date (or since the last scheduled run) that has none; `0`: only the latest one. With `1` the "
+            "start date is the DAG's `start_date` too, which Airflow gives every task: a run dated before "
+            "it gets no task at all (date manual runs after it).", DAG, "0 | 1"),
     Setting("SWITCHYARD_BATCH_WAIT_SECONDS", "batch_wait_seconds", int, 6 * 3600,
             "How long `setup.wait_for_batch` waits for the batch's manifest (deferred: no worker slot "
             "held) before the run fails.", DAG, "seconds"),

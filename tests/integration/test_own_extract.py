@@ -148,6 +148,28 @@ def test_lookup_tables_keyed_by_text_or_without_a_key_load_whole(pg_uri, data_ro
     assert totals == {"trips": len(file_rows(feb, "trips")), "stations": 9, "payment_types": 3}
 
 
+def test_a_run_dated_before_the_dags_start_date_runs_every_task(pg_uri, data_root, schema, tmp_path, batches):
+    """The first-load guide sets SWITCHYARD_START_DATE to the first scheduled run; a manual run or a
+    `dags test` dated before it (the trigger form's default date is now) loads its batch, each step
+    as a task; and a batch that cannot load fails, never an empty `success`."""
+    spec = spec_file(tmp_path)
+    jan = batches / "2026-01"
+    produce(jan, 1)
+    later = {"SWITCHYARD_START_DATE": "2030-01-01", "SWITCHYARD_SCHEDULE": "0 2 1 * *"}
+    first = run_dag(pg_uri, data_root, schema, 2, {"batch": str(jan.relative_to(data_root))}, tmp_path / "runs",
+                    spec=spec, dag_id=DAG_ID, extra_env=later, logical_date="2026-11-29T20:22:30+00:00")
+    assert first.returncode == 0, first.output[-4000:]
+    for table in ("trips", "stations", "payment_types"):
+        assert table_rows(pg_uri, schema, table) == file_rows(jan, table), table
+    assert len(first.stats["groups"]) == 4 and all(
+        g["outcome"] == "switched" and set(g["steps"]) == {"prepare", "load", "validate", "switch"}
+        for g in first.stats["groups"])
+    missing = run_dag(pg_uri, data_root, schema, 2, {"batch": f"{jan.relative_to(data_root)}-not-there"},
+                      tmp_path / "runs", spec=spec, dag_id=DAG_ID, extra_env={**later, "SWITCHYARD_BATCH_WAIT_SECONDS": "1"},
+                      logical_date="2026-11-29T20:30:00+00:00")
+    assert missing.returncode != 0 and "state=success" not in missing.output, missing.output[-4000:]
+
+
 def test_rows_without_a_key_range_are_refused_before_any_load(pg_uri, data_root, schema, tmp_path, batches):
     """The silent drop this guards against: a stream with rows whose manifest gives no key range
     was planned as empty, its groups skipped and the run ended `success` without its rows."""

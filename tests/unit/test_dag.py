@@ -232,8 +232,9 @@ def test_no_step_task_has_a_template_field(monkeypatch, tmp_path):
     monkeypatch.setenv("SWITCHYARD_RUNS_DIR", str(tmp_path))
     dag = build_dag(DagConfig(streams=2))
     rendered = {t.task_id: tuple(t.template_fields) for t in dag.tasks if t.template_fields}
-    # The two setup tasks show the batch they were asked for; no other task renders anything.
-    assert rendered == {"setup.wait_for_batch": ("batch",), "setup.plan": ("batch", "tables")}
+    # The two setup tasks show the batch they were asked for (the wait its start date too); no
+    # other task renders anything.
+    assert rendered == {"setup.wait_for_batch": ("batch", "not_before"), "setup.plan": ("batch", "tables")}
     assert all(getattr(t, "conn_id", None) is None for t in dag.tasks if hasattr(t, "lock_timeout_seconds"))
 
 
@@ -256,3 +257,25 @@ def test_a_step_reads_its_connection_from_the_runs_params_when_it_starts():
     given.conn_id = "set_by_hand"
     given.pre_execute({"params": {"conn_id": "other_target"}})
     assert given.conn_id == "set_by_hand"
+
+
+def test_the_start_date_holds_off_scheduled_runs_only_and_no_task_has_one(monkeypatch):
+    """Airflow creates no instance of a task for a run dated before the task's start date: with the
+    DAG's start date on every task, a manual run dated before it ended `success` with no task at
+    all. The DAG has none; SWITCHYARD_START_DATE holds off scheduled runs in the setup's wait."""
+    from datetime import datetime, timezone
+    from types import SimpleNamespace
+    from airflow.sdk.exceptions import AirflowSkipException
+    monkeypatch.setenv("SWITCHYARD_START_DATE", "2026-12-01")
+    monkeypatch.setenv("SWITCHYARD_SCHEDULE", "0 2 1 * *")
+    dag = build_dag(DagConfig.from_env())
+    assert dag.start_date is None and all(t.start_date is None for t in dag.tasks)
+    wait = dag.get_task("setup.wait_for_batch")
+    before, after = datetime(2026, 11, 1, 2, tzinfo=timezone.utc), datetime(2026, 12, 1, 2, tzinfo=timezone.utc)
+
+    def context(run_type, when):
+        return {"dag_run": SimpleNamespace(run_type=run_type), "logical_date": when, "params": {"batch": ""}}
+    with pytest.raises(AirflowSkipException, match=r"before SWITCHYARD_START_DATE 2026-12-01T00:00:00\+00:00"):
+        wait.execute(context("scheduled", before))
+    for run_type, when in (("manual", before), ("backfill", before), ("scheduled", after)):
+        assert wait._held_off(context(run_type, when)) is None, run_type

@@ -167,13 +167,18 @@ def build_dag(config: DagConfig | None = None, operators: StepOperators = StepOp
         load_executor=config.load_executor, load_order=config.load_order, conn_id=config.conn_id,
         schema=config.schema, batch_wait_seconds=config.batch_wait_seconds,
         batch_poke_seconds=config.batch_poke_seconds, lease_retries=config.lease_retries,
-        lease_retry_seconds=config.lease_retry_seconds))
+        lease_retry_seconds=config.lease_retry_seconds,
+        start_date=config.start_date.isoformat() if config.start_date else None))
     with DAG(
         dag_id=config.dag_id,
         schedule=config.schedule,
-        # No start date: the first scheduled run is the schedule's next time, never one in the past
-        # (SWITCHYARD_START_DATE). Backfills are not bound by it.
-        start_date=config.start_date,
+        # No start date for Airflow unless catchup counts from it: Airflow gives every task the
+        # DAG's, and a run dated before a task's start date (a manual trigger, whose form proposes
+        # now, or `dags test <date>`) gets no instance of that task: with none, the run ended
+        # `success` having loaded nothing. Without it the first scheduled run is the schedule's next
+        # time, never one in the past, and SWITCHYARD_START_DATE holds off scheduled runs in the
+        # setup's wait (WaitForBatchSensor.not_before).
+        start_date=config.start_date if config.catchup else None,
         catchup=config.catchup,
         # Two runs of one DAG interleaving their switches could leave a partition from each;
         # runs (manual, nightly, backfill) go one at a time.

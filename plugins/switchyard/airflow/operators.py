@@ -25,6 +25,7 @@ from switchyard.steps import StepFailed, StepSkipped, ValidationFailed, now_iso,
 log = logging.getLogger(__name__)
 
 PLAN_TASK = "setup.plan"
+WAIT_TASK = "setup.wait_for_batch"
 # The key of a switch's result that carries its group's prepare, load and validate results.
 EARLIER_STEPS = "earlier_steps"
 
@@ -126,14 +127,31 @@ class WaitForBatchSensor(BaseOperator):
     The wait is deferred to the triggerer (no worker slot is held) and bounded by `timeout`.
     """
 
-    template_fields: Sequence[str] = ("batch",)
+    # not_before is a template field so that the DAG's serialized form (and the UI) carries it.
+    template_fields: Sequence[str] = ("batch", "not_before")
 
     def __init__(self, *, batch: str = "{{ params.batch or '' }}", wait_seconds: int = 6 * 3600,
-                 poke_interval: float = 60.0, **kwargs: Any):
+                 poke_interval: float = 60.0, not_before: str | None = None, **kwargs: Any):
         super().__init__(**kwargs)
         self.batch = batch
         self.wait_seconds = wait_seconds
         self.poke_interval = poke_interval
+        # SWITCHYARD_START_DATE (ISO text): a scheduled run dated before it loads nothing.
+        self.not_before = not_before
+
+    def _held_off(self, context: Any) -> str | None:
+        """Why this run loads nothing: a scheduled run dated before SWITCHYARD_START_DATE. Manual
+        runs and backfills are not bound by it."""
+        run = context.get("dag_run")
+        when = context.get("logical_date")
+        run_type = getattr(run, "run_type", None)
+        if not self.not_before or when is None or getattr(run_type, "value", run_type) != "scheduled":
+            return None
+        start = datetime.fromisoformat(self.not_before)
+        if when >= start:
+            return None
+        return (f"a scheduled run dated {when.isoformat()}, before SWITCHYARD_START_DATE {start.isoformat()}: "
+                f"no load (manual runs and backfills are not bound by it)")
 
     def _manifest(self, context: Any) -> Path:
         try:
@@ -144,6 +162,10 @@ class WaitForBatchSensor(BaseOperator):
     def execute(self, context: Any) -> None:
         from datetime import timedelta
         from switchyard.airflow.triggers import BatchReadyTrigger
+        held_off = self._held_off(context)
+        if held_off:
+            # Every later task is skipped with it; the stats task says so and skips too.
+            raise AirflowSkipException(held_off)
         manifest = self._manifest(context)
         if manifest.is_file():
             log.info("batch ready: %s", manifest)
@@ -505,13 +527,16 @@ class StatsOperator(_TargetOperator):
         from switchyard.observability.report import write_report
         from switchyard.observability.stats import STEPS, assemble, task_states, write_stats
         ti = context["ti"]
+        states = task_states(context)
+        if states.get(WAIT_TASK) == "skipped":
+            # A scheduled run before SWITCHYARD_START_DATE: nothing was planned, leased or loaded.
+            raise AirflowSkipException(f"{WAIT_TASK} skipped this run (its log says why): nothing was loaded")
         plan = ti.xcom_pull(task_ids=PLAN_TASK) or {}
         self.bind_run(context)
         try:
             self.adapter().release_lease()
         except Exception as exc:  # noqa: BLE001 - the lease then lapses after its TTL
             log.warning("could not release the run lease (it lapses by itself): %s", exc)
-        states = task_states(context)
 
         def pull(task_id: str, key: str = "return_value") -> Any:
             # One API call per XCom: ask only where the task's state says there can be one
