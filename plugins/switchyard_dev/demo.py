@@ -178,6 +178,13 @@ def print_summary(stats: dict, path: Path) -> None:
         print(f"\nthe batch was not published, every table kept its contents: {stats['publish_error']}")
     elif stats["failed_groups"]:
         print(f"failed groups: {', '.join(stats['failed_groups'])}")
+        # Why, for the first few: each failed step's error as its task raised it.
+        errors = [(g["group"], step, text) for g in stats.get("groups") or [] if g["group"] in stats["failed_groups"]
+                  for step, text in (g.get("errors") or {}).items()]
+        for group, step, text in errors[:3]:
+            print(f"  {group}.{step}: {text[:600]}")
+        if stats.get("held_back_groups"):
+            print(f"held back (validated and staged, kept out with them): {', '.join(stats['held_back_groups'])}")
     print(f"\nrun statistics: {path}")
 
 

@@ -43,3 +43,11 @@ def test_the_summary_says_why_a_refused_or_unpublished_run_failed(capsys, tmp_pa
     assert "the batch was not published, every table kept its contents: tpch.nation" in capsys.readouterr().out
     print_summary(_refused_stats(), tmp_path / "stats.json")
     assert "failed groups: tracks_1, tracks_2" in capsys.readouterr().out
+    # A failed load says why, as its task raised it; a group kept out with it is named apart.
+    why = 'TargetError: tracks/tracks.1.csv: line 2: missing data for column "gust"'
+    print_summary(_refused_stats(groups=[{"group": "tracks_1", "errors": {"load": why}},
+                                         {"group": "tracks_2", "errors": {}}, {"group": "stations_1"}],
+                                 held_back_groups=["stations_1"]), tmp_path / "stats.json")
+    out = capsys.readouterr().out
+    assert f"  tracks_1.load: {why}\n" in out and "tracks_2." not in out
+    assert "held back (validated and staged, kept out with them): stations_1" in out

@@ -594,11 +594,16 @@ class StatsOperator(_TargetOperator):
         ti.xcom_push(key="report_path", value=str(report["html"]))
         if stats["failed_groups"] or stats.get("held_back_groups"):
             # The last task decides the run's state: a run with a failed group is a failed run.
-            not_in = stats["failed_groups"] + stats.get("held_back_groups", [])
+            failed, held = stats["failed_groups"], stats.get("held_back_groups", [])
             kept = stats.get("tables_kept") or []
             batch_mode = self.load_spec().publish == "batch"
+            # Held back: validated and staged, kept out with the rest of the batch (or table).
             raise AirflowFailException(
-                f"{len(not_in)} of {stats['totals']['groups']} groups did not switch: {', '.join(not_in)}"
+                "; ".join(part for part in (
+                    f"{len(failed)} of {stats['totals']['groups']} groups did not switch: {', '.join(failed)}"
+                    if failed else "",
+                    f"{len(held)} held back, validated and staged but kept out with them: {', '.join(held)}"
+                    if held else "") if part)
                 + ("; setup.plan did not finish: nothing was loaded and every table is as it was"
                    + (f" ({stats['plan_error']})" if stats.get("plan_error") else "") if not plan
                    else f"; {', '.join(kept)} kept {'its' if len(kept) == 1 else 'their'} previous contents, "
