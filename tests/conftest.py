@@ -115,8 +115,10 @@ def scheduler(request, pg_uri, data_root, schema, tmp_path, monkeypatch):
     built-in spec's, replace)."""
     if "chaos" not in (request.config.getoption("markexpr") or ""):
         pytest.skip("several minutes with a real scheduler: runs in `make chaos` (pytest -m chaos)")
-    mode = getattr(request, "param", None)
-    extra = {"SWITCHYARD_SPEC": mode_spec(tmp_path, mode)} if mode else {}
+    # The parameter: the load mode, or {"mode": ..., "env": {more settings of the services}}.
+    param = getattr(request, "param", None)
+    mode, more = (param.get("mode"), param.get("env") or {}) if isinstance(param, dict) else (param, {})
+    extra = {**({"SWITCHYARD_SPEC": mode_spec(tmp_path, mode)} if mode else {}), **more}
     with private_scheduler(request, monkeypatch, pg_uri, data_root, schema, tmp_path / "runs",
                            extra_env=extra) as running:
         yield running

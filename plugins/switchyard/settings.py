@@ -61,6 +61,13 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _non_negative_float(text: str) -> float:
+    value = float(text)
+    if value < 0:
+        raise ValueError("must be 0 or more")
+    return value
+
+
 def _at_least_one(text: str) -> float:
     value = float(text)
     if not value >= 1:
@@ -221,6 +228,16 @@ SETTINGS: tuple[Setting, ...] = (
             "filled (PostgreSQL; elsewhere the rows are counted); `constraints`: the same proofs, "
             "but Great Expectations counts the rows; `full`: every expectation runs through Great "
             "Expectations.", STEPS, "load | constraints | full"),
+    Setting("SWITCHYARD_CHECK_FIELDS_MB", "check_fields_mb", _non_negative_float, 16.0,
+            "A batch of at most this many MB (the files of the run's tables this machine holds) is "
+            "read field by field in `setup.plan`, before any load, as `switchyard check` reads it: every "
+            "field against its column's type, each file's records against the manifest and its keys "
+            "against its stream's range. What the servers would take without an error but not as "
+            "written (a decimal with more digits after the point than its column's scale, which they "
+            "round) is refused there with the file, the line and the column. It reads about 6 MB a second "
+            "on one core. A larger batch is left to its loads, which refuse a value that does not fit "
+            "its column; `0`: never read here.",
+            STEPS, "MB"),
     Setting("SWITCHYARD_STEP_PARALLELISM", "step_parallelism", _choice("serial", "server"), "serial",
             "Parallelism of the steps' own statements on the target. `serial`: PostgreSQL runs the "
             "unique index builds and the row counts without parallel workers, SQL Server builds the "
@@ -266,6 +283,7 @@ class Settings:
     lease_ttl_seconds: int
     progress_seconds: float
     validation: str
+    check_fields_mb: float
     step_parallelism: str
     preload: bool
     settings_file: Path | None = None

@@ -122,7 +122,21 @@ def test_each_bad_input_fails_its_group_only(pg_uri, data_root, tpch_batch, sche
 
     bad = copy_batch(folder, data_root / "bad-input")
     expect = plant_faults(bad)
-    run = run_dag(pg_uri, data_root, schema, 3, {"batch": "bad-input"}, tmp_path / "runs-bad")
+    # A batch this small is read field by field before any load (SWITCHYARD_CHECK_FIELDS_MB):
+    # refused there, every fault named with its file (and line and column where a field is bad).
+    refused = run_dag(pg_uri, data_root, schema, 3, {"batch": "bad-input"}, tmp_path / "runs-refused")
+    assert refused.returncode != 0
+    error = refused.stats["plan_error"]
+    for gid in expect:
+        table, stream = gid.rsplit("_", 1)
+        assert f"{table}.{stream}.tbl" in error, f"{gid} not named:\n{error}"
+    assert "customer.3.tbl: line 5, column c_nationkey: 'abc': not an integer (integer)" in error
+    assert "orders.1.tbl: line 3, column o_orderdate: '1995-02-30': not a date" in error
+    assert "partsupp.1.tbl: line 2, column" in error and "bytes that are not utf-8" in error, error
+    assert fingerprint(pg_uri, schema) == before
+    # The loads' own checks, for a batch too big to read first: each fault fails its group only.
+    run = run_dag(pg_uri, data_root, schema, 3, {"batch": "bad-input"}, tmp_path / "runs-bad",
+                  extra_env={"SWITCHYARD_CHECK_FIELDS_MB": "0"})
     assert run.returncode != 0 or run.stats["failed_groups"], "a run with bad input must fail"
     groups = {g["group"]: g for g in run.stats["groups"]}
 

@@ -121,9 +121,13 @@ def batches(data_root, tmp_path):
     shutil.rmtree(root, ignore_errors=True)
 
 
-def run(pg_uri, data_root, schema, tmp_path, batch: Path, spec: str, args=()):
+def run(pg_uri, data_root, schema, tmp_path, batch: Path, spec: str, args=(), env=None):
     return run_dag(pg_uri, data_root, schema, 2, {"batch": str(batch.relative_to(data_root))}, tmp_path / "runs",
-                   spec=spec, dag_id=DAG_ID, args=args)
+                   spec=spec, dag_id=DAG_ID, args=args, extra_env=env)
+
+
+# A batch too big to read field by field first (SWITCHYARD_CHECK_FIELDS_MB): its loads find a bad field.
+LOADS_CHECK = {"SWITCHYARD_CHECK_FIELDS_MB": "0"}
 
 
 def test_lookup_tables_keyed_by_text_or_without_a_key_load_whole(pg_uri, data_root, schema, tmp_path, batches):
@@ -208,8 +212,32 @@ def test_a_missing_file_is_reported_with_every_other_problem_before_any_load(pg_
     assert f"{jan / 'trips' / 'trips.2.csv'}: listed in the manifest (trips stream 2" in error and "not found" in error
     assert f"{jan / 'stations' / 'stations.1.csv'}: " in error and "the manifest says" in error
     assert "batch " in error and "would be retired as it goes in (keep: 1 batches" in error
-    assert error.count("\n- ") == 3, error
+    # A small batch is read field by field before any load: the changed file's records too.
+    assert f"{jan / 'stations' / 'stations.1.csv'}: 13 records, the manifest says 12 (stations stream 1)" in error
+    assert error.count("\n- ") == 4, error
     assert {t: table_rows(pg_uri, schema, t) for t in before} == before
+
+
+def test_a_decimal_the_server_would_round_is_refused_before_any_load(pg_uri, data_root, schema, tmp_path, batches):
+    """`fare` is numeric(8,2): PostgreSQL would read 14.765 as 14.77 without an error. A small batch
+    is read field by field in the plan: refused there, naming the file, the line and the column."""
+    spec = spec_file(tmp_path)
+    jan = batches / "2026-01"
+    produce(jan, 1)
+    path = jan / "trips" / "trips.2.csv"
+    lines = path.read_text().splitlines()
+    fields = lines[3].split(",")
+    fields[-1] = "14.765"
+    lines[3] = ",".join(fields)
+    path.write_text("\n".join(lines) + "\n")
+    write_manifest(jan, describe_batch(jan, load_spec(str(batches / "spec.yaml"))))
+    result = run(pg_uri, data_root, schema, tmp_path, jan, spec)
+    assert result.returncode != 0
+    error = result.stats["plan_error"]
+    assert (f"{path}: line 4, column fare: '14.765': 3 digits after the point, numeric(8,2) keeps 2: the load "
+            f"would round it to another value without an error") in error, error
+    for table in ("trips", "stations", "payment_types"):
+        assert table_rows(pg_uri, schema, table) is None, f"{table} was created: the run got past its plan"
 
 
 def test_a_failed_table_keeps_every_table_of_the_batch_out(pg_uri, data_root, schema, tmp_path, batches):
@@ -222,7 +250,7 @@ def test_a_failed_table_keeps_every_table_of_the_batch_out(pg_uri, data_root, sc
     path.write_text(path.read_text().replace("ST005,", "ST005TOOLONG,"))
     write_manifest(feb, describe_batch(feb, load_spec(spec)))
     assert run(pg_uri, data_root, schema, tmp_path, jan, spec).returncode == 0
-    result = run(pg_uri, data_root, schema, tmp_path, feb, spec)
+    result = run(pg_uri, data_root, schema, tmp_path, feb, spec, env=LOADS_CHECK)
     assert result.returncode != 0
     assert "value too long for type character varying(8)" in result.output
     assert result.stats["failed_groups"] == ["stations_1"]
@@ -235,7 +263,7 @@ def test_a_failed_table_keeps_every_table_of_the_batch_out(pg_uri, data_root, sc
     other = f"{schema}_t"
     try:
         assert run(pg_uri, data_root, other, tmp_path, jan, per_table).returncode == 0
-        result = run(pg_uri, data_root, other, tmp_path, feb, per_table)
+        result = run(pg_uri, data_root, other, tmp_path, feb, per_table, env=LOADS_CHECK)
         assert result.returncode != 0 and result.stats["failed_groups"] == ["stations_1"]
         assert table_rows(pg_uri, other, "trips") == sorted(file_rows(jan, "trips") + file_rows(feb, "trips"),
                                                             key=repr)

@@ -204,7 +204,10 @@ def _create_backfill(env: dict, api, first: str, last: str, *options: str) -> No
 
 
 @pytest.mark.chaos
-@pytest.mark.parametrize("scheduler", ["append"], indirect=True)
+# The broken day fails at its load, one group: its batch is not read field by field before the
+# load (SWITCHYARD_CHECK_FIELDS_MB=0, as for a batch bigger than that), which would refuse it whole.
+@pytest.mark.parametrize("scheduler", [{"mode": "append", "env": {"SWITCHYARD_CHECK_FIELDS_MB": "0"}}],
+                         ids=["append"], indirect=True)
 def test_backfill_loads_each_day_once_and_a_cleared_group_reruns_alone(pg_uri, data_root, schema, scheduler,
                                                                       tmp_path):
     from switchyard_dev import local

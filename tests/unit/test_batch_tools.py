@@ -163,10 +163,12 @@ def test_check_names_each_bad_field_with_its_line_and_column_before_any_load(tmp
     assert problems == [
         f"{path}: line 3, column wind: '': not an integer (integer)",
         f"{path}: line 4, column wind: '3000000000': outside the range of integer (-2147483648..2147483647)",
+        # A third decimal the column's scale does not keep: the servers would round it silently.
+        f"{path}: line 4, column price: '123.456': 3 digits after the point, numeric(5,2) keeps 2: the load would "
+        f"round it to another value without an error",
         f"{path}: line 4, column seen: '2026-02-30': not a date (day is out of range for month)",
         f"{path}: line 5, column name: 'Cristobal': 9 characters, varchar(6) holds 6",
-        f"{path}: line 5, column price: '1000': 4 digits before the point, numeric(5,2) holds 3",
-        f"{path}: 4 more bad fields (9 in all; the load would stop at the first)"], problems
+        f"{path}: 5 more bad fields (10 in all; the load would stop at the first)"], problems
     from switchyard.core.fields import RecordCheck
     check = RecordCheck(FIELDS_SPEC.table("tracks"))
     assert check.problems(lines[5].split(",")) == ["3 fields, the table has 6 columns"]
@@ -174,6 +176,8 @@ def test_check_names_each_bad_field_with_its_line_and_column_before_any_load(tmp
     assert check.problems(lines[6].split(",")) == ["column wind: 'NA': not an integer (integer)",
                                                    "column price: 'abc': not a decimal number (numeric(5,2))"]
     assert check.problems(["2026-01-01 00:00:00", "Alma", "1", "1", "CD  ", "2026-01-01"]) == []  # char(2) pads
+    # Trailing zeros after the point are the same number: 1.500 fits numeric(5,2) exactly.
+    assert check.problems(["2026-01-01 00:00:00", "Alma", "1", "1.500", "CD", "2026-01-01"]) == []
     # A NULL marker makes the empty field NULL in the nullable column; the rest stay bad.
     marked = parse_spec({**{"name": "tracks", "files": "{table}/{table}.{stream}.csv",
                             "format": {"delimiter": ",", "trailing_delimiter": False, "quoting": "csv",

@@ -503,7 +503,6 @@ def check_batch(batch_dir: Path, spec: LoadSpec, tables: Iterable[str] | None = 
     (key ranges, streams), its files (there, of their size), and each file read record by record
     against the manifest (rows, keys inside the stream's range) and its fields against their
     columns' types (core/fields.py). [] when there is none."""
-    from switchyard.core.fields import RecordCheck
     from switchyard.core.planner import PlanError, plan_batch
     try:
         manifest = read_manifest(batch_dir, spec)
@@ -516,6 +515,23 @@ def check_batch(batch_dir: Path, spec: LoadSpec, tables: Iterable[str] | None = 
     except PlanError as exc:
         problems.append(str(exc))
     problems += check_files(batch_dir, manifest, spec, chosen)
+    return problems + read_problems(batch_dir, manifest, spec, chosen)
+
+
+def read_bytes(batch_dir: Path, manifest: Manifest, spec: LoadSpec, tables: Iterable[str]) -> int:
+    """The bytes read_problems would read: the listed files of `tables` this machine holds."""
+    chosen = set(tables)
+    return sum(e.bytes for e in manifest.entries
+               if e.table in chosen and spec.source_of(e.stream) is None and (batch_dir / e.file).is_file())
+
+
+def read_problems(batch_dir: Path, manifest: Manifest, spec: LoadSpec, tables: Iterable[str]) -> list[str]:
+    """Each listed file of `tables` read record by record: its records against the manifest's
+    rows, its keys inside the stream's range, every field against its column's type
+    (core/fields.py). A stream on a source's workers is not read here."""
+    from switchyard.core.fields import RecordCheck
+    chosen = list(tables)
+    problems = []
     for e in manifest.entries:
         path = batch_dir / e.file
         # A file of another size is read too: what it holds says what changed.

@@ -4,7 +4,8 @@ load failing on it.
 
 Checked, on every target the spec declares a type for: the record's field count; a field in a
 NOT NULL column or one that is not the NULL marker, against an integer type (digits, the type's
-range), a decimal type (a number, no more integer digits than its precision leaves), a floating
+range), a decimal type (a number, no more integer digits than its precision leaves and no more
+digits after the point than its scale keeps: the servers round those away silently), a floating
 point type (a number), a date or time type written as ISO 8601 (a real calendar date), a
 character type with a length (no more characters than that; `char(n)` may pad past it). Other
 forms of dates and times, and other types, are left to the load: the server decides those.
@@ -28,6 +29,8 @@ _DATES = {"date", "timestamp", "timestamp without time zone", "datetime", "datet
 _CHARS = {"varchar", "character varying", "nvarchar", "char", "character", "nchar"}
 
 Check = Callable[[str], "str | None"]
+# A byte the file's encoding does not decode, as the batch reader keeps it (surrogateescape).
+_NOT_DECODED = re.compile("[\udc80-\udcff]")
 
 
 def field_check(sql_type: str) -> Check | None:
@@ -47,6 +50,9 @@ def field_check(sql_type: str) -> Check | None:
         return integer
     if base in _DECIMAL or base in ("money", "smallmoney"):
         whole = int(size) - int(scale or 0) if size and size != "max" and base in _DECIMAL else None
+        # The digits a declared scale keeps (`numeric(12)` keeps none): the servers round the rest
+        # away as they read the field, without an error.
+        kept = int(scale or 0) if size and size != "max" and base in _DECIMAL else None
 
         def decimal(text: str) -> str | None:
             n = _NUMBER.match(text.strip())
@@ -55,8 +61,13 @@ def field_check(sql_type: str) -> Check | None:
             if "e" in text.lower():
                 return None     # an exponent: the server decides what it reads it as
             digits = n.group(1).lstrip("0")
-            return (f"{len(digits)} digits before the point, {sql_type} holds {whole}"
-                    if whole is not None and len(digits) > whole else None)
+            if whole is not None and len(digits) > whole:
+                return f"{len(digits)} digits before the point, {sql_type} holds {whole}"
+            fraction = (n.group(2) or "").rstrip("0")
+            if kept is not None and len(fraction) > kept:
+                return (f"{len(fraction)} digits after the point, {sql_type} keeps {kept}: the load would round "
+                        f"it to another value without an error")
+            return None
         return decimal
     if base in _FLOAT:
         def floating(text: str) -> str | None:
@@ -105,6 +116,12 @@ class RecordCheck:
         out = []
         for text, (name, nullable, checks) in zip(fields, self.columns):
             if nullable and self.marker is not None and text == self.marker:
+                continue
+            if _NOT_DECODED.search(text):
+                # The reader keeps bytes the file's encoding does not decode as lone surrogates
+                # (surrogateescape): the server refuses them, so the record is refused here.
+                out.append(f"column {name}: bytes that are not {self.table.format.encoding}: "
+                           f"{text.encode('utf-8', 'surrogateescape')!r}")
                 continue
             for _, check in checks:
                 why = check(text) if check is not None else None
