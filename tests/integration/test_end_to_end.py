@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 
-from helpers import copy_batch, edit_manifest, fingerprint, line_count, partition_oids, partitions, run_lease, run_dag
+from helpers import LATER_STEPS_CHECK, copy_batch, edit_manifest, fingerprint, line_count, partition_oids, partitions, run_lease, run_dag
 from switchyard.core.spec import load_spec
 
 SPEC = load_spec("tpch")
@@ -70,7 +70,7 @@ def test_manifest_disagreeing_with_file_fails_validation_and_keeps_target(pg_uri
     edit_manifest(bad, "orders", 2, rows=rows + 1)
 
     run = run_dag(pg_uri, data_root, schema, 3, {"batch": bad_name, "tables": ["orders", "customer"]},
-                  tmp_path / "runs2")
+                  tmp_path / "runs2", extra_env=LATER_STEPS_CHECK)
     groups = {g["group"]: g for g in run.stats["groups"]}
     assert groups["orders_2"]["outcome"] == "failed at validate"
     assert groups["orders_2"]["validation"] == "failed"

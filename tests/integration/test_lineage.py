@@ -29,7 +29,7 @@ from openlineage.client.facet_v2 import (
 from switchyard.core.batch import read_manifest
 from switchyard.core.planner import plan_batch
 from switchyard.core.spec import load_spec
-from helpers import copy_batch, edit_manifest, run_dag
+from helpers import LATER_STEPS_CHECK, copy_batch, edit_manifest, run_dag
 
 SPEC = load_spec("tpch")
 TABLES = ["orders", "nation"]
@@ -171,7 +171,7 @@ def test_every_step_reports_its_datasets_and_a_bad_stream_its_failure(pg_uri, da
     edit_manifest(bad, "nation", 1, rows=26)
     failed_file = tmp_path / "failed.jsonl"
     run = run_dag(pg_uri, data_root, schema, 3, {"batch": bad.name, "tables": ["nation"]}, tmp_path / "runs-bad",
-                  extra_env=lineage_env(failed_file))
+                  extra_env={**lineage_env(failed_file), **LATER_STEPS_CHECK})
     assert run.returncode != 0
     events = read_events(failed_file)
     for e in events:

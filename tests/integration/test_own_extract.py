@@ -22,7 +22,7 @@ import psycopg
 import pytest
 import yaml
 
-from helpers import run_dag
+from helpers import LATER_STEPS_CHECK, run_dag
 from switchyard.core.batch import describe_batch, write_manifest
 from switchyard.core.spec import load_spec
 
@@ -125,9 +125,6 @@ def run(pg_uri, data_root, schema, tmp_path, batch: Path, spec: str, args=(), en
     return run_dag(pg_uri, data_root, schema, 2, {"batch": str(batch.relative_to(data_root))}, tmp_path / "runs",
                    spec=spec, dag_id=DAG_ID, args=args, extra_env=env)
 
-
-# A batch too big to read field by field first (SWITCHYARD_CHECK_FIELDS_MB): its loads find a bad field.
-LOADS_CHECK = {"SWITCHYARD_CHECK_FIELDS_MB": "0"}
 
 
 def test_lookup_tables_keyed_by_text_or_without_a_key_load_whole(pg_uri, data_root, schema, tmp_path, batches):
@@ -250,7 +247,7 @@ def test_a_failed_table_keeps_every_table_of_the_batch_out(pg_uri, data_root, sc
     path.write_text(path.read_text().replace("ST005,", "ST005TOOLONG,"))
     write_manifest(feb, describe_batch(feb, load_spec(spec)))
     assert run(pg_uri, data_root, schema, tmp_path, jan, spec).returncode == 0
-    result = run(pg_uri, data_root, schema, tmp_path, feb, spec, env=LOADS_CHECK)
+    result = run(pg_uri, data_root, schema, tmp_path, feb, spec, env=LATER_STEPS_CHECK)
     assert result.returncode != 0
     assert "value too long for type character varying(8)" in result.output
     assert result.stats["failed_groups"] == ["stations_1"]
@@ -263,7 +260,7 @@ def test_a_failed_table_keeps_every_table_of_the_batch_out(pg_uri, data_root, sc
     other = f"{schema}_t"
     try:
         assert run(pg_uri, data_root, other, tmp_path, jan, per_table).returncode == 0
-        result = run(pg_uri, data_root, other, tmp_path, feb, per_table, env=LOADS_CHECK)
+        result = run(pg_uri, data_root, other, tmp_path, feb, per_table, env=LATER_STEPS_CHECK)
         assert result.returncode != 0 and result.stats["failed_groups"] == ["stations_1"]
         assert table_rows(pg_uri, other, "trips") == sorted(file_rows(jan, "trips") + file_rows(feb, "trips"),
                                                             key=repr)

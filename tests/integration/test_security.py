@@ -13,7 +13,7 @@ from urllib.parse import urlsplit, urlunsplit
 import psycopg
 import pytest
 
-from helpers import copy_batch, run_dag
+from helpers import LATER_STEPS_CHECK, copy_batch, run_dag
 from switchyard.core.batch import BatchError, resolve_batch, resolve_file
 from switchyard_dev.local import airflow_home
 from switchyard.core.spec import load_spec
@@ -169,7 +169,7 @@ def test_the_connection_password_never_appears_in_logs_or_stats(pg_uri, data_roo
             entry["rows"] += 1
     (bad / "manifest.json").write_text(json.dumps(raw))
     good = run_dag(pg_uri, data_root, schema, 3, {"batch": "secret-check", "tables": ["orders", "region"]},
-                   tmp_path / "runs")
+                   tmp_path / "runs", extra_env=LATER_STEPS_CHECK)
     assert good.stats["failed_groups"] == ["orders_2"]
     # ... and one whose connection has a wrong password (the server's refusal is logged).
     wrong = "Wr0ng-" + "s3cret-" * 3

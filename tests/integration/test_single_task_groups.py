@@ -8,7 +8,7 @@ from pathlib import Path
 
 import yaml
 
-from helpers import copy_batch, edit_manifest, fingerprint, line_count, partition_oids, partitions, run_dag
+from helpers import LATER_STEPS_CHECK, copy_batch, edit_manifest, fingerprint, line_count, partition_oids, partitions, run_dag
 from switchyard.core.spec import spec_file
 
 SINGLE = ("customer", "region")  # a partitioned table and an unpartitioned one
@@ -76,7 +76,7 @@ def test_a_failed_check_in_a_single_task_keeps_the_table_whole(pg_uri, data_root
                 if e["table"] == "customer" and e["stream"] == 2)
     edit_manifest(bad, "customer", 2, rows=rows + 1)
     run = run_dag(pg_uri, data_root, schema, 3, {"batch": bad_name, "tables": TABLES}, tmp_path / "runs2",
-                  spec=single_spec(tmp_path))
+                  spec=single_spec(tmp_path), extra_env=LATER_STEPS_CHECK)
     assert run.returncode != 0
 
     groups = {g["group"]: g for g in run.stats["groups"]}
