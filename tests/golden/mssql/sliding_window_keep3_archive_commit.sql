@@ -52,7 +52,6 @@ BEGIN TRY
         [o_shippriority] int NOT NULL,
         [o_comment] varchar(79) COLLATE SQL_Latin1_General_CP1_CI_AS NOT NULL
     ) ON [fg1]
-    
     SET @partition = $PARTITION.[pf_tpch_orders](1000)
     IF @partition <> 2 THROW 51010, N'tpch.orders: its partitions changed since this commit was planned; nothing was changed', 1
     ALTER TABLE [tpch].[orders] SWITCH PARTITION @partition TO [tpch_archive].[orders_1_1000]
@@ -74,7 +73,6 @@ BEGIN TRY
         [o_shippriority] int NOT NULL,
         [o_comment] varchar(79) COLLATE SQL_Latin1_General_CP1_CI_AS NOT NULL
     ) ON [fg2]
-    
     SET @partition = $PARTITION.[pf_tpch_orders](2000)
     IF @partition <> 3 THROW 51010, N'tpch.orders: its partitions changed since this commit was planned; nothing was changed', 1
     ALTER TABLE [tpch].[orders] SWITCH PARTITION @partition TO [tpch_archive].[orders_1001_2000]

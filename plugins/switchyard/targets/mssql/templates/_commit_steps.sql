@@ -3,6 +3,18 @@
     transaction) include them. Context: table, table_name, mode, batch, run, steps, function,
     scheme, columns, indexes, records, gone, wait_minutes; @partition is declared by the caller. -#}
 {% import "_shape.sql" as shape with context %}
+{#- Partition st.number switched out, at low priority, to `into`: an empty table made to the
+    target's shape on the partition's filegroup (SWITCH out needs an empty target there). -#}
+{% macro switch_out(into, st) %}
+    {{ shape.create_table(into, columns, st.filegroup, st.heap_compression, end="") | indent(4) }}
+{% if indexes %}
+    {{ shape.create_indexes(into, indexes, st.filegroup, st.compression, st.constraint_names, end="") | indent(4) }}
+{% endif %}
+    SET @partition = $PARTITION.{{ qc(function) }}({{ st.value_sql }})
+    IF @partition <> {{ lit(st.number) }} THROW 51010, N'{{ table }}: its partitions changed since this commit was planned; nothing was changed', 1
+    ALTER TABLE {{ qn(schema, table_name) }} SWITCH PARTITION @partition TO {{ into }}
+        WITH (WAIT_AT_LOW_PRIORITY (MAX_DURATION = {{ lit(wait_minutes) }} MINUTES, ABORT_AFTER_WAIT = SELF))
+{%- endmacro %}
 {% for st in steps %}
 {% if st.kind == "lock" %}
     -- The table's Sch-M lock first, at low priority: the steps after this one would ask for it at
@@ -10,14 +22,7 @@
     -- empty: switched out to {{ st.probe }}, an empty table made to the target's shape on
     -- the partition's filegroup {{ st.filegroup }}, then dropped. No row and no partition changes; the
     -- transaction keeps the lock to its COMMIT.
-    {{ shape.create_table(st.probe, columns, st.filegroup, st.heap_compression, end="") | indent(4) }}
-{% if indexes %}
-    {{ shape.create_indexes(st.probe, indexes, st.filegroup, st.compression, st.constraint_names, end="") | indent(4) }}
-{% endif %}
-    SET @partition = $PARTITION.{{ qc(function) }}({{ st.value_sql }})
-    IF @partition <> {{ lit(st.number) }} THROW 51010, N'{{ table }}: its partitions changed since this commit was planned; nothing was changed', 1
-    ALTER TABLE {{ qn(schema, table_name) }} SWITCH PARTITION @partition TO {{ st.probe }}
-        WITH (WAIT_AT_LOW_PRIORITY (MAX_DURATION = {{ lit(wait_minutes) }} MINUTES, ABORT_AFTER_WAIT = SELF))
+{{ switch_out(st.probe, st) }}
     DROP TABLE {{ st.probe }}
 {% elif st.kind == "truncate" %}
     -- {{ st.why }}: partition {{ st.number }} ({{ st.range }}, {{ "{:,}".format(st.rows) }} rows). The partition numbers
@@ -30,12 +35,7 @@
     -- {{ st.why }}: partition {{ st.number }} ({{ st.range }}, {{ "{:,}".format(st.rows) }} rows) switched out to
     -- {{ st.archive }}, an empty table made to the target's shape on the partition's filegroup
     -- {{ st.filegroup }} (SWITCH out needs an empty target on the same filegroup).
-    {{ shape.create_table(st.archive, columns, st.filegroup, st.heap_compression, end="") | indent(4) }}
-    {{ shape.create_indexes(st.archive, indexes, st.filegroup, st.compression, st.constraint_names, end="") | indent(4) }}
-    SET @partition = $PARTITION.{{ qc(function) }}({{ st.value_sql }})
-    IF @partition <> {{ lit(st.number) }} THROW 51010, N'{{ table }}: its partitions changed since this commit was planned; nothing was changed', 1
-    ALTER TABLE {{ qn(schema, table_name) }} SWITCH PARTITION @partition TO {{ st.archive }}
-        WITH (WAIT_AT_LOW_PRIORITY (MAX_DURATION = {{ lit(wait_minutes) }} MINUTES, ABORT_AFTER_WAIT = SELF))
+{{ switch_out(st.archive, st) }}
 {% elif st.kind == "merge" %}
     -- MERGE RANGE ({{ st.range_sql }}): {{ st.why }}. Both partitions it joins are empty here, so it is
     -- metadata only; the merged partition stays on the filegroup of the right one.
