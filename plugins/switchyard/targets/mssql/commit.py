@@ -245,7 +245,8 @@ class MssqlCommit(SwitchProtocol):
     def commit_table(self, cur, table: str, planned: dict[str, dict]) -> dict[str, Any]:
         """The table's batch in whole: the window planned again from the catalog now (it must
         place every stream where setup planned it), then commit_table.sql, one transaction."""
-        context, result, batch, run = self._commit_plan(cur, table, planned)
+        # A table's own commit: the only table of its transaction (commit_sql.lock_step).
+        context, result, batch, run = self._commit_plan(cur, table, planned, lock_first=True)
         self._run_commit(cur, table, self.render("commit_table.sql", **context, batch=batch, run=run,
                                                  wait_minutes=self.wait_minutes(),
                                                  commit_lock_wait_ms=self.commit_lock_wait_ms,
@@ -258,8 +259,8 @@ class MssqlCommit(SwitchProtocol):
                  result["partitions_in"], f"; replaced {len(result['removed'])}" if result["removed"] else "",
                  f"; retired {len(result['retired'])}" if result["retired"] else "")
 
-    def _commit_plan(self, cur, table: str, planned: dict[str, dict],
-                     lock_first: bool = True) -> tuple[dict, dict[str, Any], str, str]:
+    def _commit_plan(self, cur, table: str, planned: dict[str, dict], *,
+                     lock_first: bool) -> tuple[dict, dict[str, Any], str, str]:
         """(the table's commit_context, its result, batch, run): the window planned again from the
         catalog now, which must place every stream where setup planned it; refuses otherwise."""
         key = self.key(table)

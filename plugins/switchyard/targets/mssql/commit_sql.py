@@ -72,8 +72,8 @@ class MssqlCommitSql:
                            wait_minutes=self.wait_minutes(), commit_lock_wait_ms=self.commit_lock_wait_ms,
                            commit_attempts=self.commit_attempts)
 
-    def commit_context(self, table: str, wp: WindowPlan, target: TargetTable, streams: list[Incoming],
-                       lock_first: bool = False) -> dict:
+    def commit_context(self, table: str, wp: WindowPlan, target: TargetTable, streams: list[Incoming], *,
+                       lock_first: bool) -> dict:
         """What a partitioned table's commit steps (_commit_steps.sql) are rendered from: the
         window's steps, the target's shape, the control rows. `lock_first`: the table is the
         first its transaction takes, and takes it at low priority (lock_step)."""
