@@ -233,8 +233,8 @@ SETTINGS: tuple[Setting, ...] = (
             "read field by field in `setup.plan`, before any load, as `switchyard check` reads it: every "
             "field against its column's type, each file's records against the manifest and its keys "
             "against its stream's range. What the servers would take without an error but not as "
-            "written (a decimal with more digits after the point than its column's scale, which they "
-            "round) is refused there with the file, the line and the column. It reads about 6 MB a second "
+            "written (a decimal with more digits after the point than its column's scale, a time finer "
+            "than its column keeps: they round them) is refused there with the file, the line and the column. It reads about 6 MB a second "
             "on one core. A larger batch is left to its loads, which refuse a value that does not fit "
             "its column; `0`: never read here.",
             STEPS, "MB"),

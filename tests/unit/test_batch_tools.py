@@ -188,6 +188,34 @@ def test_check_names_each_bad_field_with_its_line_and_column_before_any_load(tmp
     assert f"{path}: line 3, column wind: '': not an integer (integer)" not in check_batch(tmp_path, marked)
 
 
+def test_check_refuses_a_time_finer_than_its_column_keeps_and_a_dates_time_of_day():
+    from switchyard.core.fields import field_check
+    ok = [("timestamp", "2026-01-01 10:00:00.123456"), ("timestamp(3)", "2026-01-01T10:00:00.1230"),
+          ("date", "2026-01-01 00:00:00"), ("smalldatetime", "2026-01-01 10:59"),
+          ("datetime", "2026-01-01 10:00:00.127"), ("datetime", "2026-01-01 10:00:00.5"),
+          ("datetime2", "2026-01-01 10:00:00.1234567"), ("time(7)", "10:00:00.1234567"), ("time", "10:00"),
+          ("timestamp", "1 Jan 2026 10:00")]       # another form than ISO 8601: the server decides
+    for sql_type, text in ok:
+        assert field_check(sql_type)(text) is None, (sql_type, text)
+    refused = [
+        ("timestamp", "2026-01-01 10:00:00.1234567", "7 digits after the second's point, timestamp (no precision "
+         "given) keeps 6: the load would round it to another time without an error"),
+        ("timestamp(3)", "2026-01-01 10:00:00.1234", "4 digits after the second's point, timestamp(3) keeps 3"),
+        ("time(2)", "10:00:00.125", "3 digits after the second's point, time(2) keeps 2"),
+        ("date", "2026-01-01 10:00", "a time of day (10:00): date keeps the day only, the load would drop it"),
+        ("smalldatetime", "2026-01-01 10:00:30", "10:00:30: smalldatetime keeps whole minutes"),
+        ("datetime", "2026-01-01 10:00:00.001", "datetime keeps 1/300 of a second"),
+        ("datetime", "2026-01-01 10:00:00.1234", "4 digits after the second's point, datetime keeps 3"),
+        ("timestamp", "2026-01-01 23:59:60", "not a time of day (23:59:60"),
+        ("time", "24:00:00", "not a time of day (24:00:00")]
+    for sql_type, text, why in refused:
+        assert why in (field_check(sql_type)(text) or ""), (sql_type, text, field_check(sql_type)(text))
+    # A type for every target keeps microseconds at most: the target that keeps fewest decides.
+    assert "datetime2 as the type for every target keeps 6" in field_check("datetime2", neutral=True)(
+        "2026-01-01 10:00:00.1234567")
+    assert field_check("datetime2(7)", neutral=False)("2026-01-01 10:00:00.1234567") is None
+
+
 def test_check_finds_no_bad_field_in_the_generated_batches(tmp_path):
     from switchyard.core.datagen import generate_tpch
     from switchyard.core.shop import generate_shop

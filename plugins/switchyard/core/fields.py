@@ -6,9 +6,11 @@ Checked, on every target the spec declares a type for: the record's field count;
 NOT NULL column or one that is not the NULL marker, against an integer type (digits, the type's
 range), a decimal type (a number, no more integer digits than its precision leaves and no more
 digits after the point than its scale keeps: the servers round those away silently), a floating
-point type (a number), a date or time type written as ISO 8601 (a real calendar date), a
-character type with a length (no more characters than that; `char(n)` may pad past it). Other
-forms of dates and times, and other types, are left to the load: the server decides those.
+point type (a number), a date or time type written as ISO 8601 (a real calendar date, a real
+time of day, and nothing finer than the type keeps: the servers round a time to their precision
+and drop a date's time of day silently), a character type with a length (no more characters than
+that; `char(n)` may pad past it). Other forms of dates and times, and other types, are left to
+the load: the server decides those.
 """
 from __future__ import annotations
 
@@ -16,16 +18,24 @@ import re
 from datetime import date
 from typing import Callable, Sequence
 
-from switchyard.core.spec import Table
+from switchyard.core.spec import NEUTRAL, Table
 
 _INTEGER = re.compile(r"^[+-]?\d+$")
 _NUMBER = re.compile(r"^[+-]?(\d*)(?:\.(\d*))?(?:[eE][+-]?\d+)?$")
-_ISO_DAY = re.compile(r"^(\d{4})-(\d{2})-(\d{2})(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?)?$")
+_ISO_DAY = re.compile(r"^(\d{4})-(\d{2})-(\d{2})(?:[T ](\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?))?$")
+_ISO_TIME = re.compile(r"^(\d{2}):(\d{2})(?::(\d{2})(?:\.(\d+))?)?$")
 _TYPE = re.compile(r"^\s*([a-z][a-z0-9 ]*?)\s*(?:\(\s*(max|\d+)\s*(?:,\s*(\d+)\s*)?\))?\s*$")
 _INT_BITS = {"smallint": 16, "int2": 16, "integer": 32, "int": 32, "int4": 32, "bigint": 64, "int8": 64}
 _DECIMAL = {"numeric", "decimal", "dec"}
 _FLOAT = {"real", "float", "float4", "float8", "double precision"}
 _DATES = {"date", "timestamp", "timestamp without time zone", "datetime", "datetime2", "smalldatetime"}
+_TIMES = {"time", "time without time zone"}
+# Digits after the second's point a type keeps where it is given no precision.
+_FRACTION = {"timestamp": 6, "timestamp without time zone": 6, "datetime2": 7, "time": 6,
+             "time without time zone": 6, "datetime": 3, "smalldatetime": 0}
+# A type for every target is kept to microseconds at most: PostgreSQL's finest, where SQL
+# Server's datetime2(7) and time(7) keep a seventh digit only as a target's own type.
+_NEUTRAL_FRACTION = 6
 _CHARS = {"varchar", "character varying", "nvarchar", "char", "character", "nchar"}
 
 Check = Callable[[str], "str | None"]
@@ -33,9 +43,9 @@ Check = Callable[[str], "str | None"]
 _NOT_DECODED = re.compile("[\udc80-\udcff]")
 
 
-def field_check(sql_type: str) -> Check | None:
+def field_check(sql_type: str, neutral: bool = False) -> Check | None:
     """A function that says what is wrong with a field for `sql_type` (None: nothing), or None
-    where this module leaves the type to the load."""
+    where this module leaves the type to the load. `neutral`: the type is the one for every target."""
     m = _TYPE.match(sql_type.lower())
     if not m:
         return None
@@ -77,17 +87,8 @@ def field_check(sql_type: str) -> Check | None:
                 return f"not a number ({sql_type})"
             return None
         return floating
-    if base in _DATES:
-        def when(text: str) -> str | None:
-            d = _ISO_DAY.match(text.strip())
-            if d is None:
-                return None     # another form: the server decides
-            try:
-                date(int(d.group(1)), int(d.group(2)), int(d.group(3)))
-            except ValueError as exc:
-                return f"not a date ({exc})"
-            return None
-        return when
+    if base in _DATES or base in _TIMES:
+        return _when(sql_type, base, size, neutral)
     if base in _CHARS and size and size != "max":
         limit, padded = int(size), base in ("char", "character", "nchar")
 
@@ -100,12 +101,62 @@ def field_check(sql_type: str) -> Check | None:
     return None
 
 
+def _when(sql_type: str, base: str, size: str | None, neutral: bool) -> Check:
+    """The check of a date, a timestamp or a time of day written as ISO 8601."""
+    kept = int(size) if size and size.isdigit() else _FRACTION.get(base, 0)
+    named = sql_type if size or base in ("datetime", "smalldatetime") else f"{sql_type} (no precision given)"
+    if neutral and kept > _NEUTRAL_FRACTION:
+        kept, named = _NEUTRAL_FRACTION, f"{sql_type} as the type for every target"
+
+    def when(text: str) -> str | None:
+        if base in _TIMES:
+            clock = text.strip()
+        else:
+            d = _ISO_DAY.match(text.strip())
+            if d is None:
+                return None     # another form: the server decides
+            try:
+                date(int(d.group(1)), int(d.group(2)), int(d.group(3)))
+            except ValueError as exc:
+                return f"not a date ({exc})"
+            clock = d.group(4)
+            if clock is None:
+                return None
+        t = _ISO_TIME.match(clock)
+        if t is None:
+            return None         # another form: the server decides
+        hour, minute, second = int(t.group(1)), int(t.group(2)), int(t.group(3) or 0)
+        if hour > 23 or minute > 59 or second > 59:
+            # PostgreSQL reads 24:00 and a 60th second as the next day's or minute's start.
+            return f"not a time of day ({clock}: hours 00-23, minutes and seconds 00-59)"
+        fraction = (t.group(4) or "").rstrip("0")
+        if base == "date":
+            if hour or minute or second or fraction:
+                return f"a time of day ({clock}): {sql_type} keeps the day only, the load would drop it without an error"
+            return None
+        if base == "smalldatetime":
+            if second or fraction:
+                return (f"{clock}: {sql_type} keeps whole minutes, the load would round the seconds away "
+                        f"without an error")
+            return None
+        if len(fraction) > kept:
+            return (f"{len(fraction)} digits after the second's point, {named} keeps {kept}: the load "
+                    f"would round it to another time without an error")
+        if base == "datetime" and int(fraction.ljust(3, "0")) % 10 not in (0, 3, 7):
+            # datetime counts in 1/300 s, shown as milliseconds ending in 0, 3 or 7 (Microsoft's
+            # datetime reference: "rounded to increments of .000, .003, or .007 seconds").
+            return (f"{clock}: {sql_type} keeps 1/300 of a second (milliseconds ending in 0, 3 or 7), the load "
+                    f"would round it to another time without an error; datetime2(3) keeps every millisecond")
+        return None
+    return when
+
+
 class RecordCheck:
     """Each record of one table's file against the table's columns, on every target."""
 
     def __init__(self, table: Table):
         self.table = table
-        self.columns = [(c.name, c.nullable, [(t, field_check(sql_type)) for t, sql_type in c.types.items()])
+        self.columns = [(c.name, c.nullable, [(t, field_check(sql_type, t == NEUTRAL)) for t, sql_type in c.types.items()])
                         for c in table.columns]
         self.marker = table.format.null_marker
 
