@@ -279,3 +279,13 @@ def test_the_start_date_holds_off_scheduled_runs_only_and_no_task_has_one(monkey
         wait.execute(context("scheduled", before))
     for run_type, when in (("manual", before), ("backfill", before), ("scheduled", after)):
         assert wait._held_off(context(run_type, when)) is None, run_type
+    # The run's note says why it loaded nothing, not that its statistics went missing; the
+    # scheduler that writes it holds the DAG as serialized.
+    from airflow.serialization.serialized_objects import DagSerialization
+    from switchyard.airflow.run_notes import held_off_run, run_note
+    serialized = DagSerialization.from_dict(DagSerialization.to_dict(dag))
+    run = SimpleNamespace(dag=serialized, run_type="scheduled", logical_date=before)
+    note = run_note(None, "success", "Switchyard", "/report", held_off_run(run))
+    assert "Nothing loaded: a scheduled run dated 2026-11-01T02:00:00+00:00, before SWITCHYARD_START_DATE" in note
+    assert "No statistics" not in note
+    assert held_off_run(SimpleNamespace(dag=dag, run_type="manual", logical_date=before)) is None

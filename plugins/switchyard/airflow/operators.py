@@ -120,6 +120,18 @@ class _TargetOperator(BaseOperator):
                                        f"{type(exc).__name__}: {exc}") from exc
 
 
+def held_off(not_before: str | None, run_type: Any, when: datetime | None) -> str | None:
+    """Why a run loads nothing: a scheduled run dated before SWITCHYARD_START_DATE (`not_before`).
+    Manual runs and backfills are not bound by it. None: the run loads."""
+    if not not_before or when is None or getattr(run_type, "value", run_type) != "scheduled":
+        return None
+    start = datetime.fromisoformat(not_before)
+    if when >= start:
+        return None
+    return (f"a scheduled run dated {when.isoformat()}, before SWITCHYARD_START_DATE {start.isoformat()}: "
+            f"no load (manual runs and backfills are not bound by it)")
+
+
 class WaitForBatchSensor(BaseOperator):
     """Waits for the batch's manifest: a nightly run whose files are late waits, then fails clearly.
 
@@ -140,18 +152,8 @@ class WaitForBatchSensor(BaseOperator):
         self.not_before = not_before
 
     def _held_off(self, context: Any) -> str | None:
-        """Why this run loads nothing: a scheduled run dated before SWITCHYARD_START_DATE. Manual
-        runs and backfills are not bound by it."""
-        run = context.get("dag_run")
-        when = context.get("logical_date")
-        run_type = getattr(run, "run_type", None)
-        if not self.not_before or when is None or getattr(run_type, "value", run_type) != "scheduled":
-            return None
-        start = datetime.fromisoformat(self.not_before)
-        if when >= start:
-            return None
-        return (f"a scheduled run dated {when.isoformat()}, before SWITCHYARD_START_DATE {start.isoformat()}: "
-                f"no load (manual runs and backfills are not bound by it)")
+        return held_off(self.not_before, getattr(context.get("dag_run"), "run_type", None),
+                        context.get("logical_date"))
 
     def _manifest(self, context: Any) -> Path:
         try:

@@ -54,8 +54,9 @@ def headline(dag_id: str, stats: dict | None) -> str:
             + (f", {stats['streams']} streams" if stats.get("streams") else ""))
 
 
-def run_note(stats: dict | None, state: str, title: str, report: str) -> str:
-    """The DAG run's note (Markdown, shown on the run in the UI): outcome, figures, the report's link."""
+def run_note(stats: dict | None, state: str, title: str, report: str, held_off: str | None = None) -> str:
+    """The DAG run's note (Markdown, shown on the run in the UI): outcome, figures, the report's link.
+    `held_off`: why the run loaded nothing by design (a scheduled run before the start date)."""
     link = f"[Run report]({report}) (per-stream throughput, charts, validation)."
     lines = [f"**{title}**: run {state}."]
     if stats:
@@ -91,6 +92,8 @@ def run_note(stats: dict | None, state: str, title: str, report: str) -> str:
         slow = [s["group"] for s in stats.get("stragglers") or []]
         if slow:
             lines.append(f"Stragglers: {_listed(slow)}.")
+    elif held_off:
+        lines.append(f"Nothing loaded: {held_off}.")
     else:
         lines.append("No statistics for this run in SWITCHYARD_RUNS_DIR: the run ended before its stats task "
                      "wrote them, or this Airflow process does not see that folder.")
@@ -145,10 +148,19 @@ def _read_stats(dag_id: str, run_id: str) -> dict | None:
     return stats if stats.get("run_id") == run_id else None
 
 
-def note_for(dag_id: str, run_id: str, state: str, base_url: str | None = None) -> str:
+def note_for(dag_id: str, run_id: str, state: str, base_url: str | None = None,
+             held_off: str | None = None) -> str:
     from switchyard.observability.stats import report_url
     stats = _read_stats(dag_id, run_id)
-    return run_note(stats, state, headline(dag_id, stats), report_url(dag_id, run_id, base_url))
+    return run_note(stats, state, headline(dag_id, stats), report_url(dag_id, run_id, base_url), held_off)
+
+
+def held_off_run(dag_run: Any) -> str | None:
+    """Why `dag_run` loaded nothing by design: a scheduled run dated before the start date its
+    setup's wait holds (its template field, kept in the serialized DAG the scheduler reads)."""
+    from switchyard.airflow.operators import WAIT_TASK, held_off
+    wait = (getattr(dag_run.dag, "task_dict", None) or {}).get(WAIT_TASK)
+    return held_off(getattr(wait, "not_before", None), dag_run.run_type, dag_run.logical_date)
 
 
 def annotate(dag_run: Any, state: str) -> None:
@@ -178,7 +190,7 @@ def annotate(dag_run: Any, state: str) -> None:
 
 
 def _write_note(dag_run: Any, state: str) -> None:
-    _set_note(dag_run, note_for(dag_run.dag_id, dag_run.run_id, state))
+    _set_note(dag_run, note_for(dag_run.dag_id, dag_run.run_id, state, held_off=held_off_run(dag_run)))
     log.info("run %s of %s: note set with the run's figures and report link", dag_run.run_id, dag_run.dag_id)
 
 
