@@ -84,6 +84,16 @@ def test_what_the_operators_skip_or_fail_at_once(tpch_batch, tmp_path, data_root
     assert len(problems) == 2, problems
     assert "this DAG has task groups for up to 2 per table" in problems[0]
     assert "orders.2.tbl" in problems[1]
+    # A file of the table the manifest does not list (a producer that wrote its manifest before
+    # its last file): the run would leave it out, so the batch is refused with it named.
+    extra = data_root / "steps-unlisted-file"
+    shutil.copytree(folder, extra)
+    shutil.copy(extra / "orders" / "orders.3.tbl", extra / "orders" / "orders.4.tbl")
+    _, _, problems = steps.check_batch(SPEC, ["orders"], "steps-unlisted-file", streams=4)
+    assert problems == [f"{extra / 'orders' / 'orders.4.tbl'}: a file of table orders (stream 4) the manifest does "
+                        f"not list: a run would not load it; list it (`switchyard manifest` writes the manifest "
+                        f"from the folder's files) or move it out of the batch folder"], problems
+    assert steps.check_batch(SPEC, ["lineitem"], "steps-unlisted-file", streams=4)[2] == []  # not a run's table
     # Without a plan there is nothing to set up: the refusal is the step's own.
     with pytest.raises(steps.StepFailed, match="not-a-batch"):
         steps.check_batch(SPEC, ["orders"], "not-a-batch", streams=3)

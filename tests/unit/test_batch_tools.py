@@ -131,6 +131,16 @@ def test_check_finds_every_problem_at_once_without_loading(tmp_path):
         f"{tmp_path / 'shops' / 'shops.1.csv.gz'}: 3 records, the manifest says 4 (shops stream 1)"]
     # The command prints them all and exits 1.
     assert main(["check", "--batch", str(tmp_path), "--spec", str(write_spec(tmp_path))]) == 1
+    # A file of a table in the folder that the manifest does not list would be left out of a run.
+    tmp_path = tmp_path / "unlisted"
+    write_batch(tmp_path)
+    write_manifest(tmp_path, describe_batch(tmp_path, SPEC))
+    (tmp_path / "sales" / "part-3.csv").write_text("sold_at,note\n2026-01-09 00:00:00,late\n")
+    assert check_batch(tmp_path, SPEC) == [
+        f"{tmp_path / 'sales' / 'part-3.csv'}: a file of table sales (stream 3) the manifest does not list: a run "
+        f"would not load it; list it (`switchyard manifest` writes the manifest from the folder's files) or move "
+        f"it out of the batch folder"]
+    assert check_batch(tmp_path, SPEC, ["shops"]) == []
 
 
 FIELDS_SPEC = parse_spec({

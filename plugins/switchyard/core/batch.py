@@ -197,9 +197,12 @@ def parse_manifest(raw: Any, path: str, spec: LoadSpec) -> Manifest:
 def check_files(batch_dir: Path, manifest: Manifest, spec: LoadSpec, tables: Iterable[str] | None = None
                 ) -> list[str]:
     """Every problem with the files a manifest lists (of `tables`, default all), before any load:
-    a file missing, or not of the size the manifest gives. A stream whose files live on a
-    source's workers (the spec's `sources`) is checked there, by its load."""
-    problems = []
+    a file missing, or not of the size the manifest gives, and a file of one of those tables
+    in the folder that the manifest does not list (a run would leave it out, and end `success`).
+    A stream whose files live on a source's workers (the spec's `sources`) is checked there, by
+    its load."""
+    chosen = set(tables) if tables is not None else {e.table for e in manifest.entries}
+    problems = unlisted_files(batch_dir, manifest, spec, chosen)
     for e in manifest.entries:
         if tables is not None and e.table not in tables:
             continue
@@ -217,6 +220,22 @@ def check_files(batch_dir: Path, manifest: Manifest, spec: LoadSpec, tables: Ite
             problems.append(f"{path}: {path.stat().st_size:,} bytes, the manifest says {e.bytes:,} ({e.table} "
                             f"stream {e.stream}): the file changed after the manifest was written, or is "
                             f"incomplete")
+    return problems
+
+
+def unlisted_files(batch_dir: Path, manifest: Manifest, spec: LoadSpec, tables: Iterable[str]) -> list[str]:
+    """The files of `tables` in the batch folder, by the spec's files pattern, that the manifest
+    does not list: a producer that wrote its manifest before its last file, or a file left from
+    another batch. A batch is exactly what its manifest lists, so a run would not load them."""
+    problems = []
+    for table in sorted(tables):
+        # Compared as paths: a manifest may write `./orders/orders.1.tbl` for `orders/orders.1.tbl`.
+        listed = {(batch_dir / e.file).resolve() for e in manifest.entries if e.table == table}
+        for stream, rel in sorted(files_on_disk(batch_dir, spec, table).items()):
+            if (batch_dir / rel).resolve() not in listed and spec.source_of(stream) is None:
+                problems.append(f"{batch_dir / rel}: a file of table {table} (stream {stream}) the manifest does not "
+                                f"list: a run would not load it; list it (`switchyard manifest` writes the "
+                                f"manifest from the folder's files) or move it out of the batch folder")
     return problems
 
 
@@ -434,14 +453,20 @@ def scan_file(path: Path, fmt: FileFormat, key: str | None = None, key_index: in
 _STREAM_IN_NAME = "{stream}"
 
 
+def files_on_disk(batch_dir: Path, spec: LoadSpec, table: str) -> dict[int, str]:
+    """The files of `table` in the batch folder (the spec's files pattern): stream -> its path
+    relative to the folder."""
+    pattern = spec.table(table).files.format(table=table, stream=_STREAM_IN_NAME)
+    before, _, after = pattern.partition(_STREAM_IN_NAME)
+    return {int(m.group(1)): m.group(0) for p in batch_dir.glob(pattern.replace(_STREAM_IN_NAME, "*"))
+            if (m := re.fullmatch(re.escape(before) + r"(\d+)" + re.escape(after),
+                                  p.relative_to(batch_dir).as_posix()))}
+
+
 def find_streams(batch_dir: Path, spec: LoadSpec, table: str) -> list[int]:
     """The stream numbers whose files of `table` are in the batch folder (the spec's files pattern),
     in order; BatchError when they are not 1..n without gaps."""
-    pattern = spec.table(table).files.format(table=table, stream=_STREAM_IN_NAME)
-    before, _, after = pattern.partition(_STREAM_IN_NAME)
-    found = sorted(int(m.group(1)) for p in batch_dir.glob(pattern.replace(_STREAM_IN_NAME, "*"))
-                   if (m := re.fullmatch(re.escape(before) + r"(\d+)" + re.escape(after),
-                                         p.relative_to(batch_dir).as_posix())))
+    found = sorted(files_on_disk(batch_dir, spec, table))
     if found and found != list(range(1, len(found) + 1)):
         missing = sorted(set(range(1, max(found) + 1)) - set(found))
         raise BatchError(f"{table} has files for streams {', '.join(map(str, found))}; streams are "
