@@ -226,6 +226,37 @@ def test_check_refuses_a_time_finer_than_its_column_keeps_and_a_dates_time_of_da
     assert field_check("datetime2(7)", neutral=False)("2026-01-01 10:00:00.1234567") is None
 
 
+def _field_shapes() -> list[str]:
+    """Fields of every shape the checks tell apart: numbers of each length, sign and scale, dates
+    and times with each part at and past its limits, other scripts' digits, junk."""
+    from itertools import product
+    numbers = [sign + digits + fraction for sign, digits, fraction in product(
+        ["", "-", "+"], ["0", "7", "0007", "255", "256", "32767", "32768", "999999999", "2147483648",
+                         "9223372036854775807", "9223372036854775808", "1234567890123"],
+        ["", ".", ".5", ".50", ".125", ".1250", ".12345"])]
+    days = [f"{y}-{m}-{d}" for y, m, d in product(["0000", "2026", "2024"], ["00", "02", "12", "13"],
+                                                    ["00", "01", "28", "29", "31", "32"])]
+    clocks = [c + f for c, f in product(["10:00", "23:59:59", "24:00:00", "10:60", "10:00:60", "10:00:00"],
+                                        ["", ".0", ".5", ".003", ".001", ".123", ".1234", ".123456",
+                                         ".1234567", ".12345678", ".000"]) if not (f and c.count(":") == 1)]
+    stamps = [d + sep + c for d, sep, c in product(days[::3] + ["2026-01-28", "2026-02-28"], ["T", " "], clocks)]
+    return numbers + days + clocks + stamps + ["", " ", "1e5", "abc", "١٢", "2026-01-01T10:00:00Z", "12:00 pm"]
+
+
+@pytest.mark.parametrize("neutral", [False, True])
+def test_the_quick_pattern_passes_only_fields_the_full_check_passes(neutral):
+    """Each type's check passes the common shapes of field on one pattern match: on every shape
+    of field, it says exactly what the full check says."""
+    from switchyard.core.fields import field_check
+    fields = _field_shapes()
+    for sql_type in ["integer", "smallint", "bigint", "tinyint", "numeric(12,2)", "numeric(5)", "numeric(3,3)",
+                     "decimal(10,4)", "timestamp", "timestamp(0)", "timestamp(3)", "datetime2", "datetime2(7)",
+                     "datetime", "smalldatetime", "date", "time", "time(2)", "varchar(4)", "real"]:
+        quick, full = field_check(sql_type, neutral), field_check(sql_type, neutral, fast=False)
+        differ = [(text, quick(text), full(text)) for text in fields if quick(text) != full(text)]
+        assert not differ, (sql_type, differ[:5])
+
+
 def test_check_finds_no_bad_field_in_the_generated_batches(tmp_path):
     from switchyard.core.datagen import generate_tpch
     from switchyard.core.shop import generate_shop
