@@ -74,8 +74,9 @@ def _accepts(base: str, size: str | None, scale: str | None, neutral: bool) -> s
         whole, kept = int(size) - int(scale or 0), int(scale or 0)
         return rf"[+-]?[0-9]{{1,{whole}}}" + (rf"(\.[0-9]{{1,{kept}}})?" if kept else "")
     day = r"(?!0000)[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|1[0-9]|2[0-8])"   # a day every month has
-    kept = _kept_fraction(base, size, neutral)[0] if base in _FRACTION else 0
-    clock = r"([01][0-9]|2[0-3]):[0-5][0-9](:[0-5][0-9]" + (rf"(\.[0-9]{{1,{kept}}})?" if kept and base != "datetime" else "") + ")?"
+    # datetime's milliseconds and smalldatetime's seconds have rules of their own: the full check.
+    kept = _kept_fraction(base, size, neutral)[0] if base in _FRACTION and base != "datetime" else 0
+    clock = r"([01][0-9]|2[0-3]):[0-5][0-9](:[0-5][0-9]" + (rf"(\.[0-9]{{1,{kept}}})?" if kept else "") + ")?"
     if base == "date":
         return day
     if base in _DATES and base != "smalldatetime":
@@ -175,7 +176,8 @@ def _when(sql_type: str, base: str, size: str | None, neutral: bool) -> Check:
         fraction = (t.group(4) or "").rstrip("0")
         if base == "date":
             if hour or minute or second or fraction:
-                return f"a time of day ({clock}): {sql_type} keeps the day only, the load would drop it without an error"
+                return (f"a time of day ({clock}): {sql_type} keeps the day only, the load would drop it "
+                        f"without an error")
             return None
         if base == "smalldatetime":
             if second or fraction:
@@ -199,7 +201,8 @@ class RecordCheck:
 
     def __init__(self, table: Table):
         self.table = table
-        self.columns = [(c.name, c.nullable, [(t, field_check(sql_type, t == NEUTRAL)) for t, sql_type in c.types.items()])
+        self.columns = [(c.name, c.nullable, [(t, field_check(sql_type, t == NEUTRAL))
+                                              for t, sql_type in c.types.items()])
                         for c in table.columns]
         self.marker = table.format.null_marker
 
