@@ -164,7 +164,8 @@ def check_batch(spec: LoadSpec, tables: list[str], name: str, streams: int) -> t
         problems.append(f"{manifest.path}: the batch has "
                         + ", ".join(f"{n} streams of {t}" for t, n in wider.items())
                         + f" but this DAG has task groups for up to {streams} per table "
-                          f"(set SWITCHYARD_STREAMS={max(wider.values())} or more)")
+                          f"(set SWITCHYARD_STREAMS={max(wider.values())} or more in the DAG's settings file, "
+                          f"{settings.settings_file()}, which every Airflow process reads as it parses the DAG)")
     plan = None
     try:
         plan = plan_batch(spec, manifest, tables)

@@ -296,4 +296,5 @@ def test_a_batch_wider_than_the_dag_fails_before_any_load(pg_uri, data_root, sch
     run = run_dag(pg_uri, data_root, schema, 2, {"batch": folder.name, "tables": ["orders"]}, tmp_path / "runs")
     assert run.returncode != 0
     assert ("the batch has 3 streams of orders but this DAG has task groups for up to 2 per table "
-            "(set SWITCHYARD_STREAMS=3 or more)") in run.output
+            "(set SWITCHYARD_STREAMS=3 or more in the DAG's settings file, ") in run.output
+    assert "switchyard.env, which every Airflow process reads as it parses the DAG)" in run.output
