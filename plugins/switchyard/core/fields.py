@@ -154,46 +154,44 @@ def _when(sql_type: str, base: str, size: str | None, neutral: bool) -> Check:
 
     def when(text: str) -> str | None:
         if base in _TIMES:
-            clock = text.strip()
-        else:
-            d = _ISO_DAY.match(text.strip())
-            if d is None:
-                return None     # another form: the server decides
-            try:
-                date(int(d.group(1)), int(d.group(2)), int(d.group(3)))
-            except ValueError as exc:
-                return f"not a date ({exc})"
-            clock = d.group(4)
-            if clock is None:
-                return None
-        t = _ISO_TIME.match(clock)
-        if t is None:
-            return None         # another form: the server decides
-        hour, minute, second = int(t.group(1)), int(t.group(2)), int(t.group(3) or 0)
-        if hour > 23 or minute > 59 or second > 59:
-            # PostgreSQL reads 24:00 and a 60th second as the next day's or minute's start.
-            return f"not a time of day ({clock}: hours 00-23, minutes and seconds 00-59)"
-        fraction = (t.group(4) or "").rstrip("0")
-        if base == "date":
-            if hour or minute or second or fraction:
-                return (f"a time of day ({clock}): {sql_type} keeps the day only, the load would drop it "
-                        f"without an error")
-            return None
-        if base == "smalldatetime":
-            if second or fraction:
-                return (f"{clock}: {sql_type} keeps whole minutes, the load would round the seconds away "
-                        f"without an error")
-            return None
-        if len(fraction) > kept:
-            return (f"{len(fraction)} digits after the second's point, {named} keeps {kept}: the load "
-                    f"would round it to another time without an error")
-        if base == "datetime" and int(fraction.ljust(3, "0")) % 10 not in (0, 3, 7):
-            # datetime counts in 1/300 s, shown as milliseconds ending in 0, 3 or 7 (Microsoft's
-            # datetime reference: "rounded to increments of .000, .003, or .007 seconds").
-            return (f"{clock}: {sql_type} keeps 1/300 of a second (milliseconds ending in 0, 3 or 7), the load "
-                    f"would round it to another time without an error; datetime2(3) keeps every millisecond")
-        return None
+            return _clock_problem(text.strip(), sql_type, base, kept, named)
+        d = _ISO_DAY.match(text.strip())
+        if d is None:
+            return None     # another form: the server decides
+        try:
+            date(int(d.group(1)), int(d.group(2)), int(d.group(3)))
+        except ValueError as exc:
+            return f"not a date ({exc})"
+        return None if d.group(4) is None else _clock_problem(d.group(4), sql_type, base, kept, named)
     return when
+
+
+def _clock_problem(clock: str, sql_type: str, base: str, kept: int, named: str) -> str | None:
+    """What is wrong with a time of day (`HH:MM[:SS[.f...]]`) for the type: a time that is none,
+    or one finer than the type keeps (the servers round it, or drop it from a date, silently)."""
+    t = _ISO_TIME.match(clock)
+    if t is None:
+        return None         # another form: the server decides
+    hour, minute, second = int(t.group(1)), int(t.group(2)), int(t.group(3) or 0)
+    if hour > 23 or minute > 59 or second > 59:
+        # PostgreSQL reads 24:00 and a 60th second as the next day's or minute's start.
+        return f"not a time of day ({clock}: hours 00-23, minutes and seconds 00-59)"
+    fraction = (t.group(4) or "").rstrip("0")
+    if base == "date":
+        return None if not (hour or minute or second or fraction) else (
+            f"a time of day ({clock}): {sql_type} keeps the day only, the load would drop it without an error")
+    if base == "smalldatetime":
+        return None if not (second or fraction) else (
+            f"{clock}: {sql_type} keeps whole minutes, the load would round the seconds away without an error")
+    if len(fraction) > kept:
+        return (f"{len(fraction)} digits after the second's point, {named} keeps {kept}: the load "
+                f"would round it to another time without an error")
+    if base == "datetime" and int(fraction.ljust(3, "0")) % 10 not in (0, 3, 7):
+        # datetime counts in 1/300 s, shown as milliseconds ending in 0, 3 or 7 (Microsoft's
+        # datetime reference: "rounded to increments of .000, .003, or .007 seconds").
+        return (f"{clock}: {sql_type} keeps 1/300 of a second (milliseconds ending in 0, 3 or 7), the load "
+                f"would round it to another time without an error; datetime2(3) keeps every millisecond")
+    return None
 
 
 class RecordCheck:
