@@ -453,23 +453,29 @@ def test_a_null_marker_with_control_characters_is_refused():
 
 
 # --- what the field check passes, the server keeps exactly; what it refuses, the server changes --
-_INSTANT = re.compile(r"^(?:(\d{4}-\d{2}-\d{2})[T ]?)?(?:(\d{2}):(\d{2})(?::(\d{2}(?:\.\d+)?))?)?$")
+_INSTANT = re.compile(r"^(?:(\d{4}-\d{2}-\d{2})[T ]?)?(?:(\d{2}):(\d{2})(?::(\d{2}(?:\.\d+)?))?)?"
+                      r"\s*(Z|[+-]\d{2}(?::?\d{2})?|[A-Za-z][A-Za-z/]*)?$")
 
 
 def _instant(text: str) -> tuple:
-    """(day, hours, minutes, seconds as an exact Decimal) of an ISO 8601 date, timestamp or time."""
+    """(day, hours, minutes, seconds as an exact Decimal, zone or era) of an ISO 8601 date,
+    timestamp or time; a word (`infinity`, `today`) as itself."""
     from decimal import Decimal
     m = _INSTANT.match(text)
-    assert m, text
-    return m.group(1), int(m.group(2) or 0), int(m.group(3) or 0), Decimal(m.group(4) or 0)
+    if not m or not (m.group(1) or m.group(2)):
+        return (text,)
+    return m.group(1), int(m.group(2) or 0), int(m.group(3) or 0), Decimal(m.group(4) or 0), m.group(5)
 
 
 TIMES = {"timestamp": ["2026-03-01 10:00:00.123456", "2026-03-01 10:00:00.1234567", "2026-03-01 23:59:60",
-                       "2026-03-01 24:00:00", "2026-03-01T23:59:59.9999995"],
+                       "2026-03-01 24:00:00", "2026-03-01T23:59:59.9999995", "2026-03-01 10:00:00+02",
+                       "2026-03-01T10:00:00Z", "2026-03-01 10:00:00 -05:30", "2026-03-01 10:00:00 UTC",
+                       "2026-03-01 10:00:00 Europe/Paris", "2026-03-01 10:00:00 BC", "infinity", "now"],
          "timestamp(3)": ["2026-03-01 10:00:00.1230", "2026-03-01 10:00:00.1234", "2026-03-01 10:00:00.9995"],
          "timestamp(0)": ["2026-03-01 10:00:00", "2026-03-01 10:00:00.5"],
-         "date": ["2026-03-01", "2026-03-01 00:00:00", "2026-03-01 10:11:12"],
-         "time": ["10:00:00.123456", "10:00:00.1234567", "10:00:60"],
+         "date": ["2026-03-01", "2026-03-01 00:00:00", "2026-03-01 10:11:12", "2026-03-01 UTC", "today", "yesterday",
+                  "-infinity"],
+         "time": ["10:00:00.123456", "10:00:00.1234567", "10:00:60", "10:00:00+02", "10:00:00 UTC"],
          "time(2)": ["10:00:00.12", "10:00:00.125"]}
 
 
@@ -477,7 +483,8 @@ TIMES = {"timestamp": ["2026-03-01 10:00:00.123456", "2026-03-01 10:00:00.123456
 def test_the_field_check_refuses_exactly_the_times_the_server_would_change(pg_uri, sql_type):
     """Each value through the server's own input function for the type: a value the check passes
     comes back as the same instant, one it refuses comes back as another (rounded, rolled over into
-    the next minute or day, its time of day dropped), never an error the load would report."""
+    the next minute or day, its time of day or its zone dropped, the time of the statement taken for
+    a word), never an error the load would report."""
     from switchyard.core.fields import field_check
     check = field_check(sql_type)
     with psycopg.connect(pg_uri, autocommit=True) as conn:

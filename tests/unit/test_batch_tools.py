@@ -204,7 +204,8 @@ def test_check_refuses_a_time_finer_than_its_column_keeps_and_a_dates_time_of_da
           ("date", "2026-01-01 00:00:00"), ("smalldatetime", "2026-01-01 10:59"),
           ("datetime", "2026-01-01 10:00:00.127"), ("datetime", "2026-01-01 10:00:00.5"),
           ("datetime2", "2026-01-01 10:00:00.1234567"), ("time(7)", "10:00:00.1234567"), ("time", "10:00"),
-          ("timestamp", "1 Jan 2026 10:00")]       # another form than ISO 8601: the server decides
+          ("timestamp", "1 Jan 2026 10:00"),       # another form than ISO 8601: the server decides
+          ("timestamp", "2026-01-01 10:00:00 BC"), ("date", "infinity")]   # an era and a value, not a zone or a word
     for sql_type, text in ok:
         assert field_check(sql_type)(text) is None, (sql_type, text)
     refused = [
@@ -217,7 +218,13 @@ def test_check_refuses_a_time_finer_than_its_column_keeps_and_a_dates_time_of_da
         ("datetime", "2026-01-01 10:00:00.001", "datetime keeps 1/300 of a second"),
         ("datetime", "2026-01-01 10:00:00.1234", "4 digits after the second's point, datetime keeps 3"),
         ("timestamp", "2026-01-01 23:59:60", "not a time of day (23:59:60"),
-        ("time", "24:00:00", "not a time of day (24:00:00")]
+        ("time", "24:00:00", "not a time of day (24:00:00"),
+        ("timestamp", "2026-01-01T10:00:00Z", "a time zone (Z): timestamp keeps none, the load would drop it "
+         "without an error and keep 2026-01-01T10:00:00"),
+        ("datetime2(3)", "2026-01-01 10:00:00.123 +05:30", "a time zone (+05:30): datetime2(3) keeps none"),
+        ("time", "10:00 CET", "a time zone (CET): time keeps none"),
+        ("date", "2026-01-01-05", "a time zone (-05): date keeps none"),
+        ("timestamp", " Now ", "a word PostgreSQL reads as the load's own date or time")]
     for sql_type, text, why in refused:
         assert why in (field_check(sql_type)(text) or ""), (sql_type, text, field_check(sql_type)(text))
     # A type for every target keeps microseconds at most: the target that keeps fewest decides.

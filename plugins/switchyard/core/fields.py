@@ -8,9 +8,10 @@ range), a decimal type (a number, no more integer digits than its precision leav
 digits after the point than its scale keeps: the servers round those away silently), a floating
 point type (a number), a date or time type written as ISO 8601 (a real calendar date, a real
 time of day, and nothing finer than the type keeps: the servers round a time to their precision
-and drop a date's time of day silently), a character type with a length (no more characters than
-that; `char(n)` may pad past it). Other forms of dates and times, and other types, are left to
-the load: the server decides those.
+and drop a date's time of day silently; no time zone after it, which both drop silently from a
+type without one; not `now`, `today` and the like, which PostgreSQL reads as the load's own
+time), a character type with a length (no more characters than that; `char(n)` may pad past it).
+Other forms of dates and times, and other types, are left to the load: the server decides those.
 """
 from __future__ import annotations
 
@@ -24,6 +25,13 @@ _INTEGER = re.compile(r"^[+-]?\d+$")
 _NUMBER = re.compile(r"^[+-]?(\d*)(?:\.(\d*))?(?:[eE][+-]?\d+)?$")
 _ISO_DAY = re.compile(r"^(\d{4})-(\d{2})-(\d{2})(?:[T ](\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?))?$")
 _ISO_TIME = re.compile(r"^(\d{2}):(\d{2})(?::(\d{2})(?:\.(\d+))?)?$")
+# An ISO 8601 date, timestamp or time of day followed by a time zone: an offset (Z, +02, -0530,
+# +05:30) or a zone's name or abbreviation (UTC, CET, Europe/Paris). AD and BC are eras, not zones.
+_ZONED = re.compile(r"^(\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?)?|\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?)"
+                    r"\s*(Z|[+-]\d{2}(?::?\d{2})?|(?!(?:AD|BC)$)[A-Za-z][A-Za-z0-9_/+-]*)$", re.IGNORECASE)
+# Words PostgreSQL reads as the time of the statement that reads them: a row would hold when it
+# was loaded (and a rerun another value), not a value of the file.
+_LOAD_TIME = {"now", "today", "tomorrow", "yesterday"}
 _TYPE = re.compile(r"^\s*([a-z][a-z0-9 ]*?)\s*(?:\(\s*(max|\d+)\s*(?:,\s*(\d+)\s*)?\))?\s*$")
 _INT_BITS = {"smallint": 16, "int2": 16, "integer": 32, "int": 32, "int4": 32, "bigint": 64, "int8": 64}
 _DECIMAL = {"numeric", "decimal", "dec"}
@@ -153,6 +161,17 @@ def _when(sql_type: str, base: str, size: str | None, neutral: bool) -> Check:
     kept, named = _kept_fraction(base, size, neutral, sql_type)
 
     def when(text: str) -> str | None:
+        zoned = _ZONED.match(text.strip())
+        if zoned:
+            # PostgreSQL ignores a zone in a value of a type without one, without an error
+            # ("silently ignore any time zone indication", Date/Time Types, Time Stamps), and SQL
+            # Server's conversion of such a string to datetime2, datetime, date or time drops it
+            # (the datetimeoffset reference's example casts one string to each type).
+            return (f"a time zone ({zoned.group(2)}): {sql_type} keeps none, the load would drop it without an "
+                    f"error and keep {zoned.group(1)}; write every time in one zone without it, or declare a type with a zone")
+        if text.strip().lower() in _LOAD_TIME:
+            return (f"a word PostgreSQL reads as the load's own date or time: the row would hold when it was "
+                    f"loaded, not a value of the file")
         if base in _TIMES:
             return _clock_problem(text.strip(), sql_type, base, kept, named)
         d = _ISO_DAY.match(text.strip())
