@@ -493,6 +493,59 @@ def test_the_field_check_refuses_exactly_the_times_the_server_would_change(pg_ur
             assert (check(text) is None) == (_instant(stored) == _instant(text)), (text, stored, check(text))
 
 
+# --- a file's UTF-8 byte order mark: not data, so refused before any load where it would be --
+def _lookup_batch(tmp_path: Path, name: str, data: bytes, **fmt):
+    """A batch of one lookup table keyed by a text code, its one file holding `data`."""
+    from switchyard.core.batch import describe_batch
+    spec = parse_spec({"name": "bom", "files": "{table}/{table}.{stream}.csv",
+                       "format": {"delimiter": ",", "trailing_delimiter": False, "quoting": "csv", **fmt},
+                       "tables": {"stations": {"partitioned": False, "key": "code", "columns": [
+                           {"name": "code", "type": "varchar(8)"}, {"name": "name", "type": "varchar(40)"}]}}})
+    batch = tmp_path / name
+    (batch / "stations").mkdir(parents=True)
+    (batch / "stations" / "stations.1.csv").write_bytes(data)
+    write_manifest(batch, describe_batch(batch, spec))
+    return batch, spec
+
+
+def test_a_byte_order_mark_the_load_would_keep_refuses_the_batch_before_any_load(pg_uri, schema, tmp_path):
+    """Some tools write UTF-8's byte order mark (EF BB BF) before a file's text. The load keeps it
+    as the start of the first field: the code `ST001` is stored as `\ufeffST001` and joins nothing.
+    The batch's check (the plan's and `switchyard check`'s) refuses it, naming the file, the line
+    and the column; in a header line, which the load skips, it is no problem."""
+    from switchyard.core.batch import check_batch
+    from switchyard.core.planner import plan_batch
+    from switchyard.core.batch import read_manifest
+    bom, rows = b"\xef\xbb\xbf", b"ST001,Main street\nST002,\xc3\x9cbergang\n"
+    batch, spec = _lookup_batch(tmp_path, "no-header", bom + rows)
+    path = batch / "stations" / "stations.1.csv"
+    assert check_batch(batch, spec) == [
+        f"{path}: line 1, column code: starts with UTF-8's byte order mark (EF BB BF), which the load would keep "
+        f"as the start of the first field; write the file without it (UTF-8 without BOM), or say "
+        f"`header_lines: 1` if its first line is a header"]
+    # What the refusal keeps out: loaded anyway, the server keeps the mark in the key.
+    plan = plan_batch(spec, read_manifest(batch, spec))
+    adapter = PostgresAdapter(spec, uri=pg_uri, schema=schema)
+    adapter.setup(plan)
+    s = plan.stream("stations", 1)
+    adapter.prepare(s)
+    adapter.load(s, path)
+    adapter.switch(s)
+    publish(adapter, plan)
+    with psycopg.connect(pg_uri) as conn:
+        codes = [r[0] for r in conn.execute(f'SELECT code FROM "{schema}"."stations" ORDER BY name')]
+    assert codes == ["\ufeffST001", "ST002"]
+    # In a header line the mark is skipped with the line: nothing to refuse.
+    batch, spec = _lookup_batch(tmp_path, "header", bom + b"code,name\n" + rows, header_lines=1)
+    assert check_batch(batch, spec) == []
+    # A file the spec calls latin-1 that starts with it is UTF-8: its other characters would change.
+    batch, spec = _lookup_batch(tmp_path, "latin-1", bom + b"code,name\n" + rows, header_lines=1, encoding="latin-1")
+    assert check_batch(batch, spec) == [
+        f"{batch / 'stations' / 'stations.1.csv'}: line 1: starts with UTF-8's byte order mark, but the spec says "
+        f"the file's encoding is latin-1: its characters past ASCII would load as other characters; say "
+        f"`encoding: utf-8`"]
+
+
 # --- what already worked, kept: TPC-H files with one fault each ------------------------------
 def _orders_batch(tpch_batch, tmp_path: Path, data: bytes) -> tuple[Path, object]:
     """A one-stream batch of TPC-H orders holding `data` as its file."""

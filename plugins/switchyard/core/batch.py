@@ -8,6 +8,7 @@ server's rights) at another file.
 """
 from __future__ import annotations
 
+import codecs
 import csv
 import gzip
 import io
@@ -18,7 +19,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from switchyard.core.keys import KeyValue, KeyValueError, parse_key, to_json
-from switchyard.core.spec import FileFormat, LoadSpec
+from switchyard.core.spec import FileFormat, LoadSpec, Table
 
 MANIFEST = "manifest.json"
 MANIFEST_FORMAT = "switchyard-manifest/1"
@@ -220,7 +221,38 @@ def check_files(batch_dir: Path, manifest: Manifest, spec: LoadSpec, tables: Ite
             problems.append(f"{path}: {path.stat().st_size:,} bytes, the manifest says {e.bytes:,} ({e.table} "
                             f"stream {e.stream}): the file changed after the manifest was written, or is "
                             f"incomplete")
+        else:
+            problems += byte_order_mark(path, spec.table(e.table))
     return problems
+
+
+def byte_order_mark(path: Path, table: Table) -> list[str]:
+    """A file that starts with UTF-8's byte order mark (EF BB BF, which some tools write before
+    UTF-8 text) where the load would take it for data: neither server's load skips it. With no
+    header line it would be the start of the first record's first field (a text key `ST001`
+    stored as `\ufeffST001`, joining nothing), and in a file the spec calls latin-1 or cp1252 it
+    says the file is UTF-8: each of its other characters past ASCII would load as two or three
+    others. Three bytes read, so every file is checked whatever the batch's size."""
+    fmt = table.format
+    try:
+        with _open_counted(path) as fh:
+            start = fh.read(3)
+    except (BatchError, OSError, EOFError):
+        return []   # the load names what is wrong with such a file
+    if start != b"\xef\xbb\xbf":
+        return []
+    try:
+        encoding = codecs.lookup(fmt.encoding).name
+    except LookupError:
+        return []   # a target names an encoding it does not know
+    if encoding in ("iso8859-1", "cp1252"):
+        return [f"{path}: line 1: starts with UTF-8's byte order mark, but the spec says the file's encoding is "
+                f"{fmt.encoding}: its characters past ASCII would load as other characters; say `encoding: utf-8`"]
+    if fmt.header_lines == 0:
+        return [f"{path}: line 1, column {table.columns[0].name}: starts with UTF-8's byte order mark (EF BB BF), "
+                f"which the load would keep as the start of the first field; write the file without it "
+                f"(UTF-8 without BOM), or say `header_lines: 1` if its first line is a header"]
+    return []     # in the header line, which the load skips
 
 
 def unlisted_files(batch_dir: Path, manifest: Manifest, spec: LoadSpec, tables: Iterable[str]) -> list[str]:
