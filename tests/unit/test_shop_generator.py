@@ -339,6 +339,13 @@ def test_the_spec_takes_sql_server_types_with_digits_and_still_refuses_free_text
             {"name": "k", "type": "bigint"}, {"name": "v", "type": {"postgres": "text", "mssql": bad}}]}}}
         with pytest.raises(SpecError, match="not an accepted SQL type"):
             parse_spec(raw)
+    # YAML's flow mapping cuts an unquoted type at its comma: the message says so.
+    import yaml
+    cut = yaml.safe_load('{name: s, tables: {t: {key: k, columns: [{name: k, type: bigint}, '
+                         '{name: v, type: numeric(10,3)}]}}}')
+    with pytest.raises(SpecError, match=r"'numeric\(10' is not an accepted SQL type; in YAML's `\{...\}` a comma "
+                                        r"ends the value: quote the type"):
+        parse_spec(cut)
 
 
 def test_the_shop_spec_renders_as_its_own_dag():

@@ -236,7 +236,10 @@ def _column(raw: Mapping[str, Any], where: str) -> Column:
     for target, sql_type in types.items():
         at = f"{where}.type" + ("" if target == NEUTRAL else f".{target}")
         if not isinstance(sql_type, str) or not SQL_TYPE.match(sql_type):
-            raise SpecError(f"{at}: {sql_type!r} is not an accepted SQL type")
+            cut = isinstance(sql_type, str) and sql_type.count("(") > sql_type.count(")")
+            # YAML's flow mapping `{name: amount, type: numeric(10,3)}` ends the value at the comma.
+            raise SpecError(f"{at}: {sql_type!r} is not an accepted SQL type" + (
+                "; in YAML's `{...}` a comma ends the value: quote the type (\"numeric(10,3)\")" if cut else ""))
         _one_type(sql_type, at)
     nullable = raw.get("nullable", False)
     if not isinstance(nullable, bool):
