@@ -286,14 +286,21 @@ def prepare(connect: Connect, plan: dict, s: StreamPlan, file_on_source: str | N
 
 
 def load(connect: Connect, plan: dict, s: StreamPlan, *, queue: str | None, host: str | None,
-         progress_every_seconds: float | None = None, plan_pull: float = 0.0) -> Loaded:
-    """The stream file into its staging table, with progress lines on long loads."""
+         progress_every_seconds: float | None = None, plan_pull: float = 0.0, spec: LoadSpec | None = None) -> Loaded:
+    """The stream file into its staging table, with progress lines on long loads. With the
+    spec, a stream whose files only its source's workers hold is first checked there for what
+    the plan could not see (`source_file_problems`)."""
     from switchyard.observability.progress import LoadProgress
     # The load's fixed cost part by part, in its result (`parts`, seconds): the plan's pull
     # from XCom, the connection's lookup, the progress sampler's setup and close; the
     # adapter adds its own (connect, lease, release) to the result's details.
     parts = {"plan_pull": plan_pull}
     path = local_file(plan, s, queue)
+    if spec is not None and spec.source_of(s.stream) is not None:
+        problems = source_file_problems(plan, s, spec, path)
+        if problems:
+            raise StepFailed("the batch's files on this worker would not load as its manifest lists them "
+                             f"[host {socket.gethostname()}, queue {queue!r}]:\n- " + "\n- ".join(problems))
     clock = time.monotonic()
     adapter = connect()
     parts["connection_lookup"] = time.monotonic() - clock
@@ -320,6 +327,23 @@ def load(connect: Connect, plan: dict, s: StreamPlan, *, queue: str | None, host
     return Loaded(rows=result.rows, bytes=result.bytes, seconds=round(result.seconds, 4), started=started,
                   ended=ended, file=str(path), host=host, queue=queue,
                   parts={k: round(v, 4) for k, v in parts.items()}, details=result.details)
+
+
+def source_file_problems(plan: dict, s: StreamPlan, spec: LoadSpec, path: Path) -> list[str]:
+    """What the plan's check of the batch's files (core/batch.check_files) leaves to the workers
+    of a stream's source, who alone see its files: the stream file's byte order mark, and the
+    files of the same table and source on this worker that the manifest does not list (the plan
+    has no group for them: a run would leave them out and end `success`)."""
+    from switchyard.core.batch import byte_order_mark, files_on_disk
+    from switchyard.core.planner import group_id
+    problems = byte_order_mark(path, spec.table(s.table))
+    batch_dir = resolve_batch(plan["batch"])
+    source = spec.source_of(s.stream)
+    for stream, rel in sorted(files_on_disk(batch_dir, spec, s.table).items()):
+        if spec.source_of(stream) == source and group_id(s.table, stream) not in plan["groups"]:
+            problems.append(f"{batch_dir / rel}: a file of table {s.table} (stream {stream}) the manifest does not "
+                            f"list: a run would not load it; list it or move it out of the batch folder")
+    return problems
 
 
 def local_file(plan: dict, s: StreamPlan, queue: str | None) -> Path:

@@ -56,6 +56,43 @@ def test_a_batch_through_every_step_without_airflow(tpch_batch, pg_uri, schema):
     connect().release_lease()
 
 
+def test_a_streams_load_on_its_source_checks_what_only_that_worker_sees(tpch_batch, pg_uri, schema, data_root):
+    """Streams 2-4 live on a source's workers: the plan's check does not see their files, so the
+    load of such a stream checks them there. A file of the table and source that the manifest
+    does not list (stream 4), and a byte order mark the load would keep (stream 3), fail it
+    before its COPY, each named; a stream without a source loads as before."""
+    name, folder = tpch_batch
+    spec = replace(SPEC, publish="batch", sources={"source_a": (2, 3, 4)})
+    batch = data_root / "steps-on-a-source"
+    shutil.copytree(folder, batch)
+    shutil.copy(batch / "orders" / "orders.3.tbl", batch / "orders" / "orders.4.tbl")
+    (batch / "orders" / "orders.3.tbl").write_bytes(b"\xef\xbb\xbf" + (folder / "orders" / "orders.3.tbl").read_bytes())
+
+    def connect() -> PostgresAdapter:
+        return PostgresAdapter(spec, uri=pg_uri, schema=schema, lease_holder="plain/run-2", lease_batch=batch.name)
+
+    found, plan, problems = steps.check_batch(spec, ["orders"], batch.name, streams=4)
+    assert problems == [], problems      # neither is the plan's to see: both are on the source
+    run = steps.set_up(connect(), plan, problems, batch.name, found, ["orders"])
+    s1, s2 = steps.stream_plan(run, "orders", 1), steps.stream_plan(run, "orders", 2)
+    for s in (s1, s2):
+        steps.prepare(connect, run, s, file_on_source="source_a" if s is s2 else None)
+    with pytest.raises(steps.StepFailed) as refused:
+        steps.load(connect, run, s2, queue="source_a", host="here", spec=spec)
+    assert (f"{batch / 'orders' / 'orders.4.tbl'}: a file of table orders (stream 4) the manifest does not list: a "
+            f"run would not load it") in str(refused.value)
+    assert fingerprint(pg_uri, schema, ["orders"])["orders"][0] == 0
+    s3 = steps.stream_plan(run, "orders", 3)
+    (batch / "orders" / "orders.4.tbl").unlink()
+    steps.prepare(connect, run, s3, file_on_source="source_a")
+    with pytest.raises(steps.StepFailed, match=r"orders.3.tbl: line 1, column o_orderkey: starts with UTF-8's byte "
+                                               r"order mark"):
+        steps.load(connect, run, s3, queue="source_a", host="here", spec=spec)
+    assert steps.load(connect, run, s2, queue="source_a", host="here", spec=spec).rows == s2.rows
+    assert steps.load(connect, run, s1, queue=None, host="here", spec=spec).rows == s1.rows
+    connect().release_lease()
+
+
 def test_what_the_operators_skip_or_fail_at_once(tpch_batch, tmp_path, data_root):
     name, folder = tpch_batch
     with pytest.raises(steps.StepFailed, match=r"tables: 'ordres' not in spec 'tpch'"):

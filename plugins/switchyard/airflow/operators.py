@@ -333,7 +333,7 @@ class LoadOperator(_GroupOperator):
         plan, s = self.stream_plan(context)
         return steps.load(self.adapter, plan, s, queue=self.queue, host=context["ti"].hostname,
                           progress_every_seconds=self.progress_every_seconds,
-                          plan_pull=time.monotonic() - clock).xcom()
+                          plan_pull=time.monotonic() - clock, spec=self.load_spec()).xcom()
 
 
 class ValidateOperator(_GroupOperator):
@@ -404,7 +404,7 @@ class GroupStepsOperator(_GroupOperator):
         group = (("prepare", lambda: steps.prepare(self.adapter, plan, s, self.file_on_source)),
                  ("load", lambda: steps.load(self.adapter, plan, s, queue=self.queue, host=context["ti"].hostname,
                                              progress_every_seconds=self.progress_every_seconds,
-                                             plan_pull=plan_pull)),
+                                             plan_pull=plan_pull, spec=spec)),
                  ("validate", lambda: steps.validate(self.adapter, spec, plan, s, loaded=done["load"])),
                  ("switch", lambda: steps.switch(self.adapter, spec, plan, s)))
         for name, run in group:
