@@ -334,15 +334,15 @@ def source_file_problems(plan: dict, s: StreamPlan, spec: LoadSpec, path: Path) 
     of a stream's source, who alone see its files: the stream file's byte order mark, and the
     files of the same table and source on this worker that the manifest does not list (the plan
     has no group for them: a run would leave them out and end `success`)."""
-    from switchyard.core.batch import byte_order_mark, files_on_disk
+    from switchyard.core.batch import byte_order_mark, files_on_disk, unlisted
     from switchyard.core.planner import group_id
-    problems = byte_order_mark(path, spec.table(s.table))
+    # A named pipe is read once, by the load: nothing is read from it here.
+    problems = byte_order_mark(path, spec.table(s.table)) if path.is_file() else []
     batch_dir = resolve_batch(plan["batch"])
     source = spec.source_of(s.stream)
     for stream, rel in sorted(files_on_disk(batch_dir, spec, s.table).items()):
         if spec.source_of(stream) == source and group_id(s.table, stream) not in plan["groups"]:
-            problems.append(f"{batch_dir / rel}: a file of table {s.table} (stream {stream}) the manifest does not "
-                            f"list: a run would not load it; list it or move it out of the batch folder")
+            problems.append(unlisted(batch_dir / rel, s.table, stream))
     return problems
 
 

@@ -265,10 +265,15 @@ def unlisted_files(batch_dir: Path, manifest: Manifest, spec: LoadSpec, tables: 
         listed = {(batch_dir / e.file).resolve() for e in manifest.entries if e.table == table}
         for stream, rel in sorted(files_on_disk(batch_dir, spec, table).items()):
             if (batch_dir / rel).resolve() not in listed and spec.source_of(stream) is None:
-                problems.append(f"{batch_dir / rel}: a file of table {table} (stream {stream}) the manifest does not "
-                                f"list: a run would not load it; list it (`switchyard manifest` writes the "
-                                f"manifest from the folder's files) or move it out of the batch folder")
+                problems.append(unlisted(batch_dir / rel, table, stream))
     return problems
+
+
+def unlisted(path: Path, table: str, stream: int) -> str:
+    """The problem with a file of a run's table that the manifest does not list."""
+    return (f"{path}: a file of table {table} (stream {stream}) the manifest does not list: a run would not "
+            f"load it; list it (`switchyard manifest` writes the manifest from the folder's files) or move it "
+            f"out of the batch folder")
 
 
 def read_manifest(batch_dir: Path, spec: LoadSpec) -> Manifest:
