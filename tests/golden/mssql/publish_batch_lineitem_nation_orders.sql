@@ -1,9 +1,11 @@
--- tpch: batch 2026-04-05 goes in whole: lineitem, nation, orders, every table in one
+-- tpch: batch 2026-04-05 goes in whole: lineitem, orders, nation, every table in one
 -- transaction, run by the publish_batch task once every stream of the batch is validated and
 -- staged (publish: batch). Readers see the previous batch or this one, across tables, never a
 -- mix: with XACT_ABORT any error rolls the whole transaction back, and every table stays as it
 -- was (https://learn.microsoft.com/en-us/sql/t-sql/statements/set-xact-abort-transact-sql).
--- Each table's steps are the ones its own commit runs with publish: table, in table-name order.
+-- Each table's steps are the ones its own commit runs with publish: table; the partitioned
+-- tables first, in name order, then the unpartitioned ones (only a partitioned table can take
+-- its lock at low priority, and only the first table's request waits that way).
 -- Locks. Each table's first step (TRUNCATE TABLE, ALTER PARTITION FUNCTION or SWITCH) takes a
 -- schema-modification (Sch-M) lock on it, and a transaction holds its locks until it ends: the
 -- tables are taken one after another, and every one stays taken until COMMIT. Sch-M is
@@ -11,16 +13,17 @@
 -- snapshot isolation, and a request that waits for it blocks every request for the table that
 -- comes after it
 -- (https://learn.microsoft.com/en-us/sql/relational-databases/sql-server-transaction-locking-and-row-versioning-guide#lock_compatibility).
--- The transaction's first table is taken at low priority (WAIT_AT_LOW_PRIORITY, out of the
--- queue): by its first step when that is a SWITCH, else by switching one of its empty partitions
--- out to an empty table that is then dropped (no row and no partition changes); no other table
--- is held while it waits. Each later table's first step may ask at normal priority: for those the
--- whole transaction runs under a short LOCK_TIMEOUT (1000 ms per lock request,
+-- The transaction's first table, where the batch has a partitioned table, is taken at low
+-- priority (WAIT_AT_LOW_PRIORITY, out of the queue): by its first step when that is a SWITCH,
+-- else by switching one of its empty partitions out to an empty table that is then dropped (no
+-- row and no partition changes); no other table is held while it waits. Each later table's
+-- first step may ask at normal priority: for those the whole transaction runs under a short
+-- LOCK_TIMEOUT (1000 ms per lock request,
 -- https://learn.microsoft.com/en-us/sql/t-sql/statements/set-lock-timeout-transact-sql): a
 -- normal-priority request behind a long reader of any table gives up after that long (error
 -- 1222), the whole transaction rolls back (nothing changed; the locks it held are released), the
 -- readers it held up go on, and the adapter runs the publish again after a pause
--- (30 attempts in all). The tables are taken in name order, every publish alike.
+-- (30 attempts in all). The tables are taken in that order, every publish alike.
 -- What readers wait: a reader of a table taken early waits for the rest of the transaction, that
 -- is the later tables' lock requests (each at most 1000 ms), their catalog changes, and
 -- the copy of the unpartitioned tables' rows. Worst case per attempt: 3 x 1000 ms of
@@ -104,20 +107,6 @@ BEGIN TRY
         (N'tpch', N'lineitem', N'8001', N'9000', N'2026-04-05', N'switchyard_tpch/run-2', 400, SYSUTCDATETIME()),
         (N'tpch', N'lineitem', N'9001', N'10000', N'2026-04-05', N'switchyard_tpch/run-2', 400, SYSUTCDATETIME())
     DELETE FROM [switchyard].[planned_partitions] WHERE target_schema = N'tpch' AND table_name = N'lineitem'
-    -- tpch.nation (unpartitioned, replaced whole): its rows replaced by its next version's. TRUNCATE
-    -- TABLE and INSERT keep the table itself (its grants, the views on it); the table's Sch-M is
-    -- held while its rows are copied.
-    TRUNCATE TABLE [tpch].[nation]
-    INSERT INTO [tpch].[nation] WITH (TABLOCK) ([n_nationkey], [n_name], [n_regionkey], [n_comment])
-        SELECT [n_nationkey], [n_name], [n_regionkey], [n_comment] FROM [tpch_staging].[nation__next]
-    -- Validation counted the staging table; another count now means it changed since.
-    IF @@ROWCOUNT <> 25 THROW 51012, N'tpch.nation: the rows to publish are not the 25 the manifest says; nothing was published', 1
-    -- DROP TABLE is transactional: the staging table goes with the commit that used it.
-    DROP TABLE [tpch_staging].[nation__next]
-    -- The batch the table holds, one row for the whole table (no key range).
-    DELETE FROM [switchyard].[partition_batches] WHERE target_schema = N'tpch' AND table_name = N'nation'
-    INSERT INTO [switchyard].[partition_batches] (target_schema, table_name, key_min, key_max, batch, run, rows_planned, switched_at)
-    VALUES (N'tpch', N'nation', N'', N'', N'2026-04-05', N'switchyard_tpch/run-2', 25, SYSUTCDATETIME())
     -- tpch.orders (replace mode): its steps, as its own commit runs them, from its window planned now.
     -- replace mode: gives way to batch 2026-04-05: partition 2 (keys 1..1000, 100 rows). The partition numbers
     -- are the catalog's as read for this commit (no MERGE or SPLIT ran before); the check
@@ -248,6 +237,20 @@ BEGIN TRY
         (N'tpch', N'orders', N'4001', N'6000', N'2026-04-05', N'switchyard_tpch/run-2', 100, SYSUTCDATETIME()),
         (N'tpch', N'orders', N'6001', N'8000', N'2026-04-05', N'switchyard_tpch/run-2', 100, SYSUTCDATETIME())
     DELETE FROM [switchyard].[planned_partitions] WHERE target_schema = N'tpch' AND table_name = N'orders'
+    -- tpch.nation (unpartitioned, replaced whole): its rows replaced by its next version's. TRUNCATE
+    -- TABLE and INSERT keep the table itself (its grants, the views on it); the table's Sch-M is
+    -- held while its rows are copied.
+    TRUNCATE TABLE [tpch].[nation]
+    INSERT INTO [tpch].[nation] WITH (TABLOCK) ([n_nationkey], [n_name], [n_regionkey], [n_comment])
+        SELECT [n_nationkey], [n_name], [n_regionkey], [n_comment] FROM [tpch_staging].[nation__next]
+    -- Validation counted the staging table; another count now means it changed since.
+    IF @@ROWCOUNT <> 25 THROW 51012, N'tpch.nation: the rows to publish are not the 25 the manifest says; nothing was published', 1
+    -- DROP TABLE is transactional: the staging table goes with the commit that used it.
+    DROP TABLE [tpch_staging].[nation__next]
+    -- The batch the table holds, one row for the whole table (no key range).
+    DELETE FROM [switchyard].[partition_batches] WHERE target_schema = N'tpch' AND table_name = N'nation'
+    INSERT INTO [switchyard].[partition_batches] (target_schema, table_name, key_min, key_max, batch, run, rows_planned, switched_at)
+    VALUES (N'tpch', N'nation', N'', N'', N'2026-04-05', N'switchyard_tpch/run-2', 25, SYSUTCDATETIME())
     COMMIT TRANSACTION
 END TRY
 BEGIN CATCH

@@ -190,11 +190,11 @@ class MssqlCommit(SwitchProtocol):
 
     def publish_tables(self, session: CommitSession, names: list[str], loads: dict[str, list[StreamPlan]],
                        planned: dict[str, dict[str, dict]]) -> dict[str, dict]:
-        """One transaction (publish_batch.sql): each table's commit steps in name order, the window
-        of each partitioned table planned again from the catalog now, under the same short
+        """One transaction (publish_batch.sql): each table's commit steps in `publish_order`, the
+        window of each partitioned table planned again from the catalog now, under the same short
         LOCK_TIMEOUT and retry on error 1222 as a table's own commit."""
         tables, results = [], {}
-        for name in names:
+        for name in sorted(names, key=self.publish_order):
             if not loads[name]:
                 continue
             if name in planned:

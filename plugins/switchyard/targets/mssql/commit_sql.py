@@ -141,10 +141,18 @@ class MssqlCommitSql:
                 "mode": "replace", "columns": self.columns(self.spec.table(stream.table)),
                 "source": self.qualified(self.staging_schema, self.next_table(stream.table)), "rows": stream.rows}
 
+    def publish_order(self, name: str) -> tuple[bool, str]:
+        """Where a table's steps go in the batch's publish: the partitioned tables first, in name
+        order, then the unpartitioned ones. Only the transaction's first table waits for its lock
+        at low priority, and only a partitioned table can (by the switch of a partition); an
+        unpartitioned table first would ask for its Sch-M at normal priority, with new readers
+        queued behind the request. The same order in every publish of these tables."""
+        return (not self.spec.table(name).partitioned, name)
+
     def render_publish(self, tables: list[dict], batch: str, run: str) -> list[str]:
         """Every table of the batch in one transaction (publish_batch.sql, `publish: batch`):
-        `tables` in name order, each a partitioned table's `commit_context` (with "partitioned":
-        True) or an unpartitioned one's `replace_context`."""
+        `tables` in `publish_order`, each a partitioned table's `commit_context` (with
+        "partitioned": True) or an unpartitioned one's `replace_context`."""
         return self.render("publish_batch.sql", tables=tables, batch=batch, run=run, wait_minutes=self.wait_minutes(),
                            commit_lock_wait_ms=self.commit_lock_wait_ms, commit_attempts=self.commit_attempts)
 
@@ -156,7 +164,7 @@ class MssqlCommitSql:
         batch = self.lease_batch or self.script_batch if batch is None else batch
         run = self.lease_holder or "" if run is None else run
         tables = []
-        for t in sorted(plan.tables, key=lambda t: t.table.name):
+        for t in sorted(plan.tables, key=lambda t: self.publish_order(t.table.name)):
             loads = [s for s in t.streams if not s.empty]
             if not loads:
                 continue

@@ -291,7 +291,7 @@ def test_an_unpartitioned_table_that_truncate_would_refuse_is_refused_at_the_pre
 
 
 # --- the publish ----------------------------------------------------------------------------------
-def test_the_batch_goes_in_in_one_transaction_with_every_tables_steps_in_name_order():
+def test_the_batch_goes_in_in_one_transaction_the_partitioned_tables_first_in_name_order():
     """SCRIPTED: one transaction for lineitem (append), nation (replaced whole) and orders (replace,
     8 streams before, 4 now), each table's window planned from the catalog now."""
     a, session, plan = staged_run()
@@ -303,11 +303,12 @@ def test_the_batch_goes_in_in_one_transaction_with_every_tables_steps_in_name_or
     assert result["by_table"]["nation"] == {"table_switched": True, "rows": 25}
     (text,) = session.publishes
     check_golden("publish_batch_lineitem_nation_orders.sql", text + ";\nGO\n")
-    # One transaction, under the commit's short lock wait; the tables in name order.
+    # One transaction, under the commit's short lock wait; the partitioned tables in name order,
+    # then the unpartitioned one.
     assert text.count("BEGIN TRANSACTION") == 1 and text.count("COMMIT TRANSACTION") == 1
     assert "SET XACT_ABORT ON\nSET LOCK_TIMEOUT 1000\n" in text
-    assert (text.index("SWITCH TO [tpch].[lineitem]") < text.index("TRUNCATE TABLE [tpch].[nation]")
-            < text.index("TRUNCATE TABLE [tpch].[orders] WITH (PARTITIONS"))
+    assert (text.index("SWITCH TO [tpch].[lineitem]") < text.index("TRUNCATE TABLE [tpch].[orders] WITH (PARTITIONS")
+            < text.index("TRUNCATE TABLE [tpch].[nation]"))
     # orders: 8 old partitions emptied, empty ranges merged and split, 4 switched in.
     assert text.count("TRUNCATE TABLE [tpch].[orders] WITH (PARTITIONS") == 8
     assert text.count("SWITCH TO [tpch].[orders] PARTITION @partition") == 4
@@ -334,6 +335,22 @@ def test_the_batch_goes_in_in_one_transaction_with_every_tables_steps_in_name_or
                        "        WITH (WAIT_AT_LOW_PRIORITY", first)
             < text.index("DROP TABLE [tpch_staging].[lineitem__lock]", first)
             < text.index("ALTER PARTITION SCHEME [ps_tpch_lineitem] NEXT USED", first))
+
+
+def test_an_unpartitioned_table_goes_after_a_partitioned_one_which_takes_its_lock_at_low_priority():
+    """SCRIPTED: nation (unpartitioned) sorts before orders by name. In the publish orders comes
+    first and is taken at low priority (an empty partition switched out to its probe table), and
+    nation's TRUNCATE TABLE asks for its lock only after it: first, it would ask at normal
+    priority, with new readers of nation queued behind the request."""
+    a, session, plan = staged_run()
+    result = a.publish_batch([s for s in streams_of(plan) if s.table != "lineitem"])
+    assert result["tables"] == ["nation", "orders"]
+    (text,) = session.publishes
+    first = text.index("BEGIN TRANSACTION")
+    assert (text.index("ALTER TABLE [tpch].[orders] SWITCH PARTITION @partition TO [tpch_staging].[orders__lock]\n"
+                       "        WITH (WAIT_AT_LOW_PRIORITY", first)
+            < text.index("TRUNCATE TABLE [tpch].[orders] WITH (PARTITIONS", first)
+            < text.index("TRUNCATE TABLE [tpch].[nation]", first))
 
 
 def test_the_publish_refuses_changing_nothing_when_a_stream_was_not_switched():
@@ -416,7 +433,7 @@ def test_the_plan_script_shows_the_batch_commit_as_one_transaction():
     check_golden("lineitem_nation_orders_batch_plan.sql", text)
     tail = text.split("\n-- publish_batch: ", 1)[1]
     assert tail.count("BEGIN TRANSACTION") == 1 and "-- lineitem: its last switch" not in text
-    assert "-- tpch: batch batch goes in whole: lineitem, nation, orders, every table in one" in tail
+    assert "-- tpch: batch batch goes in whole: lineitem, orders, nation, every table in one" in tail
     # publish: table: each table's own commit at its last switch, as before.
     own = MssqlAdapter(changed(BATCH_SPEC, publish="table"), base_port=2000, port_count=4, **roots).script(plan)
     assert "-- publish_batch" not in own and own.count("its last switch moves the batch in whole") == 2

@@ -3,7 +3,9 @@
 -- staged (publish: batch). Readers see the previous batch or this one, across tables, never a
 -- mix: with XACT_ABORT any error rolls the whole transaction back, and every table stays as it
 -- was (https://learn.microsoft.com/en-us/sql/t-sql/statements/set-xact-abort-transact-sql).
--- Each table's steps are the ones its own commit runs with publish: table, in table-name order.
+-- Each table's steps are the ones its own commit runs with publish: table; the partitioned
+-- tables first, in name order, then the unpartitioned ones (only a partitioned table can take
+-- its lock at low priority, and only the first table's request waits that way).
 -- Locks. Each table's first step (TRUNCATE TABLE, ALTER PARTITION FUNCTION or SWITCH) takes a
 -- schema-modification (Sch-M) lock on it, and a transaction holds its locks until it ends: the
 -- tables are taken one after another, and every one stays taken until COMMIT. Sch-M is
@@ -11,16 +13,17 @@
 -- snapshot isolation, and a request that waits for it blocks every request for the table that
 -- comes after it
 -- (https://learn.microsoft.com/en-us/sql/relational-databases/sql-server-transaction-locking-and-row-versioning-guide#lock_compatibility).
--- The transaction's first table is taken at low priority (WAIT_AT_LOW_PRIORITY, out of the
--- queue): by its first step when that is a SWITCH, else by switching one of its empty partitions
--- out to an empty table that is then dropped (no row and no partition changes); no other table
--- is held while it waits. Each later table's first step may ask at normal priority: for those the
--- whole transaction runs under a short LOCK_TIMEOUT ({{ commit_lock_wait_ms }} ms per lock request,
+-- The transaction's first table, where the batch has a partitioned table, is taken at low
+-- priority (WAIT_AT_LOW_PRIORITY, out of the queue): by its first step when that is a SWITCH,
+-- else by switching one of its empty partitions out to an empty table that is then dropped (no
+-- row and no partition changes); no other table is held while it waits. Each later table's
+-- first step may ask at normal priority: for those the whole transaction runs under a short
+-- LOCK_TIMEOUT ({{ commit_lock_wait_ms }} ms per lock request,
 -- https://learn.microsoft.com/en-us/sql/t-sql/statements/set-lock-timeout-transact-sql): a
 -- normal-priority request behind a long reader of any table gives up after that long (error
 -- 1222), the whole transaction rolls back (nothing changed; the locks it held are released), the
 -- readers it held up go on, and the adapter runs the publish again after a pause
--- ({{ commit_attempts }} attempts in all). The tables are taken in name order, every publish alike.
+-- ({{ commit_attempts }} attempts in all). The tables are taken in that order, every publish alike.
 -- What readers wait: a reader of a table taken early waits for the rest of the transaction, that
 -- is the later tables' lock requests (each at most {{ commit_lock_wait_ms }} ms), their catalog changes, and
 -- the copy of the unpartitioned tables' rows. Worst case per attempt: {{ tables | length }} x {{ commit_lock_wait_ms }} ms of
