@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from switchyard.targets.mssql.keys import KeyType
+from switchyard.targets.mssql.tsql import writable_name
 from switchyard.targets.mssql.window import Partition, compression_of
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_@#$]{0,127}$")
@@ -223,6 +224,14 @@ def shape_problems(t: TargetTable, where: str, spec_table, key: KeyType, key_sql
     if t.partition_column != spec_table.key:
         problems.append(f"{where} is partitioned on {t.partition_column}, the spec on {spec_table.key}: rename or "
                         f"drop it, or change the spec's key")
+    unwritable = sorted({n for n in (t.function, t.scheme, *t.function_schemes, *(p.filegroup for p in t.partitions),
+                                     *(i.name for i in t.indexes), *(c.name for c in t.columns),
+                                     *(fg for _, _, fg in t.misplaced)) if n is not None and not writable_name(n)})
+    if unwritable:
+        problems.append(f"{where}: its partition function, scheme, filegroups, indexes or columns include "
+                        f"{', '.join(repr(n) for n in unwritable)}: Switchyard writes a catalog name into T-SQL only "
+                        f"as letters, digits, _ @ # $ (a letter or _ first), so its commit could not name "
+                        f"{'it' if len(unwritable) == 1 else 'them'}; rename (sp_rename), or load this table another way")
     if t.range_right:
         problems.append(f"{where}: its partition function {t.function} is RANGE RIGHT; Switchyard's partitions are "
                         f"RANGE LEFT (a stream's largest key is its boundary): rebuild the table on a RANGE LEFT "

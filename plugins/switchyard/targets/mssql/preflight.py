@@ -114,7 +114,13 @@ class MssqlPreflight:
         for table_plan in plan.tables:
             table = table_plan.table
             where = f"{self.schema}.{table.name}"
-            target = self.read_target(cur, table.name)
+            try:
+                target = self.read_target(cur, table.name)
+            except ValueError as exc:
+                # A catalog name Switchyard would not write into T-SQL (catalog._name), read
+                # before any load: refused with the others, not as a crash.
+                problems.append(f"{where}: {exc}; rename it (sp_rename), or load this table another way")
+                continue
             if not target.exists:
                 notes.append(f"{where}: new table; setup creates it"
                              + (f" with this batch's {len(self.incoming(table_plan))} partitions on "

@@ -21,11 +21,17 @@ def nstr(value: str) -> str:
 _CATALOG_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_@#$]{0,127}$")
 
 
+def writable_name(name: object) -> bool:
+    """Whether `quote_name` takes the name: the pre-flight refuses a table whose catalog names it
+    does not, before any load, instead of its commit failing to render after the loads."""
+    return isinstance(name, str) and bool(_CATALOG_NAME.match(name))
+
+
 def quote_name(name: str) -> str:
     """A name read from the catalog (an index, a filegroup, a function a DBA named) in brackets.
     Only letters, digits, _, @, # and $ are taken (up to SQL Server's 128 characters), so the
     brackets never need escaping; anything else is refused."""
-    if not isinstance(name, str) or not _CATALOG_NAME.match(name):
+    if not writable_name(name):
         raise ValueError(f"{name!r}: not a name Switchyard writes into T-SQL (letters, digits, _ @ # $ only)")
     return f"[{name}]"
 

@@ -350,7 +350,14 @@ def test_the_target_is_checked_against_the_spec_from_the_catalog():
             ({"indexes": [(2, "ix_cust", "NONCLUSTERED", 0, 0, 0, 0, 0, None, 0, "o_custkey", 1, 0, 0)]},
              "index ix_cust is not aligned"),
             ({"indexes": [(2, "ix_open", "NONCLUSTERED", 0, 0, 0, 0, 1, "([o_orderstatus]='O')", 1, "o_custkey", 1, 0,
-                           0)]}, "index ix_open is filtered")):
+                           0)]}, "index ix_open is filtered"),
+            # Names a DBA chose that the commit's T-SQL could not write: refused before any load,
+            # not when the commit renders after the loads.
+            ({"schemes": ("ps_tpch_orders", "ps orders-2026")}, "include 'ps orders-2026': Switchyard writes a "
+                                                               "catalog name into T-SQL only as letters, digits"),
+            ({"indexes": [(2, "ix]cust", "NONCLUSTERED", 0, 0, 0, 0, 0, None, 1, "o_custkey", 1, 0, 0)]},
+             "tpch.orders: 'ix]cust': a name Switchyard does not write into T-SQL (letters, digits, _ only); "
+             "rename it (sp_rename)")):
         with pytest.raises(TargetError, match=re.escape(expected)):
             a.preflight(ScriptedCatalog(a, layout_of({"b1": even(2)}), **kwargs), plan)
     target = target_from_catalog(KEY, [("FG", "PRIMARY", None, None, None, None, None, None, None, None, None)],
