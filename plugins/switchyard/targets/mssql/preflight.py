@@ -60,9 +60,16 @@ class MssqlPreflight:
                 notes = self.preflight(cur, plan, problems)
                 # The tables brought in line with the spec, as their on_spec_change allows (the
                 # pre-flight refused everything else), before setup's IF NOT EXISTS objects.
-                for stmt in self.spec_changes:
-                    cur.execute(stmt)
-                    drain(cur)
+                # Each ALTER asks for the table's Sch-M, and new readers queue behind a waiting
+                # request: under the commit's short LOCK_TIMEOUT a request behind a long reader
+                # gives up (1222) and setup fails as retryable, the readers going on
+                # (https://learn.microsoft.com/en-us/sql/t-sql/statements/set-lock-timeout-transact-sql).
+                if self.spec_changes:
+                    cur.execute(f"SET LOCK_TIMEOUT {int(self.commit_lock_wait_ms)}")
+                    for stmt in self.spec_changes:
+                        cur.execute(stmt)
+                        drain(cur)
+                    cur.execute("SET LOCK_TIMEOUT -1")
                 for stmt in self.setup_sql(plan, used_pages=self.used_pages(cur)):
                     cur.execute(stmt)
                     drain(cur)
@@ -165,7 +172,7 @@ class MssqlPreflight:
         from switchyard.core.spec_diff import compare, reconcile
         from switchyard.targets.mssql import spec_change
         differences = compare(table, spec_change.existing_table(target), spec_change.needed(table),
-                              spec_change.Statements(self, table))
+                              spec_change.Statements(self, table, target))
         problems, notes, statements = reconcile(table, differences, where)
         self.spec_changes += statements
         self.spec_notes += notes

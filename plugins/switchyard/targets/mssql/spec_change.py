@@ -66,13 +66,22 @@ class Statements:
     every row and fails on a NULL; ALTER COLUMN to another type may rewrite every row
     (https://learn.microsoft.com/en-us/sql/t-sql/statements/alter-table-transact-sql)."""
 
-    def __init__(self, adapter, table: Table):
+    def __init__(self, adapter, table: Table, existing: TargetTable | None = None):
         self.a = adapter
         self.table = table
         self.target = adapter.qualified(adapter.schema, table.name)
+        # The table's own collations (catalog._COLLATION-checked names): ALTER COLUMN without
+        # COLLATE gives a character column the database's default collation ("If you don't
+        # specify a collation, the column is assigned the default collation of the database",
+        # ALTER TABLE, ALTER COLUMN), which would change the column without anyone asking.
+        self.collations = {c.name: c.collation for c in (existing.columns if existing else ()) if c.collation}
 
     def _type(self, column: str) -> str:
-        return column_type(self.table.column(column))
+        """The column's spec type, with the table's collation where both are character types."""
+        sql_type = column_type(self.table.column(column))
+        collation = self.collations.get(column)
+        textual = re.match(r"\s*n?(var)?char\b", sql_type.lower())
+        return f"{sql_type} COLLATE {collation}" if collation and textual else sql_type
 
     def add_column(self, column: str, sql_type: str) -> str:
         return f"ALTER TABLE {self.target} ADD {self.a.q(column)} {self._type(column)} NULL;"

@@ -82,7 +82,16 @@ def test_what_sql_server_refuses_under_every_policy():
 def test_sync_relaxes_nullability_and_a_nullable_table_column_is_said():
     relaxed = [changed(c, nullable=True) if c.name == "o_comment" else c for c in orders_columns()]
     a, notes = preflight(with_spec_columns(relaxed, "sync"))
-    assert a.spec_changes == ["ALTER TABLE [tpch].[orders] ALTER COLUMN [o_comment] varchar(79) NULL;"]
+    assert a.spec_changes == ["ALTER TABLE [tpch].[orders] ALTER COLUMN [o_comment] varchar(79) "
+                              "COLLATE SQL_Latin1_General_CP1_CI_AS NULL;"]
+    assert all(sqlfluff_parses(x) for x in a.spec_changes)
+    # The column keeps the collation it has: without COLLATE, ALTER COLUMN would give it the
+    # database's default, a change nobody asked for.
+    utf8 = [(*row[:6], "Latin1_General_100_CI_AS_SC_UTF8", *row[7:]) if row[0] == "o_comment" else row
+            for row in ORDERS_COLUMNS]
+    a, notes = preflight(with_spec_columns(relaxed, "sync"), columns=utf8)
+    assert a.spec_changes == ["ALTER TABLE [tpch].[orders] ALTER COLUMN [o_comment] varchar(79) "
+                              "COLLATE Latin1_General_100_CI_AS_SC_UTF8 NULL;"]
     assert all(sqlfluff_parses(x) for x in a.spec_changes)
     a, notes = preflight(spec_with(), columns=with_column("o_clerk", nullable=True))
     assert a.spec_changes == [] and any("column o_clerk is nullable in the table, NOT NULL in the spec: validation "
