@@ -337,7 +337,7 @@ SET DATEFORMAT ymd
 -- The row terminator LF: the hexadecimal form BULK INSERT documents for a line
 -- feed ('\n' would mean CR LF to SQL Server).
 BULK INSERT [tpch_staging].[daily_1]
-    FROM '/srv/switchyard/data/batch/daily/daily.1.txt'
+    FROM '/srv/switchyard/data/b1/daily/daily.1.txt'
     WITH (DATAFILETYPE = 'char', FIELDTERMINATOR = '|', ROWTERMINATOR = '0x0a', CODEPAGE = '65001', KEEPNULLS,
           TABLOCK, CHECK_CONSTRAINTS, BATCHSIZE = 100000, MAXERRORS = 0);
 GO
@@ -412,7 +412,7 @@ SET DATEFORMAT ymd
 -- The row terminator LF: the hexadecimal form BULK INSERT documents for a line
 -- feed ('\n' would mean CR LF to SQL Server).
 BULK INSERT [tpch_staging].[daily_2]
-    FROM '/srv/switchyard/data/batch/daily/daily.2.txt'
+    FROM '/srv/switchyard/data/b1/daily/daily.2.txt'
     WITH (DATAFILETYPE = 'char', FIELDTERMINATOR = '|', ROWTERMINATOR = '0x0a', CODEPAGE = '65001', KEEPNULLS,
           TABLOCK, CHECK_CONSTRAINTS, BATCHSIZE = 100000, MAXERRORS = 0);
 GO
@@ -487,7 +487,7 @@ SET DATEFORMAT ymd
 -- The row terminator LF: the hexadecimal form BULK INSERT documents for a line
 -- feed ('\n' would mean CR LF to SQL Server).
 BULK INSERT [tpch_staging].[hourly_1]
-    FROM '/srv/switchyard/data/batch/hourly/hourly.1.txt'
+    FROM '/srv/switchyard/data/b1/hourly/hourly.1.txt'
     WITH (DATAFILETYPE = 'char', FIELDTERMINATOR = '|', ROWTERMINATOR = '0x0a', CODEPAGE = '65001', KEEPNULLS,
           TABLOCK, CHECK_CONSTRAINTS, BATCHSIZE = 100000, MAXERRORS = 0);
 GO
@@ -562,7 +562,7 @@ SET DATEFORMAT ymd
 -- The row terminator LF: the hexadecimal form BULK INSERT documents for a line
 -- feed ('\n' would mean CR LF to SQL Server).
 BULK INSERT [tpch_staging].[hourly_2]
-    FROM '/srv/switchyard/data/batch/hourly/hourly.2.txt'
+    FROM '/srv/switchyard/data/b1/hourly/hourly.2.txt'
     WITH (DATAFILETYPE = 'char', FIELDTERMINATOR = '|', ROWTERMINATOR = '0x0a', CODEPAGE = '65001', KEEPNULLS,
           TABLOCK, CHECK_CONSTRAINTS, BATCHSIZE = 100000, MAXERRORS = 0);
 GO
@@ -637,7 +637,7 @@ SET DATEFORMAT ymd
 -- The row terminator LF: the hexadecimal form BULK INSERT documents for a line
 -- feed ('\n' would mean CR LF to SQL Server).
 BULK INSERT [tpch_staging].[hourly_3]
-    FROM '/srv/switchyard/data/batch/hourly/hourly.3.txt'
+    FROM '/srv/switchyard/data/b1/hourly/hourly.3.txt'
     WITH (DATAFILETYPE = 'char', FIELDTERMINATOR = '|', ROWTERMINATOR = '0x0a', CODEPAGE = '65001', KEEPNULLS,
           TABLOCK, CHECK_CONSTRAINTS, BATCHSIZE = 100000, MAXERRORS = 0);
 GO
@@ -650,7 +650,7 @@ GO
 -- switch: the target's indexes built on tpch_staging.hourly_3 (none on a table setup made from the spec), then the stream is marked ready; the table's last switch runs the table's commit
 
 -- daily: its last switch moves the batch in whole
--- tpch.daily: batch batch goes in whole (replace mode), in one transaction run by the
+-- tpch.daily: batch b1 goes in whole (replace mode), in one transaction run by the
 -- table's last switch once every stream of the batch is validated and staged. Readers see the
 -- table before the batch or after it, never a mix: every statement below is part of one
 -- transaction (XACT_ABORT: any error rolls all of it back, and the table stays as it was).
@@ -707,8 +707,8 @@ BEGIN TRY
     DELETE FROM [switchyard].[partition_batches] WHERE target_schema = N'tpch' AND table_name = N'daily'
     INSERT INTO [switchyard].[partition_batches] (target_schema, table_name, key_min, key_max, batch, run, rows_planned, switched_at)
     VALUES
-        (N'tpch', N'daily', N'2026-03-01T00:00:00', N'2026-03-01T23:59:59.997000', N'batch', N'', 10, SYSUTCDATETIME()),
-        (N'tpch', N'daily', N'2026-03-02T00:00:00', N'2026-03-02T23:59:59.997000', N'batch', N'', 10, SYSUTCDATETIME())
+        (N'tpch', N'daily', N'2026-03-01T00:00:00', N'2026-03-01T23:59:59.997000', N'b1', N'', 10, SYSUTCDATETIME()),
+        (N'tpch', N'daily', N'2026-03-02T00:00:00', N'2026-03-02T23:59:59.997000', N'b1', N'', 10, SYSUTCDATETIME())
     DELETE FROM [switchyard].[planned_partitions] WHERE target_schema = N'tpch' AND table_name = N'daily'
     COMMIT TRANSACTION
 END TRY
@@ -719,7 +719,7 @@ END CATCH;
 GO
 
 -- hourly: its last switch moves the batch in whole
--- tpch.hourly: batch batch goes in whole (replace mode), in one transaction run by the
+-- tpch.hourly: batch b1 goes in whole (replace mode), in one transaction run by the
 -- table's last switch once every stream of the batch is validated and staged. Readers see the
 -- table before the batch or after it, never a mix: every statement below is part of one
 -- transaction (XACT_ABORT: any error rolls all of it back, and the table stays as it was).
@@ -784,9 +784,9 @@ BEGIN TRY
     DELETE FROM [switchyard].[partition_batches] WHERE target_schema = N'tpch' AND table_name = N'hourly'
     INSERT INTO [switchyard].[partition_batches] (target_schema, table_name, key_min, key_max, batch, run, rows_planned, switched_at)
     VALUES
-        (N'tpch', N'hourly', N'2026-03-01T00:00:00', N'2026-03-01T00:59:59.999999', N'batch', N'', 10, SYSUTCDATETIME()),
-        (N'tpch', N'hourly', N'2026-03-01T01:00:00', N'2026-03-01T01:59:59.999999', N'batch', N'', 10, SYSUTCDATETIME()),
-        (N'tpch', N'hourly', N'2026-03-01T02:00:00', N'2026-03-01T02:59:59.999999', N'batch', N'', 10, SYSUTCDATETIME())
+        (N'tpch', N'hourly', N'2026-03-01T00:00:00', N'2026-03-01T00:59:59.999999', N'b1', N'', 10, SYSUTCDATETIME()),
+        (N'tpch', N'hourly', N'2026-03-01T01:00:00', N'2026-03-01T01:59:59.999999', N'b1', N'', 10, SYSUTCDATETIME()),
+        (N'tpch', N'hourly', N'2026-03-01T02:00:00', N'2026-03-01T02:59:59.999999', N'b1', N'', 10, SYSUTCDATETIME())
     DELETE FROM [switchyard].[planned_partitions] WHERE target_schema = N'tpch' AND table_name = N'hourly'
     COMMIT TRANSACTION
 END TRY

@@ -84,7 +84,23 @@ class MssqlAdapter(MssqlSql, MssqlCommitSql, MssqlSession, MssqlServer, MssqlPre
         # pinned port per stream (`--nodes` says otherwise), at most a node mask's 64.
         from switchyard.targets.mssql.server_config import MAX_NODES
         nodes = args.nodes if args.nodes is not None else min(args.streams, MAX_NODES)
-        return cls(spec, schema=schema, base_port=args.base_port, port_count=nodes, ports=ports)
+        return cls(spec, schema=schema, base_port=args.base_port, port_count=nodes, ports=ports,
+                   script_batch=cls._batch_name(getattr(args, "batch", None)))
+
+    @staticmethod
+    def _batch_name(folder: str | None) -> str:
+        """The batch a script of `--batch <folder>` loads and records: the folder's path under
+        the data root ("2026-10-01", "tpch/sf1"), or its own name when it is elsewhere; without
+        a folder, `batch`."""
+        if not folder:
+            return "batch"
+        from pathlib import Path
+        from switchyard.core.batch import data_root
+        path = Path(folder).resolve()
+        try:
+            return path.relative_to(data_root().resolve()).as_posix()
+        except ValueError:
+            return path.name
 
     @classmethod
     def plan_arguments(cls, group: Any) -> None:

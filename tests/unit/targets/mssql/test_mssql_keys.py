@@ -262,6 +262,9 @@ def test_plan_with_datetime_and_datetime2_7_keys_is_exact_day_and_hour_split(tmp
             "'2026-03-01T01:59:59.9999999', '2026-03-01T02:59:59.9999999')" in text)
     assert ("CHECK ([at] IS NOT NULL AND [at] >= CONVERT(datetime2(7), '2026-03-01T01:00:00.0000000', 126) AND "
             "[at] <= CONVERT(datetime2(7), '2026-03-01T01:59:59.9999999', 126))" in text)
+    # The batch is the folder's (its name: it is not under the data root), in the files' paths
+    # and in the control rows.
+    assert "FROM '/srv/switchyard/data/b1/" in text and "N'b1'" in text and "N'batch'" not in text
     check_golden("clicks_datetime_keys_plan.sql", text)
 
 
