@@ -128,11 +128,12 @@ def test_another_error_is_not_retried():
     assert session.attempts == 1
 
 
-def test_an_unpartitioned_tables_replace_runs_under_the_short_lock_timeout():
+def test_an_unpartitioned_tables_replace_runs_under_the_short_lock_timeout_as_the_deadlock_victim():
     from switchyard.core.planner import plan_tpch
     nation = plan_tpch(SPEC, 0.01, 1, ["nation"]).stream("nation", 1)
     statements = adapter().switch_sql(nation, replace_existing=True)
-    assert statements[0].endswith("SET LOCK_TIMEOUT 1000") and "TRUNCATE TABLE [tpch].[nation]" in statements[1]
+    assert statements[0].endswith("SET LOCK_TIMEOUT 1000") and statements[1] == "SET DEADLOCK_PRIORITY LOW"
+    assert "TRUNCATE TABLE [tpch].[nation]" in statements[2]
 
 
 class PrepareSession(ScriptedSession):

@@ -4,7 +4,12 @@
 -- adapter runs the transaction again after a pause (commit_table.sql says why;
 -- https://learn.microsoft.com/en-us/sql/t-sql/statements/set-lock-timeout-transact-sql). The
 -- lock is then held while the table's rows are copied in (a small table: seconds at most).
+-- In a deadlock with a reader this transaction is the one SQL Server rolls back (the session
+-- of lower DEADLOCK_PRIORITY is the victim,
+-- https://learn.microsoft.com/en-us/sql/t-sql/statements/set-deadlock-priority-transact-sql):
+-- the reader's query goes on, and the adapter runs the transaction again (error 1205).
 SET LOCK_TIMEOUT {{ lit(commit_lock_wait_ms) }};
+SET DEADLOCK_PRIORITY LOW;
 SET XACT_ABORT ON
 BEGIN TRY
     BEGIN TRANSACTION
