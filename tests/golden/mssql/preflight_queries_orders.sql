@@ -127,12 +127,22 @@ GO
 --   column        a column property the staging tables do not have (name: the column, detail:
 --                 the property: ROWGUIDCOL, FILESTREAM, an XML schema collection, ANSI_PADDING
 --                 OFF on a char, varchar, binary or varbinary column): SWITCH needs it the same
---                 on both tables.
+--                 on both tables;
+--   permission    a permission the commit's statements need that the login running the
+--                 pre-flight (the one the run uses) lacks (name: the permission, detail: the
+--                 database user): ALTER on the table for TRUNCATE TABLE and SWITCH ("ALTER TABLE
+--                 permissions apply to both tables involved in an ALTER TABLE SWITCH
+--                 statement"), ALTER ANY DATASPACE for the partition function's SPLIT and MERGE
+--                 and the scheme's NEXT USED (ALTER PARTITION FUNCTION, Permissions).
+--                 HAS_PERMS_BY_NAME answers with the effective permission, implied ones (CONTROL
+--                 on the database, db_owner, db_ddladmin) included.
 -- https://learn.microsoft.com/en-us/sql/t-sql/statements/truncate-table-transact-sql
 -- https://learn.microsoft.com/en-us/sql/t-sql/statements/alter-table-transact-sql (SWITCH)
 -- https://learn.microsoft.com/en-us/sql/relational-databases/tables/temporal/partitioning
 -- https://learn.microsoft.com/en-us/previous-versions/sql/sql-server-2008-r2/ms191160(v=sql.105)
 --   (the structure both tables of a SWITCH must share)
+-- https://learn.microsoft.com/en-us/sql/t-sql/statements/alter-partition-function-transact-sql#permissions
+-- https://learn.microsoft.com/en-us/sql/t-sql/functions/has-perms-by-name-transact-sql
 -- Values are parameters: the target's name, once, in the CTE.
 WITH target AS (SELECT OBJECT_ID(?, N'U') AS id)
 SELECT N'check' AS kind, cc.name, cc.[definition] AS detail, CONVERT(int, cc.is_disabled) AS flag
@@ -184,5 +194,14 @@ CROSS APPLY (VALUES (N'ROWGUIDCOL', CONVERT(int, c.is_rowguidcol)),
                     (N'ANSI_PADDING OFF', CASE WHEN c.is_ansi_padded = 0
                                                     AND TYPE_NAME(c.system_type_id) IN (N'char', N'varchar', N'binary', N'varbinary')
                                                THEN 1 ELSE 0 END)) AS p (property, [set])
-WHERE p.[set] = 1;
+WHERE p.[set] = 1
+UNION ALL
+SELECT N'permission', N'ALTER', USER_NAME(), 0
+FROM target
+WHERE HAS_PERMS_BY_NAME(QUOTENAME(OBJECT_SCHEMA_NAME(target.id)) + N'.' + QUOTENAME(OBJECT_NAME(target.id)),
+                        N'OBJECT', N'ALTER') = 0
+UNION ALL
+SELECT N'permission', N'ALTER ANY DATASPACE', USER_NAME(), 0
+FROM target
+WHERE target.id IS NOT NULL AND HAS_PERMS_BY_NAME(NULL, NULL, N'ALTER ANY DATASPACE') = 0;
 GO

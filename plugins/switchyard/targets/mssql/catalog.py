@@ -372,7 +372,17 @@ def dependency_findings(t: TargetTable, where: str, spec_table) -> tuple[list[st
             problems.append(f"{where}: column {d.name} has {d.detail}: SWITCH needs the same on the staging "
                             f"tables, which Switchyard creates without it; make {d.name} a plain column of the "
                             f"spec's type for the load, or leave {where} out of this run")
+        elif d.kind == "permission" and d.name == "ALTER ANY DATASPACE":
+            problems.append(f"{where}: the run's database user {d.detail} lacks ALTER ANY DATASPACE, which the "
+                            f"commit's SPLIT and MERGE of the partition function and NEXT USED of its scheme need; "
+                            f"GRANT ALTER ANY DATASPACE TO {_bracketed(d.detail)}, or run as a user of db_ddladmin")
     return problems, notes
+
+
+def _bracketed(name: str | None) -> str:
+    """A name for a statement the refusal prints for a DBA to run (never run by Switchyard), as
+    QUOTENAME writes it: in brackets, a closing bracket doubled."""
+    return "[" + str(name).replace("]", "]]") + "]"
 
 
 def truncate_problems(t: TargetTable, where: str) -> list[str]:
@@ -394,6 +404,10 @@ def truncate_problems(t: TargetTable, where: str) -> list[str]:
             problems.append(f"{where}: change data capture tracks it: TRUNCATE TABLE refuses such a table; disable "
                             f"it for the load (sys.sp_cdc_disable_table) and enable it after, or leave {where} out "
                             f"of this run")
+        elif d.kind == "permission" and d.name == "ALTER":
+            problems.append(f"{where}: the run's database user {d.detail} lacks ALTER on it, which TRUNCATE TABLE "
+                            f"and SWITCH need; GRANT ALTER ON {'.'.join(map(_bracketed, where.split('.', 1)))} TO "
+                            f"{_bracketed(d.detail)}")
         elif d.kind == "replication":
             problems.append(f"{where} is published or subscribed for replication: TRUNCATE TABLE refuses a "
                             f"published table and SWITCH needs the publication's allow_partition_switch; take it "

@@ -72,11 +72,23 @@ def with_column(name, **changes):
      "tpch.orders: CHECK constraint CK_orders_recent ([o_orderdate]>=dateadd(year,(-1),getdate())): SWITCH needs "
      "every staging table to carry it"),
     (("check", "CK_orders_other", "([o_comment]<>[x])", 0), "CHECK constraint CK_orders_other"),
+    # The run's user without the permissions the commit's statements need: found before any load.
+    (("permission", "ALTER", "loader", 0),
+     "tpch.orders: the run's database user loader lacks ALTER on it, which TRUNCATE TABLE and SWITCH need"),
+    (("permission", "ALTER ANY DATASPACE", "load]er", 0),
+     "tpch.orders: the run's database user load]er lacks ALTER ANY DATASPACE, which the commit's SPLIT and MERGE of "
+     "the partition function and NEXT USED of its scheme need"),
 ])
 def test_each_dependency_that_breaks_the_commit_is_refused_naming_it_and_the_fix(dependency, expected):
     text = refused([dependency])
     assert expected in text, text
     assert "; " in text.split(expected)[1] or "out of this run" in text or "after" in text  # the fix follows
+
+
+def test_a_missing_permission_names_the_grant_that_gives_it():
+    assert "; GRANT ALTER ON [tpch].[orders] TO [loader]" in refused([("permission", "ALTER", "loader", 0)])
+    assert "; GRANT ALTER ANY DATASPACE TO [load]]er], or run as a user of db_ddladmin" in refused(
+        [("permission", "ALTER ANY DATASPACE", "load]er", 0)])
 
 
 def test_a_computed_column_is_refused_and_an_identity_is_a_note():
