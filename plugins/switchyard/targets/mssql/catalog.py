@@ -17,7 +17,6 @@ from switchyard.targets.mssql.keys import KeyType
 from switchyard.targets.mssql.tsql import writable_name
 from switchyard.targets.mssql.window import Partition, compression_of
 
-_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_@#$]{0,127}$")
 _TYPE = re.compile(r"^[a-z0-9_]+$")
 _COLLATION = re.compile(r"^[A-Za-z0-9_]+$")
 _LENGTH_BYTES = {"char", "varchar", "binary", "varbinary"}
@@ -117,8 +116,8 @@ def column_type(type_name: str, max_length: int, precision: int, scale: int) -> 
 
 
 def _name(value: str) -> str:
-    if not isinstance(value, str) or not _NAME.match(value):
-        raise ValueError(f"{value!r}: a name Switchyard does not write into T-SQL (letters, digits, _ only)")
+    if not writable_name(value):
+        raise ValueError(f"{value!r}: a name Switchyard does not write into T-SQL (letters, digits, _ @ # $ only)")
     return value
 
 
@@ -224,9 +223,7 @@ def shape_problems(t: TargetTable, where: str, spec_table, key: KeyType, key_sql
     if t.partition_column != spec_table.key:
         problems.append(f"{where} is partitioned on {t.partition_column}, the spec on {spec_table.key}: rename or "
                         f"drop it, or change the spec's key")
-    unwritable = sorted({n for n in (t.function, t.scheme, *t.function_schemes, *(p.filegroup for p in t.partitions),
-                                     *(i.name for i in t.indexes), *(c.name for c in t.columns),
-                                     *(fg for _, _, fg in t.misplaced)) if n is not None and not writable_name(n)})
+    unwritable = _unwritable_names(t)
     if unwritable:
         problems.append(f"{where}: its partition function, scheme, filegroups, indexes or columns include "
                         f"{', '.join(repr(n) for n in unwritable)}: Switchyard writes a catalog name into T-SQL only "
@@ -284,6 +281,14 @@ def shape_problems(t: TargetTable, where: str, spec_table, key: KeyType, key_sql
             problems.append(f"{where}: index {index.name} is disabled: SWITCH needs it enabled (ALTER INDEX "
                             f"{index.name} ON {where} REBUILD) or dropped")
     return problems
+
+
+def _unwritable_names(t: TargetTable) -> list[str]:
+    """The catalog names of the table's partitioning, indexes and columns that the commit's T-SQL
+    could not write (tsql.quote_name refuses them)."""
+    names = (t.function, t.scheme, *t.function_schemes, *(p.filegroup for p in t.partitions),
+             *(i.name for i in t.indexes), *(c.name for c in t.columns), *(fg for _, _, fg in t.misplaced))
+    return sorted({n for n in names if n is not None and not writable_name(n)})
 
 
 def staging_constraint_name(staging_table: str, index: str) -> str:
@@ -348,7 +353,7 @@ def dependency_findings(t: TargetTable, where: str, spec_table) -> tuple[list[st
         if d.kind == "check":
             if d.flag:
                 notes.append(f"{where}: CHECK constraint {d.name} is disabled: the staging tables do not carry it")
-            elif check_copy(d.detail, names) is None or not _NAME.match(d.name):
+            elif check_copy(d.detail, names) is None or not writable_name(d.name):
                 problems.append(f"{where}: CHECK constraint {d.name} {d.detail}: SWITCH needs every staging table to "
                                 f"carry it, and Switchyard copies only definitions made of the table's columns, "
                                 f"literals, comparisons, arithmetic, AND, OR, NOT, IN, BETWEEN, LIKE and IS NULL; "

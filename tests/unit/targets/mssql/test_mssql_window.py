@@ -356,7 +356,7 @@ def test_the_target_is_checked_against_the_spec_from_the_catalog():
             ({"schemes": ("ps_tpch_orders", "ps orders-2026")}, "include 'ps orders-2026': Switchyard writes a "
                                                                "catalog name into T-SQL only as letters, digits"),
             ({"indexes": [(2, "ix]cust", "NONCLUSTERED", 0, 0, 0, 0, 0, None, 1, "o_custkey", 1, 0, 0)]},
-             "tpch.orders: 'ix]cust': a name Switchyard does not write into T-SQL (letters, digits, _ only); "
+             "tpch.orders: 'ix]cust': a name Switchyard does not write into T-SQL (letters, digits, _ @ # $ only); "
              "rename it (sp_rename)")):
         with pytest.raises(TargetError, match=re.escape(expected)):
             a.preflight(ScriptedCatalog(a, layout_of({"b1": even(2)}), **kwargs), plan)
