@@ -493,6 +493,29 @@ def test_the_field_check_refuses_exactly_the_times_the_server_would_change(pg_ur
             assert (check(text) is None) == (_instant(stored) == _instant(text)), (text, stored, check(text))
 
 
+DECIMALS = {"numeric(10,3)": ["12.345", "12.3456", "0012.300", "1.2345e1", "1.23456e1", "1e-3", "1e-4", "1e2", "0e5",
+                             "-1.5E+2", "0.00100e2", "1234567e0", "12345678e0"],
+            "numeric(5,2)": ["999.99", "9999e-1", "99999e-3", "999.995"]}
+
+
+@pytest.mark.parametrize("sql_type", sorted(DECIMALS))
+def test_the_field_check_refuses_exactly_the_decimals_the_server_would_change(pg_uri, sql_type):
+    """Each number through the server's numeric input: a value the check passes comes back as the
+    same number; one it refuses comes back rounded, or is an error the load would stop at. An
+    exponent is counted as the digits it stands for (1.23456e1 is 12.3456: rounded to 12.346)."""
+    from decimal import Decimal
+    from switchyard.core.fields import field_check
+    check = field_check(sql_type)
+    with psycopg.connect(pg_uri, autocommit=True) as conn:
+        for text in DECIMALS[sql_type]:
+            try:
+                stored = conn.execute(f"SELECT %s::{sql_type}::text", (text,)).fetchone()[0]
+            except psycopg.errors.NumericValueOutOfRange:
+                assert check(text) is not None, text     # refused before the load that would stop at it
+                continue
+            assert (check(text) is None) == (Decimal(stored) == Decimal(text)), (text, stored, check(text))
+
+
 # --- a file's UTF-8 byte order mark: not data, so refused before any load where it would be --
 def _lookup_batch(tmp_path: Path, name: str, data: bytes, **fmt):
     """A batch of one lookup table keyed by a text code, its one file holding `data`."""

@@ -5,7 +5,8 @@ load failing on it.
 Checked, on every target the spec declares a type for: the record's field count; a field in a
 NOT NULL column or one that is not the NULL marker, against an integer type (digits, the type's
 range), a decimal type (a number, no more integer digits than its precision leaves and no more
-digits after the point than its scale keeps: the servers round those away silently), a floating
+digits after the point than its scale keeps: the servers round those away silently; a number
+with an exponent counted as the digits it stands for), a floating
 point type (a number), a date or time type written as ISO 8601 (a real calendar date, a real
 time of day, and nothing finer than the type keeps: the servers round a time to their precision
 and drop a date's time of day silently; no time zone after it, which both drop silently from a
@@ -115,13 +116,16 @@ def _full_check(sql_type: str, base: str, size: str | None, scale: str | None, n
             if not n or not (n.group(1) or n.group(2)):
                 return f"not a decimal number ({sql_type})"
             if "e" in text.lower():
-                return None     # an exponent: the server decides what it reads it as
-            digits = n.group(1).lstrip("0")
-            if whole is not None and len(digits) > whole:
-                return f"{len(digits)} digits before the point, {sql_type} holds {whole}"
-            fraction = (n.group(2) or "").rstrip("0")
-            if kept is not None and len(fraction) > kept:
-                return (f"{len(fraction)} digits after the point, {sql_type} keeps {kept}: the load would round "
+                # PostgreSQL reads an exponent into numeric and rounds it to the scale like any
+                # other number (1.23456e1 into numeric(10,3) is 12.346, 1e-4 is 0.000): the
+                # digits it stands for are counted as written out.
+                before, after = _digit_counts(text.strip())
+            else:
+                before, after = len(n.group(1).lstrip("0")), len((n.group(2) or "").rstrip("0"))
+            if whole is not None and before > whole:
+                return f"{before} digits before the point, {sql_type} holds {whole}"
+            if kept is not None and after > kept:
+                return (f"{after} digits after the point, {sql_type} keeps {kept}: the load would round "
                         f"it to another value without an error")
             return None
         return decimal
@@ -145,6 +149,23 @@ def _full_check(sql_type: str, base: str, size: str | None, scale: str | None, n
             return f"{len(text)} characters, {sql_type} holds {limit}"
         return characters
     return None
+
+
+def _digit_counts(text: str) -> tuple[int, int]:
+    """The digits a number with an exponent stands for before and after the point, as written out
+    without leading or trailing zeros: `1.23456e1` (12.3456) is (2, 4), `1e-4` (0.0001) is (0, 4).
+    Counted, never written out: `1e999999999` is a billion digits."""
+    from decimal import Decimal
+    # as_tuple() applies no context: no rounding, no overflow, whatever the exponent.
+    _, digits, exponent = Decimal(text).as_tuple()
+    written = "".join(map(str, digits)).lstrip("0")
+    if not written:
+        return 0, 0
+    significant = written.rstrip("0")
+    exponent += len(written) - len(significant)
+    if exponent >= 0:
+        return len(significant) + exponent, 0
+    return max(len(significant) + exponent, 0), -exponent
 
 
 def _kept_fraction(base: str, size: str | None, neutral: bool, sql_type: str = "") -> tuple[int, str]:
