@@ -182,20 +182,22 @@ def _when(sql_type: str, base: str, size: str | None, neutral: bool) -> Check:
     kept, named = _kept_fraction(base, size, neutral, sql_type)
 
     def when(text: str) -> str | None:
-        zoned = _ZONED.match(text.strip())
+        field = text.strip()
+        zoned = _ZONED.match(field)
         if zoned:
             # PostgreSQL ignores a zone in a value of a type without one, without an error
             # ("silently ignore any time zone indication", Date/Time Types, Time Stamps), and SQL
             # Server's conversion of such a string to datetime2, datetime, date or time drops it
             # (the datetimeoffset reference's example casts one string to each type).
             return (f"a time zone ({zoned.group(2)}): {sql_type} keeps none, the load would drop it without an "
-                    f"error and keep {zoned.group(1)}; write every time in one zone without it, or declare a type with a zone")
-        if text.strip().lower() in _LOAD_TIME:
+                    f"error and keep {zoned.group(1)}; write every time in one zone without it, or declare a "
+                    f"type with a zone")
+        if field.lower() in _LOAD_TIME:
             return (f"a word PostgreSQL reads as the load's own date or time: the row would hold when it was "
                     f"loaded, not a value of the file")
         if base in _TIMES:
-            return _clock_problem(text.strip(), sql_type, base, kept, named)
-        d = _ISO_DAY.match(text.strip())
+            return _clock_problem(field, sql_type, base, kept, named)
+        d = _ISO_DAY.match(field)
         if d is None:
             return None     # another form: the server decides
         try:
