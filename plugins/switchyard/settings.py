@@ -219,6 +219,12 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("SWITCHYARD_LEASE_TTL_SECONDS", "lease_ttl_seconds", _positive_int, 1800,
             "A run's lease on its target schema lapses after this long without a step renewing it "
             "(a dead run frees the schema by itself).", STEPS, "seconds"),
+    Setting("SWITCHYARD_LEASE_TAKEOVER_SECONDS", "lease_takeover_seconds", _non_negative_float, 60.0,
+            "When the lease is held by a run Airflow reports as ended (failed, marked failed in the "
+            "UI, or succeeded without its stats task giving the lease up), `setup.plan` waits this "
+            "long and takes the lease over if no step of that run renewed it meanwhile, instead of "
+            "waiting for the TTL. A step of that run still running when the run was marked failed "
+            "is stopped by Airflow within seconds; one that renews the lease keeps it.", STEPS, "seconds"),
     Setting("SWITCHYARD_PROGRESS_SECONDS", "progress_seconds", float, 5.0,
             "Interval between a long load's progress lines in its task log.", STEPS, "seconds"),
     Setting("SWITCHYARD_VALIDATION", "validation", _choice("load", "constraints", "full"), "load",
@@ -281,6 +287,7 @@ class Settings:
     lease_retries: int
     lease_retry_seconds: float
     lease_ttl_seconds: int
+    lease_takeover_seconds: float
     progress_seconds: float
     validation: str
     check_fields_mb: float

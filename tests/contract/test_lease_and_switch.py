@@ -77,6 +77,32 @@ def test_a_second_run_waits_and_a_lapsed_lease_is_taken_over(engine, plan):
         dead.load(stream, folder / stream.file)
 
 
+def test_an_ended_runs_lease_goes_only_if_that_run_did_not_renew_it_since(engine, plan):
+    """What setup.plan does with a lease whose run Airflow reports ended (airflow/operators.py):
+    the row found is deleted only if it is still that row, never a renewed one."""
+    plan, _ = plan
+    stream = plan.stream("orders", 1)
+    ended, b = engine.make(SPEC, "dag/run-ended"), engine.make(SPEC, "dag/run-b")
+    ended.setup(plan)
+    with pytest.raises(LeaseHeld) as first:
+        b.setup(plan)
+    assert (first.value.holder, first.value.expires_at) == ("dag/run-ended", ended.lease()[3])
+
+    time.sleep(0.05)
+    ended.prepare(stream)  # a step of it still running renews the lease: it stays
+    assert b.end_lease_of(first.value) is False
+    assert ended.lease()[0] == "dag/run-ended"
+
+    with pytest.raises(LeaseHeld) as again:
+        b.hold_lease()
+    assert b.end_lease_of(again.value) is True
+    assert b.lease() is None
+    b.setup(plan)
+    assert b.lease()[0] == "dag/run-b"
+    with pytest.raises(LeaseHeld, match="being loaded by run dag/run-b"):
+        ended.prepare(stream)
+
+
 @pytest.mark.parametrize("mode", ["batch", "table"])
 def test_a_retried_switch_finds_it_done_and_changes_nothing(engine, plan, mode):
     plan, folder = plan

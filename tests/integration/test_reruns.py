@@ -354,6 +354,51 @@ print(round(time.monotonic() - started, 2))
 """
 
 
+def _set_lease(uri: str, schema: str, holder: str) -> tuple:
+    """The schema's lease as a live run of `holder` leaves it (renewed now, 30 minutes to go)."""
+    with psycopg.connect(uri, autocommit=True) as conn:
+        conn.execute("DELETE FROM switchyard.run_lease WHERE target_schema = %s", (schema,))
+        return conn.execute("INSERT INTO switchyard.run_lease (target_schema, holder, batch, acquired_at, expires_at) "
+                            "VALUES (%s, %s, 'b', now(), now() + interval '30 minutes') RETURNING holder, expires_at",
+                            (schema, holder)).fetchone()
+
+
+def test_a_lease_left_by_a_run_that_ended_is_taken_over_without_waiting_for_its_ttl(pg_uri, data_root, tpch_batch,
+                                                                                    schema, tmp_path):
+    """A run marked failed while it loads (the UI's "mark failed") never reaches its stats task, and
+    its lease stayed until the TTL (30 minutes). The next run's plan asks Airflow about the holder:
+    an ended run's lease is taken over; one this Airflow does not know is still waited for."""
+    from helpers import edit_manifest, run_dag
+    name, folder = tpch_batch
+    bad = copy_batch(folder, data_root / f"{name}-miscounted-{schema}")
+    edit_manifest(bad, "orders", 1, rows=1)
+    # No retry of the lease's wait (five minutes apart): a held lease fails the run at once.
+    env = {"SWITCHYARD_LEASE_RETRIES": "0", "SWITCHYARD_LEASE_TAKEOVER_SECONDS": "1"}
+    conf = {"tables": ["orders"]}
+    # A run that ended failed, after its setup made the control tables: refused at the pre-flight.
+    failed = run_dag(pg_uri, data_root, schema, 3, {**conf, "batch": bad.name}, tmp_path / "failed", extra_env=env)
+    assert failed.returncode != 0 and failed.stats is not None, failed.output[-3000:]
+    ended = f"switchyard_tpch/{failed.stats['run_id']}"
+
+    # A holder this Airflow has no run of (another deployment's, a lease taken by hand): waited for.
+    elsewhere = _set_lease(pg_uri, schema, "switchyard_tpch/manual__elsewhere")
+    waits = run_dag(pg_uri, data_root, schema, 3, {**conf, "batch": name}, tmp_path / "waits", extra_env=env)
+    assert waits.returncode != 0
+    assert "is being loaded by run switchyard_tpch/manual__elsewhere" in waits.output, waits.output[-3000:]
+    with psycopg.connect(pg_uri) as conn:
+        assert conn.execute("SELECT holder, expires_at FROM switchyard.run_lease WHERE target_schema = %s",
+                            (schema,)).fetchone() == elsewhere
+
+    # The failed run's lease: taken over, the batch loaded, the lease given up at the end.
+    _set_lease(pg_uri, schema, ended)
+    loaded = run_dag(pg_uri, data_root, schema, 3, {**conf, "batch": name}, tmp_path / "loaded", extra_env=env)
+    assert loaded.returncode == 0, loaded.output[-4000:]
+    assert f"the run lease of the failed run {ended} was given up: this run takes it" in loaded.output
+    files = sorted((folder / "orders").glob("*.tbl"))
+    assert fingerprint(pg_uri, schema, ["orders"])["orders"][0] == sum(line_count(f) for f in files)
+    assert run_lease(pg_uri, schema) is None
+
+
 def test_a_metadata_write_waits_out_another_process_lock_on_sqlite(tmp_path, monkeypatch):
     """The local Airflow's SQLite writers wait for another writer's lock (up to 30 s) instead
     of failing after pysqlite's 5 s with "database is locked"."""

@@ -223,16 +223,65 @@ class PlanBatchOperator(_TargetOperator):
             folder, plan, problems = steps.check_batch(spec, tables, name, self.streams)
         self.bind_run(context)
         adapter = self.adapter()
+        from switchyard.targets import LeaseHeld
         try:
             # The pre-flight (the batch's ranges against the target's partitions) is part of
             # setup: a batch its table's mode does not allow fails here, before any load, with
             # the problems found above.
-            run = steps.set_up(adapter, plan, problems, name, folder, tables)
+            try:
+                run = steps.set_up(adapter, plan, problems, name, folder, tables)
+            except LeaseHeld as held:
+                if not take_over_ended_lease(context["ti"], adapter, held):
+                    raise
+                run = steps.set_up(adapter, plan, problems, name, folder, tables)
             self._done = {"plan": run}
             return run
         except Exception as exc:
             self.fail_if_permanent(exc)
             raise
+
+
+# The states of an Airflow run that has ended: none of its tasks is started again.
+ENDED_RUN_STATES = ("failed", "success")
+
+
+def ended_run_state(ti: Any, holder: str) -> str | None:
+    """The state of the lease holder's run (`<dag_id>/<run_id>`) if Airflow reports it ended; None
+    while it runs or is queued, and where this Airflow does not know it (another deployment's
+    run, a lease taken outside Airflow): such a lease is only ever left to lapse."""
+    dag_id, sep, run_id = holder.partition("/")
+    if not sep:
+        return None
+    try:
+        state = ti.get_dagrun_state(dag_id=dag_id, run_id=run_id)
+    except Exception as exc:  # noqa: BLE001 - not found, or the API unreachable: keep waiting
+        log.info("the lease holder %s is not a run this Airflow reports (%s): its lease is left to lapse",
+                 holder, exc)
+        return None
+    state = str(getattr(state, "value", state))
+    return state if state in ENDED_RUN_STATES else None
+
+
+def take_over_ended_lease(ti: Any, adapter: Any, held: Any) -> bool:
+    """True once the lease `held` is deleted because its run has ended (failed, marked failed, or
+    succeeded without its stats task giving the lease up), so this run need not wait for the
+    lease's TTL. The wait before it gives a step of that run still running when the run was
+    marked failed the time Airflow takes to stop it; a renewal meanwhile (the same expiry no
+    longer) keeps the lease with that run, and this run waits its turn as before."""
+    state = ended_run_state(ti, held.holder)
+    if state is None:
+        return False
+    wait = settings.get().lease_takeover_seconds
+    log.warning("the run lease on the target schema is held by run %s, which Airflow reports %s; taking it "
+                "over unless a step of that run renews it in the next %g s (SWITCHYARD_LEASE_TAKEOVER_SECONDS)",
+                held.holder, state, wait)
+    time.sleep(wait)
+    if adapter.end_lease_of(held):
+        log.warning("the run lease of the %s run %s was given up: this run takes it", state, held.holder)
+        return True
+    log.warning("run %s renewed its lease meanwhile: a step of it is still running; this run waits its turn",
+                held.holder)
+    return False
 
 
 @contextmanager

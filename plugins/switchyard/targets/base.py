@@ -38,7 +38,13 @@ class TargetError(RuntimeError):
 
 
 class LeaseHeld(TargetError):
-    """Another run holds the target schema: worth retrying later, it is not a data fault."""
+    """Another run holds the target schema: worth retrying later, it is not a data fault.
+    `holder` and `expires_at` are the lease row as the claim found it."""
+
+    def __init__(self, message: str, holder: str = "", expires_at: Any = None):
+        super().__init__(message)
+        self.holder = holder
+        self.expires_at = expires_at
 
 
 @dataclass
@@ -441,16 +447,22 @@ class TargetAdapter(ABC):
             f"target schema {self.schema} is being loaded by run {holder} (batch {batch}, since "
             f"{_utc(acquired):%Y-%m-%d %H:%M:%S} UTC); this run waits its turn. The lease lapses at "
             f"{_utc(expires):%Y-%m-%d %H:%M:%S} UTC unless that run renews it; if that run is dead: "
-            f"{' '.join(' '.join(delete).split())}")
+            f"{' '.join(' '.join(delete).split())}", holder=holder, expires_at=expires)
 
     def release_lease(self) -> None:
         """Give up this run's lease on the target schema (the stats task, at the run's end)."""
         if self.lease_holder:
-            self.drop_lease()
+            self.drop_lease(self.lease_holder)
+
+    def end_lease_of(self, held: LeaseHeld) -> bool:
+        """Delete the lease `held` found, if it is still that row: the same holder, not renewed
+        since (its expiry unchanged). For a holder known to have ended; True if it went."""
+        return self.drop_lease(held.holder, held.expires_at) > 0
 
     @abstractmethod
-    def drop_lease(self) -> None:
-        """Run `lease_release.sql` for this schema and holder."""
+    def drop_lease(self, holder: str, expires_at: Any = None) -> int:
+        """Run `lease_release.sql` for this schema and `holder` (with `expires_at`: only a row
+        not renewed since it was read); the rows deleted."""
 
     def prove_target_uniques(self, stream: StreamPlan) -> list[dict[str, Any]]:
         """The target's unique indexes besides the spec's (a DBA's), checked on the staging table

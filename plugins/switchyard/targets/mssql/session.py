@@ -122,10 +122,12 @@ class MssqlSession:
                 raise TargetError(f"{self.control_schema}.run_lease is missing: did setup.plan run?") from exc
             raise TargetError(f"renewing the run lease on {self.schema} failed: {_message(exc)}") from exc
 
-    def drop_lease(self) -> None:
-        statement, = self.render("lease_release.sql", schema_literal=None)
+    def drop_lease(self, holder: str, expires_at: Any = None) -> int:
+        unrenewed = expires_at is not None
+        statement, = self.render("lease_release.sql", schema_literal=None, unrenewed=unrenewed)
         with self.connection() as conn:
-            drain(conn.cursor().execute(statement, self.schema, self.lease_holder))
+            return drain(conn.cursor().execute(statement, self.schema, holder,
+                                               *([expires_at] if unrenewed else [])))[0]
 
     def lease(self) -> tuple | None:
         """(holder, batch, acquired_at, expires_at) of the schema's lease, if any."""

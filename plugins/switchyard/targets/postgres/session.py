@@ -168,10 +168,12 @@ class PostgresSession:
         except psycopg_errors().UndefinedTable as exc:
             raise TargetError(f"{self.control_schema}.run_lease is missing: did setup.plan run?") from exc
 
-    def drop_lease(self) -> None:
+    def drop_lease(self, holder: str, expires_at: Any = None) -> int:
+        unrenewed = expires_at is not None
         with self.connection() as conn, conn.transaction(), conn.cursor() as cur:
-            for stmt in self.render("lease_release.sql", schema_literal=None):
-                cur.execute(stmt, self.lease_params())
+            statement, = self.render("lease_release.sql", schema_literal=None, unrenewed=unrenewed)
+            cur.execute(statement, {"schema": self.schema, "holder": holder, "expires_at": expires_at})
+            return cur.rowcount
 
     def lease(self) -> tuple | None:
         """(holder, batch, acquired_at, expires_at) of the schema's lease, if any."""
