@@ -31,7 +31,12 @@ stream's CHECK (its smallest key) meet with nothing between them and nothing sha
 Literals in expressions (a CHECK, $PARTITION) are typed: CONVERT(<type>, '<ISO 8601 text>',
 <style>), style 23 (yyyy-mm-dd) for date and 126 (yyyy-mm-ddThh:mi:ss[.fff...]) for the
 others, which the server reads the same under every SET LANGUAGE and SET DATEFORMAT
-(https://learn.microsoft.com/en-us/sql/t-sql/functions/cast-and-convert-transact-sql). A
+(https://learn.microsoft.com/en-us/sql/t-sql/functions/cast-and-convert-transact-sql). Both
+are deterministic, so a CHECK holding them is a constant range the switch can compare with the
+partition's: CONVERT is nondeterministic only where one side is datetime or smalldatetime, the
+other a string, and the style one of those below 100 other than 20 and 21 (or 106, 107, 109,
+113); style 23 converts to date, never to those two, and they get style 126
+(https://learn.microsoft.com/en-us/sql/relational-databases/user-defined-functions/deterministic-and-nondeterministic-functions). A
 partition function's boundary values are the same ISO 8601 text (`boundary`), converted by the
 server to the function's parameter type.
 """
