@@ -34,8 +34,8 @@ others, which the server reads the same under every SET LANGUAGE and SET DATEFOR
 (https://learn.microsoft.com/en-us/sql/t-sql/functions/cast-and-convert-transact-sql). Both
 are deterministic, so a CHECK holding them is a constant range the switch can compare with the
 partition's: CONVERT is nondeterministic only where one side is datetime or smalldatetime, the
-other a string, and the style one of those below 100 other than 20 and 21 (or 106, 107, 109,
-113); style 23 converts to date, never to those two, and they get style 126
+other a string, and the style 100 or below other than 20 and 21, or 106, 107, 109 or 113;
+style 23 converts to date, never to those two, and they get style 126
 (https://learn.microsoft.com/en-us/sql/relational-databases/user-defined-functions/deterministic-and-nondeterministic-functions). A
 partition function's boundary values are the same ISO 8601 text (`boundary`), converted by the
 server to the function's parameter type.
