@@ -23,7 +23,7 @@ import psycopg
 import pytest
 
 from helpers import publish
-from switchyard.core.batch import count_file, manifest_for, write_manifest
+from switchyard.core.batch import BatchError, count_file, describe_batch, manifest_for, write_manifest
 from switchyard.core.planner import plan_batch
 from switchyard.core.spec import SpecError, parse_spec
 from switchyard.targets.postgres import load as pg_load
@@ -518,16 +518,21 @@ def test_the_field_check_refuses_exactly_the_decimals_the_server_would_change(pg
 
 # --- a file's UTF-8 byte order mark: not data, so refused before any load where it would be --
 def _lookup_batch(tmp_path: Path, name: str, data: bytes, **fmt):
-    """A batch of one lookup table keyed by a text code, its one file holding `data`."""
-    from switchyard.core.batch import describe_batch
+    """A batch of one lookup table keyed by a text code, its one file holding `data`, with the
+    manifest a producer would write for it (`switchyard manifest` refuses a mark the load keeps:
+    it is written here from the file without its mark, with the file's own size)."""
+    from dataclasses import replace
     spec = parse_spec({"name": "bom", "files": "{table}/{table}.{stream}.csv",
                        "format": {"delimiter": ",", "trailing_delimiter": False, "quoting": "csv", **fmt},
                        "tables": {"stations": {"partitioned": False, "key": "code", "columns": [
                            {"name": "code", "type": "varchar(8)"}, {"name": "name", "type": "varchar(40)"}]}}})
     batch = tmp_path / name
     (batch / "stations").mkdir(parents=True)
-    (batch / "stations" / "stations.1.csv").write_bytes(data)
-    write_manifest(batch, describe_batch(batch, spec))
+    path = batch / "stations" / "stations.1.csv"
+    path.write_bytes(data.removeprefix(b"\xef\xbb\xbf"))
+    manifest = describe_batch(batch, spec)
+    path.write_bytes(data)
+    write_manifest(batch, replace(manifest, entries=tuple(replace(e, bytes=len(data)) for e in manifest.entries)))
     return batch, spec
 
 
@@ -558,6 +563,9 @@ def test_a_byte_order_mark_the_load_would_keep_refuses_the_batch_before_any_load
     with psycopg.connect(pg_uri) as conn:
         codes = [r[0] for r in conn.execute(f'SELECT code FROM "{schema}"."stations" ORDER BY name')]
     assert codes == ["\ufeffST001", "ST002"]
+    # The producer's manifest is refused for it the same way.
+    with pytest.raises(BatchError, match=r"line 1, column code: starts with UTF-8's byte order mark"):
+        describe_batch(batch, spec)
     # In a header line the mark is skipped with the line: nothing to refuse.
     batch, spec = _lookup_batch(tmp_path, "header", bom + b"code,name\n" + rows, header_lines=1)
     assert check_batch(batch, spec) == []

@@ -517,7 +517,7 @@ def describe_batch(batch_dir: Path, spec: LoadSpec, tables: Iterable[str] | None
     files pattern finds them, each file's bytes, rows and smallest and largest key, every record
     read. Refuses (BatchError, every problem listed) a table with no files, a partitioned
     table's streams whose key ranges overlap or are out of order, an unpartitioned table in more
-    than one stream."""
+    than one stream, a file starting with a byte order mark the load would keep."""
     chosen = list(tables) if tables else list(spec.table_names)
     entries, problems = [], []
     for name in chosen:
@@ -539,6 +539,8 @@ def describe_batch(batch_dir: Path, spec: LoadSpec, tables: Iterable[str] | None
         previous = None
         for k in streams:
             rel = spec.file_for(name, k)
+            # A manifest is not written for a file that a run would refuse for its start.
+            problems += byte_order_mark(batch_dir / rel, table)
             try:
                 scan = scan_file(batch_dir / rel, table.format, table.key, index, kind)
             except BatchError as exc:
