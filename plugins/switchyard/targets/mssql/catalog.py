@@ -417,6 +417,11 @@ def truncate_problems(t: TargetTable, where: str) -> list[str]:
             problems.append(f"{where} is published or subscribed for replication: TRUNCATE TABLE refuses a "
                             f"published table and SWITCH needs the publication's allow_partition_switch; take it "
                             f"out of the publication for the load, or leave {where} out of this run")
+        elif d.kind == "ledger":
+            problems.append(f"{where} is a ledger table (its column {d.name} is one the ledger generates): TRUNCATE "
+                            f"TABLE and deleting rows, with which the commit replaces or retires its partitions, are "
+                            f"not supported on a ledger table, and it cannot become an ordinary table; load the batch "
+                            f"into a table that is not a ledger table, or leave {where} out of this run")
         elif d.kind == "temporal":
             what = "a history table" if d.flag == 1 else "system-versioned"
             refused = ("SWITCH into it is refused" if d.flag == 1

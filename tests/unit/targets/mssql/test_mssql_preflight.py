@@ -60,6 +60,9 @@ def with_column(name, **changes):
      "which the commit replaces or retires its rows, are refused while SYSTEM_VERSIONING is ON"),
     (("temporal", "orders", "HISTORY_TABLE", 1),
      "tpch.orders is a history table (HISTORY_TABLE): SWITCH into it is refused while SYSTEM_VERSIONING is ON"),
+    (("ledger", "ledger_start_transaction_id", None, 0),
+     "tpch.orders is a ledger table (its column ledger_start_transaction_id is one the ledger generates): TRUNCATE "
+     "TABLE and deleting rows, with which the commit replaces or retires its partitions, are not supported"),
     (("change_tracking", "orders", None, 0),
      "tpch.orders: change tracking is enabled on it: ALTER TABLE SWITCH fails on such a table (Msg 4900)"),
     (("set_option", "ANSI_NULLS", None, 0),

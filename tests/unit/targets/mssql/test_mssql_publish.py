@@ -277,7 +277,8 @@ def test_with_publish_batch_no_switch_commits_and_the_unpartitioned_table_is_sta
     (("indexed_view", "[tpch].[v_nations]", None, 0), "tpch.nation is in the indexed view [tpch].[v_nations]"),
     (("cdc", "nation", None, 0), "tpch.nation: change data capture tracks it"),
     (("replication", "nation", None, 0), "tpch.nation is published or subscribed for replication"),
-    (("temporal", "nation", "SYSTEM_VERSIONED_TEMPORAL_TABLE", 2), "tpch.nation is system-versioned")])
+    (("temporal", "nation", "SYSTEM_VERSIONED_TEMPORAL_TABLE", 2), "tpch.nation is system-versioned"),
+    (("ledger", "ledger_transaction_id", None, 0), "tpch.nation is a ledger table")])
 def test_an_unpartitioned_table_that_truncate_would_refuse_is_refused_at_the_pre_flight(dependency, expected):
     """SCRIPTED: the replace of an unpartitioned table empties it with TRUNCATE TABLE, which the
     dependency refuses; the pre-flight says so before any load."""

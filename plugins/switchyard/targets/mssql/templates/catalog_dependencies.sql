@@ -15,6 +15,11 @@
 --   temporal      a system-versioned table or a history table (detail: temporal_type_desc):
 --                 TRUNCATE and SWITCH OUT are refused on a system-versioned table, SWITCH IN on
 --                 a history table, while SYSTEM_VERSIONING is ON;
+--   ledger        a ledger table (name: one of the columns the ledger generates, GENERATED
+--                 ALWAYS AS TRANSACTION_ID or SEQUENCE_NUMBER, sys.columns.generated_always_type
+--                 7 to 10, in the catalog since SQL Server 2016, unlike sys.tables.ledger_type):
+--                 TRUNCATE TABLE is not supported on a ledger table, nor deleting its rows, and a
+--                 ledger table can never become an ordinary one;
 --   change_tracking  change tracking is enabled on the table: SWITCH fails on it (Msg 4900);
 --   set_option    the table was created with ANSI_NULLS or QUOTED_IDENTIFIER OFF (name: the
 --                 option): SWITCH needs both tables' settings the same, and the staging tables
@@ -34,6 +39,8 @@
 -- https://learn.microsoft.com/en-us/sql/t-sql/statements/truncate-table-transact-sql
 -- https://learn.microsoft.com/en-us/sql/t-sql/statements/alter-table-transact-sql (SWITCH)
 -- https://learn.microsoft.com/en-us/sql/relational-databases/tables/temporal/partitioning
+-- https://learn.microsoft.com/en-us/sql/relational-databases/security/ledger/ledger-limits
+-- https://learn.microsoft.com/en-us/sql/relational-databases/system-catalog-views/sys-columns-transact-sql
 -- https://learn.microsoft.com/en-us/previous-versions/sql/sql-server-2008-r2/ms191160(v=sql.105)
 --   (the structure both tables of a SWITCH must share)
 -- https://learn.microsoft.com/en-us/sql/t-sql/statements/alter-partition-function-transact-sql#permissions
@@ -67,6 +74,11 @@ UNION ALL
 SELECT N'temporal', t.name, t.temporal_type_desc, t.temporal_type
 FROM target JOIN sys.tables AS t ON t.[object_id] = target.id
 WHERE t.temporal_type <> 0
+UNION ALL
+SELECT N'ledger', MIN(c.name), NULL, 0
+FROM target JOIN sys.columns AS c ON c.[object_id] = target.id
+WHERE c.generated_always_type BETWEEN 7 AND 10
+HAVING COUNT(*) > 0
 UNION ALL
 SELECT N'change_tracking', t.name, NULL, 0
 FROM target
