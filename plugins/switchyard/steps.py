@@ -331,13 +331,14 @@ def load(connect: Connect, plan: dict, s: StreamPlan, *, queue: str | None, host
 
 def source_file_problems(plan: dict, s: StreamPlan, spec: LoadSpec, path: Path) -> list[str]:
     """What the plan's check of the batch's files (core/batch.check_files) leaves to the workers
-    of a stream's source, who alone see its files: the stream file's byte order mark, and the
-    files of the same table and source on this worker that the manifest does not list (the plan
-    has no group for them: a run would leave them out and end `success`)."""
-    from switchyard.core.batch import byte_order_mark, files_on_disk, unlisted
+    of a stream's source, who alone see its files: the stream file's start (a byte order mark, a
+    record where the header line should be: core/batch.start_problems), and the files of the
+    same table and source on this worker that the manifest does not list (the plan has no group
+    for them: a run would leave them out and end `success`)."""
+    from switchyard.core.batch import files_on_disk, start_problems, unlisted
     from switchyard.core.planner import group_id
     # A named pipe is read once, by the load: nothing is read from it here.
-    problems = byte_order_mark(path, spec.table(s.table)) if path.is_file() else []
+    problems = start_problems(path, spec.table(s.table)) if path.is_file() else []
     batch_dir = resolve_batch(plan["batch"])
     source = spec.source_of(s.stream)
     for stream, rel in sorted(files_on_disk(batch_dir, spec, s.table).items()):

@@ -577,6 +577,48 @@ def test_a_byte_order_mark_the_load_would_keep_refuses_the_batch_before_any_load
         f"`encoding: utf-8`"]
 
 
+# --- a header line that is a record: a file written without its header -----------------------
+def test_a_file_without_its_header_line_refuses_the_batch_before_any_load(pg_uri, schema, tmp_path):
+    """A producer that writes the header line in its first file only: `header_lines: 1` skips the
+    first record of the others, and a manifest counted the same way (records after the header
+    lines) agrees with the load, so the run would end `success` a record short per file. The
+    line skipped as a header is read: a record of the table (a bigint where a name would be) is
+    refused by the plan's check, `switchyard check` and `switchyard manifest`, naming the file."""
+    from dataclasses import replace
+    from switchyard.core.batch import check_batch, count_file, read_manifest
+    spec = parse_spec({"name": "hdr", "files": "{table}/{table}.{stream}.csv",
+                       "format": {"delimiter": ",", "trailing_delimiter": False, "quoting": "csv", "header_lines": 1},
+                       "tables": {"trips": {"key": "trip_id", "columns": [
+                           {"name": "trip_id", "type": "bigint"}, {"name": "station", "type": "varchar(20)"}]}}})
+    batch = tmp_path / "batch"
+    (batch / "trips").mkdir(parents=True)
+    first, second = batch / "trips" / "trips.1.csv", batch / "trips" / "trips.2.csv"
+    first.write_bytes(b"trip_id,station\n1,Nord\n2,Sud\n")
+    second.write_bytes(b"trip_id,station\n10,Ost\n11,West\n")
+    manifest = describe_batch(batch, spec)
+    write_manifest(batch, manifest)
+    assert check_batch(batch, spec) == []
+    # The second file as its producer writes it, without the header; its manifest entry counted
+    # the way the load reads it: one record, keys 11..11.
+    second.write_bytes(b"10,Ost\n11,West\n")
+    entries = tuple(replace(e, bytes=second.stat().st_size, rows=count_file(second, spec.table("trips").format)[1],
+                            key_min=11) if e.stream == 2 else e for e in manifest.entries)
+    write_manifest(batch, replace(manifest, entries=entries))
+    refusal = (f"{second}: line 1: skipped as a header line (header_lines: 1), but it is a record of trips (column "
+               f"trip_id: '10', a value of bigint, not a name): the load would leave it out; write the file with its "
+               f"header line, or say `header_lines: 0`")
+    assert check_batch(batch, spec) == [refusal]
+    with pytest.raises(BatchError, match=re.escape(refusal)):
+        describe_batch(batch, spec)
+    # What the refusal keeps out: loaded anyway, the record is gone and the count agrees.
+    plan = plan_batch(spec, read_manifest(batch, spec))
+    adapter = PostgresAdapter(spec, uri=pg_uri, schema=schema)
+    adapter.setup(plan)
+    s = plan.stream("trips", 2)
+    adapter.prepare(s)
+    assert adapter.load(s, second).rows == s.rows == 1
+
+
 # --- what already worked, kept: TPC-H files with one fault each ------------------------------
 def _orders_batch(tpch_batch, tmp_path: Path, data: bytes) -> tuple[Path, object]:
     """A one-stream batch of TPC-H orders holding `data` as its file."""

@@ -222,24 +222,36 @@ def check_files(batch_dir: Path, manifest: Manifest, spec: LoadSpec, tables: Ite
                             f"stream {e.stream}): the file changed after the manifest was written, or is "
                             f"incomplete")
         else:
-            problems += byte_order_mark(path, spec.table(e.table))
+            problems += start_problems(path, spec.table(e.table))
     return problems
 
 
-def byte_order_mark(path: Path, table: Table) -> list[str]:
-    """A file that starts with UTF-8's byte order mark (EF BB BF, which some tools write before
-    UTF-8 text) where the load would take it for data: neither server's load skips it. With no
-    header line it would be the start of the first record's first field (a text key `ST001`
-    stored as `\ufeffST001`, joining nothing), and in a file the spec calls latin-1 or cp1252 it
-    says the file is UTF-8: each of its other characters past ASCII would load as two or three
-    others. Three bytes read, so every file is checked whatever the batch's size."""
-    fmt = table.format
+# The longest line read as a header: a longer one is left to the load.
+_HEADER_LINE_MAX = 1 << 20
+_BOM = b"\xef\xbb\xbf"
+
+
+def start_problems(path: Path, table: Table) -> list[str]:
+    """What a file's first lines say before any load, in a few bytes read, so every file is
+    checked whatever the batch's size: a byte order mark the load would keep (`byte_order_mark`),
+    a line the format skips as a header that is a record of the table (`header_record`)."""
     try:
         with _open_counted(path) as fh:
-            start = fh.read(3)
+            head = [fh.readline(_HEADER_LINE_MAX) for _ in range(max(table.format.header_lines, 1))]
     except (BatchError, OSError, EOFError):
         return []   # the load names what is wrong with such a file
-    if start != b"\xef\xbb\xbf":
+    return byte_order_mark(path, table, head[0][:3]) + header_record(path, table, head)
+
+
+def byte_order_mark(path: Path, table: Table, start: bytes) -> list[str]:
+    """A file that starts (`start`, its first three bytes) with UTF-8's byte order mark (EF BB
+    BF, which some tools write before UTF-8 text) where the load would take it for data: neither
+    server's load skips it. With no header line it would be the start of the first record's
+    first field (a text key `ST001` stored as `\ufeffST001`, joining nothing), and in a file the
+    spec calls latin-1 or cp1252 it says the file is UTF-8: each of its other characters past
+    ASCII would load as two or three others."""
+    fmt = table.format
+    if start != _BOM:
         return []
     try:
         encoding = codecs.lookup(fmt.encoding).name
@@ -253,6 +265,39 @@ def byte_order_mark(path: Path, table: Table) -> list[str]:
                 f"which the load would keep as the start of the first field; write the file without it "
                 f"(UTF-8 without BOM), or say `header_lines: 1` if its first line is a header"]
     return []     # in the header line, which the load skips
+
+
+def header_record(path: Path, table: Table, head: list[bytes]) -> list[str]:
+    """The last line the format skips as a header (`head`: the file's first lines), when it is a
+    record of the table: each field fits its column, and one is written as a number, date or
+    time in a column of that type, which no column's name is (fields.reads_as_value). A producer that wrote a file without its header line would lose its
+    first record to the skip, and a manifest counted the same way would not notice. A table of
+    text columns only cannot tell a header from a record: its files pass."""
+    from switchyard.core.fields import RecordCheck, reads_as_value
+    fmt = table.format
+    last = head[-1] if fmt.header_lines else b""
+    if not last or (len(last) >= _HEADER_LINE_MAX and not last.endswith(b"\n")):
+        return []   # no header line, a file that ends before it, or a line too long to be one
+    line = last.removeprefix(_BOM) if fmt.header_lines == 1 else last
+    text = line.decode(fmt.encoding, "surrogateescape").removesuffix("\n").removesuffix("\r")
+    if fmt.quoting == "csv":
+        fields = next(csv.reader([text], delimiter=fmt.delimiter, quotechar='"', doublequote=True), [])
+    else:
+        fields = text.split(fmt.delimiter)
+        if fmt.trailing_delimiter and fields and fields[-1] == "":
+            fields.pop()
+    if RecordCheck(table).problems(fields):
+        return []   # not a record of the table: a header
+    for column, field in zip(table.columns, fields):
+        if column.nullable and field == fmt.null_marker:
+            continue
+        typed = next((t for t in column.types.values() if reads_as_value(t, field)), None)
+        if typed:
+            return [f"{path}: line {fmt.header_lines}: skipped as a header line (header_lines: {fmt.header_lines}), "
+                    f"but it is a record of {table.name} (column {column.name}: {field!r}, a value of {typed}, not "
+                    f"a name): the load would leave it out; write the file with its header line, or say "
+                    f"`header_lines: {fmt.header_lines - 1}`"]
+    return []
 
 
 def unlisted_files(batch_dir: Path, manifest: Manifest, spec: LoadSpec, tables: Iterable[str]) -> list[str]:
@@ -540,7 +585,7 @@ def describe_batch(batch_dir: Path, spec: LoadSpec, tables: Iterable[str] | None
         for k in streams:
             rel = spec.file_for(name, k)
             # A manifest is not written for a file that a run would refuse for its start.
-            problems += byte_order_mark(batch_dir / rel, table)
+            problems += start_problems(batch_dir / rel, table)
             try:
                 scan = scan_file(batch_dir / rel, table.format, table.key, index, kind)
             except BatchError as exc:

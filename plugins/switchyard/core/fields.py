@@ -70,6 +70,21 @@ def field_check(sql_type: str, neutral: bool = False, fast: bool = True) -> Chec
     return passed_or_checked
 
 
+def reads_as_value(sql_type: str, text: str) -> bool:
+    """Whether `text` is written as a value of `sql_type` that no column's name can be: a number
+    in a number type, an ISO 8601 date or time in a date or time type. A line whose field is one
+    is a record, not a header line."""
+    m = _TYPE.match(sql_type.lower())
+    base = m.group(1) if m else ""
+    if base in _INT_BITS or base in ("tinyint", *_DECIMAL, *_FLOAT):
+        return bool(_NUMBER.match(text.strip())) and any(ch.isdigit() for ch in text)
+    if base in _DATES:
+        return bool(_ISO_DAY.match(text.strip()))
+    if base in _TIMES:
+        return bool(_ISO_TIME.match(text.strip()))
+    return False
+
+
 def _accepts(base: str, size: str | None, scale: str | None, neutral: bool) -> str | None:
     """A pattern of the common well-formed fields of the type, each of which the full check
     passes (tests/unit/test_batch_tools.py compares the two on every shape of field it makes);
