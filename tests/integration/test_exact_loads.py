@@ -23,7 +23,7 @@ import psycopg
 import pytest
 
 from helpers import publish
-from switchyard.core.batch import BatchError, count_file, describe_batch, manifest_for, write_manifest
+from switchyard.core.batch import BatchError, count_file, describe_batch, manifest_for, read_manifest, write_manifest
 from switchyard.core.planner import plan_batch
 from switchyard.core.spec import SpecError, parse_spec
 from switchyard.targets.postgres import load as pg_load
@@ -167,7 +167,6 @@ def row_hash(values) -> str:
 def load(pg_uri: str, schema: str, batch: Path, spec, streams: int = 1) -> tuple[PostgresAdapter, list[dict]]:
     """Setup, prepare, load and switch every stream through the real adapter."""
     write_manifest(batch, manifest_for(batch, spec, streams))
-    from switchyard.core.batch import read_manifest
     plan = plan_batch(spec, read_manifest(batch, spec))
     adapter = PostgresAdapter(spec, uri=pg_uri, schema=schema)
     adapter.setup(plan)
@@ -386,7 +385,6 @@ def test_gzip_under_a_plain_name_is_refused_saying_gzip(pg_uri, schema, tmp_path
     path.write_bytes(b"1|DE|a|b|c|1|d|\n")
     write_manifest(batch, manifest_for(batch, spec, 1))
     path.write_bytes(gzip.compress(b"1|DE|a|b|c|1|d|\n"))
-    from switchyard.core.batch import read_manifest
     plan = plan_batch(spec, read_manifest(batch, spec))
     adapter = PostgresAdapter(spec, uri=pg_uri, schema=schema)
     adapter.setup(plan)
@@ -407,7 +405,6 @@ def test_a_broken_gzip_file_fails_clearly(pg_uri, schema, tmp_path):
     path.write_bytes(data)
     write_manifest(batch, manifest_for(batch, spec, 1))
     path.write_bytes(data[: len(data) // 2])
-    from switchyard.core.batch import read_manifest
     plan = plan_batch(spec, read_manifest(batch, spec))
     adapter = PostgresAdapter(spec, uri=pg_uri, schema=schema)
     adapter.setup(plan)
@@ -519,20 +516,16 @@ def test_the_field_check_refuses_exactly_the_decimals_the_server_would_change(pg
 # --- a file's UTF-8 byte order mark: not data, so refused before any load where it would be --
 def _lookup_batch(tmp_path: Path, name: str, data: bytes, **fmt):
     """A batch of one lookup table keyed by a text code, its one file holding `data`, with the
-    manifest a producer would write for it (`switchyard manifest` refuses a mark the load keeps:
-    it is written here from the file without its mark, with the file's own size)."""
-    from dataclasses import replace
+    manifest a producer counts for it (`manifest_for`; `switchyard manifest` would refuse a
+    file the check refuses)."""
     spec = parse_spec({"name": "bom", "files": "{table}/{table}.{stream}.csv",
                        "format": {"delimiter": ",", "trailing_delimiter": False, "quoting": "csv", **fmt},
                        "tables": {"stations": {"partitioned": False, "key": "code", "columns": [
                            {"name": "code", "type": "varchar(8)"}, {"name": "name", "type": "varchar(40)"}]}}})
     batch = tmp_path / name
     (batch / "stations").mkdir(parents=True)
-    path = batch / "stations" / "stations.1.csv"
-    path.write_bytes(data.removeprefix(b"\xef\xbb\xbf"))
-    manifest = describe_batch(batch, spec)
-    path.write_bytes(data)
-    write_manifest(batch, replace(manifest, entries=tuple(replace(e, bytes=len(data)) for e in manifest.entries)))
+    (batch / "stations" / "stations.1.csv").write_bytes(data)
+    write_manifest(batch, manifest_for(batch, spec, 1))
     return batch, spec
 
 
@@ -543,7 +536,6 @@ def test_a_byte_order_mark_the_load_would_keep_refuses_the_batch_before_any_load
     and the column; in a header line, which the load skips, it is no problem."""
     from switchyard.core.batch import check_batch
     from switchyard.core.planner import plan_batch
-    from switchyard.core.batch import read_manifest
     bom, rows = b"\xef\xbb\xbf", b"ST001,Main street\nST002,\xc3\x9cbergang\n"
     batch, spec = _lookup_batch(tmp_path, "no-header", bom + rows)
     path = batch / "stations" / "stations.1.csv"
@@ -585,7 +577,7 @@ def test_a_file_without_its_header_line_refuses_the_batch_before_any_load(pg_uri
     line skipped as a header is read: a record of the table (a bigint where a name would be) is
     refused by the plan's check, `switchyard check` and `switchyard manifest`, naming the file."""
     from dataclasses import replace
-    from switchyard.core.batch import check_batch, count_file, read_manifest
+    from switchyard.core.batch import check_batch
     spec = parse_spec({"name": "hdr", "files": "{table}/{table}.{stream}.csv",
                        "format": {"delimiter": ",", "trailing_delimiter": False, "quoting": "csv", "header_lines": 1},
                        "tables": {"trips": {"key": "trip_id", "columns": [
@@ -619,6 +611,30 @@ def test_a_file_without_its_header_line_refuses_the_batch_before_any_load(pg_uri
     assert adapter.load(s, second).rows == s.rows == 1
 
 
+def test_a_header_line_the_load_would_take_for_a_record_refuses_the_batch_before_any_load(pg_uri, schema, tmp_path):
+    """The other way round: a file with its header line, a spec without `header_lines`. In a
+    table of text columns the header loads as a record, without an error. A first line that is
+    the table's column names, in order, is refused before any load."""
+    from switchyard.core.batch import check_batch
+    batch, spec = _lookup_batch(tmp_path, "names", b"Code,Name\nST001,Main street\n")
+    path = batch / "stations" / "stations.1.csv"
+    refusal = (f"{path}: line 1: the table's column names (code, name), a header line, which the load would take "
+               f"for a record of stations (header_lines: 0); say `header_lines: 1`")
+    assert check_batch(batch, spec) == [refusal]
+    # What the refusal keeps out: loaded anyway, the header is a row of the table.
+    plan = plan_batch(spec, read_manifest(batch, spec))
+    adapter = PostgresAdapter(spec, uri=pg_uri, schema=schema)
+    adapter.setup(plan)
+    s = plan.stream("stations", 1)
+    adapter.prepare(s)
+    assert adapter.load(s, path).rows == s.rows == 2
+    with pytest.raises(BatchError, match=re.escape(refusal)):
+        describe_batch(batch, spec)
+    # With the header line said, the batch is what it holds.
+    batch, spec = _lookup_batch(tmp_path, "said", b"Code,Name\nST001,Main street\n", header_lines=1)
+    assert check_batch(batch, spec) == []
+
+
 # --- what already worked, kept: TPC-H files with one fault each ------------------------------
 def _orders_batch(tpch_batch, tmp_path: Path, data: bytes) -> tuple[Path, object]:
     """A one-stream batch of TPC-H orders holding `data` as its file."""
@@ -646,7 +662,6 @@ def _load_orders(pg_uri, schema, batch, spec, manifest_from: bytes | None = None
         path.write_bytes(damaged)
     else:
         write_manifest(batch, manifest_for(batch, spec, 1, tables=["orders"]))
-    from switchyard.core.batch import read_manifest
     plan = plan_batch(spec, read_manifest(batch, spec), tables=["orders"])
     adapter = PostgresAdapter(spec, uri=pg_uri, schema=schema)
     adapter.setup(plan)

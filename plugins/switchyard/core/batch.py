@@ -234,13 +234,15 @@ _BOM = b"\xef\xbb\xbf"
 def start_problems(path: Path, table: Table) -> list[str]:
     """What a file's first lines say before any load, in a few bytes read, so every file is
     checked whatever the batch's size: a byte order mark the load would keep (`byte_order_mark`),
-    a line the format skips as a header that is a record of the table (`header_record`)."""
+    a line the format skips as a header that is a record of the table (`header_record`), a header
+    line the load would take for a record (`names_record`)."""
     try:
         with _open_counted(path) as fh:
             head = [fh.readline(_HEADER_LINE_MAX) for _ in range(max(table.format.header_lines, 1))]
     except (BatchError, OSError, EOFError):
         return []   # the load names what is wrong with such a file
-    return byte_order_mark(path, table, head[0][:3]) + header_record(path, table, head)
+    return (byte_order_mark(path, table, head[0][:3]) + header_record(path, table, head)
+            + names_record(path, table, head))
 
 
 def byte_order_mark(path: Path, table: Table, start: bytes) -> list[str]:
@@ -278,14 +280,7 @@ def header_record(path: Path, table: Table, head: list[bytes]) -> list[str]:
     last = head[-1] if fmt.header_lines else b""
     if not last or (len(last) >= _HEADER_LINE_MAX and not last.endswith(b"\n")):
         return []   # no header line, a file that ends before it, or a line too long to be one
-    line = last.removeprefix(_BOM) if fmt.header_lines == 1 else last
-    text = line.decode(fmt.encoding, "surrogateescape").removesuffix("\n").removesuffix("\r")
-    if fmt.quoting == "csv":
-        fields = next(csv.reader([text], delimiter=fmt.delimiter, quotechar='"', doublequote=True), [])
-    else:
-        fields = text.split(fmt.delimiter)
-        if fmt.trailing_delimiter and fields and fields[-1] == "":
-            fields.pop()
+    fields = _line_fields(last.removeprefix(_BOM) if fmt.header_lines == 1 else last, fmt)
     if RecordCheck(table).problems(fields):
         return []   # not a record of the table: a header
     for column, field in zip(table.columns, fields):
@@ -298,6 +293,32 @@ def header_record(path: Path, table: Table, head: list[bytes]) -> list[str]:
                     f"a name): the load would leave it out; write the file with its header line, or say "
                     f"`header_lines: {fmt.header_lines - 1}`"]
     return []
+
+
+def names_record(path: Path, table: Table, head: list[bytes]) -> list[str]:
+    """The first line of a file read with no header line (`header_lines: 0`), when it is the
+    table's column names, every one in order (letter case and spaces aside): the file was
+    written with a header, which the load would take for a record (in a table of text columns,
+    without an error)."""
+    fmt = table.format
+    if fmt.header_lines or not head[0] or (len(head[0]) >= _HEADER_LINE_MAX and not head[0].endswith(b"\n")):
+        return []
+    names = [f.strip().lower() for f in _line_fields(head[0].removeprefix(_BOM), fmt)]
+    if names != list(table.column_names):
+        return []
+    return [f"{path}: line 1: the table's column names ({', '.join(table.column_names)}), a header line, which the "
+            f"load would take for a record of {table.name} (header_lines: 0); say `header_lines: 1`"]
+
+
+def _line_fields(raw: bytes, fmt: FileFormat) -> list[str]:
+    """The fields of one line of a file, as the batch's reader splits a record."""
+    text = raw.decode(fmt.encoding, "surrogateescape").removesuffix("\n").removesuffix("\r")
+    if fmt.quoting == "csv":
+        return next(csv.reader([text], delimiter=fmt.delimiter, quotechar='"', doublequote=True), [])
+    fields = text.split(fmt.delimiter)
+    if fmt.trailing_delimiter and fields and fields[-1] == "":
+        fields.pop()
+    return fields
 
 
 def unlisted_files(batch_dir: Path, manifest: Manifest, spec: LoadSpec, tables: Iterable[str]) -> list[str]:
