@@ -635,6 +635,56 @@ def test_a_header_line_the_load_would_take_for_a_record_refuses_the_batch_before
     assert check_batch(batch, spec) == []
 
 
+# --- RFC 4180's quotes: one where none is allowed is refused, not dropped ------------------------
+@pytest.mark.parametrize("line, column, stored", [
+    (b'3,b "x" c\n', "name", "b x c"),        # quotes inside an unquoted field
+    (b'3,"q"r\n', "name", "qr"),               # text after a closing quote
+    (b'3,x""\n', "name", "x"),                 # a doubled quote in an unquoted field
+    (b'""3,x\n', "code", None),                # text after an empty quoted field
+])
+def test_a_quote_where_rfc_4180_allows_none_is_refused_not_dropped(pg_uri, schema, tmp_path, line, column, stored):
+    """PostgreSQL's CSV reader takes a quote RFC 4180 does not allow where it is without an error
+    and drops it: `b "x" c` is stored as `b x c`. Python's csv module, which the batch's check
+    reads records with, keeps it. Such a quote is refused by the check and by the load, naming
+    the file, the line and the column; quotes where RFC 4180 puts them load byte for byte."""
+    from switchyard.core.batch import check_batch
+    good = b'1,"say ""hi"", then ""bye"""\n2,"two\nlines, one field"\n'
+    batch, spec = _lookup_batch(tmp_path, "quotes", b"code,name\n" + good + line, header_lines=1)
+    path = batch / "stations" / "stations.1.csv"
+    said = (f"{path}: line 5, column {column}: a quote where RFC 4180 allows none (quoting: csv): a field holding "
+            f"a quote is quoted whole, each quote in it doubled")
+    problems = check_batch(batch, spec)
+    assert len(problems) >= 1 and problems[0].startswith(said), problems
+    plan = plan_batch(spec, read_manifest(batch, spec))
+    adapter = PostgresAdapter(spec, uri=pg_uri, schema=schema)
+    adapter.setup(plan)
+    s = plan.stream("stations", 1)
+    adapter.prepare(s)
+    with pytest.raises(TargetError) as refused:
+        adapter.load(s, path)
+    assert refused.value.permanent and str(refused.value).startswith(said), str(refused.value)
+    assert "nothing was committed" in str(refused.value)
+    if stored is not None:
+        # What the refusal keeps out: the server's CSV reader, given the line as it is.
+        with psycopg.connect(pg_uri) as conn, conn.cursor() as cur:
+            cur.execute("CREATE TEMP TABLE t (code text, name text)")
+            with cur.copy("COPY t FROM STDIN (FORMAT csv)") as copy:
+                copy.write(line)
+            assert cur.execute("SELECT name FROM t").fetchone() == (stored,)
+    # Without the misplaced quote the same file loads byte for byte.
+    batch, spec = _lookup_batch(tmp_path, "quotes-good", b"code,name\n" + good, header_lines=1)
+    assert check_batch(batch, spec) == []
+    plan = plan_batch(spec, read_manifest(batch, spec))
+    adapter.setup(plan)
+    adapter.prepare(s)
+    assert adapter.load(s, batch / "stations" / "stations.1.csv").rows == 2
+    adapter.switch(s)
+    publish(adapter, plan)
+    with psycopg.connect(pg_uri) as conn:
+        assert conn.execute(f'SELECT code, name FROM "{schema}"."stations" ORDER BY code').fetchall() == [
+            ("1", 'say "hi", then "bye"'), ("2", "two\nlines, one field")]
+
+
 # --- what already worked, kept: TPC-H files with one fault each ------------------------------
 def _orders_batch(tpch_batch, tmp_path: Path, data: bytes) -> tuple[Path, object]:
     """A one-stream batch of TPC-H orders holding `data` as its file."""

@@ -655,10 +655,37 @@ def read_bytes(batch_dir: Path, manifest: Manifest, spec: LoadSpec, tables: Iter
                if e.table in chosen and spec.source_of(e.stream) is None and (batch_dir / e.file).is_file())
 
 
+def misplaced_quote_problem(path: Path, table: Table, offset: int) -> str:
+    """The quote core/files.guard_quotes found at `offset` of the file's data, named by the
+    file's line and the record's column."""
+    from switchyard.core.files import MISPLACED_QUOTE, misplaced_quote
+    line, index = misplaced_quote(path, table.format.header_lines, table.format.delimiter, offset)
+    column = table.columns[index].name if index < len(table.columns) else f"field {index + 1}"
+    return f"{path}: line {line}, column {column}: {MISPLACED_QUOTE}"
+
+
+def quote_problems(path: Path, table: Table) -> list[str]:
+    """A quote of a file with RFC 4180 quoting where RFC 4180 allows none (core/files.guard_quotes):
+    the file's records read by Python's csv module would not show it."""
+    from switchyard.core.files import MisplacedQuote, StreamFileError, data_chunks, guard_quotes, open_source
+    if table.format.quoting != "csv":
+        return []
+    try:
+        with open_source(path) as source:
+            for _ in guard_quotes(data_chunks(source.read, table.format.header_lines), table.format.delimiter):
+                pass
+    except MisplacedQuote as exc:
+        return [misplaced_quote_problem(path, table, exc.offset)]
+    except (StreamFileError, OSError):
+        return []   # the file's read names it
+    return []
+
+
 def read_problems(batch_dir: Path, manifest: Manifest, spec: LoadSpec, tables: Iterable[str]) -> list[str]:
     """Each listed file of `tables` read record by record: its records against the manifest's
     rows, its keys inside the stream's range, every field against its column's type
-    (core/fields.py). A stream on a source's workers is not read here."""
+    (core/fields.py), its quotes against RFC 4180. A stream on a source's workers is not read
+    here."""
     from switchyard.core.fields import RecordCheck
     chosen = list(tables)
     problems = []
@@ -675,6 +702,7 @@ def read_problems(batch_dir: Path, manifest: Manifest, spec: LoadSpec, tables: I
         except BatchError as exc:
             problems.append(str(exc))
             continue
+        problems += quote_problems(path, table)
         problems += [f"{path}: {bad}" for bad in scan.bad_fields]
         if scan.bad_field_count > len(scan.bad_fields):
             problems.append(f"{path}: {scan.bad_field_count - len(scan.bad_fields):,} more bad fields "

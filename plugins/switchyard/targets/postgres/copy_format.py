@@ -30,7 +30,9 @@ with a plain char_length CHECK):
 Both: the trailing delimiter fills a dummy last column (dropped after the load, 1 ms), still
 faster than stripping it while streaming; header lines are skipped here, not by COPY's
 HEADER (one line only), and an error's record number is translated back to the line in the
-file. The rest is PostgreSQL's: encoding conversion (ENCODING), CR LF line ends (detected
+file. With quoting csv every quote is checked against RFC 4180 on its way
+(core/files.guard_quotes): PostgreSQL's CSV reader takes a quote that RFC 4180 does not allow
+where it is (`b "x" c`, `"q"r`, `x""`) without an error and drops it from the field. The rest is PostgreSQL's: encoding conversion (ENCODING), CR LF line ends (detected
 from the first line; a file that mixes LF and CR LF fails), invalid bytes and NUL (fail with
 the line).
 
@@ -49,7 +51,7 @@ import re
 from pathlib import Path
 from typing import Iterator
 
-from switchyard.core.files import is_gzip_name
+from switchyard.core.files import data_chunks, guard_quotes, is_gzip_name
 from switchyard.core.spec import Column, FileFormat
 
 QUOTE = b"\x01"
@@ -122,24 +124,6 @@ def copy_options(fmt: FileFormat, columns: tuple[Column, ...], eol_column: str |
     return ", ".join(options + tail)
 
 
-def _skip_lines(read, lines: int, size: int) -> bytes:
-    """Read past `lines` header lines; what follows them in the last chunk read."""
-    skipped = 0
-    while skipped < lines:
-        chunk = read(size)
-        if not chunk:
-            return b""
-        pos = 0
-        while skipped < lines:
-            at = chunk.find(b"\n", pos)
-            if at < 0:
-                break
-            pos, skipped = at + 1, skipped + 1
-        if skipped == lines:
-            return chunk[pos:]
-    return b""
-
-
 def _quoted_lines(block: bytes, delimiter: bytes, single_field: bool) -> bytes:
     """The slow path of quoting none: each line holding the quote byte (or, in a one-field
     file, a line that is `\\.`, which older servers take as the end of data) gets those
@@ -161,22 +145,19 @@ def copy_chunks(read, fmt: FileFormat, text_format: bool, single_field: bool, si
                 ) -> Iterator[bytes | memoryview]:
     """What to send to COPY, from `read(n)` (the file's decompressed bytes): header lines
     skipped; for text format every backslash doubled; for CSV with quoting none, cut at line
-    ends and guarded against the quote byte; for quoting csv, the file as it is."""
-    first = _skip_lines(read, fmt.header_lines, size) if fmt.header_lines else b""
-
+    ends and guarded against the quote byte; for quoting csv, the file as it is, once its
+    quotes are where RFC 4180 puts them (MisplacedQuote otherwise: PostgreSQL's CSV reader
+    would take a quote elsewhere without an error, and change the field)."""
     def chunks() -> Iterator[bytes]:
-        if first:
-            yield first
-        while chunk := read(size):
-            yield chunk
+        return data_chunks(read, fmt.header_lines, size)
 
     if text_format:
         for chunk in chunks():
             yield chunk.replace(b"\\", b"\\\\") if b"\\" in chunk else chunk
         return
     if fmt.quoting == "csv":
-        # The file's own RFC 4180 quoting, read by the server: nothing to do here.
-        yield from chunks()
+        # The file's own RFC 4180 quoting, read by the server.
+        yield from guard_quotes(chunks(), fmt.delimiter)
         return
     delimiter = fmt.delimiter.encode("ascii")
     carry = b""

@@ -7,7 +7,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from switchyard.core.files import GZIP_UNDER_PLAIN_NAME, GzipUnderPlainName, StreamFileError, open_source
+from switchyard.core.batch import misplaced_quote_problem
+from switchyard.core.files import GZIP_UNDER_PLAIN_NAME, GzipUnderPlainName, MisplacedQuote, StreamFileError, open_source
 from switchyard.core.planner import StreamPlan
 from switchyard.core.spec import Table
 from switchyard.targets.base import LoadResult, ProgressCallback, TargetError
@@ -122,6 +123,9 @@ class PostgresLoad:
                 if release is not None:
                     release()
                     copy_ended_at = time.time()
+        except MisplacedQuote as exc:
+            raise TargetError(f"{misplaced_quote_problem(path, table, exc.offset)} {where}; nothing was committed",
+                              permanent=True) from exc
         except GzipUnderPlainName as exc:
             raise TargetError(f"{path}: line 1, column {table.columns[0].name}: {GZIP_UNDER_PLAIN_NAME} "
                               f"{where}", permanent=True) from exc
