@@ -685,6 +685,47 @@ def test_a_quote_where_rfc_4180_allows_none_is_refused_not_dropped(pg_uri, schem
             ("1", 'say "hi", then "bye"'), ("2", "two\nlines, one field")]
 
 
+# --- dates and times read the same on every server ---------------------------------------------
+def test_dates_and_times_read_the_same_whatever_the_servers_settings(pg_uri, schema, tmp_path):
+    """A server's DateStyle (initdb takes its day order from the locale) and TimeZone decide how
+    COPY reads `01/02/2026` and a timestamptz without an offset, without an error. The steps'
+    sessions read year-first and in UTC whatever the server or the connection says, as SQL
+    Server's load does: ISO dates load as written, a day-month order is refused naming the line
+    and the column, an offset-less timestamptz is UTC."""
+    from urllib.parse import quote
+    spec = parse_spec({"name": "days", "files": "{table}/{table}.{stream}.csv",
+                       "format": {"delimiter": ",", "trailing_delimiter": False, "quoting": "csv"},
+                       "tables": {"visits": {"partitioned": False, "columns": [
+                           {"name": "code", "type": "varchar(8)"}, {"name": "day", "type": "date"},
+                           {"name": "at", "type": "timestamptz"}]}}})
+    # A connection that asks for the other day order and another zone (its extra's `options`).
+    uri = f"{pg_uri}?options={quote('-c DateStyle=ISO,DMY -c TimeZone=America/New_York')}"
+    batch = tmp_path / "days"
+    (batch / "visits").mkdir(parents=True)
+    path = batch / "visits" / "visits.1.csv"
+    path.write_bytes(b"a,2026-02-01,2026-01-01 10:00\nb,2026/03/04,2026-01-01 10:00:00+02\n")
+    write_manifest(batch, manifest_for(batch, spec, 1))
+    plan = plan_batch(spec, read_manifest(batch, spec))
+    adapter = PostgresAdapter(spec, uri=uri, schema=schema)
+    adapter.setup(plan)
+    s = plan.stream("visits", 1)
+    adapter.prepare(s)
+    adapter.load(s, path)
+    adapter.switch(s)
+    publish(adapter, plan)
+    with psycopg.connect(pg_uri) as conn:
+        assert conn.execute(f"""SELECT code, day::text, to_char(at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI')
+                                FROM "{schema}"."visits" ORDER BY code""").fetchall() == [
+            ("a", "2026-02-01", "2026-01-01 10:00"), ("b", "2026-03-04", "2026-01-01 08:00")]
+    # The day-month order the connection asked for is refused, not read as February or January.
+    path.write_bytes(b"a,01/02/2026,2026-01-01 10:00\n")
+    write_manifest(batch, manifest_for(batch, spec, 1))
+    adapter.prepare(s)
+    with pytest.raises(TargetError,
+                       match=r'visits\.1\.csv: line 1, column day: "01/02/2026": date/time field value out of range'):
+        adapter.load(s, path)
+
+
 # --- what already worked, kept: TPC-H files with one fault each ------------------------------
 def _orders_batch(tpch_batch, tmp_path: Path, data: bytes) -> tuple[Path, object]:
     """A one-stream batch of TPC-H orders holding `data` as its file."""

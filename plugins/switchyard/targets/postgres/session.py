@@ -20,6 +20,13 @@ _REFUSED = re.compile(r"FATAL:\s+(password authentication failed|no pg_hba\.conf
 # with two workers, count(*) 0.41 against 0.52
 # (docs/decisions/0007-steps-statements-without-parallel-workers-while.md).
 SERIAL_STEP_SETTINGS = {"max_parallel_maintenance_workers": "0", "max_parallel_workers_per_gather": "0"}
+# How a step's session reads dates and times, whatever the server's or the connection's own
+# settings: a file's `01/02/2026` is January 2 under the server default DateStyle's MDY and
+# February 1 under DMY (initdb takes it from the locale), without an error either way. With YMD,
+# as SQL Server's load (SET DATEFORMAT ymd), ISO 8601 and other year-first dates read the same
+# everywhere and a day-month order is refused with the line and column. A timestamptz value
+# written without an offset is read as UTC, as SQL Server reads one into datetimeoffset.
+READING_SETTINGS = {"DateStyle": "ISO, YMD", "TimeZone": "UTC"}
 
 
 class PostgresSession:
@@ -51,7 +58,7 @@ class PostgresSession:
             # ... FREEZE with wal_level=minimal syncs its files at commit anyway; this adds
             # one WAL flush per step.
             # One round trip for the session's settings: that one and the steps' (step_settings).
-            settings = {"synchronous_commit": "on", **step_settings(self.step_parallelism),
+            settings = {"synchronous_commit": "on", **READING_SETTINGS, **step_settings(self.step_parallelism),
                         **self._client_name()}
             conn.execute("SELECT " + ", ".join("set_config(%s, %s, false)" for _ in settings),
                          [part for item in settings.items() for part in item])
