@@ -64,9 +64,17 @@ def converter(sql_type: str, code_page: int | None = None) -> Callable[[str], An
             return value
         return to_int
     if base in ("money", "smallmoney", "decimal", "numeric"):
+        # The digits after the point the column keeps (decimal without a scale keeps none): the
+        # bulk copy rounds the others away without an error.
+        scale = 4 if base in ("money", "smallmoney") else int(m.group(3) or 0)
+
         def to_decimal(text: str) -> Decimal:
             if not _DEC.match(text):
                 raise ValueError("not a decimal number")
+            kept = len(text.partition(".")[2].rstrip("0"))
+            if kept > scale:
+                raise ValueError(f"{kept} digits after the point, {sql_type} keeps {scale}: the load would round "
+                                 f"it to another value without an error")
             return Decimal(text)
         return to_decimal
     if base in ("float", "real", "double precision"):

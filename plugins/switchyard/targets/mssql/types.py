@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 
 from switchyard.core.spec import Column
+from switchyard.targets.base import TargetError
 from switchyard.targets.types import column_type as shared_column_type
 
 # Name -> SQL Server's type for it (`{p}`: the neutral type's precision, 6 where none is given).
@@ -34,8 +35,28 @@ def mapped(sql_type: str) -> str | None:
 
 def column_type(column: Column, dialect: str = "mssql") -> str:
     """The column's type on SQL Server: its own as the spec gives it, or its neutral one read in
-    SQL Server's words; TargetError (permanent) for an own type that means something else here."""
+    SQL Server's words; TargetError (permanent) for an own type that means something else here,
+    and for a neutral decimal type without a precision (`unsized_decimal`)."""
+    unsized_decimal(column, dialect)
     return shared_column_type(column, dialect, mapped, "SQL Server", _meaning)
+
+
+def unsized_decimal(column: Column, dialect: str) -> None:
+    """Refuses a neutral `numeric` or `decimal` without a precision: PostgreSQL's keeps any number
+    of digits, SQL Server's is decimal(18,0), to which the load rounds every fraction away without
+    an error (https://learn.microsoft.com/en-us/sql/t-sql/data-types/decimal-and-numeric-transact-sql).
+    One type for every target must mean the same value on each."""
+    from switchyard.core.spec import SpecError
+    try:
+        sql_type, neutral = column.declared(dialect)
+    except SpecError:
+        return  # shared_column_type says what is missing
+    if neutral and sql_type.strip().lower() in ("numeric", "decimal", "dec"):
+        raise TargetError(
+            f"column {column.name}: {sql_type!r} without a precision keeps every digit on PostgreSQL but is "
+            f"decimal(18,0) on SQL Server, where the load would round each fraction away without an error "
+            f"(12.34 stored as 12); give it a precision and scale ({sql_type}(18,4)), or a type for mssql",
+            permanent=True)
 
 
 def _meaning(sql_type: str) -> str:

@@ -15,6 +15,7 @@ import hashlib
 import io
 import re
 from datetime import date, datetime
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -384,6 +385,14 @@ def test_lengths_and_characters_as_sql_server_counts_them():
     assert converter("varchar(3)", 1252)("é€x") == "é€x"                # all three in code page 1252
     with pytest.raises(ValueError, match="not in the column's code page 1252"):
         converter("varchar(8)", 1252)("漢")
+
+
+def test_decimals_finer_than_the_column_keeps_are_refused_not_rounded():
+    assert converter("decimal(10,3)")("12.340") == Decimal("12.340")   # a trailing zero changes nothing
+    assert converter("money")("1.2345") == Decimal("1.2345")
+    for sql_type, text in (("decimal(10,3)", "1.2345"), ("numeric", "12.5"), ("money", "0.00001")):
+        with pytest.raises(ValueError, match="digits after the point, .* keeps .*: the load would round it"):
+            converter(sql_type)(text)
 
 
 def test_gzip_under_a_plain_name_says_it_is_gzip(tmp_path):

@@ -67,6 +67,24 @@ def test_an_engines_own_type_that_means_something_else_there_is_refused_with_the
     assert str(exc.value) == message and exc.value.permanent
 
 
+@pytest.mark.parametrize("declared", ["numeric", "decimal"])
+def test_a_neutral_decimal_without_a_precision_is_refused_on_sql_server_which_would_round_it(declared):
+    """PostgreSQL's numeric keeps every digit; SQL Server's is decimal(18,0), to which 12.34
+    loads as 12 without an error. One type for every target must mean one value."""
+    column = one_column(declared, partitioned=False).table("t").column("k")
+    assert postgres_types.column_type(column) == declared
+    with pytest.raises(TargetError) as exc:
+        mssql_types.column_type(column)
+    assert exc.value.permanent and str(exc.value) == (
+        f"column k: {declared!r} without a precision keeps every digit on PostgreSQL but is decimal(18,0) on SQL "
+        f"Server, where the load would round each fraction away without an error (12.34 stored as 12); give it a "
+        f"precision and scale ({declared}(18,4)), or a type for mssql")
+    # SQL Server's own, taken as written: a DBA's decimal is decimal(18,0) by choice.
+    own = parse_spec({"name": "x", "tables": {"t": {"partitioned": False, "columns": [
+        {"name": "k", "type": {"default": declared, "mssql": "decimal(18,4)"}}]}}}).table("t").column("k")
+    assert mssql_types.column_type(own) == "decimal(18,4)"
+
+
 @pytest.mark.parametrize("declared", ["bigint primary key", "int identity", "int not null", "char default"])
 def test_a_column_definition_is_not_a_type(declared):
     with pytest.raises(SpecError, match="is not a type"):
