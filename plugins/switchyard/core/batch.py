@@ -272,9 +272,10 @@ def byte_order_mark(path: Path, table: Table, start: bytes) -> list[str]:
 def header_record(path: Path, table: Table, head: list[bytes]) -> list[str]:
     """The last line the format skips as a header (`head`: the file's first lines), when it is a
     record of the table: each field fits its column, and one is written as a number, date or
-    time in a column of that type, which no column's name is (fields.reads_as_value). A producer that wrote a file without its header line would lose its
-    first record to the skip, and a manifest counted the same way would not notice. A table of
-    text columns only cannot tell a header from a record: its files pass."""
+    time in a column of that type, which no column's name is (fields.reads_as_value). A
+    producer that wrote a file without its header line would lose its first record to the
+    skip, and a manifest counted the same way would not notice. A table of text columns only
+    cannot tell a header from a record: its files pass (`names_record` is the other way)."""
     from switchyard.core.fields import RecordCheck, reads_as_value
     fmt = table.format
     last = head[-1] if fmt.header_lines else b""
@@ -583,7 +584,7 @@ def describe_batch(batch_dir: Path, spec: LoadSpec, tables: Iterable[str] | None
     files pattern finds them, each file's bytes, rows and smallest and largest key, every record
     read. Refuses (BatchError, every problem listed) a table with no files, a partitioned
     table's streams whose key ranges overlap or are out of order, an unpartitioned table in more
-    than one stream, a file starting with a byte order mark the load would keep."""
+    than one stream, a file whose first lines a run would refuse (`start_problems`)."""
     chosen = list(tables) if tables else list(spec.table_names)
     entries, problems = [], []
     for name in chosen:
