@@ -385,11 +385,7 @@ def test_gzip_under_a_plain_name_is_refused_saying_gzip(pg_uri, schema, tmp_path
     path.write_bytes(b"1|DE|a|b|c|1|d|\n")
     write_manifest(batch, manifest_for(batch, spec, 1))
     path.write_bytes(gzip.compress(b"1|DE|a|b|c|1|d|\n"))
-    plan = plan_batch(spec, read_manifest(batch, spec))
-    adapter = PostgresAdapter(spec, uri=pg_uri, schema=schema)
-    adapter.setup(plan)
-    s = plan.stream("corpus", 1)
-    adapter.prepare(s)
+    adapter, plan, s = _staged(pg_uri, schema, spec, batch, "corpus")
     with pytest.raises(TargetError) as err:
         adapter.load(s, path)
     text = str(err.value)
@@ -405,11 +401,7 @@ def test_a_broken_gzip_file_fails_clearly(pg_uri, schema, tmp_path):
     path.write_bytes(data)
     write_manifest(batch, manifest_for(batch, spec, 1))
     path.write_bytes(data[: len(data) // 2])
-    plan = plan_batch(spec, read_manifest(batch, spec))
-    adapter = PostgresAdapter(spec, uri=pg_uri, schema=schema)
-    adapter.setup(plan)
-    s = plan.stream("corpus", 1)
-    adapter.prepare(s)
+    adapter, plan, s = _staged(pg_uri, schema, spec, batch, "corpus")
     with pytest.raises(TargetError) as err:
         adapter.load(s, path)
     assert str(path) in str(err.value) and "gzip" in str(err.value), str(err.value)
@@ -513,6 +505,16 @@ def test_the_field_check_refuses_exactly_the_decimals_the_server_would_change(pg
             assert (check(text) is None) == (Decimal(stored) == Decimal(text)), (text, stored, check(text))
 
 
+def _staged(uri: str, schema: str, spec, batch: Path, table: str, stream: int = 1):
+    """(adapter, plan, stream) of a batch set up on the target, the stream's staging table made."""
+    plan = plan_batch(spec, read_manifest(batch, spec))
+    adapter = PostgresAdapter(spec, uri=uri, schema=schema)
+    adapter.setup(plan)
+    s = plan.stream(table, stream)
+    adapter.prepare(s)
+    return adapter, plan, s
+
+
 # --- a file's UTF-8 byte order mark: not data, so refused before any load where it would be --
 def _lookup_batch(tmp_path: Path, name: str, data: bytes, **fmt):
     """A batch of one lookup table keyed by a text code, its one file holding `data`, with the
@@ -544,11 +546,7 @@ def test_a_byte_order_mark_the_load_would_keep_refuses_the_batch_before_any_load
         f"as the start of the first field; write the file without it (UTF-8 without BOM), or say "
         f"`header_lines: 1` if its first line is a header"]
     # What the refusal keeps out: loaded anyway, the server keeps the mark in the key.
-    plan = plan_batch(spec, read_manifest(batch, spec))
-    adapter = PostgresAdapter(spec, uri=pg_uri, schema=schema)
-    adapter.setup(plan)
-    s = plan.stream("stations", 1)
-    adapter.prepare(s)
+    adapter, plan, s = _staged(pg_uri, schema, spec, batch, "stations")
     adapter.load(s, path)
     adapter.switch(s)
     publish(adapter, plan)
@@ -603,11 +601,7 @@ def test_a_file_without_its_header_line_refuses_the_batch_before_any_load(pg_uri
     with pytest.raises(BatchError, match=re.escape(refusal)):
         describe_batch(batch, spec)
     # What the refusal keeps out: loaded anyway, the record is gone and the count agrees.
-    plan = plan_batch(spec, read_manifest(batch, spec))
-    adapter = PostgresAdapter(spec, uri=pg_uri, schema=schema)
-    adapter.setup(plan)
-    s = plan.stream("trips", 2)
-    adapter.prepare(s)
+    adapter, plan, s = _staged(pg_uri, schema, spec, batch, "trips", 2)
     assert adapter.load(s, second).rows == s.rows == 1
 
 
@@ -622,11 +616,7 @@ def test_a_header_line_the_load_would_take_for_a_record_refuses_the_batch_before
                f"for a record of stations (header_lines: 0); say `header_lines: 1`")
     assert check_batch(batch, spec) == [refusal]
     # What the refusal keeps out: loaded anyway, the header is a row of the table.
-    plan = plan_batch(spec, read_manifest(batch, spec))
-    adapter = PostgresAdapter(spec, uri=pg_uri, schema=schema)
-    adapter.setup(plan)
-    s = plan.stream("stations", 1)
-    adapter.prepare(s)
+    adapter, plan, s = _staged(pg_uri, schema, spec, batch, "stations")
     assert adapter.load(s, path).rows == s.rows == 2
     with pytest.raises(BatchError, match=re.escape(refusal)):
         describe_batch(batch, spec)
@@ -655,11 +645,7 @@ def test_a_quote_where_rfc_4180_allows_none_is_refused_not_dropped(pg_uri, schem
             f"a quote is quoted whole, each quote in it doubled")
     problems = check_batch(batch, spec)
     assert len(problems) >= 1 and problems[0].startswith(said), problems
-    plan = plan_batch(spec, read_manifest(batch, spec))
-    adapter = PostgresAdapter(spec, uri=pg_uri, schema=schema)
-    adapter.setup(plan)
-    s = plan.stream("stations", 1)
-    adapter.prepare(s)
+    adapter, plan, s = _staged(pg_uri, schema, spec, batch, "stations")
     with pytest.raises(TargetError) as refused:
         adapter.load(s, path)
     assert refused.value.permanent and str(refused.value).startswith(said), str(refused.value)
@@ -705,11 +691,7 @@ def test_dates_and_times_read_the_same_whatever_the_servers_settings(pg_uri, sch
     path = batch / "visits" / "visits.1.csv"
     path.write_bytes(b"a,2026-02-01,2026-01-01 10:00\nb,2026/03/04,2026-01-01 10:00:00+02\n")
     write_manifest(batch, manifest_for(batch, spec, 1))
-    plan = plan_batch(spec, read_manifest(batch, spec))
-    adapter = PostgresAdapter(spec, uri=uri, schema=schema)
-    adapter.setup(plan)
-    s = plan.stream("visits", 1)
-    adapter.prepare(s)
+    adapter, plan, s = _staged(uri, schema, spec, batch, "visits")
     adapter.load(s, path)
     adapter.switch(s)
     publish(adapter, plan)
