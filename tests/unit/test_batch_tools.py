@@ -272,3 +272,30 @@ def test_check_finds_no_bad_field_in_the_generated_batches(tmp_path):
     assert check_batch(tmp_path / "tpch", load_spec("tpch")) == []
     generate_shop(tmp_path / "shop", load_spec("shop"), 0.002, 2)
     assert check_batch(tmp_path / "shop", load_spec("shop")) == []
+
+
+# --- the line skipped as a header: a header, or a record the skip would drop -------------------------
+_PIVOT = {"sales": {"partitioned": False, "columns": [
+    {"name": "region", "type": "varchar(20)"}, {"name": "y2024", "type": "integer"}, {"name": "y2025", "type": "integer"}]}}
+_RATES = {"rates": {"partitioned": False, "key": "id", "columns": [
+    {"name": "id", "type": "integer"}, {"name": "name", "type": "varchar(20)"}, {"name": "rate", "type": "numeric(6,2)"}]}}
+
+
+@pytest.mark.parametrize("tables, data, refused_on", [
+    (_PIVOT, b"region,2024,2025\nnorth,5,6\n", None),         # a report's years as column names: a header
+    (_PIVOT, b"north,5,6\n", None),                          # no key, whole numbers only: cannot tell, passes
+    (_RATES, b"id,name,rate\n1,abc,3.50\n", None),
+    (_RATES, b"1,abc,3.50\n2,def,4.00\n", "id"),              # the key holds a value
+    ({"rates": {**_RATES["rates"], "key": None}}, b"1,abc,3.50\n", "rate"),   # no key: a number with a point
+])
+def test_a_line_skipped_as_a_header_is_refused_only_where_it_is_a_record(tmp_path, tables, data, refused_on):
+    from switchyard.core.batch import start_problems
+    spec = parse_spec({"name": "h", "files": "{table}/{table}.{stream}.csv", "tables": tables,
+                       "format": {"delimiter": ",", "trailing_delimiter": False, "quoting": "csv", "header_lines": 1}})
+    path = tmp_path / "f.csv"
+    path.write_bytes(data)
+    found = start_problems(path, spec.table(next(iter(tables))))
+    if refused_on is None:
+        assert found == []
+    else:
+        assert len(found) == 1 and f"but it is a record of {next(iter(tables))} (column {refused_on}:" in found[0]

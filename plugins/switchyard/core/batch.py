@@ -226,6 +226,7 @@ def check_files(batch_dir: Path, manifest: Manifest, spec: LoadSpec, tables: Ite
     return problems
 
 
+_WHOLE_NUMBER = re.compile(r"^[+-]?\d+$")
 # The longest line read as a header: a longer one is left to the load.
 _HEADER_LINE_MAX = 1 << 20
 _BOM = b"\xef\xbb\xbf"
@@ -271,11 +272,12 @@ def byte_order_mark(path: Path, table: Table, start: bytes) -> list[str]:
 
 def header_record(path: Path, table: Table, head: list[bytes]) -> list[str]:
     """The last line the format skips as a header (`head`: the file's first lines), when it is a
-    record of the table: each field fits its column, and one is written as a number, date or
-    time in a column of that type, which no column's name is (fields.reads_as_value). A
-    producer that wrote a file without its header line would lose its first record to the
-    skip, and a manifest counted the same way would not notice. A table of text columns only
-    cannot tell a header from a record: its files pass (`names_record` is the other way)."""
+    record of the table: each field fits its column, and the key's field, or one that is a date,
+    a time or a number with a point in a column of that type, is a value (fields.reads_as_value),
+    which no column's name is. A producer that wrote a file without its header line would lose
+    its first record to the skip, and a manifest counted the same way would not notice. A line
+    with no such field passes: a table of text and whole-number columns without a key cannot
+    tell a header from a record (`names_record` is the other way round)."""
     from switchyard.core.fields import RecordCheck, reads_as_value
     fmt = table.format
     last = head[-1] if fmt.header_lines else b""
@@ -288,7 +290,9 @@ def header_record(path: Path, table: Table, head: list[bytes]) -> list[str]:
         if column.nullable and field == fmt.null_marker:
             continue
         typed = next((t for t in column.types.values() if reads_as_value(t, field)), None)
-        if typed:
+        # A whole number names a column in some headers (a report's years: `region,2024,2025`);
+        # in the table's key, or as a date, a time or a number with a point, it is a value.
+        if typed and (column.name == table.key or not _WHOLE_NUMBER.match(field.strip())):
             return [f"{path}: line {fmt.header_lines}: skipped as a header line (header_lines: {fmt.header_lines}), "
                     f"but it is a record of {table.name} (column {column.name}: {field!r}, a value of {typed}, not "
                     f"a name): the load would leave it out; write the file with its header line, or say "
