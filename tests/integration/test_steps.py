@@ -134,3 +134,25 @@ def test_what_the_operators_skip_or_fail_at_once(tpch_batch, tmp_path, data_root
     # Without a plan there is nothing to set up: the refusal is the step's own.
     with pytest.raises(steps.StepFailed, match="not-a-batch"):
         steps.check_batch(SPEC, ["orders"], "not-a-batch", streams=3)
+
+
+def test_a_file_listed_with_0_rows_that_holds_records_is_refused_whatever_the_batchs_size(tpch_batch, data_root,
+                                                                                         monkeypatch):
+    """An empty stream's group skips: a manifest entry of 0 rows for a file that holds records
+    would leave them out of a run that ends `success`. The plan finds it without reading the
+    batch's fields (SWITCHYARD_CHECK_FIELDS_MB 0 stands for a batch too big to read)."""
+    from helpers import edit_manifest
+    monkeypatch.setenv("SWITCHYARD_CHECK_FIELDS_MB", "0")
+    name, folder = tpch_batch
+    batch = data_root / "steps-zero-rows"
+    shutil.copytree(folder, batch)
+    edit_manifest(batch, "orders", 3, rows=0, key_min=None, key_max=None)
+    _, plan, problems = steps.check_batch(SPEC, ["orders"], batch.name, streams=3)
+    assert plan.stream("orders", 3).empty
+    assert problems == [f"{batch / 'orders' / 'orders.3.tbl'}: line 1: a record, but the manifest lists the file with "
+                        f"0 rows (orders stream 3): a run would skip the stream and leave the file's records out; "
+                        f"write the manifest from the file (switchyard manifest)"], problems
+    # An empty file listed with 0 rows is an empty stream, as before.
+    (batch / "orders" / "orders.3.tbl").write_bytes(b"")
+    edit_manifest(batch, "orders", 3, bytes=0)
+    assert steps.check_batch(SPEC, ["orders"], batch.name, streams=3)[2] == []
