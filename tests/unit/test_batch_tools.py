@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import gzip
 import json
+from dataclasses import replace
 from datetime import datetime
 
 import pytest
@@ -299,3 +300,21 @@ def test_a_line_skipped_as_a_header_is_refused_only_where_it_is_a_record(tmp_pat
         assert found == []
     else:
         assert len(found) == 1 and f"but it is a record of {next(iter(tables))} (column {refused_on}:" in found[0]
+
+
+def test_a_gzip_file_cut_short_is_named_not_a_traceback(tmp_path):
+    """A producer's gzip file cut short (a copy that stopped) breaks off as it is read: the check
+    and the manifest name the file and say so, as the load does, instead of raising EOFError."""
+    spec = parse_spec({"name": "g", "files": "{table}/{table}.{stream}.tbl.gz", "tables": {"t": {
+        "key": "id", "columns": [{"name": "id", "type": "bigint"}, {"name": "v", "type": "varchar(20)"}]}}})
+    (tmp_path / "t").mkdir()
+    path = tmp_path / "t" / "t.1.tbl.gz"
+    path.write_bytes(gzip.compress(b"".join(b"%d|value %d|\n" % (i, i) for i in range(1, 5000))))
+    manifest = describe_batch(tmp_path, spec)
+    path.write_bytes(path.read_bytes()[:path.stat().st_size * 2 // 3])
+    write_manifest(tmp_path, replace(manifest, entries=tuple(replace(e, bytes=path.stat().st_size)
+                                                            for e in manifest.entries)))
+    said = f"{path}: not a readable gzip file: Compressed file ended before the end-of-stream marker was reached"
+    assert check_batch(tmp_path, spec) == [said]
+    with pytest.raises(BatchError, match=said.replace(".", r"\.")):
+        describe_batch(tmp_path, spec)

@@ -14,9 +14,11 @@ import gzip
 import io
 import json
 import re
+import zlib
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 from switchyard.core.keys import KeyValue, KeyValueError, parse_key, to_json
 from switchyard.core.spec import FileFormat, LoadSpec, Table
@@ -402,6 +404,17 @@ def _open_counted(path: Path):
     return path.open("rb")
 
 
+@contextmanager
+def _read_errors(path: Path) -> Iterator[None]:
+    """A file that breaks off while it is read (a gzip file cut short, a bad gzip stream) as a
+    BatchError naming it, never a traceback; the load says the same of it."""
+    try:
+        yield
+    except (EOFError, OSError, zlib.error) as exc:
+        what = "not a readable gzip file" if path.name.endswith(".gz") else "cannot be read"
+        raise BatchError(f"{path}: {what}: {exc}") from None
+
+
 def count_file(path: Path, fmt: FileFormat | str | None = None, key_index: int = 0, kind: str = "integer"
                ) -> tuple[int, int, KeyValue | None, KeyValue | None]:
     """(bytes, rows, first key, last key) of a stream file, read independently of any loader.
@@ -415,7 +428,7 @@ def count_file(path: Path, fmt: FileFormat | str | None = None, key_index: int =
     if not isinstance(fmt, FileFormat):
         fmt = FileFormat(delimiter=fmt) if isinstance(fmt, str) else FileFormat()
     size = path.stat().st_size
-    with _open_counted(path) as fh:
+    with _read_errors(path), _open_counted(path) as fh:
         if fmt.quoting == "csv":
             rows, first, last = _csv_records(fh, fmt)
         else:
@@ -554,7 +567,7 @@ def scan_file(path: Path, fmt: FileFormat, key: str | None = None, key_index: in
     low = high = None
     bad: list[str] = []
     bad_count = 0
-    with _open_counted(path) as fh:
+    with _read_errors(path), _open_counted(path) as fh:
         for line, fields in _records(fh, fmt):
             rows += 1
             if record_check is not None:
