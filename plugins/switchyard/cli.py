@@ -256,7 +256,8 @@ def build_parser(extensions: bool = True) -> argparse.ArgumentParser:
                                    "every problem at once; exit status 1 if there is any.")
     p.add_argument("--batch", required=True, help="the batch folder (a path, or a batch name under the data root)")
     p.add_argument("--spec", required=True, help="built-in spec name or path of a spec file")
-    p.add_argument("--tables", help="comma-separated subset of the tables (default: those the manifest lists)")
+    p.add_argument("--tables", help="comma-separated subset of the tables, as a run's `tables` param "
+                                    "(default: every table of the spec, as a run without it)")
     p.set_defaults(func=cmd_check)
 
     p = sub.add_parser("plan", help="print the SQL of a load, in execution order, without a server",

@@ -318,3 +318,20 @@ def test_a_gzip_file_cut_short_is_named_not_a_traceback(tmp_path):
     assert check_batch(tmp_path, spec) == [said]
     with pytest.raises(BatchError, match=said.replace(".", r"\.")):
         describe_batch(tmp_path, spec)
+
+
+def test_the_check_takes_a_runs_tables_every_table_of_the_spec_unless_told(tmp_path):
+    """A run without a `tables` param loads every table of the spec, and refuses a manifest with
+    no entry for one; the check says the same, and with `--tables` what a run with that param does."""
+    spec = parse_spec({"name": "g", "files": "{table}/{table}.{stream}.tbl", "tables": {
+        t: {"key": "id", "columns": [{"name": "id", "type": "bigint"}]} for t in ("a", "b")}})
+    for t in ("a", "b"):
+        (tmp_path / t).mkdir()
+        (tmp_path / t / f"{t}.1.tbl").write_text("1|\n2|\n")
+    write_manifest(tmp_path, describe_batch(tmp_path, spec, ["a"]))
+    problems = check_batch(tmp_path, spec)
+    assert len(problems) == 2, problems
+    assert problems[0] == (f"{tmp_path / 'manifest.json'}: no entry for table b (the run loads it: list its files, "
+                           f"or leave the table out of the run's tables)")
+    assert "b.1.tbl: a file of table b (stream 1) the manifest does not list" in problems[1]
+    assert check_batch(tmp_path, spec, ["a"]) == []

@@ -677,7 +677,8 @@ def check_batch(batch_dir: Path, spec: LoadSpec, tables: Iterable[str] | None = 
         manifest = read_manifest(batch_dir, spec)
     except BatchError as exc:
         return [str(exc)]
-    chosen = list(tables) if tables else [t for t in spec.table_names if manifest.streams_of(t)]
+    # A run's tables: its `tables` param, else every table of the spec (steps.chosen_tables).
+    chosen = list(tables) if tables else list(spec.table_names)
     problems = []
     try:
         plan_batch(spec, manifest, chosen)
