@@ -206,7 +206,9 @@ def test_check_refuses_a_time_finer_than_its_column_keeps_and_a_dates_time_of_da
           ("datetime", "2026-01-01 10:00:00.127"), ("datetime", "2026-01-01 10:00:00.5"),
           ("datetime2", "2026-01-01 10:00:00.1234567"), ("time(7)", "10:00:00.1234567"), ("time", "10:00"),
           ("timestamp", "1 Jan 2026 10:00"),       # another form than ISO 8601: the server decides
-          ("timestamp", "2026-01-01 10:00:00 BC"), ("date", "infinity")]   # an era and a value, not a zone or a word
+          ("timestamp", "2026-01-01 10:00:00 BC"), ("date", "infinity"),   # an era and a value, not a zone or a word
+          # halves of the day and midnight's word: other forms than ISO 8601, not zones (the server decides)
+          ("timestamp", "2026-03-01 10:00:00 pm"), ("time", "10:00 AM"), ("timestamp", "2026-03-01 allballs")]
     for sql_type, text in ok:
         assert field_check(sql_type)(text) is None, (sql_type, text)
     refused = [

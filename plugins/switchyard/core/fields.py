@@ -27,9 +27,12 @@ _NUMBER = re.compile(r"^[+-]?(\d*)(?:\.(\d*))?(?:[eE][+-]?\d+)?$")
 _ISO_DAY = re.compile(r"^(\d{4})-(\d{2})-(\d{2})(?:[T ](\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?))?$")
 _ISO_TIME = re.compile(r"^(\d{2}):(\d{2})(?::(\d{2})(?:\.(\d+))?)?$")
 # An ISO 8601 date, timestamp or time of day followed by a time zone: an offset (Z, +02, -0530,
-# +05:30) or a zone's name or abbreviation (UTC, CET, Europe/Paris). AD and BC are eras, not zones.
+# +05:30) or a zone's name or abbreviation (UTC, CET, Europe/Paris). AD and BC are eras, AM and
+# PM halves of the day (`10:00 pm` is 22:00 on both servers), `allballs` PostgreSQL's word for
+# midnight: none of them a zone.
 _ZONED = re.compile(r"^(\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?)?|\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?)"
-                    r"\s*(Z|[+-]\d{2}(?::?\d{2})?|(?!(?:AD|BC)$)[A-Za-z][A-Za-z0-9_/+-]*)$", re.IGNORECASE)
+                    r"\s*(Z|[+-]\d{2}(?::?\d{2})?|(?!(?:AD|BC|AM|PM|ALLBALLS)$)[A-Za-z][A-Za-z0-9_/+-]*)$",
+                    re.IGNORECASE)
 # Words PostgreSQL reads as the time of the statement that reads them: a row would hold when it
 # was loaded (and a rerun another value), not a value of the file.
 _LOAD_TIME = {"now", "today", "tomorrow", "yesterday"}
