@@ -37,6 +37,17 @@ def _schedule(text: str) -> str | None:
     return None if text.strip().lower() in _NONE else text.strip()
 
 
+def _batch_format(text: str) -> str:
+    """A strftime pattern that names a batch folder: at least one directive, and only what a
+    relative path of plain segments holds (letters, digits, `_ - . /`), no `..`."""
+    import re
+    pattern = text.strip()
+    if "%" not in pattern or not re.fullmatch(r"[A-Za-z0-9%_./-]+", pattern) or ".." in pattern \
+            or pattern.startswith("/"):
+        raise ValueError(f"{pattern!r} is not a strftime pattern of a relative folder name (e.g. %Y-%m-%dT%H%M)")
+    return pattern
+
+
 def _optional(text: str) -> str | None:
     """A name, or none/off (or empty) for none."""
     return None if text.strip().lower() in ("", "none", "off") else text.strip()
@@ -177,8 +188,13 @@ SETTINGS: tuple[Setting, ...] = (
             "tasks of a pool that does not exist (the run's note then names it): run `switchyard pool "
             "sync` before setting it on the DAG. `none`: no pool of their own.", DAG, "text | none"),
     Setting("SWITCHYARD_SCHEDULE", "schedule", _schedule, "0 2 * * *",
-            "Cron schedule of the DAG (a nightly batch named by the run's date, `YYYY-MM-DD`); "
-            "`none` for manual runs only.", DAG, "cron | none"),
+            "Cron schedule of the DAG (a nightly batch named by the run's date, `YYYY-MM-DD`: see "
+            "`SWITCHYARD_BATCH_FORMAT`); `none` for manual runs only.", DAG, "cron | none"),
+    Setting("SWITCHYARD_BATCH_FORMAT", "batch_format", _batch_format, "%Y-%m-%d",
+            "The batch folder of a run without a `batch` param: its logical date (a manual run's is the "
+            "moment it was triggered) in this strftime pattern. The default names a day's batch; a "
+            "schedule more often than daily needs a finer one (`%Y-%m-%dT%H%M` for `*/15 * * * *`), or "
+            "every run of a day would load that day's folder.", DAG, "strftime pattern"),
     Setting("SWITCHYARD_START_DATE", "start_date", _start_date, None,
             "No scheduled load before it (ISO date or date and time, UTC unless it names its offset): a "
             "scheduled run dated earlier skips its tasks, its wait for the batch saying why. Manual runs "
@@ -279,6 +295,7 @@ class Settings:
     pool_per_slot: float
     prepare_pool: str | None
     schedule: str | None
+    batch_format: str
     batch_wait_seconds: int
     batch_poke_seconds: float
     load_executor: str | None

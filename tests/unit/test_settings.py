@@ -102,3 +102,21 @@ def test_the_load_pool_admits_load_tasks_per_copy_slot(monkeypatch):
     assert PostgresAdapter(spec, uri="postgresql://x", copy_slots=3).pool_size() == 9
     guardless = PostgresAdapter(spec, uri="postgresql://x", copy_slots=0)
     assert guardless.pool_size() == guardless.scheduler_count()
+
+
+def test_a_run_without_a_batch_param_names_its_batch_by_its_date_in_the_batch_format(monkeypatch):
+    """A schedule more often than daily names each run's folder finer than its day, or every run
+    of a day would load the day's folder."""
+    from datetime import datetime, timezone
+    from switchyard.airflow.operators import batch_name
+    when = {"logical_date": datetime(2026, 11, 30, 3, 15, tzinfo=timezone.utc)}
+    assert batch_name(None, when) == "2026-11-30"
+    assert batch_name(" 2026-11-30-redo ", when) == "2026-11-30-redo"     # the param, as given
+    monkeypatch.setenv("SWITCHYARD_BATCH_FORMAT", "%Y-%m-%dT%H%M")
+    assert batch_name("", when) == "2026-11-30T0315"
+    monkeypatch.setenv("SWITCHYARD_BATCH_FORMAT", "%Y/%m/%d")
+    assert batch_name(None, when) == "2026/11/30"
+    for bad in ("daily", "../%Y", "/data/%Y", "%Y %m"):
+        monkeypatch.setenv("SWITCHYARD_BATCH_FORMAT", bad)
+        with pytest.raises(Exception, match="SWITCHYARD_BATCH_FORMAT"):
+            batch_name(None, when)

@@ -31,11 +31,12 @@ EARLIER_STEPS = "earlier_steps"
 
 
 def batch_name(value: str | None, context: Any) -> str:
-    """The run's batch: the `batch` param, else the logical date (or, without one, the run date)."""
+    """The run's batch: the `batch` param, else the logical date (or, without one, the run date)
+    in SWITCHYARD_BATCH_FORMAT."""
     if value is not None and str(value).strip():
         return str(value).strip()
     when = context.get("logical_date") or context["dag_run"].run_after
-    return when.strftime("%Y-%m-%d")
+    return when.strftime(settings.get().batch_format)
 
 
 class _TargetOperator(BaseOperator):
