@@ -56,7 +56,7 @@ row per load into the target's `switchyard.load_stats` table.
 
 | param | meaning |
 |---|---|
-| *Batch* | folder of the batch under the data root; empty: the run's logical date, `YYYY-MM-DD` |
+| *Batch* | folder of the batch under the data root; empty: the run's logical date, `YYYY-MM-DD` (`SWITCHYARD_BATCH_FORMAT`) |
 | *Tables* | the tables to load; the other groups are skipped |
 | *Target connection* | Airflow connection of the target (PostgreSQL or SQL Server) |
 
@@ -142,7 +142,7 @@ def _params(spec: LoadSpec, config: DagConfig) -> dict[str, Param]:
         "batch": Param(
             "", type=["string", "null"], title="Batch",
             description="Folder of the batch under the data root (e.g. 2026-11-21 or tpch/sf1). "
-                        "Empty: the run's logical date as YYYY-MM-DD.",
+                        "Empty: the run's logical date as YYYY-MM-DD (SWITCHYARD_BATCH_FORMAT).",
             pattern=r"^$|^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)*$",
             section="What to load"),
         "tables": Param(
