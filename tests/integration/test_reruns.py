@@ -378,6 +378,9 @@ def test_a_lease_left_by_a_run_that_ended_is_taken_over_without_waiting_for_its_
     # A run that ended failed, after its setup made the control tables: refused at the pre-flight.
     failed = run_dag(pg_uri, data_root, schema, 3, {**conf, "batch": bad.name}, tmp_path / "failed", extra_env=env)
     assert failed.returncode != 0 and failed.stats is not None, failed.output[-3000:]
+    # Its end says why, naming no group: without a plan there are none of the batch's to name.
+    assert "setup.plan did not finish: nothing was loaded and every table is as it was" in failed.output
+    assert "groups did not switch" not in failed.output
     ended = f"switchyard_tpch/{failed.stats['run_id']}"
 
     # A holder this Airflow has no run of (another deployment's, a lease taken by hand): waited for.

@@ -644,6 +644,11 @@ class StatsOperator(_TargetOperator):
             log.info(line)
         ti.xcom_push(key="stats_path", value=str(path))
         ti.xcom_push(key="report_path", value=str(report["html"]))
+        if not plan:
+            # No plan, no groups of the batch to name: the DAG's groups it would not have had either.
+            raise AirflowFailException("setup.plan did not finish: nothing was loaded and every table is as it was"
+                                       + (f" ({stats['plan_error']})" if stats.get("plan_error") else "")
+                                       + f" (statistics: {path}, report: {report['html']})")
         if stats["failed_groups"] or stats.get("held_back_groups"):
             # The last task decides the run's state: a run with a failed group is a failed run.
             failed, held = stats["failed_groups"], stats.get("held_back_groups", [])
@@ -656,12 +661,10 @@ class StatsOperator(_TargetOperator):
                     if failed else "",
                     f"{len(held)} held back, validated and staged but kept out with them: {', '.join(held)}"
                     if held else "") if part)
-                + ("; setup.plan did not finish: nothing was loaded and every table is as it was"
-                   + (f" ({stats['plan_error']})" if stats.get("plan_error") else "") if not plan
-                   else f"; {', '.join(kept)} kept {'its' if len(kept) == 1 else 'their'} previous contents, "
-                        f"whole (clear the failed groups to rerun them; "
-                        + ("the batch goes in, every table together, when all its groups have switched)"
-                           if batch_mode else "the table goes in when all its groups have switched)")
+                + (f"; {', '.join(kept)} kept {'its' if len(kept) == 1 else 'their'} previous contents, "
+                   f"whole (clear the failed groups to rerun them; "
+                   + ("the batch goes in, every table together, when all its groups have switched)"
+                      if batch_mode else "the table goes in when all its groups have switched)")
                    if kept else "")
                 + f" (statistics: {path}, report: {report['html']})")
         if stats.get("publish_error"):
