@@ -210,3 +210,26 @@ def test_keep_days_on_a_date_key_retires_partitions_older_than_the_window():
     assert why == "keep_days: 2; keys before 2026-04-03 retired (b1, b2)"
     unrecorded = [replace(parts[0], batch=None)] + parts[1:]
     assert [p.name for p in retention(events, unrecorded)[0]] == ["e_2"]  # never a partition of no batch
+
+
+def test_a_batch_partly_older_than_the_window_is_refused_naming_the_part():
+    """keep_days retires by partition: a batch some of whose streams hold only keys older than
+    the window would lose them as it goes in. Refused before any load, saying which part; the
+    whole batch older than the window is refused as before."""
+    from datetime import date
+    from switchyard.core.planner import StreamPlan
+    events = replace(SPEC.table("orders"), key="o_orderdate", mode="append", keep_days=2)
+    day = lambda d: date(2026, 4, d)  # noqa: E731
+    existing = [Partition(name="e_5_6", lower=day(5), upper=day(7), batch="b5")]
+    streams = [StreamPlan(table="orders", stream=k, file=f"orders/orders.{k}.tbl", key_min=str(day(d)),
+                          key_max=str(day(d)), rows=1, lower=str(day(d)), upper=str(day(d)), partition_number=k,
+                          staging_table=f"orders_{k}", partition_table=f"orders_{d}", filegroup=f"fg{k}",
+                          key_kind="date") for k, d in ((1, 1), (2, 7))]
+    check = check_table(events, streams, "d1", existing, "tpch.orders", kind="date", key_type="date")
+    assert check.problems == [
+        "tpch.orders: batch d1 would be partly retired as it goes in (keep_days: 2; keys before 2026-04-06 retired "
+        "(d1)): 1 of its 2 partitions (keys 2026-04-01..2026-04-01) hold only keys older than the window the table "
+        "keeps, the others are within it, and none of it is loaded. Raise keep or keep_days, or retire the newer "
+        "batches first"]
+    whole = check_table(events, streams[:1], "d0", existing, "tpch.orders", kind="date", key_type="date")
+    assert whole.problems[0].startswith("tpch.orders: batch d0 would be retired as it goes in (keep_days: 2; ")

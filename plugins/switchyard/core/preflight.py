@@ -160,10 +160,10 @@ def check_table(table: Table, streams: list[StreamPlan], batch: str, existing: l
     after = others + [Partition(name=s.partition_table, lower=ranges[s.stream][0], upper=ranges[s.stream][1],
                                 batch=batch) for s in loaded]
     retired, why = retention(table, after)
-    if any(p.batch == batch for p in retired):
-        check.problems.append(
-            f"{where}: batch {batch} would be retired as it goes in ({why}): its keys are older than the "
-            f"window the table keeps. Raise keep or keep_days, or retire the newer batches first")
+    mine = [p for p in retired if p.batch == batch]
+    if mine:
+        check.problems.append(retired_on_arrival(where, batch, why, len(mine), len(loaded),
+                                                 [_keys(p.lower, p.upper, kind) for p in mine]))
         return check
     if retired:
         check.retire = retired
@@ -185,6 +185,22 @@ def emptied_whole(table: Table, streams: list[StreamPlan], where: str) -> list[s
                 f"that is meant, truncate the table yourself; otherwise leave it out of this run (the tables "
                 f"param) or check the producer's manifest"]
     return []
+
+
+def retired_on_arrival(where: str, batch: str, why: str, retired: int, loaded: int,
+                       keys_retired: list[str] = ()) -> str:
+    """The refusal of a batch whose own partitions, `retired` of its `loaded`, the table's
+    retention would take out as it goes in: all of them (its keys are older than the window),
+    or some (`keys_retired`, their key ranges): loading it would drop those at once."""
+    if retired >= loaded:
+        said = "would be retired as it goes in ({why}): its keys are older than the window the table keeps"
+    else:
+        said = (f"would be partly retired as it goes in ({{why}}): {retired} of its {loaded} partitions"
+                + (f" ({', '.join(keys_retired)})" if keys_retired else "")
+                + " hold only keys older than the window the table keeps, the others are within it, and "
+                  "none of it is loaded")
+    return (f"{where}: batch {batch} " + said.format(why=why)
+            + ". Raise keep or keep_days, or retire the newer batches first")
 
 
 def retention(table: Table, partitions: list[Partition]) -> tuple[list[Partition], str]:

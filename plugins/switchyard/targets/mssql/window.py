@@ -39,6 +39,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
+from switchyard.core.preflight import retired_on_arrival
 from switchyard.targets.mssql.keys import KeyType
 from switchyard.targets.mssql.settings import EDGE_FILEGROUP
 
@@ -255,10 +256,9 @@ def plan_window(where: str, mode: str, batch: str, partitions: Sequence[Partitio
     retired: list[Partition] = []
     if mode == "append" and (keep is not None or keep_days is not None):
         retired, why = _retention(sim.partitions(), streams, batch, key, keep, keep_days)
-        if any(p.batch == batch for p in retired):
-            plan.problems.append(f"{where}: batch {batch} would be retired as it goes in ({why}): its keys are older "
-                                 f"than the window the table keeps. Raise keep or keep_days, or retire the newer "
-                                 f"batches first")
+        mine = [p for p in retired if p.batch == batch]
+        if mine:
+            plan.problems.append(retired_on_arrival(where, batch, why, len(mine), len(streams)))
             return plan
         for p in retired:
             if archive:

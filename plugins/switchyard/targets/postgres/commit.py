@@ -166,7 +166,7 @@ class PostgresCommit(SwitchProtocol):
 
     def commit_table(self, cur, table: str, planned: dict[str, dict]) -> dict[str, Any]:
         """The table's batch moved in whole, in the caller's transaction (its last switch's)."""
-        from switchyard.core.preflight import Partition, retention
+        from switchyard.core.preflight import Partition, retention, retired_on_arrival
         spec_table = self.spec.table(table)
         batch = next(iter(planned.values()))["batch"]
         current = self._target_partitions(cur, table)
@@ -192,9 +192,10 @@ class PostgresCommit(SwitchProtocol):
         after = kept + [Partition(name=p["partition_name"], batch=batch, lower=p["lower"], upper=p["upper_next"])
                         for p in planned.values()]
         retired, why = retention(spec_table, after)
-        if any(p.batch == batch for p in retired):
-            raise TargetError(f"{self.schema}.{table}: batch {batch} would be retired as it goes in ({why}); "
-                              f"nothing was switched", permanent=True)
+        mine = [p for p in retired if p.batch == batch]
+        if mine:
+            raise TargetError(retired_on_arrival(f"{self.schema}.{table}", batch, why, len(mine), len(planned))
+                              + "; nothing was switched", permanent=True)
         retire = [{"name": p.name, "archived_as": self._archive_name(cur, p.name)
                    if spec_table.retire == "archive" else None} for p in retired]
         staged = [planned[name] for name in sorted(planned, key=lambda n: planned[n]["stream"])]
