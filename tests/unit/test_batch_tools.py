@@ -337,3 +337,14 @@ def test_the_check_takes_a_runs_tables_every_table_of_the_spec_unless_told(tmp_p
                            f"or leave the table out of the run's tables)")
     assert "b.1.tbl: a file of table b (stream 1) the manifest does not list" in problems[1]
     assert check_batch(tmp_path, spec, ["a"]) == []
+
+
+def test_a_record_without_its_key_field_is_named_not_called_none(tmp_path):
+    spec = parse_spec({"name": "g", "files": "{table}/{table}.{stream}.csv", "tables": {"a": {"key": "ts", "columns": [
+        {"name": "v", "type": "text"}, {"name": "ts", "type": "timestamp(0)"}]}},
+        "format": {"delimiter": ",", "trailing_delimiter": False, "quoting": "csv"}})
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "a.1.csv").write_text("x,2026-01-01 00:00:00\n\n")
+    with pytest.raises(BatchError, match=r"a\.1\.csv: line 2, column ts: the record has 0 fields, the key is field 2 "
+                                         r"\(a blank line\)$"):
+        describe_batch(tmp_path, spec)

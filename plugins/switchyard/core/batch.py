@@ -577,10 +577,11 @@ def scan_file(path: Path, fmt: FileFormat, key: str | None = None, key_index: in
                         bad.append(f"line {line}, {problem}")
             if kind is None:
                 continue
-            text = fields[key_index] if key_index < len(fields) else None
+            if key_index >= len(fields):
+                raise BatchError(f"{path}: line {line}, column {key}: the record has {len(fields)} fields, the key is "
+                                 f"field {key_index + 1}" + (" (a blank line)" if fields in ([], [""]) else ""))
+            text = fields[key_index]
             try:
-                if text is None:
-                    raise KeyValueError(f"the record has {len(fields)} fields, the key is field {key_index + 1}")
                 value = int(text.strip()) if kind == "integer" else parse_key(kind, text.strip())
             except (KeyValueError, ValueError) as exc:
                 raise BatchError(f"{path}: line {line}, column {key}: {text!r} is not a{'n' if kind == 'integer' else ''} "
