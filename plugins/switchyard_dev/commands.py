@@ -120,10 +120,22 @@ def register_runs(sub) -> None:
 
 
 def cmd_runs(args) -> int:
-    from switchyard_dev import local, runs
+    import urllib.error
+    from switchyard_dev import local
     if not (local.service_pid("api-server") or local.port_in_use(local.api_port())):
         print(f"the local Airflow's api-server is not running on {local.api_url()}: `switchyard services start`")
         return 1
+    try:
+        return _runs(args)
+    except (urllib.error.URLError, ConnectionError) as exc:
+        # Its pid file says it runs, but not where this shell looks (another SWITCHYARD_AIRFLOW_PORT).
+        print(f"the local Airflow's api-server did not answer on {local.api_url()} ({exc}); if it runs on another "
+              f"port, set SWITCHYARD_AIRFLOW_PORT as when it was started (`switchyard services status` says where)")
+        return 1
+
+
+def _runs(args) -> int:
+    from switchyard_dev import local, runs
     api = local.Api()
     if args.action == "fail":
         if not (args.dag_id and args.run_id):

@@ -163,3 +163,22 @@ def test_the_airflow_wrapper_finds_the_dag_of_a_test_run(rest, dag_id):
     """`switchyard airflow dags test DAG_ID` pauses that DAG beside a running scheduler; no other command."""
     from switchyard_dev.dag_test import dag_of
     assert dag_of(rest) == dag_id
+
+
+def test_runs_says_where_it_looked_when_the_api_server_it_was_told_of_does_not_answer(tmp_path, monkeypatch, capsys):
+    """The api-server's pid file says it runs, but on another port than this shell's (another
+    SWITCHYARD_AIRFLOW_PORT): a message that says where it looked, not a URLError traceback."""
+    import os
+    from switchyard_dev import local
+    from switchyard_dev.commands import cmd_runs
+    from helpers import free_port
+    home = tmp_path / "airflow"
+    home.mkdir()
+    (home / "api-server.pid").write_text(str(os.getpid()))     # a live process: "it runs"
+    monkeypatch.setenv("SWITCHYARD_AIRFLOW_HOME", str(home))
+    monkeypatch.setenv("SWITCHYARD_AIRFLOW_PORT", str(free_port()))
+    assert local.service_pid("api-server") == os.getpid()
+    assert cmd_runs(argparse.Namespace(action="list", dag_id=None, run_id=None, limit=10)) == 1
+    out = capsys.readouterr().out
+    assert f"the local Airflow's api-server did not answer on {local.api_url()}" in out
+    assert "set SWITCHYARD_AIRFLOW_PORT as when it was started" in out
