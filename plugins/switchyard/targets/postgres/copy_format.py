@@ -32,9 +32,9 @@ faster than stripping it while streaming; header lines are skipped here, not by 
 HEADER (one line only), and an error's record number is translated back to the line in the
 file. With quoting csv every quote is checked against RFC 4180 on its way
 (core/files.guard_quotes): PostgreSQL's CSV reader takes a quote that RFC 4180 does not allow
-where it is (`b "x" c`, `"q"r`, `x""`) without an error and drops it from the field. The rest is PostgreSQL's: encoding conversion (ENCODING), CR LF line ends (detected
-from the first line; a file that mixes LF and CR LF fails), invalid bytes and NUL (fail with
-the line).
+where it is (`b "x" c`, `"q"r`, `x""`) without an error and drops it from the field. The rest
+is PostgreSQL's: encoding conversion (ENCODING), CR LF line ends (detected from the first line;
+a file that mixes LF and CR LF fails), invalid bytes and NUL (fail with the line).
 
 varchar(n) is created as text with a CHECK: PostgreSQL's varchar(n) cuts a value's excess
 trailing spaces to fit n without an error (the SQL standard's rule), a silent change of the

@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from switchyard.core.batch import misplaced_quote_problem
-from switchyard.core.files import GZIP_UNDER_PLAIN_NAME, GzipUnderPlainName, MisplacedQuote, StreamFileError, open_source
+from switchyard.core.files import (GZIP_UNDER_PLAIN_NAME, GzipUnderPlainName, MisplacedQuote, StreamFileError,
+                                   open_source)
 from switchyard.core.planner import StreamPlan
 from switchyard.core.spec import Table
 from switchyard.targets.base import LoadResult, ProgressCallback, TargetError
