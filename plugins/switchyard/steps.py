@@ -333,17 +333,25 @@ def source_file_problems(plan: dict, s: StreamPlan, spec: LoadSpec, path: Path) 
     """What the plan's check of the batch's files (core/batch.check_files) leaves to the workers
     of a stream's source, who alone see its files: the stream file's start (a byte order mark, a
     record where the header line should be: core/batch.start_problems), and the files of the
-    same table and source on this worker that the manifest does not list (the plan has no group
-    for them: a run would leave them out and end `success`)."""
-    from switchyard.core.batch import files_on_disk, start_problems, unlisted
+    same table and source on this worker that the manifest does not list, or lists with 0 rows
+    while they hold records (the plan has no group for them, or one that skips: a run would
+    leave them out and end `success`)."""
+    from switchyard.core.batch import empty_stream_records, files_on_disk, start_problems, unlisted
     from switchyard.core.planner import group_id
     # A named pipe is read once, by the load: nothing is read from it here.
-    problems = start_problems(path, spec.table(s.table)) if path.is_file() else []
+    table = spec.table(s.table)
+    problems = start_problems(path, table) if path.is_file() else []
     batch_dir = resolve_batch(plan["batch"])
     source = spec.source_of(s.stream)
     for stream, rel in sorted(files_on_disk(batch_dir, spec, s.table).items()):
-        if spec.source_of(stream) == source and group_id(s.table, stream) not in plan["groups"]:
+        if spec.source_of(stream) != source:
+            continue
+        planned = plan["groups"].get(group_id(s.table, stream))
+        if planned is None:
             problems.append(unlisted(batch_dir / rel, s.table, stream))
+        elif StreamPlan(**planned).empty and (batch_dir / rel).is_file():
+            # Listed with 0 rows: its group skips, so its records would be left out unseen.
+            problems += empty_stream_records(batch_dir / rel, table, stream)
     return problems
 
 

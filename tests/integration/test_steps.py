@@ -93,6 +93,35 @@ def test_a_streams_load_on_its_source_checks_what_only_that_worker_sees(tpch_bat
     connect().release_lease()
 
 
+def test_a_file_on_a_source_listed_with_0_rows_that_holds_records_fails_the_sources_load(tpch_batch, pg_uri,
+                                                                                         schema, data_root):
+    """The plan does not see a source's files, and an empty stream's group skips: the load of
+    another stream of that table on the same source checks the files listed with 0 rows there."""
+    from helpers import edit_manifest
+    name, folder = tpch_batch
+    spec = replace(SPEC, publish="batch", sources={"source_a": (2, 3)})
+    batch = data_root / "steps-zero-on-a-source"
+    shutil.copytree(folder, batch)
+    edit_manifest(batch, "orders", 3, rows=0, key_min=None, key_max=None)
+
+    def connect() -> PostgresAdapter:
+        return PostgresAdapter(spec, uri=pg_uri, schema=schema, lease_holder="plain/run-3", lease_batch=batch.name)
+
+    found, plan, problems = steps.check_batch(spec, ["orders"], batch.name, streams=3)
+    assert problems == [], problems      # on the source: not the plan's to see
+    run = steps.set_up(connect(), plan, problems, batch.name, found, ["orders"])
+    with pytest.raises(steps.StepSkipped, match="orders stream 3 is empty in this batch"):
+        steps.stream_plan(run, "orders", 3)
+    s2 = steps.stream_plan(run, "orders", 2)
+    steps.prepare(connect, run, s2, file_on_source="source_a")
+    with pytest.raises(steps.StepFailed) as refused:
+        steps.load(connect, run, s2, queue="source_a", host="here", spec=spec)
+    assert (f"{batch / 'orders' / 'orders.3.tbl'}: line 1: a record, but the manifest lists the file with 0 rows "
+            f"(orders stream 3): a run would skip the stream") in str(refused.value)
+    assert fingerprint(pg_uri, schema, ["orders"])["orders"][0] == 0
+    connect().release_lease()
+
+
 def test_what_the_operators_skip_or_fail_at_once(tpch_batch, tmp_path, data_root):
     name, folder = tpch_batch
     with pytest.raises(steps.StepFailed, match=r"tables: 'ordres' not in spec 'tpch'"):

@@ -226,11 +226,11 @@ def check_files(batch_dir: Path, manifest: Manifest, spec: LoadSpec, tables: Ite
         else:
             problems += start_problems(path, spec.table(e.table))
             if e.rows == 0:
-                problems += empty_stream_records(path, spec.table(e.table), e)
+                problems += empty_stream_records(path, spec.table(e.table), e.stream)
     return problems
 
 
-def empty_stream_records(path: Path, table: Table, entry: ManifestEntry) -> list[str]:
+def empty_stream_records(path: Path, table: Table, stream: int) -> list[str]:
     """A file the manifest lists with 0 rows that holds a record: a run skips an empty stream's
     group, so its records would be left out of a run that ends `success`. The header lines and
     one byte after them are read, so every such file is checked whatever the batch's size."""
@@ -245,7 +245,7 @@ def empty_stream_records(path: Path, table: Table, entry: ManifestEntry) -> list
     if not more:
         return []
     return [f"{path}: line {fmt.header_lines + 1}: a record, but the manifest lists the file with 0 rows "
-            f"({entry.table} stream {entry.stream}): a run would skip the stream and leave the file's records out; "
+            f"({table.name} stream {stream}): a run would skip the stream and leave the file's records out; "
             f"write the manifest from the file (switchyard manifest)"]
 
 
