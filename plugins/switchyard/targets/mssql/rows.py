@@ -34,7 +34,7 @@ _DEC = re.compile(r"-?[0-9]+(\.[0-9]+)?\Z")
 _FLOAT = re.compile(r"-?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?\Z")
 _DATE = re.compile(r"([0-9]{4})-([0-9]{2})-([0-9]{2})\Z")
 _DATETIME = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}([ T][0-9]{2}:[0-9]{2}(:[0-9]{2}(\.([0-9]{1,7}))?)?)?\Z")
-_TYPE = re.compile(r"^([a-z ]+?)\s*(?:\((\d+)(?:,\s?(\d+))?\))?$")
+_TYPE = re.compile(r"^([a-z][a-z0-9 ]*?)\s*(?:\((\d+)(?:,\s?(\d+))?\))?$")
 _INT_RANGES = {"tinyint": (0, 255), "smallint": (-2**15, 2**15 - 1), "int": (-2**31, 2**31 - 1),
                "integer": (-2**31, 2**31 - 1), "bigint": (-2**63, 2**63 - 1)}
 GZIP_MAGIC = b"\x1f\x8b"
@@ -91,12 +91,21 @@ def converter(sql_type: str, code_page: int | None = None) -> Callable[[str], An
             return date(int(m.group(1)), int(m.group(2)), int(m.group(3)))
         return to_date
     if base in ("datetime", "datetime2", "smalldatetime"):
+        # What the column keeps of a time, which the bulk copy rounds the rest of away without an
+        # error: datetime2(p) p digits after the second's point (7 without a precision); datetime
+        # 1/300 s (milliseconds ending in 0, 3 or 7); smalldatetime whole minutes.
+        kept = {"datetime2": int(length) if length else 7, "datetime": 3, "smalldatetime": 0}[base]
+
         def to_datetime(text: str) -> datetime:
             m = _DATETIME.match(text)
             if not m:
                 raise ValueError("not an ISO date and time")
-            fraction = m.group(3) or ""
-            if len(fraction) == 7 and not fraction.endswith("0"):
+            digits = (m.group(4) or "").rstrip("0")
+            if len(digits) > kept or (base == "datetime" and digits.ljust(3, "0")[2] not in "037") or (
+                    base == "smalldatetime" and (m.group(2) or ":00")[1:3] != "00"):
+                raise ValueError(f"finer than {sql_type} keeps: the load would round it to another time without "
+                                 f"an error")
+            if len(digits) == 7:
                 raise ValueError("a 7th fractional digit (100 ns) is more than the client path carries: "
                                  "load this file with BULK INSERT")
             return datetime.fromisoformat(text.replace("T", " ")[:26])

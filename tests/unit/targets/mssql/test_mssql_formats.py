@@ -395,6 +395,27 @@ def test_decimals_finer_than_the_column_keeps_are_refused_not_rounded():
             converter(sql_type)(text)
 
 
+@pytest.mark.parametrize("sql_type, text, kept", [
+    ("datetime2", "2026-01-01 10:00:00.123456", datetime(2026, 1, 1, 10, 0, 0, 123456)),
+    ("datetime2(6)", "2026-01-01T10:00:00.1234560", datetime(2026, 1, 1, 10, 0, 0, 123456)),
+    ("datetime2(3)", "2026-01-01 10:00:00.1230", datetime(2026, 1, 1, 10, 0, 0, 123000)),
+    ("datetime", "2026-01-01 10:00:00.127", datetime(2026, 1, 1, 10, 0, 0, 127000)),
+    ("smalldatetime", "2026-01-01 10:59:00", datetime(2026, 1, 1, 10, 59)),
+    ("datetime2(3)", "2026-01-01 10:00:00.1234", None),     # the bulk copy would round these
+    ("datetime2(0)", "2026-01-01 10:00:00.5", None),
+    ("datetime", "2026-01-01 10:00:00.001", None),           # datetime counts 1/300 s
+    ("smalldatetime", "2026-01-01 10:59:30", None),          # whole minutes
+])
+def test_times_the_column_keeps_arrive_and_finer_ones_are_refused_not_rounded(sql_type, text, kept):
+    """The client path reads datetime2 columns (a name with a digit in it) and refuses a time
+    finer than its column keeps, which the bulk copy would round without an error."""
+    if kept is not None:
+        assert converter(sql_type)(text) == kept
+    else:
+        with pytest.raises(ValueError, match=f"finer than {re.escape(sql_type)} keeps: the load would round it"):
+            converter(sql_type)(text)
+
+
 def test_gzip_under_a_plain_name_says_it_is_gzip(tmp_path):
     path = tmp_path / "notes.1.txt"
     path.write_bytes(gzip.compress(b"1|x|t|\n"))
