@@ -112,6 +112,24 @@ class MssqlPreflight:
         return target_from_catalog(key, rows, boundaries, partitions, indexes, columns, shared, batches,
                                    dependency_rows=dependencies, function_schemes=schemes)
 
+    def client_path_problems(self, table_plan: TablePlan, where: str) -> list[str]:
+        """A table whose files take the client path (load_path: gzip, a NULL marker BULK INSERT
+        cannot take ...) with a column type that path has no reader for: refused here, before any
+        load, rather than by its first load."""
+        from switchyard.targets.mssql.rows import converter
+        why = next((why for s in table_plan.streams if not s.empty
+                    for path, why in [self.load_path(s)] if path == "tds"), None)
+        if why is None:
+            return []
+        out = []
+        for column in table_plan.table.columns:
+            try:
+                converter(self.column_type(column))
+            except TargetError as exc:
+                out.append(f"{where}: column {column.name}: {exc}, which this table's files take ({why}); give the "
+                           f"column a type it reads, or write the files so that BULK INSERT reads them")
+        return out
+
     def preflight(self, cur, plan: LoadPlan, batch_problems: list[str] = ()) -> list[str]:
         """Each table of the plan against the target as it is; TargetError (permanent) listing
         every problem, with the batch's own (`batch_problems`), before anything is created or
@@ -121,6 +139,7 @@ class MssqlPreflight:
         for table_plan in plan.tables:
             table = table_plan.table
             where = f"{self.schema}.{table.name}"
+            problems += self.client_path_problems(table_plan, where)
             try:
                 target = self.read_target(cur, table.name)
             except ValueError as exc:

@@ -181,3 +181,22 @@ def test_files_are_sized_for_the_index_builds_on_the_staging_tables():
     plan = orders_plan(SPEC, even(2))
     sizes = [{fg["name"]: fg["bytes"] for fg in a.filegroups(plan)} for a in (plain, indexed)]
     assert sizes[1]["fg1"] == 2 * sizes[0]["fg1"] > 0
+
+
+def test_a_column_type_the_client_path_cannot_read_is_refused_before_any_load_where_the_files_take_it():
+    """SCRIPTED: a table whose files the worker reads (here the deployment's load_mode tds) with a
+    `time` column, which the client path has no reader for, is refused at the pre-flight, naming
+    the column and why the files take that path; with BULK INSERT the server reads it."""
+    from dataclasses import replace as changed
+    from test_mssql_window import spec_with
+    orders = SPEC.table("orders")
+    timed = spec_with(columns=tuple(changed(c, types={"default": "time(3)"}) if c.name == "o_clerk" else c
+                                    for c in orders.columns))
+    plan = orders_plan(timed, even(2))
+    tds = adapter(timed, load_mode="tds")
+    with pytest.raises(TargetError) as exc:
+        tds.preflight(ScriptedCatalog(tds, layout_of({"b1": even(2)})), plan)
+    assert ("tpch.orders: column o_clerk: column type 'time(3)' has no converter in the TDS loader, which this "
+            "table's files take (load_mode tds: the worker reads the file)") in str(exc.value)
+    bulk = adapter(timed)
+    assert bulk.client_path_problems(plan.tables[0], "tpch.orders") == []
