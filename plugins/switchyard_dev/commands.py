@@ -141,8 +141,14 @@ def _runs(args) -> int:
         if not (args.dag_id and args.run_id):
             print("switchyard runs fail DAG_ID RUN_ID (`switchyard runs` lists them)")
             return 2
-        done = runs.fail(api, args.dag_id, args.run_id)
-        print(f"{args.dag_id} {args.run_id}: {done['state']}")
+        try:
+            done = runs.fail(api, args.dag_id, args.run_id)
+        except ValueError as exc:
+            print(exc)
+            return 1
+        # A step that was committing when the run was marked failed finishes its commit.
+        print(f"{args.dag_id} {args.run_id}: {done['state']}; a step that was already committing finishes; "
+              f"`switchyard runs` shows when its tasks have ended")
         return 0
     active = runs.active_runs(api, args.dag_id)
     print("active and queued runs" + ("" if active else ": none"))

@@ -70,12 +70,17 @@ def _hours(seconds: float) -> str:
 
 
 def batch_of(run: dict) -> str:
-    """The batch a run loads: its conf's, else its logical date as YYYY-MM-DD (the DAG's rule)."""
+    """The batch a run loads: its conf's, else its logical date in SWITCHYARD_BATCH_FORMAT (the
+    DAG's rule, airflow/operators.batch_name)."""
+    from switchyard import settings
     batch = (run.get("conf") or {}).get("batch")
     if batch:
-        return str(batch)
+        return str(batch).strip()
     when = run.get("logical_date") or run.get("run_after") or ""
-    return when[:10]
+    try:
+        return datetime.fromisoformat(when.replace("Z", "+00:00")).strftime(settings.get().batch_format)
+    except ValueError:
+        return when[:10]
 
 
 def what_it_does(api: local.Api, run: dict, wait_seconds: float | None = None) -> str:
@@ -165,7 +170,12 @@ class QueuedWatch:
 
 
 def fail(api: local.Api, dag_id: str, run_id: str) -> dict:
-    """Mark the run failed (its unfinished tasks end; the next queued run of its DAG starts)."""
+    """Mark an active run failed (its unfinished tasks end; the next queued run of its DAG starts).
+    A run that has ended is left as it is (ValueError): its record would no longer say what it
+    did, a success whose batch is loaded marked failed."""
+    run = api.get(f"/api/v2/dags/{_q(dag_id)}/dagRuns/{_q(run_id)}")
+    if run.get("state") not in ACTIVE:
+        raise ValueError(f"{dag_id} {run_id} is {run.get('state')}, not running or queued: left as it is")
     return api.patch(f"/api/v2/dags/{_q(dag_id)}/dagRuns/{_q(run_id)}?update_mask=state", {"state": "failed"})
 
 

@@ -222,6 +222,10 @@ def test_demo_then_a_cli_test_run_then_the_demo_again(stack_home, pg_uri, data_r
     assert demo.follow(api, held["dag_run_id"], 600, dag_id=DAG_ID) == "success"
     note = api.get(f"/api/v2/dags/{DAG_ID}/dagRuns/{runs._q(held['dag_run_id'])}")["note"]
     assert "run success." in note and "queued behind" not in note
+    # A run that has ended is left as it is: marked failed, its record would no longer say what it did.
+    again = switchyard("runs", "fail", DAG_ID, held["dag_run_id"], env=plain_shell())
+    assert again.returncode == 1 and "is success, not running or queued: left as it is" in again.stdout, again.stdout
+    assert api.get(f"/api/v2/dags/{DAG_ID}/dagRuns/{runs._q(held['dag_run_id'])}")["state"] == "success"
 
 
 def when(text: str) -> datetime:
