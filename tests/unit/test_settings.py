@@ -120,3 +120,12 @@ def test_a_run_without_a_batch_param_names_its_batch_by_its_date_in_the_batch_fo
         monkeypatch.setenv("SWITCHYARD_BATCH_FORMAT", bad)
         with pytest.raises(Exception, match="SWITCHYARD_BATCH_FORMAT"):
             batch_name(None, when)
+
+
+def test_switchyard_runs_names_the_batch_a_run_loads_as_the_dag_does(monkeypatch):
+    from switchyard_dev.runs import batch_of
+    run = {"logical_date": "2026-11-30T05:30:00Z", "conf": {}}
+    assert batch_of(run) == "2026-11-30"
+    monkeypatch.setenv("SWITCHYARD_BATCH_FORMAT", "%Y-%m-%dT%H%M")
+    assert batch_of(run) == "2026-11-30T0530"
+    assert batch_of({**run, "conf": {"batch": "b001"}}) == "b001"
