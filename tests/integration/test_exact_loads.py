@@ -561,10 +561,13 @@ def test_a_byte_order_mark_the_load_would_keep_refuses_the_batch_before_any_load
     assert check_batch(batch, spec) == []
     # A file the spec calls latin-1 that starts with it is UTF-8: its other characters would change.
     batch, spec = _lookup_batch(tmp_path, "latin-1", bom + b"code,name\n" + rows, header_lines=1, encoding="latin-1")
-    assert check_batch(batch, spec) == [
+    found = check_batch(batch, spec)
+    assert found[0] == (
         f"{batch / 'stations' / 'stations.1.csv'}: line 1: starts with UTF-8's byte order mark, but the spec says "
         f"the file's encoding is latin-1: its characters past ASCII would load as other characters; say "
-        f"`encoding: utf-8`"]
+        f"`encoding: utf-8`")
+    # ... and its text past ASCII says the same (test_utf8_text_in_a_file_the_spec_calls_latin_1_...).
+    assert len(found) == 2 and "line 3, column name: the file's text past ASCII reads as UTF-8" in found[1], found
 
 
 # --- a header line that is a record: a file written without its header -----------------------
@@ -671,6 +674,35 @@ def test_a_quote_where_rfc_4180_allows_none_is_refused_not_dropped(pg_uri, schem
             ("1", 'say "hi", then "bye"'), ("2", "two\nlines, one field")]
 
 
+# --- UTF-8 text in a file the spec calls latin-1 ----------------------------------------------------
+def test_utf8_text_in_a_file_the_spec_calls_latin_1_is_refused_not_loaded_changed(pg_uri, schema, tmp_path):
+    """In latin-1 every byte is a character, so a UTF-8 file loads without an error, `Müller` as
+    `MÃ¼ller`. Text past ASCII that reads as UTF-8 is refused by the check and by the load, naming
+    the line and the column; a latin-1 file loads byte for byte."""
+    from switchyard.core.batch import check_batch
+    latin = "ST001,Müller\nST002,Ærø café\n"
+    batch, spec = _lookup_batch(tmp_path, "utf8", latin.encode("utf-8"), encoding="latin-1")
+    path = batch / "stations" / "stations.1.csv"
+    said = (f"{path}: line 1, column name: the file's text past ASCII reads as UTF-8, but the spec says its encoding "
+            f"is latin-1: each such character would load as two or three others without an error")
+    problems = check_batch(batch, spec)
+    assert len(problems) == 1 and problems[0].startswith(said), problems
+    adapter, plan, s = _staged(pg_uri, schema, spec, batch, "stations")
+    with pytest.raises(TargetError) as refused:
+        adapter.load(s, path)
+    assert refused.value.permanent and str(refused.value).startswith(said), str(refused.value)
+    # The same text written in latin-1 loads as written.
+    batch, spec = _lookup_batch(tmp_path, "latin", latin.encode("latin-1"), encoding="latin-1")
+    assert check_batch(batch, spec) == []
+    adapter, plan, s = _staged(pg_uri, schema, spec, batch, "stations")
+    assert adapter.load(s, batch / "stations" / "stations.1.csv").rows == 2
+    adapter.switch(s)
+    publish(adapter, plan)
+    with psycopg.connect(pg_uri) as conn:
+        assert [r[0] for r in conn.execute(f'SELECT name FROM "{schema}"."stations" ORDER BY code')] == [
+            "Müller", "Ærø café"]
+
+
 # --- dates and times read the same on every server ---------------------------------------------
 def test_dates_and_times_read_the_same_whatever_the_servers_settings(pg_uri, schema, tmp_path):
     """A server's DateStyle (initdb takes its day order from the locale) and TimeZone decide how
@@ -761,6 +793,11 @@ FAULTS = {
                      ["line 4, column o_comment", 'invalid byte sequence for encoding "UTF8": 0xe9']),
     "gzip under the .tbl name": (lambda d: gzip.compress(d), ["line 1, column o_orderkey", "gzip-compressed",
                                                               "does not end in .gz"]),
+    # TPC-H's `|` ends every line: its dummy column is no column of the user's, never named.
+    "no trailing delimiter": (lambda d: _on_line(d, 5, lambda line: line[:-1]),
+                              ["line 5: the line does not end with the trailing delimiter '|', as every line must"]),
+    "text after the trailing delimiter": (lambda d: _on_line(d, 6, lambda line: line + b"x"),
+                                          ["line 6: text after the trailing delimiter '|'"]),
 }
 
 

@@ -348,3 +348,28 @@ def test_a_record_without_its_key_field_is_named_not_called_none(tmp_path):
     with pytest.raises(BatchError, match=r"a\.1\.csv: line 2, column ts: the record has 0 fields, the key is field 2 "
                                          r"\(a blank line\)$"):
         describe_batch(tmp_path, spec)
+
+
+@pytest.mark.parametrize("data, line", [
+    (b"1|x\ry|\n2|y|\n", 1),          # a stray carriage return inside a field
+    (b"1|x|\n2|y|\r\n3|z|\n", 2),      # one CR LF line in a file whose first line ends LF
+    (b"1|x\ry|\r\n", 1),              # a CR inside a field of a CR LF file
+])
+def test_a_carriage_return_the_load_would_take_for_a_line_end_is_named_before_any_load(tmp_path, data, line):
+    """Without quoting the loads take a carriage return for a line end (the file's first line says
+    which line end it has); the check names the line and the column instead of leaving it to the
+    load, which names no column. A file all in CR LF, or all in LF, passes."""
+    from switchyard.core.batch import manifest_for
+    spec = parse_spec({"name": "g", "files": "{table}/{table}.{stream}.dat", "tables": {"a": {
+        "partitioned": False, "columns": [{"name": "id", "type": "bigint"}, {"name": "v", "type": "varchar(20)"}]}}})
+    (tmp_path / "a").mkdir()
+    for body, bad in ((data, True), (b"1|x|\r\n2|y|\r\n", False), (b"1|x|\n2|y|\n", False)):
+        (tmp_path / "a" / "a.1.dat").write_bytes(body)
+        write_manifest(tmp_path, manifest_for(tmp_path, spec, 1))
+        found = check_batch(tmp_path, spec)
+        if bad:
+            assert found == [f"{tmp_path / 'a' / 'a.1.dat'}: line {line}, column v: a carriage return, which the "
+                             f"load cannot tell from a line end (quoting: none; the file's first line says its line "
+                             f"end)"], found
+        else:
+            assert found == [], found

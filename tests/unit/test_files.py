@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from switchyard.core.files import MisplacedQuote, data_chunks, guard_quotes, misplaced_quote
+from switchyard.core.files import MisplacedQuote, data_chunks, guard_quotes, place_of
 
 # Quotes where RFC 4180 puts them: doubled inside a quoted field, a quoted line break and
 # delimiter, an empty quoted field, CR LF line ends, a last line without its line end.
@@ -49,7 +49,7 @@ def test_a_misplaced_quote_is_named_by_its_line_and_field_after_the_header(tmp_p
             for _ in guard_quotes(data_chunks(fh.read, 1, 1 << 16), ","):
                 pass
     assert found.value.offset == body.index(b'x"y') + 1
-    assert misplaced_quote(path, 1, ",", found.value.offset) == (1 + 80_000 + 1, 2)
+    assert place_of(path, 1, ",", found.value.offset) == (1 + 80_000 + 1, 2)
 
 
 def test_data_chunks_skip_the_header_lines_across_chunks():

@@ -543,16 +543,24 @@ def _records(fh, fmt: FileFormat) -> Iterable[tuple[int, list[str]]]:
             start = fmt.header_lines + reader.line_num + 1
         return
     text = io.TextIOWrapper(fh, encoding=fmt.encoding, errors="surrogateescape", newline="\n")
+    crlf = None     # the data's line end, as its first line's says: the loads read every line so
     for number, line in enumerate(text, start=1):
         if number <= fmt.header_lines:
             continue
         line = line[:-1] if line.endswith("\n") else line
+        if crlf is None:
+            crlf = line.endswith("\r")
+        # Any other carriage return stays in a field, where RecordCheck refuses it: a CR LF line
+        # in an LF file keeps its CR in its last field.
+        cr = line.endswith("\r") and not crlf
         line = line[:-1] if line.endswith("\r") else line
         # Every line is a record (a blank one too, as the loaders take it); the file's final
         # line end starts none.
         fields = line.split(fmt.delimiter)
         if fmt.trailing_delimiter and fields and fields[-1] == "":
             fields.pop()
+        if cr and fields:
+            fields[-1] += "\r"
         yield number, fields
 
 
@@ -699,8 +707,8 @@ def read_bytes(batch_dir: Path, manifest: Manifest, spec: LoadSpec, tables: Iter
 def misplaced_quote_problem(path: Path, table: Table, offset: int) -> str:
     """The quote core/files.guard_quotes found at `offset` of the file's data, named by the
     file's line and the record's column."""
-    from switchyard.core.files import MISPLACED_QUOTE, misplaced_quote
-    line, index = misplaced_quote(path, table.format.header_lines, table.format.delimiter, offset)
+    from switchyard.core.files import MISPLACED_QUOTE, place_of
+    line, index = place_of(path, table.format.header_lines, table.format.delimiter, offset)
     column = table.columns[index].name if index < len(table.columns) else f"field {index + 1}"
     return f"{path}: line {line}, column {column}: {MISPLACED_QUOTE}"
 
@@ -720,6 +728,33 @@ def quote_problems(path: Path, table: Table) -> list[str]:
     except (StreamFileError, OSError):
         return []   # the file's read names it
     return []
+
+
+def encoding_problems(path: Path, table: Table) -> list[str]:
+    """A file the spec calls latin-1 or cp1252 whose text reads as UTF-8 (core/files.guard_utf8):
+    every byte is a latin-1 character, so nothing else would say so."""
+    from switchyard.core.files import (StreamFileError, Utf8InSingleByte, data_chunks, guard_utf8, open_source,
+                                       single_byte)
+    fmt = table.format
+    if not single_byte(fmt.encoding):
+        return []
+    try:
+        with open_source(path) as source:
+            for _ in guard_utf8(data_chunks(source.read, fmt.header_lines)):
+                pass
+    except Utf8InSingleByte as exc:
+        return [utf8_problem(path, table, exc.offset)]
+    except (StreamFileError, OSError):
+        return []
+    return []
+
+
+def utf8_problem(path: Path, table: Table, offset: int) -> str:
+    """The UTF-8 text core/files.guard_utf8 found at `offset` of the file's data, by its line and column."""
+    from switchyard.core.files import place_of, utf8_in_single_byte
+    line, index = place_of(path, table.format.header_lines, table.format.delimiter, offset)
+    column = table.columns[index].name if index < len(table.columns) else f"field {index + 1}"
+    return f"{path}: line {line}, column {column}: {utf8_in_single_byte(table.format.encoding)}"
 
 
 def read_problems(batch_dir: Path, manifest: Manifest, spec: LoadSpec, tables: Iterable[str]) -> list[str]:
@@ -743,7 +778,7 @@ def read_problems(batch_dir: Path, manifest: Manifest, spec: LoadSpec, tables: I
         except BatchError as exc:
             problems.append(str(exc))
             continue
-        problems += quote_problems(path, table)
+        problems += quote_problems(path, table) + encoding_problems(path, table)
         problems += [f"{path}: {bad}" for bad in scan.bad_fields]
         if scan.bad_field_count > len(scan.bad_fields):
             problems.append(f"{path}: {scan.bad_field_count - len(scan.bad_fields):,} more bad fields "

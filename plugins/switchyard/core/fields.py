@@ -263,6 +263,7 @@ class RecordCheck:
                                               for t, sql_type in c.types.items()])
                         for c in table.columns]
         self.marker = table.format.null_marker
+        self.bare = table.format.quoting == "none"
 
     def problems(self, fields: Sequence[str]) -> list[str]:
         """What is wrong with one record's fields: "column <name>: <field>: <why>"."""
@@ -270,6 +271,12 @@ class RecordCheck:
             return [f"{len(fields)} fields, the table has {len(self.columns)} columns"]
         out = []
         for text, (name, nullable, checks) in zip(fields, self.columns):
+            if self.bare and "\r" in text:
+                # Without quoting a carriage return is a line end to the loads (PostgreSQL: "unquoted
+                # carriage return found in data", naming no column), or in a CRLF line of an LF file.
+                out.append(f"column {name}: a carriage return, which the load cannot tell from a line end "
+                           f"(quoting: none; the file's first line says its line end)")
+                continue
             if nullable and self.marker is not None and text == self.marker:
                 continue
             if _NOT_DECODED.search(text):

@@ -180,9 +180,9 @@ def guard_quotes(chunks: Iterable[bytes], delimiter: str) -> Iterator[bytes]:
         yield chunk
 
 
-def misplaced_quote(path: Path, header_lines: int, delimiter: str, offset: int) -> tuple[int, int]:
-    """(the file's line, the field's index in its record) of the quote MisplacedQuote found at
-    `offset`, the file read again up to it. The record's start is looked for in the chunk that
+def place_of(path: Path, header_lines: int, delimiter: str, offset: int) -> tuple[int, int]:
+    """(the file's line, the field's index in its record) of the byte `offset` bytes into the
+    data after the header lines (where a guard below stopped), the file read again up to it. The record's start is looked for in the chunk that
     holds the quote and the one before it (a record rarely spans more)."""
     import re
     lines, quotes, before = header_lines + 1, 0, (b"", 0)   # (the chunk before, the quotes before it)
@@ -205,3 +205,60 @@ def misplaced_quote(path: Path, header_lines: int, delimiter: str, offset: int) 
             start = mark.end()
     record = window[start:]
     return lines, sum(part.count(delimiter.encode()) for part in record.split(b'"')[0::2])
+
+
+# --- UTF-8 in a file the spec calls latin-1 or cp1252 ----------------------------------------------
+class Utf8InSingleByte(Exception):
+    """A file the spec calls latin-1 or cp1252 whose bytes past ASCII read as UTF-8, at `offset`
+    bytes into its data: the file is UTF-8, and each of those characters would load as two or
+    three others (`Müller` as `MÃ¼ller`), without an error: every byte is a latin-1 character."""
+
+    def __init__(self, offset: int):
+        super().__init__(offset)
+        self.offset = offset
+
+
+def single_byte(encoding: str) -> bool:
+    """Whether the spec's encoding is latin-1 or cp1252, in which any byte is a character."""
+    import codecs
+    try:
+        return codecs.lookup(encoding).name in ("iso8859-1", "cp1252")
+    except LookupError:
+        return False
+
+
+def guard_utf8(chunks: Iterable[bytes]) -> Iterator[bytes]:
+    """The chunks of a file the spec calls latin-1 or cp1252, each as it is once it is seen not to
+    be UTF-8 text past ASCII; Utf8InSingleByte otherwise. Text in those encodings almost never
+    reads as UTF-8 (each of its bytes past ASCII would have to come in UTF-8's patterns); ASCII
+    chunks cost one pass, the others a UTF-8 decode (C speed)."""
+    import re
+    offset = 0
+    for chunk in chunks:
+        if not chunk.isascii():
+            text = bytes(chunk)
+            try:
+                text.decode("utf-8")
+                utf8 = True
+            except UnicodeDecodeError as exc:
+                # A chunk may end inside a character: the bytes before it decide.
+                utf8 = exc.reason == "unexpected end of data" and exc.start > 0 and _decodes(text[:exc.start])
+            if utf8:
+                raise Utf8InSingleByte(offset + re.search(rb"[\x80-\xff]", text).start())
+        offset += len(chunk)
+        yield chunk
+
+
+def _decodes(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return not data.isascii()
+
+
+def utf8_in_single_byte(encoding: str) -> str:
+    """What a file the spec calls `encoding` that reads as UTF-8 gets told, after its place."""
+    return (f"the file's text past ASCII reads as UTF-8, but the spec says its encoding is {encoding}: each such "
+            f"character would load as two or three others without an error (Müller as MÃ¼ller); say "
+            f"`encoding: utf-8`")

@@ -51,7 +51,7 @@ import re
 from pathlib import Path
 from typing import Iterator
 
-from switchyard.core.files import data_chunks, guard_quotes, is_gzip_name
+from switchyard.core.files import data_chunks, guard_quotes, guard_utf8, is_gzip_name, single_byte
 from switchyard.core.spec import Column, FileFormat
 
 QUOTE = b"\x01"
@@ -149,7 +149,9 @@ def copy_chunks(read, fmt: FileFormat, text_format: bool, single_field: bool, si
     quotes are where RFC 4180 puts them (MisplacedQuote otherwise: PostgreSQL's CSV reader
     would take a quote elsewhere without an error, and change the field)."""
     def chunks() -> Iterator[bytes]:
-        return data_chunks(read, fmt.header_lines, size)
+        data = data_chunks(read, fmt.header_lines, size)
+        # In latin-1 or cp1252 every byte is a character: UTF-8 text would load changed, unrefused.
+        return guard_utf8(data) if single_byte(fmt.encoding) else data
 
     if text_format:
         for chunk in chunks():

@@ -7,13 +7,14 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from switchyard.core.batch import misplaced_quote_problem
+from switchyard.core.batch import misplaced_quote_problem, utf8_problem
 from switchyard.core.files import (GZIP_UNDER_PLAIN_NAME, GzipUnderPlainName, MisplacedQuote, StreamFileError,
-                                   open_source)
+                                   Utf8InSingleByte, open_source)
 from switchyard.core.planner import StreamPlan
 from switchyard.core.spec import Table
 from switchyard.targets.base import LoadResult, ProgressCallback, TargetError
 from switchyard.targets.postgres.copy_format import copy_chunks, copy_format, field_count, field_index, record_at
+from switchyard.targets.postgres.sql import EOL_COLUMN
 
 _CHUNK = 1 << 20
 _COPY_LINE = re.compile(r"\bline (\d+)")
@@ -124,6 +125,9 @@ class PostgresLoad:
                 if release is not None:
                     release()
                     copy_ended_at = time.time()
+        except Utf8InSingleByte as exc:
+            raise TargetError(f"{utf8_problem(path, table, exc.offset)} {where}; nothing was committed",
+                              permanent=True) from exc
         except MisplacedQuote as exc:
             raise TargetError(f"{misplaced_quote_problem(path, table, exc.offset)} {where}; nothing was committed",
                               permanent=True) from exc
@@ -184,6 +188,10 @@ def copy_error_message(exc: Any, path: Path, stream: StreamPlan, staging: str, t
     if failed and failed[0] != failed[1]:
         where = _COPY_LINE.sub(f"line {failed[1]}", where, count=1)
     detail = f" ({diag.message_detail})" if diag.message_detail else ""
+    eol = _trailing_delimiter_problem(primary, diag.constraint_name or "", table)
+    if eol:
+        # The trailing delimiter's dummy column (sql.EOL_COLUMN) is no column of the user's.
+        where, primary, detail = where.split(", column", 1)[0].split(":", 1)[0], eol, ""
     check = next((c for c in length_checks if c["name"] == diag.constraint_name), None)
     if check is not None:
         where = where.split(":", 1)[0] + f", column {check['column']}"
@@ -197,6 +205,16 @@ def copy_error_message(exc: Any, path: Path, stream: StreamPlan, staging: str, t
             where = where.split(":", 1)[0] + f", column {table.columns[index].name}"
     return (f"{path}: {where}: {primary}{detail} [table {stream.table}, stream {stream.stream}; "
             f"staging table {staging} kept for inspection, empty: the COPY rolled back]").replace(": :", ":")
+
+
+def _trailing_delimiter_problem(primary: str, constraint: str, table: Table) -> str | None:
+    """What an error about the trailing delimiter's dummy column means in the file's terms."""
+    d = table.format.delimiter
+    if f'"{EOL_COLUMN}"' in primary:
+        return f"the line does not end with the trailing delimiter {d!r}, as every line must (trailing_delimiter: true)"
+    if constraint.endswith("_eol"):
+        return f"text after the trailing delimiter {d!r}, which ends every line (trailing_delimiter: true)"
+    return None
 
 
 def field_count_hint(failed: tuple[int, int, bytes] | None, table: Table) -> str:
