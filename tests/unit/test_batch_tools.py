@@ -279,9 +279,11 @@ def test_check_finds_no_bad_field_in_the_generated_batches(tmp_path):
 
 # --- the line skipped as a header: a header, or a record the skip would drop -------------------------
 _PIVOT = {"sales": {"partitioned": False, "columns": [
-    {"name": "region", "type": "varchar(20)"}, {"name": "y2024", "type": "integer"}, {"name": "y2025", "type": "integer"}]}}
+    {"name": "region", "type": "varchar(20)"}, {"name": "y2024", "type": "integer"},
+    {"name": "y2025", "type": "integer"}]}}
 _RATES = {"rates": {"partitioned": False, "key": "id", "columns": [
-    {"name": "id", "type": "integer"}, {"name": "name", "type": "varchar(20)"}, {"name": "rate", "type": "numeric(6,2)"}]}}
+    {"name": "id", "type": "integer"}, {"name": "name", "type": "varchar(20)"},
+    {"name": "rate", "type": "numeric(6,2)"}]}}
 
 
 @pytest.mark.parametrize("tables, data, refused_on", [

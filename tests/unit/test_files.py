@@ -57,3 +57,13 @@ def test_data_chunks_skip_the_header_lines_across_chunks():
     for size in (1, 2, 5, 100):
         read = iter([data[i:i + size] for i in range(0, len(data), size)] + [b""]).__next__
         assert b"".join(data_chunks(lambda n: read(), 2, size)) == b"row1\nrow2\n"
+
+
+def test_without_quoting_a_quote_is_a_character_when_a_place_is_named(tmp_path):
+    from switchyard.core.files import place_of
+    path = tmp_path / "f.dat"
+    data = b'1|5" screen|a|\n2|x|caf\xc3\xa9|\n'
+    path.write_bytes(data)
+    at = data.index(b"\xc3")
+    assert place_of(path, 0, "|", at, quoted=False) == (2, 2)
+    assert place_of(path, 0, "|", at) != (2, 2)     # read as RFC 4180, the lone quote opens a field

@@ -752,9 +752,10 @@ def encoding_problems(path: Path, table: Table) -> list[str]:
 def utf8_problem(path: Path, table: Table, offset: int) -> str:
     """The UTF-8 text core/files.guard_utf8 found at `offset` of the file's data, by its line and column."""
     from switchyard.core.files import place_of, utf8_in_single_byte
-    line, index = place_of(path, table.format.header_lines, table.format.delimiter, offset)
+    fmt = table.format
+    line, index = place_of(path, fmt.header_lines, fmt.delimiter, offset, quoted=fmt.quoting == "csv")
     column = table.columns[index].name if index < len(table.columns) else f"field {index + 1}"
-    return f"{path}: line {line}, column {column}: {utf8_in_single_byte(table.format.encoding)}"
+    return f"{path}: line {line}, column {column}: {utf8_in_single_byte(fmt.encoding)}"
 
 
 def read_problems(batch_dir: Path, manifest: Manifest, spec: LoadSpec, tables: Iterable[str]) -> list[str]:

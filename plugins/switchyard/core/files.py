@@ -180,10 +180,12 @@ def guard_quotes(chunks: Iterable[bytes], delimiter: str) -> Iterator[bytes]:
         yield chunk
 
 
-def place_of(path: Path, header_lines: int, delimiter: str, offset: int) -> tuple[int, int]:
+def place_of(path: Path, header_lines: int, delimiter: str, offset: int, quoted: bool = True) -> tuple[int, int]:
     """(the file's line, the field's index in its record) of the byte `offset` bytes into the
-    data after the header lines (where a guard below stopped), the file read again up to it. The record's start is looked for in the chunk that
-    holds the quote and the one before it (a record rarely spans more)."""
+    data after the header lines (where a guard here stopped), the file read again up to it. The
+    record's start is looked for in the chunk that holds the byte and the one before it (a record
+    rarely spans more); with RFC 4180 quoting (`quoted`) the quotes before it are counted, so a
+    quoted line break ends no record; without it a quote is a character like any other."""
     import re
     lines, quotes, before = header_lines + 1, 0, (b"", 0)   # (the chunk before, the quotes before it)
     window, parity = b"", 0
@@ -197,6 +199,9 @@ def place_of(path: Path, header_lines: int, delimiter: str, offset: int) -> tupl
             offset -= len(chunk)
             before = (chunk, quotes)
             quotes += chunk.count(b'"')
+    if not quoted:
+        record = window[window.rfind(b"\n") + 1:]
+        return lines, record.count(delimiter.encode())
     inside, start = parity % 2 == 1, 0
     for mark in re.finditer(rb'["\n]', window):
         if mark.group() == b'"':

@@ -211,7 +211,8 @@ def _trailing_delimiter_problem(primary: str, constraint: str, table: Table) -> 
     """What an error about the trailing delimiter's dummy column means in the file's terms."""
     d = table.format.delimiter
     if f'"{EOL_COLUMN}"' in primary:
-        return f"the line does not end with the trailing delimiter {d!r}, as every line must (trailing_delimiter: true)"
+        return (f"the line does not end with the trailing delimiter {d!r}, as every line must "
+                f"(trailing_delimiter: true)")
     if constraint.endswith("_eol"):
         return f"text after the trailing delimiter {d!r}, which ends every line (trailing_delimiter: true)"
     return None
