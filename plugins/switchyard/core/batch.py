@@ -704,13 +704,20 @@ def read_bytes(batch_dir: Path, manifest: Manifest, spec: LoadSpec, tables: Iter
                if e.table in chosen and spec.source_of(e.stream) is None and (batch_dir / e.file).is_file())
 
 
-def misplaced_quote_problem(path: Path, table: Table, offset: int) -> str:
-    """The quote core/files.guard_quotes found at `offset` of the file's data, named by the
-    file's line and the record's column."""
-    from switchyard.core.files import MISPLACED_QUOTE, place_of
-    line, index = place_of(path, table.format.header_lines, table.format.delimiter, offset)
+def _place(path: Path, table: Table, offset: int) -> str:
+    """`<file>: line <n>, column <name>` of the byte a guard of core/files stopped at, `offset`
+    bytes into the file's data."""
+    from switchyard.core.files import place_of
+    fmt = table.format
+    line, index = place_of(path, fmt.header_lines, fmt.delimiter, offset, quoted=fmt.quoting == "csv")
     column = table.columns[index].name if index < len(table.columns) else f"field {index + 1}"
-    return f"{path}: line {line}, column {column}: {MISPLACED_QUOTE}"
+    return f"{path}: line {line}, column {column}"
+
+
+def misplaced_quote_problem(path: Path, table: Table, offset: int) -> str:
+    """The quote core/files.guard_quotes found at `offset` of the file's data, by its place."""
+    from switchyard.core.files import MISPLACED_QUOTE
+    return f"{_place(path, table, offset)}: {MISPLACED_QUOTE}"
 
 
 def quote_problems(path: Path, table: Table) -> list[str]:
@@ -750,12 +757,9 @@ def encoding_problems(path: Path, table: Table) -> list[str]:
 
 
 def utf8_problem(path: Path, table: Table, offset: int) -> str:
-    """The UTF-8 text core/files.guard_utf8 found at `offset` of the file's data, by its line and column."""
-    from switchyard.core.files import place_of, utf8_in_single_byte
-    fmt = table.format
-    line, index = place_of(path, fmt.header_lines, fmt.delimiter, offset, quoted=fmt.quoting == "csv")
-    column = table.columns[index].name if index < len(table.columns) else f"field {index + 1}"
-    return f"{path}: line {line}, column {column}: {utf8_in_single_byte(fmt.encoding)}"
+    """The UTF-8 text core/files.guard_utf8 found at `offset` of the file's data, by its place."""
+    from switchyard.core.files import utf8_in_single_byte
+    return f"{_place(path, table, offset)}: {utf8_in_single_byte(table.format.encoding)}"
 
 
 def read_problems(batch_dir: Path, manifest: Manifest, spec: LoadSpec, tables: Iterable[str]) -> list[str]:
