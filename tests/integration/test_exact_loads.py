@@ -460,7 +460,8 @@ TIMES = {"timestamp": ["2026-03-01 10:00:00.123456", "2026-03-01 10:00:00.123456
                        "2026-03-01 24:00:00", "2026-03-01T23:59:59.9999995", "2026-03-01 10:00:00+02",
                        "2026-03-01T10:00:00Z", "2026-03-01 10:00:00 -05:30", "2026-03-01 10:00:00 UTC",
                        "2026-03-01 10:00:00 Europe/Paris", "2026-03-01 10:00:00 BC", "infinity", "now"],
-         "timestamp(3)": ["2026-03-01 10:00:00.1230", "2026-03-01 10:00:00.1234", "2026-03-01 10:00:00.9995"],
+         "timestamp(3)": ["2026-03-01 10:00:00.1230", "2026-03-01 10:00:00.1234", "2026-03-01 10:00:00.9995",
+                          "2026-03-01 10:00:00.123000", "2026-03-01T10:00", "2026-03-01 23:59:59.999"],
          "timestamp(0)": ["2026-03-01 10:00:00", "2026-03-01 10:00:00.5"],
          "date": ["2026-03-01", "2026-03-01 00:00:00", "2026-03-01 10:11:12", "2026-03-01 UTC", "today", "yesterday",
                   "-infinity"],
@@ -474,15 +475,17 @@ def test_the_field_check_refuses_exactly_the_times_the_server_would_change(pg_ur
     comes back as the same instant, one it refuses comes back as another (rounded, rolled over into
     the next minute or day, its time of day or its zone dropped, the time of the statement taken for
     a word), never an error the load would report."""
-    from switchyard.core.fields import field_check
-    check = field_check(sql_type)
+    from switchyard.core.fields import field_check, kept_pattern
+    check, kept = field_check(sql_type), re.compile(kept_pattern(sql_type))
     with psycopg.connect(pg_uri, autocommit=True) as conn:
         for text in TIMES[sql_type]:
             stored = conn.execute(f"SELECT %s::{sql_type}::text", (text,)).fetchone()[0]
             assert (check(text) is None) == (_instant(stored) == _instant(text)), (text, stored, check(text))
+            # The load's value guard passes on one match only what the server keeps.
+            assert not kept.fullmatch(text) or _instant(stored) == _instant(text), (text, stored)
 
 
-DECIMALS = {"numeric(10,3)": ["12.345", "12.3456", "0012.300", "1.2345e1", "1.23456e1", "1e-3", "1e-4", "1e2", "0e5",
+DECIMALS = {"numeric(10,3)": ["12.345", "12.3456", "0012.300", "12.3450000", "-.5", "+7.", "12.3451", "1.2345e1", "1.23456e1", "1e-3", "1e-4", "1e2", "0e5",
                              "-1.5E+2", "0.00100e2", "1234567e0", "12345678e0"],
             "numeric(5,2)": ["999.99", "9999e-1", "99999e-3", "999.995"]}
 
@@ -493,8 +496,8 @@ def test_the_field_check_refuses_exactly_the_decimals_the_server_would_change(pg
     same number; one it refuses comes back rounded, or is an error the load would stop at. An
     exponent is counted as the digits it stands for (1.23456e1 is 12.3456: rounded to 12.346)."""
     from decimal import Decimal
-    from switchyard.core.fields import field_check
-    check = field_check(sql_type)
+    from switchyard.core.fields import field_check, kept_pattern
+    check, kept = field_check(sql_type), re.compile(kept_pattern(sql_type))
     with psycopg.connect(pg_uri, autocommit=True) as conn:
         for text in DECIMALS[sql_type]:
             try:
@@ -503,6 +506,8 @@ def test_the_field_check_refuses_exactly_the_decimals_the_server_would_change(pg
                 assert check(text) is not None, text     # refused before the load that would stop at it
                 continue
             assert (check(text) is None) == (Decimal(stored) == Decimal(text)), (text, stored, check(text))
+            # The load's value guard passes on one match only what the server keeps.
+            assert not kept.fullmatch(text) or Decimal(stored) == Decimal(text), (text, stored)
 
 
 def _staged(uri: str, schema: str, spec, batch: Path, table: str, stream: int = 1):
@@ -672,6 +677,46 @@ def test_a_quote_where_rfc_4180_allows_none_is_refused_not_dropped(pg_uri, schem
     with psycopg.connect(pg_uri) as conn:
         assert conn.execute(f'SELECT code, name FROM "{schema}"."stations" ORDER BY code').fetchall() == [
             ("1", 'say "hi", then "bye"'), ("2", "two\nlines, one field")]
+
+
+# --- a field the server would change: refused by the load of a batch too big to read before it ------
+@pytest.mark.parametrize("field, column, why", [
+    ("12.345", "price", "3 digits after the point, numeric(12,2) keeps 2"),
+    ("19.989999999", "price", "9 digits after the point"),
+    ("2026-03-01 10:00:00+02", "at", "a time zone (+02)"),
+    ("2026-03-01 10:00:00.1234567", "at", "7 digits after the second's point"),
+])
+def test_a_field_the_server_would_change_is_refused_by_the_load(pg_uri, schema, tmp_path, field, column, why):
+    """A batch too big to read field by field before its loads (SWITCHYARD_CHECK_FIELDS_MB) is read
+    by them as it streams: a field PostgreSQL would store changed, without an error, fails the
+    load, naming the file, the line and the column, and nothing of the file is kept. The server's
+    own reading of the field is shown beside: the value it would have stored."""
+    from switchyard.core.batch import check_batch
+    spec = parse_spec({"name": "prices", "files": "{table}/{table}.{stream}.csv",
+                       "format": {"delimiter": ",", "trailing_delimiter": False, "quoting": "csv", "header_lines": 1},
+                       "tables": {"prices": {"partitioned": False, "key": "sku", "columns": [
+                           {"name": "sku", "type": "varchar(8)"}, {"name": "price", "type": "numeric(12,2)"},
+                           {"name": "at", "type": "timestamp"}]}}})
+    good = "".join(f"S{i:03},{i}.50,2026-03-01 10:00:00.{i:06}\n" for i in range(1, 5000))
+    bad = {"price": f"S9999,{field},2026-03-01 10:00:00\n", "at": f"S9999,1.00,{field}\n"}[column]
+    batch = tmp_path / "prices"
+    (batch / "prices").mkdir(parents=True)
+    path = batch / "prices" / "prices.1.csv"
+    path.write_text("sku,price,at\n" + good + bad + good.replace("S", "T"))
+    write_manifest(batch, manifest_for(batch, spec, 1))
+    said = f"{path}: line 5001, column {column}: {field!r}: {why}"
+    assert any(p.startswith(said) for p in check_batch(batch, spec)), check_batch(batch, spec)
+    adapter, plan, s = _staged(pg_uri, schema, spec, batch, "prices")
+    with pytest.raises(TargetError) as refused:
+        adapter.load(s, path)
+    assert refused.value.permanent and str(refused.value).startswith(said), str(refused.value)
+    assert "nothing was committed" in str(refused.value)
+    with psycopg.connect(pg_uri) as conn:
+        staged = conn.execute(f'SELECT count(*) FROM "{schema}_staging"."{s.staging_table}"').fetchone()[0]
+        sql_type = "numeric(12,2)" if column == "price" else "timestamp"
+        stored = conn.execute(f"SELECT %s::{sql_type}::text", (field,)).fetchone()[0]
+    assert staged == 0
+    assert stored != field, stored      # what the load would have kept: rounded, or its zone dropped
 
 
 # --- UTF-8 text in a file the spec calls latin-1 ----------------------------------------------------

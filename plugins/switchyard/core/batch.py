@@ -720,6 +720,14 @@ def misplaced_quote_problem(path: Path, table: Table, offset: int) -> str:
     return f"{_place(path, table, offset)}: {MISPLACED_QUOTE}"
 
 
+def changed_value_problem(path: Path, table: Table, changed) -> str:
+    """A field core/value_guard.py found a server would change, by its file, line and column."""
+    from switchyard.core.files import place_of
+    fmt = table.format
+    line, _ = place_of(path, fmt.header_lines, fmt.delimiter, changed.offset, quoted=fmt.quoting == "csv")
+    return f"{path}: line {line}, {changed.problem()}"
+
+
 def quote_problems(path: Path, table: Table) -> list[str]:
     """A quote of a file with RFC 4180 quoting where RFC 4180 allows none (core/files.guard_quotes):
     the file's records read by Python's csv module would not show it."""

@@ -113,6 +113,44 @@ def _accepts(base: str, size: str | None, scale: str | None, neutral: bool) -> s
     return None
 
 
+def kept_pattern(sql_type: str, neutral: bool = False) -> str | None:
+    """A pattern (ASCII) of fields of `sql_type` that no server changes as it reads them: each is
+    kept as written, or refused with an error the load reports (`2026-02-30`, `1e`, digits past
+    the precision). None where the type has no field a server changes without an error, as far
+    as this module knows (integers, floating point, text). A decimal or a date or time type has:
+    core/value_guard.py reads the fields this pattern does not take with the full check.
+
+    Looser than `_accepts` where the server refuses anyway, and as tight where it would not:
+    a decimal's digits after the point up to its scale (trailing zeros past it are the same
+    number); a date alone; a time of day 00:00-23:59:59 with the fraction its type keeps; no
+    zone, no word. tests/integration/test_exact_loads.py puts each shape through the server."""
+    m = _TYPE.match(sql_type.lower())
+    if not m or _full_check(sql_type, m.group(1), m.group(2), m.group(3), neutral) is None:
+        return None
+    base, size, scale = m.groups()
+    if base in _DECIMAL:
+        if not size or size == "max":
+            return None
+        kept = int(scale or 0)
+        return r"[+-]?[0-9]*" + (rf"(?:\.[0-9]{{0,{kept}}}0*)?" if kept else r"(?:\.0*)?")
+    if base not in _DATES and base not in _TIMES:
+        return None
+    if base == "smalldatetime":
+        fraction = r"(?::00(?:\.0*)?)?"
+    elif base == "datetime":
+        fraction = r"(?::[0-5][0-9](?:\.0*)?)?"      # its 1/300 s rule: the full check
+    else:
+        kept = _kept_fraction(base, size, neutral)[0]
+        fraction = r"(?::[0-5][0-9]" + (rf"(?:\.[0-9]{{0,{kept}}}0*)?" if kept else r"(?:\.0*)?") + ")?"
+    clock = r"(?:[01][0-9]|2[0-3]):[0-5][0-9]" + fraction
+    day = r"[0-9]{4}-[0-9]{2}-[0-9]{2}"
+    if base == "date":
+        return day
+    if base in _TIMES:
+        return clock
+    return rf"{day}(?:[T ]{clock})?"
+
+
 def _full_check(sql_type: str, base: str, size: str | None, scale: str | None, neutral: bool) -> Check | None:
     """The check of a field for the type, in full (`field_check`)."""
     if base in _INT_BITS or base == "tinyint":

@@ -53,6 +53,7 @@ from typing import Iterator
 
 from switchyard.core.files import data_chunks, guard_quotes, guard_utf8, is_gzip_name, single_byte
 from switchyard.core.spec import Column, FileFormat
+from switchyard.core.value_guard import ValueGuard
 
 QUOTE = b"\x01"
 _QQ = QUOTE + QUOTE
@@ -141,17 +142,19 @@ def _quoted_lines(block: bytes, delimiter: bytes, single_field: bool) -> bytes:
     return b"\n".join(lines)
 
 
-def copy_chunks(read, fmt: FileFormat, text_format: bool, single_field: bool, size: int = 1 << 20
-                ) -> Iterator[bytes | memoryview]:
+def copy_chunks(read, fmt: FileFormat, text_format: bool, single_field: bool, size: int = 1 << 20,
+                guard: ValueGuard | None = None) -> Iterator[bytes | memoryview]:
     """What to send to COPY, from `read(n)` (the file's decompressed bytes): header lines
     skipped; for text format every backslash doubled; for CSV with quoting none, cut at line
     ends and guarded against the quote byte; for quoting csv, the file as it is, once its
     quotes are where RFC 4180 puts them (MisplacedQuote otherwise: PostgreSQL's CSV reader
-    would take a quote elsewhere without an error, and change the field)."""
+    would take a quote elsewhere without an error, and change the field). `guard`: each record
+    read for a field the server would change (ChangedValue, core/value_guard.py)."""
     def chunks() -> Iterator[bytes]:
         data = data_chunks(read, fmt.header_lines, size)
         # In latin-1 or cp1252 every byte is a character: UTF-8 text would load changed, unrefused.
-        return guard_utf8(data) if single_byte(fmt.encoding) else data
+        data = guard_utf8(data) if single_byte(fmt.encoding) else data
+        return guard.chunks(data) if guard is not None else data
 
     if text_format:
         for chunk in chunks():

@@ -7,11 +7,12 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from switchyard.core.batch import misplaced_quote_problem, utf8_problem
+from switchyard.core.batch import changed_value_problem, misplaced_quote_problem, utf8_problem
 from switchyard.core.files import (GZIP_UNDER_PLAIN_NAME, GzipUnderPlainName, MisplacedQuote, StreamFileError,
                                    Utf8InSingleByte, open_source)
 from switchyard.core.planner import StreamPlan
 from switchyard.core.spec import Table
+from switchyard.core.value_guard import ChangedValue, value_guard
 from switchyard.targets.base import LoadResult, ProgressCallback, TargetError
 from switchyard.targets.postgres.copy_format import copy_chunks, copy_format, field_count, field_index, record_at
 from switchyard.targets.postgres.sql import EOL_COLUMN
@@ -107,9 +108,11 @@ class PostgresLoad:
                 for stmt in before:
                     cur.execute(stmt)
                 # The file as the spec declares it, decompressed while read, header lines
-                # skipped, guarded against the quote byte (see copy_format.py).
+                # skipped, guarded against the quote byte (see copy_format.py), every record read
+                # for a field the server would change without an error (core/value_guard.py).
+                guard = value_guard(table, self.dialect)
                 with open_source(path) as source, cur.copy(copy) as cp:
-                    for data in copy_chunks(source.read, table.format, text_format, single_field, _CHUNK):
+                    for data in copy_chunks(source.read, table.format, text_format, single_field, _CHUNK, guard):
                         cp.write(data)
                         if progress:
                             progress(source.consumed(), total)
@@ -130,6 +133,9 @@ class PostgresLoad:
                               permanent=True) from exc
         except MisplacedQuote as exc:
             raise TargetError(f"{misplaced_quote_problem(path, table, exc.offset)} {where}; nothing was committed",
+                              permanent=True) from exc
+        except ChangedValue as exc:
+            raise TargetError(f"{changed_value_problem(path, table, exc)} {where}; nothing was committed",
                               permanent=True) from exc
         except GzipUnderPlainName as exc:
             raise TargetError(f"{path}: line 1, column {table.columns[0].name}: {GZIP_UNDER_PLAIN_NAME} "

@@ -1,0 +1,107 @@
+"""core/value_guard.py: every record of a file read on its way to the load, at every chunk size,
+with and without quoting; what a server would change refused with its place, the rest passed."""
+from __future__ import annotations
+
+import pytest
+
+from switchyard.core.spec import parse_spec
+from switchyard.core.value_guard import ChangedValue, value_guard
+
+COLUMNS = [{"name": "id", "type": "bigint"}, {"name": "note", "type": "text"},
+           {"name": "price", "type": "numeric(12,2)"}, {"name": "day", "type": "date"},
+           {"name": "at", "type": "timestamp(3)", "nullable": True}, {"name": "tail", "type": "varchar(20)"}]
+
+
+def _table(**fmt):
+    spec = parse_spec({"name": "g", "files": "{table}/{table}.{stream}.csv",
+                       "format": {"delimiter": "|", "trailing_delimiter": False, "null_marker": "", **fmt},
+                       "tables": {"t": {"partitioned": False, "key": "id", "columns": COLUMNS}}})
+    return spec.table("t")
+
+
+GOOD = [b"1|plain|12.50|2026-03-01|2026-03-01 10:00:00.125|x",
+        b"2|trailing zeros past the scale|12.5000|2026-03-01||y",
+        b"3|an exponent that stays the number|1.25e1|2026-02-28|2026-03-01T23:59:59|z",
+        b"4|another form the server reads itself| 7 |2026-02-28|2026-03-01 10:00|w",
+        b"5|not a date at all: the load refuses it|1|2026-02-30|2026-03-01 10:00|w",
+        b"6|a field count the load names|1"]
+
+
+def _run(table, data: bytes, size: int) -> bytes:
+    guard = value_guard(table, "postgres")
+    chunks = [data[i:i + size] for i in range(0, len(data), size)]
+    return b"".join(guard.chunks(chunks))
+
+
+@pytest.mark.parametrize("size", [1, 2, 7, 64, 1 << 20])
+def test_records_no_server_changes_pass_unchanged_at_every_chunk_size(size):
+    data = b"\n".join(GOOD) + b"\n"
+    assert _run(_table(), data, size) == data
+    assert _run(_table(), data.rstrip(b"\n"), size) == data.rstrip(b"\n")   # no line end after the last
+    crlf = data.replace(b"\n", b"\r\n")
+    assert _run(_table(), crlf, size) == crlf
+
+
+BAD = [(b"7|x|12.345|2026-03-01||x", "price", "12.345", "3 digits after the point"),
+       (b"7|x|1.2345e1|2026-03-01||x", "price", "1.2345e1", "3 digits after the point"),
+       (b"7|x|1|2026-03-01 10:00|2026-03-01 10:00|x", "day", "2026-03-01 10:00", "a time of day"),
+       (b"7|x|1|2026-03-01+02|2026-03-01 10:00|x", "day", "2026-03-01+02", "a time zone"),
+       (b"7|x|1|today|2026-03-01 10:00|x", "day", "today", "the load's own date or time"),
+       (b"7|x|1|2026-03-01|2026-03-01 10:00:00.1234|x", "at", "2026-03-01 10:00:00.1234", "keeps 3"),
+       (b"7|x|1|2026-03-01|2026-03-01T10:00:00Z|x", "at", "2026-03-01T10:00:00Z", "a time zone (Z)"),
+       (b"7|x|1|2026-03-01|2026-03-01 24:00:00|x", "at", "2026-03-01 24:00:00", "not a time of day"),
+       (b"7|x|1|2026-03-01|2026-03-01 10:00:60|x", "at", "2026-03-01 10:00:60", "not a time of day")]
+
+
+@pytest.mark.parametrize("size", [1, 5, 1 << 20])
+@pytest.mark.parametrize("line, column, text, why", BAD, ids=[b[1] + ":" + b[2] for b in BAD])
+def test_a_field_a_server_would_change_is_refused_with_its_record_and_column(line, column, text, why, size):
+    before = b"\n".join(GOOD[:5]) + b"\n"
+    data = before + line + b"\n" + GOOD[0] + b"\n"
+    with pytest.raises(ChangedValue) as caught:
+        _run(_table(), data, size)
+    assert (caught.value.offset, caught.value.column, caught.value.text) == (len(before), column, text)
+    assert why in caught.value.why, caught.value.why
+    # The same record last, without a line end after it.
+    with pytest.raises(ChangedValue):
+        _run(_table(), before + line, size)
+
+
+@pytest.mark.parametrize("size", [1, 3, 1 << 20])
+def test_with_quoting_a_quoted_field_and_quoted_line_breaks_are_read_as_records(size):
+    table = _table(quoting="csv")
+    good = (b'1|"a|b\nc"|"12.50"|2026-03-01||x\n'
+            b'2|"say ""hi"""|12.5|"2026-03-01"|"2026-03-01 10:00"|"multi\r\nline"\n')
+    assert _run(table, good, size) == good
+    bad = good + b'3|"\n\n"|"12.345"|2026-03-01||x\n'
+    with pytest.raises(ChangedValue) as caught:
+        _run(table, bad, size)
+    assert (caught.value.offset, caught.value.column, caught.value.text) == (len(good), "price", "12.345")
+
+
+def test_the_null_marker_passes_only_where_the_column_is_nullable():
+    table = _table(null_marker="NA")
+    assert _run(table, b"1|x|1|2026-03-01|NA|x\n", 1 << 20)
+    with pytest.raises(ChangedValue, match="not a decimal"):     # NOT NULL: "NA" is a value
+        _run(table, b"1|x|NA|2026-03-01|2026-03-01|x\n", 1 << 20)
+
+
+def test_a_table_without_a_column_at_risk_has_no_guard():
+    spec = parse_spec({"name": "g", "files": "{table}.{stream}", "format": {"delimiter": ","},
+                       "tables": {"t": {"partitioned": False, "key": "id", "columns": [
+                           {"name": "id", "type": "bigint"}, {"name": "x", "type": "double precision"},
+                           {"name": "n", "type": "numeric"}, {"name": "s", "type": "varchar(3)"}]}}})
+    assert value_guard(spec.table("t"), "postgres") is None
+
+
+def test_the_guard_reads_the_type_for_its_own_target():
+    """A column typed per target is read as the loading target's type."""
+    spec = parse_spec({"name": "g", "files": "{table}.{stream}", "format": {"delimiter": "|"},
+                       "tables": {"t": {"partitioned": False, "key": "id", "columns": [
+                           {"name": "id", "type": "bigint"},
+                           {"name": "v", "type": {"postgres": "numeric(10,4)", "mssql": "decimal(10,2)"}}]}}})
+    table = spec.table("t")
+    data = b"1|1.2345|\n"
+    assert b"".join(value_guard(table, "postgres").chunks([data])) == data
+    with pytest.raises(ChangedValue):
+        b"".join(value_guard(table, "mssql").chunks([data]))
