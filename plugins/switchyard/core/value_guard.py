@@ -20,9 +20,13 @@ from __future__ import annotations
 import csv
 import io
 import re
+import threading
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Iterable, Iterator
 
 from switchyard.core.fields import field_check, kept_pattern
+from switchyard.core.files import StreamFileError, data_chunks, open_source
 from switchyard.core.spec import Table
 
 
@@ -49,6 +53,40 @@ def value_guard(table: Table, dialect: str) -> "ValueGuard | None":
         if pattern is not None:
             at_risk[i] = (pattern, field_check(sql_type, neutral))
     return ValueGuard(table, at_risk) if at_risk else None
+
+
+@contextmanager
+def read_beside(guard: "ValueGuard | None", path: Path, header_lines: int) -> Iterator[None]:
+    """Every record of `path` read by `guard` in a thread of its own while the body loads the file,
+    for a server that reads the file itself (SQL Server's BULK INSERT); ChangedValue once the body
+    is done, if the guard found a field the server would change. The body's own error wins: the
+    thread stops at its next chunk. A file the thread cannot read is the load's to name."""
+    if guard is None:
+        yield
+        return
+    stop, found = threading.Event(), []
+
+    def read() -> None:
+        try:
+            with open_source(path) as source:
+                for _ in guard.chunks(data_chunks(source.read, header_lines)):
+                    if stop.is_set():
+                        return
+        except ChangedValue as exc:
+            found.append(exc)
+        except (StreamFileError, OSError):
+            pass
+
+    reader = threading.Thread(target=read, name=f"value guard {path.name}", daemon=True)
+    reader.start()
+    try:
+        yield
+    except BaseException:
+        stop.set()
+        raise
+    reader.join()
+    if found:
+        raise found[0]
 
 
 class ValueGuard:

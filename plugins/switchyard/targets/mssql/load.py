@@ -7,7 +7,9 @@ import time
 from pathlib import Path
 from typing import Mapping
 
+from switchyard.core.batch import changed_value_problem
 from switchyard.core.planner import StreamPlan
+from switchyard.core.value_guard import ChangedValue, read_beside, value_guard
 from switchyard.targets.base import LoadResult, ProgressCallback, TargetError
 from switchyard.targets.mssql.dmv import LoadWatcher, _load_details, load_logging
 from switchyard.targets.mssql.errors import _message, error_numbers, is_data_error
@@ -169,8 +171,17 @@ class MssqlLoad:
                 # Closing the unpooled session also releases its scheduler claim.
                 conn.close()
 
-        (rows, before, after, watcher), guard = with_scheduler_guard(attempt, self.scheduler_guard,
-                                                                     self.guard_retries, stream.group_id)
+        table = self.spec.table(stream.table)
+        try:
+            # The server reads the file; the worker reads it beside, for a field the server would
+            # store changed without an error (core/value_guard.py): the load fails then, its
+            # staging table never switched in.
+            with read_beside(value_guard(table, self.dialect), Path(path), table.format.header_lines):
+                (rows, before, after, watcher), guard = with_scheduler_guard(attempt, self.scheduler_guard,
+                                                                             self.guard_retries, stream.group_id)
+        except ChangedValue as exc:
+            raise TargetError(f"{changed_value_problem(Path(path), table, exc)}{self._where(stream)}",
+                              permanent=True) from exc
         if progress:
             progress(total, total)
         details = _load_details(before, after, port=self.port_for(stream.stream), mode="bulk_insert")

@@ -244,6 +244,25 @@ def test_a_data_error_is_permanent_and_not_retried(stream_file, error):
     assert len(a.sessions) == 1 and a.sessions[0].closed
 
 
+@pytest.mark.parametrize("orderdate, why", [("1996-01-02 10:00:00", "a time of day (10:00:00): date keeps the day"),
+                                             ("1996-01-02Z", "a time zone (Z)")])
+def test_a_field_bulk_insert_would_change_fails_the_load_naming_file_line_column(stream_file, orderdate, why):
+    """BULK INSERT reads the file on the server and drops a date's time of day or zone without an
+    error; the worker reads the file beside it and fails the load, the staging table never switched."""
+    s, path = stream_file
+    good = "1|36901|O|173665.47|1996-01-02|5-LOW|Clerk#000000951|0|nstructions sleep|\n"
+    path.write_text(good * 3 + good.replace("1996-01-02", orderdate) + good)
+    a = ScriptedAdapter([None], local_data_root=path.parents[2], load_mode="bulk_insert")
+    with pytest.raises(TargetError) as info:
+        a.load(s, path)
+    assert info.value.permanent is True
+    assert str(info.value).startswith(f"{path}: line 4, column o_orderdate: {orderdate!r}: {why}"), str(info.value)
+    assert "staging table tpch_staging.orders_2 kept for inspection" in str(info.value)
+    # The same file without it loads.
+    path.write_text(good * 5)
+    assert ScriptedAdapter([None], local_data_root=path.parents[2], load_mode="bulk_insert").load(s, path).rows == 7
+
+
 def test_a_lost_connection_is_retryable(stream_file):
     s, path = stream_file
     a = ScriptedAdapter([LINK_LOST], local_data_root=path.parents[2])
