@@ -1,7 +1,7 @@
 """Bad input, one case per (table, stream): a clear error, and the target untouched.
 
 One good run loads the batch; then one run of a copy of the batch with a different fault
-planted in each of eleven groups, its manifest's byte sizes those of the files as they are
+planted in each of thirteen groups, its manifest's byte sizes those of the files as they are
 (what a producer that wrote bad files honestly describes; a file whose size differs from its
 manifest entry, or a missing one, refuses the whole batch before any load, see
 test_own_extract.py). Every faulty group must fail with an error that names the file, the
@@ -108,6 +108,12 @@ def plant_faults(batch: Path) -> dict[str, list[str]]:
     # a duplicate stream file: stream 2's file is a copy of stream 1's
     f("lineitem", 2).write_bytes(f("lineitem", 1).read_bytes())
     expect["lineitem_2"] = ["lineitem.2.tbl", "line 1", 'violates check constraint "lineitem_2_range"']
+
+    # fields the server would store changed without an error: refused by the load reading them
+    _set_field(f("lineitem", 3), 8, 5, b"21168.235")
+    expect["lineitem_3"] = ["lineitem.3.tbl", "line 8", "column l_extendedprice: '21168.235': 3 digits after the point"]
+    _set_field(f("lineitem", 1), 4, 10, b"1996-03-13 12:00")
+    expect["lineitem_1"] = ["lineitem.1.tbl", "line 4", "column l_shipdate: '1996-03-13 12:00': a time of day"]
 
     resize_manifest(batch)  # the producer's manifest gives the files' sizes as they are
     return expect

@@ -770,6 +770,17 @@ def utf8_problem(path: Path, table: Table, offset: int) -> str:
     return f"{_place(path, table, offset)}: {utf8_in_single_byte(table.format.encoding)}"
 
 
+def refused_in_reading(path: Path, table: Table, exc: Exception) -> str:
+    """What a guard of a file's reading on its way to a load refused (core/files, core/value_guard),
+    by its file, line and column."""
+    from switchyard.core.files import MisplacedQuote, Utf8InSingleByte
+    if isinstance(exc, Utf8InSingleByte):
+        return utf8_problem(path, table, exc.offset)
+    if isinstance(exc, MisplacedQuote):
+        return misplaced_quote_problem(path, table, exc.offset)
+    return changed_value_problem(path, table, exc)
+
+
 def read_problems(batch_dir: Path, manifest: Manifest, spec: LoadSpec, tables: Iterable[str]) -> list[str]:
     """Each listed file of `tables` read record by record: its records against the manifest's
     rows, its keys inside the stream's range, every field against its column's type

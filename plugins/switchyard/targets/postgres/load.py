@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from switchyard.core.batch import changed_value_problem, misplaced_quote_problem, utf8_problem
+from switchyard.core.batch import refused_in_reading
 from switchyard.core.files import (GZIP_UNDER_PLAIN_NAME, GzipUnderPlainName, MisplacedQuote, StreamFileError,
                                    Utf8InSingleByte, open_source)
 from switchyard.core.planner import StreamPlan
@@ -128,15 +128,11 @@ class PostgresLoad:
                 if release is not None:
                     release()
                     copy_ended_at = time.time()
-        except Utf8InSingleByte as exc:
-            raise TargetError(f"{utf8_problem(path, table, exc.offset)} {where}; nothing was committed",
-                              permanent=True) from exc
-        except MisplacedQuote as exc:
-            raise TargetError(f"{misplaced_quote_problem(path, table, exc.offset)} {where}; nothing was committed",
-                              permanent=True) from exc
-        except ChangedValue as exc:
-            raise TargetError(f"{changed_value_problem(path, table, exc)} {where}; nothing was committed",
-                              permanent=True) from exc
+        except (Utf8InSingleByte, MisplacedQuote, ChangedValue) as exc:
+            # What the file's reading refused, as a COPY error is told: the data is at fault.
+            raise TargetError(f"{refused_in_reading(path, table, exc)} [table {stream.table}, stream {stream.stream}; staging table "
+                              f"{self.staging_schema}.{stream.staging_table} kept for inspection, empty: the COPY "
+                              f"rolled back]", permanent=True) from exc
         except GzipUnderPlainName as exc:
             raise TargetError(f"{path}: line 1, column {table.columns[0].name}: {GZIP_UNDER_PLAIN_NAME} "
                               f"{where}", permanent=True) from exc
