@@ -69,6 +69,10 @@ SETTINGS = (
             "`1`: the benchmark's Airflow preloads without Airflow's task-side plugins, so each task "
             "process loads them itself, as before the preload loaded them (the `preload, Airflow's "
             "plugins per task` lever).", BENCH, "0 | 1"),
+    Setting("SWITCHYARD_BENCH_NO_VALUE_GUARD", "bench_no_value_guard", _bool, False,
+            "`1`: the benchmark's Airflow leaves the loads' value guard out, every record no longer read "
+            "for a field the server would change (the `preload, no value guard` lever: a measuring "
+            "device, never a way to run).", BENCH, "0 | 1"),
     Setting("SWITCHYARD_MSSQL_URI", "mssql_uri", str, None,
             "A real SQL Server for the contract suite (`mssql+pyodbc://...`); without it those tests "
             "skip.", TESTS, "URI", "unset"),

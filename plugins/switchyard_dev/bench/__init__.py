@@ -13,6 +13,8 @@ imports run one way, from the command down to the shared helpers:
 - dag_levers: the DAG run once per configuration of the levers, in rotating order;
 - dag_run: one DAG run through the benchmark's own Airflow, and its analysis;
 - levers: the COPY variants, server settings and validation, before Airflow starts;
+- constraints, value_guard: one load at a time, what the staging table's constraints cost the
+  server and what the loads' value guard costs the client (levers too, not in the default);
 - peers: what a user writes with stock Airflow, on a sample;
 - loader: the adapter's prepare and load per file, no Airflow;
 - floor: raw COPY sessions, and the floor with the target's unique indexes;

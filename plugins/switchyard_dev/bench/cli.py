@@ -187,6 +187,11 @@ def run(scale: float, streams: int, slots: int | None = None, parts: tuple[str, 
                 say(f"levers: the staging table's constraints, {max(repeat, 3)} rounds")
                 result["levers"]["constraints"] = run_constraints(uri, folder, files, max(repeat, 3))
                 print_constraints(result["levers"]["constraints"])
+            if "guard" in lever_parts:
+                from switchyard_dev.bench.value_guard import print_value_guard, run_value_guard
+                say(f"levers: the loads' value guard, {max(repeat, 3)} rounds")
+                result["levers"]["guard"] = run_value_guard(uri, folder, files, max(repeat, 3))
+                print_value_guard(result["levers"]["guard"])
         if "dag" in parts and "laptop" in shapes:
             from switchyard_dev.demo import default_pool_size
             result["pool"] = default_pool_size(slots)
@@ -292,8 +297,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeat", type=int, default=3, help="rounds per lever (default 3)")
     p.add_argument("--dag-repeat", type=int, help="rounds of the DAG levers (default: --repeat); each is a DAG run")
     p.add_argument("--lever-parts", default="copy,validation,dag",
-                   help="which levers: copy,validation,constraints,dag (constraints: what the staging table's "
-                        "constraints cost the server per row, one load at a time, not in the default)")
+                   help="which levers: copy,validation,constraints,guard,dag (constraints: what the staging "
+                        "table's constraints cost the server per row, one load at a time; guard: what the loads' "
+                        "value guard costs the client per MB, one load at a time; neither in the default)")
     p.add_argument("--dag-levers", default=";".join(DEFAULT_DAG_LEVERS),
                    help="';'-separated DAG configurations, the first is the reference; known: " + "; ".join(DAG_LEVERS))
     p.add_argument("--peer-seconds", type=float, default=15.0,

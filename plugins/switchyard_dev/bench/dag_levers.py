@@ -59,6 +59,10 @@ DAG_LEVERS = {
     # proofs, no declared expectations). Side by side with "preload", what the default checks
     # other than uniqueness cost end to end. The benchmark's own Airflow only, never the product.
     "preload, index only": (True, False, {"index_only": True}),
+    # A measuring device that leaves the loads' value guard out (core/value_guard.py: every record
+    # read for a field the server would change): side by side with "preload", what it costs end
+    # to end. The benchmark's own Airflow only, never the product.
+    "preload, no value guard": (True, False, {"no_value_guard": True}),
     # The loads by the spec's weights alone (SWITCHYARD_LOAD_ORDER), against the default order
     # that pairs each big load with a small one.
     "preload, biggest first": (True, False, {"airflow": {"SWITCHYARD_LOAD_ORDER": "biggest-first"}}),

@@ -101,6 +101,9 @@ def airflow_settings(streams: int, preload: bool, flat_priorities: bool,
     if options.get("rendered_conn_id"):
         # The benchmark's local settings put the template field back (rendered.rendered_conn_id).
         settings["SWITCHYARD_BENCH_RENDERED_CONN_ID"] = "1"
+    if options.get("no_value_guard"):
+        # The benchmark's local settings leave the loads' value guard out (value_guard.guard_off).
+        settings["SWITCHYARD_BENCH_NO_VALUE_GUARD"] = "1"
     if options.get("plugins_per_task"):
         # The benchmark's local settings preload without Airflow's task-side plugins.
         settings["SWITCHYARD_BENCH_PLUGINS_PER_TASK"] = "1"

@@ -11,7 +11,8 @@ a step's connection a session of its own, as before the steps kept one.
 SWITCHYARD_BENCH_RENDERED_CONN_ID=1 renders the steps' connection from a template field, as
 before they read it from the run's params (applied before the preload builds the DAG).
 SWITCHYARD_BENCH_PLUGINS_PER_TASK=1 leaves Airflow's task-side plugins out of the preload, so
-that each task process loads them itself.
+that each task process loads them itself. SWITCHYARD_BENCH_NO_VALUE_GUARD=1 leaves the loads'
+value guard out (a measuring device: what reading every record costs end to end).
 """
 from switchyard_dev.settings import value
 
@@ -39,3 +40,8 @@ if value("SWITCHYARD_BENCH_SESSION_PER_USE"):
     from switchyard_dev.bench.sessions import session_per_use
 
     session_per_use()
+
+if value("SWITCHYARD_BENCH_NO_VALUE_GUARD"):
+    from switchyard_dev.bench.value_guard import guard_off
+
+    guard_off()
