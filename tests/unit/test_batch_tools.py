@@ -375,3 +375,28 @@ def test_a_carriage_return_the_load_would_take_for_a_line_end_is_named_before_an
                              f"end)"], found
         else:
             assert found == [], found
+
+
+def test_a_quoted_field_longer_than_pythons_csv_default_is_read_like_any_other(tmp_path):
+    """A JSON document in a quoted field passes Python's csv default of 128 KB a field; PostgreSQL
+    takes up to 1 GB. The batch's description, its check and the loads' value guard read it."""
+    from switchyard.core.value_guard import value_guard
+    spec = parse_spec({"name": "d", "files": "{table}/{table}.{stream}.csv",
+                       "format": {"delimiter": ",", "trailing_delimiter": False, "quoting": "csv"},
+                       "tables": {"docs": {"partitioned": False, "key": "id", "columns": [
+                           {"name": "id", "type": "integer"}, {"name": "at", "type": "date"},
+                           {"name": "body", "type": "text"}]}}})
+    (tmp_path / "docs").mkdir()
+    document = '{"items": [' + ", ".join(['{"sku": "S1", "note": "a \\"quoted\\" word"}'] * 8000) + "]}"
+    quoted = '"' + document.replace('"', '""') + '"'
+    data = f"1,2026-03-01,{quoted}\n2,2026-03-02,y\n".encode()
+    assert len(document) > 300_000
+    (tmp_path / "docs" / "docs.1.csv").write_bytes(data)
+    manifest = describe_batch(tmp_path, spec)
+    assert [e.rows for e in manifest.entries] == [2]
+    write_manifest(tmp_path, manifest)
+    assert check_batch(tmp_path, spec) == []
+    bad = data.replace(b"1,2026-03-01,", b"1,2026-03-01 10:00,")
+    guard = value_guard(spec.table("docs"), "postgres")
+    with pytest.raises(Exception, match="a time of day"):
+        b"".join(guard.chunks([bad]))

@@ -105,3 +105,17 @@ def test_the_guard_reads_the_type_for_its_own_target():
     assert b"".join(value_guard(table, "postgres").chunks([data])) == data
     with pytest.raises(ChangedValue):
         b"".join(value_guard(table, "mssql").chunks([data]))
+
+
+@pytest.mark.parametrize("size", [997, 1 << 16])
+def test_a_quoted_field_over_many_chunks_is_held_whole_and_the_record_read_once_it_ends(size):
+    """A record whose quoted field spans many chunks is checked once a chunk ends it: its parts are
+    held until then, and its place is the record's first byte."""
+    table = _table(quoting="csv")
+    long = b'"' + b'a ""quoted"" line\n' * 20000 + b'"'
+    first = b"1|" + long + b"|12.50|2026-03-01||x\n"
+    assert _run(table, first + GOOD[0] + b"\n", size) == first + GOOD[0] + b"\n"
+    bad = b"2|" + long + b"|12.505|2026-03-01||x\n"
+    with pytest.raises(ChangedValue) as caught:
+        _run(table, first + bad + GOOD[0] + b"\n", size)
+    assert (caught.value.offset, caught.value.column, caught.value.text) == (len(first), "price", "12.505")

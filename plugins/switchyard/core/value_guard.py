@@ -30,6 +30,9 @@ from switchyard.core.files import StreamFileError, data_chunks, open_source
 from switchyard.core.spec import Table
 
 
+_QUOTE_OR_LF = re.compile(rb'["\n]')
+
+
 class ChangedValue(Exception):
     """A field a server would store changed, `offset` bytes into the file's data after its header
     lines (where its record starts), in column `column`: `text`, and why (`why`)."""
@@ -109,31 +112,37 @@ class ValueGuard:
 
     def chunks(self, chunks: Iterable[bytes]) -> Iterator[bytes]:
         """The chunks as they come, each once the records it completes are checked; ChangedValue at
-        the first field a server would change. A record cut by a chunk's end is checked with the
-        next chunk (the load's transaction is still open then: nothing of the file is kept)."""
-        held, offset = b"", 0         # a record not yet ended; the data's bytes before this chunk
+        the first field a server would change. A record cut by a chunk's end is checked once a later
+        chunk ends it (the load's transaction is still open then: nothing of the file is kept); its
+        parts are held, not joined, until then, so a long quoted field costs no copy per chunk."""
+        held: list[bytes] = []          # the parts of a record not yet ended
+        inside = False                  # whether the held parts end inside a quoted field
+        offset = 0                      # the data's bytes before this chunk
         for chunk in chunks:
-            data, begin = chunk, 0
+            begin = 0
             if held:
-                # The record the last chunk cut, with its end: checked apart, so that the chunk is
-                # matched where it lies (a copy of it costs a third of the match).
-                first = data.find(b"\n") + 1
-                head = held + data[:first]
-                if first and self._checked(head, 0, len(head), offset - len(held)) == len(head):
-                    begin = first
-                else:                        # a record over more lines than the head (quoted breaks)
-                    data, begin = head + data[first:], 0
-            end = data.rfind(b"\n") + 1
-            if end <= begin:                 # no line end past the record checked apart
-                held = data[begin:]
-            else:
-                base = offset - (len(data) - len(chunk))   # where data[0] lies in the file's data
-                done = self._checked(data, begin, end, base)
-                held = data[done:]
+                first = self._record_end(chunk, 0, len(chunk), inside)
+                if first is None:
+                    held.append(chunk)
+                    inside ^= self.quoted and chunk.count(b'"') % 2 == 1
+                    offset += len(chunk)
+                    yield chunk
+                    continue
+                # The record, checked apart, so that the chunk is matched where it lies (a copy of
+                # the chunk would cost a third of the match).
+                record = b"".join(held) + chunk[:first]
+                self._checked(record, 0, len(record), offset - (len(record) - first))
+                held, inside, begin = [], False, first
+            end = chunk.rfind(b"\n") + 1
+            done = self._checked(chunk, begin, end, offset) if end > begin else begin
+            if done < len(chunk):
+                held = [chunk[done:]]
+                inside = self.quoted and chunk.count(b'"', done) % 2 == 1
             offset += len(chunk)
             yield chunk
         if held:
-            self._checked(held + b"\n", 0, len(held) + 1, offset - len(held))
+            record = b"".join(held) + b"\n"
+            self._checked(record, 0, len(record), offset - len(record) + 1)
 
     def _checked(self, data: bytes, begin: int, end: int, base: int) -> int:
         """Up to where data[begin:end] (whole lines; data[0] `base` bytes into the file's data) is
@@ -146,21 +155,24 @@ class ValueGuard:
                 break
             stop = self._record_end(data, pos, end)
             if stop is None:
-                return pos                       # its end is in the next chunk
+                return pos                       # its end is in a later chunk
             self._check_record(data[pos:stop], base + pos)
             pos = stop
         return end
 
-    def _record_end(self, data: bytes, pos: int, end: int) -> int | None:
-        """The offset after the record that starts at `pos`, None if it does not end by `end`."""
+    def _record_end(self, data: bytes, pos: int, end: int, inside: bool = False) -> int | None:
+        """The offset after the line end that ends the record going on at `pos` (`inside`: in a
+        quoted field there), None if none does by `end`."""
         if not self.quoted:
-            return data.index(b"\n", pos) + 1
-        inside = False
-        for mark in re.finditer(rb'["\n]', data[pos:end]):
+            at = data.find(b"\n", pos, end)
+            return None if at < 0 else at + 1
+        if inside and data.find(b'"', pos, end) < 0:
+            return None
+        for mark in _QUOTE_OR_LF.finditer(data, pos, end):
             if mark.group() == b'"':
                 inside = not inside
             elif not inside:
-                return pos + mark.end()
+                return mark.end()
         return None
 
     def _check_record(self, raw: bytes, offset: int) -> None:
