@@ -113,6 +113,22 @@ def reset_schema(uri: str, *schemas: str, create: bool = True) -> None:
                 conn.execute(f'CREATE SCHEMA "{s}"')
 
 
+def biggest_file_set_up(uri: str, folder: Path, files: list[dict], schema: str):
+    """(adapter, stream, path): the PostgreSQL adapter set up in a schema of its own (emptied first)
+    for the batch's biggest file (`files[0]`), to load it one load at a time."""
+    from switchyard.core.batch import read_manifest, resolve_file
+    from switchyard.core.planner import plan_batch
+    from switchyard.core.spec import load_spec
+    from switchyard.targets.postgres import PostgresAdapter
+    spec = load_spec("tpch")
+    plan = plan_batch(spec, read_manifest(folder, spec))
+    stream = plan.stream(files[0]["table"], files[0]["stream"])
+    adapter = PostgresAdapter(spec, uri=uri, schema=schema)
+    reset_schema(uri, schema, adapter.staging_schema, create=False)
+    adapter.setup(plan)
+    return adapter, stream, resolve_file(folder, stream.file)
+
+
 # --- the machine and the results ----------------------------------------------------------------
 def machine() -> dict:
     import platform

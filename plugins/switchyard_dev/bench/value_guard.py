@@ -21,7 +21,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from switchyard_dev.bench.common import postmaster_pid, reset_schema, say, spread
+from switchyard_dev.bench.common import biggest_file_set_up, postmaster_pid, reset_schema, say, spread
 
 GUARD_SCHEMA = "bench_value_guard"
 VARIANTS = ("guarded", "unguarded")
@@ -73,18 +73,8 @@ def one_load(adapter, stream, path: Path, variant: str) -> dict:
 
 def run_value_guard(uri: str, folder: Path, files: list[dict], repeat: int) -> dict:
     """Both variants on the batch's biggest file, `repeat` rounds in rotating order."""
-    from switchyard.core.batch import read_manifest, resolve_file
-    from switchyard.core.planner import plan_batch
-    from switchyard.core.spec import load_spec
-    from switchyard.targets.postgres import PostgresAdapter
-    spec = load_spec("tpch")
-    plan = plan_batch(spec, read_manifest(folder, spec))
+    adapter, stream, path = biggest_file_set_up(uri, folder, files, GUARD_SCHEMA)
     biggest = files[0]
-    stream = plan.stream(biggest["table"], biggest["stream"])
-    path = resolve_file(folder, stream.file)
-    adapter = PostgresAdapter(spec, uri=uri, schema=GUARD_SCHEMA)
-    reset_schema(uri, GUARD_SCHEMA, adapter.staging_schema, create=False)
-    adapter.setup(plan)
     runs: dict[str, list[dict]] = {v: [] for v in VARIANTS}
     try:
         for r in range(repeat):
