@@ -748,6 +748,35 @@ def test_utf8_text_in_a_file_the_spec_calls_latin_1_is_refused_not_loaded_change
             "Müller", "Ærø café"]
 
 
+def test_windows_text_in_a_file_the_spec_calls_latin_1_is_refused_not_loaded_as_control_characters(pg_uri, schema,
+                                                                                                  tmp_path):
+    """Windows' cp1252 writes `€`, `‘`, `’` and `…` as bytes 0x80-0x9F, which latin-1 reads as C1 control
+    characters: a cp1252 file called latin-1 loads without an error, its euro signs as U+0080. Such
+    a byte in a latin-1 file is refused by the check and by the load, naming the line, the column
+    and the character cp1252 has there; the same file called cp1252 loads as written."""
+    from switchyard.core.batch import check_batch
+    windows = "ST001,Café\nST002,\u20ac 5 \u2018net\u2019\n"
+    batch, spec = _lookup_batch(tmp_path, "c1", windows.encode("cp1252"), encoding="latin-1")
+    path = batch / "stations" / "stations.1.csv"
+    said = (f"{path}: line 2, column name: byte 0x80, a control character in latin-1 (C1, 0x80-0x9F), which text "
+            f"does not hold; it is '\u20ac' in Windows' cp1252")
+    problems = check_batch(batch, spec)
+    assert len(problems) == 1 and problems[0].startswith(said), problems
+    adapter, plan, s = _staged(pg_uri, schema, spec, batch, "stations")
+    with pytest.raises(TargetError) as refused:
+        adapter.load(s, path)
+    assert refused.value.permanent and str(refused.value).startswith(said), str(refused.value)
+    batch, spec = _lookup_batch(tmp_path, "cp1252", windows.encode("cp1252"), encoding="cp1252")
+    assert check_batch(batch, spec) == []
+    adapter, plan, s = _staged(pg_uri, schema, spec, batch, "stations")
+    assert adapter.load(s, batch / "stations" / "stations.1.csv").rows == 2
+    adapter.switch(s)
+    publish(adapter, plan)
+    with psycopg.connect(pg_uri) as conn:
+        assert [r[0] for r in conn.execute(f'SELECT name FROM "{schema}"."stations" ORDER BY code')] == [
+            "Café", "\u20ac 5 \u2018net\u2019"]
+
+
 # --- dates and times read the same on every server ---------------------------------------------
 def test_dates_and_times_read_the_same_whatever_the_servers_settings(pg_uri, schema, tmp_path):
     """A server's DateStyle (initdb takes its day order from the locale) and TimeZone decide how

@@ -746,36 +746,36 @@ def quote_problems(path: Path, table: Table) -> list[str]:
 
 
 def encoding_problems(path: Path, table: Table) -> list[str]:
-    """A file the spec calls latin-1 or cp1252 whose text reads as UTF-8 (core/files.guard_utf8):
-    every byte is a latin-1 character, so nothing else would say so."""
-    from switchyard.core.files import (StreamFileError, Utf8InSingleByte, data_chunks, guard_utf8, open_source,
+    """A file the spec calls latin-1 or cp1252 whose text is in another encoding (UTF-8, or in
+    latin-1 Windows' cp1252: core/files.guard_single_byte): every byte is a latin-1 character, so
+    nothing else would say so."""
+    from switchyard.core.files import (StreamFileError, WrongSingleByte, data_chunks, guard_single_byte, open_source,
                                        single_byte)
     fmt = table.format
     if not single_byte(fmt.encoding):
         return []
     try:
         with open_source(path) as source:
-            for _ in guard_utf8(data_chunks(source.read, fmt.header_lines)):
+            for _ in guard_single_byte(data_chunks(source.read, fmt.header_lines), fmt.encoding):
                 pass
-    except Utf8InSingleByte as exc:
-        return [utf8_problem(path, table, exc.offset)]
+    except WrongSingleByte as exc:
+        return [encoding_problem(path, table, exc)]
     except (StreamFileError, OSError):
         return []
     return []
 
 
-def utf8_problem(path: Path, table: Table, offset: int) -> str:
-    """The UTF-8 text core/files.guard_utf8 found at `offset` of the file's data, by its place."""
-    from switchyard.core.files import utf8_in_single_byte
-    return f"{_place(path, table, offset)}: {utf8_in_single_byte(table.format.encoding)}"
+def encoding_problem(path: Path, table: Table, wrong) -> str:
+    """The text core/files.guard_single_byte found in another encoding, by its place."""
+    return f"{_place(path, table, wrong.offset)}: {wrong.told}"
 
 
 def refused_in_reading(path: Path, table: Table, exc: Exception) -> str:
     """What a guard of a file's reading on its way to a load refused (core/files, core/value_guard),
     by its file, line and column."""
-    from switchyard.core.files import MisplacedQuote, Utf8InSingleByte
-    if isinstance(exc, Utf8InSingleByte):
-        return utf8_problem(path, table, exc.offset)
+    from switchyard.core.files import MisplacedQuote, WrongSingleByte
+    if isinstance(exc, WrongSingleByte):
+        return encoding_problem(path, table, exc)
     if isinstance(exc, MisplacedQuote):
         return misplaced_quote_problem(path, table, exc.offset)
     return changed_value_problem(path, table, exc)

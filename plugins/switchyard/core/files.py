@@ -212,32 +212,42 @@ def place_of(path: Path, header_lines: int, delimiter: str, offset: int, quoted:
     return lines, sum(part.count(delimiter.encode()) for part in record.split(b'"')[0::2])
 
 
-# --- UTF-8 in a file the spec calls latin-1 or cp1252 ----------------------------------------------
-class Utf8InSingleByte(Exception):
-    """A file the spec calls latin-1 or cp1252 whose bytes past ASCII read as UTF-8, at `offset`
-    bytes into its data: the file is UTF-8, and each of those characters would load as two or
-    three others (`Müller` as `MÃ¼ller`), without an error: every byte is a latin-1 character."""
+# --- text of another encoding in a file the spec calls latin-1 or cp1252 ---------------------------
+class WrongSingleByte(Exception):
+    """A file the spec calls latin-1 or cp1252 whose bytes past ASCII say it is in another encoding,
+    at `offset` bytes into its data; `told` says which and what the load would store. In those
+    encodings every byte is a character, so the load would take the text without an error."""
 
-    def __init__(self, offset: int):
-        super().__init__(offset)
-        self.offset = offset
+    def __init__(self, offset: int, told: str):
+        super().__init__(offset, told)
+        self.offset, self.told = offset, told
 
 
 def single_byte(encoding: str) -> bool:
     """Whether the spec's encoding is latin-1 or cp1252, in which any byte is a character."""
+    return _codec(encoding) in ("iso8859-1", "cp1252")
+
+
+def _codec(encoding: str) -> str | None:
     import codecs
     try:
-        return codecs.lookup(encoding).name in ("iso8859-1", "cp1252")
+        return codecs.lookup(encoding).name
     except LookupError:
-        return False
+        return None
 
 
-def guard_utf8(chunks: Iterable[bytes]) -> Iterator[bytes]:
-    """The chunks of a file the spec calls latin-1 or cp1252, each as it is once it is seen not to
-    be UTF-8 text past ASCII; Utf8InSingleByte otherwise. Text in those encodings almost never
-    reads as UTF-8 (each of its bytes past ASCII would have to come in UTF-8's patterns); ASCII
-    chunks cost one pass, the others a UTF-8 decode (C speed)."""
+_C1 = bytes(range(0x80, 0xA0))
+
+
+def guard_single_byte(chunks: Iterable[bytes], encoding: str) -> Iterator[bytes]:
+    """The chunks of a file the spec calls latin-1 or cp1252, each as it is once its bytes past
+    ASCII are seen to be neither UTF-8 text nor, in latin-1, C1 control characters (0x80-0x9F,
+    which text never holds and Windows' cp1252 writes `€`, `‘`, `’`, `…` with); WrongSingleByte
+    otherwise. Text in those encodings almost never reads as UTF-8 (each of its bytes past ASCII
+    would have to come in UTF-8's patterns). ASCII chunks cost one pass, the others a UTF-8
+    decode and, in latin-1, one deletion pass (C speed)."""
     import re
+    latin1 = _codec(encoding) == "iso8859-1"
     offset = 0
     for chunk in chunks:
         if not chunk.isascii():
@@ -249,7 +259,11 @@ def guard_utf8(chunks: Iterable[bytes]) -> Iterator[bytes]:
                 # A chunk may end inside a character: the bytes before it decide.
                 utf8 = exc.reason == "unexpected end of data" and exc.start > 0 and _decodes(text[:exc.start])
             if utf8:
-                raise Utf8InSingleByte(offset + re.search(rb"[\x80-\xff]", text).start())
+                raise WrongSingleByte(offset + re.search(rb"[\x80-\xff]", text).start(),
+                                      utf8_in_single_byte(encoding))
+            if latin1 and len(text.translate(None, _C1)) != len(text):
+                at = re.search(rb"[\x80-\x9f]", text).start()
+                raise WrongSingleByte(offset + at, c1_in_latin1(text[at]))
         offset += len(chunk)
         yield chunk
 
@@ -267,3 +281,12 @@ def utf8_in_single_byte(encoding: str) -> str:
     return (f"the file's text past ASCII reads as UTF-8, but the spec says its encoding is {encoding}: each such "
             f"character would load as two or three others without an error (Müller as MÃ¼ller); say "
             f"`encoding: utf-8`")
+
+
+def c1_in_latin1(byte: int) -> str:
+    """What a latin-1 file holding the byte `byte` (0x80-0x9F) gets told, after its place."""
+    windows = bytes([byte]).decode("cp1252", errors="replace")
+    seen = f"{windows!r} in Windows' cp1252" if windows != "\ufffd" else "no character in cp1252 either"
+    return (f"byte 0x{byte:02x}, a control character in latin-1 (C1, 0x80-0x9F), which text does not hold; it is "
+            f"{seen}: the load would store the control character without an error; if the file was written "
+            f"on Windows, say `encoding: cp1252`")

@@ -53,7 +53,7 @@ import re
 from pathlib import Path
 from typing import Iterator
 
-from switchyard.core.files import data_chunks, guard_quotes, guard_utf8, is_gzip_name, single_byte
+from switchyard.core.files import data_chunks, guard_quotes, guard_single_byte, is_gzip_name, single_byte
 from switchyard.core.spec import Column, FileFormat
 from switchyard.core.value_guard import ValueGuard
 
@@ -154,8 +154,9 @@ def copy_chunks(read, fmt: FileFormat, text_format: bool, single_field: bool, si
     read for a field the server would change (ChangedValue, core/value_guard.py)."""
     def chunks() -> Iterator[bytes]:
         data = data_chunks(read, fmt.header_lines, size)
-        # In latin-1 or cp1252 every byte is a character: UTF-8 text would load changed, unrefused.
-        data = guard_utf8(data) if single_byte(fmt.encoding) else data
+        # In latin-1 or cp1252 every byte is a character: UTF-8 or Windows text would load changed,
+        # unrefused.
+        data = guard_single_byte(data, fmt.encoding) if single_byte(fmt.encoding) else data
         return guard.chunks(data) if guard is not None else data
 
     if text_format:

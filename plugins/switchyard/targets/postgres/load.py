@@ -9,7 +9,7 @@ from typing import Any, Callable
 
 from switchyard.core.batch import refused_in_reading
 from switchyard.core.files import (GZIP_UNDER_PLAIN_NAME, GzipUnderPlainName, MisplacedQuote, StreamFileError,
-                                   Utf8InSingleByte, open_source)
+                                   WrongSingleByte, open_source)
 from switchyard.core.planner import StreamPlan
 from switchyard.core.spec import Table
 from switchyard.core.value_guard import ChangedValue, value_guard
@@ -128,8 +128,9 @@ class PostgresLoad:
                 if release is not None:
                     release()
                     copy_ended_at = time.time()
-        except (Utf8InSingleByte, MisplacedQuote, ChangedValue) as exc:
-            # What the file's reading refused, as a COPY error is told: the data is at fault.
+        except (WrongSingleByte, MisplacedQuote, ChangedValue) as exc:
+            # What the file's reading refused (its encoding, a quote, a field the server would
+            # change), as a COPY error is told: the data is at fault.
             raise TargetError(f"{refused_in_reading(path, table, exc)} [table {stream.table}, stream {stream.stream}; staging table "
                               f"{self.staging_schema}.{stream.staging_table} kept for inspection, empty: the COPY "
                               f"rolled back]", permanent=True) from exc
