@@ -131,8 +131,7 @@ def kept_pattern(sql_type: str, neutral: bool = False) -> str | None:
     if base in _DECIMAL:
         if not size or size == "max":
             return None
-        kept = int(scale or 0)
-        return r"[+-]?[0-9]*" + (rf"(?:\.[0-9]{{0,{kept}}}0*)?" if kept else r"(?:\.0*)?")
+        return r"[+-]?[0-9]*" + _digits_after_point(int(scale or 0))
     if base not in _DATES and base not in _TIMES:
         return None
     if base == "smalldatetime":
@@ -140,8 +139,7 @@ def kept_pattern(sql_type: str, neutral: bool = False) -> str | None:
     elif base == "datetime":
         fraction = r"(?::[0-5][0-9](?:\.0*)?)?"      # its 1/300 s rule: the full check
     else:
-        kept = _kept_fraction(base, size, neutral)[0]
-        fraction = r"(?::[0-5][0-9]" + (rf"(?:\.[0-9]{{0,{kept}}}0*)?" if kept else r"(?:\.0*)?") + ")?"
+        fraction = r"(?::[0-5][0-9]" + _digits_after_point(_kept_fraction(base, size, neutral)[0]) + ")?"
     clock = r"(?:[01][0-9]|2[0-3]):[0-5][0-9]" + fraction
     day = r"[0-9]{4}-[0-9]{2}-[0-9]{2}"
     if base == "date":
@@ -149,6 +147,11 @@ def kept_pattern(sql_type: str, neutral: bool = False) -> str | None:
     if base in _TIMES:
         return clock
     return rf"{day}(?:[T ]{clock})?"
+
+
+def _digits_after_point(kept: int) -> str:
+    """A point and up to `kept` digits, then zeros only (the same number, the same time), or none."""
+    return rf"(?:\.[0-9]{{0,{kept}}}0*)?" if kept else r"(?:\.0*)?"
 
 
 def _full_check(sql_type: str, base: str, size: str | None, scale: str | None, neutral: bool) -> Check | None:

@@ -34,8 +34,8 @@ file. With quoting csv every quote is checked against RFC 4180 on its way
 (core/files.guard_quotes): PostgreSQL's CSV reader takes a quote that RFC 4180 does not allow
 where it is (`b "x" c`, `"q"r`, `x""`) without an error and drops it from the field. Every
 record is read on its way for a field the server would store changed without an error
-(core/value_guard.py: a decimal past its scale, a time finer than its column, a dropped zone). The rest
-is PostgreSQL's: encoding conversion (ENCODING), CR LF line ends (detected from the first line;
+(core/value_guard.py: a decimal past its scale, a time finer than its column, a dropped zone).
+The rest is PostgreSQL's: encoding conversion (ENCODING), CR LF line ends (detected from the first line;
 a file that mixes LF and CR LF fails), invalid bytes and NUL (fail with the line).
 
 varchar(n) is created as text with a CHECK: PostgreSQL's varchar(n) cuts a value's excess
