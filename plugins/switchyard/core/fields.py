@@ -31,7 +31,7 @@ _ISO_TIME = re.compile(r"^(\d{2}):(\d{2})(?::(\d{2})(?:\.(\d+))?)?$")
 # PM halves of the day (`10:00 pm` is 22:00 on both servers), `allballs` PostgreSQL's word for
 # midnight: none of them a zone.
 _ZONED = re.compile(r"^(\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?)?|\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?)"
-                    r"\s*(Z|[+-]\d{2}(?::?\d{2})?|(?!(?:AD|BC|AM|PM|ALLBALLS)$)[A-Za-z][A-Za-z0-9_/+-]*)$",
+                    r"\s*(Z|[+-]\d{1,2}(?::?\d{2}){0,2}|(?!(?:AD|BC|AM|PM|ALLBALLS)$)[A-Za-z][A-Za-z0-9_/+-]*)$",
                     re.IGNORECASE)
 # Words PostgreSQL reads as the time of the statement that reads them: a row would hold when it
 # was loaded (and a rerun another value), not a value of the file.
@@ -143,7 +143,8 @@ def kept_pattern(sql_type: str, neutral: bool = False) -> str | None:
     clock = r"(?:[01][0-9]|2[0-3]):[0-5][0-9]" + fraction
     day = r"[0-9]{4}-[0-9]{2}-[0-9]{2}"
     if base == "date":
-        return day
+        # A date alone, or at midnight as exports of a timestamp write it (no time of day dropped).
+        return day + r"(?:[T ]00:00(?::00(?:\.0*)?)?)?"
     if base in _TIMES:
         return clock
     return rf"{day}(?:[T ]{clock})?"
@@ -178,7 +179,10 @@ def _full_check(sql_type: str, base: str, size: str | None, scale: str | None, n
                 # PostgreSQL reads an exponent into numeric and rounds it to the scale like any
                 # other number (1.23456e1 into numeric(10,3) is 12.346, 1e-4 is 0.000): the
                 # digits it stands for are counted as written out.
-                before, after = _digit_counts(text.strip())
+                try:
+                    before, after = _digit_counts(text.strip())
+                except ArithmeticError:     # an exponent past what any server reads
+                    return f"an exponent out of range ({sql_type})"
             else:
                 before, after = len(n.group(1).lstrip("0")), len((n.group(2) or "").rstrip("0"))
             if whole is not None and before > whole:
@@ -255,6 +259,10 @@ def _when(sql_type: str, base: str, size: str | None, neutral: bool) -> Check:
             return (f"a word PostgreSQL reads as the load's own date or time: the row would hold when it was "
                     f"loaded, not a value of the file")
         if base in _TIMES:
+            if _ISO_DAY.match(field):
+                # PostgreSQL reads a time of day after a date and ignores the date ("you can also
+                # always specify a date but it will be ignored", Date/Time Types, Times).
+                return f"a date before the time of day: {sql_type} keeps the time only, the load would drop it"
             return _clock_problem(field, sql_type, base, kept, named)
         d = _ISO_DAY.match(field)
         if d is None:
