@@ -24,7 +24,8 @@ GOOD = [b"1|plain|12.50|2026-03-01|2026-03-01 10:00:00.125|x",
         b"3|an exponent that stays the number|1.25e1|2026-02-28|2026-03-01T23:59:59|z",
         b"4|another form the server reads itself| 7 |2026-02-28|2026-03-01 10:00|w",
         b"5|not a date at all: the load refuses it|1|2026-02-30|2026-03-01 10:00|w",
-        b"6|a field count the load names|1"]
+        b"6|a field count the load names|1",
+        b"7|a date at midnight, as a timestamp's export writes it|1|2026-03-01 00:00:00||x"]
 
 
 def _run(table, data: bytes, size: int) -> bytes:
@@ -84,6 +85,35 @@ def test_the_null_marker_passes_only_where_the_column_is_nullable():
     assert _run(table, b"1|x|1|2026-03-01|NA|x\n", 1 << 20)
     with pytest.raises(ChangedValue, match="not a decimal"):     # NOT NULL: "NA" is a value
         _run(table, b"1|x|NA|2026-03-01|2026-03-01|x\n", 1 << 20)
+
+
+def test_a_quoted_null_marker_is_a_value_as_the_servers_csv_reader_takes_it():
+    """With quoting csv only the unquoted marker is NULL: a quoted one is a value, checked as one."""
+    table = _table(quoting="csv", null_marker="today")
+    assert _run(table, b"1|x|1|2026-03-01|today|x\n", 1 << 20)
+    with pytest.raises(ChangedValue, match="the load's own date or time"):
+        _run(table, b'1|x|1|2026-03-01|"today"|x\n', 1 << 20)
+
+
+def test_a_field_the_check_cannot_read_is_refused_not_passed():
+    with pytest.raises(ChangedValue, match="exponent out of range"):
+        _run(_table(), b"1|x|1e999999999999999999999999|2026-03-01||x\n", 1 << 20)
+
+
+def test_beside_a_load_a_file_the_worker_cannot_read_fails_it_and_a_changed_field_after_the_load(tmp_path):
+    """read_beside: whatever stopped the reading is raised once the load is done, never lost."""
+    from switchyard.core.value_guard import read_beside
+    guard = value_guard(_table(), "postgres")
+    with pytest.raises(OSError):
+        with read_beside(guard, tmp_path / "missing.txt", 0):
+            pass
+    path = tmp_path / "t.txt"
+    path.write_bytes(b"\n".join(GOOD) + b"\n" + BAD[0][0] + b"\n")
+    loaded = []
+    with pytest.raises(ChangedValue):
+        with read_beside(guard, path, 0):
+            loaded.append(True)
+    assert loaded == [True]
 
 
 def test_a_table_without_a_column_at_risk_has_no_guard():

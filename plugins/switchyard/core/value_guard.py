@@ -17,8 +17,6 @@ form of date the server reads or refuses itself).
 """
 from __future__ import annotations
 
-import csv
-import io
 import re
 import threading
 from contextlib import contextmanager
@@ -26,7 +24,7 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from switchyard.core.fields import field_check, kept_pattern
-from switchyard.core.files import StreamFileError, data_chunks, open_source
+from switchyard.core.files import data_chunks, open_source
 from switchyard.core.spec import Table
 
 
@@ -62,8 +60,9 @@ def value_guard(table: Table, dialect: str) -> "ValueGuard | None":
 def read_beside(guard: "ValueGuard | None", path: Path, header_lines: int) -> Iterator[None]:
     """Every record of `path` read by `guard` in a thread of its own while the body loads the file,
     for a server that reads the file itself (SQL Server's BULK INSERT); ChangedValue once the body
-    is done, if the guard found a field the server would change. The body's own error wins: the
-    thread stops at its next chunk. A file the thread cannot read is the load's to name."""
+    is done, if the guard found a field the server would change, and whatever else stopped the
+    reading (a file the worker cannot read): a guard that did not read the whole file must not pass
+    it. The body's own error wins: the thread stops at its next chunk."""
     if guard is None:
         yield
         return
@@ -75,10 +74,8 @@ def read_beside(guard: "ValueGuard | None", path: Path, header_lines: int) -> It
                 for _ in guard.chunks(data_chunks(source.read, header_lines)):
                     if stop.is_set():
                         return
-        except ChangedValue as exc:
+        except BaseException as exc:       # noqa: BLE001 - raised again after the body, never lost
             found.append(exc)
-        except (StreamFileError, OSError):
-            pass
 
     reader = threading.Thread(target=read, name=f"value guard {path.name}", daemon=True)
     reader.start()
@@ -180,23 +177,60 @@ class ValueGuard:
         would change a field of it. A record the load refuses anyway (its field count) is left to
         the load, which names it."""
         fmt = self.table.format
-        text = raw.decode(fmt.encoding, errors="surrogateescape")
-        if self.quoted:
-            fields = next(csv.reader(io.StringIO(text, newline=""), delimiter=fmt.delimiter), [])
-        else:
-            fields = text.rstrip("\n").removesuffix("\r").split(fmt.delimiter)
-        if fmt.trailing_delimiter and fields and fields[-1] == "":
+        text = raw.decode(fmt.encoding, errors="surrogateescape").rstrip("\n").removesuffix("\r")
+        fields = _fields(text, fmt.delimiter, self.quoted)
+        if fmt.trailing_delimiter and fields and fields[-1] == ("", False):
             fields = fields[:-1]
-        if len(fields) != len(self.table.columns):
+        if fields is None or len(fields) != len(self.table.columns):
             return
         for i, (_, check) in self.at_risk.items():
             column = self.table.columns[i]
-            value = fields[i]
-            if column.nullable and fmt.null_marker is not None and value == fmt.null_marker:
+            value, quoted = fields[i]
+            # A quoted field is a value, never NULL, as the server's CSV reader takes it.
+            if column.nullable and fmt.null_marker is not None and value == fmt.null_marker and not quoted:
                 continue
-            why = check(value) if check is not None else None
+            try:
+                why = check(value) if check is not None else None
+            except Exception as exc:       # noqa: BLE001 - a field the check cannot read is not passed
+                why = f"not read as its type ({type(exc).__name__}: {exc})"
             if why:
                 raise ChangedValue(offset, column.name, value, why)
+
+
+def _fields(text: str, delimiter: str, quoted: bool) -> list[tuple[str, bool]] | None:
+    """A record's fields (its line end stripped), each with whether it was quoted; RFC 4180's
+    quoting where `quoted`. None for a record RFC 4180 does not read (core/files.guard_quotes
+    refuses its quotes before the load)."""
+    if not quoted:
+        return [(field, False) for field in text.split(delimiter)]
+    out, at = [], 0
+    while True:
+        if text.startswith('"', at):
+            parts, at = [], at + 1
+            while True:
+                close = text.find('"', at)
+                if close < 0:
+                    return None
+                parts.append(text[at:close])
+                if not text.startswith('"', close + 1):
+                    break
+                parts.append('"')
+                at = close + 2
+            out.append(("".join(parts), True))
+            at = close + 1
+        else:
+            end = text.find(delimiter, at)
+            end = len(text) if end < 0 else end
+            out.append((text[at:end], False))
+            at = end
+        if at >= len(text):
+            return out
+        if not text.startswith(delimiter, at):
+            return None
+        at += len(delimiter)
+        if at == len(text):
+            out.append(("", False))
+            return out
 
 
 def _bytes(text: str, encoding: str) -> str:

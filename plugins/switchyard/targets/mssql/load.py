@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Mapping
 
 from switchyard.core.batch import changed_value_problem
+from switchyard.core.files import StreamFileError
 from switchyard.core.planner import StreamPlan
 from switchyard.core.value_guard import ChangedValue, read_beside, value_guard
 from switchyard.targets.base import LoadResult, ProgressCallback, TargetError
@@ -182,6 +183,10 @@ class MssqlLoad:
         except ChangedValue as exc:
             raise TargetError(f"{changed_value_problem(Path(path), table, exc)}{self._where(stream)}",
                               permanent=True) from exc
+        except (OSError, StreamFileError) as exc:
+            # Its fields unread, the load is not passed (the task's retry reads the file again).
+            raise TargetError(f"{path}: the worker could not read the file to check its fields beside the "
+                              f"server's load: {exc}{self._where(stream)}") from exc
         if progress:
             progress(total, total)
         details = _load_details(before, after, port=self.port_for(stream.stream), mode="bulk_insert")
