@@ -400,3 +400,24 @@ def test_a_quoted_field_longer_than_pythons_csv_default_is_read_like_any_other(t
     guard = value_guard(spec.table("docs"), "postgres")
     with pytest.raises(Exception, match="a time of day"):
         b"".join(guard.chunks([bad]))
+
+
+def test_a_file_whose_line_ends_are_carriage_returns_alone_is_refused_at_its_first_line(tmp_path):
+    """PostgreSQL's COPY takes a file's first line end for all of them, a CR alone too (classic Mac
+    OS): refused before any load, whatever the batch's size; a CR inside a quoted field is text."""
+    spec = parse_spec({"name": "cr", "files": "{table}/{table}.{stream}.csv",
+                       "format": {"delimiter": ",", "trailing_delimiter": False, "quoting": "csv"},
+                       "tables": {"t": {"partitioned": False, "key": "id", "columns": [
+                           {"name": "id", "type": "integer"}, {"name": "p", "type": "numeric(12,2)"}]}}})
+    (tmp_path / "t").mkdir()
+    path = tmp_path / "t" / "t.1.csv"
+    path.write_bytes(b"1,1.50\n2,1.555\n3,2.50\n")
+    write_manifest(tmp_path, describe_batch(tmp_path, spec))    # the producer's manifest, for LF lines
+    path.write_bytes(b"1,1.50\r2,1.555\r3,2.50\r")
+    said = f"{path}: line 1: its line ends are carriage returns alone"
+    assert any(p.startswith(said) for p in check_batch(tmp_path, spec)), check_batch(tmp_path, spec)
+    with pytest.raises(BatchError, match="its line ends are carriage returns alone"):
+        describe_batch(tmp_path, spec)    # `switchyard manifest` refuses it too
+    path.write_bytes(b'1,"1.50"\n2,"2.50"\r\n')
+    write_manifest(tmp_path, describe_batch(tmp_path, spec))
+    assert check_batch(tmp_path, spec) == []

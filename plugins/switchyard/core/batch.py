@@ -258,6 +258,7 @@ _BOM = b"\xef\xbb\xbf"
 def start_problems(path: Path, table: Table) -> list[str]:
     """What a file's first lines say before any load, in a few bytes read, so every file is
     checked whatever the batch's size: a byte order mark the load would keep (`byte_order_mark`),
+    line ends of a carriage return alone (`carriage_return_line_ends`),
     a line the format skips as a header that is a record of the table (`header_record`), a header
     line the load would take for a record (`names_record`)."""
     try:
@@ -265,8 +266,30 @@ def start_problems(path: Path, table: Table) -> list[str]:
             head = [fh.readline(_HEADER_LINE_MAX) for _ in range(max(table.format.header_lines, 1))]
     except (BatchError, OSError, EOFError):
         return []   # the load names what is wrong with such a file
+    line_ends = carriage_return_line_ends(path, table, head[0])
+    if line_ends:       # the lines read here are not the file's
+        return byte_order_mark(path, table, head[0][:3]) + line_ends
     return (byte_order_mark(path, table, head[0][:3]) + header_record(path, table, head)
             + names_record(path, table, head))
+
+
+def carriage_return_line_ends(path: Path, table: Table, first: bytes) -> list[str]:
+    """A file whose line ends are carriage returns alone, outside quotes (as classic Mac OS wrote
+    them), where the spec says LF or CR LF: `first`, the file's first line read up to an LF, holds
+    none (in its first MB) but holds such a CR. PostgreSQL's COPY takes the first line end it meets
+    for the file's, and a check that reads lines at LF would see the whole file as one line (and
+    not read its fields). A CR inside a line that ends in LF is a field's (RecordCheck names it)."""
+    if first.endswith(b"\n"):
+        return []
+    quoted = table.format.quoting == "csv"
+    at = first.find(b"\r")
+    while at >= 0 and quoted and first.count(b'"', 0, at) % 2:
+        at = first.find(b"\r", at + 1)          # inside a quoted field: a character of its value
+    if at < 0:
+        return []
+    return [f"{path}: line 1: its line ends are carriage returns alone (byte {at + 1} of the file's first line), "
+            f"which the load would read as line ends and the spec's `line_end` does not allow (lf or crlf): "
+            f"write the file with LF or CR LF line ends"]
 
 
 def byte_order_mark(path: Path, table: Table, start: bytes) -> list[str]:
