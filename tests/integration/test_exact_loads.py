@@ -487,6 +487,39 @@ def test_the_field_check_refuses_exactly_the_times_the_server_would_change(pg_ur
             assert not kept.fullmatch(text) or _instant(stored) == _instant(text), (text, stored)
 
 
+def _epoch(text: str):
+    """The exact instant of an ISO 8601 timestamp with an offset (Z, +hh, +hh:mm), in seconds since
+    1970 as a Decimal: no rounding, whatever its digits after the second's point."""
+    from datetime import datetime, timedelta, timezone
+    from decimal import Decimal
+    m = re.match(r"^(\d{4}-\d{2}-\d{2})[T ](\d{2}):(\d{2}):(\d{2})(?:\.(\d+))?\s*(Z|[+-]\d{2})(?::?(\d{2}))?$", text)
+    zone = m.group(6)
+    offset = timedelta(0) if zone == "Z" else (1 if zone[0] == "+" else -1) * timedelta(
+        hours=int(zone[1:]), minutes=int(m.group(7) or 0))
+    whole = datetime.fromisoformat(f"{m.group(1)}T{m.group(2)}:{m.group(3)}:{m.group(4)}").replace(
+        tzinfo=timezone(offset))
+    return Decimal(int(whole.timestamp())) + Decimal("0." + (m.group(5) or "0"))
+
+
+ZONED = {"timestamptz(3)": ["2026-03-01 10:00:00.123+02", "2026-03-01 10:00:00.1234+02", "2026-03-01T10:00:00Z",
+                            "2026-03-01 10:00:00.1230-05:30", "2026-03-01 10:00:00.9995Z"],
+         "timestamptz": ["2026-03-01 10:00:00.123456+02", "2026-03-01 10:00:00.1234567+02", "2026-03-01 10:00:00+0530"]}
+
+
+@pytest.mark.parametrize("sql_type", sorted(ZONED))
+def test_the_field_check_refuses_exactly_the_instants_the_server_would_change(pg_uri, sql_type):
+    """A type that keeps an instant reads a value's zone: the check passes a value the server keeps
+    as the same instant, and refuses one it rounds (digits past its precision)."""
+    from decimal import Decimal
+    from switchyard.core.fields import field_check, kept_pattern
+    check, kept = field_check(sql_type), re.compile(kept_pattern(sql_type))
+    with psycopg.connect(pg_uri, autocommit=True) as conn:
+        for text in ZONED[sql_type]:
+            stored = Decimal(str(conn.execute(f"SELECT extract(epoch FROM %s::{sql_type})", (text,)).fetchone()[0]))
+            assert (check(text) is None) == (stored == _epoch(text)), (text, stored, _epoch(text), check(text))
+            assert not kept.fullmatch(text) or stored == _epoch(text), (text, stored)
+
+
 DECIMALS = {"numeric(10,3)": ["12.345", "12.3456", "0012.300", "12.3450000", "-.5", "+7.", "12.3451", "1.2345e1", "1.23456e1", "1e-3", "1e-4", "1e2", "0e5",
                              "-1.5E+2", "0.00100e2", "1234567e0", "12345678e0"],
             "numeric(5,2)": ["999.99", "9999e-1", "99999e-3", "999.995", "1e999999999999999999999999"]}

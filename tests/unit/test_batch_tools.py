@@ -261,7 +261,8 @@ def test_the_quick_pattern_passes_only_fields_the_full_check_passes(neutral):
     fields = _field_shapes()
     for sql_type in ["integer", "smallint", "bigint", "tinyint", "numeric(12,2)", "numeric(5)", "numeric(3,3)",
                      "decimal(10,4)", "timestamp", "timestamp(0)", "timestamp(3)", "datetime2", "datetime2(7)",
-                     "datetime", "smalldatetime", "date", "time", "time(2)", "varchar(4)", "real"]:
+                     "datetime", "smalldatetime", "date", "time", "time(2)", "varchar(4)", "real", "timestamptz(3)",
+                     "datetimeoffset"]:
         quick, full = field_check(sql_type, neutral), field_check(sql_type, neutral, fast=False)
         differ = [(text, quick(text), full(text)) for text in fields if quick(text) != full(text)]
         assert not differ, (sql_type, differ[:5])

@@ -42,8 +42,11 @@ _DECIMAL = {"numeric", "decimal", "dec"}
 _FLOAT = {"real", "float", "float4", "float8", "double precision"}
 _DATES = {"date", "timestamp", "timestamp without time zone", "datetime", "datetime2", "smalldatetime"}
 _TIMES = {"time", "time without time zone"}
+# Types that keep an instant: a zone after the time is read, not dropped.
+_ZONED_DATES = {"timestamptz", "timestamp with time zone", "datetimeoffset"}
 # Digits after the second's point a type keeps where it is given no precision.
-_FRACTION = {"timestamp": 6, "timestamp without time zone": 6, "datetime2": 7, "time": 6,
+_FRACTION = {"timestamp": 6, "timestamp without time zone": 6, "timestamptz": 6, "timestamp with time zone": 6,
+             "datetimeoffset": 7, "datetime2": 7, "time": 6,
              "time without time zone": 6, "datetime": 3, "smalldatetime": 0}
 # A type for every target is kept to microseconds at most: PostgreSQL's finest, where SQL
 # Server's datetime2(7) and time(7) keep a seventh digit only as a target's own type.
@@ -132,7 +135,7 @@ def kept_pattern(sql_type: str, neutral: bool = False) -> str | None:
         if not size or size == "max":
             return None
         return r"[+-]?[0-9]*" + _digits_after_point(int(scale or 0))
-    if base not in _DATES and base not in _TIMES:
+    if base not in _DATES and base not in _TIMES and base not in _ZONED_DATES:
         return None
     if base == "smalldatetime":
         fraction = r"(?::00(?:\.0*)?)?"
@@ -147,6 +150,8 @@ def kept_pattern(sql_type: str, neutral: bool = False) -> str | None:
         return day + r"(?:[T ]00:00(?::00(?:\.0*)?)?)?"
     if base in _TIMES:
         return clock
+    if base in _ZONED_DATES:
+        return rf"{day}(?:[T ]{clock})?(?: ?(?:Z|[+-][0-9]{{2}}(?::?[0-9]{{2}})?))?"
     return rf"{day}(?:[T ]{clock})?"
 
 
@@ -200,7 +205,7 @@ def _full_check(sql_type: str, base: str, size: str | None, scale: str | None, n
                 return f"not a number ({sql_type})"
             return None
         return floating
-    if base in _DATES or base in _TIMES:
+    if base in _DATES or base in _TIMES or base in _ZONED_DATES:
         return _when(sql_type, base, size, neutral)
     if base in _CHARS and size and size != "max":
         limit, padded = int(size), base in ("char", "character", "nchar")
@@ -247,6 +252,8 @@ def _when(sql_type: str, base: str, size: str | None, neutral: bool) -> Check:
     def when(text: str) -> str | None:
         field = text.strip()
         zoned = _ZONED.match(field)
+        if zoned and base in _ZONED_DATES:
+            field, zoned = zoned.group(1), None      # its zone is read: the time before it is checked
         if zoned:
             # PostgreSQL ignores a zone in a value of a type without one, without an error
             # ("silently ignore any time zone indication", Date/Time Types, Time Stamps), and SQL
