@@ -577,7 +577,6 @@ def test_a_byte_order_mark_the_load_would_keep_refuses_the_batch_before_any_load
     The batch's check (the plan's and `switchyard check`'s) refuses it, naming the file, the line
     and the column; in a header line, which the load skips, it is no problem."""
     from switchyard.core.batch import check_batch
-    from switchyard.core.planner import plan_batch
     bom, rows = b"\xef\xbb\xbf", b"ST001,Main street\nST002,\xc3\x9cbergang\n"
     batch, spec = _lookup_batch(tmp_path, "no-header", bom + rows)
     path = batch / "stations" / "stations.1.csv"
@@ -754,25 +753,39 @@ def test_a_field_the_server_would_change_is_refused_by_the_load(pg_uri, schema, 
     assert stored != field, stored      # what the load would have kept: rounded, or its zone dropped
 
 
-# --- UTF-8 text in a file the spec calls latin-1 ----------------------------------------------------
-def test_utf8_text_in_a_file_the_spec_calls_latin_1_is_refused_not_loaded_changed(pg_uri, schema, tmp_path):
-    """In latin-1 every byte is a character, so a UTF-8 file loads without an error, `Müller` as
-    `MÃ¼ller`. Text past ASCII that reads as UTF-8 is refused by the check and by the load, naming
-    the line and the column; a latin-1 file loads byte for byte."""
+# --- text of another encoding in a file the spec calls latin-1 ---------------------------------------
+WINDOWS = "ST001,Café\nST002,\u20ac 5 \u2018net\u2019\n"
+
+
+@pytest.mark.parametrize("text, written, line, told", [
+    # UTF-8 text: `Müller` would load as `MÃ¼ller`; written in latin-1 it loads as written.
+    ("ST001,Müller\nST002,Ærø café\n", "utf-8", 1,
+     "the file's text past ASCII reads as UTF-8, but the spec says its encoding is latin-1: each such character "
+     "would load as two or three others without an error"),
+    # Windows' cp1252 writes `€`, `‘`, `’` and `…` as bytes 0x80-0x9F, latin-1's C1 control characters:
+    # the euro signs would load as U+0080; the same file called cp1252 loads as written.
+    (WINDOWS, "cp1252", 2,
+     "byte 0x80, a control character in latin-1 (C1, 0x80-0x9F), which text does not hold; it is '\u20ac' in "
+     "Windows' cp1252"),
+], ids=["utf-8", "cp1252"])
+def test_text_of_another_encoding_in_a_file_the_spec_calls_latin_1_is_refused_not_loaded_changed(
+        pg_uri, schema, tmp_path, text, written, line, told):
+    """In latin-1 every byte is a character, so a file of another encoding loads without an error,
+    its text changed. Such text is refused by the check and by the load, naming the line and the
+    column; the file written in the encoding its spec says loads byte for byte."""
     from switchyard.core.batch import check_batch
-    latin = "ST001,Müller\nST002,Ærø café\n"
-    batch, spec = _lookup_batch(tmp_path, "utf8", latin.encode("utf-8"), encoding="latin-1")
+    batch, spec = _lookup_batch(tmp_path, "wrong", text.encode(written), encoding="latin-1")
     path = batch / "stations" / "stations.1.csv"
-    said = (f"{path}: line 1, column name: the file's text past ASCII reads as UTF-8, but the spec says its encoding "
-            f"is latin-1: each such character would load as two or three others without an error")
+    said = f"{path}: line {line}, column name: {told}"
     problems = check_batch(batch, spec)
     assert len(problems) == 1 and problems[0].startswith(said), problems
     adapter, plan, s = _staged(pg_uri, schema, spec, batch, "stations")
     with pytest.raises(TargetError) as refused:
         adapter.load(s, path)
     assert refused.value.permanent and str(refused.value).startswith(said), str(refused.value)
-    # The same text written in latin-1 loads as written.
-    batch, spec = _lookup_batch(tmp_path, "latin", latin.encode("latin-1"), encoding="latin-1")
+    # The same text written in the encoding its spec says loads as written.
+    right = "latin-1" if written == "utf-8" else written
+    batch, spec = _lookup_batch(tmp_path, "right", text.encode(right), encoding=right)
     assert check_batch(batch, spec) == []
     adapter, plan, s = _staged(pg_uri, schema, spec, batch, "stations")
     assert adapter.load(s, batch / "stations" / "stations.1.csv").rows == 2
@@ -780,36 +793,7 @@ def test_utf8_text_in_a_file_the_spec_calls_latin_1_is_refused_not_loaded_change
     publish(adapter, plan)
     with psycopg.connect(pg_uri) as conn:
         assert [r[0] for r in conn.execute(f'SELECT name FROM "{schema}"."stations" ORDER BY code')] == [
-            "Müller", "Ærø café"]
-
-
-def test_windows_text_in_a_file_the_spec_calls_latin_1_is_refused_not_loaded_as_control_characters(pg_uri, schema,
-                                                                                                  tmp_path):
-    """Windows' cp1252 writes `€`, `‘`, `’` and `…` as bytes 0x80-0x9F, which latin-1 reads as C1 control
-    characters: a cp1252 file called latin-1 loads without an error, its euro signs as U+0080. Such
-    a byte in a latin-1 file is refused by the check and by the load, naming the line, the column
-    and the character cp1252 has there; the same file called cp1252 loads as written."""
-    from switchyard.core.batch import check_batch
-    windows = "ST001,Café\nST002,\u20ac 5 \u2018net\u2019\n"
-    batch, spec = _lookup_batch(tmp_path, "c1", windows.encode("cp1252"), encoding="latin-1")
-    path = batch / "stations" / "stations.1.csv"
-    said = (f"{path}: line 2, column name: byte 0x80, a control character in latin-1 (C1, 0x80-0x9F), which text "
-            f"does not hold; it is '\u20ac' in Windows' cp1252")
-    problems = check_batch(batch, spec)
-    assert len(problems) == 1 and problems[0].startswith(said), problems
-    adapter, plan, s = _staged(pg_uri, schema, spec, batch, "stations")
-    with pytest.raises(TargetError) as refused:
-        adapter.load(s, path)
-    assert refused.value.permanent and str(refused.value).startswith(said), str(refused.value)
-    batch, spec = _lookup_batch(tmp_path, "cp1252", windows.encode("cp1252"), encoding="cp1252")
-    assert check_batch(batch, spec) == []
-    adapter, plan, s = _staged(pg_uri, schema, spec, batch, "stations")
-    assert adapter.load(s, batch / "stations" / "stations.1.csv").rows == 2
-    adapter.switch(s)
-    publish(adapter, plan)
-    with psycopg.connect(pg_uri) as conn:
-        assert [r[0] for r in conn.execute(f'SELECT name FROM "{schema}"."stations" ORDER BY code')] == [
-            "Café", "\u20ac 5 \u2018net\u2019"]
+            row.split(",", 1)[1] for row in text.splitlines()]
 
 
 # --- dates and times read the same on every server ---------------------------------------------

@@ -727,12 +727,18 @@ def read_bytes(batch_dir: Path, manifest: Manifest, spec: LoadSpec, tables: Iter
                if e.table in chosen and spec.source_of(e.stream) is None and (batch_dir / e.file).is_file())
 
 
+def _line_and_field(path: Path, table: Table, offset: int) -> tuple[int, int]:
+    """(the file's line, the field's index in its record) of the byte a guard stopped at, `offset`
+    bytes into the file's data (core/files.place_of)."""
+    from switchyard.core.files import place_of
+    fmt = table.format
+    return place_of(path, fmt.header_lines, fmt.delimiter, offset, quoted=fmt.quoting == "csv")
+
+
 def _place(path: Path, table: Table, offset: int) -> str:
     """`<file>: line <n>, column <name>` of the byte a guard of core/files stopped at, `offset`
     bytes into the file's data."""
-    from switchyard.core.files import place_of
-    fmt = table.format
-    line, index = place_of(path, fmt.header_lines, fmt.delimiter, offset, quoted=fmt.quoting == "csv")
+    line, index = _line_and_field(path, table, offset)
     column = table.columns[index].name if index < len(table.columns) else f"field {index + 1}"
     return f"{path}: line {line}, column {column}"
 
@@ -744,10 +750,9 @@ def misplaced_quote_problem(path: Path, table: Table, offset: int) -> str:
 
 
 def changed_value_problem(path: Path, table: Table, changed) -> str:
-    """A field core/value_guard.py found a server would change, by its file, line and column."""
-    from switchyard.core.files import place_of
-    fmt = table.format
-    line, _ = place_of(path, fmt.header_lines, fmt.delimiter, changed.offset, quoted=fmt.quoting == "csv")
+    """A field core/value_guard.py found a server would change, by its file, line and column (the
+    guard names the column; its offset is the record's start)."""
+    line, _ = _line_and_field(path, table, changed.offset)
     return f"{path}: line {line}, {changed.problem()}"
 
 

@@ -131,9 +131,9 @@ class PostgresLoad:
         except (WrongSingleByte, MisplacedQuote, ChangedValue) as exc:
             # What the file's reading refused (its encoding, a quote, a field the server would
             # change), as a COPY error is told: the data is at fault.
-            raise TargetError(f"{refused_in_reading(path, table, exc)} [table {stream.table}, stream {stream.stream}; staging table "
-                              f"{self.staging_schema}.{stream.staging_table} kept for inspection, empty: the COPY "
-                              f"rolled back]", permanent=True) from exc
+            staging = f"{self.staging_schema}.{stream.staging_table}"
+            raise TargetError(f"{refused_in_reading(path, table, exc)} {_kept_empty(stream, staging)}",
+                              permanent=True) from exc
         except GzipUnderPlainName as exc:
             raise TargetError(f"{path}: line 1, column {table.columns[0].name}: {GZIP_UNDER_PLAIN_NAME} "
                               f"{where}", permanent=True) from exc
@@ -206,8 +206,13 @@ def copy_error_message(exc: Any, path: Path, stream: StreamPlan, staging: str, t
         index = field_index(failed[2][:at], table.format) if at >= 0 else None
         if index is not None and index < len(table.columns):
             where = where.split(":", 1)[0] + f", column {table.columns[index].name}"
-    return (f"{path}: {where}: {primary}{detail} [table {stream.table}, stream {stream.stream}; "
-            f"staging table {staging} kept for inspection, empty: the COPY rolled back]").replace(": :", ":")
+    return f"{path}: {where}: {primary}{detail} {_kept_empty(stream, staging)}".replace(": :", ":")
+
+
+def _kept_empty(stream: StreamPlan, staging: str) -> str:
+    """What a failed COPY leaves, after its error: the stream named, its staging table kept, empty."""
+    return (f"[table {stream.table}, stream {stream.stream}; staging table {staging} kept for inspection, empty: "
+            f"the COPY rolled back]")
 
 
 def _trailing_delimiter_problem(primary: str, constraint: str, table: Table) -> str | None:
