@@ -422,3 +422,29 @@ def test_a_file_whose_line_ends_are_carriage_returns_alone_is_refused_at_its_fir
     path.write_bytes(b'1,"1.50"\n2,"2.50"\r\n')
     write_manifest(tmp_path, describe_batch(tmp_path, spec))
     assert check_batch(tmp_path, spec) == []
+
+
+@pytest.mark.parametrize("fmt, good, unended, text_after", [
+    ({"delimiter": "|"}, b"1|x|\n2|y|\n3|z|\n", b"1|x|\n2|y\n3|z|\n", b"1|x|\n2|y|q\n3|z|\n"),
+    # RFC 4180 quoting reads a quoted empty final field as the trailing delimiter's, as the loads do.
+    ({"delimiter": ",", "quoting": "csv"}, b'1,"x, y",\n2,y,""\n3,z,\n', b'1,"x, y",\n2,y\n3,z,\n',
+     b'1,"x, y",\n2,y,"q"\n3,z,\n'),
+], ids=["quoting none", "quoting csv"])
+def test_a_line_without_its_trailing_delimiter_is_named_before_any_load(tmp_path, fmt, good, unended, text_after):
+    """With `trailing_delimiter: true` (the default) every line ends with the delimiter; a line
+    that does not, or has text after it, is refused by the loads (their dummy column's error):
+    the check names it first, with its line, in the loads' words."""
+    spec = parse_spec({"name": "t", "files": "{table}/{table}.{stream}.dat", "format": fmt, "tables": {"a": {
+        "partitioned": False, "columns": [{"name": "id", "type": "bigint"}, {"name": "v", "type": "varchar(20)"}]}}})
+    (tmp_path / "a").mkdir()
+    path = tmp_path / "a" / "a.1.dat"
+    d = fmt["delimiter"]
+    for body, said in ((good, None),
+                       (unended, f"line 2, the line does not end with the trailing delimiter {d!r}, as every line "
+                                 f"must (trailing_delimiter: true, the default; say `trailing_delimiter: false` for "
+                                 f"files whose lines do not end with it)"),
+                       (text_after, f"line 2, text after the trailing delimiter {d!r}, which ends every line "
+                                    f"(trailing_delimiter: true)")):
+        path.write_bytes(body)
+        write_manifest(tmp_path, describe_batch(tmp_path, spec))
+        assert check_batch(tmp_path, spec) == ([] if said is None else [f"{path}: {said}"])

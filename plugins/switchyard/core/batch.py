@@ -355,6 +355,8 @@ def names_record(path: Path, table: Table, head: list[bytes]) -> list[str]:
     if fmt.header_lines or not head[0] or (len(head[0]) >= _HEADER_LINE_MAX and not head[0].endswith(b"\n")):
         return []
     names = [f.strip().lower() for f in _line_fields(head[0].removeprefix(_BOM), fmt)]
+    if fmt.trailing_delimiter and names and names[-1] == "":
+        names.pop()
     if names != list(table.column_names):
         return []
     return [f"{path}: line 1: the table's column names ({', '.join(table.column_names)}), a header line, which the "
@@ -362,14 +364,12 @@ def names_record(path: Path, table: Table, head: list[bytes]) -> list[str]:
 
 
 def _line_fields(raw: bytes, fmt: FileFormat) -> list[str]:
-    """The fields of one line of a file, as the batch's reader splits a record."""
+    """The fields of one line of a file, as the batch's reader splits a record (with a trailing
+    delimiter, the empty field after it included, as RecordCheck takes a record)."""
     text = raw.decode(fmt.encoding, "surrogateescape").removesuffix("\n").removesuffix("\r")
     if fmt.quoting == "csv":
         return next(csv.reader([text], delimiter=fmt.delimiter, quotechar='"', doublequote=True), [])
-    fields = text.split(fmt.delimiter)
-    if fmt.trailing_delimiter and fields and fields[-1] == "":
-        fields.pop()
-    return fields
+    return text.split(fmt.delimiter)
 
 
 def unlisted_files(batch_dir: Path, manifest: Manifest, spec: LoadSpec, tables: Iterable[str]) -> list[str]:
@@ -553,7 +553,8 @@ BAD_FIELDS_SHOWN = 5
 
 
 def _records(fh, fmt: FileFormat) -> Iterable[tuple[int, list[str]]]:
-    """(line where the record starts, its fields) of every record after the header lines."""
+    """(line where the record starts, its fields as read, a trailing delimiter's empty field
+    included) of every record after the header lines."""
     if fmt.quoting == "csv":
         for _ in range(fmt.header_lines):
             if not fh.readline():
@@ -578,12 +579,13 @@ def _records(fh, fmt: FileFormat) -> Iterable[tuple[int, list[str]]]:
         cr = line.endswith("\r") and not crlf
         line = line[:-1] if line.endswith("\r") else line
         # Every line is a record (a blank one too, as the loaders take it); the file's final
-        # line end starts none.
+        # line end starts none. The empty field after a trailing delimiter stays: RecordCheck
+        # judges the record's end.
         fields = line.split(fmt.delimiter)
-        if fmt.trailing_delimiter and fields and fields[-1] == "":
-            fields.pop()
         if cr and fields:
-            fields[-1] += "\r"
+            # Named in the last column's field, before the trailing delimiter's empty one.
+            ended = fmt.trailing_delimiter and len(fields) > 1 and fields[-1] == ""
+            fields[-2 if ended else -1] += "\r"
         yield number, fields
 
 

@@ -320,9 +320,16 @@ class RecordCheck:
                         for c in table.columns]
         self.marker = table.format.null_marker
         self.bare = table.format.quoting == "none"
+        self.trailing = table.format.delimiter if table.format.trailing_delimiter else None
 
     def problems(self, fields: Sequence[str]) -> list[str]:
-        """What is wrong with one record's fields: "column <name>: <field>: <why>"."""
+        """What is wrong with one record's fields as read from its line (with `trailing_delimiter`,
+        the empty one after the last delimiter included): "column <name>: <field>: <why>"."""
+        if self.trailing is not None:
+            ended = bool(fields) and fields[-1] == ""
+            if not ended and len(fields) in (len(self.columns), len(self.columns) + 1):
+                return [self._end_problem(len(fields) > len(self.columns))]
+            fields = fields[:-1] if ended else fields
         if len(fields) != len(self.columns):
             return [f"{len(fields)} fields, the table has {len(self.columns)} columns"]
         out = []
@@ -347,3 +354,12 @@ class RecordCheck:
                     out.append(f"column {name}: {text!r}: {why}")
                     break
         return out
+
+    def _end_problem(self, text_after: bool) -> str:
+        """A record whose line does not end with its trailing delimiter, worded as the loads word it."""
+        if text_after:
+            return (f"text after the trailing delimiter {self.trailing!r}, which ends every line "
+                    f"(trailing_delimiter: true)")
+        return (f"the line does not end with the trailing delimiter {self.trailing!r}, as every line must "
+                f"(trailing_delimiter: true, the default; say `trailing_delimiter: false` for files whose lines "
+                f"do not end with it)")
