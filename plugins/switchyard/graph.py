@@ -20,8 +20,8 @@ ALL_DONE = "all_done"
 
 @dataclass(frozen=True)
 class Node:
-    """One task: `kind` names its step (wait, plan, prepare, load, validate, switch, steps,
-    publish_batch, publish, stats); `options` are its operator's, beyond the steps' common ones
+    """One task: `kind` names its step (wait, plan, source_files, prepare, load, validate, switch,
+    steps, publish_batch, publish, stats); `options` are its operator's, beyond the steps' common ones
     (`common`: the spec, schema and lock timeout every step reading the target takes)."""
     task_id: str
     kind: str
@@ -75,13 +75,30 @@ def routing(spec: LoadSpec, load_executor: str | None, stream: int) -> dict[str,
     stream without a source (shared storage, or a server that reads the file itself) keeps
     the executor's default queue.
     """
+    return _route(load_executor, spec.source_of(stream))
+
+
+def _route(load_executor: str | None, source: str | None) -> dict[str, str]:
     out = {}
     if load_executor:
         out["executor"] = load_executor
-    source = spec.source_of(stream)
     if source:
         out["queue"] = source
     return out
+
+
+def source_check_ids(spec: LoadSpec) -> dict[str, str]:
+    """Each source's files task id in the setup group: `files_on_<source>`, a dot of the name
+    (a group separator in Airflow's ids) written `_`, numbered where two names meet so."""
+    ids: dict[str, str] = {}
+    for name in spec.sources:
+        task_id = base = "files_on_" + name.replace(".", "_")
+        n = 1
+        while task_id in ids.values():
+            n += 1
+            task_id = f"{base}_{n}"
+        ids[name] = task_id
+    return ids
 
 
 def build_graph(spec: LoadSpec, s: GraphSettings) -> Graph:
@@ -97,6 +114,12 @@ def build_graph(spec: LoadSpec, s: GraphSettings) -> Graph:
         Node("plan", "plan", "setup", upstream=("setup.wait_for_batch",),
              options={"streams": s.streams, "retries": s.lease_retries, "retry_delay_seconds": s.lease_retry_seconds}),
     ]
+    # The files on each source's workers, checked there once the plan is made: the plan cannot
+    # see them. In the setup group, so every group's first step comes after them: no load starts
+    # before every source's files are found as the manifest lists them.
+    for name, task_id in source_check_ids(spec).items():
+        nodes.append(Node(task_id, "source_files", "setup", upstream=("setup.plan",),
+                          options={"source": name, **_route(s.load_executor, name)}))
     switches: list[str] = []
     by_table: dict[str, list[str]] = {}
     # Groups are made biggest table first (by weight; the spec's order among equals): the

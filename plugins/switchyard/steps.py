@@ -187,19 +187,21 @@ def check_batch(spec: LoadSpec, tables: list[str], name: str, streams: int) -> t
     return folder, plan, problems
 
 
-def read_small_batch(folder: Path, manifest, spec: LoadSpec, tables: list[str]) -> list[str]:
+def read_small_batch(folder: Path, manifest, spec: LoadSpec, tables: list[str], source: str | None = None
+                     ) -> list[str]:
     """A small batch's files read field by field before any load (SWITCHYARD_CHECK_FIELDS_MB), as
     `switchyard check` reads them: what a server would take but not as written (a decimal it would
-    round) is found here. A larger batch is left to its loads; the log says which."""
+    round) is found here. A larger batch is left to its loads; the log says which. The streams of
+    `source` only (None: the streams of no source, which the plan reads)."""
     from switchyard.core.batch import read_bytes, read_problems
     limit = settings.get().check_fields_mb
-    size = read_bytes(folder, manifest, spec, tables)
+    size = read_bytes(folder, manifest, spec, tables, source)
     if not limit or size > limit * 1e6:
         log.info("fields not read before the load (%.1f MB, SWITCHYARD_CHECK_FIELDS_MB %g): the loads check them",
                  size / 1e6, limit)
         return []
     started = time.monotonic()
-    found = read_problems(folder, manifest, spec, tables)
+    found = read_problems(folder, manifest, spec, tables, source)
     log.info("every field of the batch read before any load: %.1f MB in %.2f s, %d problems", size / 1e6,
              time.monotonic() - started, len(found))
     return found
@@ -286,21 +288,14 @@ def prepare(connect: Connect, plan: dict, s: StreamPlan, file_on_source: str | N
 
 
 def load(connect: Connect, plan: dict, s: StreamPlan, *, queue: str | None, host: str | None,
-         progress_every_seconds: float | None = None, plan_pull: float = 0.0, spec: LoadSpec | None = None) -> Loaded:
-    """The stream file into its staging table, with progress lines on long loads. With the
-    spec, a stream whose files only its source's workers hold is first checked there for what
-    the plan could not see (`source_file_problems`)."""
+         progress_every_seconds: float | None = None, plan_pull: float = 0.0) -> Loaded:
+    """The stream file into its staging table, with progress lines on long loads."""
     from switchyard.observability.progress import LoadProgress
     # The load's fixed cost part by part, in its result (`parts`, seconds): the plan's pull
     # from XCom, the connection's lookup, the progress sampler's setup and close; the
     # adapter adds its own (connect, lease, release) to the result's details.
     parts = {"plan_pull": plan_pull}
     path = local_file(plan, s, queue)
-    if spec is not None and spec.source_of(s.stream) is not None:
-        problems = source_file_problems(plan, s, spec, path)
-        if problems:
-            raise StepFailed("the batch's files on this worker would not load as its manifest lists them "
-                             f"[host {socket.gethostname()}, queue {queue!r}]:\n- " + "\n- ".join(problems))
     clock = time.monotonic()
     adapter = connect()
     parts["connection_lookup"] = time.monotonic() - clock
@@ -329,30 +324,41 @@ def load(connect: Connect, plan: dict, s: StreamPlan, *, queue: str | None, host
                   parts={k: round(v, 4) for k, v in parts.items()}, details=result.details)
 
 
-def source_file_problems(plan: dict, s: StreamPlan, spec: LoadSpec, path: Path) -> list[str]:
-    """What the plan's check of the batch's files (core/batch.check_files) leaves to the workers
-    of a stream's source, who alone see its files: the stream file's start (a byte order mark, a
-    record where the header line should be: core/batch.start_problems), and the files of the
-    same table and source on this worker that the manifest does not list, or lists with 0 rows
-    while they hold records (the plan has no group for them, or one that skips: a run would
-    leave them out and end `success`)."""
-    from switchyard.core.batch import empty_stream_records, files_on_disk, start_problems, unlisted
-    from switchyard.core.planner import group_id
-    # A named pipe is read once, by the load: nothing is read from it here.
-    table = spec.table(s.table)
-    problems = start_problems(path, table) if path.is_file() else []
-    batch_dir = resolve_batch(plan["batch"])
-    source = spec.source_of(s.stream)
-    for stream, rel in sorted(files_on_disk(batch_dir, spec, s.table).items()):
-        if spec.source_of(stream) != source:
-            continue
-        planned = plan["groups"].get(group_id(s.table, stream))
-        if planned is None:
-            problems.append(unlisted(batch_dir / rel, s.table, stream))
-        elif StreamPlan(**planned).empty and (batch_dir / rel).is_file():
-            # Listed with 0 rows: its group skips, so its records would be left out unseen.
-            problems += empty_stream_records(batch_dir / rel, table, stream)
-    return problems
+def source_files(plan: dict, spec: LoadSpec, source: str, *, queue: str | None, host: str | None) -> dict:
+    """The batch's files on the workers of `source` (the spec's `sources`), checked there before
+    any load as the plan checks the files it sees: every listed file there and of the size the
+    manifest gives, its start, a file listed with 0 rows that holds records, a file of the run's
+    tables there that the manifest does not list, and, for a small batch, every field. The plan
+    does not see a source's files, and a table whose streams there are all empty (or all
+    unlisted) has no load there: a run would leave such records out and end `success`."""
+    from switchyard.core.batch import check_files
+    started = time.monotonic()
+    folder = resolve_batch(plan["batch"])
+    where = f"host {host or socket.gethostname()}, queue {queue!r}, data root {settings.data_root()}"
+    if not folder.is_dir():
+        # Retried, as a load's missing file is: another worker of the queue may hold the batch.
+        raise BatchError(f"{folder}: the batch's folder is not on this worker [{where}]: the workers of source "
+                         f"{source!r} hold <data root>/{plan['batch']}/ with the source's stream files")
+    manifest = _manifest_of(plan)
+    tables = list(plan["tables"])
+    problems = check_files(folder, manifest, spec, tables, source)
+    problems += read_small_batch(folder, manifest, spec, tables, source)
+    if problems:
+        raise StepFailed(f"the batch's files on source {source!r} would not load as its manifest lists them "
+                         f"[{where}]:\n- " + "\n- ".join(problems))
+    mine = [e for e in manifest.entries if e.table in tables and spec.source_of(e.stream) == source]
+    return {"source": source, "files": len(mine), "bytes": sum(e.bytes for e in mine), "host": host,
+            "seconds": round(time.monotonic() - started, 4)}
+
+
+def _manifest_of(plan: dict):
+    """The run's manifest as its plan holds it: each planned stream's file, bytes, rows and keys."""
+    from switchyard.core.batch import Manifest, ManifestEntry
+    streams = [StreamPlan(**raw) for raw in plan["groups"].values()]
+    return Manifest(spec=plan.get("spec", ""), streams=max((s.stream for s in streams), default=1),
+                    entries=tuple(ManifestEntry(table=s.table, stream=s.stream, file=s.file, bytes=s.bytes,
+                                                rows=s.rows, key_min=s.typed("key_min"), key_max=s.typed("key_max"))
+                                  for s in streams))
 
 
 def local_file(plan: dict, s: StreamPlan, queue: str | None) -> Path:

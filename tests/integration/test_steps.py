@@ -2,6 +2,7 @@
 embedded PostgreSQL: what each task does, and the outcomes the operators put in Airflow's terms."""
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -10,6 +11,7 @@ from dataclasses import replace
 import pytest
 
 from switchyard import steps
+from switchyard.core.batch import BatchError
 from switchyard.core.spec import load_spec
 from switchyard.targets.postgres import PostgresAdapter
 from helpers import fingerprint
@@ -56,17 +58,19 @@ def test_a_batch_through_every_step_without_airflow(tpch_batch, pg_uri, schema):
     connect().release_lease()
 
 
-def test_a_streams_load_on_its_source_checks_what_only_that_worker_sees(tpch_batch, pg_uri, schema, data_root):
+def test_a_sources_files_are_checked_on_its_workers_before_any_load(tpch_batch, pg_uri, schema, data_root):
     """Streams 2-4 live on a source's workers: the plan's check does not see their files, so the
-    load of such a stream checks them there. A file of the table and source that the manifest
-    does not list (stream 4), and a byte order mark the load would keep (stream 3), fail it
-    before its COPY, each named; a stream without a source loads as before."""
+    setup's task on that source checks them there, before any group's first step. A file of the
+    table and source that the manifest does not list (stream 4) and a byte order mark the load
+    would keep (stream 3) are both named at once, as the plan names what it sees; the fixed batch
+    passes and loads."""
     name, folder = tpch_batch
     spec = replace(SPEC, publish="batch", sources={"source_a": (2, 3, 4)})
     batch = data_root / "steps-on-a-source"
     shutil.copytree(folder, batch)
     shutil.copy(batch / "orders" / "orders.3.tbl", batch / "orders" / "orders.4.tbl")
-    (batch / "orders" / "orders.3.tbl").write_bytes(b"\xef\xbb\xbf" + (folder / "orders" / "orders.3.tbl").read_bytes())
+    # Of the manifest's size, so that its start is what is wrong with it.
+    (batch / "orders" / "orders.3.tbl").write_bytes(b"\xef\xbb\xbf" + (folder / "orders" / "orders.3.tbl").read_bytes()[3:])
 
     def connect() -> PostgresAdapter:
         return PostgresAdapter(spec, uri=pg_uri, schema=schema, lease_holder="plain/run-2", lease_batch=batch.name)
@@ -74,50 +78,57 @@ def test_a_streams_load_on_its_source_checks_what_only_that_worker_sees(tpch_bat
     found, plan, problems = steps.check_batch(spec, ["orders"], batch.name, streams=4)
     assert problems == [], problems      # neither is the plan's to see: both are on the source
     run = steps.set_up(connect(), plan, problems, batch.name, found, ["orders"])
-    s1, s2 = steps.stream_plan(run, "orders", 1), steps.stream_plan(run, "orders", 2)
-    for s in (s1, s2):
-        steps.prepare(connect, run, s, file_on_source="source_a" if s is s2 else None)
     with pytest.raises(steps.StepFailed) as refused:
-        steps.load(connect, run, s2, queue="source_a", host="here", spec=spec)
+        steps.source_files(run, spec, "source_a", queue="source_a", host="here")
+    said = str(refused.value)
+    assert said.startswith("the batch's files on source 'source_a' would not load as its manifest lists them"), said
     assert (f"{batch / 'orders' / 'orders.4.tbl'}: a file of table orders (stream 4) the manifest does not list: a "
-            f"run would not load it") in str(refused.value)
-    assert fingerprint(pg_uri, schema, ["orders"])["orders"][0] == 0
-    s3 = steps.stream_plan(run, "orders", 3)
+            f"run would not load it") in said
+    assert re.search(r"orders.3.tbl: line 1, column o_orderkey: starts with UTF-8's byte order mark", said), said
     (batch / "orders" / "orders.4.tbl").unlink()
-    steps.prepare(connect, run, s3, file_on_source="source_a")
-    with pytest.raises(steps.StepFailed, match=r"orders.3.tbl: line 1, column o_orderkey: starts with UTF-8's byte "
-                                               r"order mark"):
-        steps.load(connect, run, s3, queue="source_a", host="here", spec=spec)
-    assert steps.load(connect, run, s2, queue="source_a", host="here", spec=spec).rows == s2.rows
-    assert steps.load(connect, run, s1, queue=None, host="here", spec=spec).rows == s1.rows
+    (batch / "orders" / "orders.3.tbl").write_bytes((folder / "orders" / "orders.3.tbl").read_bytes())
+    checked = steps.source_files(run, spec, "source_a", queue="source_a", host="here")
+    # A worker without the batch's folder: retried (not a StepFailed), another worker may hold it.
+    with pytest.raises(BatchError, match="the batch's folder is not on this worker"):
+        steps.source_files({**run, "batch": "not-here"}, spec, "source_a", queue="source_a", host="here")
+    assert (checked["files"], checked["bytes"]) == (2, sum(plan.stream("orders", k).bytes for k in (2, 3)))
+    for k in (1, 2, 3):
+        s = steps.stream_plan(run, "orders", k)
+        steps.prepare(connect, run, s, file_on_source=spec.source_of(k))
+        assert steps.load(connect, run, s, queue=spec.source_of(k), host="here").rows == s.rows
     connect().release_lease()
 
 
-def test_a_file_on_a_source_listed_with_0_rows_that_holds_records_fails_the_sources_load(tpch_batch, pg_uri,
-                                                                                         schema, data_root):
-    """The plan does not see a source's files, and an empty stream's group skips: the load of
-    another stream of that table on the same source checks the files listed with 0 rows there."""
+def test_a_table_with_no_load_on_a_source_has_its_files_there_checked(tpch_batch, pg_uri, schema, data_root):
+    """A table whose streams on a source are all listed with 0 rows (stream 3), or not listed at
+    all (stream 4), has no load there: its groups skip. Their records would be left out of a run
+    that ends `success`; the source's files task names both, before any load."""
     from helpers import edit_manifest
     name, folder = tpch_batch
-    spec = replace(SPEC, publish="batch", sources={"source_a": (2, 3)})
+    spec = replace(SPEC, publish="batch", sources={"source_a": (3,), "source_b": (4,)})
     batch = data_root / "steps-zero-on-a-source"
     shutil.copytree(folder, batch)
     edit_manifest(batch, "orders", 3, rows=0, key_min=None, key_max=None)
+    shutil.copy(batch / "orders" / "orders.3.tbl", batch / "orders" / "orders.4.tbl")
 
     def connect() -> PostgresAdapter:
         return PostgresAdapter(spec, uri=pg_uri, schema=schema, lease_holder="plain/run-3", lease_batch=batch.name)
 
-    found, plan, problems = steps.check_batch(spec, ["orders"], batch.name, streams=3)
-    assert problems == [], problems      # on the source: not the plan's to see
+    found, plan, problems = steps.check_batch(spec, ["orders"], batch.name, streams=4)
+    assert problems == [], problems      # on the sources: not the plan's to see
     run = steps.set_up(connect(), plan, problems, batch.name, found, ["orders"])
     with pytest.raises(steps.StepSkipped, match="orders stream 3 is empty in this batch"):
         steps.stream_plan(run, "orders", 3)
-    s2 = steps.stream_plan(run, "orders", 2)
-    steps.prepare(connect, run, s2, file_on_source="source_a")
+    with pytest.raises(steps.StepSkipped, match="orders comes in fewer than 4 streams in this batch"):
+        steps.stream_plan(run, "orders", 4)
     with pytest.raises(steps.StepFailed) as refused:
-        steps.load(connect, run, s2, queue="source_a", host="here", spec=spec)
+        steps.source_files(run, spec, "source_a", queue="source_a", host="here")
     assert (f"{batch / 'orders' / 'orders.3.tbl'}: line 1: a record, but the manifest lists the file with 0 rows "
             f"(orders stream 3): a run would skip the stream") in str(refused.value)
+    with pytest.raises(steps.StepFailed) as refused:
+        steps.source_files(run, spec, "source_b", queue="source_b", host="here")
+    assert (f"{batch / 'orders' / 'orders.4.tbl'}: a file of table orders (stream 4) the manifest does not list: a "
+            f"run would not load it") in str(refused.value)
     assert fingerprint(pg_uri, schema, ["orders"])["orders"][0] == 0
     connect().release_lease()
 

@@ -55,6 +55,24 @@ def test_only_the_load_goes_to_the_source_queue_on_the_load_executor(tmp_path):
         assert dag.get_task(task_id).executor is None
 
 
+def test_each_sources_files_are_checked_there_before_any_group_starts(tmp_path):
+    """The plan cannot see a source's files: a task of the setup group on each source's queue
+    checks them, after the plan and before every group's first step (a table with no load on a
+    source, all its streams there empty or unlisted, has its files there checked all the same)."""
+    spec = spec_with({"source_a": [1, 2], "source.b": [3, 4], "source_b": [5]}, tmp_path)
+    dag = build_dag(DagConfig(streams=5, spec=spec, load_executor="EdgeExecutor"))
+    checks = {"setup.files_on_source_a": "source_a", "setup.files_on_source_b": "source.b",
+              "setup.files_on_source_b_2": "source_b"}
+    for task_id, source in checks.items():
+        task = dag.get_task(task_id)
+        assert (task.source, task.queue, task.executor) == (source, source, "EdgeExecutor")
+        assert task.upstream_task_ids == {"setup.plan"}
+    for task in dag.tasks:
+        if task.task_id.endswith((".prepare", ".steps")):
+            assert set(checks) <= task.get_flat_relative_ids(upstream=True), task.task_id
+    assert not [t for t in build_dag(DagConfig(streams=2)).tasks if ".files_on_" in t.task_id]
+
+
 def test_without_sources_loads_use_the_executors_default_queue(tmp_path):
     dag = build_dag(DagConfig(streams=2, load_executor="EdgeExecutor"))
     load = dag.get_task("orders_2.load")

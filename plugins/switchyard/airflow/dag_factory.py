@@ -13,8 +13,8 @@ from datetime import datetime, timedelta
 from airflow.sdk import DAG, Asset, Param, TaskGroup
 
 from switchyard.airflow.operators import (GroupStepsOperator, LoadOperator, PlanBatchOperator, PrepareOperator,
-                                          PublishBatchOperator, PublishOperator, StatsOperator, SwitchOperator,
-                                          ValidateOperator, WaitForBatchSensor)
+                                          PublishBatchOperator, PublishOperator, SourceFilesOperator, StatsOperator,
+                                          SwitchOperator, ValidateOperator, WaitForBatchSensor)
 from switchyard import settings
 from switchyard.core.spec import LoadSpec, load_spec
 from switchyard.graph import Graph, GraphSettings, build_graph
@@ -123,6 +123,8 @@ class StepOperators:
     graph alone costs Airflow (switchyard_dev/bench/graph.py)."""
     wait: type = WaitForBatchSensor
     plan: type = PlanBatchOperator
+    # The batch's files on a source's workers, checked there (the spec's `sources`).
+    source_files: type = SourceFilesOperator
     prepare: type = PrepareOperator
     load: type = LoadOperator
     validate: type = ValidateOperator

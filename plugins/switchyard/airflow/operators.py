@@ -300,6 +300,27 @@ def airflow_terms(context: Any) -> Iterator[None]:
         raise AirflowFailException(str(exc)) from exc
 
 
+class SourceFilesOperator(_TargetOperator):
+    """The batch's files on one source's workers (the spec's `sources`), checked there before any
+    load: the plan's check of the files, for the files the plan cannot see (steps.source_files).
+    Runs on the source's queue, as its loads do; reads files only, never the target."""
+
+    def __init__(self, *, source: str, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.source = source
+
+    def pre_execute(self, context: Any) -> None:
+        pass    # no target connection: the files alone are read
+
+    def execute(self, context: Any) -> dict:
+        plan = context["ti"].xcom_pull(task_ids=PLAN_TASK)
+        if not plan:
+            raise AirflowFailException("the run's plan is missing (did setup.plan run?)")
+        with airflow_terms(context):
+            return steps.source_files(plan, self.load_spec(), self.source, queue=self.queue,
+                                      host=context["ti"].hostname)
+
+
 class _GroupOperator(_TargetOperator):
     """A step of one (table, stream) group; reads its part of the run's plan."""
 
@@ -383,7 +404,7 @@ class LoadOperator(_GroupOperator):
         plan, s = self.stream_plan(context)
         return steps.load(self.adapter, plan, s, queue=self.queue, host=context["ti"].hostname,
                           progress_every_seconds=self.progress_every_seconds,
-                          plan_pull=time.monotonic() - clock, spec=self.load_spec()).xcom()
+                          plan_pull=time.monotonic() - clock).xcom()
 
 
 class ValidateOperator(_GroupOperator):
@@ -454,7 +475,7 @@ class GroupStepsOperator(_GroupOperator):
         group = (("prepare", lambda: steps.prepare(self.adapter, plan, s, self.file_on_source)),
                  ("load", lambda: steps.load(self.adapter, plan, s, queue=self.queue, host=context["ti"].hostname,
                                              progress_every_seconds=self.progress_every_seconds,
-                                             plan_pull=plan_pull, spec=spec)),
+                                             plan_pull=plan_pull)),
                  ("validate", lambda: steps.validate(self.adapter, spec, plan, s, loaded=done["load"])),
                  ("switch", lambda: steps.switch(self.adapter, spec, plan, s)))
         for name, run in group:

@@ -197,25 +197,27 @@ def parse_manifest(raw: Any, path: str, spec: LoadSpec) -> Manifest:
                     scale=float(scale) if isinstance(scale, (int, float)) else None, path=path)
 
 
-def check_files(batch_dir: Path, manifest: Manifest, spec: LoadSpec, tables: Iterable[str] | None = None
-                ) -> list[str]:
+def check_files(batch_dir: Path, manifest: Manifest, spec: LoadSpec, tables: Iterable[str] | None = None,
+                source: str | None = None) -> list[str]:
     """Every problem with the files a manifest lists (of `tables`, default all), before any load:
     a file missing, or not of the size the manifest gives, and a file of one of those tables
     in the folder that the manifest does not list (a run would leave it out, and end `success`).
-    A stream whose files live on a source's workers (the spec's `sources`) is checked there, by
-    its load."""
+    The streams of `source` only (the spec's `sources`; None: the streams of no source): a
+    source's files are on its workers alone, and checked there."""
     chosen = set(tables) if tables is not None else {e.table for e in manifest.entries}
-    problems = unlisted_files(batch_dir, manifest, spec, chosen)
+    problems = unlisted_files(batch_dir, manifest, spec, chosen, source)
     for e in manifest.entries:
         if tables is not None and e.table not in tables:
             continue
-        if spec.source_of(e.stream) is not None:
+        if spec.source_of(e.stream) != source:
             continue
         try:
             path = resolve_file(batch_dir, e.file)
         except BatchError as exc:
             problems.append(str(exc))
             continue
+        if path.is_fifo():
+            continue    # a named pipe is read once, by the load, which counts its records
         if not path.is_file():
             problems.append(f"{path}: listed in the manifest ({e.table} stream {e.stream}, {e.rows:,} rows) but "
                             f"not found")
@@ -372,16 +374,18 @@ def _line_fields(raw: bytes, fmt: FileFormat) -> list[str]:
     return text.split(fmt.delimiter)
 
 
-def unlisted_files(batch_dir: Path, manifest: Manifest, spec: LoadSpec, tables: Iterable[str]) -> list[str]:
+def unlisted_files(batch_dir: Path, manifest: Manifest, spec: LoadSpec, tables: Iterable[str],
+                   source: str | None = None) -> list[str]:
     """The files of `tables` in the batch folder, by the spec's files pattern, that the manifest
     does not list: a producer that wrote its manifest before its last file, or a file left from
-    another batch. A batch is exactly what its manifest lists, so a run would not load them."""
+    another batch. A batch is exactly what its manifest lists, so a run would not load them.
+    The streams of `source` only (None: the streams of no source)."""
     problems = []
     for table in sorted(tables):
         # Compared as paths: a manifest may write `./orders/orders.1.tbl` for `orders/orders.1.tbl`.
         listed = {(batch_dir / e.file).resolve() for e in manifest.entries if e.table == table}
         for stream, rel in sorted(files_on_disk(batch_dir, spec, table).items()):
-            if (batch_dir / rel).resolve() not in listed and spec.source_of(stream) is None:
+            if (batch_dir / rel).resolve() not in listed and spec.source_of(stream) == source:
                 problems.append(unlisted(batch_dir / rel, table, stream))
     return problems
 
@@ -722,11 +726,12 @@ def check_batch(batch_dir: Path, spec: LoadSpec, tables: Iterable[str] | None = 
     return problems + read_problems(batch_dir, manifest, spec, chosen)
 
 
-def read_bytes(batch_dir: Path, manifest: Manifest, spec: LoadSpec, tables: Iterable[str]) -> int:
+def read_bytes(batch_dir: Path, manifest: Manifest, spec: LoadSpec, tables: Iterable[str],
+               source: str | None = None) -> int:
     """The bytes read_problems would read: the listed files of `tables` this machine holds."""
     chosen = set(tables)
     return sum(e.bytes for e in manifest.entries
-               if e.table in chosen and spec.source_of(e.stream) is None and (batch_dir / e.file).is_file())
+               if e.table in chosen and spec.source_of(e.stream) == source and (batch_dir / e.file).is_file())
 
 
 def _line_and_field(path: Path, table: Table, offset: int) -> tuple[int, int]:
@@ -811,18 +816,19 @@ def refused_in_reading(path: Path, table: Table, exc: Exception) -> str:
     return changed_value_problem(path, table, exc)
 
 
-def read_problems(batch_dir: Path, manifest: Manifest, spec: LoadSpec, tables: Iterable[str]) -> list[str]:
+def read_problems(batch_dir: Path, manifest: Manifest, spec: LoadSpec, tables: Iterable[str],
+                  source: str | None = None) -> list[str]:
     """Each listed file of `tables` read record by record: its records against the manifest's
     rows, its keys inside the stream's range, every field against its column's type
-    (core/fields.py), its quotes against RFC 4180. A stream on a source's workers is not read
-    here."""
+    (core/fields.py), its quotes against RFC 4180. The streams of `source` only (None: the
+    streams of no source)."""
     from switchyard.core.fields import RecordCheck
     chosen = list(tables)
     problems = []
     for e in manifest.entries:
         path = batch_dir / e.file
         # A file of another size is read too: what it holds says what changed.
-        if e.table not in chosen or spec.source_of(e.stream) is not None or not path.is_file():
+        if e.table not in chosen or spec.source_of(e.stream) != source or not path.is_file():
             continue
         table = spec.table(e.table)
         kind = table.key_kind() if table.partitioned else None
