@@ -598,7 +598,7 @@ class StatsOperator(_TargetOperator):
 
     def execute(self, context: Any) -> dict:
         from switchyard.observability.report import write_report
-        from switchyard.observability.stats import STEPS, assemble, task_states, write_stats
+        from switchyard.observability.stats import assemble, task_states, write_stats
         ti = context["ti"]
         states = task_states(context)
         if states.get(WAIT_TASK) == "skipped":

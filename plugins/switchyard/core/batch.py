@@ -334,15 +334,15 @@ def header_record(path: Path, table: Table, head: list[bytes]) -> list[str]:
     fields = _line_fields(last.removeprefix(_BOM) if fmt.header_lines == 1 else last, fmt)
     if RecordCheck(table).problems(fields):
         return []   # not a record of the table: a header
-    for column, field in zip(table.columns, fields):
-        if column.nullable and field == fmt.null_marker:
+    for column, text in zip(table.columns, fields):
+        if column.nullable and text == fmt.null_marker:
             continue
-        typed = next((t for t in column.types.values() if reads_as_value(t, field)), None)
+        typed = next((t for t in column.types.values() if reads_as_value(t, text)), None)
         # A whole number names a column in some headers (a report's years: `region,2024,2025`);
         # in the table's key, or as a date, a time or a number with a point, it is a value.
-        if typed and (column.name == table.key or not _WHOLE_NUMBER.match(field.strip())):
+        if typed and (column.name == table.key or not _WHOLE_NUMBER.match(text.strip())):
             return [f"{path}: line {fmt.header_lines}: skipped as a header line (header_lines: {fmt.header_lines}), "
-                    f"but it is a record of {table.name} (column {column.name}: {field!r}, a value of {typed}, not "
+                    f"but it is a record of {table.name} (column {column.name}: {text!r}, a value of {typed}, not "
                     f"a name): the load would leave it out; write the file with its header line, or say "
                     f"`header_lines: {fmt.header_lines - 1}`"]
     return []

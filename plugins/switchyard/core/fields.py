@@ -263,8 +263,8 @@ def _when(sql_type: str, base: str, size: str | None, neutral: bool) -> Check:
                     f"error and keep {zoned.group(1)}; write every time in one zone without it, or declare a "
                     f"type with a zone")
         if field.lower() in _LOAD_TIME:
-            return (f"a word PostgreSQL reads as the load's own date or time: the row would hold when it was "
-                    f"loaded, not a value of the file")
+            return ("a word PostgreSQL reads as the load's own date or time: the row would hold when it was "
+                    "loaded, not a value of the file")
         if base in _TIMES:
             if _ISO_DAY.match(field):
                 # PostgreSQL reads a time of day after a date and ignores the date ("you can also
