@@ -245,3 +245,30 @@ def test_a_batch_that_arrives_during_the_wait_is_loaded(pg_uri, data_root, tpch_
     assert "batch ready: " in output and "arrives-late/manifest.json" in output
     with psycopg.connect(pg_uri) as conn:
         assert conn.execute(f'SELECT count(*) FROM "{schema}"."nation"').fetchone()[0] == 25
+
+
+def test_records_on_a_source_the_manifest_leaves_out_fail_the_run_before_any_load(pg_uri, data_root, tpch_batch,
+                                                                                   schema, tmp_path):
+    """Stream 3 lives on a source's workers (here the same folder: `dags test` runs every task
+    in place). The manifest lists orders' file there with 0 rows though it holds records, so
+    orders has no load on that source; the setup's task there finds it before any group starts,
+    the run fails saying so, and no staging table is made, nothing loaded."""
+    from switchyard_dev.scaleout import spec_with_sources
+    name, folder = tpch_batch
+    bad = copy_batch(folder, data_root / "zero-on-a-source")
+    edit_manifest(bad, "orders", 3, rows=0, key_min=None, key_max=None)
+    spec = spec_with_sources("tpch", {"source_a": [3]}, tmp_path / "spec")
+    run = run_dag(pg_uri, data_root, schema, 3, {"batch": "zero-on-a-source", "tables": ["orders"]},
+                  tmp_path / "runs", spec=spec)
+    assert run.returncode != 0
+    said = (f"{bad / 'orders' / 'orders.3.tbl'}: line 1: a record, but the manifest lists the file with 0 rows "
+            f"(orders stream 3): a run would skip the stream")
+    assert said in run.stats["source_errors"]["setup.files_on_source_a"], run.stats.get("source_errors")
+    assert "the batch's files on its sources were refused before any load" in run.output
+    with psycopg.connect(pg_uri) as conn:
+        # A stream's staging table (orders_<stream>), which its group's prepare makes.
+        staged = conn.execute("SELECT count(*) FROM pg_tables WHERE schemaname = %s AND tablename ~ '^orders_[0-9]+$'",
+                              (f"{schema}_staging",)).fetchone()
+        table = conn.execute("SELECT to_regclass(%s)", (f'"{schema}"."orders"',)).fetchone()[0]
+        rows = conn.execute(f'SELECT count(*) FROM "{schema}".orders').fetchone()[0] if table else 0
+    assert (staged[0], rows) == (0, 0)

@@ -26,6 +26,8 @@ log = logging.getLogger(__name__)
 
 PLAN_TASK = "setup.plan"
 WAIT_TASK = "setup.wait_for_batch"
+# The setup's checks of each source's files on its workers (graph.source_check_ids).
+SOURCE_FILES_TASKS = "setup.files_on_"
 # The key of a switch's result that carries its group's prepare, load and validate results.
 EARLIER_STEPS = "earlier_steps"
 
@@ -316,9 +318,14 @@ class SourceFilesOperator(_TargetOperator):
         plan = context["ti"].xcom_pull(task_ids=PLAN_TASK)
         if not plan:
             raise AirflowFailException("the run's plan is missing (did setup.plan run?)")
-        with airflow_terms(context):
-            return steps.source_files(plan, self.load_spec(), self.source, queue=self.queue,
-                                      host=context["ti"].hostname)
+        try:
+            with airflow_terms(context):
+                return steps.source_files(plan, self.load_spec(), self.source, queue=self.queue,
+                                          host=context["ti"].hostname)
+        except Exception as exc:
+            # Kept for the run's statistics, which say why no group started.
+            context["ti"].xcom_push(key="error", value=f"{type(exc).__name__}: {exc}"[:4000])
+            raise
 
 
 class _GroupOperator(_TargetOperator):
@@ -648,6 +655,11 @@ class StatsOperator(_TargetOperator):
                                                                  "already_published", "attach_scan_skipped")}
         if plan and self.load_spec().publish == "batch" and (error := pull("publish_batch", key="error")):
             stats["publish_error"] = error
+        # A source's files refused on its workers (setup.files_on_<source>): no group started.
+        refused = {t: pull(t, key="error") for t, state in states.items()
+                   if t.startswith(SOURCE_FILES_TASKS) and state == "failed"}
+        if refused:
+            stats["source_errors"] = refused
         if not plan and (error := pull(PLAN_TASK, key="error")):
             # Why nothing was loaded: setup's own message (a refused batch, a pre-flight).
             stats["plan_error"] = error
@@ -670,6 +682,12 @@ class StatsOperator(_TargetOperator):
             raise AirflowFailException("setup.plan did not finish: nothing was loaded and every table is as it was"
                                        + (f" ({stats['plan_error']})" if stats.get("plan_error") else "")
                                        + f" (statistics: {path}, report: {report['html']})")
+        if refused:
+            raise AirflowFailException(
+                "the batch's files on its sources were refused before any load: nothing was loaded and every "
+                "table is as it was; " + "; ".join(f"{t}: {error or 'failed (its log says why)'}"
+                                                    for t, error in refused.items())
+                + f" (statistics: {path}, report: {report['html']})")
         if stats["failed_groups"] or stats.get("held_back_groups"):
             # The last task decides the run's state: a run with a failed group is a failed run.
             failed, held = stats["failed_groups"], stats.get("held_back_groups", [])
