@@ -545,6 +545,59 @@ def test_the_field_check_refuses_exactly_the_decimals_the_server_would_change(pg
             assert not kept.fullmatch(text) or Decimal(stored) == Decimal(text), (text, stored)
 
 
+BOOLEANS = ["true", "TRUE", "t", "tr", "tru", "yes", "Y", "ye", "on", "1", "false", "f", "fa", "no", "n", "off", "of",
+            "0", " true ", "o", "2", "-1", "maybe", "", "yess", "truth", "01"]
+
+
+def test_the_field_check_passes_exactly_the_booleans_the_server_reads(pg_uri):
+    """Each field through PostgreSQL's boolean input: the check of its `boolean` passes exactly the
+    fields the server reads, and refuses the others (the load would stop at them). A `boolean` for
+    every target passes only what SQL Server's bit reads alike: true, false, 1, 0."""
+    from switchyard.core.fields import field_check
+    check, neutral = field_check("boolean"), field_check("boolean", neutral=True)
+    with psycopg.connect(pg_uri, autocommit=True) as conn:
+        for text in BOOLEANS:
+            try:
+                conn.execute("SELECT %s::boolean", (text,))
+                read = True
+            except psycopg.errors.InvalidTextRepresentation:
+                read = False
+            assert (check(text) is None) == read, (text, check(text))
+            assert neutral(text) is not None or (read and text.lower() in ("true", "false", "1", "0")), text
+    assert [t for t in BOOLEANS if neutral(t) is None] == ["true", "TRUE", "1", "false", "0"]
+
+
+CSV_LINE_ENDS = [b'1,"1.50"\n2,"2.50"\r\n', b'1,"1.50"\r\n2,"2.50"\n', b'1,1.50\r\n2,2.50\n', b'1,"1.50"\n2,2.50\n',
+                 b'1,"1.50"\r\n2,"2.50"\r\n', b'1,1.50\r\n2,\r\n', b'1,1.50\r\n2,""\r\n', b'1,"1.\n5"\n2,\n']
+
+
+def test_the_check_refuses_exactly_the_csv_line_ends_and_quoted_markers_the_server_refuses(pg_uri, tmp_path):
+    """Each file through COPY's CSV reader, as the load reads it (the NULL marker the empty field,
+    in the nullable column): the check refuses exactly those the server stops at (a line end unlike
+    the first record's; a quoted empty field, a value, in a number column)."""
+    from switchyard.core.batch import check_batch, describe_batch, write_manifest
+    from switchyard.core.spec import parse_spec
+    spec = parse_spec({"name": "e", "files": "{table}/{table}.{stream}.csv", "tables": {"t": {
+        "partitioned": False, "columns": [{"name": "a", "type": "integer"},
+                                          {"name": "b", "type": "numeric(12,2)", "nullable": True}]}},
+        "format": {"delimiter": ",", "trailing_delimiter": False, "quoting": "csv", "null_marker": ""}})
+    with psycopg.connect(pg_uri, autocommit=True) as conn:
+        conn.execute("CREATE TEMP TABLE t (a integer NOT NULL, b numeric(12,2))")
+        for i, body in enumerate(CSV_LINE_ENDS):
+            folder = tmp_path / str(i)
+            (folder / "t").mkdir(parents=True)
+            (folder / "t" / "t.1.csv").write_bytes(body)
+            try:
+                with conn.cursor().copy("COPY t FROM STDIN (FORMAT csv, FORCE_NOT_NULL (a))") as copy:
+                    copy.write(body)
+                refused = False
+            except (psycopg.errors.BadCopyFileFormat, psycopg.errors.InvalidTextRepresentation):
+                refused = True
+            conn.execute("TRUNCATE t")
+            write_manifest(folder, describe_batch(folder, spec))
+            assert bool(check_batch(folder, spec)) == refused, (body, check_batch(folder, spec))
+
+
 def _staged(uri: str, schema: str, spec, batch: Path, table: str, stream: int = 1):
     """(adapter, plan, stream) of a batch set up on the target, the stream's staging table made."""
     plan = plan_batch(spec, read_manifest(batch, spec))

@@ -200,8 +200,8 @@ def test_a_missing_file_is_reported_with_every_other_problem_before_any_load(pg_
     assert run(pg_uri, data_root, schema, tmp_path, mar, spec).returncode == 0
     before = {t: table_rows(pg_uri, schema, t) for t in ("trips", "stations", "payment_types")}
     (jan / "trips" / "trips.2.csv").unlink()
-    with open(jan / "stations" / "stations.1.csv", "a") as fh:
-        fh.write("ST999,Added after the manifest\n")
+    with open(jan / "stations" / "stations.1.csv", "a", newline="") as fh:
+        fh.write("ST999,Added after the manifest\r\n")      # the producer's line end
     result = run(pg_uri, data_root, schema, tmp_path, jan, spec)
     assert result.returncode != 0
     error = result.stats["plan_error"]

@@ -115,7 +115,7 @@ def test_check_finds_every_problem_at_once_without_loading(tmp_path):
     write_manifest(tmp_path, describe_batch(tmp_path, SPEC))
     (tmp_path / "sales" / "part-2.csv").unlink()
     with open(tmp_path / "sales" / "part-1.csv", "a", newline="") as fh:
-        fh.write("2026-01-03 11:00:00,one row more\n")
+        fh.write("2026-01-03 11:00:00,one row more\r\n")    # csv.writer's line end, as the file's
     manifest = json.loads((tmp_path / "manifest.json").read_text())
     manifest["files"][2]["rows"] = 4     # shops: the producer miscounted
     manifest["files"][2]["bytes"] = (tmp_path / "shops" / "shops.1.csv.gz").stat().st_size
@@ -419,7 +419,7 @@ def test_a_file_whose_line_ends_are_carriage_returns_alone_is_refused_at_its_fir
     assert any(p.startswith(said) for p in check_batch(tmp_path, spec)), check_batch(tmp_path, spec)
     with pytest.raises(BatchError, match="its line ends are carriage returns alone"):
         describe_batch(tmp_path, spec)    # `switchyard manifest` refuses it too
-    path.write_bytes(b'1,"1.50"\n2,"2.50"\r\n')
+    path.write_bytes(b'1,"1.50"\r\n2,"2.50"\r\n')     # CR LF line ends: each CR before its LF
     write_manifest(tmp_path, describe_batch(tmp_path, spec))
     assert check_batch(tmp_path, spec) == []
 
@@ -448,3 +448,61 @@ def test_a_line_without_its_trailing_delimiter_is_named_before_any_load(tmp_path
         path.write_bytes(body)
         write_manifest(tmp_path, describe_batch(tmp_path, spec))
         assert check_batch(tmp_path, spec) == ([] if said is None else [f"{path}: {said}"])
+
+
+def test_a_header_naming_the_columns_in_another_order_is_refused_before_any_load(tmp_path):
+    """The loads take fields by their place: a producer that wrote two numeric columns the other
+    way round, header and all, would load each into the other's column without an error. A header
+    that names the spec's columns elsewhere is refused by the check and the manifest; one in the
+    spec's order (letter case, quotes and a byte order mark aside) or with names of its own passes."""
+    spec = parse_spec({"name": "w", "files": "{table}/{table}.{stream}.csv",
+                       "format": {"delimiter": ",", "trailing_delimiter": False, "quoting": "csv", "header_lines": 1},
+                       "tables": {"o": {"partitioned": False, "columns": [
+                           {"name": "id", "type": "bigint"}, {"name": "unit_price", "type": "numeric(12,2)"},
+                           {"name": "amount", "type": "numeric(12,2)"}]}}})
+    (tmp_path / "o").mkdir()
+    path = tmp_path / "o" / "o.1.csv"
+    for header in (b"id,unit_price,amount", b'\xef\xbb\xbf"ID","Unit_Price", AMOUNT', b"Order ID,Price,Total"):
+        path.write_bytes(header + b"\r\n1,2.00,3.00\r\n")
+        write_manifest(tmp_path, describe_batch(tmp_path, spec))
+        assert check_batch(tmp_path, spec) == [], header
+    path.write_bytes(b"id,amount,unit_price\r\n1,3.00,2.00\r\n")
+    said = (f"{path}: line 1: the header names the table's columns in another order than the spec's: field 2 is "
+            f"amount (the spec's column 3), field 3 is unit_price (the spec's column 2); the load takes each field "
+            f"by its place, so their values would go into other columns: write the fields in the spec's order (id, "
+            f"unit_price, amount), or list the spec's columns in the file's")
+    assert check_batch(tmp_path, spec) == [said]
+    with pytest.raises(BatchError) as refused:
+        describe_batch(tmp_path, spec)    # `switchyard manifest` refuses it too
+    assert said in str(refused.value)
+
+
+@pytest.mark.parametrize("quoting, body, said", [
+    # A quoted field is a value, never the NULL marker: `""` is the empty string, which no number is.
+    ("csv", b'1,,\r\n2,"",x\r\n3,1.5,""\r\n', "line 2, column d: '': not a decimal number (numeric(12,2))"),
+    ("csv", b'1,,\r\n2,1,x\n3,1.5,"a\nb"\r\n', "line 2, its line ends with LF alone, where the file's first record "
+                                              "ends with CR LF"),
+    ("csv", b'1,,\n2,1,x\r\n3,1.5,"a\r\nb"\n', "line 2, its line ends with CR LF, where the file's first record ends "
+                                              "with LF alone"),
+    ("none", b'1|||\r\n2|1|x|\n3|1.5||\r\n', "line 2, its line ends with LF alone, where the file's first record "
+                                            "ends with CR LF"),
+    ("csv", b'1,,\r\n2,1,"a\nb"\r\n3,1.5,""\r\n', None),      # a line break inside quotes is the field's
+])
+def test_a_quoted_null_marker_and_a_line_end_unlike_the_first_are_named_before_any_load(tmp_path, quoting, body, said):
+    """Both stop the load (tests/integration/test_exact_loads.py puts each through the server): the
+    check names the line, and the column where there is one."""
+    fmt = ({"delimiter": ",", "trailing_delimiter": False, "quoting": "csv", "null_marker": ""} if quoting == "csv"
+           else {"delimiter": "|", "null_marker": ""})
+    spec = parse_spec({"name": "w", "files": "{table}/{table}.{stream}.csv", "format": fmt, "tables": {"o": {
+        "partitioned": False, "columns": [{"name": "id", "type": "bigint"},
+                                          {"name": "d", "type": "numeric(12,2)", "nullable": True},
+                                          {"name": "t", "type": "text", "nullable": True}]}}})
+    (tmp_path / "o").mkdir()
+    path = tmp_path / "o" / "o.1.csv"
+    path.write_bytes(body)
+    write_manifest(tmp_path, describe_batch(tmp_path, spec))
+    found = check_batch(tmp_path, spec)
+    if said is None:
+        assert found == []
+    else:
+        assert len(found) == 1 and found[0].startswith(f"{path}: {said}"), found

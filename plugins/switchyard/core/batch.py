@@ -262,6 +262,7 @@ def start_problems(path: Path, table: Table) -> list[str]:
     checked whatever the batch's size: a byte order mark the load would keep (`byte_order_mark`),
     line ends of a carriage return alone (`carriage_return_line_ends`),
     a line the format skips as a header that is a record of the table (`header_record`), a header
+    that names the table's columns in other places than the spec's (`header_order`), a header
     line the load would take for a record (`names_record`)."""
     try:
         with _open_counted(path) as fh:
@@ -272,7 +273,7 @@ def start_problems(path: Path, table: Table) -> list[str]:
     if line_ends:       # the lines read here are not the file's
         return byte_order_mark(path, table, head[0][:3]) + line_ends
     return (byte_order_mark(path, table, head[0][:3]) + header_record(path, table, head)
-            + names_record(path, table, head))
+            + header_order(path, table, head) + names_record(path, table, head))
 
 
 def carriage_return_line_ends(path: Path, table: Table, first: bytes) -> list[str]:
@@ -345,6 +346,32 @@ def header_record(path: Path, table: Table, head: list[bytes]) -> list[str]:
                     f"but it is a record of {table.name} (column {column.name}: {text!r}, a value of {typed}, not "
                     f"a name): the load would leave it out; write the file with its header line, or say "
                     f"`header_lines: {fmt.header_lines - 1}`"]
+    return []
+
+
+def header_order(path: Path, table: Table, head: list[bytes]) -> list[str]:
+    """A header line (`head`: the file's first lines, those the format skips) that names columns
+    of the table in other places than the spec's: the loads take a record's fields by their
+    place, so a producer that wrote two columns the other way round would load each into the
+    other's column (two numeric columns, without an error). Names that are no column of the
+    spec's are not read: a header may call its columns otherwise."""
+    fmt = table.format
+    spec_names = [n.lower() for n in table.column_names]
+    for number, raw in enumerate(head[:fmt.header_lines], start=1):
+        if not raw.endswith(b"\n"):
+            return []   # a file that ends here, or a line too long to be a header
+        names = [f.strip().lower() for f in _line_fields(raw.removeprefix(_BOM) if number == 1 else raw, fmt)]
+        if fmt.trailing_delimiter and names and names[-1] == "":
+            names.pop()
+        moved = [(i, name) for i, name in enumerate(names)
+                 if name in spec_names and (i >= len(spec_names) or spec_names[i] != name)]
+        if moved:
+            said = ", ".join(f"field {i + 1} is {name} (the spec's column {spec_names.index(name) + 1})"
+                             for i, name in moved[:5]) + (f" and {len(moved) - 5} more" if len(moved) > 5 else "")
+            return [f"{path}: line {number}: the header names the table's columns in another order than the "
+                    f"spec's: {said}; the load takes each field by its place, so their values would go into "
+                    f"other columns: write the fields in the spec's order ({', '.join(table.column_names)}), "
+                    f"or list the spec's columns in the file's"]
     return []
 
 
@@ -556,41 +583,82 @@ class FileScan:
 BAD_FIELDS_SHOWN = 5
 
 
-def _records(fh, fmt: FileFormat) -> Iterable[tuple[int, list[str]]]:
-    """(line where the record starts, its fields as read, a trailing delimiter's empty field
-    included) of every record after the header lines."""
+def _records(fh, fmt: FileFormat) -> Iterable[tuple[int, list[str], str | None]]:
+    """(line where the record starts, its fields as read, what is wrong with its line end) of every
+    record after the header lines: its fields with a trailing delimiter's empty field included,
+    a quoted field equal to the NULL marker as fields.Quoted (a value to the loads, never NULL);
+    its line end wrong where it is not the first record's, which the loads take for every line's."""
     if fmt.quoting == "csv":
-        for _ in range(fmt.header_lines):
-            if not fh.readline():
-                return
-        text = io.TextIOWrapper(fh, encoding=fmt.encoding, errors="surrogateescape", newline="")
-        reader = csv.reader(text, delimiter=fmt.delimiter, quotechar='"', doublequote=True)
-        start = fmt.header_lines + 1
-        for row in reader:
-            yield start, row
-            start = fmt.header_lines + reader.line_num + 1
+        yield from _quoted_records(fh, fmt)
         return
     text = io.TextIOWrapper(fh, encoding=fmt.encoding, errors="surrogateescape", newline="\n")
     crlf = None     # the data's line end, as its first line's says: the loads read every line so
     for number, line in enumerate(text, start=1):
         if number <= fmt.header_lines:
             continue
-        line = line[:-1] if line.endswith("\n") else line
+        ended = line.endswith("\n")
+        line = line[:-1] if ended else line
+        had_cr = line.endswith("\r")
         if crlf is None:
-            crlf = line.endswith("\r")
+            crlf = had_cr
         # Any other carriage return stays in a field, where RecordCheck refuses it: a CR LF line
         # in an LF file keeps its CR in its last field.
-        cr = line.endswith("\r") and not crlf
-        line = line[:-1] if line.endswith("\r") else line
+        cr = had_cr and not crlf
+        line = line[:-1] if had_cr else line
         # Every line is a record (a blank one too, as the loaders take it); the file's final
         # line end starts none. The empty field after a trailing delimiter stays: RecordCheck
         # judges the record's end.
         fields = line.split(fmt.delimiter)
         if cr and fields:
             # Named in the last column's field, before the trailing delimiter's empty one.
-            ended = fmt.trailing_delimiter and len(fields) > 1 and fields[-1] == ""
-            fields[-2 if ended else -1] += "\r"
-        yield number, fields
+            trailing = fmt.trailing_delimiter and len(fields) > 1 and fields[-1] == ""
+            fields[-2 if trailing else -1] += "\r"
+        yield number, fields, _LF_IN_CRLF if crlf and ended and not had_cr else None
+
+
+# A record ended by LF alone in a file whose first record ends with CR LF: the loads read a line
+# end as the first one's (PostgreSQL: "unquoted newline found in data"; SQL Server's BULK INSERT
+# looks for CR LF and joins the lines).
+_LF_IN_CRLF = ("its line ends with LF alone, where the file's first record ends with CR LF: the load reads every "
+               "line end as the first one's; write every line with the same line end")
+_CRLF_IN_LF = ("its line ends with CR LF, where the file's first record ends with LF alone: the load reads every "
+               "line end as the first one's; write every line with the same line end")
+
+
+def _quoted_records(fh, fmt: FileFormat) -> Iterable[tuple[int, list[str], str | None]]:
+    """_records with RFC 4180 quoting: Python's csv module reads the fields; the record's own text
+    (the lines it took from the file) says which were quoted and how the record's line ends."""
+    from switchyard.core.fields import Quoted, quoted_fields
+    for _ in range(fmt.header_lines):
+        if not fh.readline():
+            return
+    text = io.TextIOWrapper(fh, encoding=fmt.encoding, errors="surrogateescape", newline="")
+    taken: list[str] = []
+
+    def lines() -> Iterator[str]:
+        for line in text:
+            taken.append(line)
+            yield line
+    reader = csv.reader(lines(), delimiter=fmt.delimiter, quotechar='"', doublequote=True)
+    start, first_end = fmt.header_lines + 1, None
+    marker = fmt.null_marker
+    in_quotes = None if marker is None else f'"{marker}"'
+    for row in reader:
+        last = taken[-1] if taken else ""
+        end = "\r\n" if last.endswith("\r\n") else "\n" if last.endswith("\n") else ""
+        if first_end is None:
+            first_end = end or None
+        wrong = None
+        if end and end != first_end:
+            wrong = _LF_IN_CRLF if first_end == "\r\n" else _CRLF_IN_LF
+        # The record read again only where the marker may stand quoted in it: rare, and cheap to rule out.
+        if in_quotes is not None and marker in row and any(in_quotes in line for line in taken):
+            read = quoted_fields("".join(taken).removesuffix(end), fmt.delimiter, True)
+            if read is not None and len(read) == len(row):
+                row = [Quoted(v) if quoted and v == marker else v for v, (_, quoted) in zip(row, read)]
+        taken.clear()
+        yield start, row, wrong
+        start = fmt.header_lines + reader.line_num + 1
 
 
 def scan_file(path: Path, fmt: FileFormat, key: str | None = None, key_index: int = 0,
@@ -605,10 +673,10 @@ def scan_file(path: Path, fmt: FileFormat, key: str | None = None, key_index: in
     bad: list[str] = []
     bad_count = 0
     with _read_errors(path), _open_counted(path) as fh:
-        for line, fields in _records(fh, fmt):
+        for line, fields, wrong_end in _records(fh, fmt):
             rows += 1
             if record_check is not None:
-                for problem in record_check.problems(fields):
+                for problem in ([wrong_end] if wrong_end else []) + record_check.problems(fields):
                     bad_count += 1
                     if len(bad) < BAD_FIELDS_SHOWN:
                         bad.append(f"line {line}, {problem}")

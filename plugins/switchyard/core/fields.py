@@ -11,7 +11,8 @@ point type (a number), a date or time type written as ISO 8601 (a real calendar 
 time of day, and nothing finer than the type keeps: the servers round a time to their precision
 and drop a date's time of day silently; no time zone after it, which both drop silently from a
 type without one; not `now`, `today` and the like, which PostgreSQL reads as the load's own
-time), a character type with a length (no more characters than that; `char(n)` may pad past it).
+time), a character type with a length (no more characters than that; `char(n)` may pad past it),
+a boolean (the words its type reads: PostgreSQL's boolean more than SQL Server's bit).
 Other forms of dates and times, and other types, are left to the load: the server decides those.
 """
 from __future__ import annotations
@@ -52,6 +53,21 @@ _FRACTION = {"timestamp": 6, "timestamp without time zone": 6, "timestamptz": 6,
 # Server's datetime2(7) and time(7) keep a seventh digit only as a target's own type.
 _NEUTRAL_FRACTION = 6
 _CHARS = {"varchar", "character varying", "nvarchar", "char", "character", "nchar"}
+# The fields each boolean type reads, letter case aside. PostgreSQL's boolean: true, yes, on, 1
+# and false, no, off, 0, a word's unique prefix too (`t`, `ye`, `of`), spaces around it ignored
+# (the boolean type's reference, "Boolean Type"). SQL Server's bit: 1, 0, TRUE and FALSE (the bit
+# reference: "The string values TRUE and FALSE can be converted to bit values"); any other
+# number converts to 1 without an error, so only 1 and 0 pass. A type for every target (`boolean`,
+# SQL Server's bit there) takes what both read alike.
+_PG_TRUE, _PG_FALSE = ("true", "yes", "on", "1"), ("false", "no", "off", "0")
+_BOOLEANS = {
+    **{name: frozenset(word[:n] for word in _PG_TRUE + _PG_FALSE for n in range(1, len(word) + 1)
+                       if word[:n] not in ("o",)) for name in ("boolean", "bool")},
+    "bit": frozenset({"1", "0", "true", "false"}),
+}
+_BOOLEAN_NAMES = {"boolean": "true, yes, on, 1, false, no, off, 0 or a prefix of one",
+                  "bool": "true, yes, on, 1, false, no, off, 0 or a prefix of one", "bit": "1, 0, true or false"}
+_NEUTRAL_BOOLEAN = frozenset({"true", "false", "1", "0"})
 
 Check = Callable[[str], "str | None"]
 # A byte the file's encoding does not decode, as the batch reader keeps it (surrogateescape).
@@ -197,6 +213,14 @@ def _full_check(sql_type: str, base: str, size: str | None, scale: str | None, n
                         f"it to another value without an error")
             return None
         return decimal
+    if base in _BOOLEANS:
+        accepted = _BOOLEANS[base] if not neutral else _NEUTRAL_BOOLEAN
+        named = "true, false, 1 or 0" if neutral else _BOOLEAN_NAMES[base]
+
+        def boolean(text: str) -> str | None:
+            value = text if neutral or base == "bit" else text.strip()
+            return None if value.lower() in accepted else f"not a boolean ({sql_type}: {named})"
+        return boolean
     if base in _FLOAT:
         def floating(text: str) -> str | None:
             try:
@@ -310,6 +334,48 @@ def _clock_problem(clock: str, sql_type: str, base: str, kept: int, named: str) 
     return None
 
 
+class Quoted(str):
+    """A field written in quotes (RFC 4180): a value, never the NULL marker, as the servers' CSV
+    readers take it (`""` is the empty string, `"NA"` the text NA)."""
+
+
+def quoted_fields(text: str, delimiter: str, quoted: bool) -> list[tuple[str, bool]] | None:
+    """A record's fields (its line end stripped), each with whether it was quoted; RFC 4180's
+    quoting where `quoted`. None for a record RFC 4180 does not read (core/files.guard_quotes
+    refuses its quotes before the load). The server's CSV reader takes a quoted field for a value,
+    never NULL, where Python's csv module tells no quoted field from a bare one."""
+    if not quoted:
+        return [(field, False) for field in text.split(delimiter)]
+    out, at = [], 0
+    while True:
+        if text.startswith('"', at):
+            parts, at = [], at + 1
+            while True:
+                close = text.find('"', at)
+                if close < 0:
+                    return None
+                parts.append(text[at:close])
+                if not text.startswith('"', close + 1):
+                    break
+                parts.append('"')
+                at = close + 2
+            out.append(("".join(parts), True))
+            at = close + 1
+        else:
+            end = text.find(delimiter, at)
+            end = len(text) if end < 0 else end
+            out.append((text[at:end], False))
+            at = end
+        if at >= len(text):
+            return out
+        if not text.startswith(delimiter, at):
+            return None
+        at += len(delimiter)
+        if at == len(text):
+            out.append(("", False))
+            return out
+
+
 class RecordCheck:
     """Each record of one table's file against the table's columns, on every target."""
 
@@ -340,7 +406,7 @@ class RecordCheck:
                 out.append(f"column {name}: a carriage return, which the load cannot tell from a line end "
                            f"(quoting: none; the file's first line says its line end)")
                 continue
-            if nullable and self.marker is not None and text == self.marker:
+            if nullable and self.marker is not None and text == self.marker and not isinstance(text, Quoted):
                 continue
             if _NOT_DECODED.search(text):
                 # The reader keeps bytes the file's encoding does not decode as lone surrogates

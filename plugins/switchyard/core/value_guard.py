@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from switchyard.core.fields import field_check, kept_pattern
+from switchyard.core.fields import field_check, kept_pattern, quoted_fields
 from switchyard.core.files import data_chunks, open_source
 from switchyard.core.spec import Table
 
@@ -178,7 +178,7 @@ class ValueGuard:
         the load, which names it."""
         fmt = self.table.format
         text = raw.decode(fmt.encoding, errors="surrogateescape").rstrip("\n").removesuffix("\r")
-        fields = _fields(text, fmt.delimiter, self.quoted)
+        fields = quoted_fields(text, fmt.delimiter, self.quoted)
         if fmt.trailing_delimiter and fields and fields[-1] == ("", False):
             fields = fields[:-1]
         if fields is None or len(fields) != len(self.table.columns):
@@ -195,42 +195,6 @@ class ValueGuard:
                 why = f"not read as its type ({type(exc).__name__}: {exc})"
             if why:
                 raise ChangedValue(offset, column.name, value, why)
-
-
-def _fields(text: str, delimiter: str, quoted: bool) -> list[tuple[str, bool]] | None:
-    """A record's fields (its line end stripped), each with whether it was quoted; RFC 4180's
-    quoting where `quoted`. None for a record RFC 4180 does not read (core/files.guard_quotes
-    refuses its quotes before the load)."""
-    if not quoted:
-        return [(field, False) for field in text.split(delimiter)]
-    out, at = [], 0
-    while True:
-        if text.startswith('"', at):
-            parts, at = [], at + 1
-            while True:
-                close = text.find('"', at)
-                if close < 0:
-                    return None
-                parts.append(text[at:close])
-                if not text.startswith('"', close + 1):
-                    break
-                parts.append('"')
-                at = close + 2
-            out.append(("".join(parts), True))
-            at = close + 1
-        else:
-            end = text.find(delimiter, at)
-            end = len(text) if end < 0 else end
-            out.append((text[at:end], False))
-            at = end
-        if at >= len(text):
-            return out
-        if not text.startswith(delimiter, at):
-            return None
-        at += len(delimiter)
-        if at == len(text):
-            out.append(("", False))
-            return out
 
 
 def _bytes(text: str, encoding: str) -> str:
