@@ -134,10 +134,10 @@ def _plan(args, spec):
     generator's rules at a scale and stream count (no data needed)."""
     from switchyard.core.planner import PlanError, plan_batch, plan_tpch
     if args.batch:
-        from pathlib import Path
         from switchyard.core.batch import BatchError, read_manifest
         try:
-            return plan_batch(spec, read_manifest(Path(args.batch), spec), _tables(args.tables))
+            # A folder, or a batch name under the data root, as `check` and `manifest` take it.
+            return plan_batch(spec, read_manifest(_batch_folder(args.batch), spec), _tables(args.tables))
         except (BatchError, PlanError) as exc:
             sys.exit(f"plan: {exc}")
     if spec.generator != "tpch":
@@ -270,8 +270,8 @@ def build_parser(extensions: bool = True) -> argparse.ArgumentParser:
     p.add_argument("--scale", type=float, help="TPC-H scale factor the plan is for (planned from the generator's "
                                                "rules, no data needed)")
     p.add_argument("--streams", type=int, help="TPC-H stream count the plan is for")
-    p.add_argument("--batch", help="plan from this batch folder's manifest.json instead (any spec: the key "
-                                   "ranges and streams the producer recorded)")
+    p.add_argument("--batch", help="plan from this batch's manifest.json instead, a folder or a batch name under "
+                                   "the data root (any spec: the key ranges and streams the producer recorded)")
     p.add_argument("--tables", help="comma-separated subset of the tables (default: all)")
     p.add_argument("--spec", default="tpch", help="built-in spec name or path of a spec file (default tpch)")
     p.add_argument("--schema", default=settings.get().schema,

@@ -78,11 +78,12 @@ def plant_faults(batch: Path) -> dict[str, list[str]]:
     expect["orders_3"] = ["orders.3.tbl", "line 6", 'violates check constraint "orders_3_range"',
                           "o_orderkey must lie in 40001..60000"]
 
-    # a truncated last line (cut in the middle, no final newline)
+    # a last line cut in the middle, its line end written after the cut (a file cut short without
+    # one is refused before any load, whatever the batch's size: the test below)
     lines = _lines(f("part", 1))
     last = len(lines)
     lines[-1] = lines[-1][: len(lines[-1]) // 2]
-    _write(f("part", 1), lines, final_newline=False)
+    _write(f("part", 1), lines)
     expect["part_1"] = ["part.1.tbl", f"line {last}", "the spec expects 9"]
 
     # an empty file
@@ -272,3 +273,29 @@ def test_records_on_a_source_the_manifest_leaves_out_fail_the_run_before_any_loa
         table = conn.execute("SELECT to_regclass(%s)", (f'"{schema}"."orders"',)).fetchone()[0]
         rows = conn.execute(f'SELECT count(*) FROM "{schema}".orders').fetchone()[0] if table else 0
     assert (staged[0], rows) == (0, 0)
+
+
+def test_a_file_cut_short_inside_its_last_field_is_refused_before_any_load(pg_uri, data_root, tpch_batch, schema,
+                                                                          tmp_path):
+    """A file whose last line has no line end, cut inside the last record's last field: as many
+    fields as any record, a value the load would take for the field's (a comment cut in two).
+    Refused at setup.plan, naming the file and its last line, whatever the batch's size (its
+    fields not read first), and nothing changes; the producer's manifest, of the cut file's size and
+    its own row counts, agrees with it."""
+    name, folder = tpch_batch
+    good = run_dag(pg_uri, data_root, schema, 3, {"batch": name, "tables": ["orders"]}, tmp_path / "runs")
+    assert good.returncode == 0, good.output[-3000:]
+    before = fingerprint(pg_uri, schema, ["orders"])
+    cut = copy_batch(folder, data_root / "cut-short")
+    path = cut / "orders" / "orders.2.tbl"
+    lines = _lines(path)
+    lines[-1] = lines[-1][:-12]           # inside o_comment, the last field, and its trailing `|` gone
+    lines[-1] += b"|"                     # ... as a cut right after a delimiter would leave it
+    _write(path, lines, final_newline=False)
+    resize_manifest(cut)                  # the producer's manifest: its own row counts, the cut file's size
+    run = run_dag(pg_uri, data_root, schema, 3, {"batch": "cut-short", "tables": ["orders"]}, tmp_path / "runs-cut",
+                  extra_env={"SWITCHYARD_CHECK_FIELDS_MB": "0"})
+    assert run.returncode != 0
+    assert (f"{path}: line {len(lines)}: the file's last line has no line end: a file cut short") in \
+        run.stats["plan_error"], run.stats.get("plan_error")
+    assert fingerprint(pg_uri, schema, ["orders"]) == before

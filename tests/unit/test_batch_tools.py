@@ -506,3 +506,34 @@ def test_a_quoted_null_marker_and_a_line_end_unlike_the_first_are_named_before_a
         assert found == []
     else:
         assert len(found) == 1 and found[0].startswith(f"{path}: {said}"), found
+
+
+@pytest.mark.parametrize("name", ["o.1.csv", "o.1.csv.gz"])
+def test_a_file_whose_last_line_has_no_line_end_is_refused_by_the_manifest_and_the_check(tmp_path, name):
+    """A file cut short inside its last record's last field has as many fields in it as any other
+    record: only its missing line end tells. `switchyard manifest` and `switchyard check` refuse it,
+    naming its last line; a compressed file's end is read with its records."""
+    from switchyard.core.batch import manifest_for
+    spec = parse_spec({"name": "w", "files": "{table}/{table}.{stream}." + name.split(".", 2)[2],
+                       "format": {"delimiter": ",", "trailing_delimiter": False, "quoting": "csv", "header_lines": 1},
+                       "tables": {"o": {"partitioned": False, "columns": [
+                           {"name": "id", "type": "bigint"}, {"name": "t", "type": "text"}]}}})
+    (tmp_path / "o").mkdir()
+    path = tmp_path / "o" / name
+    opener = gzip.open if name.endswith(".gz") else open
+    for body, line in ((b'id,t\r\n1,","\r\n2,whole\r\n', None), (b'id,t\r\n1,","\r\n2,who', 3),
+                       (b'id,t\r\n1,","\r\n2,"who', 3)):
+        with opener(path, "wb") as fh:
+            fh.write(body)
+        said = (f"{path}: line {line}: the file's last line has no line end: a file cut short (a copy that "
+                f"stopped, a full disk) ends so, and its last record would load with what is left of its last "
+                f"field, without an error; write every line with its line end, the last one too")
+        if line is None:
+            write_manifest(tmp_path, describe_batch(tmp_path, spec))
+            assert check_batch(tmp_path, spec) == []
+            continue
+        with pytest.raises(BatchError) as refused:
+            describe_batch(tmp_path, spec)
+        assert said in str(refused.value)
+        write_manifest(tmp_path, manifest_for(tmp_path, spec, 1))      # a producer's own manifest
+        assert said in check_batch(tmp_path, spec), check_batch(tmp_path, spec)

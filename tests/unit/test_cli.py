@@ -127,6 +127,10 @@ def test_plan_of_a_spec_without_rules_comes_from_its_batch_manifest(tmp_path):
                 assert str(entry["key_min"]) in out.stdout and str(entry["key_max"]) in out.stdout
     missing = _switchyard("plan", "--spec", "shop", "--batch", str(tmp_path / "nope"))
     assert missing.returncode != 0 and "manifest.json: manifest not found" in missing.stderr
+    # A batch name under the data root, as `check` and `manifest` take it.
+    named = _switchyard("plan", "--spec", "shop", "--batch", "shop-sf0.001-s3", "--target", "postgres",
+                        env={"SWITCHYARD_DATA_ROOT": str(tmp_path)})
+    assert named.returncode == 0 and "3 streams, target postgres" in named.stdout, named.stderr
 
 
 def test_the_readme_spec_example_is_a_valid_spec(tmp_path):

@@ -226,7 +226,7 @@ def check_files(batch_dir: Path, manifest: Manifest, spec: LoadSpec, tables: Ite
                             f"stream {e.stream}): the file changed after the manifest was written, or is "
                             f"incomplete")
         else:
-            problems += start_problems(path, spec.table(e.table))
+            problems += start_problems(path, spec.table(e.table)) + unended_file(path)
             if e.rows == 0:
                 problems += empty_stream_records(path, spec.table(e.table), e.stream)
     return problems
@@ -274,6 +274,34 @@ def start_problems(path: Path, table: Table) -> list[str]:
         return byte_order_mark(path, table, head[0][:3]) + line_ends
     return (byte_order_mark(path, table, head[0][:3]) + header_record(path, table, head)
             + header_order(path, table, head) + names_record(path, table, head))
+
+
+def unended_file(path: Path) -> list[str]:
+    """A plain file whose last byte is no line end, read at the file's end whatever its size (a
+    compressed file's end is read with its records, `unended_problem`). A file cut short (a copy
+    that stopped, a full disk) ends so, and a cut inside the last record's last field leaves as
+    many fields as the others: the load would take what is left of it for its value."""
+    if path.name.endswith(".gz") or not path.is_file():
+        return []
+    try:
+        with open(path, "rb") as fh:
+            if fh.seek(0, 2) == 0:
+                return []
+            fh.seek(-1, 2)
+            if fh.read(1) == b"\n":
+                return []
+            fh.seek(0)
+            lines = sum(chunk.count(b"\n") for chunk in iter(lambda: fh.read(1 << 20), b""))
+    except OSError:
+        return []   # the load names what is wrong with such a file
+    return [unended_problem(path, lines + 1)]
+
+
+def unended_problem(path: Path, line: int) -> str:
+    """A file's last line `line`, with no line end after it."""
+    return (f"{path}: line {line}: the file's last line has no line end: a file cut short (a copy that stopped, "
+            f"a full disk) ends so, and its last record would load with what is left of its last field, "
+            f"without an error; write every line with its line end, the last one too")
 
 
 def carriage_return_line_ends(path: Path, table: Table, first: bytes) -> list[str]:
@@ -577,6 +605,8 @@ class FileScan:
     # With a record check (check_batch): the first bad fields, "line n, column c: ...", and how many in all.
     bad_fields: list[str] = field(default_factory=list)
     bad_field_count: int = 0
+    # The line of a last record with no line end after it (a file cut short ends so), or None.
+    unended_line: int | None = None
 
 
 # The bad fields a check names per file; the rest are counted.
@@ -613,7 +643,7 @@ def _records(fh, fmt: FileFormat) -> Iterable[tuple[int, list[str], str | None]]
             # Named in the last column's field, before the trailing delimiter's empty one.
             trailing = fmt.trailing_delimiter and len(fields) > 1 and fields[-1] == ""
             fields[-2 if trailing else -1] += "\r"
-        yield number, fields, _LF_IN_CRLF if crlf and ended and not had_cr else None
+        yield number, fields, _UNENDED if not ended else _LF_IN_CRLF if crlf and not had_cr else None
 
 
 # A record ended by LF alone in a file whose first record ends with CR LF: the loads read a line
@@ -621,6 +651,8 @@ def _records(fh, fmt: FileFormat) -> Iterable[tuple[int, list[str], str | None]]
 # looks for CR LF and joins the lines).
 _LF_IN_CRLF = ("its line ends with LF alone, where the file's first record ends with CR LF: the load reads every "
                "line end as the first one's; write every line with the same line end")
+# The last record, with no line end after it (a file cut short): its own problem (unended_problem).
+_UNENDED = "no line end"
 _CRLF_IN_LF = ("its line ends with CR LF, where the file's first record ends with LF alone: the load reads every "
                "line end as the first one's; write every line with the same line end")
 
@@ -648,7 +680,7 @@ def _quoted_records(fh, fmt: FileFormat) -> Iterable[tuple[int, list[str], str |
         end = "\r\n" if last.endswith("\r\n") else "\n" if last.endswith("\n") else ""
         if first_end is None:
             first_end = end or None
-        wrong = None
+        wrong = _UNENDED if not end else None
         if end and end != first_end:
             wrong = _LF_IN_CRLF if first_end == "\r\n" else _CRLF_IN_LF
         # The record read again only where the marker may stand quoted in it: rare, and cheap to rule out.
@@ -672,9 +704,12 @@ def scan_file(path: Path, fmt: FileFormat, key: str | None = None, key_index: in
     low = high = None
     bad: list[str] = []
     bad_count = 0
+    unended = None
     with _read_errors(path), _open_counted(path) as fh:
         for line, fields, wrong_end in _records(fh, fmt):
             rows += 1
+            if wrong_end is _UNENDED:
+                unended, wrong_end = line, None
             if record_check is not None:
                 for problem in ([wrong_end] if wrong_end else []) + record_check.problems(fields):
                     bad_count += 1
@@ -695,7 +730,8 @@ def scan_file(path: Path, fmt: FileFormat, key: str | None = None, key_index: in
                 low = value
             if high is None or value > high:
                 high = value
-    return FileScan(bytes=size, rows=rows, key_min=low, key_max=high, bad_fields=bad, bad_field_count=bad_count)
+    return FileScan(bytes=size, rows=rows, key_min=low, key_max=high, bad_fields=bad, bad_field_count=bad_count,
+                    unended_line=unended)
 
 
 _STREAM_IN_NAME = "{stream}"
@@ -757,6 +793,8 @@ def describe_batch(batch_dir: Path, spec: LoadSpec, tables: Iterable[str] | None
             except BatchError as exc:
                 problems.append(str(exc))
                 continue
+            if scan.unended_line:
+                problems.append(unended_problem(batch_dir / rel, scan.unended_line))
             if table.partitioned and scan.rows and previous is not None and scan.key_min <= previous[1]:
                 problems.append(f"{batch_dir / rel}: keys {to_json(scan.key_min)}..{to_json(scan.key_max)} overlap or "
                                 f"come before stream {previous[0]}'s ..{to_json(previous[1])}; each stream of {name} "
@@ -907,6 +945,8 @@ def read_problems(batch_dir: Path, manifest: Manifest, spec: LoadSpec, tables: I
             problems.append(str(exc))
             continue
         problems += quote_problems(path, table) + encoding_problems(path, table)
+        if scan.unended_line and path.name.endswith(".gz"):      # a plain file's end: check_files
+            problems.append(unended_problem(path, scan.unended_line))
         problems += [f"{path}: {bad}" for bad in scan.bad_fields]
         if scan.bad_field_count > len(scan.bad_fields):
             problems.append(f"{path}: {scan.bad_field_count - len(scan.bad_fields):,} more bad fields "

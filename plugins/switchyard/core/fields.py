@@ -215,7 +215,8 @@ def _full_check(sql_type: str, base: str, size: str | None, scale: str | None, n
         return decimal
     if base in _BOOLEANS:
         accepted = _BOOLEANS[base] if not neutral else _NEUTRAL_BOOLEAN
-        named = "true, false, 1 or 0" if neutral else _BOOLEAN_NAMES[base]
+        named = ("true, false, 1 or 0, which every target reads alike; a type for PostgreSQL alone, "
+                 "{postgres: boolean}, takes its t, f, yes, no, on and off too" if neutral else _BOOLEAN_NAMES[base])
 
         def boolean(text: str) -> str | None:
             value = text if neutral or base == "bit" else text.strip()
