@@ -44,12 +44,18 @@ def cmd_generate(args) -> int:
 
 def _batch_folder(value: str) -> Path:
     """A batch given as a folder path, or as a batch name under the data root."""
-    from switchyard.core.batch import resolve_batch
+    from switchyard.core.batch import BatchError, resolve_batch
     from switchyard.settings import data_root
     path = Path(value).expanduser()
     if path.is_dir():
         return path.resolve()
-    return resolve_batch(value, data_root())
+    if path.is_absolute() or value.startswith((".", "~")):
+        raise BatchError(f"{path}: no such batch folder")
+    folder = resolve_batch(value, data_root())
+    if not folder.is_dir():
+        raise BatchError(f"{folder}: no such batch folder (batch {value!r} under the data root, "
+                         f"SWITCHYARD_DATA_ROOT={data_root()})")
+    return folder
 
 
 def cmd_manifest(args) -> int:

@@ -126,7 +126,7 @@ def test_plan_of_a_spec_without_rules_comes_from_its_batch_manifest(tmp_path):
             if entry["table"] == "orders" and entry["rows"]:
                 assert str(entry["key_min"]) in out.stdout and str(entry["key_max"]) in out.stdout
     missing = _switchyard("plan", "--spec", "shop", "--batch", str(tmp_path / "nope"))
-    assert missing.returncode != 0 and "manifest.json: manifest not found" in missing.stderr
+    assert missing.returncode != 0 and f"{tmp_path / 'nope'}: no such batch folder" in missing.stderr
     # A batch name under the data root, as `check` and `manifest` take it.
     named = _switchyard("plan", "--spec", "shop", "--batch", "shop-sf0.001-s3", "--target", "postgres",
                         env={"SWITCHYARD_DATA_ROOT": str(tmp_path)})

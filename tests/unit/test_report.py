@@ -371,6 +371,17 @@ def test_a_refused_or_unpublished_run_says_why_in_the_report_and_the_run_note(tm
     assert "trips.2.csv: listed in the manifest" in page and "<code>2026-01</code>" in page
     note = run_note(stats, "failed", "Switchyard: batch 2026-01", "/report")
     assert "Refused before any load, nothing changed: AirflowFailException" in note and "trips.2.csv" in note
+    # Refused on a source's workers: the note says so, and lists no group as failed (none started).
+    groups = {"orders_1": {"table": "orders", "stream": 1, "load": None, "validate": None, "switch": None,
+                           "states": dict.fromkeys(("prepare", "load", "validate", "switch"), "upstream_failed")}}
+    stats = assemble({"batch": "b", "tables": ["orders"], "groups": {"orders_1": {
+        "table": "orders", "stream": 1, "rows": 10, "key_min": 1, "partitioned": True}}}, groups, context())
+    stats["source_errors"] = {"setup.files_on_source_a": "StepFailed: orders.3.tbl: line 1: a record, but ..."}
+    note = run_note(stats, "failed", "Switchyard: batch b", "/report")
+    assert "Refused before any load, nothing changed: setup.files_on_source_a: StepFailed: orders.3.tbl" in note
+    assert "Did not switch" not in note, note
+    page = write_report(stats, tmp_path / "sources")["html"].read_text()
+    assert "refused before any load, nothing changed: setup.files_on_source_a: StepFailed" in page
     groups = {"orders_1": group("orders", 1, start=0, seconds=2.0, nbytes=4_200_000, rows=37_500)}
     stats = assemble({"batch": "b", "tables": ["orders"]}, groups, context(), published=set())
     stats["publish_error"] = "TargetError: publish of batch b refused; ... orders: stream 2 was not staged"

@@ -683,11 +683,10 @@ class StatsOperator(_TargetOperator):
                                        + (f" ({stats['plan_error']})" if stats.get("plan_error") else "")
                                        + f" (statistics: {path}, report: {report['html']})")
         if refused:
+            from switchyard.observability.report.model import sources_refused
             raise AirflowFailException(
                 "the batch's files on its sources were refused before any load: nothing was loaded and every "
-                "table is as it was; " + "; ".join(f"{t}: {error or 'failed (its log says why)'}"
-                                                    for t, error in refused.items())
-                + f" (statistics: {path}, report: {report['html']})")
+                f"table is as it was; {sources_refused(refused)} (statistics: {path}, report: {report['html']})")
         if stats["failed_groups"] or stats.get("held_back_groups"):
             # The last task decides the run's state: a run with a failed group is a failed run.
             failed, held = stats["failed_groups"], stats.get("held_back_groups", [])

@@ -76,12 +76,16 @@ def run_note(stats: dict | None, state: str, title: str, report: str, held_off: 
                      + (f" ({skipped} skipped: {', '.join(why)})" if skipped else "") + ".")
         if stats.get("plan_error"):
             lines.append(f"Refused before any load, nothing changed: {_cut(stats['plan_error'])}")
+        if stats.get("source_errors"):
+            from switchyard.observability.report.model import sources_refused
+            lines.append(f"Refused before any load, nothing changed: {_cut(sources_refused(stats['source_errors']))}")
         changed = [n for n in stats.get("preflight") or [] if "on_spec_change:" in n and " ran: " in n]
         if changed:
             lines.append(f"Setup changed the target to the spec: {_cut('; '.join(changed))}")
         if stats.get("publish_error"):
             lines.append(f"Not published, every table kept its contents: {_cut(stats['publish_error'])}")
-        if stats.get("failed_groups"):
+        if stats.get("failed_groups") and not (stats.get("plan_error") or stats.get("source_errors")):
+            # Refused before any group started, none of them failed: the refusal says why.
             lines.append(f"Did not switch: {_listed(stats['failed_groups'])}.")
         if stats.get("held_back_groups"):
             lines.append(f"Held back (validated, waiting for the "

@@ -184,6 +184,8 @@ def _status(model: dict) -> tuple[str, str]:
     stats = model["stats"]
     if stats.get("plan_error"):
         return "bad", f"refused before any load, nothing changed: {stats['plan_error']}"
+    if stats.get("source_errors"):
+        return "bad", f"refused before any load, nothing changed: {sources_refused(stats['source_errors'])}"
     if stats.get("publish_error"):
         return "bad", f"the batch was not published, every table kept its contents: {stats['publish_error']}"
     if bad:
@@ -192,6 +194,11 @@ def _status(model: dict) -> tuple[str, str]:
         return "warn", (f"all {n} groups switched; {len(major)} straggler{'s' if len(major) > 1 else ''}: "
                         + ", ".join(x["group"] for x in major))
     return "ok", f"all {n} groups switched, no stragglers"
+
+
+def sources_refused(errors: dict) -> str:
+    """The refusals of the setup's checks of the sources' files (setup.files_on_<source>), one line."""
+    return "; ".join(f"{task}: {error or 'failed (its log says why)'}" for task, error in errors.items())
 
 
 def _straggler_why(s: dict) -> list[str]:
