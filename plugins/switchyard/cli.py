@@ -216,7 +216,9 @@ def cmd_config(args) -> int:
     if args.markdown:
         print(settings.markdown(), end="")
         return 0
-    current = settings.get()
+    # As the DAG's processes read them: the settings file of the Airflow this command speaks to
+    # (the local Airflow's in a checkout, where the shell does not name one).
+    current = settings.Settings.from_env(airflow_environment())
     for item in settings.SETTINGS:
         print(f"{item.variable}={settings.render(getattr(current, item.field))}")
     return 0

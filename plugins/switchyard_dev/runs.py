@@ -71,14 +71,16 @@ def _hours(seconds: float) -> str:
 
 def batch_of(run: dict) -> str:
     """The batch a run loads: its conf's, else its logical date in SWITCHYARD_BATCH_FORMAT (the
-    DAG's rule, airflow/operators.batch_name)."""
-    from switchyard import settings
+    DAG's rule, airflow/operators.batch_name), as the local Airflow's processes read it (its
+    settings file), whatever this shell's environment says."""
+    from switchyard.settings import Settings
     batch = (run.get("conf") or {}).get("batch")
     if batch:
         return str(batch).strip()
     when = run.get("logical_date") or run.get("run_after") or ""
     try:
-        return datetime.fromisoformat(when.replace("Z", "+00:00")).strftime(settings.get().batch_format)
+        return datetime.fromisoformat(when.replace("Z", "+00:00")).strftime(
+            Settings.from_env(local.airflow_env()).batch_format)
     except ValueError:
         return when[:10]
 

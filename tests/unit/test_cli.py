@@ -89,6 +89,20 @@ def test_config_prints_the_settings_in_effect(monkeypatch, capsys):
     assert "SWITCHYARD_STREAMS=9" in capsys.readouterr().out.splitlines()
 
 
+def test_config_and_runs_read_the_local_airflows_settings_file_from_any_shell(monkeypatch, capsys, tmp_path):
+    """A shell in the checkout names no Airflow: `switchyard config` prints, and `switchyard runs`
+    names batches by, the settings the local Airflow's processes read from its settings file."""
+    from switchyard_dev.runs import batch_of
+    monkeypatch.delenv("AIRFLOW_HOME", raising=False)
+    monkeypatch.delenv("SWITCHYARD_SETTINGS_FILE", raising=False)
+    monkeypatch.delenv("SWITCHYARD_BATCH_FORMAT", raising=False)
+    monkeypatch.setenv("SWITCHYARD_AIRFLOW_HOME", str(tmp_path))
+    (tmp_path / "switchyard.env").write_text("SWITCHYARD_BATCH_FORMAT=%Y-%m-%dT%H%M\n")
+    assert cli.main(["config"]) == 0
+    assert "SWITCHYARD_BATCH_FORMAT=%Y-%m-%dT%H%M" in capsys.readouterr().out.splitlines()
+    assert batch_of({"logical_date": "2026-11-30T11:05:00Z"}) == "2026-11-30T1105"
+
+
 def test_the_airflow_plugin_is_registered_once():
     """By the package's `airflow.plugins` entry point, and not again from the plugins folder
     (its .airflowignore keeps Airflow out of the package's files)."""
