@@ -388,9 +388,7 @@ def header_order(path: Path, table: Table, head: list[bytes]) -> list[str]:
     for number, raw in enumerate(head[:fmt.header_lines], start=1):
         if not raw.endswith(b"\n"):
             return []   # a file that ends here, or a line too long to be a header
-        names = [f.strip().lower() for f in _line_fields(raw.removeprefix(_BOM) if number == 1 else raw, fmt)]
-        if fmt.trailing_delimiter and names and names[-1] == "":
-            names.pop()
+        names = _header_names(raw.removeprefix(_BOM) if number == 1 else raw, fmt)
         moved = [(i, name) for i, name in enumerate(names)
                  if name in spec_names and (i >= len(spec_names) or spec_names[i] != name)]
         if moved:
@@ -411,13 +409,17 @@ def names_record(path: Path, table: Table, head: list[bytes]) -> list[str]:
     fmt = table.format
     if fmt.header_lines or not head[0] or (len(head[0]) >= _HEADER_LINE_MAX and not head[0].endswith(b"\n")):
         return []
-    names = [f.strip().lower() for f in _line_fields(head[0].removeprefix(_BOM), fmt)]
-    if fmt.trailing_delimiter and names and names[-1] == "":
-        names.pop()
-    if names != list(table.column_names):
+    if _header_names(head[0].removeprefix(_BOM), fmt) != list(table.column_names):
         return []
     return [f"{path}: line 1: the table's column names ({', '.join(table.column_names)}), a header line, which the "
             f"load would take for a record of {table.name} (header_lines: 0); say `header_lines: 1`"]
+
+
+def _header_names(raw: bytes, fmt: FileFormat) -> list[str]:
+    """The names a header line gives, letter case and spaces aside (a trailing delimiter's empty
+    field is none)."""
+    names = [f.strip().lower() for f in _line_fields(raw, fmt)]
+    return names[:-1] if fmt.trailing_delimiter and names and names[-1] == "" else names
 
 
 def _line_fields(raw: bytes, fmt: FileFormat) -> list[str]:
