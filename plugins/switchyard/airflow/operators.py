@@ -41,6 +41,12 @@ def batch_name(value: str | None, context: Any) -> str:
     return when.strftime(settings.get().batch_format)
 
 
+def keep_error(context: Any, exc: BaseException) -> None:
+    """A failed task's error, kept as its `error` XCom for the run's statistics, report and note
+    (a failed task pushes no return value)."""
+    context["ti"].xcom_push(key="error", value=f"{type(exc).__name__}: {exc}"[:4000])
+
+
 class _TargetOperator(BaseOperator):
     """Common fields: which spec, which target connection and schema."""
 
@@ -212,7 +218,7 @@ class PlanBatchOperator(_TargetOperator):
             return self.plan(context)
         except Exception as exc:
             # Kept for the run's report and note: why nothing was loaded.
-            context["ti"].xcom_push(key="error", value=f"{type(exc).__name__}: {exc}"[:4000])
+            keep_error(context, exc)
             raise
 
     def plan(self, context: Any) -> dict:
@@ -324,7 +330,7 @@ class SourceFilesOperator(_TargetOperator):
                                           host=context["ti"].hostname)
         except Exception as exc:
             # Kept for the run's statistics, which say why no group started.
-            context["ti"].xcom_push(key="error", value=f"{type(exc).__name__}: {exc}"[:4000])
+            keep_error(context, exc)
             raise
 
 
@@ -357,7 +363,7 @@ class _GroupOperator(_TargetOperator):
             raise
         except Exception as exc:
             # Kept for the run's statistics: a failed task pushes no return value.
-            context["ti"].xcom_push(key="error", value=f"{type(exc).__name__}: {exc}"[:4000])
+            keep_error(context, exc)
             if self._done is not None and isinstance(exc.__cause__, ValidationFailed):
                 self._done["result"] = exc.__cause__.result
             self.fail_if_permanent(exc)
@@ -521,7 +527,7 @@ class PublishBatchOperator(_TargetOperator):
         try:
             return steps.publish_batch(self.adapter, plan).xcom()
         except Exception as exc:
-            context["ti"].xcom_push(key="error", value=f"{type(exc).__name__}: {exc}"[:4000])
+            keep_error(context, exc)
             self.fail_if_permanent(exc)
             raise
 

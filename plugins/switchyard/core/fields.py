@@ -65,8 +65,8 @@ _BOOLEANS = {
                        if word[:n] not in ("o",)) for name in ("boolean", "bool")},
     "bit": frozenset({"1", "0", "true", "false"}),
 }
-_BOOLEAN_NAMES = {"boolean": "true, yes, on, 1, false, no, off, 0 or a prefix of one",
-                  "bool": "true, yes, on, 1, false, no, off, 0 or a prefix of one", "bit": "1, 0, true or false"}
+_PG_BOOLEAN_NAMES = "true, yes, on, 1, false, no, off, 0 or a prefix of one"
+_BOOLEAN_NAMES = {"boolean": _PG_BOOLEAN_NAMES, "bool": _PG_BOOLEAN_NAMES, "bit": "1, 0, true or false"}
 _NEUTRAL_BOOLEAN = frozenset({"true", "false", "1", "0"})
 
 Check = Callable[[str], "str | None"]
