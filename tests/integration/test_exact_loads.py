@@ -806,6 +806,44 @@ def test_a_field_the_server_would_change_is_refused_by_the_load(pg_uri, schema, 
     assert stored != field, stored      # what the load would have kept: rounded, or its zone dropped
 
 
+
+# --- a compressed file cut short inside its last field: refused by the load ------------------------
+@pytest.mark.parametrize("fmt", [
+    {"delimiter": "|"},                                               # COPY's text format
+    {"delimiter": "|", "null_marker": ""},                            # CSV, quoting none
+    {"delimiter": ",", "trailing_delimiter": False, "quoting": "csv", "header_lines": 1},
+], ids=["text", "csv-none", "csv"])
+def test_a_compressed_file_cut_short_inside_its_last_field_is_refused_by_the_load(pg_uri, schema, tmp_path, fmt):
+    """A gzip file whose last line has no line end, cut inside its last field, in a batch too big
+    to read field by field before its loads (the plan reads a plain file's last byte, not a
+    compressed file's end): as many fields as any record, so COPY would take what is left for the
+    value. Each of the load's ways to COPY refuses it, naming the file, the line and the column,
+    and nothing of the file is kept; the whole file loads."""
+    spec = parse_spec({"name": "cut", "files": "{table}/{table}.{stream}.txt.gz", "format": fmt,
+                       "tables": {"notes": {"partitioned": False, "key": "id", "columns": [
+                           {"name": "id", "type": "bigint"}, {"name": "body", "type": "varchar(20)"},
+                           {"name": "tag", "type": "varchar(20)", "nullable": True}]}}})
+    sep, end = fmt["delimiter"], "" if fmt.get("trailing_delimiter") is False else fmt["delimiter"]
+    whole = ("id,body,tag\n" if fmt.get("header_lines") else "") + "".join(
+        f"{i}{sep}note {i}{sep}tag {i}{end}\n" for i in range(1, 5001))
+    batch = tmp_path / "cut"
+    (batch / "notes").mkdir(parents=True)
+    path = batch / "notes" / "notes.1.txt.gz"
+    path.write_bytes(gzip.compress(whole.encode()))
+    write_manifest(batch, manifest_for(batch, spec, 1))
+    path.write_bytes(gzip.compress(whole[:-1].replace("tag 5000", "tag 5").encode()))   # `tag 5`, no line end
+    write_manifest(batch, manifest_for(batch, spec, 1))      # the producer's manifest, of the cut file
+    adapter, plan, s = _staged(pg_uri, schema, spec, batch, "notes")
+    with pytest.raises(TargetError) as refused:
+        adapter.load(s, path)
+    said = f"{path}: line {5000 + fmt.get('header_lines', 0)}, column tag: the file's last line has no line end"
+    assert refused.value.permanent and str(refused.value).startswith(said), str(refused.value)
+    assert "kept for inspection, empty: the COPY rolled back" in str(refused.value)
+    with psycopg.connect(pg_uri) as conn:
+        assert conn.execute(f'SELECT count(*) FROM "{schema}_staging"."{s.staging_table}"').fetchone()[0] == 0
+    path.write_bytes(gzip.compress(whole.encode()))
+    assert adapter.load(s, path).rows == 5000
+
 # --- text of another encoding in a file the spec calls latin-1 ---------------------------------------
 WINDOWS = "ST001,Café\nST002,\u20ac 5 \u2018net\u2019\n"
 

@@ -299,9 +299,8 @@ def unended_file(path: Path) -> list[str]:
 
 def unended_problem(path: Path, line: int) -> str:
     """A file's last line `line`, with no line end after it."""
-    return (f"{path}: line {line}: the file's last line has no line end: a file cut short (a copy that stopped, "
-            f"a full disk) ends so, and its last record would load with what is left of its last field, "
-            f"without an error; write every line with its line end, the last one too")
+    from switchyard.core.files import UNENDED_LINE
+    return f"{path}: line {line}: {UNENDED_LINE}"
 
 
 def carriage_return_line_ends(path: Path, table: Table, first: bytes) -> list[str]:
@@ -916,11 +915,13 @@ def encoding_problem(path: Path, table: Table, wrong) -> str:
 def refused_in_reading(path: Path, table: Table, exc: Exception) -> str:
     """What a guard of a file's reading on its way to a load refused (core/files, core/value_guard),
     by its file, line and column."""
-    from switchyard.core.files import MisplacedQuote, WrongSingleByte
+    from switchyard.core.files import UNENDED_LINE, MisplacedQuote, UnendedData, WrongSingleByte
     if isinstance(exc, WrongSingleByte):
         return encoding_problem(path, table, exc)
     if isinstance(exc, MisplacedQuote):
         return misplaced_quote_problem(path, table, exc.offset)
+    if isinstance(exc, UnendedData):
+        return f"{_place(path, table, exc.offset)}: {UNENDED_LINE}"
     return changed_value_problem(path, table, exc)
 
 

@@ -118,6 +118,38 @@ def data_chunks(read, header_lines: int, size: int = 1 << 20) -> Iterator[bytes]
         yield chunk
 
 
+# --- the last line's end ------------------------------------------------------------------------
+class UnendedData(Exception):
+    """Data whose last line has no line end; `offset`: its last byte's, into the data after the
+    header lines."""
+
+    def __init__(self, offset: int):
+        super().__init__(offset)
+        self.offset = offset
+
+
+# What a file whose last line has no line end gets told, after its file and line.
+UNENDED_LINE = ("the file's last line has no line end: a file cut short (a copy that stopped, a full disk) ends "
+                "so, and its last record would load with what is left of its last field, without an error; "
+                "write every line with its line end, the last one too")
+
+
+def guard_line_end(chunks: Iterable[bytes]) -> Iterator[bytes]:
+    """The chunks as they are; UnendedData after the last one when the data does not end with a
+    line end. A file cut short inside its last record's last field still has as many fields as
+    any record, and the servers' loads take what is left for the field's value; a load's
+    transaction is still open when this raises, so nothing of the file is kept. The plan reads a
+    plain file's last byte before any load; a compressed file's end is only seen here, or by a
+    check that decompresses it whole."""
+    size, last = 0, b"\n"
+    for chunk in chunks:
+        if chunk:
+            size, last = size + len(chunk), chunk[-1:]
+        yield chunk
+    if last != b"\n":
+        raise UnendedData(size - 1)
+
+
 # --- RFC 4180's quotes ------------------------------------------------------------------------
 class MisplacedQuote(Exception):
     """A `"` where RFC 4180 allows none, `offset` bytes into the data after the header lines.

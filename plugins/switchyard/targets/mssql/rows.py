@@ -25,6 +25,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import IO, Any, Callable, Iterator, Mapping
 
+from switchyard.core.files import UNENDED_LINE
 from switchyard.core.spec import FileFormat, Table
 from switchyard.targets.base import ProgressCallback, TargetError
 from switchyard.targets.mssql.types import column_type
@@ -209,6 +210,10 @@ class FileRows:
                     raw = raw[:-2]
                 else:
                     raw = raw[:-1]
+            else:
+                # The last line, cut short (the plan reads a compressed file's end only when it
+                # reads the batch's fields): its last field would load as what is left of it.
+                raise self._fail(lineno, UNENDED_LINE)
             try:
                 line = raw.decode(fmt.encoding)
             except UnicodeDecodeError as exc:

@@ -53,7 +53,7 @@ import re
 from pathlib import Path
 from typing import Iterator
 
-from switchyard.core.files import data_chunks, guard_quotes, guard_single_byte, is_gzip_name, single_byte
+from switchyard.core.files import data_chunks, guard_line_end, guard_quotes, guard_single_byte, is_gzip_name, single_byte
 from switchyard.core.spec import Column, FileFormat
 from switchyard.core.value_guard import ValueGuard
 
@@ -151,9 +151,11 @@ def copy_chunks(read, fmt: FileFormat, text_format: bool, single_field: bool, si
     ends and guarded against the quote byte; for quoting csv, the file as it is, once its
     quotes are where RFC 4180 puts them (MisplacedQuote otherwise: PostgreSQL's CSV reader
     would take a quote elsewhere without an error, and change the field). `guard`: each record
-    read for a field the server would change (ChangedValue, core/value_guard.py)."""
+    read for a field the server would change (ChangedValue, core/value_guard.py). Data whose
+    last line has no line end: UnendedData, after its last chunk (core/files.guard_line_end)."""
     def chunks() -> Iterator[bytes]:
-        data = data_chunks(read, fmt.header_lines, size)
+        # A file cut short inside its last field: COPY would take what is left for the value.
+        data = guard_line_end(data_chunks(read, fmt.header_lines, size))
         # In latin-1 or cp1252 every byte is a character: UTF-8 or Windows text would load changed,
         # unrefused.
         data = guard_single_byte(data, fmt.encoding) if single_byte(fmt.encoding) else data

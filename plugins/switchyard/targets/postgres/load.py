@@ -9,7 +9,7 @@ from typing import Any, Callable
 
 from switchyard.core.batch import refused_in_reading
 from switchyard.core.files import (GZIP_UNDER_PLAIN_NAME, GzipUnderPlainName, MisplacedQuote, StreamFileError,
-                                   WrongSingleByte, open_source)
+                                   UnendedData, WrongSingleByte, open_source)
 from switchyard.core.planner import StreamPlan
 from switchyard.core.spec import Table
 from switchyard.core.value_guard import ChangedValue, value_guard
@@ -128,9 +128,9 @@ class PostgresLoad:
                 if release is not None:
                     release()
                     copy_ended_at = time.time()
-        except (WrongSingleByte, MisplacedQuote, ChangedValue) as exc:
+        except (WrongSingleByte, MisplacedQuote, ChangedValue, UnendedData) as exc:
             # What the file's reading refused (its encoding, a quote, a field the server would
-            # change), as a COPY error is told: the data is at fault.
+            # change, a last line cut short), as a COPY error is told: the data is at fault.
             staging = f"{self.staging_schema}.{stream.staging_table}"
             raise TargetError(f"{refused_in_reading(path, table, exc)} {_kept_empty(stream, staging)}",
                               permanent=True) from exc

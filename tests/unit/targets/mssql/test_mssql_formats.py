@@ -447,6 +447,25 @@ def test_crlf_declared_means_crlf(tmp_path):
                                        "null_marker": ""}).table("notes"), "mssql"))
 
 
+
+@pytest.mark.parametrize("fmt", [{"null_marker": ""}, {"delimiter": ",", "trailing_delimiter": False,
+                                                      "quoting": "csv", "null_marker": ""}], ids=["plain", "csv"])
+def test_a_compressed_file_cut_short_inside_its_last_field_is_refused(tmp_path, fmt):
+    """A gzip file (the client path's) whose last line has no line end, cut inside its last field:
+    as many fields as any record, so the bulk copy would take what is left for the value. The
+    plan sees a compressed file's end only when it reads the batch's fields; the reader refuses
+    it, naming the line."""
+    sep, end = fmt.get("delimiter", "|"), "" if fmt.get("trailing_delimiter") is False else "|"
+    path = tmp_path / "notes.1.txt.gz"
+    whole = "".join(f"{i}{sep}note {i}{sep}tag {i}{end}\n" for i in range(1, 2001))
+    cut = whole[:-1].replace("tag 2000", "tag 2")                # the last field cut, the line end gone
+    path.write_bytes(gzip.compress(cut.encode()))
+    with pytest.raises(TargetError, match=r"notes\.1\.txt\.gz: line 2000: the file's last line has no line end: "
+                                          r"a file cut short"):
+        list(FileRows(path, spec_with(fmt).table("notes"), "mssql"))
+    path.write_bytes(gzip.compress(whole.encode()))
+    assert len(list(FileRows(path, spec_with(fmt).table("notes"), "mssql"))) == 2000
+
 # --- text the server path cannot store exactly goes the client path -------------------------------
 def test_which_columns_bulk_insert_stores_any_text_in_exactly():
     """SCRIPTED DMV ANSWERS for the code pages: what COLLATIONPROPERTY(collation, 'CodePage')
