@@ -216,7 +216,10 @@ def set_up(adapter: TargetAdapter, plan: LoadPlan, problems: list[str], name: st
     out = plan.to_dict()
     out.update(batch=name, batch_dir=str(folder), tables=tables, target=adapter.engine,
                schema=adapter.schema, staging_schema=adapter.staging_schema,
-               control_schema=adapter.control_schema, preflight=preflight)
+               control_schema=adapter.control_schema, preflight=preflight,
+               # When the plan was made, by the server's clock: a group run again after its
+               # batch went in (cleared on its own) is told from a run made again (`prepare`).
+               planned_at=adapter.server_time().isoformat())
     snapshot = server_snapshot(adapter)
     if snapshot is not None:
         # The run's first look at the server's cumulative counters (SQL Server: wait and
@@ -282,9 +285,35 @@ def prepare(connect: Connect, plan: dict, s: StreamPlan, file_on_source: str | N
         raise StepFailed(f"{path}: stream file not found [table {s.table}, stream {s.stream}]")
     with session(connect) as adapter:
         started = time.monotonic()
+        refuse_published(adapter, plan, s)
         adapter.prepare(s)
     return Prepared(staging_table=f"{plan['staging_schema']}.{s.staging_table}", file=str(path),
                     seconds=round(time.monotonic() - started, 4))
+
+
+def published_since_plan(adapter: TargetAdapter, plan: dict, table: str) -> datetime | None:
+    """When this run put `table` in the target after its plan was made (its switch or its
+    publish, by the server's clock); None if it did not."""
+    made = plan.get("planned_at")
+    published = adapter.published_at(table) if made else None
+    return published if published is not None and published >= datetime.fromisoformat(made) else None
+
+
+def refuse_published(adapter: TargetAdapter, plan: dict, s: StreamPlan) -> None:
+    """StepFailed for a group of a run whose table this run put in the target after its plan was
+    made: the group was run again on its own (cleared in the UI after the run's switch or
+    publish). Its table's batch went in whole and its plan was used up by it: the group's switch
+    could only fail, and its statistics would say the table kept its previous contents. Refused
+    before the run's lease is taken again or anything is made. A run made again from setup.plan
+    has a newer plan and loads as usual."""
+    published = published_since_plan(adapter, plan, s.table)
+    if published is None:
+        return
+    where = f"{plan.get('schema') or adapter.schema}.{s.table}"
+    raise StepFailed(
+        f"{s.group_id}: this run put batch {plan.get('batch')} in {where} already (at {published:%Y-%m-%d %H:%M:%S}, "
+        f"after its plan was made); one of its groups cannot load again on its own, since a batch goes in whole: "
+        f"nothing was changed. To load the batch again, clear the whole run (setup.plan and every task after it)")
 
 
 def load(connect: Connect, plan: dict, s: StreamPlan, *, queue: str | None, host: str | None,

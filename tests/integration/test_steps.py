@@ -8,6 +8,7 @@ import subprocess
 import sys
 from dataclasses import replace
 
+import psycopg
 import pytest
 
 from switchyard import steps
@@ -55,6 +56,24 @@ def test_a_batch_through_every_step_without_airflow(tpch_batch, pg_uri, schema):
     assert published.target["tables"] == ["nation", "orders"] and not published.target["already_published"]
     counts = fingerprint(pg_uri, schema, tables)
     assert {t: counts[t][0] for t in tables} == loaded
+    connect().release_lease()
+
+    # A group run again on its own after the publish (cleared in the UI): its plan was used up by
+    # the batch going in whole, so it is refused at its first step, before the run's lease is
+    # taken again or its staging table made; the target holds the batch as it did.
+    s = steps.stream_plan(run, "orders", 2)
+    with pytest.raises(steps.StepFailed, match=rf"^orders_2: this run put batch {name} in {schema}\.orders already "
+                                               r"\(at .*, after its plan was made\); .* clear the whole run"):
+        steps.prepare(connect, run, s)
+    assert fingerprint(pg_uri, schema, tables) == counts
+    with psycopg.connect(pg_uri) as conn:
+        assert conn.execute("SELECT to_regclass(%s)", (f'"{schema}_staging"."{s.staging_table}"',)).fetchone()[0] is None
+        control = connect().control_schema
+        assert conn.execute(f'SELECT count(*) FROM "{control}".run_lease WHERE target_schema = %s',
+                            (schema,)).fetchone()[0] == 0
+    # The whole run made again has a newer plan: its groups load as usual.
+    again = steps.set_up(connect(), plan, problems, name, found, tables)
+    assert steps.prepare(connect, again, s).staging_table == f"{schema}_staging.{s.staging_table}"
     connect().release_lease()
 
 

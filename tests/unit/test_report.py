@@ -390,6 +390,20 @@ def test_a_refused_or_unpublished_run_says_why_in_the_report_and_the_run_note(tm
     assert stats["groups"][0]["outcome"] == "held back" and stats["tables_kept"] == ["orders"]
     note = run_note(stats, "failed", "Switchyard: batch b", "/report")
     assert "Not published, every table kept its contents: TargetError" in note
+    # A group run again on its own after the batch went in, refused at its prepare: the target
+    # holds the run's batch all the same (its publish's result went with the clear).
+    refused = {"table": "orders", "stream": 2, "load": None, "validate": None, "switch": None,
+               "errors": {"prepare": "StepFailed: orders_2: this run put batch b in s.orders already"},
+               "states": {"prepare": "failed", "load": "upstream_failed", "validate": "upstream_failed",
+                          "switch": "upstream_failed"}}
+    groups["orders_2"] = refused
+    stats = assemble({"batch": "b", "tables": ["orders"]}, groups, context(), published=set(), in_already={"orders"})
+    assert stats["tables_kept"] == [] and stats["tables_in_already"] == ["orders"]
+    assert stats["failed_groups"] == ["orders_2"] and stats["groups"][0]["outcome"] == "switched"
+    note = run_note(stats, "failed", "Switchyard: batch b", "/report")
+    assert ("This run's batch is in the target, whole, from its earlier tasks: orders; a group run again on its own "
+            "cannot load (clear the whole run to load the batch again).") in note
+    assert "Kept their previous contents" not in note and "Held back" not in note, note
 
 
 def test_the_publish_lock_time_is_a_header_fact(stats, tmp_path):

@@ -20,7 +20,8 @@ from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 from switchyard import settings, steps
 from switchyard.core.batch import MANIFEST, BatchError, resolve_batch
 from switchyard.observability.stats import report_url
-from switchyard.steps import StepFailed, StepSkipped, ValidationFailed, now_iso, server_delta, server_snapshot
+from switchyard.steps import (StepFailed, StepSkipped, ValidationFailed, now_iso, published_since_plan,
+                             server_delta, server_snapshot)
 
 log = logging.getLogger(__name__)
 
@@ -654,7 +655,11 @@ class StatsOperator(_TargetOperator):
             # The batch goes in whole or not at all: the tables its publish moved in, if it ran.
             batch = pull("publish_batch") or {}
             published = set(batch.get("tables") or [])
-        stats = assemble(plan, results, context, server=server, published=published)
+        # A group run again on its own after its table went in (refused at its prepare): the
+        # target holds the run's batch of those tables all the same.
+        rerun = adapter is not None and any(state == "failed" for state in states.values())
+        in_already = {t for t in plan.get("tables") or [] if published_since_plan(adapter, plan, t)} if rerun else set()
+        stats = assemble(plan, results, context, server=server, published=published, in_already=in_already)
         if batch:
             # How long the publish held the batch's tables locked (readers waited at most that).
             stats["publish_batch"] = {k: batch.get(k) for k in ("tables", "lock_seconds", "seconds", "published",
@@ -710,6 +715,8 @@ class StatsOperator(_TargetOperator):
                    + ("the batch goes in, every table together, when all its groups have switched)"
                       if batch_mode else "the table goes in when all its groups have switched)")
                    if kept else "")
+                + (f"; this run's batch of {', '.join(sorted(in_already))} is in the target, whole, from its earlier tasks "
+                   f"(clear the whole run to load the batch again)" if in_already else "")
                 + f" (statistics: {path}, report: {report['html']})")
         if stats.get("publish_error"):
             raise AirflowFailException(f"the batch was not published: {stats['publish_error']} "

@@ -91,6 +91,10 @@ def run_note(stats: dict | None, state: str, title: str, report: str, held_off: 
             lines.append(f"Held back (validated, waiting for the "
                          f"{'batch' if stats.get('publish', 'batch') == 'batch' else 'table'}'s other groups): "
                          f"{_listed(stats['held_back_groups'])}.")
+        if stats.get("tables_in_already"):
+            lines.append(f"This run's batch is in the target, whole, from its earlier tasks: "
+                         f"{_listed(stats['tables_in_already'])}; a group run again on its own cannot load "
+                         f"(clear the whole run to load the batch again).")
         if stats.get("tables_kept"):
             lines.append(f"Kept their previous contents: {_listed(stats['tables_kept'])}.")
         slow = [s["group"] for s in stats.get("stragglers") or []]

@@ -316,14 +316,15 @@ def not_loaded(plan: dict, records: list[dict]) -> list[str]:
 
 
 def assemble(plan: dict, groups: dict[str, dict], context: Any, server: dict | None = None,
-             published: set[str] | None = None) -> dict:
+             published: set[str] | None = None, in_already: set[str] = frozenset()) -> dict:
     """The run's statistics; `server` holds what the target saw over the run (SQL Server: the
     deltas of its wait and latch statistics, `{"waits": [...], "latches": [...]}`); `published`,
     where the batch goes in as a whole (the spec's `publish: batch`), the tables its publish
-    moved in (none when it did not run)."""
+    moved in (none when it did not run); `in_already`, the tables the target holds this run's
+    batch of by an earlier attempt of its tasks (a group run again on its own after them)."""
     server = server or {}
     waits = list(server.get("waits") or [])
-    in_target = switched_tables(groups) if published is None else set(published)
+    in_target = (switched_tables(groups) if published is None else set(published)) | set(in_already)
     records = [group_record(gid, g, g["table"] in in_target) for gid, g in groups.items()]
     missing = set(not_loaded(plan, records))
     for r in records:
@@ -360,6 +361,7 @@ def assemble(plan: dict, groups: dict[str, dict], context: Any, server: dict | N
         # Tables whose batch did not go in: they hold what they held before the run.
         "tables_kept": sorted({r["table"] for r in records if r["outcome"] == "held back" or r["group"] in failed}
                               - in_target),
+        "tables_in_already": sorted(in_already),
         "stragglers": stragglers(records, waits=waits, makespan=makespan), "summary_lines": summary,
         "waits": waits, "latches": list(server.get("latches") or []),
     }

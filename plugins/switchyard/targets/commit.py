@@ -68,6 +68,16 @@ class SwitchProtocol:
         """Whether the run `holder` published these tables already: its rows in partition_batches."""
         raise NotImplementedError
 
+    def published_at(self, table: str) -> Any:
+        """When this run (`lease_holder`) last put a batch of `table` in the target, by the server's
+        clock (`server_time`'s): the latest switched_at of its rows in partition_batches; None if
+        it has none."""
+        raise NotImplementedError
+
+    def server_time(self) -> Any:
+        """The server's clock now, as partition_batches' switched_at reads it."""
+        raise NotImplementedError
+
     def publish_tables(self, session: CommitSession, names: list[str], loads: dict[str, list[StreamPlan]],
                        planned: dict[str, dict[str, dict]]) -> dict[str, dict]:
         """Every table of `names` that loads something in, in one transaction: a partitioned one's

@@ -188,6 +188,15 @@ class MssqlCommit(SwitchProtocol):
         return any(cur.execute(f"SELECT COUNT(*) FROM {control} WHERE target_schema = ? AND table_name = ? "
                                f"AND run = ?", self.schema, name, holder).fetchone()[0] for name in tables)
 
+    def published_at(self, table: str) -> Any:
+        control = self.qualified(self.control_schema, "partition_batches")
+        return self.fetch(f"SELECT MAX(switched_at) FROM {control} WHERE target_schema = ? AND table_name = ? "
+                          f"AND run = ?", (self.schema, table, self.lease_holder or ""))[0][0]
+
+    def server_time(self) -> Any:
+        # The clock partition_batches' switched_at is written with (UTC, datetime2).
+        return self.fetch("SELECT SYSUTCDATETIME()")[0][0]
+
     def publish_tables(self, session: CommitSession, names: list[str], loads: dict[str, list[StreamPlan]],
                        planned: dict[str, dict[str, dict]]) -> dict[str, dict]:
         """One transaction (publish_batch.sql): each table's commit steps in `publish_order`, the

@@ -125,6 +125,15 @@ class PostgresCommit(SwitchProtocol):
                     f"WHERE target_schema = %s AND table_name = ANY(%s) AND run = %s", (self.schema, tables, holder))
         return cur.fetchone()[0] > 0
 
+    def published_at(self, table: str) -> datetime | None:
+        return self.fetch(f"SELECT max(switched_at) FROM {self.qualified(self.control_schema, 'partition_batches')} "
+                          f"WHERE target_schema = %s AND table_name = %s AND run = %s",
+                          (self.schema, table, self.lease_holder or ""))[0][0]
+
+    def server_time(self) -> datetime:
+        # clock_timestamp(), not now(): the time of the statement, not of its transaction's start.
+        return self.fetch("SELECT clock_timestamp()")[0][0]
+
     def publish_tables(self, session: CommitSession, names: list[str], loads: dict[str, list[StreamPlan]],
                        planned: dict[str, dict[str, dict]]) -> dict[str, dict]:
         """Every table locked first, then each moved in. The transaction then changes catalog
