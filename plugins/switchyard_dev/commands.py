@@ -111,10 +111,16 @@ def register_runs(sub) -> None:
                        description="list (default): the running and queued runs of the Switchyard DAGs, each with "
                                    "what it does or waits for (a queued run: the run it waits behind), then the "
                                    "latest runs. fail DAG_ID RUN_ID: mark that run failed, e.g. a scheduled run "
-                                   "waiting hours for a batch nobody writes; the next queued run of its DAG starts.")
-    p.add_argument("action", nargs="?", choices=["list", "fail"], default="list", help="list (default) or fail")
-    p.add_argument("dag_id", nargs="?", help="the DAG (list: default every Switchyard DAG; fail: required)")
-    p.add_argument("run_id", nargs="?", help="fail: the run to mark failed")
+                                   "waiting hours for a batch nobody writes; the next queued run of its DAG starts. "
+                                   "clear DAG_ID RUN_ID GROUP...: run those task groups of an ended run again, with "
+                                   "every task after them (the grid's Clear with Downstream), e.g. a failed group "
+                                   "once its file is fixed; found by run id, which a manual run without a logical "
+                                   "date needs (`airflow tasks clear` selects runs by logical date).")
+    p.add_argument("action", nargs="?", choices=["list", "fail", "clear"], default="list",
+                   help="list (default), fail or clear")
+    p.add_argument("dag_id", nargs="?", help="the DAG (list: default every Switchyard DAG; fail, clear: required)")
+    p.add_argument("run_id", nargs="?", help="fail: the run to mark failed; clear: the run whose groups to clear")
+    p.add_argument("groups", nargs="*", help="clear: the task groups (orders_2) or task ids to run again")
     p.add_argument("--limit", type=int, default=10, help="list: how many of the latest runs to show too (default 10)")
     p.set_defaults(func=cmd_runs)
 
@@ -149,6 +155,18 @@ def _runs(args) -> int:
         # A step that was committing when the run was marked failed finishes its commit.
         print(f"{args.dag_id} {args.run_id}: {done['state']}; a step that was already committing finishes; "
               f"`switchyard runs` shows when its tasks have ended")
+        return 0
+    if args.action == "clear":
+        if not (args.dag_id and args.run_id and args.groups):
+            print("switchyard runs clear DAG_ID RUN_ID GROUP... (`switchyard runs` lists the runs)")
+            return 2
+        try:
+            cleared = runs.clear(api, args.dag_id, args.run_id, args.groups)
+        except ValueError as exc:
+            print(exc)
+            return 1
+        print(f"{args.dag_id} {args.run_id}: cleared {', '.join(cleared) or 'nothing'}; the scheduler runs them "
+              f"again, `switchyard runs` shows how it goes")
         return 0
     active = runs.active_runs(api, args.dag_id)
     print("active and queued runs" + ("" if active else ": none"))

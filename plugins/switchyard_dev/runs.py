@@ -181,6 +181,27 @@ def fail(api: local.Api, dag_id: str, run_id: str) -> dict:
     return api.patch(f"/api/v2/dags/{_q(dag_id)}/dagRuns/{_q(run_id)}?update_mask=state", {"state": "failed"})
 
 
+def clear(api: local.Api, dag_id: str, run_id: str, groups: list[str]) -> list[str]:
+    """Clear the tasks of `groups` (task groups such as `orders_2`, or task ids) in one run, with
+    every task downstream of them, as the grid's Clear with Downstream does; the cleared task ids.
+    The run is named by its id: `airflow tasks clear` selects runs by their logical date, which a
+    run triggered without one (`airflow dags trigger`'s default) does not have, and then clears
+    nothing without saying so."""
+    run = api.get(f"/api/v2/dags/{_q(dag_id)}/dagRuns/{_q(run_id)}")
+    if run.get("state") in ACTIVE:
+        raise ValueError(f"{dag_id} {run_id} is {run['state']}: clear its tasks once it has ended")
+    tasks = [t["task_id"] for t in api.get(f"/api/v2/dags/{_q(dag_id)}/tasks")["tasks"]]
+    unknown = [g for g in groups if not any(t == g or t.startswith(f"{g}.") for t in tasks)]
+    if unknown or not groups:
+        raise ValueError(f"{dag_id} has no task or task group {', '.join(unknown) or '(none named)'}; "
+                         f"its groups: {', '.join(sorted({t.split('.')[0] for t in tasks if '.' in t}))}")
+    chosen = [t for t in tasks if any(t == g or t.startswith(f"{g}.") for g in groups)]
+    done = api.post(f"/api/v2/dags/{_q(dag_id)}/clearTaskInstances",
+                    {"dag_run_id": run_id, "task_ids": chosen, "include_downstream": True, "only_failed": False,
+                     "dry_run": False, "reset_dag_runs": True})
+    return sorted(t["task_id"] for t in done.get("task_instances") or [])
+
+
 def table(api: local.Api, runs: list[dict], describe: bool = True) -> list[str]:
     """One line per run: DAG, run id, state, and what an active run does."""
     if not runs:

@@ -306,3 +306,31 @@ def test_a_monthly_backfill_through_the_scheduler_keeps_the_last_three_batches(s
         batches = {b for (b,) in conn.execute("SELECT DISTINCT batch FROM switchyard.partition_batches "
                                               "WHERE target_schema = %s", (schema,))}
     assert batches == set(MONTHS[-3:])
+
+    # One group of the last run run again on its own (`switchyard runs clear`, the grid's Clear with
+    # Downstream): its batch went in whole, so the group is refused at its prepare and the target
+    # keeps it; the run's note says so. The whole run cleared loads the batch again, as it was.
+    last_run = done[-1]["dag_run_id"]
+    before = fingerprint(pg_uri, schema, ["orders"])
+
+    def rerun(*groups: str) -> dict:
+        cleared = switchyard("runs", "clear", dag_id, last_run, *groups, env=shell)
+        assert cleared.returncode == 0 and "prepare" in cleared.stdout, (cleared.stdout + cleared.stderr)[-3000:]
+        deadline = time.monotonic() + 600
+        while (run := api.get(f"/api/v2/dags/{dag_id}/dagRuns/{last_run}"))["state"] not in ("success", "failed"):
+            assert time.monotonic() < deadline, run
+            time.sleep(3)
+        return run
+
+    run = rerun("orders_2")
+    assert run["state"] == "failed", run
+    states = {t["task_id"]: t["state"] for t in api.get_all(f"/api/v2/dags/{dag_id}/dagRuns/{last_run}/taskInstances",
+                                                            "task_instances") if t["task_id"].startswith("orders_2.")}
+    assert states == {"orders_2.prepare": "failed", "orders_2.load": "upstream_failed",
+                      "orders_2.validate": "upstream_failed", "orders_2.switch": "upstream_failed"}, states
+    assert (f"This run's batch is in the target, whole, from its earlier tasks: orders; a group run again on its "
+            f"own cannot load") in run["note"] and "Kept their previous contents" not in run["note"], run["note"]
+    assert fingerprint(pg_uri, schema, ["orders"]) == before
+    run = rerun("setup")
+    assert run["state"] == "success" and "3/3 groups switched" in run["note"], run["note"]
+    assert fingerprint(pg_uri, schema, ["orders"]) == before
