@@ -346,6 +346,13 @@ def test_the_spec_takes_sql_server_types_with_digits_and_still_refuses_free_text
     with pytest.raises(SpecError, match=r"'numeric\(10' is not an accepted SQL type; in YAML's `\{...\}` a comma "
                                         r"ends the value: quote the type"):
         parse_spec(cut)
+    # An unbounded length: the message says what is accepted instead.
+    raw = {"name": "s", "tables": {"t": {"key": "k", "columns": [
+        {"name": "k", "type": "bigint"}, {"name": "v", "type": {"postgres": "text", "mssql": "nvarchar(max)"}}]}}}
+    with pytest.raises(SpecError, match=r"'nvarchar\(max\)' is not an accepted SQL type; a length of `max` is not "
+                                        r"accepted: give the longest value's length \(on SQL Server nvarchar\(n\) "
+                                        r"takes n up to 4000"):
+        parse_spec(raw)
 
 
 def test_the_shop_spec_renders_as_its_own_dag():

@@ -238,8 +238,12 @@ def _column(raw: Mapping[str, Any], where: str) -> Column:
         if not isinstance(sql_type, str) or not SQL_TYPE.match(sql_type):
             cut = isinstance(sql_type, str) and sql_type.count("(") > sql_type.count(")")
             # YAML's flow mapping `{name: amount, type: numeric(10,3)}` ends the value at the comma.
+            unbounded = isinstance(sql_type, str) and re.search(r"\(\s*max\s*\)\s*$", sql_type, re.I)
             raise SpecError(f"{at}: {sql_type!r} is not an accepted SQL type" + (
-                "; in YAML's `{...}` a comma ends the value: quote the type (\"numeric(10,3)\")" if cut else ""))
+                "; in YAML's `{...}` a comma ends the value: quote the type (\"numeric(10,3)\")" if cut else "") + (
+                "; a length of `max` is not accepted: give the longest value's length (on SQL Server nvarchar(n) "
+                "takes n up to 4000, varchar(n) and varbinary(n) up to 8000; on PostgreSQL `text` has no limit)"
+                if unbounded else ""))
         _one_type(sql_type, at)
     nullable = raw.get("nullable", False)
     if not isinstance(nullable, bool):
