@@ -108,6 +108,8 @@ def test_a_retried_switch_finds_it_done_and_changes_nothing(engine, plan, mode):
     plan, folder = plan
     adapter = engine.make(BY_PUBLISH[mode], "dag/run-a")
     adapter.setup(plan)
+    made = adapter.server_time()        # the run's plan made, by the server's clock
+    assert adapter.published_at("orders") is None
     orders = [plan.stream("orders", k) for k in (1, 2, 3)]
     for s in (*orders, plan.stream("nation", 1)):
         adapter.prepare(s)
@@ -167,6 +169,8 @@ def test_a_group_run_again_from_prepare_after_its_switch(engine, plan, mode):
     plan, folder = plan
     adapter = engine.make(BY_PUBLISH[mode], "dag/run-a")
     adapter.setup(plan)
+    made = adapter.server_time()        # the run's plan made, by the server's clock
+    assert adapter.published_at("orders") is None
     orders = [plan.stream("orders", k) for k in (1, 2, 3)]
 
     def group(s):
@@ -185,6 +189,12 @@ def test_a_group_run_again_from_prepare_after_its_switch(engine, plan, mode):
     whole = engine.fingerprint(adapter, ["orders"])
     assert whole["orders"][0] == sum(s.rows for s in orders)
     ids = engine.partition_ids(adapter, "orders")
+    # When this run put the table in, on the clock its plan was made by: after the plan, before
+    # a plan made now (steps.refuse_published tells a cleared group from a run made again so);
+    # another run has put nothing in.
+    published = adapter.published_at("orders")
+    assert published is not None and made <= published <= adapter.server_time(), (made, published)
+    assert engine.make(BY_PUBLISH[mode], "dag/run-b").published_at("orders") is None
 
     # The table's batch is in: a group of it cannot switch alone any more.
     with pytest.raises(TargetError, match="has no switch of this run pending") as refused:

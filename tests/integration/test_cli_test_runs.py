@@ -328,8 +328,8 @@ def test_a_monthly_backfill_through_the_scheduler_keeps_the_last_three_batches(s
                                                             "task_instances") if t["task_id"].startswith("orders_2.")}
     assert states == {"orders_2.prepare": "failed", "orders_2.load": "upstream_failed",
                       "orders_2.validate": "upstream_failed", "orders_2.switch": "upstream_failed"}, states
-    assert (f"This run's batch is in the target, whole, from its earlier tasks: orders; a group run again on its "
-            f"own cannot load") in run["note"] and "Kept their previous contents" not in run["note"], run["note"]
+    assert ("This run's batch is in the target, whole, from its earlier tasks: orders; a group run again on its "
+            "own cannot load") in run["note"] and "Kept their previous contents" not in run["note"], run["note"]
     assert fingerprint(pg_uri, schema, ["orders"]) == before
     run = rerun("setup")
     assert run["state"] == "success" and "3/3 groups switched" in run["note"], run["note"]
