@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import gzip
 import json
+import re
 from dataclasses import replace
 from datetime import datetime
 
@@ -323,6 +324,35 @@ def test_a_gzip_file_cut_short_is_named_not_a_traceback(tmp_path):
     assert check_batch(tmp_path, spec) == [said]
     with pytest.raises(BatchError, match=said.replace(".", r"\.")):
         describe_batch(tmp_path, spec)
+
+
+def test_a_stream_file_compressed_unlike_its_pattern_is_refused_not_left_out(tmp_path):
+    """A producer that forgot to compress one file (`t.2.tbl` where the pattern says
+    `t.{stream}.tbl.gz`): the pattern does not find it, so the manifest left it out and a run
+    loaded the other streams and ended `success`. The manifest and the check (the plan's) refuse
+    it, and the other way round (a `.gz` file where the pattern says a plain one)."""
+    spec = parse_spec({"name": "g", "files": "{table}/{table}.{stream}.tbl.gz", "tables": {"t": {
+        "key": "id", "columns": [{"name": "id", "type": "bigint"}, {"name": "v", "type": "varchar(20)"}]}}})
+    (tmp_path / "t").mkdir()
+    (tmp_path / "t" / "t.1.tbl.gz").write_bytes(gzip.compress(b"".join(b"%d|v|\n" % i for i in range(1, 50))))
+    write_manifest(tmp_path, describe_batch(tmp_path, spec))
+    plain = tmp_path / "t" / "t.2.tbl"
+    plain.write_bytes(b"".join(b"%d|v|\n" % i for i in range(50, 99)))
+    said = (f"{plain}: a file of table t (stream 2) not compressed, unlike the table's files pattern "
+            f"({{table}}/{{table}}.{{stream}}.tbl.gz): a run would not load it; name it as the pattern says (gzip it) "
+            f"or move it out of the batch folder")
+    assert check_batch(tmp_path, spec) == [said]
+    with pytest.raises(BatchError, match=re.escape(said)):
+        describe_batch(tmp_path, spec)
+    plain.unlink()
+    assert check_batch(tmp_path, spec) == []
+    plain_spec = replace(spec, tables=tuple(replace(t, files="{table}/{table}.{stream}.tbl") for t in spec.tables))
+    (tmp_path / "t" / "t.1.tbl").write_bytes(b"1|v|\n")
+    said = (f"{tmp_path / 't' / 't.1.tbl.gz'}: a file of table t (stream 1) compressed (gzip), unlike the table's "
+            f"files pattern ({{table}}/{{table}}.{{stream}}.tbl): a run would not load it; name it as the pattern says "
+            f"or move it out of the batch folder")
+    with pytest.raises(BatchError, match=re.escape(said)):
+        describe_batch(tmp_path, plain_spec)
 
 
 def test_the_check_takes_a_runs_tables_every_table_of_the_spec_unless_told(tmp_path):

@@ -443,7 +443,24 @@ def unlisted_files(batch_dir: Path, manifest: Manifest, spec: LoadSpec, tables: 
         for stream, rel in sorted(files_on_disk(batch_dir, spec, table).items()):
             if (batch_dir / rel).resolve() not in listed and spec.source_of(stream) == source:
                 problems.append(unlisted(batch_dir / rel, table, stream))
+        problems += other_form_files(batch_dir, spec, table, source)
     return problems
+
+
+def other_form_files(batch_dir: Path, spec: LoadSpec, table: str, source: Any = ...) -> list[str]:
+    """The files of `table` named as its files pattern says but compressed otherwise (`t.2.txt`
+    where the pattern says `t.{stream}.txt.gz`, and the other way round): a producer that forgot
+    to compress one file. The pattern does not find them, so a run would leave them out and end
+    `success`. The streams of `source` only (None: the streams of no source; by default every
+    stream)."""
+    files = spec.table(table).files
+    other = files[:-len(".gz")] if files.endswith(".gz") else files + ".gz"
+    said = "not compressed" if files.endswith(".gz") else "compressed (gzip)"
+    return [f"{batch_dir / rel}: a file of table {table} (stream {stream}) {said}, unlike the table's files "
+            f"pattern ({files}): a run would not load it; name it as the pattern says"
+            + (" (gzip it)" if files.endswith(".gz") else "") + " or move it out of the batch folder"
+            for stream, rel in sorted(files_on_disk(batch_dir, spec, table, other).items())
+            if source is ... or spec.source_of(stream) == source]
 
 
 def unlisted(path: Path, table: str, stream: int) -> str:
@@ -738,10 +755,10 @@ def scan_file(path: Path, fmt: FileFormat, key: str | None = None, key_index: in
 _STREAM_IN_NAME = "{stream}"
 
 
-def files_on_disk(batch_dir: Path, spec: LoadSpec, table: str) -> dict[int, str]:
-    """The files of `table` in the batch folder (the spec's files pattern): stream -> its path
-    relative to the folder."""
-    pattern = spec.table(table).files.format(table=table, stream=_STREAM_IN_NAME)
+def files_on_disk(batch_dir: Path, spec: LoadSpec, table: str, files: str | None = None) -> dict[int, str]:
+    """The files of `table` in the batch folder (the spec's files pattern, or `files`): stream ->
+    its path relative to the folder."""
+    pattern = (files or spec.table(table).files).format(table=table, stream=_STREAM_IN_NAME)
     before, _, after = pattern.partition(_STREAM_IN_NAME)
     return {int(m.group(1)): m.group(0) for p in batch_dir.glob(pattern.replace(_STREAM_IN_NAME, "*"))
             if (m := re.fullmatch(re.escape(before) + r"(\d+)" + re.escape(after),
@@ -770,6 +787,7 @@ def describe_batch(batch_dir: Path, spec: LoadSpec, tables: Iterable[str] | None
     entries, problems = [], []
     for name in chosen:
         table = spec.table(name)
+        problems += other_form_files(batch_dir, spec, name)
         try:
             streams = find_streams(batch_dir, spec, name)
         except BatchError as exc:
