@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 from airflow.sdk import BaseOperator, BaseOperatorLink
-from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
+from airflow.sdk.exceptions import AirflowFailException, AirflowNotFoundException, AirflowSkipException
 
 from switchyard import settings, steps
 from switchyard.core.batch import MANIFEST, BatchError, resolve_batch
@@ -92,8 +92,16 @@ class _TargetOperator(BaseOperator):
 
     def adapter(self):
         from switchyard.airflow.connections import adapter_for
-        made = adapter_for(self.conn_id, self.load_spec(), schema=self.schema,
-                           lock_timeout_seconds=self.lock_timeout_seconds, **self._lease)
+        try:
+            made = adapter_for(self.conn_id, self.load_spec(), schema=self.schema,
+                               lock_timeout_seconds=self.lock_timeout_seconds, **self._lease)
+        except AirflowNotFoundException as exc:
+            # Every retry would look it up in vain (setup.plan's retries, meant for another run's
+            # lease, would wait hours) while the run looked as if it were loading.
+            raise AirflowFailException(
+                f"the target connection {self.conn_id!r} (the run's conn_id param) is not defined in Airflow: add "
+                f"it (`airflow connections add {self.conn_id} --conn-uri ...`) or trigger the run with the conn_id "
+                f"of one that is; not retried, since a retry cannot find it either") from exc
         self._engine = type(made)
         return made
 
