@@ -444,3 +444,23 @@ def test_what_setup_did_to_the_target_is_in_the_report_and_the_run_note(tmp_path
     # A run whose setup said nothing has no such section.
     plain = write_report(assemble({"batch": "b"}, groups, context()), tmp_path / "plain")["html"].read_text()
     assert 'id="preflight"' not in plain
+
+
+def test_the_headline_leaves_skipped_groups_out_and_names_the_held_back_apart(tmp_path):
+    """A group that skipped (a stream the batch does not have) did not fail: a run that switched
+    every other group leads with `all ... switched`, not FAILED naming the skipped group; a failed
+    run names its failed groups, then the groups held back with them, as the run's failure does."""
+    skipped = {"table": "orders", "stream": 3, "load": None, "validate": None, "switch": None,
+               "states": dict.fromkeys(("prepare", "load", "validate", "switch"), "skipped")}
+    plan = {"batch": "b", "tables": ["orders"], "groups": {
+        f"orders_{k}": {"table": "orders", "stream": k, "rows": 37_500 if k < 3 else 0,
+                        "key_min": 1 if k < 3 else None, "partitioned": True} for k in (1, 2, 3)}}
+    ok = {"orders_1": group("orders", 1, start=0, seconds=2.0, nbytes=4_200_000, rows=37_500),
+          "orders_2": group("orders", 2, start=0, seconds=2.0, nbytes=4_200_000, rows=37_500), "orders_3": skipped}
+    md = write_report(assemble(plan, ok, context()), tmp_path / "ok")["markdown"].read_text()
+    assert "all 2 groups switched (1 skipped), no stragglers" in md and "FAILED" not in md, md
+    bad = dict(ok, orders_2=group("orders", 2, start=0, seconds=2.0, nbytes=4_200_000, rows=37_500, load_failed=True))
+    stats = assemble(plan, bad, context(), published=set())
+    md = write_report(stats, tmp_path / "bad")["markdown"].read_text()
+    assert ("FAILED: 1 of 3 groups did not switch: orders_2; 1 held back, validated and staged but kept out with "
+            "them: orders_1") in md, md

@@ -179,7 +179,11 @@ def _header_facts(model: dict) -> list[tuple[str, str]]:
 
 
 def _status(model: dict) -> tuple[str, str]:
-    bad, n = model["not_switched"], len(model["records"])
+    n = len(model["records"])
+    # A skipped group (a stream the batch does not have, a table the run did not ask for) is
+    # not a failure: the run's failure and its note leave it out too.
+    skipped = [r["group"] for r in model["records"] if r.get("outcome") == "skipped"]
+    bad = [r["group"] for r in model["not_switched"] if r.get("outcome") != "skipped"]
     major = model["stragglers"]
     stats = model["stats"]
     if stats.get("plan_error"):
@@ -189,11 +193,18 @@ def _status(model: dict) -> tuple[str, str]:
     if stats.get("publish_error"):
         return "bad", f"the batch was not published, every table kept its contents: {stats['publish_error']}"
     if bad:
-        return "bad", f"{len(bad)} of {n} groups did not switch: " + ", ".join(r["group"] for r in bad)
+        # As the run's failure says it: the failed groups, then those held back with them.
+        failed, held = stats.get("failed_groups") or [], stats.get("held_back_groups") or []
+        return "bad", "; ".join(part for part in (
+            f"{len(failed)} of {n} groups did not switch: {', '.join(failed)}" if failed else "",
+            f"{len(held)} held back, validated and staged but kept out with them: {', '.join(held)}" if held else "")
+            if part) or f"{len(bad)} of {n} groups did not switch: {', '.join(bad)}"
+    k = n - len(skipped)
+    done = f"all {k} group{'' if k == 1 else 's'} switched" + (f" ({len(skipped)} skipped)" if skipped else "")
     if major:
-        return "warn", (f"all {n} groups switched; {len(major)} straggler{'s' if len(major) > 1 else ''}: "
+        return "warn", (f"{done}; {len(major)} straggler{'s' if len(major) > 1 else ''}: "
                         + ", ".join(x["group"] for x in major))
-    return "ok", f"all {n} groups switched, no stragglers"
+    return "ok", f"{done}, no stragglers"
 
 
 def sources_refused(errors: dict) -> str:

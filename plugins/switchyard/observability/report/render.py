@@ -88,7 +88,8 @@ def _table(name: str, t: dict) -> dict:
 
 def _stream(r: dict) -> dict:
     return {"group": r.get("group"), "outcome": r.get("outcome"),
-            "flag": "failed" if not r["ok"] else "slow" if r["straggler"] else "",
+            # A skipped group (a stream the batch does not have) did not fail: its outcome says so.
+            "flag": "" if r.get("outcome") == "skipped" else "failed" if not r["ok"] else "slow" if r["straggler"] else "",
             "cells": [_rate(r["rate"]), _pct(r["vs_median"]), _int(r["rows_rate"]), _secs(r.get("seconds")),
                       _bytes(r.get("bytes")), _int(r.get("rows"))]}
 
