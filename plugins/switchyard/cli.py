@@ -339,7 +339,13 @@ def build_parser(extensions: bool = True) -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    return args.func(args)
+    try:
+        return args.func(args)
+    except BrokenPipeError:
+        # The output's reader went away (`switchyard runs | head -1`): what it wanted was printed.
+        # Python's own flush at exit would fail again on the closed pipe: point stdout elsewhere.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":

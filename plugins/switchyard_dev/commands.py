@@ -133,6 +133,8 @@ def cmd_runs(args) -> int:
         return 1
     try:
         return _runs(args)
+    except BrokenPipeError:
+        raise       # the reader of the output went away (`| head`): cli.main ends quietly
     except (urllib.error.URLError, ConnectionError) as exc:
         # Its pid file says it runs, but not where this shell looks (another SWITCHYARD_AIRFLOW_PORT).
         print(f"the local Airflow's api-server did not answer on {local.api_url()} ({exc}); if it runs on another "

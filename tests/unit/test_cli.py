@@ -200,3 +200,14 @@ def test_runs_says_where_it_looked_when_the_api_server_it_was_told_of_does_not_a
     out = capsys.readouterr().out
     assert f"the local Airflow's api-server did not answer on {local.api_url()}" in out
     assert "set SWITCHYARD_AIRFLOW_PORT as when it was started" in out
+
+
+def test_a_command_whose_reader_goes_away_ends_quietly():
+    """`switchyard runs | head -1`: the reader of the output closes the pipe before the command
+    is done writing. The command ends without a traceback (a broken pipe is a ConnectionError:
+    `runs` took it for the api-server not answering, and said so into the closed pipe)."""
+    command = [str(Path(sys.executable).with_name("switchyard")), "config"]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()
+    said = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 0 and said == "", said[-2000:]
