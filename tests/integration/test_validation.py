@@ -50,6 +50,13 @@ def test_constraints_prove_the_key_expectations_and_gx_counts_rows(staging):
     bad = _validate(url, schema, expected_rows=len(KEYS) + 1)
     assert not bad.success
     assert [c.expectation for c in bad.failures()] == ["expect_table_row_count_to_equal"]
+    # The count expected is the run's plan's: the message says where it came from, and what a
+    # fix that changes a file's rows needs (a group cleared alone keeps that plan).
+    from switchyard.observability.validation import describe_failures
+    said = describe_failures(bad, "orders_1")
+    assert (f"expect_table_row_count_to_equal: expected {len(KEYS) + 1}, observed {len(KEYS)}\n  (the rows expected "
+            f"are the manifest's as the run's setup.plan read it; after a fix that changes a file's rows, write its "
+            f"manifest again and clear the whole run, from setup.plan)") in said, said
 
 
 def test_full_mode_runs_every_expectation_through_gx(staging):

@@ -529,4 +529,9 @@ def describe_failures(outcome: ValidationOutcome, where: str) -> str:
         target = f" on {c.column}" if c.column else ""
         origin = f" (declared in {c.origin})" if c.origin else ""
         lines.append(f"  {c.expectation}{target}{origin}: expected {c.expected}, observed {c.observed}")
+    if any(c.category == "row_count" for c in outcome.failures()):
+        # A group cleared after its file was fixed keeps the run's plan, made from the manifest
+        # as it was: the count it expects is that one.
+        lines.append("  (the rows expected are the manifest's as the run's setup.plan read it; after a fix that "
+                     "changes a file's rows, write its manifest again and clear the whole run, from setup.plan)")
     return "\n".join(lines)
