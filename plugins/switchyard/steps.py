@@ -187,6 +187,23 @@ def check_batch(spec: LoadSpec, tables: list[str], name: str, streams: int) -> t
     return folder, plan, problems
 
 
+def groups_without_tasks(plan: LoadPlan, tables: list[str], task_ids: set[str]) -> str | None:
+    """Why the run cannot load its plan, where groups it loads have no task in the run (`task_ids`:
+    the run's tasks, as the scheduler made them): the run was made from a parse of the DAG before
+    the spec gained a table (or a table's groups), and each worker's task reads the spec as it is
+    now. Nothing of those groups would load, and the run could not end `success`. None when every
+    group has its task, or when the run's tasks are not known (`task_ids` empty)."""
+    groups = {t.split(".")[0] for t in task_ids}
+    missing = [s.group_id for s in plan.all_streams()
+               if task_ids and s.table in tables and not s.empty and s.group_id not in groups]
+    if not missing:
+        return None
+    return (f"this run has no tasks for {', '.join(missing)}: it was made from a parse of the DAG from before the "
+            f"spec changed (a table or streams added since), while its tasks read the spec as it is now. Wait "
+            f"until the DAG's graph shows those groups (the dag-processor parses the DAG file again within "
+            f"minutes), then trigger the run again; nothing was loaded or changed")
+
+
 def read_small_batch(folder: Path, manifest, spec: LoadSpec, tables: list[str], source: str | None = None
                      ) -> list[str]:
     """A small batch's files read field by field before any load (SWITCHYARD_CHECK_FIELDS_MB), as

@@ -291,3 +291,27 @@ def test_the_start_date_holds_off_scheduled_runs_only_and_no_task_has_one(monkey
     assert "Nothing loaded: a scheduled run dated 2026-11-01T02:00:00+00:00, before SWITCHYARD_START_DATE" in note
     assert "No statistics" not in note
     assert held_off_run(SimpleNamespace(dag=dag, run_type="manual", logical_date=before)) is None
+
+
+def test_a_run_made_before_the_spec_gained_a_table_is_refused_at_its_plan(tmp_path):
+    """A run the scheduler made from a parse of the DAG before the spec gained a table has no
+    tasks for that table's groups, while its setup.plan reads the spec as it is now: the plan
+    names the groups and what to do, instead of a run that fails later saying `incomplete at
+    prepare`. A run of the DAG as it is now plans every group it has a task for."""
+    from switchyard import steps
+    from switchyard.core.datagen import generate_tpch_day
+    from switchyard.core.planner import plan_batch
+    spec = load_spec("tpch")
+    before = tmp_path / "before.yaml"
+    raw = yaml.safe_load(spec_file("tpch").read_text())
+    del raw["tables"]["region"]                     # the spec the DAG was parsed from
+    before.write_text(yaml.safe_dump(raw, sort_keys=False))
+    old_tasks = {t.task_id for t in build_dag(DagConfig(spec=str(before), streams=2)).tasks}
+    now_tasks = {t.task_id for t in build_dag(DagConfig(streams=2)).tasks}
+    plan = plan_batch(spec, generate_tpch_day(tmp_path / "b", spec, 0.01, 2, 1, 2))
+    said = steps.groups_without_tasks(plan, list(spec.table_names), old_tasks)
+    assert said.startswith("this run has no tasks for region_1: it was made from a parse of the DAG from before the "
+                           "spec changed"), said
+    assert steps.groups_without_tasks(plan, list(spec.table_names), now_tasks) is None
+    assert steps.groups_without_tasks(plan, [t for t in spec.table_names if t != "region"], old_tasks) is None
+    assert steps.groups_without_tasks(plan, list(spec.table_names), set()) is None   # the run's tasks not known

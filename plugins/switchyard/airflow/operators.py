@@ -239,6 +239,10 @@ class PlanBatchOperator(_TargetOperator):
         with airflow_terms(context):
             tables = self._tables(spec)
             folder, plan, problems = steps.check_batch(spec, tables, name, self.streams)
+            from switchyard.observability.stats import task_states
+            missing = steps.groups_without_tasks(plan, tables, set(task_states(context)))
+            if missing:
+                raise steps.StepFailed(missing)
         self.bind_run(context)
         adapter = self.adapter()
         from switchyard.targets import LeaseHeld
