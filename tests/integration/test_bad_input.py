@@ -298,17 +298,3 @@ def test_a_file_cut_short_inside_its_last_field_is_refused_before_any_load(pg_ur
     with psycopg.connect(pg_uri) as conn:    # refused before the target was set up: nothing made
         assert conn.execute("SELECT to_regclass(%s)", (f'"{schema}"."orders"',)).fetchone()[0] is None
 
-
-def test_a_run_naming_a_connection_airflow_does_not_have_fails_at_once(pg_uri, data_root, tpch_batch, schema,
-                                                                       tmp_path):
-    """A run triggered with a `conn_id` no connection has: setup.plan fails at once, saying which
-    connection and what to do, instead of waiting out the retries meant for another run's lease
-    (24 x 5 minutes by default) while the run looks as if it were loading."""
-    name, _ = tpch_batch
-    run = run_dag(pg_uri, data_root, schema, 3, {"batch": name, "tables": ["nation"], "conn_id": "no_such_target"},
-                  tmp_path / "runs", extra_env={"SWITCHYARD_LEASE_RETRIES": "2", "SWITCHYARD_LEASE_RETRY_SECONDS": "1"})
-    assert run.returncode != 0
-    assert ("the target connection 'no_such_target' (the run's conn_id param) is not defined in Airflow: add it "
-            "(`airflow connections add no_such_target --conn-uri ...`)") in run.stats["plan_error"], run.stats
-    with psycopg.connect(pg_uri) as conn:
-        assert conn.execute("SELECT to_regclass(%s)", (f'"{schema}"."nation"',)).fetchone()[0] is None

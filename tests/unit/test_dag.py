@@ -3,6 +3,7 @@ publish task per table carrying its Asset."""
 from __future__ import annotations
 
 import importlib.util
+import re
 import time
 
 import pytest
@@ -315,3 +316,19 @@ def test_a_run_made_before_the_spec_gained_a_table_is_refused_at_its_plan(tmp_pa
     assert steps.groups_without_tasks(plan, list(spec.table_names), now_tasks) is None
     assert steps.groups_without_tasks(plan, [t for t in spec.table_names if t != "region"], old_tasks) is None
     assert steps.groups_without_tasks(plan, list(spec.table_names), set()) is None   # the run's tasks not known
+
+
+def test_a_run_naming_a_connection_airflow_does_not_have_fails_at_once(monkeypatch):
+    """A run triggered with a `conn_id` no connection has: its tasks fail at once (Airflow retries
+    no AirflowFailException), saying which connection and what to do, instead of setup.plan
+    waiting out the retries meant for another run's lease (24 x 5 minutes by default) while the
+    run looked as if it were loading. Airflow's own lookup, outside a task: its environment and
+    secrets backends."""
+    from airflow.sdk.exceptions import AirflowFailException
+    from switchyard.airflow.operators import PlanBatchOperator
+    monkeypatch.delenv("AIRFLOW_CONN_NO_SUCH_TARGET", raising=False)
+    plan = PlanBatchOperator(task_id="plan", streams=1, spec="tpch", conn_id="no_such_target", schema="s")
+    with pytest.raises(AirflowFailException, match=re.escape(
+            "the target connection 'no_such_target' (the run's conn_id param) is not defined in Airflow: add it "
+            "(`airflow connections add no_such_target --conn-uri ...`)")):
+        plan.adapter()
