@@ -71,6 +71,7 @@ def spec_single(runs_dir: Path) -> Path:
     out = runs_dir.parent / "readings-single.yaml"
     text = yaml.safe_dump(raw, sort_keys=False)
     if not out.exists() or out.read_text(encoding="utf-8") != text:
+        out.parent.mkdir(parents=True, exist_ok=True)   # a fresh checkout has no benchmark folder yet
         out.write_text(text, encoding="utf-8")
     return out
 
