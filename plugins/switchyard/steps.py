@@ -187,15 +187,16 @@ def check_batch(spec: LoadSpec, tables: list[str], name: str, streams: int) -> t
     return folder, plan, problems
 
 
-def groups_without_tasks(plan: LoadPlan, tables: list[str], task_ids: set[str]) -> str | None:
+def groups_without_tasks(plan: LoadPlan, tables: list[str], task_ids: set[str], streams: int) -> str | None:
     """Why the run cannot load its plan, where groups it loads have no task in the run (`task_ids`:
     the run's tasks, as the scheduler made them): the run was made from a parse of the DAG before
     the spec gained a table (or a table's groups), and each worker's task reads the spec as it is
     now. Nothing of those groups would load, and the run could not end `success`. None when every
-    group has its task, or when the run's tasks are not known (`task_ids` empty)."""
+    group has its task, or when the run's tasks are not known (`task_ids` empty). A stream past
+    the DAG's `streams` is not one of these: the batch is wider than the DAG (`check_batch`)."""
     groups = {t.split(".")[0] for t in task_ids}
     missing = [s.group_id for s in plan.all_streams()
-               if task_ids and s.table in tables and not s.empty and s.group_id not in groups]
+               if task_ids and s.table in tables and not s.empty and s.stream <= streams and s.group_id not in groups]
     if not missing:
         return None
     return (f"this run has no tasks for {', '.join(missing)}: it was made from a parse of the DAG from before the "

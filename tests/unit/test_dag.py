@@ -310,12 +310,15 @@ def test_a_run_made_before_the_spec_gained_a_table_is_refused_at_its_plan(tmp_pa
     old_tasks = {t.task_id for t in build_dag(DagConfig(spec=str(before), streams=2)).tasks}
     now_tasks = {t.task_id for t in build_dag(DagConfig(streams=2)).tasks}
     plan = plan_batch(spec, generate_tpch_day(tmp_path / "b", spec, 0.01, 2, 1, 2))
-    said = steps.groups_without_tasks(plan, list(spec.table_names), old_tasks)
+    said = steps.groups_without_tasks(plan, list(spec.table_names), old_tasks, 2)
     assert said.startswith("this run has no tasks for region_1: it was made from a parse of the DAG from before the "
                            "spec changed"), said
-    assert steps.groups_without_tasks(plan, list(spec.table_names), now_tasks) is None
-    assert steps.groups_without_tasks(plan, [t for t in spec.table_names if t != "region"], old_tasks) is None
-    assert steps.groups_without_tasks(plan, list(spec.table_names), set()) is None   # the run's tasks not known
+    assert steps.groups_without_tasks(plan, list(spec.table_names), now_tasks, 2) is None
+    assert steps.groups_without_tasks(plan, [t for t in spec.table_names if t != "region"], old_tasks, 2) is None
+    assert steps.groups_without_tasks(plan, list(spec.table_names), set(), 2) is None   # the run's tasks not known
+    # A batch wider than the DAG (3 streams of a table, groups for 2) is the plan's other refusal.
+    assert steps.groups_without_tasks(plan, list(spec.table_names), now_tasks - {"region_1.prepare", "region_1.load",
+                                      "region_1.validate", "region_1.switch"}, 0) is None
 
 
 def test_a_run_naming_a_connection_airflow_does_not_have_fails_at_once(monkeypatch):

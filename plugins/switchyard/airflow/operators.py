@@ -240,7 +240,7 @@ class PlanBatchOperator(_TargetOperator):
             tables = self._tables(spec)
             folder, plan, problems = steps.check_batch(spec, tables, name, self.streams)
             from switchyard.observability.stats import task_states
-            missing = steps.groups_without_tasks(plan, tables, set(task_states(context)))
+            missing = steps.groups_without_tasks(plan, tables, set(task_states(context)), self.streams)
             if missing:
                 raise steps.StepFailed(missing)
         self.bind_run(context)
