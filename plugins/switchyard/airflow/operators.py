@@ -669,8 +669,9 @@ class StatsOperator(_TargetOperator):
             published = set(batch.get("tables") or [])
         # A group run again on its own after its table went in (refused at its prepare): the
         # target holds the run's batch of those tables all the same.
-        rerun = adapter is not None and any(state == "failed" for state in states.values())
-        in_already = {t for t in plan.get("tables") or [] if published_since_plan(adapter, plan, t)} if rerun else set()
+        something_failed = adapter is not None and any(state == "failed" for state in states.values())
+        in_already = ({t for t in plan.get("tables") or [] if published_since_plan(adapter, plan, t)}
+                      if something_failed else set())
         stats = assemble(plan, results, context, server=server, published=published, in_already=in_already)
         if batch:
             # How long the publish held the batch's tables locked (readers waited at most that).

@@ -454,11 +454,11 @@ def other_form_files(batch_dir: Path, spec: LoadSpec, table: str, source: Any = 
     `success`. The streams of `source` only (None: the streams of no source; by default every
     stream)."""
     files = spec.table(table).files
-    other = files[:-len(".gz")] if files.endswith(".gz") else files + ".gz"
-    said = "not compressed" if files.endswith(".gz") else "compressed (gzip)"
+    gz = files.endswith(".gz")
+    other, said = (files[:-len(".gz")], "not compressed") if gz else (files + ".gz", "compressed (gzip)")
     return [f"{batch_dir / rel}: a file of table {table} (stream {stream}) {said}, unlike the table's files "
             f"pattern ({files}): a run would not load it; name it as the pattern says"
-            + (" (gzip it)" if files.endswith(".gz") else "") + " or move it out of the batch folder"
+            + (" (gzip it)" if gz else "") + " or move it out of the batch folder"
             for stream, rel in sorted(files_on_disk(batch_dir, spec, table, other).items())
             if source is ... or spec.source_of(stream) == source]
 
