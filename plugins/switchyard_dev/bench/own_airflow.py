@@ -165,11 +165,42 @@ def ensure_airflow(streams: int, preload: bool, flat_priorities: bool,
         running = False
     if not running:
         local.stop_services()
+        end_leftover_runs(env)
         local.start_services(env, streams)
         marker.write_text(json.dumps(marked))
     api = local.Api()
     api.wait_ready()
     return api, time.monotonic() - started
+
+
+# Airflow's own models, in a process with the home's settings (its services stopped).
+_END_LEFTOVER_RUNS = """
+from airflow.models.dagrun import DagRun
+from airflow.models.taskinstance import TaskInstance
+from airflow.sdk import timezone
+from airflow.utils.session import create_session
+from airflow.utils.state import DagRunState, State, TaskInstanceState
+with create_session() as session:
+    for run in session.query(DagRun).filter(DagRun.state.in_([DagRunState.RUNNING, DagRunState.QUEUED])):
+        print(f"    ended a run an earlier benchmark left {run.state}: {run.dag_id} {run.run_id}")
+        run.state, run.end_date = DagRunState.FAILED, timezone.utcnow()
+        for ti in session.query(TaskInstance).filter(TaskInstance.dag_id == run.dag_id,
+                                                      TaskInstance.run_id == run.run_id):
+            if ti.state not in State.finished:
+                ti.state = TaskInstanceState.FAILED
+"""
+
+
+def end_leftover_runs(env: dict[str, str]) -> None:
+    """Marks failed every run of the benchmark's Airflow that is not finished, before its
+    services start: a run left by a benchmark stopped part-way, which the scheduler would
+    otherwise take up again beside the next part's runs (its tasks sharing the cores and the
+    metadata database with them; on SQLite its writes held the API server's requests for their
+    30 s lock wait)."""
+    import subprocess
+    import sys
+    subprocess.run([sys.executable, "-c", _END_LEFTOVER_RUNS], env=env, check=True)
+
 
 def _quoted(run_id: str) -> str:
     return run_id.replace("+", "%2B").replace(":", "%3A")
