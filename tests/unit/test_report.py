@@ -380,6 +380,9 @@ def test_a_refused_or_unpublished_run_says_why_in_the_report_and_the_run_note(tm
     note = run_note(stats, "failed", "Switchyard: batch b", "/report")
     assert "Refused before any load, nothing changed: setup.files_on_source_a: StepFailed: orders.3.tbl" in note
     assert "Did not switch" not in note, note
+    # Nothing changed, and a table the run would have created is not in the target at all: no
+    # table is said to have kept its previous contents.
+    assert stats["tables_kept"] == ["orders"] and "Kept their previous contents" not in note, note
     page = write_report(stats, tmp_path / "sources")["html"].read_text()
     assert "refused before any load, nothing changed: setup.files_on_source_a: StepFailed" in page
     groups = {"orders_1": group("orders", 1, start=0, seconds=2.0, nbytes=4_200_000, rows=37_500)}

@@ -84,7 +84,8 @@ def run_note(stats: dict | None, state: str, title: str, report: str, held_off: 
             lines.append(f"Setup changed the target to the spec: {_cut('; '.join(changed))}")
         if stats.get("publish_error"):
             lines.append(f"Not published, every table kept its contents: {_cut(stats['publish_error'])}")
-        if stats.get("failed_groups") and not (stats.get("plan_error") or stats.get("source_errors")):
+        refused = bool(stats.get("plan_error") or stats.get("source_errors"))
+        if stats.get("failed_groups") and not refused:
             # Refused before any group started, none of them failed: the refusal says why.
             lines.append(f"Did not switch: {_listed(stats['failed_groups'])}.")
         if stats.get("held_back_groups"):
@@ -95,7 +96,9 @@ def run_note(stats: dict | None, state: str, title: str, report: str, held_off: 
             lines.append(f"This run's batch is in the target, whole, from its earlier tasks: "
                          f"{_listed(stats['tables_in_already'])}; a group run again on its own cannot load "
                          f"(clear the whole run to load the batch again).")
-        if stats.get("tables_kept"):
+        if stats.get("tables_kept") and not refused:
+            # A run refused before any load says that nothing changed; a table it would have
+            # created is not in the target at all, so it kept no contents.
             lines.append(f"Kept their previous contents: {_listed(stats['tables_kept'])}.")
         slow = [s["group"] for s in stats.get("stragglers") or []]
         if slow:
