@@ -238,12 +238,73 @@ def set_up(adapter: TargetAdapter, plan: LoadPlan, problems: list[str], name: st
                # When the plan was made, by the server's clock: a group run again after its
                # batch went in (cleared on its own) is told from a run made again (`prepare`).
                planned_at=adapter.server_time().isoformat())
+    note_file_times(folder, plan.spec, out["groups"])
     snapshot = server_snapshot(adapter)
     if snapshot is not None:
         # The run's first look at the server's cumulative counters (SQL Server: wait and
         # latch statistics); the stats task takes the second and reports the difference.
         out["server_snapshot"] = snapshot
     return out
+
+
+def note_file_times(folder: Path, spec: LoadSpec, groups: dict[str, dict]) -> None:
+    """Each stream file's modification time as the plan checked it (`file_mtime_ns`), for the
+    files the plan sees (not a source's, which only its workers see; not a named pipe): a
+    group's steps refuse a file changed after the plan (`changed_since_plan`)."""
+    for raw in groups.values():
+        if spec.source_of(raw["stream"]) is not None:
+            continue
+        path = resolve_file(folder, raw["file"])
+        if path.is_file():
+            raw["file_mtime_ns"] = path.stat().st_mtime_ns
+
+
+def changed_since_plan(path: Path, s: StreamPlan) -> str | None:
+    """How a stream file differs from the file the run's plan checked: not of the manifest's
+    size, or (where the plan saw it) modified since. None: as planned, or a named pipe (read
+    once, by the load)."""
+    if not path.is_file():
+        return None
+    st = path.stat()
+    changes = []
+    if s.bytes is not None and st.st_size != s.bytes:
+        changes.append(f"{st.st_size:,} bytes, the manifest says {s.bytes:,}")
+    if s.file_mtime_ns is not None and st.st_mtime_ns != s.file_mtime_ns:
+        changes.append(f"modified at {_stamp(st.st_mtime_ns)}, the run's plan checked it as of "
+                       f"{_stamp(s.file_mtime_ns)}")
+    return "; ".join(changes) or None
+
+
+def check_again_if_changed(path: Path, s: StreamPlan, spec: LoadSpec) -> None:
+    """A stream file written again since the run's plan checked it (a value fixed in place, then
+    its group cleared) is checked again before its load, as the plan checks a file: its start
+    and end, and, up to SWITCHYARD_CHECK_FIELDS_MB, every record against the plan's rows and
+    key range and every field. Otherwise the load would take it past every check made before
+    a load. Raises StepFailed with what is wrong (file, line, column), before anything of it is
+    loaded; the rows expected stay the plan's: a fix that changes them needs the manifest
+    written again and the whole run cleared."""
+    from switchyard.core.batch import file_read_problems, start_problems, unended_file
+    changed = changed_since_plan(path, s)
+    if changed is None:
+        return
+    table = spec.table(s.table)
+    problems = start_problems(path, table) + unended_file(path)
+    limit = settings.get().check_fields_mb
+    read = bool(limit) and path.stat().st_size <= limit * 1e6
+    if read:
+        problems += file_read_problems(path, table, s.stream, s.rows, s.typed("key_min"), s.typed("key_max"))
+    if problems:
+        raise StepFailed(f"{path}: changed since this run's plan checked it ({changed}) [table {s.table}, stream "
+                         f"{s.stream}], and checked again: " + "; ".join(problems) + ". The rows and keys expected "
+                         "are the manifest's as the run's plan read it: after a fix that changes them, write the "
+                         "batch's manifest again (`switchyard manifest`) and clear the whole run "
+                         "(`switchyard runs clear <dag> <run id> setup`); nothing of the file was loaded")
+    log.warning("%s: changed since this run's plan checked it (%s); checked again (%s): loads as it is now",
+                path, changed, "every field" if read else "its start and end; the load reads its fields")
+
+
+def _stamp(ns: int) -> str:
+    return datetime.fromtimestamp(ns / 1e9, tz=timezone.utc).isoformat(timespec="microseconds")
 
 
 def refusal(problems: list[str]) -> str:
@@ -346,6 +407,7 @@ def load(connect: Connect, plan: dict, s: StreamPlan, *, queue: str | None, host
     clock = time.monotonic()
     adapter = connect()
     parts["connection_lookup"] = time.monotonic() - clock
+    check_again_if_changed(path, s, adapter.spec)
     clock = time.monotonic()
     # The server's progress sampler connects only when a progress line is due (after
     # SWITCHYARD_PROGRESS_SECONDS): a short load never opens that side connection.

@@ -215,3 +215,58 @@ def test_a_file_listed_with_0_rows_that_holds_records_is_refused_whatever_the_ba
     (batch / "orders" / "orders.3.tbl").write_bytes(b"")
     edit_manifest(batch, "orders", 3, bytes=0)
     assert steps.check_batch(SPEC, ["orders"], batch.name, streams=3)[2] == []
+
+
+def test_a_file_written_again_after_the_plan_is_checked_again_by_its_load(tpch_batch, pg_uri, schema, data_root):
+    """A producer writes a stream file again in place after the run's plan checked it (a value
+    fixed, then the group cleared): its load checks it again as the plan checks a file, every
+    field included, before anything of it is loaded, whether its size changed or not. A fix
+    that keeps the plan's rows loads; a bad value or a line taken out is refused, named."""
+    name, folder = tpch_batch
+    batch = data_root / "steps-written-again"
+    shutil.copytree(folder, batch)
+    tables = ["nation"]
+
+    def connect() -> PostgresAdapter:
+        return PostgresAdapter(SPEC, uri=pg_uri, schema=schema, lease_holder="plain/run-2", lease_batch=batch.name)
+
+    found, plan, problems = steps.check_batch(SPEC, tables, batch.name, streams=3)
+    assert problems == []
+    run = steps.set_up(connect(), plan, problems, batch.name, found, tables)
+    s = steps.stream_plan(run, "nation", 1)
+    path = batch / s.file
+    original = path.read_bytes()
+    assert s.file_mtime_ns == path.stat().st_mtime_ns
+    lines = original.split(b"\n")
+    refused = rf"^{re.escape(str(path))}: changed since this run's plan checked it \(%s\) \[table nation, stream 1\], " \
+              rf"and checked again: %s\. The rows and keys expected are the manifest's .* nothing of the file was loaded$"
+    try:
+        # The same size, a bad value: line 3's region key (its third field) no integer.
+        fields = lines[2].split(b"|")
+        fields[2] = b"X"
+        path.write_bytes(b"\n".join(lines[:2] + [b"|".join(fields)] + lines[3:]))
+        assert path.stat().st_size == len(original)
+        steps.prepare(connect, run, s)
+        with pytest.raises(steps.StepFailed, match=refused % (r"modified at .*, the run's plan checked it as of .*",
+                                                              rf"{re.escape(str(path))}: line 3, column n_regionkey: .X.: not an integer \(integer\)")):
+            steps.load(connect, run, s, queue=None, host="here")
+        # A line taken out: the size and the records tell it.
+        path.write_bytes(b"\n".join(lines[1:]))
+        with pytest.raises(steps.StepFailed, match=refused % (
+                rf"{len(original) - len(lines[0]) - 1:,} bytes, the manifest says {len(original):,}; modified at .*",
+                rf".*: 24 records, the manifest says 25 \(nation stream 1\)")):
+            steps.load(connect, run, s, queue=None, host="here")
+        with psycopg.connect(pg_uri) as conn:
+            assert conn.execute(f'SELECT count(*) FROM "{schema}_staging"."{s.staging_table}"').fetchone()[0] == 0
+        # The fix that keeps the rows (a comment's letter): checked again, and loaded as it is now.
+        fields = lines[0].split(b"|")
+        fields[3] = b"Z" + fields[3][1:]
+        fixed = b"\n".join([b"|".join(fields)] + lines[1:])
+        assert len(fixed) == len(original) and fixed != original
+        path.write_bytes(fixed)
+        assert steps.load(connect, run, s, queue=None, host="here").rows == s.rows == 25
+        with psycopg.connect(pg_uri) as conn:
+            assert conn.execute(f'SELECT n_comment FROM "{schema}_staging"."{s.staging_table}" '
+                                f'WHERE n_nationkey = 0').fetchone()[0].startswith("Z")
+    finally:
+        connect().release_lease()

@@ -945,11 +945,8 @@ def refused_in_reading(path: Path, table: Table, exc: Exception) -> str:
 
 def read_problems(batch_dir: Path, manifest: Manifest, spec: LoadSpec, tables: Iterable[str],
                   source: str | None = None) -> list[str]:
-    """Each listed file of `tables` read record by record: its records against the manifest's
-    rows, its keys inside the stream's range, every field against its column's type
-    (core/fields.py), its quotes against RFC 4180. The streams of `source` only (None: the
-    streams of no source)."""
-    from switchyard.core.fields import RecordCheck
+    """Each listed file of `tables` read record by record (`file_read_problems`). The streams of
+    `source` only (None: the streams of no source)."""
     chosen = list(tables)
     problems = []
     for e in manifest.entries:
@@ -957,24 +954,32 @@ def read_problems(batch_dir: Path, manifest: Manifest, spec: LoadSpec, tables: I
         # A file of another size is read too: what it holds says what changed.
         if e.table not in chosen or spec.source_of(e.stream) != source or not path.is_file():
             continue
-        table = spec.table(e.table)
-        kind = table.key_kind() if table.partitioned else None
-        try:
-            scan = scan_file(path, table.format, table.key, table.column_names.index(table.key) if kind else 0, kind,
-                             record_check=RecordCheck(table))
-        except BatchError as exc:
-            problems.append(str(exc))
-            continue
-        problems += quote_problems(path, table) + encoding_problems(path, table)
-        if scan.unended_line and path.name.endswith(".gz"):      # a plain file's end: check_files
-            problems.append(unended_problem(path, scan.unended_line))
-        problems += [f"{path}: {bad}" for bad in scan.bad_fields]
-        if scan.bad_field_count > len(scan.bad_fields):
-            problems.append(f"{path}: {scan.bad_field_count - len(scan.bad_fields):,} more bad fields "
-                            f"({scan.bad_field_count:,} in all; the load would stop at the first)")
-        if scan.rows != e.rows:
-            problems.append(f"{path}: {scan.rows:,} records, the manifest says {e.rows:,} ({e.table} stream {e.stream})")
-        if kind and scan.rows and e.key_min is not None and (scan.key_min < e.key_min or scan.key_max > e.key_max):
-            problems.append(f"{path}: keys {to_json(scan.key_min)}..{to_json(scan.key_max)}, outside the manifest's "
-                            f"{to_json(e.key_min)}..{to_json(e.key_max)} ({e.table} stream {e.stream})")
+        problems += file_read_problems(path, spec.table(e.table), e.stream, e.rows, e.key_min, e.key_max)
+    return problems
+
+
+def file_read_problems(path: Path, table: Table, stream: int, rows: int | None, key_min: Any, key_max: Any
+                       ) -> list[str]:
+    """A stream file read record by record: its records against the rows the manifest gives,
+    its keys inside the stream's range (`key_min`..`key_max`, typed), every field against its
+    column's type (core/fields.py), its quotes against RFC 4180."""
+    from switchyard.core.fields import RecordCheck
+    kind = table.key_kind() if table.partitioned else None
+    try:
+        scan = scan_file(path, table.format, table.key, table.column_names.index(table.key) if kind else 0, kind,
+                         record_check=RecordCheck(table))
+    except BatchError as exc:
+        return [str(exc)]
+    problems = quote_problems(path, table) + encoding_problems(path, table)
+    if scan.unended_line and path.name.endswith(".gz"):      # a plain file's end: check_files
+        problems.append(unended_problem(path, scan.unended_line))
+    problems += [f"{path}: {bad}" for bad in scan.bad_fields]
+    if scan.bad_field_count > len(scan.bad_fields):
+        problems.append(f"{path}: {scan.bad_field_count - len(scan.bad_fields):,} more bad fields "
+                        f"({scan.bad_field_count:,} in all; the load would stop at the first)")
+    if rows is not None and scan.rows != rows:
+        problems.append(f"{path}: {scan.rows:,} records, the manifest says {rows:,} ({table.name} stream {stream})")
+    if kind and scan.rows and key_min is not None and (scan.key_min < key_min or scan.key_max > key_max):
+        problems.append(f"{path}: keys {to_json(scan.key_min)}..{to_json(scan.key_max)}, outside the manifest's "
+                        f"{to_json(key_min)}..{to_json(key_max)} ({table.name} stream {stream})")
     return problems

@@ -64,6 +64,9 @@ class StreamPlan:
     # when unknown. Targets size their storage from it.
     bytes: int | None = None
     key_kind: str = "integer"   # integer | date | timestamp: how to read the key fields
+    # The stream file's modification time (ns) where the run's plan checked it; None where the
+    # plan did not see it (a source's file, a named pipe). Its steps refuse a file changed since.
+    file_mtime_ns: int | None = None
 
     @property
     def empty(self) -> bool:
