@@ -509,6 +509,8 @@ def validate(connect: Connect, spec: LoadSpec, plan: dict, s: StreamPlan,
             outcome = validate_stream(adapter, spec, s, expected_rows, loaded=loaded)
         except SpecError as exc:
             raise StepFailed(str(exc)) from exc
+    if not outcome.success:
+        name_duplicate_lines(outcome, Path(plan["batch_dir"]), s, spec, adapter.dialect)
     result = outcome.to_dict()
     log.info("%s: validation %s in %.2f s (GX import %.2f s); seconds per kind of check: %s", s.group_id,
              "passed" if outcome.success else "FAILED", outcome.seconds, outcome.import_seconds,
@@ -518,6 +520,29 @@ def validate(connect: Connect, spec: LoadSpec, plan: dict, s: StreamPlan,
                  f"staging table {plan['staging_schema']}.{s.staging_table} (kept; nothing switched)")
         raise ValidationFailed(describe_failures(outcome, where), result)
     return Validated(result)
+
+
+def name_duplicate_lines(outcome: Any, folder: Path, s: StreamPlan, spec: LoadSpec, dialect: str) -> None:
+    """The lines of the stream file that hold each duplicated key a failed uniqueness check names
+    (`lines` beside its `rows` in the check's examples), read from the file where this process
+    sees it (not a source's file, not a named pipe): a user fixes the file by its lines."""
+    from switchyard.core.batch import lines_of_keys
+    path = resolve_file(folder, s.file)
+    if not path.is_file():
+        return
+    for check in outcome.failures():
+        examples = check.observed.get("examples") if check.category == "unique" and isinstance(
+            check.observed, dict) else None
+        if not examples:
+            continue
+        columns = [c.strip() for c in (check.column or "").split(",")]
+        try:
+            lines = lines_of_keys(path, spec.table(s.table), columns, examples, dialect)
+        except (BatchError, KeyError, ValueError) as exc:   # the message without lines, as before
+            log.warning("%s: the duplicated keys' lines not found in %s: %s", s.group_id, path, exc)
+            continue
+        for example, found in zip(examples, lines):
+            example["lines"] = found
 
 
 def switch(connect: Connect, spec: LoadSpec, plan: dict, s: StreamPlan) -> Switched:

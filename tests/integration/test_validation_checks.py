@@ -374,3 +374,49 @@ def test_the_row_count_comes_from_the_load_unless_the_staging_table_was_made_aga
     again = validate_stream(adapter, spec, s, loaded=loaded)
     assert not again.success
     assert [(c.expectation, c.observed) for c in again.failures()] == [("expect_table_row_count_to_equal", 0)]
+
+
+CODES_YAML = """
+name: codes
+format: {delimiter: ",", trailing_delimiter: false, quoting: csv, header_lines: 1}
+files: "{table}/{table}.{stream}.csv"
+tables:
+  ward:
+    key: null
+    partitioned: false
+    unique: [code]
+    columns:
+      - {name: code, type: char(3)}
+      - {name: name, type: varchar(30)}
+"""
+
+
+def test_a_duplicated_key_is_named_with_the_lines_that_hold_it(tmp_path, pg_uri, schema):
+    """A uniqueness failure names the lines of the stream file that hold each duplicated key, as
+    the column's type compares them: `ER` and `"ER "` are one key of a char(3) column (the
+    server pads both), and a quoted record over two lines is named by the line it starts on."""
+    from switchyard import steps
+    path = tmp_path / "codes.yaml"
+    path.write_text(CODES_YAML)
+    spec = load_spec(str(path))
+    folder = tmp_path / "b1"
+    data = folder / "ward" / "ward.1.csv"
+    data.parent.mkdir(parents=True)
+    data.write_text('code,name\nER,Emergency\nICU,Intensive care\n"ER ","Emergency,\nold wing"\nMAT,Maternity\n'
+                    'ICU,Intensive care again\n')
+    (folder / "manifest.json").write_text(json.dumps({"format": MANIFEST_FORMAT, "spec": "codes", "streams": 1, "files": [
+        {"table": "ward", "stream": 1, "file": "ward/ward.1.csv", "bytes": data.stat().st_size, "rows": 5,
+         "key_min": None, "key_max": None}]}))
+    adapter = PostgresAdapter(spec, uri=pg_uri, schema=schema)
+    plan = plan_batch(spec, read_manifest(folder, spec))
+    adapter.setup(plan)
+    s = plan.stream("ward", 1)
+    adapter.prepare(s)
+    adapter.load(s, data)
+    run = {"batch_dir": str(folder), "staging_schema": adapter.staging_schema}
+    with pytest.raises(steps.ValidationFailed) as failed:
+        steps.validate(lambda: adapter, spec, run, s, loaded={"rows": 5})
+    [unique] = [c for c in failed.value.result["checks"] if not c["success"]]
+    assert unique["observed"]["examples"] == [{"code": "ER ", "rows": 2, "lines": [2, 4]},
+                                              {"code": "ICU", "rows": 2, "lines": [3, 7]}], unique
+    assert "'lines': [2, 4]" in str(failed.value) and f"file {folder}/ward/ward.1.csv" in str(failed.value)

@@ -17,8 +17,10 @@ import re
 import zlib
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
+from datetime import date, datetime
+from decimal import Decimal
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from switchyard.core.keys import KeyValue, KeyValueError, parse_key, to_json
 from switchyard.core.spec import FileFormat, LoadSpec, Table
@@ -983,3 +985,54 @@ def file_read_problems(path: Path, table: Table, stream: int, rows: int | None, 
         problems.append(f"{path}: keys {to_json(scan.key_min)}..{to_json(scan.key_max)}, outside the manifest's "
                         f"{to_json(key_min)}..{to_json(key_max)} ({table.name} stream {stream})")
     return problems
+
+
+def lines_of_keys(path: Path, table: Table, columns: Sequence[str], keys: Sequence[Mapping[str, Any]],
+                  dialect: str) -> list[list[int]]:
+    """For each of `keys` (a key the server found more than once: its values by column, as JSON
+    values, and `rows`, how many records hold it), the lines of the stream file where those
+    records start, read until each key has its `rows` lines or the file ends. Values compare as
+    the column's type reads them (`comparable`): `1.50` and `1.5` in a numeric column, `ER` and
+    `ER ` in a char column are the same key. Read only after a uniqueness check failed."""
+    index = [table.column_names.index(c) for c in columns]
+    types = [table.column(c).sql_type(dialect) for c in columns]
+    wanted = {tuple(comparable(t, k.get(c)) for t, c in zip(types, columns)): i for i, k in enumerate(keys)}
+    found: list[list[int]] = [[] for _ in keys]
+    left = sum(int(k.get("rows") or 0) for k in keys)
+    with _read_errors(path), _open_counted(path) as fh:
+        for line, fields, _ in _records(fh, table.format):
+            if len(fields) <= max(index):
+                continue
+            at = wanted.get(tuple(comparable(t, fields[i]) for t, i in zip(types, index)))
+            if at is not None:
+                found[at].append(line)
+                left -= 1
+                if left <= 0:
+                    break
+    return found
+
+
+def comparable(sql_type: str, value: Any) -> Any:
+    """A key's value, from the file's text or the server's JSON value, as its column's type
+    compares it; the text as it is where it does not read so."""
+    if value is None:
+        return None
+    text = str(value)
+    base = re.match(r"\s*([a-z]+)", sql_type.lower())
+    base = base.group(1) if base else ""
+    try:
+        if base in ("int", "integer", "bigint", "smallint", "tinyint", "serial", "bigserial"):
+            return int(text.strip())
+        if base in ("numeric", "decimal", "money", "smallmoney"):
+            return Decimal(text.strip())
+        if base in ("real", "float", "double"):
+            return float(text.strip())
+        if base in ("char", "character", "nchar", "bpchar"):
+            return text.rstrip(" ")
+        if base == "date":
+            return date.fromisoformat(text.strip())
+        if base in ("timestamp", "datetime", "datetime2", "smalldatetime"):
+            return datetime.fromisoformat(text.strip())
+    except (ValueError, ArithmeticError):
+        return text
+    return text
