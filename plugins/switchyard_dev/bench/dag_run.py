@@ -56,8 +56,9 @@ def run_dag(uri: str, pg, batch: str, streams: int, slots: int, preload: bool = 
     if before_run is not None:
         before_run()
     from switchyard_dev.bench.autovacuum import measuring
+    from switchyard_dev.bench import api_calls
     from switchyard_dev.bench.sessions import counting
-    with measuring(uri) as autovacuum, counting(uri) as server_sessions:
+    with measuring(uri) as autovacuum, counting(uri) as server_sessions, api_calls.counting() as requests:
         cpu_meter = AirflowCpu()
         run = api.post(f"/api/v2/dags/{demo.DAG_ID}/dagRuns",
                        {"logical_date": None, "conf": {"batch": batch}, "note": "switchyard bench"})
@@ -86,7 +87,7 @@ def run_dag(uri: str, pg, batch: str, streams: int, slots: int, preload: bool = 
     return analyse_dag(run, state, tasks, slots, stats, preload=preload, flat_priorities=flat_priorities,
                        services_start_seconds=round(startup, 2), priority_weights=weights, cpu_seconds=cpu,
                        pool=pool, copy_slots=slots, autovacuum=autovacuum.result,
-                       server_sessions=server_sessions.result)
+                       server_sessions=server_sessions.result, api_requests=requests.result)
 
 
 # A group run as one task (the spec's `tasks: single`): its task id ends in this.

@@ -163,11 +163,13 @@ def run_graph(api, mode: str, timeout: float = 1800) -> dict:
         raise ValueError(f"graph mode {mode!r}: one of {', '.join(MODES)}")
     name = dag_id(mode)
     api.patch(f"/api/v2/dags/{name}", {"is_paused": False})
+    from switchyard_dev.bench import api_calls
     meter = AirflowCpu()
-    run = api.post(f"/api/v2/dags/{name}/dagRuns", {"logical_date": None, "conf": {}, "note": "switchyard bench"})
-    state = demo.follow(api, run["dag_run_id"], timeout, progress_every=OBSERVE_EVERY, dag_id=name,
-                        poll_every=POLL_EVERY)
-    cpu = meter.taken()
+    with api_calls.counting() as requests:
+        run = api.post(f"/api/v2/dags/{name}/dagRuns", {"logical_date": None, "conf": {}, "note": "switchyard bench"})
+        state = demo.follow(api, run["dag_run_id"], timeout, progress_every=OBSERVE_EVERY, dag_id=name,
+                            poll_every=POLL_EVERY)
+        cpu = meter.taken()
     api.patch(f"/api/v2/dags/{name}", {"is_paused": True})
     run = api.get(f"/api/v2/dags/{name}/dagRuns/{_quoted(run['dag_run_id'])}")
     tis = api.get_all(f"/api/v2/dags/{name}/dagRuns/{_quoted(run['dag_run_id'])}/taskInstances",
@@ -177,7 +179,7 @@ def run_graph(api, mode: str, timeout: float = 1800) -> dict:
     return {"mode": mode, "dag_id": name, "state": state, "tasks": len(tis),
             "tasks_success": sum(1 for t in tis if t.get("state") == "success"),
             "wall_seconds": round(end - start, 3) if start and end else None,
-            "cpu_seconds": cpu, "airflow_cpu_seconds": airflow,
+            "cpu_seconds": cpu, "airflow_cpu_seconds": airflow, "api_requests": requests.result,
             "airflow_cpu_per_task": round(airflow / len(tis), 4) if tis else None}
 
 

@@ -93,6 +93,11 @@ def report(result: dict, out: Path, plot: bool = True) -> None:
         print()
         for line in graph_lines(result["graph"]):
             print(line)
+    requests = api_request_lines(result)
+    if requests:
+        print()
+        for line in requests:
+            print(line)
     if result.get("parse"):
         print("\nDAG parse (the DAG file in a fresh process; median [min, max] of rounds)")
         for p in result["parse"]:
@@ -300,6 +305,19 @@ def pool_size_lines(result: dict) -> list[str]:
     return lines
 
 
+def api_request_lines(result: dict) -> list[str]:
+    """The laptop DAG run's API requests per task run beside the empty graph's (its worker runs,
+    the first that counted them)."""
+    from switchyard_dev.bench import api_calls
+    dag = result.get("dag") or {}
+    if not dag.get("api_requests"):
+        return []
+    empty = next((r for r in ((result.get("graph") or {}).get("runs") or {}).get("worker", [])
+                  if r.get("api_requests")), {})
+    return api_calls.lines(dag["api_requests"], dag.get("tasks_run") or 0,
+                           empty.get("api_requests"), empty.get("tasks") or 0)
+
+
 def overhead_lines(dag: dict) -> list[str]:
     lines = [f"{'step':<16} {'tasks':>5} {'wall med':>9} {'work med':>9} {'overhead':>9} {'queued':>8} {'gap':>6} {'GX import':>9}"]
     for step, s in dag["per_step"].items():
@@ -420,13 +438,17 @@ def small_title(small: dict) -> str:
 
 def small_lines(small: dict) -> list[str]:
     """The small batch's runs per shape, median [min, max] wall, and its target row."""
-    lines = [f"  {'shape':<10} {'runs':>4} {'tasks':>5} {'run wall s (median [min, max])':>32}   each run, s"]
+    lines = [f"  {'shape':<10} {'runs':>4} {'tasks':>5} {'run wall s (median [min, max])':>32} {'API requests':>12}"
+             f"   each run, s"]
     for shape, v in (small.get("shapes") or {}).items():
         w = v["wall_seconds"]
         each = ", ".join(f"{x['wall_seconds']}" if x["state"] == "success" else x["state"]
                          for x in small["runs"] if x["shape"] == shape)
         shown = f"{w['median']:.2f} [{w['min']:.2f}, {w['max']:.2f}]" if w.get("n") else "-"
-        lines.append(f"  {shape:<10} {w.get('n', 0):>4} {v.get('tasks_run') or '-'!s:>5} {shown:>32}   {each}")
+        # The tasks' own requests to Airflow's API server in a run (median).
+        requests = (v.get("api_requests") or {}).get("median")
+        lines.append(f"  {shape:<10} {w.get('n', 0):>4} {v.get('tasks_run') or '-'!s:>5} {shown:>32} "
+                     f"{requests if requests is not None else '-'!s:>12}   {each}")
     return lines + target_lines(small.get("targets") or [])
 
 

@@ -101,14 +101,24 @@ def run_small(uri: str, pg, slots: int, rounds: int = 3, rows: int = ROWS, files
                    "services_start_seconds": dag.get("services_start_seconds"),
                    "airflow_cpu_seconds": round(airflow_cpu_total(dag.get("cpu_seconds") or {}), 2),
                    "server_cpu_seconds": (dag.get("cpu_seconds") or {}).get("postgres"),
-                   "task_overhead_median": dag.get("task_overhead_median"), "run_id": dag.get("run_id")}
+                   "task_overhead_median": dag.get("task_overhead_median"), "run_id": dag.get("run_id"),
+                   "api_requests": dag.get("api_requests")}
             print(f"    {shape}: {dag['state']}, {dag['wall_seconds']} s, {dag.get('tasks_run')} tasks, "
                   f"{dag['rows']:,} rows", flush=True)
             out["runs"].append(run)
     out["shapes"] = {shape: {"wall_seconds": spread([x["wall_seconds"] for x in out["runs"]
                                                      if x["shape"] == shape and x["state"] == "success"]),
                              "tasks_run": next((x["tasks_run"] for x in out["runs"] if x["shape"] == shape), None),
+                             # The tasks' own requests to Airflow's API server per run (api_calls).
+                             "api_requests": spread([tasks_requests(x["api_requests"]) for x in out["runs"]
+                                                     if x["shape"] == shape and x.get("api_requests")]),
                              "failed_runs": sum(1 for x in out["runs"] if x["shape"] == shape
                                                 and x["state"] != "success")}
                      for shape in SHAPES}
     return out
+
+
+def tasks_requests(requests: dict) -> int:
+    """The tasks' own requests of a run's count by kind (the benchmark's polling left out)."""
+    from switchyard_dev.bench.api_calls import POLLING
+    return sum(v["requests"] for k, v in requests.items() if k != POLLING)
