@@ -567,3 +567,18 @@ def test_a_file_whose_last_line_has_no_line_end_is_refused_by_the_manifest_and_t
         assert said in str(refused.value)
         write_manifest(tmp_path, manifest_for(tmp_path, spec, 1))      # a producer's own manifest
         assert said in check_batch(tmp_path, spec), check_batch(tmp_path, spec)
+
+
+@pytest.mark.parametrize("sql_type, file_text, server_value", [
+    ("bigint", " 0041", 41), ("numeric(12,3)", "1.50", "1.5"), ("char(3)", "ER", "ER "),
+    ("date", "2027-02-11", "2027-02-11"), ("timestamp(3)", "2027-02-11 06:30:49.900", "2027-02-11T06:30:49.9"),
+    ("time(0)", "6:00:00", "06:00:00"), ("varchar(12)", "M-0001", "M-0001")])
+def test_a_duplicated_keys_value_compares_as_its_columns_type_reads_it(sql_type, file_text, server_value):
+    from switchyard.core.batch import comparable
+    assert comparable(sql_type, file_text) == comparable(sql_type, server_value)
+
+
+def test_values_a_type_tells_apart_stay_apart():
+    from switchyard.core.batch import comparable
+    assert comparable("varchar(12)", "ER") != comparable("varchar(12)", "ER ")   # varchar keeps the space
+    assert comparable("bigint", "x41") == "x41" != comparable("bigint", "41")    # not an integer: its text

@@ -1033,6 +1033,10 @@ def comparable(sql_type: str, value: Any) -> Any:
             return date.fromisoformat(text.strip())
         if base in ("timestamp", "datetime", "datetime2", "smalldatetime"):
             return datetime.fromisoformat(text.strip())
+        if base == "time":
+            # Hours of one digit as well (`6:00:00`), which the servers read as 06:00:00.
+            hours, minutes, *seconds = text.strip().split(":")
+            return int(hours), int(minutes), Decimal(seconds[0] if seconds else 0)
     except (ValueError, ArithmeticError):
         return text
     return text
