@@ -250,7 +250,7 @@ def set_up(adapter: TargetAdapter, plan: LoadPlan, problems: list[str], name: st
 def note_file_times(folder: Path, spec: LoadSpec, groups: dict[str, dict]) -> None:
     """Each stream file's modification time as the plan checked it (`file_mtime_ns`), for the
     files the plan sees (not a source's, which only its workers see; not a named pipe): a
-    group's steps refuse a file changed after the plan (`changed_since_plan`)."""
+    group's load checks a file changed after the plan again (`check_again_if_changed`)."""
     for raw in groups.values():
         if spec.source_of(raw["stream"]) is not None:
             continue

@@ -65,7 +65,8 @@ class StreamPlan:
     bytes: int | None = None
     key_kind: str = "integer"   # integer | date | timestamp: how to read the key fields
     # The stream file's modification time (ns) where the run's plan checked it; None where the
-    # plan did not see it (a source's file, a named pipe). Its steps refuse a file changed since.
+    # plan did not see it (a source's file, a named pipe). Its load checks a file changed since
+    # again (steps.check_again_if_changed).
     file_mtime_ns: int | None = None
 
     @property
