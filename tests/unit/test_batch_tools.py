@@ -581,4 +581,5 @@ def test_a_duplicated_keys_value_compares_as_its_columns_type_reads_it(sql_type,
 def test_values_a_type_tells_apart_stay_apart():
     from switchyard.core.batch import comparable
     assert comparable("varchar(12)", "ER") != comparable("varchar(12)", "ER ")   # varchar keeps the space
+    assert comparable("character varying(12)", "ER") != comparable("character varying(12)", "ER ")
     assert comparable("bigint", "x41") == "x41" != comparable("bigint", "41")    # not an integer: its text

@@ -1027,8 +1027,8 @@ def comparable(sql_type: str, value: Any) -> Any:
             return Decimal(text.strip())
         if base in ("real", "float", "double"):
             return float(text.strip())
-        if base in ("char", "character", "nchar", "bpchar"):
-            return text.rstrip(" ")
+        if base in ("char", "character", "nchar", "bpchar") and "varying" not in sql_type.lower():
+            return text.rstrip(" ")     # blank-padded: trailing spaces do not tell two values apart
         if base == "date":
             return date.fromisoformat(text.strip())
         if base in ("timestamp", "datetime", "datetime2", "smalldatetime"):
