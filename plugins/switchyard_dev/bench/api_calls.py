@@ -78,11 +78,16 @@ def counting() -> Iterator[Calls]:
         calls.result = count(line.decode("utf-8", "replace") for line in fh)
 
 
+def own_requests(calls: dict) -> dict[str, int]:
+    """The tasks' own requests by kind: the benchmark's polling left out."""
+    return {k: v["requests"] for k, v in calls.items() if k != POLLING}
+
+
 def per_task(calls: dict | None, tasks: int) -> dict:
-    """The tasks' own requests (the polling left out) per task run, by kind, and in all."""
+    """The tasks' own requests per task run, by kind, and in all."""
     if not calls or not tasks:
         return {}
-    own = {k: v["requests"] for k, v in calls.items() if k != POLLING}
+    own = own_requests(calls)
     out = {k: round(n / tasks, 2) for k, n in own.items()}
     out["all"] = round(sum(own.values()) / tasks, 2)
     return out

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import yaml
 
+from switchyard_dev.bench.api_calls import own_requests
 from switchyard_dev.bench.common import say, spread
 from switchyard_dev.bench.dag_run import run_dag
 from switchyard_dev.bench.own_airflow import airflow_cpu_total
@@ -110,15 +111,10 @@ def run_small(uri: str, pg, slots: int, rounds: int = 3, rows: int = ROWS, files
                                                      if x["shape"] == shape and x["state"] == "success"]),
                              "tasks_run": next((x["tasks_run"] for x in out["runs"] if x["shape"] == shape), None),
                              # The tasks' own requests to Airflow's API server per run (api_calls).
-                             "api_requests": spread([tasks_requests(x["api_requests"]) for x in out["runs"]
+                             "api_requests": spread([sum(own_requests(x["api_requests"]).values()) for x in out["runs"]
                                                      if x["shape"] == shape and x.get("api_requests")]),
                              "failed_runs": sum(1 for x in out["runs"] if x["shape"] == shape
                                                 and x["state"] != "success")}
                      for shape in SHAPES}
     return out
 
-
-def tasks_requests(requests: dict) -> int:
-    """The tasks' own requests of a run's count by kind (the benchmark's polling left out)."""
-    from switchyard_dev.bench.api_calls import POLLING
-    return sum(v["requests"] for k, v in requests.items() if k != POLLING)
