@@ -395,6 +395,30 @@ def refuse_published(adapter: TargetAdapter, plan: dict, s: StreamPlan) -> None:
         f"nothing was changed. To load the batch again, clear the whole run (setup.plan and every task after it)")
 
 
+def switched_by_an_earlier_attempt(connect: Connect, plan: dict, s: StreamPlan) -> dict[str, dict] | None:
+    """The four steps' results of a group run as one task (`tasks: single`) whose earlier attempt
+    switched it in, after which this run's batch of its table went in whole: the attempt's
+    process ended before Airflow heard of its success (killed, its machine lost), and Airflow
+    retried the task. None where that is not so: the steps then run from prepare as usual.
+
+    Its rows are the manifest's: the switch runs only after validation proved that count. Where
+    the manifest gives none, the count went with the earlier attempt and is reported as unknown."""
+    with session(connect) as adapter:
+        published = published_since_plan(adapter, plan, s.table)
+        found = adapter.switched_in(s) if published is not None else None
+    if found is None:
+        return None
+    log.info("%s: switched in by an earlier attempt of this task (batch %s of %s went in whole at "
+             "%s); nothing to do again%s", s.group_id, plan.get("batch"), s.table, f"{published:%Y-%m-%d %H:%M:%S}",
+             "" if s.rows is not None else " (its row count went with that attempt: the manifest gives none)")
+    earlier = {"by_an_earlier_attempt": True}
+    return {"prepare": {**earlier, "staging_table": f"{plan['staging_schema']}.{s.staging_table}"},
+            "load": {**earlier, "rows": s.rows, "bytes": s.bytes},
+            "validate": {**earlier, "success": True},
+            "switch": {**earlier, **found, "replaced": None, "already_switched": True,
+                       "switched": published.isoformat()}}
+
+
 def load(connect: Connect, plan: dict, s: StreamPlan, *, queue: str | None, host: str | None,
          progress_every_seconds: float | None = None, plan_pull: float = 0.0) -> Loaded:
     """The stream file into its staging table, with progress lines on long loads."""

@@ -77,6 +77,57 @@ def test_a_batch_through_every_step_without_airflow(tpch_batch, pg_uri, schema):
     connect().release_lease()
 
 
+def test_a_retry_after_the_groups_switch_went_in_finds_it_in_and_a_clear_is_still_refused(tpch_batch, pg_uri,
+                                                                                           schema):
+    """`tasks: single`, `publish: table`: a group's task whose switch put its table in and whose
+    process died before Airflow heard of it is retried; the retry finds the group in place and
+    reports its results, rows the manifest's. Before the table went in, a retry runs the steps
+    again (None here)."""
+    name, _ = tpch_batch
+    spec = replace(SPEC, publish="table")
+
+    def connect() -> PostgresAdapter:
+        return PostgresAdapter(spec, uri=pg_uri, schema=schema, lease_holder="plain/run-2", lease_batch=name)
+
+    tables = ["orders", "nation"]
+    found, plan, problems = steps.check_batch(spec, tables, name, streams=3)
+    run = steps.set_up(connect(), plan, problems, name, found, tables)
+    groups = [steps.stream_plan(run, g["table"], g["stream"]) for g in run["groups"].values() if g["table"] in tables]
+    orders = [s for s in groups if s.table == "orders"]
+    assert len(orders) == 3
+    for s in groups:
+        steps.prepare(connect, run, s)
+        load = steps.load(connect, run, s, queue=None, host="here")
+        steps.validate(connect, spec, run, s, loaded=load.xcom())
+        if s == orders[-1]:
+            # Every other group of orders staged, its last switch not yet: orders is not in, so
+            # a retry of a staged group runs its steps again.
+            assert all(steps.switched_by_an_earlier_attempt(connect, run, o) is None for o in orders)
+        steps.switch(connect, spec, run, s)
+    counts = fingerprint(pg_uri, schema, tables)
+    # An unpartitioned table's switch under `publish: table` replaces it whole, as its retry can
+    # again: the retry runs its steps (None here) and puts the same rows in.
+    assert steps.switched_by_an_earlier_attempt(connect, run, steps.stream_plan(run, "nation", 1)) is None
+    for s in orders:
+        earlier = steps.switched_by_an_earlier_attempt(connect, run, s)
+        assert earlier is not None, s.group_id
+        assert set(earlier) == {"prepare", "load", "validate", "switch"}
+        assert earlier["load"]["rows"] == s.rows and earlier["validate"]["success"] is True
+        switch = earlier["switch"]
+        assert switch["already_switched"] and switch["in_target"] and switch["by_an_earlier_attempt"]
+        assert switch["partition"] == f"{schema}.{s.partition_table}", s.group_id
+    assert sum(s.rows for s in orders) == counts["orders"][0]
+    assert fingerprint(pg_uri, schema, tables) == counts  # asking changed nothing
+    # A group cleared by hand after its table went in is still refused at its prepare.
+    with pytest.raises(steps.StepFailed, match=r"^orders_2: this run put batch .* clear the whole run"):
+        steps.prepare(connect, run, orders[1])
+    connect().release_lease()
+    # The whole run made again has a newer plan: nothing of it is in yet.
+    again = steps.set_up(connect(), plan, problems, name, found, tables)
+    assert steps.switched_by_an_earlier_attempt(connect, again, steps.stream_plan(again, "orders", 1)) is None
+    connect().release_lease()
+
+
 def test_a_sources_files_are_checked_on_its_workers_before_any_load(tpch_batch, pg_uri, schema, data_root):
     """Streams 2-4 live on a source's workers: the plan's check does not see their files, so the
     setup's task on that source checks them there, before any group's first step. A file of the

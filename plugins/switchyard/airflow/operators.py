@@ -473,6 +473,14 @@ class SwitchOperator(_GroupOperator):
         return result
 
 
+def a_retry(try_number: int, max_tries: int, retries: int) -> bool:
+    """Whether an attempt is Airflow's retry of a failed one, not a first try nor the first try
+    after the task was cleared. Clearing a task sets its max_tries to its try_number + retries
+    (airflow.models.taskinstance.clear_task_instances), so a series of tries starts at
+    max_tries - retries + 1, as Airflow's task runner reckons it (get_first_reschedule_date)."""
+    return try_number > max_tries - retries + 1
+
+
 class GroupStepsOperator(_GroupOperator):
     """A group's four steps in one task: prepare, load, validate, switch, in that order, with
     the same checks and the same outcome as the four tasks (the spec's `tasks: single`).
@@ -480,8 +488,9 @@ class GroupStepsOperator(_GroupOperator):
     For tables whose loads take a second or two, where each task's start and end cost Airflow
     more than the step's work. The task holds a load pool slot from prepare to switch (the COPY
     still waits for a slot of the target's own), and it is the group's unit of retry: a retry
-    runs the steps again from prepare, which replaces an earlier attempt's staging table. The
-    result holds each step's result under its name; a failed attempt pushes the steps it
+    runs the steps again from prepare, which replaces an earlier attempt's staging table, except
+    where that attempt's switch put the group in and its table went in whole: the retry reports
+    that and succeeds (steps.switched_by_an_earlier_attempt). The result holds each step's result under its name; a failed attempt pushes the steps it
     finished and the one that failed (`steps_done`), for the run's statistics."""
 
     lineage_step = "steps"
@@ -496,6 +505,13 @@ class GroupStepsOperator(_GroupOperator):
         clock = time.monotonic()
         plan, s = self.stream_plan(context)
         plan_pull = time.monotonic() - clock
+        ti = context["ti"]
+        # A retry whose earlier attempt switched the group in and died before Airflow heard of
+        # it: its table went in whole, so the steps cannot run again (prepare would refuse, as it
+        # refuses a group cleared by hand after its table went in). Asked on a retry only.
+        if a_retry(ti.try_number, ti.max_tries, self.retries or 0) and (
+                earlier := steps.switched_by_an_earlier_attempt(self.adapter, plan, s)):
+            return earlier
         done: dict[str, Any] = {}
         spec = self.load_spec()
         group = (("prepare", lambda: steps.prepare(self.adapter, plan, s, self.file_on_source)),
