@@ -583,3 +583,30 @@ def test_values_a_type_tells_apart_stay_apart():
     assert comparable("varchar(12)", "ER") != comparable("varchar(12)", "ER ")   # varchar keeps the space
     assert comparable("character varying(12)", "ER") != comparable("character varying(12)", "ER ")
     assert comparable("bigint", "x41") == "x41" != comparable("bigint", "41")    # not an integer: its text
+
+
+def test_a_file_without_its_header_whose_first_record_runs_over_lines_is_named_for_the_header(tmp_path):
+    """A producer that left out the header line of a CSV file whose first record opens a quoted
+    field over two lines: the line skipped as a header is read with the lines its quote runs
+    over, as the records are, so the refusal names the missing header, not the record's second
+    line (which the skip would leave to be read as a record of its own)."""
+    spec = parse_spec({"name": "hdr", "files": "{table}/{table}.{stream}.csv",
+                       "format": {"delimiter": ",", "trailing_delimiter": False, "quoting": "csv", "header_lines": 1},
+                       "tables": {"trips": {"key": "trip_id", "columns": [
+                           {"name": "station", "type": "varchar(20)"}, {"name": "trip_id", "type": "bigint"}]}}})
+    batch = tmp_path / "batch"
+    (batch / "trips").mkdir(parents=True)
+    (batch / "trips" / "trips.1.csv").write_bytes(b'station,trip_id\n"Nord\nbahnhof",1\nSud,2\n')
+    describe_batch(batch, spec)       # with its header: a record over two lines is a record
+    second = batch / "trips" / "trips.2.csv"
+    second.write_bytes(b'"Ost\nbahnhof",10\nWest,11\n')
+    refusal = (f"{second}: line 1: skipped as a header line (header_lines: 1), but it is a record of trips (column "
+               f"trip_id: '10', a value of bigint, not a name): the load would leave it out; write the file with its "
+               f"header line, or say `header_lines: 0`")
+    with pytest.raises(BatchError) as refused:
+        describe_batch(batch, spec)
+    assert str(refused.value).endswith(refusal), refused.value
+    # A header whose quoted name holds the delimiter still passes as a header.
+    second.write_bytes(b'"station, name",trip_id\n"Ost\nbahnhof",10\nWest,11\n')
+    write_manifest(batch, describe_batch(batch, spec))
+    assert check_batch(batch, spec) == []

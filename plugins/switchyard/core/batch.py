@@ -269,6 +269,8 @@ def start_problems(path: Path, table: Table) -> list[str]:
     try:
         with _open_counted(path) as fh:
             head = [fh.readline(_HEADER_LINE_MAX) for _ in range(max(table.format.header_lines, 1))]
+            if table.format.quoting == "csv" and table.format.header_lines:
+                head[-1] = _whole_record(fh, head[-1])
     except (BatchError, OSError, EOFError):
         return []   # the load names what is wrong with such a file
     line_ends = carriage_return_line_ends(path, table, head[0])
@@ -276,6 +278,19 @@ def start_problems(path: Path, table: Table) -> list[str]:
         return byte_order_mark(path, table, head[0][:3]) + line_ends
     return (byte_order_mark(path, table, head[0][:3]) + header_record(path, table, head)
             + header_order(path, table, head) + names_record(path, table, head))
+
+
+def _whole_record(fh, line: bytes) -> bytes:
+    """`line` with the lines after it that its open quote runs over (RFC 4180: a quoted field may
+    hold line breaks), as the reader of records takes them, up to _HEADER_LINE_MAX bytes. A header
+    line never opens a field it does not close, but a record written where the header should be
+    may (`"Ost<LF>bahnhof",10`): read by its first line alone it would be no record of the table."""
+    while line.count(b'"') % 2 and line.endswith(b"\n") and len(line) < _HEADER_LINE_MAX:
+        more = fh.readline(_HEADER_LINE_MAX - len(line))
+        if not more:
+            break
+        line += more
+    return line
 
 
 def unended_file(path: Path) -> list[str]:
