@@ -70,8 +70,13 @@ def run_note(stats: dict | None, state: str, title: str, report: str, held_off: 
                                                if g.get("outcome") == "skipped") else []
         if any(g.get("table") in loaded for g in groups if g.get("outcome") == "skipped"):
             why.append("streams the batch does not have")
-        lines.append(f"{tot['rows']:,} rows, {tot['bytes'] / 1e6:,.1f} MB, "
-                     f"{tot['switched']}/{tot['groups'] - skipped} groups switched"
+        # Rows of groups held back were loaded and validated, but never reached the target.
+        held = [g for g in groups if g.get("outcome") == "held back"]
+        lines.append(f"{tot['rows']:,} rows, {tot['bytes'] / 1e6:,.1f} MB"
+                     + (f" in the target ({sum(g.get('rows') or 0 for g in held):,} rows, "
+                        f"{sum(g.get('bytes') or 0 for g in held) / 1e6:,.1f} MB more loaded and validated, "
+                        f"held back)" if held else "")
+                     + f", {tot['switched']}/{tot['groups'] - skipped} groups switched"
                      + (f" in {span:,.1f} s of loading" if span else "")
                      + (f" ({skipped} skipped: {', '.join(why)})" if skipped else "") + ".")
         if stats.get("plan_error"):
