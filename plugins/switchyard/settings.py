@@ -196,8 +196,11 @@ SETTINGS: tuple[Setting, ...] = (
             "schedule more often than daily needs a finer one (`%Y-%m-%dT%H%M` for `*/15 * * * *`), or "
             "every run of a day would load that day's folder.", DAG, "strftime pattern"),
     Setting("SWITCHYARD_START_DATE", "start_date", _start_date, None,
-            "No scheduled load before it (ISO date or date and time, UTC unless it names its offset): a "
-            "scheduled run dated earlier skips its tasks, its wait for the batch saying why. Manual runs "
+            "No scheduled load before it (ISO date or date and time, UTC unless it names its offset): the "
+            "scheduler makes no run dated earlier (its first is the schedule's first time at or after it, "
+            "even where Airflow would offer the schedule's latest past time: a schedule set or changed), "
+            "and a scheduled run dated earlier made some other way skips its tasks, its wait for the batch "
+            "saying why. Manual runs "
             "(the trigger form, `airflow dags test`) and backfills are not bound by it. It is not the "
             "DAG's `start_date` (but with `SWITCHYARD_CATCHUP=1`), which Airflow would give every task: a "
             "run dated before it got no task at all and ended `success` having loaded nothing. Without a start date the first scheduled "

@@ -173,13 +173,13 @@ def build_dag(config: DagConfig | None = None, operators: StepOperators = StepOp
         start_date=config.start_date.isoformat() if config.start_date else None))
     with DAG(
         dag_id=config.dag_id,
-        schedule=config.schedule,
+        schedule=_schedule(config),
         # No start date for Airflow unless catchup counts from it: Airflow gives every task the
         # DAG's, and a run dated before a task's start date (a manual trigger, whose form proposes
         # now, or `dags test <date>`) gets no instance of that task: with none, the run ended
-        # `success` having loaded nothing. Without it the first scheduled run is the schedule's next
-        # time, never one in the past, and SWITCHYARD_START_DATE holds off scheduled runs in the
-        # setup's wait (WaitForBatchSensor.not_before).
+        # `success` having loaded nothing. SWITCHYARD_START_DATE goes to the schedule instead
+        # (schedule.CronFromStartDate: no scheduled run dated before it), and the setup's wait
+        # holds off a scheduled run dated before it all the same (WaitForBatchSensor.not_before).
         start_date=config.start_date if config.catchup else None,
         catchup=config.catchup,
         # Two runs of one DAG interleaving their switches could leave a partition from each;
@@ -200,6 +200,15 @@ def build_dag(config: DagConfig | None = None, operators: StepOperators = StepOp
     # holds; the trigger form reads the DAG's. Setting them runs Airflow's own check of them.
     dag.params = _params(spec, config)
     return dag
+
+
+def _schedule(config: DagConfig) -> Any:
+    """The DAG's schedule: the cron expression, from the start date where one is set and catchup
+    is off (with catchup on, the DAG's start date bounds the scheduler's runs already)."""
+    if config.schedule is None or config.start_date is None or config.catchup:
+        return config.schedule
+    from switchyard.airflow.schedule import CronFromStartDate
+    return CronFromStartDate(config.schedule, timezone="UTC", start=config.start_date)
 
 
 def render(graph: Graph, operators: StepOperators, common: dict[str, Any]) -> None:

@@ -20,6 +20,7 @@ from pathlib import Path
 from airflow.plugins_manager import AirflowPlugin
 
 from switchyard.airflow import run_notes
+from switchyard.airflow.schedule import CronFromStartDate
 
 SERVED = re.compile(r"^(report\.html|report\.md|report-[a-z]+\.svg|stats\.json)$")
 SAFE = re.compile(r"^[A-Za-z0-9._-]+$")
@@ -56,6 +57,9 @@ def _app():
 class SwitchyardReportsPlugin(AirflowPlugin):
     name = "switchyard_reports"
     listeners = [run_notes]
+    # The DAG's schedule when a start date is set: Airflow reads a timetable of a package's own
+    # back from the serialized DAG only when a plugin registers it.
+    timetables = [CronFromStartDate]
 
     @property
     def fastapi_apps(self) -> list[dict]:
