@@ -610,3 +610,44 @@ def test_a_file_without_its_header_whose_first_record_runs_over_lines_is_named_f
     second.write_bytes(b'"station, name",trip_id\n"Ost\nbahnhof",10\nWest,11\n')
     write_manifest(batch, describe_batch(batch, spec))
     assert check_batch(batch, spec) == []
+
+
+def test_a_repeated_unique_key_is_named_by_its_lines_before_any_load(tmp_path):
+    """`switchyard check` and the plan's read of a small batch find a record whose unique columns'
+    values an earlier record of its file holds, as the validate step's unique index would after
+    every load: named by both lines. Values compare as their type reads them; NULLs and values
+    that differ (a varchar's trailing space) are no repeat."""
+    spec = parse_spec({"name": "depots", "files": "{table}/{table}.{stream}.csv",
+                       "format": {"delimiter": ",", "trailing_delimiter": False, "quoting": "csv",
+                                  "header_lines": 1, "null_marker": ""},
+                       "tables": {
+                           "depots": {"partitioned": False, "key": "code", "unique": True, "columns": [
+                               {"name": "code", "type": "char(9)"}, {"name": "name", "type": "varchar(40)"}]},
+                           "rates": {"key": "day", "unique": ["day", "carrier", "weight"], "columns": [
+                               {"name": "day", "type": "date"}, {"name": "carrier", "type": "varchar(10)",
+                                                                  "nullable": True},
+                               {"name": "weight", "type": "numeric(6,2)"}, {"name": "price", "type": "numeric(8,2)"}]}}})
+    batch = tmp_path / "batch"
+    (batch / "depots").mkdir(parents=True)
+    (batch / "rates").mkdir()
+    depots = batch / "depots" / "depots.1.csv"
+    depots.write_bytes(b'code,name\nDE-BER-01,Berlin\n"DE-KOL-01","K\xc3\xb6ln, Hbf"\nDE-BER-01 ,Berlin Ost\n')
+    rates = batch / "rates" / "rates.1.csv"
+    rates.write_bytes(b"day,carrier,weight,price\n"
+                      b"2026-12-01,DHL,1.5,4.99\n"
+                      b"2026-12-01,DHL ,1.5,4.99\n"       # a varchar keeps its trailing space: another key
+                      b"2026-12-01,,1.5,4.99\n2026-12-01,,1.5,5.99\n"   # NULL carriers: never a repeat
+                      b'2026-12-01,"",1.5,4.99\n'         # the empty string, quoted: a value
+                      b"2026-12-01,DHL,1.50,5.49\n")      # 1.50 is 1.5
+    write_manifest(batch, describe_batch(batch, spec))
+    assert check_batch(batch, spec) == [
+        f"{depots}: line 4: code 'DE-BER-01 ', as on line 2: the table's unique columns (code) hold each value once, "
+        f"and the validate step would refuse the batch after its loads",
+        f"{rates}: line 7: day '2026-12-01', carrier 'DHL', weight '1.50', as on line 2: the table's unique columns "
+        f"(day, carrier, weight) hold each value once, and the validate step would refuse the batch after its loads"]
+    # Many repeats: the first five named, the rest counted.
+    depots.write_bytes(b"code,name\n" + b"".join(b"DE-HAM-01,Hamburg %d\n" % i for i in range(9)))
+    write_manifest(batch, describe_batch(batch, spec))
+    found = [p for p in check_batch(batch, spec) if str(depots) in p]
+    assert len(found) == 6 and "line 3: code 'DE-HAM-01', as on line 2" in found[0], found
+    assert found[-1] == f"{depots}: 3 more records repeat the unique columns' values of an earlier one (8 in all)"

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from switchyard.core.keys import KeyValue, KeyValueError, parse_key, to_json
-from switchyard.core.spec import FileFormat, LoadSpec, Table
+from switchyard.core.spec import NEUTRAL, FileFormat, LoadSpec, Table
 
 MANIFEST = "manifest.json"
 MANIFEST_FORMAT = "switchyard-manifest/1"
@@ -729,11 +729,13 @@ def _quoted_records(fh, fmt: FileFormat) -> Iterable[tuple[int, list[str], str |
 
 
 def scan_file(path: Path, fmt: FileFormat, key: str | None = None, key_index: int = 0,
-              kind: str | None = None, record_check=None) -> FileScan:
+              kind: str | None = None, record_check=None, repeated: "RepeatedKeys | None" = None) -> FileScan:
     """Bytes, rows and the smallest and largest key of a stream file, every record read (the key
     column `key`, at `key_index`, read as `kind`; no keys without a kind). A key that does not
     read as its kind raises BatchError naming the file, the line and the column. With
-    `record_check` (core.fields.RecordCheck), every field is checked against its column's type."""
+    `record_check` (core.fields.RecordCheck), every field is checked against its column's type;
+    with `repeated`, every record's values of the table's unique columns are kept to find those
+    another record holds too."""
     size = path.stat().st_size
     rows = 0
     low = high = None
@@ -750,6 +752,8 @@ def scan_file(path: Path, fmt: FileFormat, key: str | None = None, key_index: in
                     bad_count += 1
                     if len(bad) < BAD_FIELDS_SHOWN:
                         bad.append(f"line {line}, {problem}")
+            if repeated is not None:
+                repeated.see(line, fields)
             if kind is None:
                 continue
             if key_index >= len(fields):
@@ -767,6 +771,55 @@ def scan_file(path: Path, fmt: FileFormat, key: str | None = None, key_index: in
                 high = value
     return FileScan(bytes=size, rows=rows, key_min=low, key_max=high, bad_fields=bad, bad_field_count=bad_count,
                     unended_line=unended)
+
+
+class RepeatedKeys:
+    """The records of one file whose values of the table's unique columns (`Table.unique`) an
+    earlier record of the file holds too, found as the file is read, before any load: each of
+    them would fail the validate step's unique index after every load of the run. A stream
+    file is the whole of its partition (a partitioned table's unique columns hold its key), so
+    its own records are all it is compared with, as that index compares them.
+
+    Values compare as their column's type reads them (`comparable`: `1.50` and `1.5`, `ER` and
+    `ER ` in a char column): two values equal so are equal to PostgreSQL and to SQL Server,
+    whose comparisons are coarser still (a case-insensitive collation, trailing spaces ignored
+    in every text type), so nothing named here passes there; what only those rules join is left
+    to the validate step. A record with a NULL in the unique columns is never a repeat
+    (PostgreSQL's unique index keeps NULLs distinct)."""
+
+    def __init__(self, table: Table):
+        from switchyard.core.fields import Quoted
+        self.quoted = Quoted    # a quoted field equal to the NULL marker: a value
+        self.columns = table.unique
+        self.index = [table.column_names.index(c) for c in self.columns]
+        columns = [table.column(c) for c in self.columns]
+        self.types = [c.types.get(NEUTRAL) or next(iter(c.types.values())) for c in columns]
+        null = table.format.null_marker
+        self.null = [null if c.nullable else None for c in columns]
+        self.first: dict[tuple, int] = {}
+        self.found: list[tuple[int, int, list[str]]] = []     # (line, its first line, values)
+        self.count = 0
+
+    def see(self, line: int, fields: list[str]) -> None:
+        if len(fields) <= max(self.index):
+            return      # too few fields: named by the record check
+        values = [fields[i] for i in self.index]
+        if any(n is not None and v == n and not isinstance(v, self.quoted) for v, n in zip(values, self.null)):
+            return
+        first = self.first.setdefault(tuple(comparable(t, v) for t, v in zip(self.types, values)), line)
+        if first != line:
+            self.count += 1
+            if len(self.found) < BAD_FIELDS_SHOWN:
+                self.found.append((line, first, values))
+
+    def problems(self, path: Path) -> list[str]:
+        said = [f"{path}: line {line}: {', '.join(f'{c} {v!r}' for c, v in zip(self.columns, values))}, as on line "
+                f"{first}: the table's unique columns ({', '.join(self.columns)}) hold each value once, and the "
+                f"validate step would refuse the batch after its loads" for line, first, values in self.found]
+        if self.count > len(self.found):
+            said.append(f"{path}: {self.count - len(self.found):,} more records repeat the unique columns' values "
+                        f"of an earlier one ({self.count:,} in all)")
+        return said
 
 
 _STREAM_IN_NAME = "{stream}"
@@ -979,15 +1032,18 @@ def file_read_problems(path: Path, table: Table, stream: int, rows: int | None, 
                        ) -> list[str]:
     """A stream file read record by record: its records against the rows the manifest gives,
     its keys inside the stream's range (`key_min`..`key_max`, typed), every field against its
-    column's type (core/fields.py), its quotes against RFC 4180."""
+    column's type (core/fields.py), its quotes against RFC 4180, its records' values of the
+    table's unique columns against each other (`RepeatedKeys`)."""
     from switchyard.core.fields import RecordCheck
     kind = table.key_kind() if table.partitioned else None
+    repeated = RepeatedKeys(table) if table.unique else None
     try:
         scan = scan_file(path, table.format, table.key, table.column_names.index(table.key) if kind else 0, kind,
-                         record_check=RecordCheck(table))
+                         record_check=RecordCheck(table), repeated=repeated)
     except BatchError as exc:
         return [str(exc)]
     problems = quote_problems(path, table) + encoding_problems(path, table)
+    problems += repeated.problems(path) if repeated is not None else []
     if scan.unended_line and path.name.endswith(".gz"):      # a plain file's end: check_files
         problems.append(unended_problem(path, scan.unended_line))
     problems += [f"{path}: {bad}" for bad in scan.bad_fields]
