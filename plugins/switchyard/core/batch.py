@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import codecs
 import csv
+import functools
 import gzip
 import io
 import json
@@ -1083,14 +1084,20 @@ def lines_of_keys(path: Path, table: Table, columns: Sequence[str], keys: Sequen
     return found
 
 
+@functools.lru_cache(maxsize=256)
+def _base_type(sql_type: str) -> str:
+    """A type's first word (`numeric` of `numeric(12,3)`), once per type: read for every record."""
+    found = re.match(r"\s*([a-z]+)", sql_type.lower())
+    return found.group(1) if found else ""
+
+
 def comparable(sql_type: str, value: Any) -> Any:
     """A key's value, from the file's text or the server's JSON value, as its column's type
     compares it; the text as it is where it does not read so."""
     if value is None:
         return None
     text = str(value)
-    base = re.match(r"\s*([a-z]+)", sql_type.lower())
-    base = base.group(1) if base else ""
+    base = _base_type(sql_type)
     try:
         if base in ("int", "integer", "bigint", "smallint", "tinyint", "serial", "bigserial"):
             return int(text.strip())
