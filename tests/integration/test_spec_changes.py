@@ -240,3 +240,44 @@ def test_a_dbas_check_constraint_broken_by_a_batch_fails_its_load_naming_the_lin
     text = str(failed.value)
     assert failed.value.permanent and "tracks_dba_wind" in text and f"{part}: line 4" in text, text
     assert storms.rows() == 244
+
+
+def test_a_varchar_widened_or_narrowed_in_the_spec_is_refused_or_its_check_replaced_by_sync(storms, schema):
+    """PostgreSQL keeps a varchar(n) as text with a length CHECK: a spec that changes n differs
+    from the table in that CHECK's text, which the pre-flight compares as the server writes it.
+    Left as it was, a value the spec allows would fail its load (with the spec's length in the
+    message), and a narrower spec would let longer values of a big batch through."""
+    first = storms_spec()
+    storms.run(storms.batch(1980, first), first)
+    wider = storms_spec()
+    wider["tables"]["tracks"]["columns"][0]["type"] = "varchar(30)"
+    folder = storms.batch(1990, wider)
+    long_name = "Bonnie-" + "x" * 18      # 25 characters: the spec's 30 allow it, the table's 20 not
+    for path in (folder / "tracks").glob("*.csv"):
+        path.write_text(path.read_text().replace("Bonnie", long_name))
+    write_manifest(folder, describe_batch(folder, parse_spec(wider)))
+    message = refused(storms, folder, wider)
+    assert f"{schema}.tracks: the CHECK name_length on name is CHECK (" in message
+    assert "<= 20" in message and "<= 30" in message
+    assert (f'to bring the table in line, run: ALTER TABLE "{schema}"."tracks" DROP CONSTRAINT "name_length", '
+            f'ADD CONSTRAINT "name_length" CHECK (') in message
+    assert "(or set on_spec_change: sync for tracks, which runs it)" in message
+    synced = {**wider, "on_spec_change": "sync"}
+    _, notes, outcomes = storms.run(folder, synced)
+    assert all(o.success for o in outcomes)
+    assert any("on_spec_change: sync ran: ALTER TABLE" in n and '"name_length"' in n for n in notes), notes
+    assert storms.sql(f'SELECT max(char_length(name)) FROM "{schema}".tracks') == [(25,)]
+    # Run again: the CHECK says what the spec says, no difference left.
+    assert not any("name_length" in n for n in storms.run(folder, synced)[1])
+    # Narrowed below a name the table holds: sync's ALTER checks every row and fails; nothing changed.
+    narrow = storms_spec(on_spec_change="sync")
+    narrow["tables"]["tracks"]["columns"][0]["type"] = "varchar(10)"
+    before = storms.rows()
+    with pytest.raises(TargetError, match=r'on_spec_change could not bring the table in line: ALTER TABLE .* failed: '
+                                          r'check constraint "name_length" of relation ".*" is violated by some row: the '
+                                          r'table holds rows the spec no longer allows; nothing was changed') as caught:
+        storms.run(storms.batch(2000, narrow), narrow)
+    assert caught.value.permanent
+    assert storms.rows() == before
+    assert "<= 30" in storms.sql(f"SELECT pg_get_constraintdef(oid) FROM pg_constraint "
+                                 f"WHERE conrelid = '\"{schema}\".tracks'::regclass AND conname = 'name_length'")[0][0]

@@ -16,6 +16,7 @@ class Sql:
     def set_not_null(self, c): return f"SET NOT NULL {c}"
     def drop_not_null(self, c): return f"DROP NOT NULL {c}"
     def add_check(self, n): return f"CHECK {n}"
+    def replace_check(self, n): return f"REPLACE CHECK {n}"
     def drop_index(self, n): return f"DROP INDEX {n}"
     def create_unique(self, n, cols): return f"UNIQUE {n} ({', '.join(cols)})"
 
@@ -98,3 +99,26 @@ def test_sync_reconciles_nullability_checks_and_its_own_unique_index_never_a_dba
     assert ("s.t: column wind is nullable in the table, NOT NULL in the spec: validation checks every batch for NULLs "
             "in it; SET NOT NULL (which checks every row once) would make the table say so too (SET NOT NULL wind; "
             "on_spec_change: sync runs it)") in notes
+
+
+@pytest.mark.parametrize("policy", ["fail", "add_columns", "sync"])
+def test_a_check_whose_text_differs_from_the_specs_is_refused_or_replaced_by_sync(policy):
+    """A varchar(n) the spec widened or narrowed: the table's length CHECK holds the old n, and a
+    staging table takes the table's constraints."""
+    t = table(policy)
+    needed = Needed(types=TYPES, checks={"note_length": "note"}, check_defs={"note_length": "CHECK (len <= 5)"})
+    existing = Existing(columns=AS_MADE, checks=frozenset({"note_length"}), check_defs={"note_length": "CHECK (len <= 3)"})
+    problems, notes, statements = reconcile(t, compare(t, existing, needed, Sql()), "s.t")
+    if policy == "sync":
+        assert statements == ["REPLACE CHECK note_length"] and problems == []
+        assert notes == ["s.t: the CHECK note_length on note is CHECK (len <= 3) in the table, CHECK (len <= 5) for the "
+                         "spec; on_spec_change: sync ran: REPLACE CHECK note_length"]
+    else:
+        assert statements == [] and len(problems) == 1
+        assert problems[0].startswith("s.t: the CHECK note_length on note is CHECK (len <= 3) in the table, CHECK "
+                                      "(len <= 5) for the spec: a staging table takes the table's constraints")
+        assert problems[0].endswith("; to bring the table in line, run: REPLACE CHECK note_length (or set "
+                                    "on_spec_change: sync for t, which runs it)")
+    # The same text: no difference.
+    same = Existing(columns=AS_MADE, checks=frozenset({"note_length"}), check_defs={"note_length": "CHECK (len <= 5)"})
+    assert compare(t, same, needed, Sql()) == []

@@ -53,6 +53,7 @@ class Existing:
     columns: tuple[ExistingColumn, ...]
     uniques: tuple[ExistingUnique, ...] = ()
     checks: frozenset[str] = frozenset()    # names of its CHECK constraints
+    check_defs: Mapping[str, str] = field(default_factory=dict)   # CHECK name -> its text, as the catalog writes it
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,8 @@ class Needed:
     """What this spec's loads need of the table, in the engine's terms."""
     types: Mapping[str, str]            # column -> its type as the engine's catalog writes it
     checks: Mapping[str, str] = field(default_factory=dict)   # CHECK name -> the column it guards
+    # CHECK name -> its text as the catalog writes it (the same server's words as check_defs).
+    check_defs: Mapping[str, str] = field(default_factory=dict)
     unique_index: str | None = None     # the index the spec's `unique` makes (None: none declared)
     # The engine loads a file by position (SQL Server's BULK INSERT): a column the files do not
     # carry cannot be left to its default.
@@ -73,6 +76,7 @@ class Statements(Protocol):
     def set_not_null(self, column: str) -> str: ...
     def drop_not_null(self, column: str) -> str: ...
     def add_check(self, name: str) -> str: ...
+    def replace_check(self, name: str) -> str: ...
     def drop_index(self, name: str) -> str: ...
     def create_unique(self, name: str, columns: Sequence[str]) -> str: ...
 
@@ -129,6 +133,16 @@ def compare(table: Table, existing: Existing, needed: Needed, sql: Statements) -
                 "check_missing", f"the CHECK {name} on {column} the loads rely on is missing",
                 "a staging table takes the table's constraints: without it a value longer than the spec's "
                 "length would load (adding it checks every row once)", sql.add_check(name), ("sync",)))
+        elif (name in existing.checks and name in needed.check_defs
+              and existing.check_defs.get(name, needed.check_defs[name]) != needed.check_defs[name]):
+            # A varchar(n) the spec widened or narrowed: the table's CHECK holds the old length.
+            out.append(Difference(
+                "check_changed", f"the CHECK {name} on {column} is {existing.check_defs[name]} in the table, "
+                f"{needed.check_defs[name]} for the spec",
+                "a staging table takes the table's constraints: a value the spec allows and the table's CHECK does "
+                "not would fail its load, and one the table's allows and the spec does not would load from a batch "
+                "too big to read before its loads (replacing it checks every row once)",
+                sql.replace_check(name), ("sync",)))
     for name in sorted(existing.checks - set(needed.checks)):
         out.append(Difference(
             "check_of_a_dba", f"CHECK constraint {name} is not Switchyard's",

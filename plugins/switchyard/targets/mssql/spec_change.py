@@ -99,6 +99,9 @@ class Statements:
     def add_check(self, name: str) -> str:
         raise TargetError(f"{self.target}: SQL Server loads need no CHECK {name} of Switchyard's")
 
+    def replace_check(self, name: str) -> str:
+        return self.add_check(name)
+
     def drop_index(self, name: str) -> str:
         return f"DROP INDEX {self.a.q(name)} ON {self.target};"
 

@@ -44,7 +44,15 @@ class PostgresPreflight:
                     # The table brought in line with the spec, as its on_spec_change allows
                     # (the pre-flight refused everything else), before setup.sql's IF NOT EXISTS.
                     for stmt in self.spec_changes:
-                        cur.execute(stmt)
+                        try:
+                            cur.execute(stmt)
+                        except (psycopg.errors.CheckViolation, psycopg.errors.NotNullViolation) as exc:
+                            # SET NOT NULL and ADD CONSTRAINT read every row: one the spec no
+                            # longer allows fails the statement, and the transaction with it.
+                            raise TargetError(
+                                f"setup: on_spec_change could not bring the table in line: {stmt} failed: "
+                                f"{exc.diag.message_primary}: the table holds rows the spec no longer allows; "
+                                f"nothing was changed (change those rows, or the spec back)", permanent=True) from exc
                     for stmt in self.setup_sql(plan):
                         cur.execute(stmt)
                     discarded = [note for table_plan in plan.tables if table_plan.table.partitioned
@@ -137,8 +145,7 @@ class PostgresPreflight:
         from switchyard.targets.postgres import spec_change
         our_unique = self.index_name(table.name)
         existing = spec_change.existing_table(cur, self.qualified(self.schema, table.name), shape, our_unique)
-        types = spec_change.needed_types(cur, self, self.columns(table))
-        needed = spec_change.needed(types, self.length_checks(table),
+        needed = spec_change.needed(cur, self, self.columns(table), self.length_checks(table),
                                     our_unique if self.parent_has_unique_index(table) else None)
         differences = compare(table, existing, needed, spec_change.Statements(self, table))
         problems, notes, statements = reconcile(table, differences, where)

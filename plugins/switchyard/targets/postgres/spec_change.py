@@ -19,7 +19,10 @@ UNIQUES_SQL = (
     "LEFT JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum "
     "WHERE i.indrelid = to_regclass(%s) AND i.indisunique AND k.ord <= i.indnkeyatts "
     "GROUP BY ic.relname, i.indexprs ORDER BY 1")
-CHECKS_SQL = "SELECT conname::text FROM pg_constraint WHERE conrelid = to_regclass(%s) AND contype = 'c'"
+# Each CHECK constraint with its text as the server writes it back (pg_get_constraintdef): the
+# spec's own, made on a probe table by the same server, compare with it word for word.
+CHECKS_SQL = ("SELECT conname::text, pg_get_constraintdef(oid) FROM pg_constraint "
+              "WHERE conrelid = to_regclass(%s) AND contype = 'c'")
 # The server's own name of a type (format_type), the same text the catalog query reads.
 TYPES_SQL = ("SELECT attname::text, format_type(atttypid, atttypmod) FROM pg_attribute "
              "WHERE attrelid = to_regclass(%s) AND attnum > 0 AND NOT attisdropped")
@@ -35,26 +38,29 @@ def existing_table(cur, qualified: str, shape: dict, our_unique: str) -> Existin
                                    ours=name == our_unique)
                     for name, cols, expression in cur.fetchall())
     cur.execute(CHECKS_SQL, (qualified,))
-    return Existing(columns=columns, uniques=uniques, checks=frozenset(r[0] for r in cur.fetchall()))
+    defs = dict(cur.fetchall())
+    return Existing(columns=columns, uniques=uniques, checks=frozenset(defs), check_defs=defs)
 
 
 # A temporary table of setup's transaction, made and dropped for each table compared.
 PROBE = "switchyard_spec_types"
 
 
-def needed_types(cur, adapter, columns: list[dict]) -> dict[str, str]:
-    """Each spec column's type as the server names it: a temporary table with setup.sql's column
-    types (the spec's validated types), read back through the catalog and dropped."""
-    body = ", ".join(f"{adapter.q(c['name'])} {c['type']}" for c in columns)
+def needed(cur, adapter, columns: list[dict], checks: list[dict], unique_index: str | None) -> Needed:
+    """What the spec's loads need, as the server writes it: a temporary table with setup.sql's
+    column types (the spec's validated types) and its length CHECKs (`checks`: the adapter's
+    length_checks), read back through the catalog and dropped."""
+    probe = f"pg_temp.{adapter.q(PROBE)}"
+    body = ", ".join([f"{adapter.q(c['name'])} {c['type']}" for c in columns]
+                     + [f"CONSTRAINT {adapter.q(k['name'])} CHECK ({k['sql']})" for k in checks])
     cur.execute(f"CREATE TEMPORARY TABLE {adapter.q(PROBE)} ({body}) ON COMMIT DROP")
-    cur.execute(TYPES_SQL, (f"pg_temp.{adapter.q(PROBE)}",))
+    cur.execute(TYPES_SQL, (probe,))
     types = dict(cur.fetchall())
-    cur.execute(f"DROP TABLE pg_temp.{adapter.q(PROBE)}")
-    return types
-
-
-def needed(types: dict[str, str], checks: list[dict], unique_index: str | None) -> Needed:
-    return Needed(types=types, checks={k["name"]: k["column"] for k in checks}, unique_index=unique_index)
+    cur.execute(CHECKS_SQL, (probe,))
+    defs = dict(cur.fetchall())
+    cur.execute(f"DROP TABLE {probe}")
+    return Needed(types=types, checks={k["name"]: k["column"] for k in checks}, check_defs=defs,
+                  unique_index=unique_index)
 
 
 class Statements:
@@ -62,7 +68,8 @@ class Statements:
     ADD COLUMN without a default and DROP NOT NULL change the catalog only, on the partitioned
     table and every partition (https://www.postgresql.org/docs/current/sql-altertable.html);
     SET NOT NULL, ADD CONSTRAINT ... CHECK and CREATE UNIQUE INDEX read every row once and fail
-    on the first that breaks them."""
+    on the first that breaks them; an ALTER TABLE's subcommands take effect together, in its one
+    transaction."""
 
     def __init__(self, adapter, table: Table):
         self.a = adapter
@@ -86,6 +93,13 @@ class Statements:
     def add_check(self, name: str) -> str:
         check = next(k for k in self.a.length_checks(self.table) if k["name"] == name)
         return f"ALTER TABLE {self.target} ADD CONSTRAINT {self.a.q(name)} CHECK ({check['sql']});"
+
+    def replace_check(self, name: str) -> str:
+        # One ALTER TABLE: the old CHECK goes and the new one is checked against every row in the
+        # same command, so no moment has the table without its length CHECK.
+        check = next(k for k in self.a.length_checks(self.table) if k["name"] == name)
+        return (f"ALTER TABLE {self.target} DROP CONSTRAINT {self.a.q(name)}, "
+                f"ADD CONSTRAINT {self.a.q(name)} CHECK ({check['sql']});")
 
     def drop_index(self, name: str) -> str:
         return f"DROP INDEX {self.a.qualified(self.a.schema, name)};"
