@@ -84,12 +84,18 @@ def cmd_services(args) -> int:
         return 0
     if args.action == "start":
         values = local.write_dag_settings()
-        env = local.airflow_env()
+        env = local.without_dag_settings(local.airflow_env())
         local.migrate(env)
-        local.start_services(env, int(values.get("SWITCHYARD_STREAMS") or 4), values.get("SWITCHYARD_SPEC", "tpch"))
+        started = local.start_services(env, int(values.get("SWITCHYARD_STREAMS") or 4),
+                                       values.get("SWITCHYARD_SPEC", "tpch"))
         local.Api().wait_ready()
         print(f"the local Airflow runs: {local.api_url()} ({local.ADMIN_USER} / {local.admin_password()}); "
               f"its DAG's settings: {local.dag_settings_file()}")
+        if started:
+            # Not a DAG setting: each process reads its own, and these keep this shell's until they stop.
+            from switchyard.settings import Settings
+            print(f"{', '.join(started)} started: batches are read from {Settings.from_env(env).data_root} "
+                  f"(SWITCHYARD_DATA_ROOT of this shell)")
     for line in local.status_lines():
         print(line)
     if local.service_pid("api-server") or local.port_in_use(local.api_port()):
@@ -100,6 +106,8 @@ def cmd_services(args) -> int:
             print("\nactive and queued runs" + ("" if active else ": none"))
             for line in runs.table(api, active):
                 print(f"  {line}")
+            for line in runs.say_import_errors(api):
+                print(line)
         except Exception as exc:  # noqa: BLE001 - the services' lines above stand without it
             print(f"\nthe runs: the api-server on {local.api_url()} did not answer ({exc})")
     return 0
@@ -170,6 +178,8 @@ def _runs(args) -> int:
         print(f"{args.dag_id} {args.run_id}: cleared {', '.join(cleared) or 'nothing'}; the scheduler runs them "
               f"again, `switchyard runs` shows how it goes")
         return 0
+    for line in runs.say_import_errors(api):
+        print(line)
     active = runs.active_runs(api, args.dag_id)
     print("active and queued runs" + ("" if active else ": none"))
     for line in runs.table(api, active):

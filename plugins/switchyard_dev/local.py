@@ -158,6 +158,15 @@ def write_dag_settings(chosen: dict[str, str] | None = None) -> dict[str, str]:
     return values
 
 
+def without_dag_settings(env: dict[str, str]) -> dict[str, str]:
+    """`env` without the DAG's settings, for the services: they read them from the settings file,
+    which `services start` rewrites while they run. Kept in their environment, a value given to
+    the first start would contradict the file's next one and stop every parse of the DAG."""
+    from switchyard import settings
+    dag = {s.variable for s in settings.SETTINGS if s.section == settings.FILE_SECTION}
+    return {k: v for k, v in env.items() if k not in dag}
+
+
 def dag_settings_conflicts(env: dict[str, str]) -> tuple[str, ...]:
     """The DAG settings `env` contradicts its Airflow home's settings file on (none without a file)."""
     from switchyard.settings import Settings
@@ -327,7 +336,8 @@ SERVICE_PORTS = {"api-server": "SWITCHYARD_AIRFLOW_PORT", "scheduler": "SWITCHYA
                  "triggerer": "SWITCHYARD_AIRFLOW_TRIGGER_LOG_PORT"}
 
 
-def start_services(env: dict[str, str], streams: int, spec: str = "tpch") -> None:
+def start_services(env: dict[str, str], streams: int, spec: str = "tpch") -> list[str]:
+    """Start the services that do not run, with `env`; the names of those it started."""
     logs = airflow_home() / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     by_hand = hand_started()
@@ -340,6 +350,7 @@ def start_services(env: dict[str, str], streams: int, spec: str = "tpch") -> Non
             raise RuntimeError(f"port {setting(variable)} on 127.0.0.1, which the local {service} would listen on, "
                                f"is taken by another program (another checkout's or project's Airflow?): set "
                                f"{variable} to a free port")
+    started = []
     for service in SERVICES:
         if service_pid(service) or service in by_hand:
             continue
@@ -348,6 +359,8 @@ def start_services(env: dict[str, str], streams: int, spec: str = "tpch") -> Non
                                 start_new_session=True, cwd=str(PROJECT))
         executor = "edge" if "EdgeExecutor" in env.get("AIRFLOW__CORE__EXECUTOR", "") else "local"
         _pidfile(service).write_text(f"{proc.pid} {streams} {spec} {executor}\n")
+        started.append(service)
+    return started
 
 
 def stop_services(timeout: float = 30) -> list[str]:

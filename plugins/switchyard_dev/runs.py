@@ -31,8 +31,34 @@ def fail_command(dag_id: str, run_id: str) -> str:
 
 
 def switchyard_dag_ids(api: local.Api) -> list[str]:
-    """The local Airflow's DAGs tagged `switchyard` (every DAG Switchyard's factory builds)."""
-    return sorted(d["dag_id"] for d in api.get_all("/api/v2/dags?tags=switchyard", "dags"))
+    """The local Airflow's DAGs tagged `switchyard` (every DAG Switchyard's factory builds), those
+    whose file no longer parses too: Airflow calls them stale, and their runs wait queued."""
+    return sorted(d["dag_id"] for d in _dags(api))
+
+
+def _dags(api: local.Api) -> list[dict]:
+    return api.get_all("/api/v2/dags?tags=switchyard&exclude_stale=false", "dags")
+
+
+def import_errors(api: local.Api) -> list[str]:
+    """A line per DAG file the dag-processor cannot import: the file and the error's last line (a
+    spec it refuses names its key there). A DAG of such a file is not scheduled: its runs stay
+    queued, with no task, until the file parses again."""
+    lines = []
+    for e in api.get_all("/api/v2/importErrors", "import_errors"):
+        trace = [line.strip() for line in (e.get("stack_trace") or "").splitlines() if line.strip()]
+        lines.append(f"{e.get('filename')}: {trace[-1] if trace else 'does not import'}")
+    return lines
+
+
+def say_import_errors(api: local.Api) -> list[str]:
+    """What `switchyard runs` and `services status` print of import errors (none: nothing)."""
+    found = import_errors(api)
+    if not found:
+        return []
+    return (["the DAG files below do not parse: their DAGs are not scheduled and their runs stay queued until "
+             "the file parses again (`switchyard airflow dags list-import-errors` has the whole error)"]
+            + [f"  {line}" for line in found])
 
 
 def all_runs(api: local.Api, dag_id: str) -> list[dict]:
@@ -207,11 +233,14 @@ def table(api: local.Api, runs: list[dict], describe: bool = True) -> list[str]:
     if not runs:
         return []
     wait = batch_wait_seconds() if describe else None
+    stale = {d["dag_id"] for d in _dags(api) if d.get("is_stale")} if describe else set()
     lines = []
     for r in runs:
         what = what_it_does(api, r, wait) if describe and r["state"] in ACTIVE else ""
         if r["state"] == "queued" and describe:
             why = why_queued(api, r["dag_id"], r["dag_run_id"], wait)
-            what = ("queued behind " + "; ".join(why)) if why else "queued"
+            what = ("queued behind " + "; ".join(why)) if why else (
+                "queued: its DAG's file does not parse (above); the run starts when it does"
+                if r["dag_id"] in stale else "queued")
         lines.append(f"{r['dag_id']:<22} {r['dag_run_id']:<48} {r['state']:<8} {what}".rstrip())
     return lines

@@ -414,3 +414,30 @@ def test_a_metadata_write_waits_out_another_process_lock_on_sqlite(tmp_path, mon
     assert done.returncode == 0, done.stderr[-3000:]
     waited = float(done.stdout.strip().splitlines()[-1])
     assert 6.5 <= waited < 20, waited
+
+
+@pytest.mark.chaos
+@pytest.mark.parametrize("scheduler", ["replace"], indirect=True)
+def test_a_run_of_a_dag_whose_file_does_not_parse_is_named_queued_with_the_error(scheduler, tmp_path, capsys):
+    """A spec the DAG file refuses (a typo in a key, made after the DAG was parsed): Airflow keeps
+    the DAG, calls it stale and schedules none of its runs, which stay queued with no task.
+    `switchyard runs` names the file's error and says why the run waits, where it said
+    `active and queued runs: none`."""
+    import argparse
+    from switchyard_dev.commands import cmd_runs
+    env, api = scheduler
+    spec = tmp_path / "tpch_replace.yaml"      # the scheduler fixture's spec
+    spec.write_text(spec.read_text().replace("    key: o_orderkey\n", "    key: o_orderkey\n    kep: 2\n", 1))
+    deadline = time.monotonic() + 180
+    while not api.get("/api/v2/importErrors")["import_errors"]:
+        assert time.monotonic() < deadline, "the dag-processor did not parse the DAG file again"
+        time.sleep(2)
+    # From the CLI, as a user does (the REST API answers 404 for a stale DAG; the CLI makes the run).
+    from switchyard_dev import local
+    local.airflow("dags", "trigger", "switchyard_tpch", "--conf", json.dumps({"batch": "never"}), env=env)
+    time.sleep(5)
+    assert cmd_runs(argparse.Namespace(action="list", dag_id=None, run_id=None, limit=10)) == 0
+    out = capsys.readouterr().out
+    assert "the DAG files below do not parse: their DAGs are not scheduled and their runs stay queued" in out, out
+    assert "switchyard_tpch.py: switchyard.core.spec.SpecError: " in out and "unknown entries kep" in out, out
+    assert "queued: its DAG's file does not parse (above); the run starts when it does" in out, out

@@ -107,3 +107,15 @@ def test_the_file_holds_the_dags_settings_only(tmp_path):
     # A process's own settings stay its own: the data root comes from its environment.
     own = settings.Settings.from_env({"SWITCHYARD_SETTINGS_FILE": str(path), "SWITCHYARD_DATA_ROOT": "/data/x"})
     assert own.data_root == Path("/data/x")
+
+
+def test_the_services_environment_leaves_the_dags_settings_to_the_file():
+    """`services start` rewrites the settings file while the services run: a DAG setting in their
+    own environment (given to the first start) would contradict the next value and stop every
+    parse of the DAG; they read the file instead. Other settings stay theirs."""
+    from switchyard_dev.local import dag_settings_conflicts, without_dag_settings
+    env = {"SWITCHYARD_SPEC": "/a/typo.yaml", "SWITCHYARD_SCHEDULE": "0 2 * * *", "SWITCHYARD_DATA_ROOT": "/data",
+           "AIRFLOW_HOME": "/h", "PATH": "/bin"}
+    kept = without_dag_settings(env)
+    assert kept == {"SWITCHYARD_DATA_ROOT": "/data", "AIRFLOW_HOME": "/h", "PATH": "/bin"}
+    assert dag_settings_conflicts(kept) == ()
