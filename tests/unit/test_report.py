@@ -370,7 +370,9 @@ def test_a_refused_or_unpublished_run_says_why_in_the_report_and_the_run_note(tm
     assert "refused before any load, nothing changed: AirflowFailException: the batch was refused" in page
     assert "trips.2.csv: listed in the manifest" in page and "<code>2026-01</code>" in page
     note = run_note(stats, "failed", "Switchyard: batch 2026-01", "/report")
-    assert "Refused before any load, nothing changed: AirflowFailException" in note and "trips.2.csv" in note
+    # The note says it once, without the exception's class: "2 problems: - ...trips.2.csv ...".
+    assert "Refused before any load, nothing changed: 2 problems:\n- /data/2026-01/trips/trips.2.csv" in note, note
+    assert "AirflowFailException" not in note and "nothing was changed" not in note, note
     # Refused on a source's workers: the note says so, and lists no group as failed (none started).
     groups = {"orders_1": {"table": "orders", "stream": 1, "load": None, "validate": None, "switch": None,
                            "states": dict.fromkeys(("prepare", "load", "validate", "switch"), "upstream_failed")}}
@@ -469,3 +471,7 @@ def test_the_headline_leaves_skipped_groups_out_and_names_the_held_back_apart(tm
     md = write_report(stats, tmp_path / "bad")["markdown"].read_text()
     assert ("FAILED: 1 of 3 groups did not switch: orders_2; 1 held back, validated and staged but kept out with "
             "them: orders_1") in md, md
+    # The run's note says why each failed group did not switch: its step and its error.
+    from switchyard.airflow.run_notes import run_note
+    note = run_note(stats, "failed", "Switchyard: batch b", "/report")
+    assert "Did not switch: orders_2. orders_2 at load: orders.2.tbl line 17, column 3: invalid integer." in note, note

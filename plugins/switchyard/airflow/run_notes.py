@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from typing import Any
 
 from airflow.listeners import hookimpl
@@ -80,7 +81,7 @@ def run_note(stats: dict | None, state: str, title: str, report: str, held_off: 
                      + (f" in {span:,.1f} s of loading" if span else "")
                      + (f" ({skipped} skipped: {', '.join(why)})" if skipped else "") + ".")
         if stats.get("plan_error"):
-            lines.append(f"Refused before any load, nothing changed: {_cut(stats['plan_error'])}")
+            lines.append(f"Refused before any load, nothing changed: {_cut(_said(stats['plan_error']))}")
         if stats.get("source_errors"):
             from switchyard.observability.report.model import sources_refused
             lines.append(f"Refused before any load, nothing changed: {_cut(sources_refused(stats['source_errors']))}")
@@ -92,7 +93,7 @@ def run_note(stats: dict | None, state: str, title: str, report: str, held_off: 
         refused = bool(stats.get("plan_error") or stats.get("source_errors"))
         if stats.get("failed_groups") and not refused:
             # Refused before any group started, none of them failed: the refusal says why.
-            lines.append(f"Did not switch: {_listed(stats['failed_groups'])}.")
+            lines.append(f"Did not switch: {_listed(stats['failed_groups'])}." + _why_failed(stats))
         if stats.get("held_back_groups"):
             lines.append(f"Held back (validated, waiting for the "
                          f"{'batch' if stats.get('publish', 'batch') == 'batch' else 'table'}'s other groups): "
@@ -114,6 +115,33 @@ def run_note(stats: dict | None, state: str, title: str, report: str, held_off: 
         lines.append("No statistics for this run in SWITCHYARD_RUNS_DIR: the run ended before its stats task "
                      "wrote them, or this Airflow process does not see that folder.")
     return _with_link("\n\n".join(lines), link)
+
+
+# The exception's class before a task's error (keep_error), and a refusal's own lead-in, which
+# the note's line says already.
+_CLASS = re.compile(r"^[A-Za-z_][\w.]*(?:Exception|Error|Failed): ")
+_LEAD = re.compile(r"^(?:pre-flight refused the batch|the batch was refused) before any load; nothing was changed[.:]?\s*")
+
+
+def _said(error: str) -> str:
+    """A task's error as the note says it: without the exception's class and the refusal's lead-in."""
+    return _LEAD.sub("", _CLASS.sub("", error.strip()))
+
+
+def _why_failed(stats: dict, shown: int = 3) -> str:
+    """Why the first failed groups did not switch: each group's failed step and its error's telling
+    line (a failed validation's first failed check, under its heading)."""
+    groups = {g.get("group"): g for g in stats.get("groups") or []}
+    reasons = []
+    for gid in stats.get("failed_groups", [])[:shown]:
+        errors = (groups.get(gid) or {}).get("errors") or {}
+        step, error = next(iter(errors.items()), (None, None))
+        if not error:
+            continue
+        lines = [line.strip() for line in _said(error).splitlines() if line.strip()]
+        telling = lines[1] if lines[0].startswith("validation failed for") and len(lines) > 1 else lines[0]
+        reasons.append(f"{gid} at {step}: {_cut(telling, 240)}")
+    return (" " + "; ".join(reasons) + ".") if reasons else ""
 
 
 def _cut(text: str, room: int = 600) -> str:
