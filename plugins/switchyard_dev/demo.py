@@ -122,7 +122,10 @@ def _progress_line(tis: list[dict], elapsed: float) -> str:
             continue
         done = c.get("success", 0)
         running = c.get("running", 0)
-        parts.append(f"{step} {done}/{total}" + (f" ({running} running)" if running else ""))
+        # A skipped group's task (a stream the batch does not have) had nothing to do: not counted.
+        skipped = c.get("skipped", 0)
+        parts.append(f"{step} {done}/{total - skipped}"
+                     + "".join(f" ({n} {what})" for n, what in ((running, "running"), (skipped, "skipped")) if n))
     line = f"[{elapsed:5.0f}s] " + " | ".join(parts)
     if failed:
         line += f" | FAILED: {', '.join(sorted(failed)[:4])}" + (" ..." if len(failed) > 4 else "")

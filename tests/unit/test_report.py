@@ -464,8 +464,18 @@ def test_the_headline_leaves_skipped_groups_out_and_names_the_held_back_apart(tm
                         "key_min": 1 if k < 3 else None, "partitioned": True} for k in (1, 2, 3)}}
     ok = {"orders_1": group("orders", 1, start=0, seconds=2.0, nbytes=4_200_000, rows=37_500),
           "orders_2": group("orders", 2, start=0, seconds=2.0, nbytes=4_200_000, rows=37_500), "orders_3": skipped}
+    from switchyard.observability.report.model import _header_facts
+    model = build(assemble(plan, ok, context()))
     md = write_report(assemble(plan, ok, context()), tmp_path / "ok")["markdown"].read_text()
     assert "all 2 groups switched (1 skipped), no stragglers" in md and "FAILED" not in md, md
+    # Nor is it counted as not switched, not validated or not timed.
+    assert dict(_header_facts(model))["groups switched"] == "2 / 2 (1 skipped)"
+    assert model["validation"] == {"passed": 2, "failed": 0, "not run": 0}
+    assert model["not_switched"] == [] and model["untimed"] == []
+    from switchyard_dev.demo import _progress_line
+    tis = [{"task_id": f"orders_{k}.{step}", "state": "skipped" if k == 3 else "success"}
+           for k in (1, 2, 3) for step in ("prepare", "load", "validate", "switch")]
+    assert _progress_line(tis, 13) == "[   13s] prepare 2/2 (1 skipped) | load 2/2 (1 skipped) | validate 2/2 (1 skipped) | switch 2/2 (1 skipped)"
     bad = dict(ok, orders_2=group("orders", 2, start=0, seconds=2.0, nbytes=4_200_000, rows=37_500, load_failed=True))
     stats = assemble(plan, bad, context(), published=set())
     md = write_report(stats, tmp_path / "bad")["markdown"].read_text()

@@ -139,15 +139,19 @@ def build(stats: dict) -> dict:
         flagged_list = list(stats.get("stragglers") or [])
     flagged_list.sort(key=lambda s: (-(s.get("seconds_lost") or 0), s.get("ratio") or 0))
     flagged = {s["group"] for s in flagged_list}
+    # A skipped group (a stream the batch does not have, a table the run did not ask for) had
+    # nothing to load: counted apart, never as a group that did not switch or was not checked.
+    loaded = [r for r in records if r.get("outcome") != "skipped"]
     validation = {"passed": 0, "failed": 0, "not run": 0}
-    for r in records:
+    for r in loaded:
         validation[r.get("validation") if r.get("validation") in ("passed", "failed") else "not run"] += 1
     origin, steps = _rate_series(records)
     return {
         "stats": stats, "records": records, "streams": _streams(records, flagged),
         "stragglers": flagged_list, "validation": validation, "failed_checks": _failed_checks(records),
-        "not_switched": [r for r in records if r.get("outcome") != "switched"],
-        "untimed": [r for r in records if not (_ts(r.get("started")) and _ts(r.get("ended")))],
+        "not_switched": [r for r in loaded if r.get("outcome") != "switched"],
+        "skipped": [r for r in records if r.get("outcome") == "skipped"],
+        "untimed": [r for r in loaded if not (_ts(r.get("started")) and _ts(r.get("ended")))],
         "rate_origin": origin, "rate_steps": steps, "waits": _waits(stats),
         "peak_mb_per_s": max((s[2] for s in steps), default=None),
         "server": _server(stats.get("target")),
@@ -171,7 +175,8 @@ def _header_facts(model: dict) -> list[tuple[str, str]]:
             ("rows", _int(tot.get("rows"))),
             ("input", _bytes(tot.get("bytes"))), ("rows/s over the makespan", _int(tot.get("rows_per_s"))),
             ("MB/s over the makespan", _rate(tot.get("mb_per_s"))), ("peak MB/s", _rate(model["peak_mb_per_s"])),
-            ("groups switched", f'{_int(tot.get("switched"))} / {_int(tot.get("groups"))}'),
+            ("groups switched", f'{_int(tot.get("switched"))} / {_int((tot.get("groups") or 0) - len(model["skipped"]))}'
+                                + (f' ({len(model["skipped"])} skipped)' if model["skipped"] else "")),
             ("streams", _int(s.get("streams")))] + (
         # The batch's publish: every table locked at once, for this long (readers' longest wait).
         [("tables locked by the publish", _secs((s.get("publish_batch") or {}).get("lock_seconds")))]
@@ -180,10 +185,9 @@ def _header_facts(model: dict) -> list[tuple[str, str]]:
 
 def _status(model: dict) -> tuple[str, str]:
     n = len(model["records"])
-    # A skipped group (a stream the batch does not have, a table the run did not ask for) is
-    # not a failure: the run's failure and its note leave it out too.
-    skipped = [r["group"] for r in model["records"] if r.get("outcome") == "skipped"]
-    bad = [r["group"] for r in model["not_switched"] if r.get("outcome") != "skipped"]
+    # A skipped group is not a failure: the run's failure and its note leave it out too.
+    skipped = [r["group"] for r in model["skipped"]]
+    bad = [r["group"] for r in model["not_switched"]]
     major = model["stragglers"]
     stats = model["stats"]
     if stats.get("plan_error"):
