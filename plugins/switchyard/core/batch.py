@@ -321,6 +321,27 @@ def unended_problem(path: Path, line: int) -> str:
     return f"{path}: line {line}: {UNENDED_LINE}"
 
 
+def line_end_unlike_spec(path: Path, table: Table) -> str | None:
+    """The file's line end, as its first line ends, where it is not the spec's `line_end` (for a
+    target that ends a row at the spec's line end only: SQL Server's BULK INSERT and its client
+    path would keep the CR of a CR LF file declared `lf` as its last field's last character); None
+    where it is, or where the file cannot be read here or has no whole first line."""
+    try:
+        with _open_counted(path) as fh:
+            first = fh.readline(_HEADER_LINE_MAX)
+    except (BatchError, OSError, EOFError):
+        return None
+    if not first.endswith(b"\n"):
+        return None
+    found = "crlf" if first.endswith(b"\r\n") else "lf"
+    if found == table.format.line_end:
+        return None
+    return (f"{path}: line 1 ends in {'CR LF' if found == 'crlf' else 'LF alone'}, the spec says `line_end: "
+            f"{table.format.line_end}`: a row would end at the spec's line end only, so "
+            + ("each record's last field would keep the CR" if found == "crlf" else "no record would end")
+            + f"; say `line_end: {found}` for {table.name}")
+
+
 def carriage_return_line_ends(path: Path, table: Table, first: bytes) -> list[str]:
     """A file whose line ends are carriage returns alone, outside quotes (as classic Mac OS wrote
     them), where the spec says LF or CR LF: `first`, the file's first line read up to an LF, holds

@@ -68,6 +68,12 @@ class MssqlLoad:
         drain(cur)
 
     def load_staging(self, stream: StreamPlan, path: Path, progress: ProgressCallback | None) -> LoadResult:
+        # Both paths end a row at the spec's line end only (BULK INSERT's ROWTERMINATOR, the
+        # client reader's lines): a file whose line end differs would load changed, or not at all.
+        from switchyard.core.batch import line_end_unlike_spec
+        unlike = line_end_unlike_spec(path, self.spec.table(stream.table))
+        if unlike:
+            raise TargetError(f"{unlike}{self._where(stream)}; nothing was loaded", permanent=True)
         kind, why = self.load_path(stream)
         result = None
         if kind == "bulk_insert":

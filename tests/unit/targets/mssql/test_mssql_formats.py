@@ -491,3 +491,23 @@ def test_file_is_ascii(tmp_path):
     assert file_is_ascii(path)
     path.write_bytes(b"plain|text|\n" * 1000 + "caf\u00e9|\n".encode())
     assert not file_is_ascii(path, chunk=64)
+
+
+def test_a_file_whose_line_end_is_not_the_specs_is_refused_before_its_load(tmp_path):
+    """BULK INSERT ends a row at the spec's line end only (ROWTERMINATOR 0x0a for `lf`), and so
+    does the client path's reader: a CR LF file declared `lf` would keep each record's CR in its
+    last field, without an error. PostgreSQL reads either, so `switchyard check` passes such a
+    file; the SQL Server load refuses it before anything is sent, naming the file and what to say."""
+    spec = spec_with({"delimiter": "|", "trailing_delimiter": False})
+    path = tmp_path / "notes.1.txt"
+    path.write_bytes(b"1|a note|tag\r\n2|another|tag\r\n")
+    with pytest.raises(TargetError, match=r"notes\.1\.txt: line 1 ends in CR LF, the spec says `line_end: lf`: a row "
+                                          r"would end at the spec's line end only, so each record's last field would "
+                                          r"keep the CR; say `line_end: crlf` for notes .*nothing was loaded") as refused:
+        adapter(spec).load_staging(stream_of(spec), path, None)
+    assert refused.value.permanent
+    crlf = spec_with({"delimiter": "|", "trailing_delimiter": False, "line_end": "crlf"})
+    path.write_bytes(b"1|a note|tag\n")
+    with pytest.raises(TargetError, match=r"line 1 ends in LF alone, the spec says `line_end: crlf`: .* no record "
+                                          r"would end; say `line_end: lf`"):
+        adapter(crlf).load_staging(stream_of(crlf), path, None)
