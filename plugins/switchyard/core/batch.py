@@ -325,7 +325,10 @@ def line_end_unlike_spec(path: Path, table: Table) -> str | None:
     """The file's line end, as its first line ends, where it is not the spec's `line_end` (for a
     target that ends a row at the spec's line end only: SQL Server's BULK INSERT and its client
     path would keep the CR of a CR LF file declared `lf` as its last field's last character); None
-    where it is, or where the file cannot be read here or has no whole first line."""
+    where it is, or where the file cannot be read here or has no whole first line. A named pipe is
+    not read: its bytes are the load's, once."""
+    if not path.is_file():
+        return None
     try:
         with _open_counted(path) as fh:
             first = fh.readline(_HEADER_LINE_MAX)

@@ -511,3 +511,14 @@ def test_a_file_whose_line_end_is_not_the_specs_is_refused_before_its_load(tmp_p
     with pytest.raises(TargetError, match=r"line 1 ends in LF alone, the spec says `line_end: crlf`: .* no record "
                                           r"would end; say `line_end: lf`"):
         adapter(crlf).load_staging(stream_of(crlf), path, None)
+    # A named pipe is not read here (its bytes are the load's, once): no writer, and no wait.
+    import os
+    import threading
+    from switchyard.core.batch import line_end_unlike_spec
+    fifo = tmp_path / "notes.2.txt"
+    os.mkfifo(fifo)
+    found = []
+    reader = threading.Thread(target=lambda: found.append(line_end_unlike_spec(fifo, spec.table("notes"))), daemon=True)
+    reader.start()
+    reader.join(5)
+    assert found == [None]
