@@ -490,8 +490,9 @@ class GroupStepsOperator(_GroupOperator):
     still waits for a slot of the target's own), and it is the group's unit of retry: a retry
     runs the steps again from prepare, which replaces an earlier attempt's staging table, except
     where that attempt's switch put the group in and its table went in whole: the retry reports
-    that and succeeds (steps.switched_by_an_earlier_attempt). The result holds each step's result under its name; a failed attempt pushes the steps it
-    finished and the one that failed (`steps_done`), for the run's statistics."""
+    that and succeeds (steps.switched_by_an_earlier_attempt). The result holds each step's
+    result under its name; a failed attempt pushes the steps it finished and the one that
+    failed (`steps_done`), for the run's statistics."""
 
     lineage_step = "steps"
 

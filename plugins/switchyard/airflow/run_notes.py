@@ -120,7 +120,8 @@ def run_note(stats: dict | None, state: str, title: str, report: str, held_off: 
 # The exception's class before a task's error (keep_error), and a refusal's own lead-in, which
 # the note's line says already.
 _CLASS = re.compile(r"^[A-Za-z_][\w.]*(?:Exception|Error|Failed): ")
-_LEAD = re.compile(r"^(?:pre-flight refused the batch|the batch was refused) before any load; nothing was changed[.:]?\s*")
+_LEAD = re.compile(r"^(?:pre-flight refused the batch|the batch was refused) before any load; "
+                   r"nothing was changed[.:]?\s*")
 
 
 def _said(error: str) -> str:
