@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import date, datetime
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 from switchyard.core.keys import KeyValue, KeyValueError, parse_key, to_json
 from switchyard.core.spec import NEUTRAL, FileFormat, LoadSpec, Table
@@ -818,24 +818,27 @@ class RepeatedKeys:
         self.columns = table.unique
         self.index = [table.column_names.index(c) for c in self.columns]
         columns = [table.column(c) for c in self.columns]
-        self.types = [c.types.get(NEUTRAL) or next(iter(c.types.values())) for c in columns]
+        self.readers = [(i, comparable_reader(c.types.get(NEUTRAL) or next(iter(c.types.values()))))
+                        for i, c in zip(self.index, columns)]
+        self.last = max(self.index)
         null = table.format.null_marker
-        self.null = [null if c.nullable else None for c in columns]
+        # The unique columns' fields that can be NULL: nullable, with a marker.
+        self.nulls = [i for i, c in zip(self.index, columns) if c.nullable and null is not None]
+        self.null = null
         self.first: dict[tuple, int] = {}
         self.found: list[tuple[int, int, list[str]]] = []     # (line, its first line, values)
         self.count = 0
 
     def see(self, line: int, fields: list[str]) -> None:
-        if len(fields) <= max(self.index):
+        if len(fields) <= self.last:
             return      # too few fields: named by the record check
-        values = [fields[i] for i in self.index]
-        if any(n is not None and v == n and not isinstance(v, self.quoted) for v, n in zip(values, self.null)):
+        if any(fields[i] == self.null and not isinstance(fields[i], self.quoted) for i in self.nulls):
             return
-        first = self.first.setdefault(tuple(comparable(t, v) for t, v in zip(self.types, values)), line)
+        first = self.first.setdefault(tuple(read(fields[i]) for i, read in self.readers), line)
         if first != line:
             self.count += 1
             if len(self.found) < BAD_FIELDS_SHOWN:
-                self.found.append((line, first, values))
+                self.found.append((line, first, [fields[i] for i in self.index]))
 
     def problems(self, path: Path) -> list[str]:
         said = [f"{path}: line {line}: {', '.join(f'{c} {v!r}' for c, v in zip(self.columns, values))}, as on line "
@@ -1108,37 +1111,44 @@ def lines_of_keys(path: Path, table: Table, columns: Sequence[str], keys: Sequen
     return found
 
 
-@functools.lru_cache(maxsize=256)
-def _base_type(sql_type: str) -> str:
-    """A type's first word (`numeric` of `numeric(12,3)`), once per type: read for every record."""
-    found = re.match(r"\s*([a-z]+)", sql_type.lower())
-    return found.group(1) if found else ""
-
-
 def comparable(sql_type: str, value: Any) -> Any:
     """A key's value, from the file's text or the server's JSON value, as its column's type
     compares it; the text as it is where it does not read so."""
-    if value is None:
-        return None
-    text = str(value)
-    base = _base_type(sql_type)
-    try:
-        if base in ("int", "integer", "bigint", "smallint", "tinyint", "serial", "bigserial"):
-            return int(text.strip())
-        if base in ("numeric", "decimal", "money", "smallmoney"):
-            return Decimal(text.strip())
-        if base in ("real", "float", "double"):
-            return float(text.strip())
-        if base in ("char", "character", "nchar", "bpchar") and "varying" not in sql_type.lower():
-            return text.rstrip(" ")     # blank-padded: trailing spaces do not tell two values apart
-        if base == "date":
-            return date.fromisoformat(text.strip())
-        if base in ("timestamp", "datetime", "datetime2", "smalldatetime"):
-            return datetime.fromisoformat(text.strip())
-        if base == "time":
-            # Hours of one digit as well (`6:00:00`), which the servers read as 06:00:00.
-            hours, minutes, *seconds = text.strip().split(":")
-            return int(hours), int(minutes), Decimal(seconds[0] if seconds else 0)
-    except (ValueError, ArithmeticError):
-        return text
-    return text
+    return None if value is None else comparable_reader(sql_type)(str(value))
+
+
+def _time_of_day(text: str) -> tuple:
+    # Hours of one digit as well (`6:00:00`), which the servers read as 06:00:00.
+    hours, minutes, *seconds = text.strip().split(":")
+    return int(hours), int(minutes), Decimal(seconds[0] if seconds else 0)
+
+
+@functools.lru_cache(maxsize=256)
+def comparable_reader(sql_type: str) -> Callable[[str], Any]:
+    """`comparable` for one type, made once: a field's text as its column's type compares it (a
+    check of a file's unique columns reads one for every record)."""
+    found = re.match(r"\s*([a-z]+)", sql_type.lower())
+    base = found.group(1) if found else ""
+    if base in ("int", "integer", "bigint", "smallint", "tinyint", "serial", "bigserial"):
+        read = lambda text: int(text.strip())                                      # noqa: E731
+    elif base in ("numeric", "decimal", "money", "smallmoney"):
+        read = lambda text: Decimal(text.strip())                                  # noqa: E731
+    elif base in ("real", "float", "double"):
+        read = lambda text: float(text.strip())                                    # noqa: E731
+    elif base in ("char", "character", "nchar", "bpchar") and "varying" not in sql_type.lower():
+        return lambda text: text.rstrip(" ")   # blank-padded: trailing spaces tell no two values apart
+    elif base == "date":
+        read = lambda text: date.fromisoformat(text.strip())                       # noqa: E731
+    elif base in ("timestamp", "datetime", "datetime2", "smalldatetime"):
+        read = lambda text: datetime.fromisoformat(text.strip())                   # noqa: E731
+    elif base == "time":
+        read = _time_of_day
+    else:
+        return lambda text: text
+
+    def reader(text: str) -> Any:
+        try:
+            return read(text)
+        except (ValueError, ArithmeticError):
+            return text
+    return reader
