@@ -609,8 +609,11 @@ class PublishOperator(_TargetOperator):
                  "bytes": sum(int(x.get("bytes") or 0) for x in loads)}
         for outlet in self.outlets:
             context["outlet_events"][outlet].extra = extra
-        log.info("%s.%s published: %d partitions, %s rows (batch %s)", extra["schema"], self.table,
-                 extra["partitions"], f"{extra['rows']:,}", extra["batch"])
+        # The batch's own share: in append mode the table holds earlier batches' partitions too.
+        partitioned = (plan.get("groups") or {}).get(f"{self.table}_1", {}).get("partitioned", True)
+        log.info("%s.%s published: batch %s, %s rows%s", extra["schema"], self.table, extra["batch"],
+                 f"{extra['rows']:,}", f" in {extra['partitions']} partition{'s' if extra['partitions'] != 1 else ''}"
+                 if partitioned else " (the table, replaced whole)")
         return extra
 
 
