@@ -155,7 +155,7 @@ def test_an_append_batch_overlapping_another_is_refused_by_setup(pg_uri, schema,
             f"partition {s.partition_table}") in message
 
 
-def test_another_runs_held_back_groups_are_discarded_and_said_so(pg_uri, schema, tpch_batch, orders_plan):
+def test_another_runs_held_back_groups_are_discarded_and_said_so(pg_uri, schema, tpch_batch, orders_plan, caplog):
     _, folder = tpch_batch
     a = PostgresAdapter(SPEC, uri=pg_uri, schema=schema, lease_batch="day-1", lease_holder="dag/run-a")
     a.setup(orders_plan)
@@ -166,10 +166,14 @@ def test_another_runs_held_back_groups_are_discarded_and_said_so(pg_uri, schema,
         assert a.switch(s)["in_target"] is False
     a.release_lease()
     b = PostgresAdapter(SPEC, uri=pg_uri, schema=schema, lease_batch="day-2", lease_holder="dag/run-b")
+    caplog.set_level("INFO", logger="switchyard")
     notes = b.setup(orders_plan)
     assert (f"{schema}.orders: batch day-1 (run dag/run-a) never went in: its validated groups "
             f"(orders_1, orders_2) waited for the rest of its batch and are discarded now; to load batch "
             f"day-1, run it again from setup.plan") in notes
+    # Logged once, as a warning.
+    said = [r for r in caplog.records if "never went in" in r.getMessage()]
+    assert [r.levelname for r in said] == ["WARNING"], said
     b.release_lease()
     # Run a's group, cleared afterwards, is refused: its plan is gone.
     s3 = orders_plan.stream("orders", 3)

@@ -70,10 +70,9 @@ class PostgresPreflight:
                     f"duplicates or drop the table, or declare the table without `unique` in the spec",
                     permanent=True) from exc
         notes = [n for c in checks for n in c.notes] + self.spec_notes + discarded
-        for note in discarded:
-            log.warning("pre-flight: %s", note)
+        # Each note once: what was discarded as a warning, the rest as information.
         for note in notes:
-            log.info("pre-flight: %s", note)
+            (log.warning if note in discarded else log.info)("pre-flight: %s", note)
         return notes
 
     def preflight(self, cur, plan: LoadPlan, batch_problems: list[str] = ()) -> list:
