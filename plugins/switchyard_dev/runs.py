@@ -233,12 +233,14 @@ def table(api: local.Api, runs: list[dict], describe: bool = True) -> list[str]:
     if not runs:
         return []
     wait = batch_wait_seconds() if describe else None
-    stale = {d["dag_id"] for d in _dags(api) if d.get("is_stale")} if describe else set()
+    stale: set[str] | None = None     # the DAGs whose file does not parse, asked once, if needed
     lines = []
     for r in runs:
         what = what_it_does(api, r, wait) if describe and r["state"] in ACTIVE else ""
         if r["state"] == "queued" and describe:
             why = why_queued(api, r["dag_id"], r["dag_run_id"], wait)
+            if not why and stale is None:
+                stale = {d["dag_id"] for d in _dags(api) if d.get("is_stale")}
             what = ("queued behind " + "; ".join(why)) if why else (
                 "queued: its DAG's file does not parse (above); the run starts when it does"
                 if r["dag_id"] in stale else "queued")

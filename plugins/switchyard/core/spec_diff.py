@@ -133,8 +133,8 @@ def compare(table: Table, existing: Existing, needed: Needed, sql: Statements) -
                 "check_missing", f"the CHECK {name} on {column} the loads rely on is missing",
                 "a staging table takes the table's constraints: without it a value longer than the spec's "
                 "length would load (adding it checks every row once)", sql.add_check(name), ("sync",)))
-        elif (name in existing.checks and name in needed.check_defs
-              and existing.check_defs.get(name, needed.check_defs[name]) != needed.check_defs[name]):
+        elif (name in existing.check_defs and name in needed.check_defs
+              and existing.check_defs[name] != needed.check_defs[name]):
             # A varchar(n) the spec widened or narrowed: the table's CHECK holds the old length.
             out.append(Difference(
                 "check_changed", f"the CHECK {name} on {column} is {existing.check_defs[name]} in the table, "
