@@ -226,11 +226,12 @@ def read_small_batch(folder: Path, manifest, spec: LoadSpec, tables: list[str], 
 
 
 def set_up(adapter: TargetAdapter, plan: LoadPlan, problems: list[str], name: str, folder: Path,
-           tables: list[str]) -> dict:
+           tables: list[str], replace_newer: bool = False) -> dict:
     """The target set up for the plan (the pre-flight, which refuses the batch with `problems`
     and its own, then the missing objects); the run's plan as every later step reads it.
-    Raises LeaseHeld while another run loads this schema: the task's retries are the wait."""
-    preflight = adapter.setup(plan, problems) or []
+    Raises LeaseHeld while another run loads this schema: the task's retries are the wait.
+    `replace_newer`: a replace table holding a newer batch is put back to this one."""
+    preflight = adapter.setup(plan, problems, replace_newer=replace_newer) or []
     out = plan.to_dict()
     out.update(batch=name, batch_dir=str(folder), tables=tables, target=adapter.engine,
                schema=adapter.schema, staging_schema=adapter.staging_schema,

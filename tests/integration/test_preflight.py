@@ -7,7 +7,7 @@ from dataclasses import replace
 import psycopg
 import pytest
 
-from helpers import only_streams, publish
+from helpers import fingerprint, only_streams, publish
 from switchyard.core.batch import read_manifest
 from switchyard.core.planner import plan_batch
 from switchyard.core.preflight import Partition, check_table, overlaps, retention
@@ -200,6 +200,58 @@ def test_a_rerun_of_the_same_batch_says_it_loads_the_batch_again(pg_uri, schema,
             f"waited for the rest of its batch and are discarded now; this run loads batch day-1 again") in notes
     assert not any("run it again from setup.plan" in n for n in notes)
     again.release_lease()
+
+
+def _load_whole(adapter, plan, folder, replace_newer: bool = False) -> list[str]:
+    notes = adapter.setup(plan, replace_newer=replace_newer)
+    for s in plan.all_streams():
+        adapter.prepare(s)
+        adapter.load(s, folder / s.file)
+        adapter.switch(s)
+    publish(adapter, plan)
+    adapter.release_lease()
+    return notes
+
+
+def test_a_replace_table_holding_a_newer_batch_is_not_put_back_unless_the_run_asks(pg_uri, schema, tpch_batch):
+    """A backfill of an older date (or a rerun of one) would put replace tables back behind the
+    newer batch they hold: refused before any load, and done when the run asks for it."""
+    _, folder = tpch_batch
+    plan = plan_batch(SPEC, read_manifest(folder, SPEC), ["orders", "nation"])
+    _load_whole(PostgresAdapter(SPEC, uri=pg_uri, schema=schema, lease_batch="2026-04-03", lease_holder="dag/a"),
+                plan, folder)
+    before = fingerprint(pg_uri, schema, ["orders", "nation"])
+    older = PostgresAdapter(SPEC, uri=pg_uri, schema=schema, lease_batch="2026-04-02", lease_holder="dag/b")
+    message = _refusal(older, plan)
+    for table in ("orders", "nation"):
+        assert (f"{schema}.{table}: holds batch 2026-04-03, newer than this batch 2026-04-02: in replace mode "
+                f"loading it would put the table back to batch 2026-04-02's rows") in message, message
+    assert "run with replace_newer: true" in message
+    older.release_lease()
+    assert fingerprint(pg_uri, schema, ["orders", "nation"]) == before
+    assert control_batches(pg_uri, schema) == {"orders": {"2026-04-03"}, "nation": {"2026-04-03"}}
+    # A newer date, and a batch whose name is no date (no order to go by), go in as before.
+    for batch in ("2026-04-04", "tpch-again"):
+        adapter = PostgresAdapter(SPEC, uri=pg_uri, schema=schema, lease_batch=batch, lease_holder=f"dag/{batch}")
+        _load_whole(adapter, plan, folder)
+    # Asked for: put back, and said so.
+    _load_whole(PostgresAdapter(SPEC, uri=pg_uri, schema=schema, lease_batch="2026-04-05", lease_holder="dag/c"),
+                plan, folder)
+    back = PostgresAdapter(SPEC, uri=pg_uri, schema=schema, lease_batch="2026-04-02", lease_holder="dag/d")
+    notes = _load_whole(back, plan, folder, replace_newer=True)
+    assert (f"{schema}.nation: holds batch 2026-04-05, newer than this batch 2026-04-02; put back to batch "
+            f"2026-04-02, as the run asks (replace_newer)") in notes
+    assert control_batches(pg_uri, schema) == {"orders": {"2026-04-02"}, "nation": {"2026-04-02"}}
+    assert fingerprint(pg_uri, schema, ["orders", "nation"]) == before
+
+
+def control_batches(uri: str, schema: str) -> dict[str, set[str]]:
+    with psycopg.connect(uri) as conn:
+        out: dict[str, set[str]] = {}
+        for table, batch in conn.execute("SELECT table_name, batch FROM switchyard.partition_batches "
+                                         "WHERE target_schema = %s", (schema,)):
+            out.setdefault(table, set()).add(batch)
+    return out
 
 
 def test_keep_days_on_a_date_key_retires_partitions_older_than_the_window():

@@ -56,7 +56,7 @@ def test_dag_file_imports_with_the_configured_stream_count(monkeypatch):
     assert module.dag.dag_id == "switchyard_tpch"
     assert len(module.dag.tasks) == expected_tasks(5)
     assert module.dag.max_active_runs == 1
-    assert set(module.dag.params.keys()) == {"batch", "tables", "conn_id"}
+    assert set(module.dag.params.keys()) == {"batch", "tables", "replace_newer", "conn_id"}
 
 
 def test_big_tables_start_first():
@@ -139,8 +139,11 @@ def test_tasks_take_the_dags_params_and_the_runs_conf_without_a_copy_of_their_ow
     assert process_params(dag, load, {"conn_id": "other_target"}, suppress_exception=False)["conn_id"] == "other_target"
     with pytest.raises(Exception, match="conn_id|does not match"):
         process_params(dag, load, {"conn_id": "no spaces allowed"}, suppress_exception=False)
+    assert process_params(dag, load, None, suppress_exception=False)["replace_newer"] is False
+    with pytest.raises(Exception, match="replace_newer|is not of type"):
+        process_params(dag, load, {"replace_newer": "yes"}, suppress_exception=False)
     serialized = DagSerialization.to_dict(dag)["dag"]
-    assert [name for name, _ in serialized["params"]] == ["batch", "tables", "conn_id"]
+    assert [name for name, _ in serialized["params"]] == ["batch", "tables", "replace_newer", "conn_id"]
     assert not any("params" in t["__var"] for t in serialized["tasks"])
 
 

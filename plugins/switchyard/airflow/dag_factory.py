@@ -58,6 +58,7 @@ row per load into the target's `switchyard.load_stats` table.
 |---|---|
 | *Batch* | folder of the batch under the data root; empty: the run's logical date, `YYYY-MM-DD` (`SWITCHYARD_BATCH_FORMAT`) |
 | *Tables* | the tables to load; the other groups are skipped |
+| *Put back replace tables* | load into replace tables that hold a newer batch (off: refused before any load) |
 | *Target connection* | Airflow connection of the target (PostgreSQL or SQL Server) |
 
 This DAG has task groups for up to **{streams} streams** per table (`SWITCHYARD_STREAMS`); a
@@ -152,6 +153,13 @@ def _params(spec: LoadSpec, config: DagConfig) -> dict[str, Param]:
             description="Tables to load; the others' task groups are skipped.",
             items={"type": "string", "enum": list(spec.table_names)}, examples=list(spec.table_names),
             minItems=1, uniqueItems=True, section="What to load"),
+        # A backfill or rerun of an older date would put a replace table back behind the newer
+        # batch it holds; the pre-flight refuses that unless the run asks for it.
+        "replace_newer": Param(
+            False, type="boolean", title="Put back replace tables",
+            description="Load this batch into replace tables that hold a newer batch, putting them back to "
+                        "this one (off: such a run is refused before any load).",
+            section="What to load"),
         "conn_id": Param(
             config.conn_id, type="string", title="Target connection",
             description="Airflow connection id of the target (PostgreSQL or SQL Server).",

@@ -238,6 +238,8 @@ class PlanBatchOperator(_TargetOperator):
         name = batch_name(self.batch, context)
         with airflow_terms(context):
             tables = self._tables(spec)
+            # A boolean param: Airflow checked its type against the DAG's params.
+            replace_newer = bool((context.get("params") or {}).get("replace_newer"))
             folder, plan, problems = steps.check_batch(spec, tables, name, self.streams)
             from switchyard.observability.stats import task_states
             missing = steps.groups_without_tasks(plan, tables, set(task_states(context)), self.streams)
@@ -251,11 +253,11 @@ class PlanBatchOperator(_TargetOperator):
             # setup: a batch its table's mode does not allow fails here, before any load, with
             # the problems found above.
             try:
-                run = steps.set_up(adapter, plan, problems, name, folder, tables)
+                run = steps.set_up(adapter, plan, problems, name, folder, tables, replace_newer)
             except LeaseHeld as held:
                 if not take_over_ended_lease(context["ti"], adapter, held):
                     raise
-                run = steps.set_up(adapter, plan, problems, name, folder, tables)
+                run = steps.set_up(adapter, plan, problems, name, folder, tables, replace_newer)
             self._done = {"plan": run}
             return run
         except Exception as exc:

@@ -177,6 +177,37 @@ def check_table(table: Table, streams: list[StreamPlan], batch: str, existing: l
     return check
 
 
+def batch_time(name: str) -> datetime | None:
+    """A batch's name read as the date it names (`SWITCHYARD_BATCH_FORMAT`, the names a schedule's
+    runs and a backfill's load); None for a name of another form (a batch triggered by name)."""
+    from switchyard.settings import get
+    try:
+        return datetime.strptime(name, get().batch_format)
+    except ValueError:
+        return None
+
+
+def newer_in_place(table: Table, batch: str, in_place: Iterable[str], where: str,
+                   replace_newer: bool = False) -> tuple[list[str], list[str]]:
+    """(problems, notes) for a batch replacing a table that holds a newer batch (by the dates
+    their names give): a backfill or a rerun of an older date would put the table back to that
+    date's rows, behind the newer batch the other tables keep. Refused unless the run asks for
+    it (`replace_newer`); an append table's older batch adds its own partitions, rolling nothing back."""
+    if table.partitioned and table.mode != "replace":
+        return [], []
+    when = batch_time(batch)
+    newer = sorted(b for b in set(in_place) if b != batch and when is not None
+                   and (t := batch_time(b)) is not None and t > when)
+    if not newer:
+        return [], []
+    if replace_newer:
+        return [], [f"{where}: holds batch {newer[-1]}, newer than this batch {batch}; put back to batch {batch}, "
+                    f"as the run asks (replace_newer)"]
+    return [f"{where}: holds batch {newer[-1]}, newer than this batch {batch}: in replace mode loading it would "
+            f"put the table back to batch {batch}'s rows. To load the batch's other tables, leave this one out "
+            f"(the tables param); to put it back on purpose, run with replace_newer: true"], []
+
+
 def emptied_whole(table: Table, streams: list[StreamPlan], where: str) -> list[str]:
     """An existing unpartitioned table whose one stream has no rows: loading it would empty the
     table, which a producer's empty file by mistake must not do in silence."""

@@ -353,7 +353,11 @@ class TargetAdapter(ABC):
     # engine implements the hooks below (`create_staging`, `load_staging`, `switch_staging`,
     # `staging_exists`, `switched_in`, the lease's claim and release).
     @abstractmethod
-    def setup(self, plan: LoadPlan) -> None: ...
+    def setup(self, plan: LoadPlan, problems: list[str] = (), replace_newer: bool = False) -> list[str]:
+        """The run lease, then the pre-flight (every table of the plan against the target:
+        refused, permanent, with every problem and the batch's own `problems`, before anything
+        is created; a replace table holding a newer batch is refused unless `replace_newer`,
+        core.preflight.newer_in_place), then the missing objects. Returns the pre-flight's notes."""
 
     def prepare(self, stream: StreamPlan) -> None:
         """A fresh staging table with its partition's range CHECK, under this run's lease."""

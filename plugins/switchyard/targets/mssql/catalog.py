@@ -92,6 +92,8 @@ class TargetTable:
     misplaced: list[tuple[str, int, str]] = field(default_factory=list)
     # datetime2(7) boundaries that are not the last 100 ns of a microsecond (KeyType.inside_a_microsecond).
     inexact_boundaries: list[str] = field(default_factory=list)
+    # The batches the control table records in the table (a whole table's: one).
+    batches: list[str] = field(default_factory=list)
 
     @property
     def checks(self) -> list[Dependency]:
@@ -149,6 +151,7 @@ def target_from_catalog(key: KeyType | None, table_rows: Sequence[tuple], bounda
     t.shared_with = [r[0] for r in shared_rows]
     t.function_schemes = [str(n) for n in function_schemes]
     t.indexes = _indexes(index_rows)
+    t.batches = sorted({str(batch) for *_, batch in batch_rows})
     if not t.partitioned or key is None:  # key None: shape_problems refuses a partitioned target
         return t
     t.boundaries = [key.value(b) for _, b in sorted(boundary_rows)]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 
 from switchyard.core.planner import LoadPlan, TablePlan
-from switchyard.core.preflight import emptied_whole
+from switchyard.core.preflight import emptied_whole, newer_in_place
 from switchyard.targets.base import TargetError
 from switchyard.targets.commit import discarded_note
 from switchyard.targets.mssql.catalog import (
@@ -27,12 +27,13 @@ log = logging.getLogger(__name__)
 class MssqlPreflight:
     """setup and what it reads from the catalog."""
 
-    def setup(self, plan: LoadPlan, problems: list[str] = ()) -> list[str]:
+    def setup(self, plan: LoadPlan, problems: list[str] = (), replace_newer: bool = False) -> list[str]:
         """The run lease, the pre-flight (every table of the batch against the target as the
         catalog has it: refused with every problem, and the batch's own `problems` found before
         it, permanent, before anything is created), the
         missing objects, and each partitioned table's plan for this run (planned_partitions).
-        Returns the pre-flight's notes."""
+        Returns the pre-flight's notes. `replace_newer`: a replace table holding a newer batch is
+        put back to this one."""
         import pyodbc
         with self.connection() as conn:
             cur = conn.cursor()
@@ -57,7 +58,7 @@ class MssqlPreflight:
                                           f"{_message(exc)}") from exc
                     self.check_lease(row)
                 stmt = "(pre-flight: reading the target's catalog)"
-                notes = self.preflight(cur, plan, problems)
+                notes = self.preflight(cur, plan, problems, replace_newer)
                 # The tables brought in line with the spec, as their on_spec_change allows (the
                 # pre-flight refused everything else), before setup's IF NOT EXISTS objects.
                 # Each ALTER asks for the table's Sch-M, and new readers queue behind a waiting
@@ -130,7 +131,7 @@ class MssqlPreflight:
                            f"column a type it reads, or write the files so that BULK INSERT reads them")
         return out
 
-    def preflight(self, cur, plan: LoadPlan, batch_problems: list[str] = ()) -> list[str]:
+    def preflight(self, cur, plan: LoadPlan, batch_problems: list[str] = (), replace_newer: bool = False) -> list[str]:
         """Each table of the plan against the target as it is; TargetError (permanent) listing
         every problem, with the batch's own (`batch_problems`), before anything is created or
         loaded. Returns the notes."""
@@ -154,6 +155,9 @@ class MssqlPreflight:
                 continue
             found = shape_problems(target, where, table, self.key(table) if table.partitioned else None,
                                    self._key_type(table))
+            more, said = newer_in_place(table, self.lease_batch or "", target.batches, where, replace_newer)
+            found += more
+            notes += said
             found += self._spec_differences(target, table, where)
             if target.indexes:
                 self.index_room[table.name] = 2.0

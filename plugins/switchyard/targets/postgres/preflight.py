@@ -19,11 +19,12 @@ class PostgresPreflight:
     """setup and what it reads from the catalog: the tables' shape, partitions and plans."""
 
     # --- steps --------------------------------------------------------------------------
-    def setup(self, plan: LoadPlan, problems: list[str] = ()) -> list[str]:
+    def setup(self, plan: LoadPlan, problems: list[str] = (), replace_newer: bool = False) -> list[str]:
         """The run lease, then (one transaction) the pre-flight, missing objects, and for each
         partitioned table its next version and this run's planned partitions. Returns the
         pre-flight's notes; raises a permanent TargetError with every problem it found and the
-        batch's own `problems` (found before: files, manifest), creating nothing."""
+        batch's own `problems` (found before: files, manifest), creating nothing.
+        `replace_newer`: a replace table holding a newer batch is put back to this one."""
         with self.connection() as conn:
             # Concurrent runs creating the same objects would race on IF NOT EXISTS; an
             # advisory lock around setup makes it one at a time. The lease is taken first
@@ -40,7 +41,7 @@ class PostgresPreflight:
                     cur.execute("SELECT pg_advisory_xact_lock(hashtext('switchyard.setup'))")
                     # Date and timestamp bounds are read as the server prints them: in ISO.
                     cur.execute("SET LOCAL DateStyle = 'ISO, YMD'")
-                    checks = self.preflight(cur, plan, problems)
+                    checks = self.preflight(cur, plan, problems, replace_newer)
                     # The table brought in line with the spec, as its on_spec_change allows
                     # (the pre-flight refused everything else), before setup.sql's IF NOT EXISTS.
                     for stmt in self.spec_changes:
@@ -75,11 +76,11 @@ class PostgresPreflight:
             (log.warning if note in discarded else log.info)("pre-flight: %s", note)
         return notes
 
-    def preflight(self, cur, plan: LoadPlan, batch_problems: list[str] = ()) -> list:
+    def preflight(self, cur, plan: LoadPlan, batch_problems: list[str] = (), replace_newer: bool = False) -> list:
         """Each table of the plan against the target as it is; TargetError (permanent) listing
         every problem, with the batch's own (`batch_problems`), before anything is created or
         loaded."""
-        from switchyard.core.preflight import check_table
+        from switchyard.core.preflight import check_table, newer_in_place
         checks, problems = [], list(batch_problems)
         self.spec_changes, self.spec_notes = [], []
         for table_plan in plan.tables:
@@ -94,6 +95,11 @@ class PostgresPreflight:
                 existing = []  # the table is there (an unpartitioned one has no partitions)
             check = check_table(table, list(table_plan.streams), self.lease_batch or "", existing, where,
                                 kind=self.key_kind(table), key_type=self.key_type(table.name))
+            if shape is not None:
+                more, said = newer_in_place(table, self.lease_batch or "", self._recorded_batches(cur, table.name).values(),
+                                            where, replace_newer)
+                check.problems += more
+                check.notes += said
             checks.append(check)
             problems += check.problems
         if problems:

@@ -200,3 +200,20 @@ def test_a_column_type_the_client_path_cannot_read_is_refused_before_any_load_wh
             "table's files take (load_mode tds: the worker reads the file)") in str(exc.value)
     bulk = adapter(timed)
     assert bulk.client_path_problems(plan.tables[0], "tpch.orders") == []
+
+
+def test_a_replace_table_holding_a_newer_batch_is_refused_unless_the_run_asks():
+    """The control table's batches (scripted) against the run's: an older date would put the
+    table back behind the newer batch it holds."""
+    a = adapter(batch="2026-04-02")
+    with pytest.raises(TargetError) as exc:
+        a.preflight(ScriptedCatalog(a, layout_of({"2026-04-03": even(2)})), orders_plan(SPEC, even(2)))
+    assert ("tpch.orders: holds batch 2026-04-03, newer than this batch 2026-04-02: in replace mode loading it "
+            "would put the table back to batch 2026-04-02's rows") in str(exc.value)
+    notes = a.preflight(ScriptedCatalog(a, layout_of({"2026-04-03": even(2)})), orders_plan(SPEC, even(2)),
+                        replace_newer=True)
+    assert ("tpch.orders: holds batch 2026-04-03, newer than this batch 2026-04-02; put back to batch 2026-04-02, "
+            "as the run asks (replace_newer)") in notes
+    # A newer batch goes in as before.
+    newer = adapter(batch="2026-04-04")
+    newer.preflight(ScriptedCatalog(newer, layout_of({"2026-04-03": even(2)})), orders_plan(SPEC, even(2)))
