@@ -283,7 +283,8 @@ def build_parser(extensions: bool = True) -> argparse.ArgumentParser:
     p.add_argument("--tables", help="comma-separated subset of the tables (default: all)")
     p.add_argument("--spec", default="tpch", help="built-in spec name or path of a spec file (default tpch)")
     p.add_argument("--schema", default=settings.get().schema,
-                   help="target schema (default: SWITCHYARD_SCHEMA or tpch)")
+                   help="target schema (default: SWITCHYARD_SCHEMA, from this shell or the DAG's settings file "
+                        "in AIRFLOW_HOME, else tpch); the plan's first line names it")
     p.add_argument("--producer", choices=["tpchgen-cli", "dbgen"], default="tpchgen-cli",
                    help="the generator whose file split the key ranges follow (default tpchgen-cli)")
     p.add_argument("--emit", choices=["sql", "server-config"], default="sql",

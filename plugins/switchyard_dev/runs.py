@@ -10,6 +10,7 @@ with what it waits for and the command that ends it.
 from __future__ import annotations
 
 import time
+import urllib.error
 from datetime import datetime, timedelta
 from urllib.parse import quote
 
@@ -120,18 +121,34 @@ def what_it_does(api: local.Api, run: dict, wait_seconds: float | None = None) -
     tis = api.get_all(f"/api/v2/dags/{_q(dag_id)}/dagRuns/{_q(run_id)}/taskInstances", "task_instances")
     wait = next((t for t in tis if t["task_id"] == "setup.wait_for_batch"), None)
     if wait is not None and (wait.get("state") in WAITING or wait.get("state") is None):
-        text = f"is waiting for batch {batch_of(run)}"
+        said = [waiting_for(api, dag_id, run_id)]
         if wait_seconds:
             started = _parse(wait.get("start_date"))
             until = f", until {(started + timedelta(seconds=wait_seconds)):%Y-%m-%d %H:%M} UTC" if started else ""
-            text += f" (up to {_hours(wait_seconds)}{until})"
-        return text
+            said.append(f"up to {_hours(wait_seconds)}{until}")
+        said = [s for s in said if s]
+        return f"is waiting for batch {batch_of(run)}" + (f" ({'; '.join(said)})" if said else "")
     running = sorted(t["task_id"] for t in tis if t.get("state") == "running")
     if running:
         return (f"is loading batch {batch_of(run)}: {len(running)} task{'' if len(running) == 1 else 's'} running "
                 f"({', '.join(running[:3])}{' ...' if len(running) > 3 else ''})")
     done = sum(1 for t in tis if t.get("state") in ("success", "skipped", "failed", "upstream_failed"))
     return f"is loading batch {batch_of(run)} ({done}/{len(tis)} tasks done)"
+
+
+def waiting_for(api: local.Api, dag_id: str, run_id: str) -> str | None:
+    """The manifest a waiting run's wait_for_batch waits for, as its worker resolved the path
+    (that worker's data root, which may not be this shell's); None before it said."""
+    # The key is operators.WAITING_FOR, written out: importing the operators loads Airflow.
+    path = (f"/api/v2/dags/{_q(dag_id)}/dagRuns/{_q(run_id)}/taskInstances/setup.wait_for_batch/"
+            f"xcomEntries/waiting_for")
+    try:
+        value = api.get(path).get("value")
+    except urllib.error.HTTPError as exc:
+        if exc.code == 404:
+            return None
+        raise
+    return str(value) if value else None
 
 
 def batch_wait_seconds() -> int:

@@ -186,8 +186,10 @@ def test_demo_then_a_cli_test_run_then_the_demo_again(stack_home, pg_uri, data_r
     # A run that waits for a batch nobody writes holds the DAG; the next run says so within 30 s.
     stuck = api.post(f"/api/v2/dags/{DAG_ID}/dagRuns", {"logical_date": None, "conf": {"batch": "never-written"}})
     deadline = time.monotonic() + 60
+    # Waiting: its wait_for_batch names the manifest as the worker resolved it (the data root).
+    manifest = data_root / "never-written" / "manifest.json"
     while runs.what_it_does(api, api.get(f"/api/v2/dags/{DAG_ID}/dagRuns/{runs._q(stuck['dag_run_id'])}"),
-                            None).startswith("is loading"):
+                            None) != f"is waiting for batch never-written ({manifest})":
         assert time.monotonic() < deadline
         time.sleep(1)
     held = api.post(f"/api/v2/dags/{DAG_ID}/dagRuns", {"logical_date": None, "conf": {"batch": batch}})
@@ -207,7 +209,8 @@ def test_demo_then_a_cli_test_run_then_the_demo_again(stack_home, pg_uri, data_r
     assert f"run {stuck['dag_run_id']} of {DAG_ID} is waiting for batch never-written" in done.stderr, done.stderr
     assert command in done.stderr and "is paused for this test run" not in done.stderr
     assert not api.get(f"/api/v2/dags/{DAG_ID}")["is_paused"]
-    assert f"queued behind {stuck['dag_run_id']}, which is waiting for batch never-written (up to 6 h" in said[0]
+    assert (f"queued behind {stuck['dag_run_id']}, which is waiting for batch never-written ({manifest}; up to 6 h"
+            in said[0]), said
     assert said[1].endswith(command)
     note = api.get(f"/api/v2/dags/{DAG_ID}/dagRuns/{runs._q(held['dag_run_id'])}")["note"]
     assert f"queued behind {stuck['dag_run_id']}" in note and f"`{command}`" in note

@@ -180,7 +180,7 @@ def test_check_names_each_bad_field_with_its_line_and_column_before_any_load(tmp
         f"round it to another value without an error",
         f"{path}: line 4, column seen: '2026-02-30': not a date (day is out of range for month)",
         f"{path}: line 5, column name: 'Cristobal': 9 characters, varchar(6) holds 6",
-        f"{path}: 5 more bad fields (10 in all; the load would stop at the first)"], problems
+        f"{path}: 5 more problems (10 in all, in 5 records; the load would stop at the first)"], problems
     from switchyard.core.fields import RecordCheck
     check = RecordCheck(FIELDS_SPEC.table("tracks"))
     assert check.problems(lines[5].split(",")) == ["3 fields, the table has 6 columns"]
@@ -612,6 +612,35 @@ def test_a_file_without_its_header_whose_first_record_runs_over_lines_is_named_f
     second.write_bytes(b'"station, name",trip_id\n"Ost\nbahnhof",10\nWest,11\n')
     write_manifest(batch, describe_batch(batch, spec))
     assert check_batch(batch, spec) == []
+
+
+def test_a_header_naming_columns_the_spec_lacks_says_which(tmp_path):
+    """A producer that added a column before the spec did: every record has a field too many,
+    and the header's names say which column it is."""
+    spec = parse_spec({"name": "hdr", "files": "{table}/{table}.{stream}.csv",
+                       "format": {"delimiter": ",", "trailing_delimiter": False, "quoting": "csv", "header_lines": 1},
+                       "tables": {"trips": {"key": "trip_id", "columns": [
+                           {"name": "station", "type": "varchar(20)"}, {"name": "trip_id", "type": "bigint"}]}}})
+    batch = tmp_path / "batch"
+    (batch / "trips").mkdir(parents=True)
+    path = batch / "trips" / "trips.1.csv"
+    path.write_bytes(b"station,trip_id,customs_ref\n" + b"".join(b"Nord,%d,C%d\n" % (k, k) for k in range(1, 8)))
+    said = (f"{path}: line 1: the header names 3 fields, the spec's trips 2 columns; not in the spec: customs_ref. "
+            f"Add them to the spec's columns, in the file's order (a new nullable column is added to the target with "
+            f"on_spec_change: add_columns), or have the producer leave them out")
+    with pytest.raises(BatchError) as refused:        # switchyard manifest
+        describe_batch(batch, spec)
+    assert str(refused.value).endswith(said), refused.value
+    # The producer's own manifest: `switchyard check` says it before each record's field count.
+    (batch / "manifest.json").write_text(json.dumps({"format": "switchyard-manifest/1", "spec": "hdr", "streams": 1,
+        "files": [{"table": "trips", "stream": 1, "file": "trips/trips.1.csv", "bytes": path.stat().st_size,
+                   "rows": 7, "key_min": 1, "key_max": 7}]}))
+    problems = check_batch(batch, spec)
+    assert problems[0] == said, problems
+    assert problems[-1] == f"{path}: 2 more problems (7 in all, in 7 records; the load would stop at the first)"
+    # Another name for a column the spec has, and as many fields: a header may name them its own way.
+    path.write_bytes(b"station,trip id\nNord,1\n")
+    describe_batch(batch, spec)
 
 
 def test_a_repeated_unique_key_is_named_by_its_lines_before_any_load(tmp_path):

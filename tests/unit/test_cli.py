@@ -62,6 +62,20 @@ def test_python_dash_m_switchyard_runs_the_same_command():
     assert "ATTACH PARTITION" in out.stdout
 
 
+def test_plan_names_the_schema_it_writes_into_from_the_dags_settings_file(tmp_path):
+    """A shell without SWITCHYARD_SCHEMA plans into the schema the DAG's settings file gives,
+    and the plan's first line says which."""
+    (tmp_path / "switchyard.env").write_text("SWITCHYARD_SCHEMA=meters\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SWITCHYARD_")}
+    env.update(AIRFLOW_HOME=str(tmp_path),
+               PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT / "plugins"), os.environ.get("PYTHONPATH")])))
+    out = subprocess.run([sys.executable, "-m", "switchyard", "plan", "--scale", "0.01", "--streams", "2",
+                          "--tables", "orders"], env=env, capture_output=True, text=True, timeout=60, cwd=str(ROOT))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("-- Switchyard load plan: spec tpch, 2 streams, target postgres, schema meters\n")
+    assert 'CREATE TABLE IF NOT EXISTS "meters"."orders"' in out.stdout
+
+
 def test_the_product_parser_builds_without_the_development_tooling(monkeypatch):
     # An installation of the product alone: no `switchyard.commands` entry points at all.
     monkeypatch.setattr(cli, "entry_points", lambda group: [])

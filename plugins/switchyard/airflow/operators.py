@@ -150,6 +150,10 @@ def held_off(not_before: str | None, run_type: Any, when: datetime | None) -> st
             f"no load (manual runs and backfills are not bound by it)")
 
 
+# The XCom key under which a waiting run's wait_for_batch names the manifest it waits for.
+WAITING_FOR = "waiting_for"
+
+
 class WaitForBatchSensor(BaseOperator):
     """Waits for the batch's manifest: a nightly run whose files are late waits, then fails clearly.
 
@@ -192,6 +196,9 @@ class WaitForBatchSensor(BaseOperator):
             return
         deadline = datetime.now(timezone.utc) + timedelta(seconds=self.wait_seconds)
         log.info("waiting up to %ss for %s", self.wait_seconds, manifest)
+        # The path as this worker resolved it (its SWITCHYARD_DATA_ROOT), for whoever asks what
+        # the run waits for; only a run whose batch is not there yet pays for it.
+        context["ti"].xcom_push(key=WAITING_FOR, value=str(manifest))
         self.defer(trigger=BatchReadyTrigger(str(manifest), deadline.isoformat(), self.poke_interval),
                    method_name="execute_complete")
 

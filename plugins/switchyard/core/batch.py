@@ -265,8 +265,9 @@ def start_problems(path: Path, table: Table) -> list[str]:
     checked whatever the batch's size: a byte order mark the load would keep (`byte_order_mark`),
     line ends of a carriage return alone (`carriage_return_line_ends`),
     a line the format skips as a header that is a record of the table (`header_record`), a header
-    that names the table's columns in other places than the spec's (`header_order`), a header
-    line the load would take for a record (`names_record`)."""
+    that names the table's columns in other places than the spec's (`header_order`) or columns
+    the spec does not have (`header_width`), a header line the load would take for a record
+    (`names_record`)."""
     try:
         with _open_counted(path) as fh:
             head = [fh.readline(_HEADER_LINE_MAX) for _ in range(max(table.format.header_lines, 1))]
@@ -278,7 +279,7 @@ def start_problems(path: Path, table: Table) -> list[str]:
     if line_ends:       # the lines read here are not the file's
         return byte_order_mark(path, table, head[0][:3]) + line_ends
     return (byte_order_mark(path, table, head[0][:3]) + header_record(path, table, head)
-            + header_order(path, table, head) + names_record(path, table, head))
+            + header_order(path, table, head) + header_width(path, table, head) + names_record(path, table, head))
 
 
 def _whole_record(fh, line: bytes) -> bytes:
@@ -439,6 +440,26 @@ def header_order(path: Path, table: Table, head: list[bytes]) -> list[str]:
                     f"spec's: {said}; the load takes each field by its place, so their values would go into "
                     f"other columns: write the fields in the spec's order ({', '.join(table.column_names)}), "
                     f"or list the spec's columns in the file's"]
+    return []
+
+
+def header_width(path: Path, table: Table, head: list[bytes]) -> list[str]:
+    """A header line that names more fields than the spec has columns, the extra ones no column
+    of the spec's: the producer added columns the spec does not have yet. Each record is refused
+    for its field count; this says why, with the names to add."""
+    fmt = table.format
+    spec_names = [n.lower() for n in table.column_names]
+    for number, raw in enumerate(head[:fmt.header_lines], start=1):
+        if not raw.endswith(b"\n"):
+            return []
+        names = _header_names(raw.removeprefix(_BOM) if number == 1 else raw, fmt)
+        extra = [n for n in names if n not in spec_names]
+        if len(names) > len(spec_names) and extra:
+            return [f"{path}: line {number}: the header names {len(names)} fields, the spec's {table.name} "
+                    f"{len(spec_names)} columns; not in the spec: {', '.join(extra[:5])}"
+                    + (f" and {len(extra) - 5} more" if len(extra) > 5 else "")
+                    + ". Add them to the spec's columns, in the file's order (a new nullable column is added "
+                      "to the target with on_spec_change: add_columns), or have the producer leave them out"]
     return []
 
 
@@ -665,6 +686,7 @@ class FileScan:
     # With a record check (check_batch): the first bad fields, "line n, column c: ...", and how many in all.
     bad_fields: list[str] = field(default_factory=list)
     bad_field_count: int = 0
+    bad_record_count: int = 0   # the records those are in
     # The line of a last record with no line end after it (a file cut short ends so), or None.
     unended_line: int | None = None
 
@@ -765,7 +787,7 @@ def scan_file(path: Path, fmt: FileFormat, key: str | None = None, key_index: in
     rows = 0
     low = high = None
     bad: list[str] = []
-    bad_count = 0
+    bad_count = bad_records = 0
     unended = None
     with _read_errors(path), _open_counted(path) as fh:
         for line, fields, wrong_end in _records(fh, fmt):
@@ -773,7 +795,9 @@ def scan_file(path: Path, fmt: FileFormat, key: str | None = None, key_index: in
             if wrong_end is _UNENDED:
                 unended, wrong_end = line, None
             if record_check is not None:
-                for problem in ([wrong_end] if wrong_end else []) + record_check.problems(fields):
+                found = ([wrong_end] if wrong_end else []) + record_check.problems(fields)
+                bad_records += 1 if found else 0
+                for problem in found:
                     bad_count += 1
                     if len(bad) < BAD_FIELDS_SHOWN:
                         bad.append(f"line {line}, {problem}")
@@ -795,7 +819,7 @@ def scan_file(path: Path, fmt: FileFormat, key: str | None = None, key_index: in
             if high is None or value > high:
                 high = value
     return FileScan(bytes=size, rows=rows, key_min=low, key_max=high, bad_fields=bad, bad_field_count=bad_count,
-                    unended_line=unended)
+                    bad_record_count=bad_records, unended_line=unended)
 
 
 class RepeatedKeys:
@@ -1076,8 +1100,10 @@ def file_read_problems(path: Path, table: Table, stream: int, rows: int | None, 
         problems.append(unended_problem(path, scan.unended_line))
     problems += [f"{path}: {bad}" for bad in scan.bad_fields]
     if scan.bad_field_count > len(scan.bad_fields):
-        problems.append(f"{path}: {scan.bad_field_count - len(scan.bad_fields):,} more bad fields "
-                        f"({scan.bad_field_count:,} in all; the load would stop at the first)")
+        # A record of the wrong field count is one problem, a field its type refuses another.
+        problems.append(f"{path}: {scan.bad_field_count - len(scan.bad_fields):,} more problems "
+                        f"({scan.bad_field_count:,} in all, in {scan.bad_record_count:,} records; the load would "
+                        f"stop at the first)")
     if rows is not None and scan.rows != rows:
         problems.append(f"{path}: {scan.rows:,} records, the manifest says {rows:,} ({table.name} stream {stream})")
     if kind and scan.rows and key_min is not None and (scan.key_min < key_min or scan.key_max > key_max):

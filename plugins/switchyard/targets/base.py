@@ -326,7 +326,8 @@ class TargetAdapter(ABC):
 
     def script(self, plan: LoadPlan) -> str:
         """The whole load as one reviewable script, in execution order."""
-        out = [f"-- Switchyard load plan: spec {self.spec.name}, {plan.streams} streams, target {self.engine}",
+        out = [f"-- Switchyard load plan: spec {self.spec.name}, {plan.streams} streams, target {self.engine}, "
+               f"schema {self.schema}",
                "-- objects"]
         out += [stmt + ";" for stmt in self.setup_sql(plan)]
         for s in plan.all_streams():

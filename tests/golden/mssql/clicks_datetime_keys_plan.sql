@@ -1,5 +1,5 @@
 -- Switchyard load plan: spec clicks, 3 streams, target mssql, load mode bulk_insert
--- database switchyard; stream k connects to port 2000 + (k - 1) mod 3
+-- database switchyard, schema tpch; stream k connects to port 2000 + (k - 1) mod 3
 USE [switchyard];
 GO
 

@@ -1,4 +1,4 @@
--- Switchyard load plan: spec tpch, 3 streams, target postgres
+-- Switchyard load plan: spec tpch, 3 streams, target postgres, schema tpch
 -- objects
 -- Objects a load needs, created only when missing: safe on every run.
 CREATE SCHEMA IF NOT EXISTS "tpch";

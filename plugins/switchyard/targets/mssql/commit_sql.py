@@ -184,7 +184,7 @@ class MssqlCommitSql:
         """The whole load as T-SQL for review, in execution order, one batch per GO."""
         out = [f"-- Switchyard load plan: spec {self.spec.name}, {plan.streams} streams, target mssql, "
                f"load mode {self.load_mode}",
-               f"-- database {self.database}; {self._port_rule()}",
+               f"-- database {self.database}, schema {self.schema}; {self._port_rule()}",
                f"USE {self.q(self.database)};", "GO", "", "-- objects"]
 
         def emit(statements: list[str]) -> None:
