@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -82,7 +83,7 @@ def cmd_manifest(args) -> int:
 
 def cmd_check(args) -> int:
     """Check a batch without loading it: every problem at once, exit status 1 if any."""
-    from switchyard.core.batch import BatchError, check_batch, read_manifest
+    from switchyard.core.batch import MANIFEST, BatchError, check_batch, read_manifest
     from switchyard.core.spec import SpecError, load_spec
     try:
         spec = load_spec(args.spec)
@@ -95,6 +96,12 @@ def cmd_check(args) -> int:
               f"batch before any load:", file=sys.stderr)
         for p in problems:
             print(f"- {p}", file=sys.stderr)
+        if not (folder / MANIFEST).exists():
+            # Its files are read against the manifest's entries: without one nothing else is checked.
+            print(f"the files were not read: a run reads the batch once its producer wrote {MANIFEST}, last. "
+                  f"To write one from the files as they are (every record read, the batch refused with each "
+                  f"problem found): switchyard manifest --spec {shlex.quote(args.spec)} {shlex.quote(str(folder))}",
+                  file=sys.stderr)
         return 1
     manifest = read_manifest(folder, spec)
     tables = sorted({e.table for e in manifest.entries})

@@ -111,7 +111,7 @@ def test_overlapping_ranges_a_gap_and_a_bad_key_are_refused_naming_each_file(tmp
         describe_batch(tmp_path, SPEC)
 
 
-def test_check_finds_every_problem_at_once_without_loading(tmp_path):
+def test_check_finds_every_problem_at_once_without_loading(tmp_path, capsys):
     write_batch(tmp_path)
     write_manifest(tmp_path, describe_batch(tmp_path, SPEC))
     (tmp_path / "sales" / "part-2.csv").unlink()
@@ -133,6 +133,13 @@ def test_check_finds_every_problem_at_once_without_loading(tmp_path):
         f"{tmp_path / 'shops' / 'shops.1.csv.gz'}: 3 records, the manifest says 4 (shops stream 1)"]
     # The command prints them all and exits 1.
     assert main(["check", "--batch", str(tmp_path), "--spec", str(write_spec(tmp_path))]) == 1
+    assert "the files were not read" not in capsys.readouterr().err
+    # Without a manifest (the producer's, or `switchyard manifest` refused the batch): says how to get one.
+    (tmp_path / "manifest.json").unlink()
+    assert main(["check", "--batch", str(tmp_path), "--spec", str(write_spec(tmp_path))]) == 1
+    assert (f"the files were not read: a run reads the batch once its producer wrote manifest.json, last. To write "
+            f"one from the files as they are (every record read, the batch refused with each problem found): "
+            f"switchyard manifest --spec {write_spec(tmp_path)} {tmp_path}") in capsys.readouterr().err
     # A file of a table in the folder that the manifest does not list would be left out of a run.
     tmp_path = tmp_path / "unlisted"
     write_batch(tmp_path)
