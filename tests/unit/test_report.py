@@ -395,6 +395,9 @@ def test_a_refused_or_unpublished_run_says_why_in_the_report_and_the_run_note(tm
     assert stats["groups"][0]["outcome"] == "held back" and stats["tables_kept"] == ["orders"]
     note = run_note(stats, "failed", "Switchyard: batch b", "/report")
     assert "Not published, every table kept its contents: TargetError" in note
+    # Said as of the run's end: the next run discards them.
+    assert ("Held back when the run ended (validated, waiting for the batch's other groups; the next run discards "
+            "them unless the failed groups are cleared first): orders_1.") in note, note
     assert note.split("\n\n")[1].startswith("0 rows, 0.0 MB in the target (37,500 rows, 4.2 MB more loaded and "
                                               "validated, held back), 0/1 groups switched"), note
     # A group run again on its own after the batch went in, refused at its prepare: the target

@@ -95,8 +95,11 @@ def run_note(stats: dict | None, state: str, title: str, report: str, held_off: 
             # Refused before any group started, none of them failed: the refusal says why.
             lines.append(f"Did not switch: {_listed(stats['failed_groups'])}." + _why_failed(stats))
         if stats.get("held_back_groups"):
-            lines.append(f"Held back (validated, waiting for the "
-                         f"{'batch' if stats.get('publish', 'batch') == 'batch' else 'table'}'s other groups): "
+            # Said as of the run's end: the next run of the schema discards them (its setup says
+            # so), unless this run's failed groups are cleared first.
+            lines.append(f"Held back when the run ended (validated, waiting for the "
+                         f"{'batch' if stats.get('publish', 'batch') == 'batch' else 'table'}'s other groups; "
+                         f"the next run discards them unless the failed groups are cleared first): "
                          f"{_listed(stats['held_back_groups'])}.")
         if stats.get("tables_in_already"):
             lines.append(f"This run's batch is in the target, whole, from its earlier tasks: "
