@@ -373,6 +373,12 @@ def test_a_refused_or_unpublished_run_says_why_in_the_report_and_the_run_note(tm
     # The note says it once, without the exception's class: "2 problems: - ...trips.2.csv ...".
     assert "Refused before any load, nothing changed: 2 problems:\n- /data/2026-01/trips/trips.2.csv" in note, note
     assert "AirflowFailException" not in note and "nothing was changed" not in note, note
+    # One problem: said as a sentence, not as a list of one.
+    stats.update(plan_error="AirflowFailException: pre-flight refused the batch before any load; nothing was "
+                            "changed:\n- m.meters: holds batch 2026-11-01, newer than this batch 2026-09-01")
+    note = run_note(stats, "failed", "Switchyard: batch 2026-01", "/report")
+    assert ("Refused before any load, nothing changed: m.meters: holds batch 2026-11-01, newer than this batch "
+            "2026-09-01") in note, note
     # Refused on a source's workers: the note says so, and lists no group as failed (none started).
     groups = {"orders_1": {"table": "orders", "stream": 1, "load": None, "validate": None, "switch": None,
                            "states": dict.fromkeys(("prepare", "load", "validate", "switch"), "upstream_failed")}}

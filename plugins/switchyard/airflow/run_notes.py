@@ -129,7 +129,9 @@ _LEAD = re.compile(r"^(?:pre-flight refused the batch|the batch was refused) bef
 
 def _said(error: str) -> str:
     """A task's error as the note says it: without the exception's class and the refusal's lead-in."""
-    return _LEAD.sub("", _CLASS.sub("", error.strip()))
+    said = _LEAD.sub("", _CLASS.sub("", error.strip())).strip()
+    # One problem is said as a sentence, not as a list of one.
+    return said[2:] if said.startswith("- ") and "\n- " not in said else said
 
 
 def _why_failed(stats: dict, shown: int = 3) -> str:
