@@ -202,6 +202,20 @@ def test_a_rerun_of_the_same_batch_says_it_loads_the_batch_again(pg_uri, schema,
     again.release_lease()
 
 
+def test_newer_is_told_by_the_dates_the_batch_format_reads_not_by_the_names_order(monkeypatch):
+    from switchyard.core.preflight import newer_in_place
+    monkeypatch.setenv("SWITCHYARD_BATCH_FORMAT", "%d.%m.%Y")
+    lookup = replace(SPEC.table("nation"))
+    problems, _ = newer_in_place(lookup, "30.12.2026", ["05.01.2027", "02.01.2027", "01.12.2026"], "s.nation")
+    assert problems and problems[0].startswith("s.nation: holds batch 05.01.2027, newer than this batch 30.12.2026")
+    assert newer_in_place(lookup, "06.01.2027", ["05.01.2027"], "s.nation") == ([], [])
+    # A name the format does not read, on either side: no order to go by.
+    assert newer_in_place(lookup, "fix-1", ["05.01.2027"], "s.nation") == ([], [])
+    assert newer_in_place(lookup, "30.12.2026", ["fix-1"], "s.nation") == ([], [])
+    # An append table's older batch adds its own partitions.
+    assert newer_in_place(_orders("append"), "30.12.2026", ["05.01.2027"], "s.orders") == ([], [])
+
+
 def _load_whole(adapter, plan, folder, replace_newer: bool = False) -> list[str]:
     notes = adapter.setup(plan, replace_newer=replace_newer)
     for s in plan.all_streams():

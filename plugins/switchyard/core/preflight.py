@@ -196,14 +196,14 @@ def newer_in_place(table: Table, batch: str, in_place: Iterable[str], where: str
     if table.partitioned and table.mode != "replace":
         return [], []
     when = batch_time(batch)
-    newer = sorted(b for b in set(in_place) if b != batch and when is not None
-                   and (t := batch_time(b)) is not None and t > when)
+    newer = [b for b in set(in_place) if b and when is not None and (t := batch_time(b)) is not None and t > when]
     if not newer:
         return [], []
+    newest = max(newer, key=batch_time)
     if replace_newer:
-        return [], [f"{where}: holds batch {newer[-1]}, newer than this batch {batch}; put back to batch {batch}, "
+        return [], [f"{where}: holds batch {newest}, newer than this batch {batch}; put back to batch {batch}, "
                     f"as the run asks (replace_newer)"]
-    return [f"{where}: holds batch {newer[-1]}, newer than this batch {batch}: in replace mode loading it would "
+    return [f"{where}: holds batch {newest}, newer than this batch {batch}: in replace mode loading it would "
             f"put the table back to batch {batch}'s rows. To load the batch's other tables, leave this one out "
             f"(the tables param); to put it back on purpose, run with replace_newer: true"], []
 

@@ -96,8 +96,10 @@ class PostgresPreflight:
             check = check_table(table, list(table_plan.streams), self.lease_batch or "", existing, where,
                                 kind=self.key_kind(table), key_type=self.key_type(table.name))
             if shape is not None:
-                more, said = newer_in_place(table, self.lease_batch or "", self._recorded_batches(cur, table.name).values(),
-                                            where, replace_newer)
+                # A partition's batch came with it; an unpartitioned table's is the control table's one row.
+                in_place = ([p.batch for p in existing] if shape["partitioned"]
+                            else self._recorded_batches(cur, table.name).values())
+                more, said = newer_in_place(table, self.lease_batch or "", in_place, where, replace_newer)
                 check.problems += more
                 check.notes += said
             checks.append(check)
