@@ -594,16 +594,19 @@ def test_values_a_type_tells_apart_stay_apart():
     assert comparable("bigint", "x41") == "x41" != comparable("bigint", "41")    # not an integer: its text
 
 
+# A CSV table with a header line: a station name and a trip id.
+TRIPS_CSV = parse_spec({"name": "hdr", "files": "{table}/{table}.{stream}.csv",
+                        "format": {"delimiter": ",", "trailing_delimiter": False, "quoting": "csv", "header_lines": 1},
+                        "tables": {"trips": {"key": "trip_id", "columns": [
+                            {"name": "station", "type": "varchar(20)"}, {"name": "trip_id", "type": "bigint"}]}}})
+
+
 def test_a_file_without_its_header_whose_first_record_runs_over_lines_is_named_for_the_header(tmp_path):
     """A producer that left out the header line of a CSV file whose first record opens a quoted
     field over two lines: the line skipped as a header is read with the lines its quote runs
     over, as the records are, so the refusal names the missing header, not the record's second
     line (which the skip would leave to be read as a record of its own)."""
-    spec = parse_spec({"name": "hdr", "files": "{table}/{table}.{stream}.csv",
-                       "format": {"delimiter": ",", "trailing_delimiter": False, "quoting": "csv", "header_lines": 1},
-                       "tables": {"trips": {"key": "trip_id", "columns": [
-                           {"name": "station", "type": "varchar(20)"}, {"name": "trip_id", "type": "bigint"}]}}})
-    batch = tmp_path / "batch"
+    spec, batch = TRIPS_CSV, tmp_path / "batch"
     (batch / "trips").mkdir(parents=True)
     (batch / "trips" / "trips.1.csv").write_bytes(b'station,trip_id\n"Nord\nbahnhof",1\nSud,2\n')
     describe_batch(batch, spec)       # with its header: a record over two lines is a record
@@ -624,11 +627,7 @@ def test_a_file_without_its_header_whose_first_record_runs_over_lines_is_named_f
 def test_a_header_naming_columns_the_spec_lacks_says_which(tmp_path):
     """A producer that added a column before the spec did: every record has a field too many,
     and the header's names say which column it is."""
-    spec = parse_spec({"name": "hdr", "files": "{table}/{table}.{stream}.csv",
-                       "format": {"delimiter": ",", "trailing_delimiter": False, "quoting": "csv", "header_lines": 1},
-                       "tables": {"trips": {"key": "trip_id", "columns": [
-                           {"name": "station", "type": "varchar(20)"}, {"name": "trip_id", "type": "bigint"}]}}})
-    batch = tmp_path / "batch"
+    spec, batch = TRIPS_CSV, tmp_path / "batch"
     (batch / "trips").mkdir(parents=True)
     path = batch / "trips" / "trips.1.csv"
     path.write_bytes(b"station,trip_id,customs_ref\n" + b"".join(b"Nord,%d,C%d\n" % (k, k) for k in range(1, 8)))
