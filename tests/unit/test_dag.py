@@ -294,6 +294,7 @@ def test_the_start_date_holds_off_scheduled_runs_only_and_no_task_has_one(monkey
     note = run_note(None, "success", "Switchyard", "/report", held_off_run(run))
     assert "Nothing loaded: a scheduled run dated 2026-11-01T02:00:00+00:00, before SWITCHYARD_START_DATE" in note
     assert "No statistics" not in note
+    assert "/report" not in note   # its stats task skipped: no report to link
     assert held_off_run(SimpleNamespace(dag=dag, run_type="manual", logical_date=before)) is None
 
 

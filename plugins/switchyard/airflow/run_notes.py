@@ -113,7 +113,8 @@ def run_note(stats: dict | None, state: str, title: str, report: str, held_off: 
         if slow:
             lines.append(f"Stragglers: {_listed(slow)}.")
     elif held_off:
-        lines.append(f"Nothing loaded: {held_off}.")
+        # Its stats task skipped with the rest: there is no report to link.
+        return "\n\n".join([*lines, f"Nothing loaded: {held_off}."])[:NOTE_LIMIT]
     else:
         lines.append("No statistics for this run in SWITCHYARD_RUNS_DIR: the run ended before its stats task "
                      "wrote them, or this Airflow process does not see that folder.")
