@@ -45,7 +45,7 @@ def test_plan_56_streams_at_scale_1000():
     # The same script the adapter writes, with the pinned ports of the default node count.
     plan = plan_tpch(SPEC, 1000, 56)
     assert text == MssqlAdapter(SPEC, base_port=2000, port_count=56).script(plan)
-    assert "-- database switchyard; stream k connects to port 2000 + (k - 1) mod 56" in text
+    assert "-- database switchyard, schema tpch; stream k connects to port 2000 + (k - 1) mod 56" in text
     values = [int(v) for v in re.search(r"CREATE PARTITION FUNCTION \[pf_tpch_orders\] \(bigint\) AS RANGE LEFT "
                                         r"FOR VALUES \(([^)]*)\)", text).group(1).split(", ")]
     keys = [tpch.stream_keys("orders", 1000, 56, k) for k in range(1, 57)]
