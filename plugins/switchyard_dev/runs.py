@@ -245,15 +245,32 @@ def clear(api: local.Api, dag_id: str, run_id: str, groups: list[str]) -> list[s
     return sorted(t["task_id"] for t in done.get("task_instances") or [])
 
 
+# How the lines of a run's note (switchyard.airflow.run_notes) that say why it ended begin.
+_REASONS = ("Refused before any load", "Did not switch", "Not published", "Nothing loaded")
+
+
+def why_it_ended(run: dict, room: int = 160) -> str:
+    """A finished run's reason, from its note: the first line that says why it loaded nothing or
+    not everything (a refusal, the groups that did not switch, a publish that failed, a run held
+    off), cut to `room` characters; '' when the note has none (a run that loaded its batch)."""
+    for paragraph in (run.get("note") or "").split("\n\n"):
+        text = " ".join(paragraph.split())
+        if text.startswith(_REASONS):
+            return text if len(text) <= room else text[:room - 3].rstrip() + "..."
+    return ""
+
+
 def table(api: local.Api, runs: list[dict], describe: bool = True) -> list[str]:
-    """One line per run: DAG, run id, state, and what an active run does."""
+    """One line per run: DAG, run id, state, and what an active run does (a finished one: why it
+    ended so, where its note says)."""
     if not runs:
         return []
     wait = batch_wait_seconds() if describe else None
     stale: set[str] | None = None     # the DAGs whose file does not parse, asked once, if needed
     lines = []
     for r in runs:
-        what = what_it_does(api, r, wait) if describe and r["state"] in ACTIVE else ""
+        what = what_it_does(api, r, wait) if describe and r["state"] in ACTIVE else (
+            "" if r["state"] in ACTIVE else why_it_ended(r))
         if r["state"] == "queued" and describe:
             why = why_queued(api, r["dag_id"], r["dag_run_id"], wait)
             if not why and stale is None:

@@ -117,6 +117,26 @@ def test_config_and_runs_read_the_local_airflows_settings_file_from_any_shell(mo
     assert batch_of({"logical_date": "2026-11-30T11:05:00Z"}) == "2026-11-30T1105"
 
 
+def test_switchyard_runs_says_why_a_finished_run_ended_from_its_note():
+    """The run's note, as the product writes it: its refusal's line, cut; none for a run that
+    loaded its batch."""
+    from switchyard.airflow.run_notes import run_note
+    from switchyard_dev.runs import table
+    refused = run_note({"totals": {"rows": 0, "bytes": 0, "switched": 0, "groups": 2}, "groups": [],
+                        "plan_error": "AirflowFailException: pre-flight refused the batch before any load; nothing "
+                                      "was changed:\n- m.meters: holds batch 2026-11-01, newer than this batch "
+                                      "2026-09-01: in replace mode loading it would put the table back"},
+                       "failed", "Switchyard: batch 2026-09-01", "/report")
+    loaded = run_note({"totals": {"rows": 10, "bytes": 100, "switched": 2, "groups": 2}, "groups": []},
+                      "success", "Switchyard: batch 2026-10-01", "/report")
+    lines = table(None, [{"dag_id": "d", "dag_run_id": "backfill__2026-09-01", "state": "failed", "note": refused},
+                         {"dag_id": "d", "dag_run_id": "backfill__2026-10-01", "state": "success", "note": loaded}],
+                  describe=False)
+    assert lines[0].endswith("failed   Refused before any load, nothing changed: m.meters: holds batch 2026-11-01, "
+                             "newer than this batch 2026-09-01: in replace mode loading it would put the table..."), lines
+    assert lines[1].endswith("success"), lines
+
+
 def test_the_airflow_plugin_is_registered_once():
     """By the package's `airflow.plugins` entry point, and not again from the plugins folder
     (its .airflowignore keeps Airflow out of the package's files)."""
