@@ -121,12 +121,12 @@ def what_it_does(api: local.Api, run: dict, wait_seconds: float | None = None) -
     tis = api.get_all(f"/api/v2/dags/{_q(dag_id)}/dagRuns/{_q(run_id)}/taskInstances", "task_instances")
     wait = next((t for t in tis if t["task_id"] == "setup.wait_for_batch"), None)
     if wait is not None and (wait.get("state") in WAITING or wait.get("state") is None):
-        said = [waiting_for(api, dag_id, run_id)]
+        manifest = waiting_for(api, dag_id, run_id)
+        said = [manifest] if manifest else []
         if wait_seconds:
             started = _parse(wait.get("start_date"))
             until = f", until {(started + timedelta(seconds=wait_seconds)):%Y-%m-%d %H:%M} UTC" if started else ""
             said.append(f"up to {_hours(wait_seconds)}{until}")
-        said = [s for s in said if s]
         return f"is waiting for batch {batch_of(run)}" + (f" ({'; '.join(said)})" if said else "")
     running = sorted(t["task_id"] for t in tis if t.get("state") == "running")
     if running:
@@ -269,8 +269,10 @@ def table(api: local.Api, runs: list[dict], describe: bool = True) -> list[str]:
     stale: set[str] | None = None     # the DAGs whose file does not parse, asked once, if needed
     lines = []
     for r in runs:
-        what = what_it_does(api, r, wait) if describe and r["state"] in ACTIVE else (
-            "" if r["state"] in ACTIVE else why_it_ended(r))
+        if r["state"] in ACTIVE:
+            what = what_it_does(api, r, wait) if describe else ""
+        else:
+            what = why_it_ended(r)
         if r["state"] == "queued" and describe:
             why = why_queued(api, r["dag_id"], r["dag_run_id"], wait)
             if not why and stale is None:

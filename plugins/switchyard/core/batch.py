@@ -425,12 +425,8 @@ def header_order(path: Path, table: Table, head: list[bytes]) -> list[str]:
     place, so a producer that wrote two columns the other way round would load each into the
     other's column (two numeric columns, without an error). Names that are no column of the
     spec's are not read: a header may call its columns otherwise."""
-    fmt = table.format
     spec_names = [n.lower() for n in table.column_names]
-    for number, raw in enumerate(head[:fmt.header_lines], start=1):
-        if not raw.endswith(b"\n"):
-            return []   # a file that ends here, or a line too long to be a header
-        names = _header_names(raw.removeprefix(_BOM) if number == 1 else raw, fmt)
+    for number, names in _headers(head, table.format):
         moved = [(i, name) for i, name in enumerate(names)
                  if name in spec_names and (i >= len(spec_names) or spec_names[i] != name)]
         if moved:
@@ -447,12 +443,8 @@ def header_width(path: Path, table: Table, head: list[bytes]) -> list[str]:
     """A header line that names more fields than the spec has columns, the extra ones no column
     of the spec's: the producer added columns the spec does not have yet. Each record is refused
     for its field count; this says why, with the names to add."""
-    fmt = table.format
     spec_names = [n.lower() for n in table.column_names]
-    for number, raw in enumerate(head[:fmt.header_lines], start=1):
-        if not raw.endswith(b"\n"):
-            return []
-        names = _header_names(raw.removeprefix(_BOM) if number == 1 else raw, fmt)
+    for number, names in _headers(head, table.format):
         extra = [n for n in names if n not in spec_names]
         if len(names) > len(spec_names) and extra:
             return [f"{path}: line {number}: the header names {len(names)} fields, the spec's {table.name} "
@@ -475,6 +467,15 @@ def names_record(path: Path, table: Table, head: list[bytes]) -> list[str]:
         return []
     return [f"{path}: line 1: the table's column names ({', '.join(table.column_names)}), a header line, which the "
             f"load would take for a record of {table.name} (header_lines: 0); say `header_lines: 1`"]
+
+
+def _headers(head: list[bytes], fmt: FileFormat) -> Iterator[tuple[int, list[str]]]:
+    """(line number, names) of each line the format skips as a header (`head`: the file's first
+    lines), up to a line without its end: a file that ends there, or a line too long to be one."""
+    for number, raw in enumerate(head[:fmt.header_lines], start=1):
+        if not raw.endswith(b"\n"):
+            return
+        yield number, _header_names(raw.removeprefix(_BOM) if number == 1 else raw, fmt)
 
 
 def _header_names(raw: bytes, fmt: FileFormat) -> list[str]:
