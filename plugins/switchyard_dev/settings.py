@@ -73,6 +73,10 @@ SETTINGS = (
             "`1`: the benchmark's Airflow leaves the loads' value guard out, every record no longer read "
             "for a field the server would change (the `preload, no value guard` lever: a measuring "
             "device, never a way to run).", BENCH, "0 | 1"),
+    Setting("SWITCHYARD_BENCH_CONTROL_NICE", "bench_control_nice", int, 0,
+            "A niceness (1-19) for the benchmark's Airflow processes that send no file: the API server, "
+            "the DAG processor, the triggerer and every task but the loads (the `preload, control plane "
+            "niced` lever); 0 leaves them as they are.", BENCH, "0-19", "0"),
     Setting("SWITCHYARD_MSSQL_URI", "mssql_uri", str, None,
             "A real SQL Server for the contract suite (`mssql+pyodbc://...`); without it those tests "
             "skip.", TESTS, "URI", "unset"),

@@ -85,6 +85,9 @@ DAG_LEVERS = {
     # The COPY slot held through the load's commit (the connection's copy_slot_release), against
     # the default that releases it before the commit writes the loaded files to disk.
     "preload, slot through the commit": (True, False, {"connection_extra": {"copy_slot_release": "commit"}}),
+    # Airflow's processes that send no file (the API server, the DAG processor, the triggerer and
+    # every task but the loads) at niceness 10: the loads' COPY clients first on a shared core.
+    "preload, control plane niced": (True, False, {"airflow": {"SWITCHYARD_BENCH_CONTROL_NICE": "10"}}),
     # The target's connection also in the environment of Airflow's services (AIRFLOW_CONN_<ID>),
     # where each task finds it before asking the API server: one API call less per task.
     "preload, connection from the environment": (True, False, {"connection_env": True}),

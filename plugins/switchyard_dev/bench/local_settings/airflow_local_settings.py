@@ -45,3 +45,8 @@ if value("SWITCHYARD_BENCH_NO_VALUE_GUARD"):
     from switchyard_dev.bench.value_guard import guard_off
 
     guard_off()
+
+if value("SWITCHYARD_BENCH_CONTROL_NICE"):
+    from switchyard_dev.bench.priority import nice_control_plane
+
+    nice_control_plane(value("SWITCHYARD_BENCH_CONTROL_NICE"))
