@@ -219,20 +219,23 @@ def target(tmp_path):
             made.append(a)
             return a
 
-        def load(self, batch: str, ranges, switch=None):
+        def load(self, batch: str, ranges, switch=None, replace_newer: bool = False):
             """setup.plan, then prepare, load and switch each stream (`switch`: the streams
-            whose switch runs; the others stay validated but held back)."""
+            whose switch runs; the others stay validated but held back). The run's lease is
+            given up also when setup refuses, as the DAG's stats task gives it up."""
             folder, manifest = write_batch(root, batch, ranges)
             plan = plan_batch(self.spec, manifest, ["orders"])
             a = self.adapter(batch)
-            notes = a.setup(plan)
-            results = []
-            for s in plan.table("orders").streams:
-                a.prepare(s)
-                a.load(s, folder / s.file)
-                if switch is None or s.stream in switch:
-                    results.append(a.switch(s))
-            a.release_lease()
+            try:
+                notes = a.setup(plan, replace_newer=replace_newer)
+                results = []
+                for s in plan.table("orders").streams:
+                    a.prepare(s)
+                    a.load(s, folder / s.file)
+                    if switch is None or s.stream in switch:
+                        results.append(a.switch(s))
+            finally:
+                a.release_lease()
             return a, plan, notes, results
 
         def load_batch(self, batch: str, ranges, nation_rows: int, switch=None, before_publish=None):
@@ -361,6 +364,24 @@ def test_append_an_overlapping_batch_is_refused_before_any_load(target):
     assert refused.value.permanent is True and "2026-04-05" in str(refused.value)
     assert a.fetch(STAGING_TABLES_SQL, (a.staging_schema,))[0][0] == 0
     assert key_range(a) == (1, 4000, 4000)
+
+
+def test_a_replace_table_holding_a_newer_batch_is_refused_unless_the_run_asks(target):
+    """An older batch (a backfill of past dates, a cleared night) would put a replace table back
+    behind the newer batch it holds: refused before any load, the table as it was, unless the run
+    asks for it (the DAG's replace_newer param)."""
+    from switchyard.targets import TargetError
+    t = target()
+    a, _, _, _ = t.load("2026-04-05", even(4))
+    with pytest.raises(TargetError, match="holds batch 2026-04-05, newer than this batch 2026-04-04"):
+        t.load("2026-04-04", even(2, 1, 3000))
+    assert a.fetch(STAGING_TABLES_SQL, (a.staging_schema,))[0][0] == 0
+    assert key_range(a) == (1, 4000, 4000)
+    assert a.fetch(BATCHES_SQL, (a.schema,)) == [("2026-04-05", 4)]
+    b, _, notes, _ = t.load("2026-04-04", even(2, 1, 3000), replace_newer=True)
+    assert any("put back to batch 2026-04-04, as the run asks (replace_newer)" in n for n in notes)
+    assert key_range(b) == (1, 3000, 3000)
+    assert b.fetch(BATCHES_SQL, (b.schema,)) == [("2026-04-04", 2)]
 
 
 # --- the pre-flight: what a DBA adds to a loaded table ---------------------------------------------------
