@@ -74,6 +74,11 @@ BEGIN TRY
     IF @partition <> 1 THROW 51010, N'tpch.lineitem: its partitions changed since this commit was planned; nothing was changed', 1
     ALTER TABLE [tpch].[lineitem] SWITCH PARTITION @partition TO [tpch_staging].[lineitem__lock]
         WITH (WAIT_AT_LOW_PRIORITY (MAX_DURATION = 1 MINUTES, ABORT_AFTER_WAIT = SELF))
+    -- The partition was read empty before this transaction, from sys.partitions, whose row
+    -- counts are approximate (https://learn.microsoft.com/en-us/sql/relational-databases/system-catalog-views/sys-partitions-transact-sql),
+    -- and rows may have come since: the probe is dropped only if it is empty. Otherwise the
+    -- commit stops and rolls back (the rows switch back), and its retry reads the catalog again.
+    IF EXISTS (SELECT 1 FROM [tpch_staging].[lineitem__lock]) THROW 51013, N'tpch.lineitem: partition 1 held rows when this commit took its lock, though read empty; nothing was changed', 1
     DROP TABLE [tpch_staging].[lineitem__lock]
     -- SPLIT RANGE (9000): closes stream 1's partition. It lands in an empty partition (metadata only); with
     -- RANGE LEFT the new partition is the one left of the value, on the NEXT USED filegroup.

@@ -79,6 +79,12 @@ def test_a_commit_takes_its_table_at_low_priority_before_a_truncate_split_or_mer
         f"ALTER TABLE [tpch].[orders] SWITCH PARTITION @partition TO {probe}\n"
         "        WITH (WAIT_AT_LOW_PRIORITY (MAX_DURATION = 1 MINUTES, ABORT_AFTER_WAIT = SELF))") < body.index(
         f"DROP TABLE {probe}") < body.index("TRUNCATE TABLE") < body.index("MERGE RANGE")
+    # The partition was read empty before the transaction (sys.partitions' counts are
+    # approximate): the probe is dropped only if it is empty, else the commit stops, rolled back.
+    switched = body.index(f"SWITCH PARTITION @partition TO {probe}\n")
+    check = body.index(f"IF EXISTS (SELECT 1 FROM {probe}) THROW 51013, N'tpch.orders: partition 1 held rows "
+                       "when this commit took its lock, though read empty; nothing was changed', 1\n")
+    assert switched < check < body.index(f"DROP TABLE {probe}")
     # The empty partition is the edge on fg_edge, checked by number as every step's partition.
     assert ") ON [fg_edge]\n" in body.split("SWITCH PARTITION @partition TO")[0]
     assert "IF @partition <> 1 THROW 51010" in body.split("SWITCH PARTITION @partition TO")[0]
