@@ -77,7 +77,7 @@ BEGIN TRY
     -- The partition was read empty before this transaction, from sys.partitions, whose row
     -- counts are approximate (https://learn.microsoft.com/en-us/sql/relational-databases/system-catalog-views/sys-partitions-transact-sql),
     -- and rows may have come since: the probe is dropped only if it is empty. Otherwise the
-    -- commit stops and rolls back (the rows switch back), and its retry reads the catalog again.
+    -- commit stops and rolls back (the rows switch back); the task's retry reads the catalog again.
     IF EXISTS (SELECT 1 FROM [tpch_staging].[lineitem__lock]) THROW 51013, N'tpch.lineitem: partition 1 held rows when this commit took its lock, though read empty; nothing was changed', 1
     DROP TABLE [tpch_staging].[lineitem__lock]
     -- SPLIT RANGE (9000): closes stream 1's partition. It lands in an empty partition (metadata only); with

@@ -61,7 +61,7 @@ BEGIN TRY
     -- The partition was read empty before this transaction, from sys.partitions, whose row
     -- counts are approximate (https://learn.microsoft.com/en-us/sql/relational-databases/system-catalog-views/sys-partitions-transact-sql),
     -- and rows may have come since: the probe is dropped only if it is empty. Otherwise the
-    -- commit stops and rolls back (the rows switch back), and its retry reads the catalog again.
+    -- commit stops and rolls back (the rows switch back); the task's retry reads the catalog again.
     IF EXISTS (SELECT 1 FROM [tpch_staging].[orders__lock]) THROW 51013, N'tpch.orders: partition 1 held rows when this commit took its lock, though read empty; nothing was changed', 1
     DROP TABLE [tpch_staging].[orders__lock]
     -- replace mode: gives way to batch 2026-04-05: partition 2 (keys 1..1000, 100 rows). The partition numbers

@@ -26,7 +26,7 @@
     -- The partition was read empty before this transaction, from sys.partitions, whose row
     -- counts are approximate (https://learn.microsoft.com/en-us/sql/relational-databases/system-catalog-views/sys-partitions-transact-sql),
     -- and rows may have come since: the probe is dropped only if it is empty. Otherwise the
-    -- commit stops and rolls back (the rows switch back), and its retry reads the catalog again.
+    -- commit stops and rolls back (the rows switch back); the task's retry reads the catalog again.
     IF EXISTS (SELECT 1 FROM {{ st.probe }}) THROW 51013, N'{{ table }}: partition {{ st.number }} held rows when this commit took its lock, though read empty; nothing was changed', 1
     DROP TABLE {{ st.probe }}
 {% elif st.kind == "truncate" %}
