@@ -395,9 +395,10 @@ SET DATEFORMAT ymd
 -- The row terminator '|' + LF holds a control character: BULK INSERT takes only
 -- literals, so it is built with NCHAR() and the statement run by sp_executesql, as the BULK
 -- INSERT documentation builds an LF terminator ('\n' would mean CR LF to SQL Server, and no
--- line break is written inside a string literal here).
+-- line break is written inside a string literal here). The variable goes inside a literal of
+-- that statement, so its quotes are doubled there (a `'` delimiter folded into the terminator).
 DECLARE @rowterminator nvarchar(12) = N'|' + NCHAR(10)
-DECLARE @load nvarchar(max) = N'BULK INSERT [tpch_staging].[lineitem_1] FROM ''/var/opt/mssql/switchyard/batch/lineitem/lineitem.1.tbl'' WITH (DATAFILETYPE = ''char'', FIELDTERMINATOR = ''|'', ROWTERMINATOR = ''' + @rowterminator + N''', CODEPAGE = ''65001'', KEEPNULLS, TABLOCK, CHECK_CONSTRAINTS, BATCHSIZE = 100000, MAXERRORS = 0)'
+DECLARE @load nvarchar(max) = N'BULK INSERT [tpch_staging].[lineitem_1] FROM ''/var/opt/mssql/switchyard/batch/lineitem/lineitem.1.tbl'' WITH (DATAFILETYPE = ''char'', FIELDTERMINATOR = ''|'', ROWTERMINATOR = ''' + REPLACE(@rowterminator, N'''', N'''''') + N''', CODEPAGE = ''65001'', KEEPNULLS, TABLOCK, CHECK_CONSTRAINTS, BATCHSIZE = 100000, MAXERRORS = 0)'
 EXEC sys.sp_executesql @load;
 GO
 -- SWITCH refuses an untrusted CHECK constraint. The load checked every row, so this finds
@@ -483,9 +484,10 @@ SET DATEFORMAT ymd
 -- The row terminator '|' + LF holds a control character: BULK INSERT takes only
 -- literals, so it is built with NCHAR() and the statement run by sp_executesql, as the BULK
 -- INSERT documentation builds an LF terminator ('\n' would mean CR LF to SQL Server, and no
--- line break is written inside a string literal here).
+-- line break is written inside a string literal here). The variable goes inside a literal of
+-- that statement, so its quotes are doubled there (a `'` delimiter folded into the terminator).
 DECLARE @rowterminator nvarchar(12) = N'|' + NCHAR(10)
-DECLARE @load nvarchar(max) = N'BULK INSERT [tpch_staging].[lineitem_2] FROM ''/var/opt/mssql/switchyard/batch/lineitem/lineitem.2.tbl'' WITH (DATAFILETYPE = ''char'', FIELDTERMINATOR = ''|'', ROWTERMINATOR = ''' + @rowterminator + N''', CODEPAGE = ''65001'', KEEPNULLS, TABLOCK, CHECK_CONSTRAINTS, BATCHSIZE = 100000, MAXERRORS = 0)'
+DECLARE @load nvarchar(max) = N'BULK INSERT [tpch_staging].[lineitem_2] FROM ''/var/opt/mssql/switchyard/batch/lineitem/lineitem.2.tbl'' WITH (DATAFILETYPE = ''char'', FIELDTERMINATOR = ''|'', ROWTERMINATOR = ''' + REPLACE(@rowterminator, N'''', N'''''') + N''', CODEPAGE = ''65001'', KEEPNULLS, TABLOCK, CHECK_CONSTRAINTS, BATCHSIZE = 100000, MAXERRORS = 0)'
 EXEC sys.sp_executesql @load;
 GO
 -- SWITCH refuses an untrusted CHECK constraint. The load checked every row, so this finds
@@ -552,9 +554,10 @@ SET DATEFORMAT ymd
 -- The row terminator '|' + LF holds a control character: BULK INSERT takes only
 -- literals, so it is built with NCHAR() and the statement run by sp_executesql, as the BULK
 -- INSERT documentation builds an LF terminator ('\n' would mean CR LF to SQL Server, and no
--- line break is written inside a string literal here).
+-- line break is written inside a string literal here). The variable goes inside a literal of
+-- that statement, so its quotes are doubled there (a `'` delimiter folded into the terminator).
 DECLARE @rowterminator nvarchar(12) = N'|' + NCHAR(10)
-DECLARE @load nvarchar(max) = N'BULK INSERT [tpch_staging].[nation_1] FROM ''/var/opt/mssql/switchyard/batch/nation/nation.1.tbl'' WITH (DATAFILETYPE = ''char'', FIELDTERMINATOR = ''|'', ROWTERMINATOR = ''' + @rowterminator + N''', CODEPAGE = ''65001'', KEEPNULLS, TABLOCK, CHECK_CONSTRAINTS, BATCHSIZE = 100000, MAXERRORS = 0)'
+DECLARE @load nvarchar(max) = N'BULK INSERT [tpch_staging].[nation_1] FROM ''/var/opt/mssql/switchyard/batch/nation/nation.1.tbl'' WITH (DATAFILETYPE = ''char'', FIELDTERMINATOR = ''|'', ROWTERMINATOR = ''' + REPLACE(@rowterminator, N'''', N'''''') + N''', CODEPAGE = ''65001'', KEEPNULLS, TABLOCK, CHECK_CONSTRAINTS, BATCHSIZE = 100000, MAXERRORS = 0)'
 EXEC sys.sp_executesql @load;
 GO
 -- publish: batch. The validated staging table of an unpartitioned table becomes the table's
@@ -648,9 +651,10 @@ SET DATEFORMAT ymd
 -- The row terminator '|' + LF holds a control character: BULK INSERT takes only
 -- literals, so it is built with NCHAR() and the statement run by sp_executesql, as the BULK
 -- INSERT documentation builds an LF terminator ('\n' would mean CR LF to SQL Server, and no
--- line break is written inside a string literal here).
+-- line break is written inside a string literal here). The variable goes inside a literal of
+-- that statement, so its quotes are doubled there (a `'` delimiter folded into the terminator).
 DECLARE @rowterminator nvarchar(12) = N'|' + NCHAR(10)
-DECLARE @load nvarchar(max) = N'BULK INSERT [tpch_staging].[orders_1] FROM ''/var/opt/mssql/switchyard/batch/orders/orders.1.tbl'' WITH (DATAFILETYPE = ''char'', FIELDTERMINATOR = ''|'', ROWTERMINATOR = ''' + @rowterminator + N''', CODEPAGE = ''65001'', KEEPNULLS, TABLOCK, CHECK_CONSTRAINTS, BATCHSIZE = 100000, MAXERRORS = 0)'
+DECLARE @load nvarchar(max) = N'BULK INSERT [tpch_staging].[orders_1] FROM ''/var/opt/mssql/switchyard/batch/orders/orders.1.tbl'' WITH (DATAFILETYPE = ''char'', FIELDTERMINATOR = ''|'', ROWTERMINATOR = ''' + REPLACE(@rowterminator, N'''', N'''''') + N''', CODEPAGE = ''65001'', KEEPNULLS, TABLOCK, CHECK_CONSTRAINTS, BATCHSIZE = 100000, MAXERRORS = 0)'
 EXEC sys.sp_executesql @load;
 GO
 -- SWITCH refuses an untrusted CHECK constraint. The load checked every row, so this finds
@@ -729,9 +733,10 @@ SET DATEFORMAT ymd
 -- The row terminator '|' + LF holds a control character: BULK INSERT takes only
 -- literals, so it is built with NCHAR() and the statement run by sp_executesql, as the BULK
 -- INSERT documentation builds an LF terminator ('\n' would mean CR LF to SQL Server, and no
--- line break is written inside a string literal here).
+-- line break is written inside a string literal here). The variable goes inside a literal of
+-- that statement, so its quotes are doubled there (a `'` delimiter folded into the terminator).
 DECLARE @rowterminator nvarchar(12) = N'|' + NCHAR(10)
-DECLARE @load nvarchar(max) = N'BULK INSERT [tpch_staging].[orders_2] FROM ''/var/opt/mssql/switchyard/batch/orders/orders.2.tbl'' WITH (DATAFILETYPE = ''char'', FIELDTERMINATOR = ''|'', ROWTERMINATOR = ''' + @rowterminator + N''', CODEPAGE = ''65001'', KEEPNULLS, TABLOCK, CHECK_CONSTRAINTS, BATCHSIZE = 100000, MAXERRORS = 0)'
+DECLARE @load nvarchar(max) = N'BULK INSERT [tpch_staging].[orders_2] FROM ''/var/opt/mssql/switchyard/batch/orders/orders.2.tbl'' WITH (DATAFILETYPE = ''char'', FIELDTERMINATOR = ''|'', ROWTERMINATOR = ''' + REPLACE(@rowterminator, N'''', N'''''') + N''', CODEPAGE = ''65001'', KEEPNULLS, TABLOCK, CHECK_CONSTRAINTS, BATCHSIZE = 100000, MAXERRORS = 0)'
 EXEC sys.sp_executesql @load;
 GO
 -- SWITCH refuses an untrusted CHECK constraint. The load checked every row, so this finds
@@ -810,9 +815,10 @@ SET DATEFORMAT ymd
 -- The row terminator '|' + LF holds a control character: BULK INSERT takes only
 -- literals, so it is built with NCHAR() and the statement run by sp_executesql, as the BULK
 -- INSERT documentation builds an LF terminator ('\n' would mean CR LF to SQL Server, and no
--- line break is written inside a string literal here).
+-- line break is written inside a string literal here). The variable goes inside a literal of
+-- that statement, so its quotes are doubled there (a `'` delimiter folded into the terminator).
 DECLARE @rowterminator nvarchar(12) = N'|' + NCHAR(10)
-DECLARE @load nvarchar(max) = N'BULK INSERT [tpch_staging].[orders_3] FROM ''/var/opt/mssql/switchyard/batch/orders/orders.3.tbl'' WITH (DATAFILETYPE = ''char'', FIELDTERMINATOR = ''|'', ROWTERMINATOR = ''' + @rowterminator + N''', CODEPAGE = ''65001'', KEEPNULLS, TABLOCK, CHECK_CONSTRAINTS, BATCHSIZE = 100000, MAXERRORS = 0)'
+DECLARE @load nvarchar(max) = N'BULK INSERT [tpch_staging].[orders_3] FROM ''/var/opt/mssql/switchyard/batch/orders/orders.3.tbl'' WITH (DATAFILETYPE = ''char'', FIELDTERMINATOR = ''|'', ROWTERMINATOR = ''' + REPLACE(@rowterminator, N'''', N'''''') + N''', CODEPAGE = ''65001'', KEEPNULLS, TABLOCK, CHECK_CONSTRAINTS, BATCHSIZE = 100000, MAXERRORS = 0)'
 EXEC sys.sp_executesql @load;
 GO
 -- SWITCH refuses an untrusted CHECK constraint. The load checked every row, so this finds
@@ -891,9 +897,10 @@ SET DATEFORMAT ymd
 -- The row terminator '|' + LF holds a control character: BULK INSERT takes only
 -- literals, so it is built with NCHAR() and the statement run by sp_executesql, as the BULK
 -- INSERT documentation builds an LF terminator ('\n' would mean CR LF to SQL Server, and no
--- line break is written inside a string literal here).
+-- line break is written inside a string literal here). The variable goes inside a literal of
+-- that statement, so its quotes are doubled there (a `'` delimiter folded into the terminator).
 DECLARE @rowterminator nvarchar(12) = N'|' + NCHAR(10)
-DECLARE @load nvarchar(max) = N'BULK INSERT [tpch_staging].[orders_4] FROM ''/var/opt/mssql/switchyard/batch/orders/orders.4.tbl'' WITH (DATAFILETYPE = ''char'', FIELDTERMINATOR = ''|'', ROWTERMINATOR = ''' + @rowterminator + N''', CODEPAGE = ''65001'', KEEPNULLS, TABLOCK, CHECK_CONSTRAINTS, BATCHSIZE = 100000, MAXERRORS = 0)'
+DECLARE @load nvarchar(max) = N'BULK INSERT [tpch_staging].[orders_4] FROM ''/var/opt/mssql/switchyard/batch/orders/orders.4.tbl'' WITH (DATAFILETYPE = ''char'', FIELDTERMINATOR = ''|'', ROWTERMINATOR = ''' + REPLACE(@rowterminator, N'''', N'''''') + N''', CODEPAGE = ''65001'', KEEPNULLS, TABLOCK, CHECK_CONSTRAINTS, BATCHSIZE = 100000, MAXERRORS = 0)'
 EXEC sys.sp_executesql @load;
 GO
 -- SWITCH refuses an untrusted CHECK constraint. The load checked every row, so this finds

@@ -381,9 +381,10 @@ SET DATEFORMAT ymd
 -- The row terminator '|' + LF holds a control character: BULK INSERT takes only
 -- literals, so it is built with NCHAR() and the statement run by sp_executesql, as the BULK
 -- INSERT documentation builds an LF terminator ('\n' would mean CR LF to SQL Server, and no
--- line break is written inside a string literal here).
+-- line break is written inside a string literal here). The variable goes inside a literal of
+-- that statement, so its quotes are doubled there (a `'` delimiter folded into the terminator).
 DECLARE @rowterminator nvarchar(12) = N'|' + NCHAR(10)
-DECLARE @load nvarchar(max) = N'BULK INSERT [tpch_staging].[orders_1] FROM ''/var/opt/mssql/switchyard/batch/orders/orders.1.tbl'' WITH (DATAFILETYPE = ''char'', FIELDTERMINATOR = ''|'', ROWTERMINATOR = ''' + @rowterminator + N''', CODEPAGE = ''65001'', KEEPNULLS, TABLOCK, CHECK_CONSTRAINTS, BATCHSIZE = 100000, MAXERRORS = 0)'
+DECLARE @load nvarchar(max) = N'BULK INSERT [tpch_staging].[orders_1] FROM ''/var/opt/mssql/switchyard/batch/orders/orders.1.tbl'' WITH (DATAFILETYPE = ''char'', FIELDTERMINATOR = ''|'', ROWTERMINATOR = ''' + REPLACE(@rowterminator, N'''', N'''''') + N''', CODEPAGE = ''65001'', KEEPNULLS, TABLOCK, CHECK_CONSTRAINTS, BATCHSIZE = 100000, MAXERRORS = 0)'
 EXEC sys.sp_executesql @load;
 GO
 -- SWITCH refuses an untrusted CHECK constraint. The load checked every row, so this finds
@@ -462,9 +463,10 @@ SET DATEFORMAT ymd
 -- The row terminator '|' + LF holds a control character: BULK INSERT takes only
 -- literals, so it is built with NCHAR() and the statement run by sp_executesql, as the BULK
 -- INSERT documentation builds an LF terminator ('\n' would mean CR LF to SQL Server, and no
--- line break is written inside a string literal here).
+-- line break is written inside a string literal here). The variable goes inside a literal of
+-- that statement, so its quotes are doubled there (a `'` delimiter folded into the terminator).
 DECLARE @rowterminator nvarchar(12) = N'|' + NCHAR(10)
-DECLARE @load nvarchar(max) = N'BULK INSERT [tpch_staging].[orders_2] FROM ''/var/opt/mssql/switchyard/batch/orders/orders.2.tbl'' WITH (DATAFILETYPE = ''char'', FIELDTERMINATOR = ''|'', ROWTERMINATOR = ''' + @rowterminator + N''', CODEPAGE = ''65001'', KEEPNULLS, TABLOCK, CHECK_CONSTRAINTS, BATCHSIZE = 100000, MAXERRORS = 0)'
+DECLARE @load nvarchar(max) = N'BULK INSERT [tpch_staging].[orders_2] FROM ''/var/opt/mssql/switchyard/batch/orders/orders.2.tbl'' WITH (DATAFILETYPE = ''char'', FIELDTERMINATOR = ''|'', ROWTERMINATOR = ''' + REPLACE(@rowterminator, N'''', N'''''') + N''', CODEPAGE = ''65001'', KEEPNULLS, TABLOCK, CHECK_CONSTRAINTS, BATCHSIZE = 100000, MAXERRORS = 0)'
 EXEC sys.sp_executesql @load;
 GO
 -- SWITCH refuses an untrusted CHECK constraint. The load checked every row, so this finds
@@ -543,9 +545,10 @@ SET DATEFORMAT ymd
 -- The row terminator '|' + LF holds a control character: BULK INSERT takes only
 -- literals, so it is built with NCHAR() and the statement run by sp_executesql, as the BULK
 -- INSERT documentation builds an LF terminator ('\n' would mean CR LF to SQL Server, and no
--- line break is written inside a string literal here).
+-- line break is written inside a string literal here). The variable goes inside a literal of
+-- that statement, so its quotes are doubled there (a `'` delimiter folded into the terminator).
 DECLARE @rowterminator nvarchar(12) = N'|' + NCHAR(10)
-DECLARE @load nvarchar(max) = N'BULK INSERT [tpch_staging].[orders_3] FROM ''/var/opt/mssql/switchyard/batch/orders/orders.3.tbl'' WITH (DATAFILETYPE = ''char'', FIELDTERMINATOR = ''|'', ROWTERMINATOR = ''' + @rowterminator + N''', CODEPAGE = ''65001'', KEEPNULLS, TABLOCK, CHECK_CONSTRAINTS, BATCHSIZE = 100000, MAXERRORS = 0)'
+DECLARE @load nvarchar(max) = N'BULK INSERT [tpch_staging].[orders_3] FROM ''/var/opt/mssql/switchyard/batch/orders/orders.3.tbl'' WITH (DATAFILETYPE = ''char'', FIELDTERMINATOR = ''|'', ROWTERMINATOR = ''' + REPLACE(@rowterminator, N'''', N'''''') + N''', CODEPAGE = ''65001'', KEEPNULLS, TABLOCK, CHECK_CONSTRAINTS, BATCHSIZE = 100000, MAXERRORS = 0)'
 EXEC sys.sp_executesql @load;
 GO
 -- SWITCH refuses an untrusted CHECK constraint. The load checked every row, so this finds
@@ -631,9 +634,10 @@ SET DATEFORMAT ymd
 -- The row terminator '|' + LF holds a control character: BULK INSERT takes only
 -- literals, so it is built with NCHAR() and the statement run by sp_executesql, as the BULK
 -- INSERT documentation builds an LF terminator ('\n' would mean CR LF to SQL Server, and no
--- line break is written inside a string literal here).
+-- line break is written inside a string literal here). The variable goes inside a literal of
+-- that statement, so its quotes are doubled there (a `'` delimiter folded into the terminator).
 DECLARE @rowterminator nvarchar(12) = N'|' + NCHAR(10)
-DECLARE @load nvarchar(max) = N'BULK INSERT [tpch_staging].[lineitem_1] FROM ''/var/opt/mssql/switchyard/batch/lineitem/lineitem.1.tbl'' WITH (DATAFILETYPE = ''char'', FIELDTERMINATOR = ''|'', ROWTERMINATOR = ''' + @rowterminator + N''', CODEPAGE = ''65001'', KEEPNULLS, TABLOCK, CHECK_CONSTRAINTS, BATCHSIZE = 100000, MAXERRORS = 0)'
+DECLARE @load nvarchar(max) = N'BULK INSERT [tpch_staging].[lineitem_1] FROM ''/var/opt/mssql/switchyard/batch/lineitem/lineitem.1.tbl'' WITH (DATAFILETYPE = ''char'', FIELDTERMINATOR = ''|'', ROWTERMINATOR = ''' + REPLACE(@rowterminator, N'''', N'''''') + N''', CODEPAGE = ''65001'', KEEPNULLS, TABLOCK, CHECK_CONSTRAINTS, BATCHSIZE = 100000, MAXERRORS = 0)'
 EXEC sys.sp_executesql @load;
 GO
 -- SWITCH refuses an untrusted CHECK constraint. The load checked every row, so this finds
@@ -719,9 +723,10 @@ SET DATEFORMAT ymd
 -- The row terminator '|' + LF holds a control character: BULK INSERT takes only
 -- literals, so it is built with NCHAR() and the statement run by sp_executesql, as the BULK
 -- INSERT documentation builds an LF terminator ('\n' would mean CR LF to SQL Server, and no
--- line break is written inside a string literal here).
+-- line break is written inside a string literal here). The variable goes inside a literal of
+-- that statement, so its quotes are doubled there (a `'` delimiter folded into the terminator).
 DECLARE @rowterminator nvarchar(12) = N'|' + NCHAR(10)
-DECLARE @load nvarchar(max) = N'BULK INSERT [tpch_staging].[lineitem_2] FROM ''/var/opt/mssql/switchyard/batch/lineitem/lineitem.2.tbl'' WITH (DATAFILETYPE = ''char'', FIELDTERMINATOR = ''|'', ROWTERMINATOR = ''' + @rowterminator + N''', CODEPAGE = ''65001'', KEEPNULLS, TABLOCK, CHECK_CONSTRAINTS, BATCHSIZE = 100000, MAXERRORS = 0)'
+DECLARE @load nvarchar(max) = N'BULK INSERT [tpch_staging].[lineitem_2] FROM ''/var/opt/mssql/switchyard/batch/lineitem/lineitem.2.tbl'' WITH (DATAFILETYPE = ''char'', FIELDTERMINATOR = ''|'', ROWTERMINATOR = ''' + REPLACE(@rowterminator, N'''', N'''''') + N''', CODEPAGE = ''65001'', KEEPNULLS, TABLOCK, CHECK_CONSTRAINTS, BATCHSIZE = 100000, MAXERRORS = 0)'
 EXEC sys.sp_executesql @load;
 GO
 -- SWITCH refuses an untrusted CHECK constraint. The load checked every row, so this finds
@@ -807,9 +812,10 @@ SET DATEFORMAT ymd
 -- The row terminator '|' + LF holds a control character: BULK INSERT takes only
 -- literals, so it is built with NCHAR() and the statement run by sp_executesql, as the BULK
 -- INSERT documentation builds an LF terminator ('\n' would mean CR LF to SQL Server, and no
--- line break is written inside a string literal here).
+-- line break is written inside a string literal here). The variable goes inside a literal of
+-- that statement, so its quotes are doubled there (a `'` delimiter folded into the terminator).
 DECLARE @rowterminator nvarchar(12) = N'|' + NCHAR(10)
-DECLARE @load nvarchar(max) = N'BULK INSERT [tpch_staging].[lineitem_3] FROM ''/var/opt/mssql/switchyard/batch/lineitem/lineitem.3.tbl'' WITH (DATAFILETYPE = ''char'', FIELDTERMINATOR = ''|'', ROWTERMINATOR = ''' + @rowterminator + N''', CODEPAGE = ''65001'', KEEPNULLS, TABLOCK, CHECK_CONSTRAINTS, BATCHSIZE = 100000, MAXERRORS = 0)'
+DECLARE @load nvarchar(max) = N'BULK INSERT [tpch_staging].[lineitem_3] FROM ''/var/opt/mssql/switchyard/batch/lineitem/lineitem.3.tbl'' WITH (DATAFILETYPE = ''char'', FIELDTERMINATOR = ''|'', ROWTERMINATOR = ''' + REPLACE(@rowterminator, N'''', N'''''') + N''', CODEPAGE = ''65001'', KEEPNULLS, TABLOCK, CHECK_CONSTRAINTS, BATCHSIZE = 100000, MAXERRORS = 0)'
 EXEC sys.sp_executesql @load;
 GO
 -- SWITCH refuses an untrusted CHECK constraint. The load checked every row, so this finds

@@ -86,6 +86,17 @@ def test_csv_with_a_header_and_crlf():
     assert "RFC 4180" in batch and "header line(s) skipped" in batch
 
 
+def test_a_quote_in_the_row_terminator_is_doubled_in_the_statement_sp_executesql_runs():
+    """A trailing delimiter folds into the row terminator, which the batch builds in a variable and
+    pastes into the text sp_executesql runs: a quote in it (a `'`-delimited file) is doubled
+    there too, or that statement would not parse."""
+    spec = spec_with({"delimiter": "'", "trailing_delimiter": True}, nullable=False)
+    bulk = inner(load_batch(spec))
+    assert "FIELDTERMINATOR = ''''" in bulk and "ROWTERMINATOR = '''\n'" in bulk
+    from test_mssql_tsql import sqlfluff_parses
+    assert sqlfluff_parses(bulk), bulk
+
+
 def test_lf_alone_uses_the_documented_hex_form_statically():
     spec = spec_with({"delimiter": "\t", "trailing_delimiter": False}, nullable=False)
     batch = load_batch(spec)

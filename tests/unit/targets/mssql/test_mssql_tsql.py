@@ -187,17 +187,18 @@ def test_sqlglot_parses_the_plain_statements():
 
 
 # --- the method, statement by statement ------------------------------------------------------
-_PIECE = re.compile(r"N'((?:[^']|'')*)'|NCHAR\((\d+)\)|(@rowterminator)")
+_PIECE = re.compile(r"N'((?:[^']|'')*)'|NCHAR\((\d+)\)|(REPLACE\(@rowterminator, N'''', N''''''\))|(@rowterminator)")
 
 
 def dynamic_bulk_insert(batch: str) -> tuple[str, str]:
     """(row terminator, BULK INSERT) as sp_executesql runs them: the batch's two DECLAREd
-    expressions evaluated (N'' literals, NCHAR(n), the variable)."""
+    expressions evaluated (N'' literals, NCHAR(n), the variable, the variable's quotes doubled)."""
     def evaluate(expr: str, rowterminator: str = "") -> str:
         out = []
         for m in _PIECE.finditer(expr):
             out.append(m.group(1).replace("''", "'") if m.group(1) is not None else
-                       chr(int(m.group(2))) if m.group(2) else rowterminator)
+                       chr(int(m.group(2))) if m.group(2) else
+                       rowterminator.replace("'", "''") if m.group(3) else rowterminator)
         return "".join(out)
     rt = evaluate(re.search(r"DECLARE @rowterminator nvarchar\(12\) = (.*)$", batch, re.M).group(1))
     load = re.search(r"DECLARE @load nvarchar\(max\) = (.*)$", batch, re.M).group(1)

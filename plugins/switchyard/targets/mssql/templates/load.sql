@@ -52,8 +52,9 @@ SET DATEFORMAT ymd
 -- The row terminator {{ row_terminator_note }} holds a control character: BULK INSERT takes only
 -- literals, so it is built with NCHAR() and the statement run by sp_executesql, as the BULK
 -- INSERT documentation builds an LF terminator ('\n' would mean CR LF to SQL Server, and no
--- line break is written inside a string literal here).
+-- line break is written inside a string literal here). The variable goes inside a literal of
+-- that statement, so its quotes are doubled there (a `'` delimiter folded into the terminator).
 DECLARE @rowterminator nvarchar(12) = {{ row_terminator_expr }}
-DECLARE @load nvarchar(max) = {{ nstr(bulk_insert("@@ROWTERMINATOR@@", " ", " ")) | replace("@@ROWTERMINATOR@@", "''' + @rowterminator + N'''") }}
+DECLARE @load nvarchar(max) = {{ nstr(bulk_insert("@@ROWTERMINATOR@@", " ", " ")) | replace("@@ROWTERMINATOR@@", "''' + REPLACE(@rowterminator, N'''', N'''''') + N'''") }}
 EXEC sys.sp_executesql @load;
 {% endif %}
