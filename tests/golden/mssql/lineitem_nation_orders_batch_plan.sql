@@ -1028,10 +1028,16 @@ BEGIN TRY
     -- TABLE and INSERT keep the table itself (its grants, the views on it); the table's Sch-M is
     -- held while its rows are copied.
     TRUNCATE TABLE [tpch].[nation]
+    -- A column with the IDENTITY property takes the file's values, as the partitions moved into a
+    -- partitioned table keep theirs: an INSERT may name it only under IDENTITY_INSERT (Msg 544
+    -- otherwise), which the ALTER permission the TRUNCATE needs allows
+    -- (https://learn.microsoft.com/en-us/sql/t-sql/statements/set-identity-insert-transact-sql).
+    IF OBJECTPROPERTY(OBJECT_ID(N'[tpch].[nation]'), 'TableHasIdentity') = 1 SET IDENTITY_INSERT [tpch].[nation] ON
     INSERT INTO [tpch].[nation] WITH (TABLOCK) ([n_nationkey], [n_name], [n_regionkey], [n_comment])
         SELECT [n_nationkey], [n_name], [n_regionkey], [n_comment] FROM [tpch_staging].[nation__next]
     -- Validation counted the staging table; another count now means it changed since.
     IF @@ROWCOUNT <> 25 THROW 51012, N'tpch.nation: the rows to publish are not the 25 the manifest says; nothing was published', 1
+    IF OBJECTPROPERTY(OBJECT_ID(N'[tpch].[nation]'), 'TableHasIdentity') = 1 SET IDENTITY_INSERT [tpch].[nation] OFF
     -- DROP TABLE is transactional: the staging table goes with the commit that used it.
     DROP TABLE [tpch_staging].[nation__next]
     -- The batch the table holds, one row for the whole table (no key range).
@@ -1042,6 +1048,7 @@ BEGIN TRY
 END TRY
 BEGIN CATCH
     IF @@TRANCOUNT > 0 ROLLBACK TRANSACTION
+    IF OBJECTPROPERTY(OBJECT_ID(N'[tpch].[nation]'), 'TableHasIdentity') = 1 SET IDENTITY_INSERT [tpch].[nation] OFF
     ;THROW
 END CATCH;
 GO

@@ -325,6 +325,14 @@ def test_unpartitioned_table_is_replaced_whole_in_one_transaction():
         < body.index("INSERT INTO [tpch].[nation] WITH (TABLOCK)") < body.index("COMMIT TRANSACTION")
     # The short lock wait of a table's commit: TRUNCATE asks for Sch-M at normal priority.
     assert "SWITCH" not in body and "SET LOCK_TIMEOUT 1000" in body
+    # An IDENTITY column takes the file's values (the INSERT names every column): IDENTITY_INSERT
+    # around the INSERT where the table has one, and OFF again if the transaction fails.
+    on, off = (f"IF OBJECTPROPERTY(OBJECT_ID(N'[tpch].[nation]'), 'TableHasIdentity') = 1 "
+               f"SET IDENTITY_INSERT [tpch].[nation] {state}\n" for state in ("ON", "OFF"))
+    assert (body.index("TRUNCATE TABLE [tpch].[nation]") < body.index(on)
+            < body.index("INSERT INTO [tpch].[nation] WITH (TABLOCK)") < body.index(off) < body.index("COMMIT TRANSACTION")
+            < body.index("BEGIN CATCH") < body.index(off, body.index("BEGIN CATCH")) < body.index(";THROW"))
+    assert sqlfluff_parses(body)
 
 
 # --- numbers: orders at scale 1000 in 56 streams ------------------------------------------

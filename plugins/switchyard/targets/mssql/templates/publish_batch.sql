@@ -1,3 +1,4 @@
+{% import "_identity.sql" as identity with context %}
 -- {{ schema }}: batch {{ batch }} goes in whole: {{ tables | map(attribute="table_name") | join(", ") }}, every table in one
 -- transaction, run by the publish_batch task once every stream of the batch is validated and
 -- staged (publish: batch). Readers see the previous batch or this one, across tables, never a
@@ -66,5 +67,8 @@ BEGIN TRY
 END TRY
 BEGIN CATCH
     IF @@TRANCOUNT > 0 ROLLBACK TRANSACTION
+{% for t in tables if not t.partitioned %}
+    {{ identity.identity_insert(qn(schema, t.table_name), "OFF") }}
+{% endfor %}
     ;THROW
 END CATCH;

@@ -1,3 +1,4 @@
+{% import "_identity.sql" as identity with context %}
 -- Small unpartitioned tables are replaced whole, in one transaction (XACT_ABORT rolls back
 -- on any error). TRUNCATE TABLE asks for a Sch-M lock at normal priority, and readers that
 -- come after the request queue behind it: a short LOCK_TIMEOUT bounds that queue, and the
@@ -20,5 +21,6 @@ BEGIN TRY
 END TRY
 BEGIN CATCH
     IF @@TRANCOUNT > 0 ROLLBACK TRANSACTION
+    {{ identity.identity_insert(qn(schema, s.table), "OFF") }}
     ;THROW
 END CATCH;
