@@ -332,6 +332,40 @@ def check_copy(definition: str | None, columns: Sequence[str]) -> str | None:
     return definition
 
 
+def leftover_findings(rows: list[tuple], where: str, spec_table, key: KeyType, key_sql_type: str,
+                      function: str, scheme: str) -> tuple[list[str], list[str]]:
+    """(problems, notes) for a partitioned table not there yet whose partition function or scheme,
+    by the names setup gives them, a table of that name dropped earlier left behind
+    (catalog_leftover.sql rows: kind, name, boundary_value_on_right, parameter type or the
+    scheme's function, scale). Setup creates them only where missing and puts the new table on
+    them as they are, so what shape_problems refuses in a table's function is refused here, before
+    any load, rather than by the SWITCH after every load."""
+    drop = (f"drop what is left (DROP PARTITION SCHEME {_bracketed(scheme)}; DROP PARTITION FUNCTION "
+            f"{_bracketed(function)}, once no table uses them) and setup creates both for this batch")
+    problems, notes = [], []
+    for kind, name, right, typed, scale in rows:
+        if kind == "scheme" and typed != function:
+            problems.append(f"{where}: new table, but the partition scheme {name} setup would create it on is in the "
+                            f"database already, on the partition function {typed}: {drop}")
+        if kind != "function":
+            continue
+        if right:
+            problems.append(f"{where}: new table, but the partition function {name} setup would create it on is in "
+                            f"the database already, RANGE RIGHT; Switchyard's partitions are RANGE LEFT: {drop}")
+        if str(typed or "").lower() != key.base:
+            problems.append(f"{where}: new table, but the partition function {name} setup would create it on is in "
+                            f"the database already, taking {typed}; the spec's key {spec_table.key} is "
+                            f"{key_sql_type}: {drop}")
+        elif key.base == "datetime2" and scale is not None and scale != key.digits:
+            problems.append(f"{where}: new table, but the partition function {name} setup would create it on is in "
+                            f"the database already, taking datetime2({scale}); the spec's key {spec_table.key} is "
+                            f"{key.declared}: {drop}")
+    if rows and not problems:
+        notes.append(f"{where}: the partition function {function} and scheme {scheme} a table of that name left are "
+                     f"in the database; setup creates the table on them (RANGE LEFT, {key_sql_type})")
+    return problems, notes
+
+
 def dependency_findings(t: TargetTable, where: str, spec_table) -> tuple[list[str], list[str]]:
     """(problems, notes): what about an existing partitioned target beyond its shape would make the
     commit's TRUNCATE, SWITCH, SPLIT or MERGE fail, each with its fix; and what the load does

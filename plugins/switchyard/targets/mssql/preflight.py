@@ -12,6 +12,7 @@ from switchyard.targets.commit import discarded_note
 from switchyard.targets.mssql.catalog import (
     TargetTable,
     dependency_findings,
+    leftover_findings,
     shape_problems,
     target_from_catalog,
     truncate_problems,
@@ -149,6 +150,16 @@ class MssqlPreflight:
                 problems.append(f"{where}: {exc}; rename it (sp_rename), or load this table another way")
                 continue
             if not target.exists:
+                if table.partitioned:
+                    function, scheme = self.function_name(table.name), self.scheme_name(table.name)
+                    found, said = leftover_findings(
+                        [tuple(r) for r in cur.execute(self.catalog_sql(table.name)["leftover"], function,
+                                                       scheme).fetchall()],
+                        where, table, self.key(table), self._key_type(table), function, scheme)
+                    problems += found
+                    notes += said
+                    if found:
+                        continue
                 notes.append(f"{where}: new table; setup creates it"
                              + (f" with this batch's {len(self.incoming(table_plan))} partitions on "
                                 f"{self.function_name(table.name)}" if table.partitioned else ""))

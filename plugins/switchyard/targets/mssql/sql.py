@@ -309,6 +309,7 @@ class MssqlSql:
             key = self.key(spec_table)
             (out["boundaries"],) = self.render("catalog_boundaries.sql", key_type=self._key_type(spec_table),
                                                as_text=key.base == "datetime2" and key.digits == 7)
+            (out["leftover"],) = self.render("catalog_leftover.sql")
         (out["partitions"],) = self.render("catalog_partitions.sql")
         (out["indexes"],) = self.render("catalog_indexes.sql")
         out["columns"], out["shared"], out["schemes"] = self.render("catalog_columns.sql")

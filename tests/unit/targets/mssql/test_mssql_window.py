@@ -73,11 +73,12 @@ ORDERS_COLUMNS = [(c.name, *{"bigint": ("bigint", 8, 19, 0), "char(1)": ("char",
 class ScriptedCatalog:
     """SCRIPTED CATALOG ANSWERS for tpch.orders: answers exactly the pre-flight's queries, for a
     table with `partitions` (window.Partition: bounds, filegroup, rows, batch) and `indexes`
-    (rows of catalog_indexes.sql). `exists=False`: no such table."""
+    (rows of catalog_indexes.sql). `exists=False`: no such table; `leftover`: rows of
+    catalog_leftover.sql, what a table of that name dropped earlier left (none by default)."""
 
     def __init__(self, a: MssqlAdapter, partitions=(), indexes=(), exists=True, range_right=False,
                  column="o_orderkey", shared=(), parameter_type="bigint", dependencies=(), columns=None,
-                 schemes=("ps_tpch_orders",)):
+                 schemes=("ps_tpch_orders",), leftover=()):
         self.sql = a.catalog_sql("orders")
         self.sent: list[tuple[str, tuple]] = []
         parts = sorted(partitions, key=lambda p: p.number)
@@ -96,6 +97,7 @@ class ScriptedCatalog:
             self.sql["shared"]: [(name,) for name in shared],
             self.sql["schemes"]: [(name,) for name in schemes],
             self.sql["batches"]: recorded,
+            self.sql["leftover"]: [tuple(r) for r in leftover],
             # catalog_dependencies.sql: (kind, name, detail, flag) rows; none unless a test scripts them.
             self.sql["dependencies"]: [tuple(r) for r in dependencies],
             "SELECT OBJECT_ID(?, N'U')": [(1,)],
@@ -366,6 +368,29 @@ def test_the_target_is_checked_against_the_spec_from_the_catalog():
         target, "tpch.orders", SPEC.table("orders"), KEY, "bigint")[0]
     notes = a.preflight(ScriptedCatalog(a, exists=False), plan)
     assert notes == ["tpch.orders: new table; setup creates it with this batch's 2 partitions on pf_tpch_orders"]
+
+
+def test_a_new_table_on_a_partition_function_a_dropped_table_left_is_checked_before_any_load():
+    """DROP TABLE leaves the table's partition function and scheme; setup creates them only where
+    missing, so a new table of that name would go on them as they are. One that cannot hold the
+    spec's partitions is refused before any load (the SWITCH would refuse it after every load);
+    one that can is said and used."""
+    a = adapter()
+    plan = orders_plan(SPEC, even(2))
+    for leftover, expected in (
+            ([("function", "pf_tpch_orders", 1, "bigint", 0)], "partition function pf_tpch_orders setup would "
+             "create it on is in the database already, RANGE RIGHT"),
+            ([("function", "pf_tpch_orders", 0, "int", 0)], "taking int; the spec's key o_orderkey is bigint"),
+            ([("scheme", "ps_tpch_orders", None, "pf_other", None)], "the partition scheme ps_tpch_orders setup "
+             "would create it on is in the database already, on the partition function pf_other")):
+        with pytest.raises(TargetError, match=re.escape(expected)) as refused:
+            a.preflight(ScriptedCatalog(a, exists=False, leftover=leftover), plan)
+        assert ("DROP PARTITION SCHEME [ps_tpch_orders]; DROP PARTITION FUNCTION [pf_tpch_orders], once no table "
+                "uses them") in str(refused.value)
+    same = [("function", "pf_tpch_orders", 0, "bigint", 0), ("scheme", "ps_tpch_orders", None, "pf_tpch_orders", None)]
+    notes = a.preflight(ScriptedCatalog(a, exists=False, leftover=same), plan)
+    assert notes[0] == ("tpch.orders: the partition function pf_tpch_orders and scheme ps_tpch_orders a table of "
+                        "that name left are in the database; setup creates the table on them (RANGE LEFT, bigint)")
 
 
 # --- staging tables from the target as it is -----------------------------------------------------
