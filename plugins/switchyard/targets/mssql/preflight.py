@@ -85,6 +85,13 @@ class MssqlPreflight:
             log.info("pre-flight: %s", note)
         return notes
 
+    def left_by_a_dropped_table(self, cur, table, where: str) -> tuple[list[str], list[str]]:
+        """(problems, notes) about the partition function and scheme, by the names setup gives a new
+        table's, that a table of that name dropped earlier left (catalog.leftover_findings)."""
+        function, scheme = self.function_name(table.name), self.scheme_name(table.name)
+        rows = [tuple(r) for r in cur.execute(self.catalog_sql(table.name)["leftover"], function, scheme).fetchall()]
+        return leftover_findings(rows, where, table, self.key(table), self._key_type(table), function, scheme)
+
     def read_target(self, cur, table: str) -> TargetTable:
         """The table as the catalog has it now (the pre-flight's queries, catalog_*.sql)."""
         sql = self.catalog_sql(table)
@@ -150,19 +157,13 @@ class MssqlPreflight:
                 problems.append(f"{where}: {exc}; rename it (sp_rename), or load this table another way")
                 continue
             if not target.exists:
-                if table.partitioned:
-                    function, scheme = self.function_name(table.name), self.scheme_name(table.name)
-                    found, said = leftover_findings(
-                        [tuple(r) for r in cur.execute(self.catalog_sql(table.name)["leftover"], function,
-                                                       scheme).fetchall()],
-                        where, table, self.key(table), self._key_type(table), function, scheme)
-                    problems += found
-                    notes += said
-                    if found:
-                        continue
-                notes.append(f"{where}: new table; setup creates it"
-                             + (f" with this batch's {len(self.incoming(table_plan))} partitions on "
-                                f"{self.function_name(table.name)}" if table.partitioned else ""))
+                found, said = self.left_by_a_dropped_table(cur, table, where) if table.partitioned else ([], [])
+                problems += found
+                notes += said
+                if not found:
+                    notes.append(f"{where}: new table; setup creates it"
+                                 + (f" with this batch's {len(self.incoming(table_plan))} partitions on "
+                                    f"{self.function_name(table.name)}" if table.partitioned else ""))
                 continue
             found = shape_problems(target, where, table, self.key(table) if table.partitioned else None,
                                    self._key_type(table))
