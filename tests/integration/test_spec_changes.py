@@ -224,6 +224,28 @@ def test_a_dbas_unique_index_broken_by_a_batch_fails_its_validation_before_any_s
     assert storms.rows() == 244 and "tracks_dba_name_ts" in storms.indexes()
 
 
+def test_a_dbas_unique_index_checked_at_validate_is_kept_for_the_switch(storms, schema):
+    """The index validate builds on each staging table to check a DBA's unique index is the one
+    the switch needs there: kept (committed), not built a second time at the switch."""
+    plain = storms_spec(unique=False)
+    storms.run(storms.batch(1980, plain), plain)
+    storms.sql(f'CREATE UNIQUE INDEX tracks_dba_name_ts ON "{schema}".tracks (name, ts)')
+    folder = storms.batch(1990, plain)
+    loaded = parse_spec(plain)
+    plan = plan_batch(loaded, read_manifest(folder, loaded), ["tracks"])
+    adapter = PostgresAdapter(loaded, uri=storms.uri, schema=schema, lease_batch=folder.name, lease_holder="storms/kept")
+    try:
+        adapter.setup(plan)
+        for s in plan.all_streams():
+            adapter.prepare(s)
+            adapter.load(s, folder / s.file)
+            assert validate_stream(adapter, loaded, s).success
+            name = adapter._staging_index_name(s, "tracks_dba_name_ts")
+            assert storms.sql(f"SELECT to_regclass('\"{adapter.staging_schema}\".\"{name}\"') IS NOT NULL")[0][0], name
+    finally:
+        adapter.release_lease()
+
+
 def test_a_dbas_check_constraint_broken_by_a_batch_fails_its_load_naming_the_line(storms, schema):
     plain = storms_spec(unique=False)
     storms.run(storms.batch(1980, plain), plain)

@@ -146,7 +146,10 @@ class PostgresIndexes:
                          if index["constraint"] else
                          f"CREATE UNIQUE INDEX IF NOT EXISTS {self.q(on_staging)} ON {staging} USING {index['using']}")
             try:
-                with self.connection() as conn, conn.cursor() as cur:
+                # Committed: the switch then finds the index built (_build_target_indexes), and a
+                # retried validation too. The steps' session is not in autocommit, and a use that
+                # leaves its transaction open is rolled back when it gives the session back.
+                with self.connection() as conn, conn.transaction(), conn.cursor() as cur:
                     cur.execute("SELECT to_regclass(%s) IS NULL",
                                 (self.qualified(self.staging_schema, on_staging),))
                     if cur.fetchone()[0]:   # a retried validation finds it built
