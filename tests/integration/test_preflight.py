@@ -259,6 +259,24 @@ def test_a_replace_table_holding_a_newer_batch_is_not_put_back_unless_the_run_as
     assert fingerprint(pg_uri, schema, ["orders", "nation"]) == before
 
 
+def test_a_reader_with_an_older_snapshot_finds_a_replaced_lookup_with_its_rows_not_empty(pg_uri, schema, tpch_batch):
+    """A replace of an unpartitioned table under a REPEATABLE READ reader (a report, pg_dump)
+    whose snapshot is older than the publish: the reader finds the rows its snapshot holds. After
+    a TRUNCATE, which is not MVCC-safe, it would find the table empty."""
+    _, folder = tpch_batch
+    plan = plan_batch(SPEC, read_manifest(folder, SPEC), ["orders", "nation"])
+    _load_whole(PostgresAdapter(SPEC, uri=pg_uri, schema=schema, lease_batch="tpch-a", lease_holder="dag/a"),
+                plan, folder)
+    with psycopg.connect(pg_uri) as reader:
+        reader.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+        reader.execute("SELECT count(*) FROM pg_class").fetchone()      # its snapshot, no lock on the tables
+        _load_whole(PostgresAdapter(SPEC, uri=pg_uri, schema=schema, lease_batch="tpch-b", lease_holder="dag/b"),
+                    plan, folder)
+        assert reader.execute(f'SELECT count(*) FROM "{schema}".nation').fetchone()[0] == 25
+        reader.rollback()
+    assert control_batches(pg_uri, schema)["nation"] == {"tpch-b"}
+
+
 def control_batches(uri: str, schema: str) -> dict[str, set[str]]:
     with psycopg.connect(uri) as conn:
         out: dict[str, set[str]] = {}

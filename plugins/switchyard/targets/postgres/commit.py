@@ -240,13 +240,17 @@ class PostgresCommit(SwitchProtocol):
 
     def _commit_whole(self, cur, stream: StreamPlan) -> dict[str, Any]:
         """An unpartitioned table's rows replaced by its next version's, in the caller's
-        transaction. TRUNCATE and INSERT keep the table itself (its grants, the views on it);
-        the rows are copied under the publish's lock: a lookup table's, a few milliseconds."""
+        transaction. DELETE and INSERT keep the table itself (its grants, the views on it);
+        the rows are copied under the publish's lock: a lookup table's, a few milliseconds.
+        DELETE, not TRUNCATE, which is not MVCC-safe: a transaction whose snapshot is older than
+        this commit (REPEATABLE READ, SERIALIZABLE, pg_dump) would find the table empty
+        (https://www.postgresql.org/docs/current/mvcc-caveats.html); after DELETE it finds the
+        rows it saw before. The old rows' space goes back by (auto)vacuum."""
         table = self.spec.table(stream.table)
         target = self.qualified(self.schema, table.name)
         staged = self.qualified(self.staging_schema, self.next_table(table.name))
         cols = ", ".join(self.q(c.name) for c in table.columns)
-        cur.execute(f"TRUNCATE {target}")
+        cur.execute(f"DELETE FROM {target}")
         cur.execute(f"INSERT INTO {target} ({cols}) SELECT {cols} FROM {staged}")
         rows = cur.rowcount
         cur.execute(f"DROP TABLE {staged}")
