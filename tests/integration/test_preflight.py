@@ -277,6 +277,30 @@ def test_a_reader_with_an_older_snapshot_finds_a_replaced_lookup_with_its_rows_n
     assert control_batches(pg_uri, schema)["nation"] == {"tpch-b"}
 
 
+def test_a_nullable_key_on_the_target_still_attaches_without_a_scan(pg_uri, schema, tpch_batch):
+    """A DBA's table may allow NULL in its key column (a range partition's key need not be NOT
+    NULL), and the staging tables are made like it. The partition's constraint says the key IS
+    NOT NULL, which a CHECK passing on NULL does not prove: the range CHECK says it too, so that
+    ATTACH still proves the bound without scanning the rows."""
+    _, folder = tpch_batch
+    plan = plan_batch(SPEC, read_manifest(folder, SPEC), ["orders"])
+    _load_whole(PostgresAdapter(SPEC, uri=pg_uri, schema=schema, lease_batch="tpch-a", lease_holder="dag/a"),
+                plan, folder)
+    with psycopg.connect(pg_uri, autocommit=True) as conn:
+        conn.execute(f'ALTER TABLE "{schema}".orders ALTER COLUMN o_orderkey DROP NOT NULL')
+    adapter = PostgresAdapter(SPEC, uri=pg_uri, schema=schema, lease_batch="tpch-b", lease_holder="dag/b")
+    adapter.setup(plan)
+    switched = []
+    for s in plan.all_streams():
+        adapter.prepare(s)
+        adapter.load(s, folder / s.file)
+        switched.append(adapter.switch(s))
+    published = publish(adapter, plan)
+    adapter.release_lease()
+    assert all(r["attach_scan_skipped"] is True for r in switched), switched
+    assert control_batches(pg_uri, schema)["orders"] == {"tpch-b"}, published
+
+
 def control_batches(uri: str, schema: str) -> dict[str, set[str]]:
     with psycopg.connect(uri) as conn:
         out: dict[str, set[str]] = {}

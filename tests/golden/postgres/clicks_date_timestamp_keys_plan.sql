@@ -122,10 +122,12 @@ CREATE TABLE "web_staging"."daily_1" (
 -- Exactly the partition's bound (FROM lower TO upper + one unit of the key: 1, 1 day or
 -- 1 microsecond), so that ATTACH PARTITION proves the bound from this constraint and skips
 -- its validation scan. Date and timestamp bounds are typed literals (DATE '...',
--- TIMESTAMP '...') of the key's own type: the proof compares constants of one type.
+-- TIMESTAMP '...') of the key's own type: the proof compares constants of one type. The
+-- partition's constraint also says the key IS NOT NULL, and a CHECK passes on NULL: where the
+-- target's key column allows NULL (a DBA's table), only the CHECK's own IS NOT NULL proves it.
 ALTER TABLE "web_staging"."daily_1"
     ADD CONSTRAINT "daily_1_range"
-    CHECK ("day" >= DATE '2026-03-01' AND "day" < DATE '2026-03-02');
+    CHECK ("day" IS NOT NULL AND "day" >= DATE '2026-03-01' AND "day" < DATE '2026-03-02');
 -- A retried load may find the trailing column already dropped: the earlier attempt
 -- committed but its process died before the scheduler heard of it. Putting the column
 -- back (a no-op on a fresh table) lets the retry reload from scratch instead of failing.
@@ -169,10 +171,12 @@ CREATE TABLE "web_staging"."daily_2" (
 -- Exactly the partition's bound (FROM lower TO upper + one unit of the key: 1, 1 day or
 -- 1 microsecond), so that ATTACH PARTITION proves the bound from this constraint and skips
 -- its validation scan. Date and timestamp bounds are typed literals (DATE '...',
--- TIMESTAMP '...') of the key's own type: the proof compares constants of one type.
+-- TIMESTAMP '...') of the key's own type: the proof compares constants of one type. The
+-- partition's constraint also says the key IS NOT NULL, and a CHECK passes on NULL: where the
+-- target's key column allows NULL (a DBA's table), only the CHECK's own IS NOT NULL proves it.
 ALTER TABLE "web_staging"."daily_2"
     ADD CONSTRAINT "daily_2_range"
-    CHECK ("day" >= DATE '2026-03-02' AND "day" < DATE '2026-03-03');
+    CHECK ("day" IS NOT NULL AND "day" >= DATE '2026-03-02' AND "day" < DATE '2026-03-03');
 -- A retried load may find the trailing column already dropped: the earlier attempt
 -- committed but its process died before the scheduler heard of it. Putting the column
 -- back (a no-op on a fresh table) lets the retry reload from scratch instead of failing.
@@ -216,10 +220,12 @@ CREATE TABLE "web_staging"."hourly_1" (
 -- Exactly the partition's bound (FROM lower TO upper + one unit of the key: 1, 1 day or
 -- 1 microsecond), so that ATTACH PARTITION proves the bound from this constraint and skips
 -- its validation scan. Date and timestamp bounds are typed literals (DATE '...',
--- TIMESTAMP '...') of the key's own type: the proof compares constants of one type.
+-- TIMESTAMP '...') of the key's own type: the proof compares constants of one type. The
+-- partition's constraint also says the key IS NOT NULL, and a CHECK passes on NULL: where the
+-- target's key column allows NULL (a DBA's table), only the CHECK's own IS NOT NULL proves it.
 ALTER TABLE "web_staging"."hourly_1"
     ADD CONSTRAINT "hourly_1_range"
-    CHECK ("at" >= TIMESTAMP '2026-03-01 00:00:00.000000' AND "at" < TIMESTAMP '2026-03-01 01:00:00.000000');
+    CHECK ("at" IS NOT NULL AND "at" >= TIMESTAMP '2026-03-01 00:00:00.000000' AND "at" < TIMESTAMP '2026-03-01 01:00:00.000000');
 -- A retried load may find the trailing column already dropped: the earlier attempt
 -- committed but its process died before the scheduler heard of it. Putting the column
 -- back (a no-op on a fresh table) lets the retry reload from scratch instead of failing.
@@ -263,10 +269,12 @@ CREATE TABLE "web_staging"."hourly_2" (
 -- Exactly the partition's bound (FROM lower TO upper + one unit of the key: 1, 1 day or
 -- 1 microsecond), so that ATTACH PARTITION proves the bound from this constraint and skips
 -- its validation scan. Date and timestamp bounds are typed literals (DATE '...',
--- TIMESTAMP '...') of the key's own type: the proof compares constants of one type.
+-- TIMESTAMP '...') of the key's own type: the proof compares constants of one type. The
+-- partition's constraint also says the key IS NOT NULL, and a CHECK passes on NULL: where the
+-- target's key column allows NULL (a DBA's table), only the CHECK's own IS NOT NULL proves it.
 ALTER TABLE "web_staging"."hourly_2"
     ADD CONSTRAINT "hourly_2_range"
-    CHECK ("at" >= TIMESTAMP '2026-03-01 01:00:00.000000' AND "at" < TIMESTAMP '2026-03-01 02:00:00.000000');
+    CHECK ("at" IS NOT NULL AND "at" >= TIMESTAMP '2026-03-01 01:00:00.000000' AND "at" < TIMESTAMP '2026-03-01 02:00:00.000000');
 -- A retried load may find the trailing column already dropped: the earlier attempt
 -- committed but its process died before the scheduler heard of it. Putting the column
 -- back (a no-op on a fresh table) lets the retry reload from scratch instead of failing.
@@ -310,10 +318,12 @@ CREATE TABLE "web_staging"."hourly_3" (
 -- Exactly the partition's bound (FROM lower TO upper + one unit of the key: 1, 1 day or
 -- 1 microsecond), so that ATTACH PARTITION proves the bound from this constraint and skips
 -- its validation scan. Date and timestamp bounds are typed literals (DATE '...',
--- TIMESTAMP '...') of the key's own type: the proof compares constants of one type.
+-- TIMESTAMP '...') of the key's own type: the proof compares constants of one type. The
+-- partition's constraint also says the key IS NOT NULL, and a CHECK passes on NULL: where the
+-- target's key column allows NULL (a DBA's table), only the CHECK's own IS NOT NULL proves it.
 ALTER TABLE "web_staging"."hourly_3"
     ADD CONSTRAINT "hourly_3_range"
-    CHECK ("at" >= TIMESTAMP '2026-03-01 02:00:00.000000' AND "at" < TIMESTAMP '2026-03-01 03:00:00.000000');
+    CHECK ("at" IS NOT NULL AND "at" >= TIMESTAMP '2026-03-01 02:00:00.000000' AND "at" < TIMESTAMP '2026-03-01 03:00:00.000000');
 -- A retried load may find the trailing column already dropped: the earlier attempt
 -- committed but its process died before the scheduler heard of it. Putting the column
 -- back (a no-op on a fresh table) lets the retry reload from scratch instead of failing.

@@ -218,10 +218,12 @@ CREATE TABLE "tpch_staging"."orders_1" (
 -- Exactly the partition's bound (FROM lower TO upper + one unit of the key: 1, 1 day or
 -- 1 microsecond), so that ATTACH PARTITION proves the bound from this constraint and skips
 -- its validation scan. Date and timestamp bounds are typed literals (DATE '...',
--- TIMESTAMP '...') of the key's own type: the proof compares constants of one type.
+-- TIMESTAMP '...') of the key's own type: the proof compares constants of one type. The
+-- partition's constraint also says the key IS NOT NULL, and a CHECK passes on NULL: where the
+-- target's key column allows NULL (a DBA's table), only the CHECK's own IS NOT NULL proves it.
 ALTER TABLE "tpch_staging"."orders_1"
     ADD CONSTRAINT "orders_1_range"
-    CHECK ("o_orderkey" >= 1 AND "o_orderkey" < 20001);
+    CHECK ("o_orderkey" IS NOT NULL AND "o_orderkey" >= 1 AND "o_orderkey" < 20001);
 -- A retried load may find the trailing column already dropped: the earlier attempt
 -- committed but its process died before the scheduler heard of it. Putting the column
 -- back (a no-op on a fresh table) lets the retry reload from scratch instead of failing.
@@ -271,10 +273,12 @@ CREATE TABLE "tpch_staging"."orders_2" (
 -- Exactly the partition's bound (FROM lower TO upper + one unit of the key: 1, 1 day or
 -- 1 microsecond), so that ATTACH PARTITION proves the bound from this constraint and skips
 -- its validation scan. Date and timestamp bounds are typed literals (DATE '...',
--- TIMESTAMP '...') of the key's own type: the proof compares constants of one type.
+-- TIMESTAMP '...') of the key's own type: the proof compares constants of one type. The
+-- partition's constraint also says the key IS NOT NULL, and a CHECK passes on NULL: where the
+-- target's key column allows NULL (a DBA's table), only the CHECK's own IS NOT NULL proves it.
 ALTER TABLE "tpch_staging"."orders_2"
     ADD CONSTRAINT "orders_2_range"
-    CHECK ("o_orderkey" >= 20001 AND "o_orderkey" < 40001);
+    CHECK ("o_orderkey" IS NOT NULL AND "o_orderkey" >= 20001 AND "o_orderkey" < 40001);
 -- A retried load may find the trailing column already dropped: the earlier attempt
 -- committed but its process died before the scheduler heard of it. Putting the column
 -- back (a no-op on a fresh table) lets the retry reload from scratch instead of failing.
@@ -324,10 +328,12 @@ CREATE TABLE "tpch_staging"."orders_3" (
 -- Exactly the partition's bound (FROM lower TO upper + one unit of the key: 1, 1 day or
 -- 1 microsecond), so that ATTACH PARTITION proves the bound from this constraint and skips
 -- its validation scan. Date and timestamp bounds are typed literals (DATE '...',
--- TIMESTAMP '...') of the key's own type: the proof compares constants of one type.
+-- TIMESTAMP '...') of the key's own type: the proof compares constants of one type. The
+-- partition's constraint also says the key IS NOT NULL, and a CHECK passes on NULL: where the
+-- target's key column allows NULL (a DBA's table), only the CHECK's own IS NOT NULL proves it.
 ALTER TABLE "tpch_staging"."orders_3"
     ADD CONSTRAINT "orders_3_range"
-    CHECK ("o_orderkey" >= 40001 AND "o_orderkey" < 60001);
+    CHECK ("o_orderkey" IS NOT NULL AND "o_orderkey" >= 40001 AND "o_orderkey" < 60001);
 -- A retried load may find the trailing column already dropped: the earlier attempt
 -- committed but its process died before the scheduler heard of it. Putting the column
 -- back (a no-op on a fresh table) lets the retry reload from scratch instead of failing.
@@ -377,10 +383,12 @@ CREATE TABLE "tpch_staging"."lineitem_1" (
 -- Exactly the partition's bound (FROM lower TO upper + one unit of the key: 1, 1 day or
 -- 1 microsecond), so that ATTACH PARTITION proves the bound from this constraint and skips
 -- its validation scan. Date and timestamp bounds are typed literals (DATE '...',
--- TIMESTAMP '...') of the key's own type: the proof compares constants of one type.
+-- TIMESTAMP '...') of the key's own type: the proof compares constants of one type. The
+-- partition's constraint also says the key IS NOT NULL, and a CHECK passes on NULL: where the
+-- target's key column allows NULL (a DBA's table), only the CHECK's own IS NOT NULL proves it.
 ALTER TABLE "tpch_staging"."lineitem_1"
     ADD CONSTRAINT "lineitem_1_range"
-    CHECK ("l_orderkey" >= 1 AND "l_orderkey" < 20001);
+    CHECK ("l_orderkey" IS NOT NULL AND "l_orderkey" >= 1 AND "l_orderkey" < 20001);
 -- A retried load may find the trailing column already dropped: the earlier attempt
 -- committed but its process died before the scheduler heard of it. Putting the column
 -- back (a no-op on a fresh table) lets the retry reload from scratch instead of failing.
@@ -430,10 +438,12 @@ CREATE TABLE "tpch_staging"."lineitem_2" (
 -- Exactly the partition's bound (FROM lower TO upper + one unit of the key: 1, 1 day or
 -- 1 microsecond), so that ATTACH PARTITION proves the bound from this constraint and skips
 -- its validation scan. Date and timestamp bounds are typed literals (DATE '...',
--- TIMESTAMP '...') of the key's own type: the proof compares constants of one type.
+-- TIMESTAMP '...') of the key's own type: the proof compares constants of one type. The
+-- partition's constraint also says the key IS NOT NULL, and a CHECK passes on NULL: where the
+-- target's key column allows NULL (a DBA's table), only the CHECK's own IS NOT NULL proves it.
 ALTER TABLE "tpch_staging"."lineitem_2"
     ADD CONSTRAINT "lineitem_2_range"
-    CHECK ("l_orderkey" >= 20001 AND "l_orderkey" < 40001);
+    CHECK ("l_orderkey" IS NOT NULL AND "l_orderkey" >= 20001 AND "l_orderkey" < 40001);
 -- A retried load may find the trailing column already dropped: the earlier attempt
 -- committed but its process died before the scheduler heard of it. Putting the column
 -- back (a no-op on a fresh table) lets the retry reload from scratch instead of failing.
@@ -483,10 +493,12 @@ CREATE TABLE "tpch_staging"."lineitem_3" (
 -- Exactly the partition's bound (FROM lower TO upper + one unit of the key: 1, 1 day or
 -- 1 microsecond), so that ATTACH PARTITION proves the bound from this constraint and skips
 -- its validation scan. Date and timestamp bounds are typed literals (DATE '...',
--- TIMESTAMP '...') of the key's own type: the proof compares constants of one type.
+-- TIMESTAMP '...') of the key's own type: the proof compares constants of one type. The
+-- partition's constraint also says the key IS NOT NULL, and a CHECK passes on NULL: where the
+-- target's key column allows NULL (a DBA's table), only the CHECK's own IS NOT NULL proves it.
 ALTER TABLE "tpch_staging"."lineitem_3"
     ADD CONSTRAINT "lineitem_3_range"
-    CHECK ("l_orderkey" >= 40001 AND "l_orderkey" < 60001);
+    CHECK ("l_orderkey" IS NOT NULL AND "l_orderkey" >= 40001 AND "l_orderkey" < 60001);
 -- A retried load may find the trailing column already dropped: the earlier attempt
 -- committed but its process died before the scheduler heard of it. Putting the column
 -- back (a no-op on a fresh table) lets the retry reload from scratch instead of failing.

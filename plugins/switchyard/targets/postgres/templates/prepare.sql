@@ -18,8 +18,10 @@ CREATE TABLE {{ qn(staging_schema, s.staging_table) }} (
 -- Exactly the partition's bound (FROM lower TO upper + one unit of the key: 1, 1 day or
 -- 1 microsecond), so that ATTACH PARTITION proves the bound from this constraint and skips
 -- its validation scan. Date and timestamp bounds are typed literals (DATE '...',
--- TIMESTAMP '...') of the key's own type: the proof compares constants of one type.
+-- TIMESTAMP '...') of the key's own type: the proof compares constants of one type. The
+-- partition's constraint also says the key IS NOT NULL, and a CHECK passes on NULL: where the
+-- target's key column allows NULL (a DBA's table), only the CHECK's own IS NOT NULL proves it.
 ALTER TABLE {{ qn(staging_schema, s.staging_table) }}
     ADD CONSTRAINT {{ q(s.staging_table ~ "_range") }}
-    CHECK ({{ q(key) }} >= {{ lit(lower) }} AND {{ q(key) }} < {{ lit(upper_next) }});
+    CHECK ({{ q(key) }} IS NOT NULL AND {{ q(key) }} >= {{ lit(lower) }} AND {{ q(key) }} < {{ lit(upper_next) }});
 {% endif %}
