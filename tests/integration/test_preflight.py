@@ -2,6 +2,8 @@
 shape on the embedded PostgreSQL, before any load."""
 from __future__ import annotations
 
+import threading
+import time
 from dataclasses import replace
 
 import psycopg
@@ -299,6 +301,47 @@ def test_a_nullable_key_on_the_target_still_attaches_without_a_scan(pg_uri, sche
     adapter.release_lease()
     assert all(r["attach_scan_skipped"] is True for r in switched), switched
     assert control_batches(pg_uri, schema)["orders"] == {"tpch-b"}, published
+
+
+def test_readers_do_not_queue_behind_a_publish_waiting_for_a_long_reader(pg_uri, schema, tpch_batch):
+    """While the publish's ACCESS EXCLUSIVE request waits for a long reader, every new reader of
+    the table would queue behind it: the request gives up after a second, back to a savepoint,
+    and asks again, so a reader that comes meanwhile is served while the long one still reads;
+    the batch goes in once that one ends."""
+    _, folder = tpch_batch
+    plan = plan_batch(SPEC, read_manifest(folder, SPEC), ["orders"])
+    _load_whole(PostgresAdapter(SPEC, uri=pg_uri, schema=schema, lease_batch="tpch-a", lease_holder="dag/a"),
+                plan, folder)
+    adapter = PostgresAdapter(SPEC, uri=pg_uri, schema=schema, lease_batch="tpch-b", lease_holder="dag/b")
+    adapter.setup(plan)
+    for s in plan.all_streams():
+        adapter.prepare(s)
+        adapter.load(s, folder / s.file)
+        adapter.switch(s)
+    table = f'"{schema}".orders'
+    long_reader = psycopg.connect(pg_uri)
+    long_reader.execute(f"SELECT count(*) FROM {table}").fetchone()      # ACCESS SHARE, held to its end
+    published: dict = {}
+    publisher = threading.Thread(target=lambda: published.update(result=publish(adapter, plan)))
+    publisher.start()
+    try:
+        time.sleep(1.5)     # the publish is asking for its lock by now
+        with psycopg.connect(pg_uri) as reader:
+            reader.execute("SET statement_timeout = '30s'")
+            started = time.monotonic()
+            rows = reader.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+            waited = time.monotonic() - started
+    finally:
+        long_reader.rollback()
+        long_reader.close()
+        publisher.join(60)
+    adapter.release_lease()
+    # One attempt's second at most, and the long reader still reading; queued behind a request
+    # that waits for it, the reader would have waited until the publish gave up.
+    assert waited < 5, waited
+    assert rows == sum(s.rows for s in plan.all_streams())
+    assert published["result"]["by_table"]["orders"]["partitions_in"] == len(list(plan.all_streams()))
+    assert control_batches(pg_uri, schema)["orders"] == {"tpch-b"}
 
 
 def control_batches(uri: str, schema: str) -> dict[str, set[str]]:

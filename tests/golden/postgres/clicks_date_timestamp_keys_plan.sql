@@ -351,9 +351,10 @@ ALTER TABLE "web_staging"."hourly__next" ATTACH PARTITION "web_staging"."hourly_
 
 -- daily: its last switch moves the batch in whole
 -- The table's batch goes in whole, in the transaction of its last switch: readers see the
--- table before it or after it, never a mix. The lock is taken first, explicitly: it waits
--- (at most lock_timeout) for readers of the table, and it holds them off only for the
--- statements below, which change catalog entries and move no rows.
+-- table before it or after it, never a mix. The lock is held already: the adapter takes it
+-- before it reads the table's partitions, in attempts of a second at most, so that readers
+-- never queue long behind its waiting request; it holds them off only for the statements
+-- below, which change catalog entries and move no rows. Here it is granted at once.
 LOCK TABLE "web"."daily" IN ACCESS EXCLUSIVE MODE;
 ALTER TABLE "web_staging"."daily__next" DETACH PARTITION "web_staging"."daily_1";
 ALTER TABLE "web_staging"."daily_1" RENAME TO "daily_20260301_20260301";
@@ -371,9 +372,10 @@ DROP TABLE "web_staging"."daily__next";
 
 -- hourly: its last switch moves the batch in whole
 -- The table's batch goes in whole, in the transaction of its last switch: readers see the
--- table before it or after it, never a mix. The lock is taken first, explicitly: it waits
--- (at most lock_timeout) for readers of the table, and it holds them off only for the
--- statements below, which change catalog entries and move no rows.
+-- table before it or after it, never a mix. The lock is held already: the adapter takes it
+-- before it reads the table's partitions, in attempts of a second at most, so that readers
+-- never queue long behind its waiting request; it holds them off only for the statements
+-- below, which change catalog entries and move no rows. Here it is granted at once.
 LOCK TABLE "web"."hourly" IN ACCESS EXCLUSIVE MODE;
 ALTER TABLE "web_staging"."hourly__next" DETACH PARTITION "web_staging"."hourly_1";
 ALTER TABLE "web_staging"."hourly_1" RENAME TO "hourly_20260301000000_20260301005959999000";

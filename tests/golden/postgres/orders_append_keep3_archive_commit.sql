@@ -1,10 +1,17 @@
+SET LOCAL lock_timeout = '1000ms';
+
+LOCK TABLE "sales"."orders" IN ACCESS EXCLUSIVE MODE;
+
+SET LOCAL lock_timeout = '60s';
+
 SELECT to_regclass(%s) IS NULL
 -- parameters: ('"sales_archive"."orders_b1"',);
 
 -- The table's batch goes in whole, in the transaction of its last switch: readers see the
--- table before it or after it, never a mix. The lock is taken first, explicitly: it waits
--- (at most lock_timeout) for readers of the table, and it holds them off only for the
--- statements below, which change catalog entries and move no rows.
+-- table before it or after it, never a mix. The lock is held already: the adapter takes it
+-- before it reads the table's partitions, in attempts of a second at most, so that readers
+-- never queue long behind its waiting request; it holds them off only for the statements
+-- below, which change catalog entries and move no rows. Here it is granted at once.
 LOCK TABLE "sales"."orders" IN ACCESS EXCLUSIVE MODE;
 
 ALTER TABLE "sales_staging"."orders__next" DETACH PARTITION "sales_staging"."orders_1";

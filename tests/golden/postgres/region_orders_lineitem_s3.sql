@@ -532,9 +532,10 @@ ALTER TABLE "tpch_staging"."lineitem__next" ATTACH PARTITION "tpch_staging"."lin
 
 -- orders: its last switch moves the batch in whole
 -- The table's batch goes in whole, in the transaction of its last switch: readers see the
--- table before it or after it, never a mix. The lock is taken first, explicitly: it waits
--- (at most lock_timeout) for readers of the table, and it holds them off only for the
--- statements below, which change catalog entries and move no rows.
+-- table before it or after it, never a mix. The lock is held already: the adapter takes it
+-- before it reads the table's partitions, in attempts of a second at most, so that readers
+-- never queue long behind its waiting request; it holds them off only for the statements
+-- below, which change catalog entries and move no rows. Here it is granted at once.
 LOCK TABLE "tpch"."orders" IN ACCESS EXCLUSIVE MODE;
 ALTER TABLE "tpch_staging"."orders__next" DETACH PARTITION "tpch_staging"."orders_1";
 ALTER TABLE "tpch_staging"."orders_1" RENAME TO "orders_1_20000";
@@ -558,9 +559,10 @@ DROP TABLE "tpch_staging"."orders__next";
 
 -- lineitem: its last switch moves the batch in whole
 -- The table's batch goes in whole, in the transaction of its last switch: readers see the
--- table before it or after it, never a mix. The lock is taken first, explicitly: it waits
--- (at most lock_timeout) for readers of the table, and it holds them off only for the
--- statements below, which change catalog entries and move no rows.
+-- table before it or after it, never a mix. The lock is held already: the adapter takes it
+-- before it reads the table's partitions, in attempts of a second at most, so that readers
+-- never queue long behind its waiting request; it holds them off only for the statements
+-- below, which change catalog entries and move no rows. Here it is granted at once.
 LOCK TABLE "tpch"."lineitem" IN ACCESS EXCLUSIVE MODE;
 ALTER TABLE "tpch_staging"."lineitem__next" DETACH PARTITION "tpch_staging"."lineitem_1";
 ALTER TABLE "tpch_staging"."lineitem_1" RENAME TO "lineitem_1_20000";

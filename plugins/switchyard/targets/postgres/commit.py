@@ -17,6 +17,15 @@ from switchyard.targets.commit import CommitSession, SwitchProtocol
 
 log = logging.getLogger(__name__)
 
+# The commit's ACCESS EXCLUSIVE request is made in attempts of at most this long. While such a
+# request waits, every new reader of the table queues behind it: it conflicts with their ACCESS
+# SHARE, and PostgreSQL grants a lock only after the conflicting requests ahead of it
+# (https://www.postgresql.org/docs/current/explicit-locking.html). So a request held up by a
+# long reader gives up after this, back to a savepoint, the readers behind it go on, and it asks
+# again after LOCK_PAUSE_SECONDS, until the step's lock_timeout_seconds have passed.
+LOCK_ATTEMPT_SECONDS = 1.0
+LOCK_PAUSE_SECONDS = 1.0
+
 
 class PostgresCommit(SwitchProtocol):
     """The switch protocol's hooks on PostgreSQL: a stream staged by attaching it to its table's
@@ -139,11 +148,7 @@ class PostgresCommit(SwitchProtocol):
         """Every table locked first, then each moved in. The transaction then changes catalog
         entries only (an unpartitioned table's rows are copied: a lookup table's)."""
         cur = session.cur
-        cur.execute(f"SET LOCAL lock_timeout = '{int(self.lock_timeout_seconds)}s'")
-        # One statement locks every table, in this order (PostgreSQL takes them one by one in the
-        # order listed): a long reader delays the publish, not the other way round.
-        cur.execute("LOCK TABLE " + ", ".join(self.qualified(self.schema, n) for n in names)
-                    + " IN ACCESS EXCLUSIVE MODE")
+        self.lock_tables(cur, names)
         session.locked_at = time.monotonic()
         return {name: self.commit_table(cur, name, planned[name]) if name in planned
                 else self._commit_whole(cur, loads[name][0]) for name in names if loads[name]}
@@ -173,9 +178,36 @@ class PostgresCommit(SwitchProtocol):
     def lock_wait_words(self) -> str:
         return f"waited {self.lock_timeout_seconds}s"
 
+    def lock_tables(self, cur, names: list[str]) -> None:
+        """ACCESS EXCLUSIVE on each table and its partitions, in the caller's transaction, asked
+        for in attempts of LOCK_ATTEMPT_SECONDS at most, each given up back to a savepoint, until
+        lock_timeout_seconds have passed (then LockNotAvailable, as one long wait would end). One
+        statement takes the tables one by one in the order listed: every commit lists them in name
+        order. A lock the transaction holds already is granted at once."""
+        import psycopg
+        statement = ("LOCK TABLE " + ", ".join(self.qualified(self.schema, n) for n in names)
+                     + " IN ACCESS EXCLUSIVE MODE")
+        deadline = time.monotonic() + self.lock_timeout_seconds
+        while True:
+            wait = max(0.001, min(LOCK_ATTEMPT_SECONDS, deadline - time.monotonic()))
+            cur.execute(f"SET LOCAL lock_timeout = '{int(wait * 1000)}ms'")
+            try:
+                with cur.connection.transaction():
+                    cur.execute(statement)
+                break
+            except psycopg.errors.LockNotAvailable:
+                if time.monotonic() + LOCK_PAUSE_SECONDS >= deadline:
+                    raise
+                time.sleep(LOCK_PAUSE_SECONDS)
+        # Held: the transaction's other statements wait only on what the lock does not cover.
+        cur.execute(f"SET LOCAL lock_timeout = '{int(self.lock_timeout_seconds)}s'")
+
     def commit_table(self, cur, table: str, planned: dict[str, dict]) -> dict[str, Any]:
-        """The table's batch moved in whole, in the caller's transaction (its last switch's)."""
+        """The table's batch moved in whole, in the caller's transaction (its last switch's, or
+        the batch's publish, which holds the lock already). The table is locked before its
+        partitions are read: a partition attached in between would otherwise be missed."""
         from switchyard.core.preflight import Partition, retention, retired_on_arrival
+        self.lock_tables(cur, [table])
         spec_table = self.spec.table(table)
         batch = next(iter(planned.values()))["batch"]
         current = self._target_partitions(cur, table)

@@ -4,7 +4,9 @@ reviewed golden file: an intended change is regenerated with
 from __future__ import annotations
 
 import os
+from contextlib import nullcontext
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -117,6 +119,8 @@ class RecordingCursor:
 
     def __init__(self):
         self.statements: list[str] = []
+        # The lock's attempts run in a savepoint of the connection's (PostgresCommit.lock_tables).
+        self.connection = SimpleNamespace(transaction=nullcontext)
 
     def execute(self, sql, params=None):
         self.statements.append(sql if params is None else f"{sql}\n-- parameters: {params!r}")

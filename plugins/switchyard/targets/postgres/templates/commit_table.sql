@@ -1,7 +1,8 @@
 -- The table's batch goes in whole, in the transaction of its last switch: readers see the
--- table before it or after it, never a mix. The lock is taken first, explicitly: it waits
--- (at most lock_timeout) for readers of the table, and it holds them off only for the
--- statements below, which change catalog entries and move no rows.
+-- table before it or after it, never a mix. The lock is held already: the adapter takes it
+-- before it reads the table's partitions, in attempts of a second at most, so that readers
+-- never queue long behind its waiting request; it holds them off only for the statements
+-- below, which change catalog entries and move no rows. Here it is granted at once.
 LOCK TABLE {{ qn(schema, table) }} IN ACCESS EXCLUSIVE MODE;
 {% for name in remove %}
 -- {{ name }}: {{ "replace mode: every partition of the table gives way" if mode == "replace" else "this batch's own partition from an earlier run" }}
