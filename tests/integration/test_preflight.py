@@ -344,6 +344,28 @@ def test_readers_do_not_queue_behind_a_publish_waiting_for_a_long_reader(pg_uri,
     assert control_batches(pg_uri, schema)["orders"] == {"tpch-b"}
 
 
+def test_a_table_another_tables_foreign_key_references_is_refused_before_any_load(pg_uri, schema, tpch_batch):
+    """The publish takes a replaced table's rows out: a foreign key of another table that
+    references it would refuse that after every load, or, ON DELETE CASCADE, delete that table's
+    rows with them. Refused before any load; both tables as they were."""
+    _, folder = tpch_batch
+    plan = plan_batch(SPEC, read_manifest(folder, SPEC), ["nation"])
+    _load_whole(PostgresAdapter(SPEC, uri=pg_uri, schema=schema, lease_batch="tpch-a", lease_holder="dag/a"),
+                plan, folder)
+    with psycopg.connect(pg_uri, autocommit=True) as conn:
+        conn.execute(f'ALTER TABLE "{schema}".nation ADD PRIMARY KEY (n_nationkey)')
+        conn.execute(f'CREATE TABLE "{schema}".visits (nation int REFERENCES "{schema}".nation ON DELETE CASCADE)')
+        conn.execute(f'INSERT INTO "{schema}".visits SELECT n_nationkey FROM "{schema}".nation')
+    before = fingerprint(pg_uri, schema, ["nation", "visits"])
+    again = PostgresAdapter(SPEC, uri=pg_uri, schema=schema, lease_batch="tpch-b", lease_holder="dag/b")
+    message = _refusal(again, plan)
+    again.release_lease()
+    assert (f"{schema}.nation is referenced by foreign key visits_nation_fkey of {schema}.visits: the publish takes "
+            f"the table's rows out (DELETE, or DETACH and DROP of the partitions a batch replaces), which ON DELETE "
+            f"CASCADE would delete its rows that reference them") in message, message
+    assert fingerprint(pg_uri, schema, ["nation", "visits"]) == before
+
+
 def control_batches(uri: str, schema: str) -> dict[str, set[str]]:
     with psycopg.connect(uri) as conn:
         out: dict[str, set[str]] = {}

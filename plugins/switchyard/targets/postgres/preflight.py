@@ -90,6 +90,7 @@ class PostgresPreflight:
             if shape is not None:
                 problems += self._shape_problems(table, shape, where)
                 problems += self._spec_differences(cur, table, shape, where)
+                problems += self._referenced_by(cur, shape["oid"], where)
             existing = self._target_partitions(cur, table.name) if shape and shape["partitioned"] else None
             if shape is not None and existing is None:
                 existing = []  # the table is there (an unpartitioned one has no partitions)
@@ -128,8 +129,25 @@ class PostgresPreflight:
                     (oid,))
         columns = {name: {"type": t, "not_null": nn, "default": d, "generated": g}
                    for name, t, nn, d, g in cur.fetchall()}
-        return {"relkind": relkind, "partitioned": relkind == "p", "strategy": strategy,
+        return {"oid": oid, "relkind": relkind, "partitioned": relkind == "p", "strategy": strategy,
                 "key": list(key_columns or []), "columns": columns}
+
+    def _referenced_by(self, cur, oid: int, where: str) -> list[str]:
+        """Foreign keys of other tables that reference the table: the publish takes its rows out
+        (an unpartitioned table's DELETE; a partitioned one's DETACH and DROP of the partitions a
+        batch replaces or retires), which such a key refuses after every load, or, ON DELETE
+        CASCADE or SET NULL, answers by changing the other table's rows. Refused before any load."""
+        cur.execute("SELECT c.conname::text, c.conrelid::regclass::text, c.confdeltype FROM pg_constraint c "
+                    "WHERE c.contype = 'f' AND c.confrelid = %s AND c.conrelid <> %s AND c.conparentid = 0 "
+                    "ORDER BY 1", (oid, oid))
+        actions = {"c": "ON DELETE CASCADE would delete its rows that reference them",
+                   "n": "ON DELETE SET NULL would empty its columns that reference them",
+                   "d": "ON DELETE SET DEFAULT would change its rows that reference them"}
+        return [f"{where} is referenced by foreign key {name} of {other}: the publish takes the table's rows out "
+                f"(DELETE, or DETACH and DROP of the partitions a batch replaces), which "
+                + (f"{actions[action]}" if action in actions else "the key refuses")
+                + f"; drop {name} for the load and add it back after, or leave {where} out of this run"
+                for name, other, action in cur.fetchall()]
 
     def _shape_problems(self, table, shape: dict, where: str) -> list[str]:
         problems = []
