@@ -308,6 +308,9 @@ def run(scale: float, streams: int | None, timeout: float = 3600, spec: str = "t
     conflicts = local.dag_settings_conflicts(env)
     if conflicts:
         raise SystemExit(f"demo: this shell contradicts the DAG's settings: {'; '.join(conflicts)}")
+    # The services read the DAG's settings from the file, which `services start` may rewrite while
+    # they run: kept in their environment, this shell's would contradict it and stop every parse.
+    env = local.without_dag_settings(env)
     local.migrate(env)
     if local.running_streams() not in (None, streams):
         print(f"    restarting Airflow for {streams} streams")

@@ -135,12 +135,17 @@ def write_dag_settings(chosen: dict[str, str] | None = None) -> dict[str, str]:
     Each DAG setting comes from, first to last: `chosen` (the demo's: spec, DAG id, schema,
     streams), this shell's environment, the file as it was, the local stack's defaults: no
     schedule (runs on demand; set SWITCHYARD_SCHEDULE for one) and a start date at the moment
-    the file was first written (no scheduled run for a time before the stack existed)."""
+    the file was first written (no scheduled run for a time before the stack existed). A file
+    written for another DAG (the demo of another spec) keeps neither its schedule nor its start
+    date: they were that DAG's."""
     from switchyard import settings
     import datetime as dt
     values = {"SWITCHYARD_SCHEDULE": "none",
               "SWITCHYARD_START_DATE": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:00+00:00")}
-    values.update(dag_settings())
+    before = dag_settings()
+    if (chosen or {}).get("SWITCHYARD_DAG_ID") not in (None, before.get("SWITCHYARD_DAG_ID")):
+        before = {k: v for k, v in before.items() if k not in ("SWITCHYARD_SCHEDULE", "SWITCHYARD_START_DATE")}
+    values.update(before)
     for s in settings.SETTINGS:
         if s.section == settings.FILE_SECTION and os.environ.get(s.variable, "").strip():
             values[s.variable] = os.environ[s.variable].strip()

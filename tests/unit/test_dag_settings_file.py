@@ -119,3 +119,22 @@ def test_the_services_environment_leaves_the_dags_settings_to_the_file():
     kept = without_dag_settings(env)
     assert kept == {"SWITCHYARD_DATA_ROOT": "/data", "AIRFLOW_HOME": "/h", "PATH": "/bin"}
     assert dag_settings_conflicts(kept) == ()
+
+
+def test_the_demo_of_another_spec_does_not_take_the_last_dags_schedule(tmp_path, monkeypatch):
+    """The settings file is the last DAG's: the demo of another spec (another DAG id) starts with
+    no schedule and a start date of now, not that DAG's; the same DAG keeps its own."""
+    from switchyard_dev import local
+    monkeypatch.setenv("SWITCHYARD_AIRFLOW_HOME", str(tmp_path))
+    for name in ("SWITCHYARD_SCHEDULE", "SWITCHYARD_START_DATE", "SWITCHYARD_DAG_ID"):
+        monkeypatch.delenv(name, raising=False)
+    (tmp_path / "switchyard.env").write_text(FILE)
+    same = local.write_dag_settings({"SWITCHYARD_DAG_ID": "switchyard_nightly", "SWITCHYARD_SCHEMA": "nightly"})
+    assert (same["SWITCHYARD_SCHEDULE"], same["SWITCHYARD_START_DATE"]) == ("0 2 * * *", "2026-11-20")
+    other = local.write_dag_settings({"SWITCHYARD_DAG_ID": "switchyard_daily", "SWITCHYARD_SCHEMA": "daily"})
+    assert other["SWITCHYARD_SCHEDULE"] == "none" and other["SWITCHYARD_START_DATE"] != "2026-11-20"
+    assert local.dag_settings()["SWITCHYARD_SCHEDULE"] == "none"
+    # A schedule the shell gives still counts.
+    monkeypatch.setenv("SWITCHYARD_SCHEDULE", "15 2 * * *")
+    given = local.write_dag_settings({"SWITCHYARD_DAG_ID": "switchyard_weekly", "SWITCHYARD_SCHEMA": "weekly"})
+    assert given["SWITCHYARD_SCHEDULE"] == "15 2 * * *"
