@@ -104,9 +104,15 @@ def cmd_check(args) -> int:
                   file=sys.stderr)
         return 1
     manifest = read_manifest(folder, spec)
-    tables = sorted({e.table for e in manifest.entries})
-    print(f"{folder}: OK: {len(manifest.entries)} files of {len(tables)} tables ({', '.join(tables)}), "
-          f"{sum(e.rows for e in manifest.entries):,} rows, each file read and matching its manifest entry")
+    # What was read: the tables asked for (--tables), or the manifest's every one.
+    asked = _tables(args.tables)
+    entries = [e for e in manifest.entries if not asked or e.table in asked]
+    tables = sorted({e.table for e in entries})
+    left = sorted({e.table for e in manifest.entries} - set(tables))
+    print(f"{folder}: OK: {len(entries)} file{'s' if len(entries) != 1 else ''} of {len(tables)} "
+          f"table{'s' if len(tables) != 1 else ''} ({', '.join(tables)}), {sum(e.rows for e in entries):,} rows, "
+          f"each file read and matching its "
+          f"manifest entry" + (f"; not read (not asked for): {', '.join(left)}" if left else ""))
     return 0
 
 

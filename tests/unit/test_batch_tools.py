@@ -150,6 +150,12 @@ def test_check_finds_every_problem_at_once_without_loading(tmp_path, capsys):
         f"would not load it; list it (`switchyard manifest` writes the manifest from the folder's files) or move "
         f"it out of the batch folder"]
     assert check_batch(tmp_path, SPEC, ["shops"]) == []
+    # OK says what it read: the tables asked for, and which it did not read.
+    capsys.readouterr()
+    assert main(["check", "--batch", str(tmp_path), "--spec", str(write_spec(tmp_path)), "--tables", "shops"]) == 0
+    said = capsys.readouterr().out
+    assert "OK: 1 file of 1 table (shops), 3 rows, each file read and matching its manifest entry; not read " \
+           "(not asked for): sales" in said, said
 
 
 FIELDS_SPEC = parse_spec({
