@@ -146,7 +146,7 @@ def test_postgres_renders_typed_literals_from_parsed_values_only():
     plan = plan_batch(SPEC, parse_manifest(raw, "m.json", SPEC))
     pg = PostgresAdapter(SPEC, uri="postgresql://unused")
     check = " ".join(pg.prepare_sql(plan.stream("events", 1)))
-    assert "CHECK (\"event_day\" >= DATE '2026-01-01' AND \"event_day\" < DATE '2026-02-01')" in check
+    assert "CHECK (\"event_day\" IS NOT NULL AND \"event_day\" >= DATE '2026-01-01' AND \"event_day\" < DATE '2026-02-01')" in check
     attach = pg.switch_sql(plan.stream("events", 1), replace_existing=False)[-1]
     assert attach.endswith("FOR VALUES FROM (DATE '2026-01-01') TO (DATE '2026-02-01')")
     attach = pg.switch_sql(plan.stream("readings", 1), replace_existing=False)[-1]
