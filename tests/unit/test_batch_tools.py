@@ -213,6 +213,28 @@ def test_check_names_each_bad_field_with_its_line_and_column_before_any_load(tmp
     assert f"{path}: line 3, column wind: '': not an integer (integer)" not in check_batch(tmp_path, marked)
 
 
+def test_check_names_a_bad_key_with_the_files_other_problems(tmp_path):
+    """A key that does not read as its kind is one more problem of the file: the file's other
+    problems are still found and named, in one check, not one per run."""
+    (tmp_path / "tracks").mkdir()
+    lines = ["ts,name,wind,price,code,seen",
+             "2026-01-01 00:00:00,Alma,10,1.5,AB,2026-01-01",
+             "2026-01-01 06:00:00,Alma,11,1.5,AB,2026-01-01",
+             "2026-01-01 12:00:00,Alma,12,1.5,AB,2026-01-01",
+             "2026-01-01 18:00:00,Alma,13,1.5,AB,2026-01-01"]
+    path = tmp_path / "tracks" / "tracks.1.csv"
+    path.write_text("\n".join(lines) + "\n")
+    write_manifest(tmp_path, describe_batch(tmp_path, FIELDS_SPEC))
+    # The same bytes but two fields: a wind too big for its column, an hour no day has in the key.
+    lines[2] = lines[2].replace(",11,", ",1x,")
+    lines[3] = lines[3].replace("12:00:00", "25:00:00")
+    path.write_text("\n".join(lines) + "\n")
+    problems = check_batch(tmp_path, FIELDS_SPEC)
+    assert problems[0] == f"{path}: line 3, column wind: '1x': not an integer (integer)", problems
+    assert problems[1].startswith(f"{path}: line 4, column ts: '2026-01-01 25:00:00'"), problems
+    assert len(problems) == 2, problems
+
+
 def test_check_refuses_a_time_finer_than_its_column_keeps_and_a_dates_time_of_day():
     from switchyard.core.fields import field_check
     ok = [("timestamp", "2026-01-01 10:00:00.123456"), ("timestamp(3)", "2026-01-01T10:00:00.1230"),

@@ -781,7 +781,8 @@ def scan_file(path: Path, fmt: FileFormat, key: str | None = None, key_index: in
     """Bytes, rows and the smallest and largest key of a stream file, every record read (the key
     column `key`, at `key_index`, read as `kind`; no keys without a kind). A key that does not
     read as its kind raises BatchError naming the file, the line and the column. With
-    `record_check` (core.fields.RecordCheck), every field is checked against its column's type;
+    `record_check` (core.fields.RecordCheck), every field is checked against its column's type,
+    and such a key is one more of the file's problems (`bad_fields`), outside its key range;
     with `repeated`, every record's values of the table's unique columns are kept to find those
     another record holds too."""
     size = path.stat().st_size
@@ -795,32 +796,42 @@ def scan_file(path: Path, fmt: FileFormat, key: str | None = None, key_index: in
             rows += 1
             if wrong_end is _UNENDED:
                 unended, wrong_end = line, None
+            found = []
             if record_check is not None:
                 found = ([wrong_end] if wrong_end else []) + record_check.problems(fields)
-                bad_records += 1 if found else 0
-                for problem in found:
-                    bad_count += 1
-                    if len(bad) < BAD_FIELDS_SHOWN:
-                        bad.append(f"line {line}, {problem}")
             if repeated is not None:
                 repeated.see(line, fields)
-            if kind is None:
-                continue
-            if key_index >= len(fields):
-                raise BatchError(f"{path}: line {line}, column {key}: the record has {len(fields)} fields, the key is "
-                                 f"field {key_index + 1}" + (" (a blank line)" if fields in ([], [""]) else ""))
-            text = fields[key_index]
-            try:
-                value = int(text.strip()) if kind == "integer" else parse_key(kind, text.strip())
-            except (KeyValueError, ValueError) as exc:
-                raise BatchError(f"{path}: line {line}, column {key}: {text!r} is not a{'n' if kind == 'integer' else ''} "
-                                 f"{kind} key ({exc})") from None
-            if low is None or value < low:
-                low = value
-            if high is None or value > high:
-                high = value
+            if kind is not None:
+                value, problem = _read_key(fields, key, key_index, kind)
+                if problem is None:
+                    low = value if low is None or value < low else low
+                    high = value if high is None or value > high else high
+                elif record_check is None:
+                    raise BatchError(f"{path}: line {line}, {problem}")
+                elif not found:
+                    # Where every field is checked, a key that does not read is one more problem of
+                    # the file, the others still found (a record with problems named already: its
+                    # key's among them, or its fields too few, is named once).
+                    found = [problem]
+            bad_records += 1 if found else 0
+            for problem in found:
+                bad_count += 1
+                if len(bad) < BAD_FIELDS_SHOWN:
+                    bad.append(f"line {line}, {problem}")
     return FileScan(bytes=size, rows=rows, key_min=low, key_max=high, bad_fields=bad, bad_field_count=bad_count,
                     bad_record_count=bad_records, unended_line=unended)
+
+
+def _read_key(fields: list[str], key: str, key_index: int, kind: str) -> tuple[Any, str | None]:
+    """(the record's key as `kind` reads it, None), or (None, what is wrong with it)."""
+    if key_index >= len(fields):
+        return None, (f"column {key}: the record has {len(fields)} fields, the key is field {key_index + 1}"
+                      + (" (a blank line)" if fields in ([], [""]) else ""))
+    text = fields[key_index]
+    try:
+        return (int(text.strip()) if kind == "integer" else parse_key(kind, text.strip())), None
+    except (KeyValueError, ValueError) as exc:
+        return None, f"column {key}: {text!r} is not a{'n' if kind == 'integer' else ''} {kind} key ({exc})"
 
 
 class RepeatedKeys:
