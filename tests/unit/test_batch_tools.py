@@ -677,6 +677,30 @@ def test_a_header_naming_columns_the_spec_lacks_says_which(tmp_path):
     describe_batch(batch, spec)
 
 
+def test_a_header_lacking_columns_of_the_spec_says_which(tmp_path):
+    """A file written before the spec had a column (an older batch loaded again after the column
+    was added): every record has a field too few, and the header's names say which is missing."""
+    spec = parse_spec({"name": "hdr", "files": "{table}/{table}.{stream}.csv",
+                       "format": {"delimiter": ",", "trailing_delimiter": False, "quoting": "csv", "header_lines": 1},
+                       "tables": {"trips": {"key": "trip_id", "columns": [
+                           {"name": "trip_id", "type": "bigint"}, {"name": "station", "type": "varchar(20)"},
+                           {"name": "channel", "type": "text", "nullable": True}]}}})
+    batch = tmp_path / "batch"
+    (batch / "trips").mkdir(parents=True)
+    path = batch / "trips" / "trips.1.csv"
+    path.write_bytes(b"trip_id,station\n" + b"".join(b"%d,Nord\n" % k for k in range(1, 8)))
+    said = (f"{path}: line 1: the header names 2 fields, the spec's trips 3 columns; not in the file: channel. The "
+            f"file was written without them (before the spec had them?): the load takes each field by its place, so "
+            f"have the producer write them (an empty field is NULL where the column allows it and the format's "
+            f"null_marker is empty), or load this batch with the spec it was written for")
+    with pytest.raises(BatchError) as refused:        # switchyard manifest
+        describe_batch(batch, spec)
+    assert said in str(refused.value), refused.value
+    # A header naming the spec's columns in full says nothing of the kind.
+    path.write_bytes(b"trip_id,station,channel\n1,Nord,\n")
+    describe_batch(batch, spec)
+
+
 def test_a_repeated_unique_key_is_named_by_its_lines_before_any_load(tmp_path):
     """`switchyard check` and the plan's read of a small batch find a record whose unique columns'
     values an earlier record of its file holds, as the validate step's unique index would after

@@ -441,18 +441,30 @@ def header_order(path: Path, table: Table, head: list[bytes]) -> list[str]:
 
 def header_width(path: Path, table: Table, head: list[bytes]) -> list[str]:
     """A header line that names more fields than the spec has columns, the extra ones no column
-    of the spec's: the producer added columns the spec does not have yet. Each record is refused
-    for its field count; this says why, with the names to add."""
+    of the spec's (the producer added columns the spec does not have yet), or fewer, each of
+    them the spec's and the rest missing (a file written before the spec had those columns, such
+    as an older batch loaded again after a column was added). Each record is refused for its
+    field count; this says why, with the names."""
     spec_names = [n.lower() for n in table.column_names]
     for number, names in _headers(head, table.format):
         extra = [n for n in names if n not in spec_names]
+        missing = [n for n in spec_names if n not in names]
+        said = (f"{path}: line {number}: the header names {len(names)} fields, the spec's {table.name} "
+                f"{len(spec_names)} columns")
         if len(names) > len(spec_names) and extra:
-            return [f"{path}: line {number}: the header names {len(names)} fields, the spec's {table.name} "
-                    f"{len(spec_names)} columns; not in the spec: {', '.join(extra[:5])}"
-                    + (f" and {len(extra) - 5} more" if len(extra) > 5 else "")
-                    + ". Add them to the spec's columns, in the file's order (a new nullable column is added "
-                      "to the target with on_spec_change: add_columns), or have the producer leave them out"]
+            return [f"{said}; not in the spec: {_first_five(extra)}. Add them to the spec's columns, in the file's "
+                    f"order (a new nullable column is added to the target with on_spec_change: add_columns), or have "
+                    f"the producer leave them out"]
+        if len(names) < len(spec_names) and not extra and missing:
+            return [f"{said}; not in the file: {_first_five(missing)}. The file was written without them (before "
+                    f"the spec had them?): the load takes each field by its place, so have the producer write them "
+                    f"(an empty field is NULL where the column allows it and the format's null_marker is empty), or "
+                    f"load this batch with the spec it was written for"]
     return []
+
+
+def _first_five(names: list[str]) -> str:
+    return ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
 
 
 def names_record(path: Path, table: Table, head: list[bytes]) -> list[str]:
