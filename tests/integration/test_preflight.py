@@ -366,6 +366,26 @@ def test_a_table_another_tables_foreign_key_references_is_refused_before_any_loa
     assert fingerprint(pg_uri, schema, ["nation", "visits"]) == before
 
 
+def test_a_partition_the_publish_could_not_name_is_refused_before_any_load(pg_uri, schema, tpch_batch):
+    """A partition a DBA renamed with capitals, or moved to another schema: a replace would have
+    to detach and drop it, and the publish writes only names it can check. Refused before any
+    load, naming it, rather than by the publish after every load."""
+    _, folder = tpch_batch
+    plan = plan_batch(SPEC, read_manifest(folder, SPEC), ["orders"])
+    _load_whole(PostgresAdapter(SPEC, uri=pg_uri, schema=schema, lease_batch="tpch-a", lease_holder="dag/a"),
+                plan, folder)
+    first = sorted(PostgresAdapter(SPEC, uri=pg_uri, schema=schema).partitions("orders"))[0]
+    with psycopg.connect(pg_uri, autocommit=True) as conn:
+        conn.execute(f'ALTER TABLE "{schema}"."{first}" RENAME TO "Orders_Old"')
+    before = fingerprint(pg_uri, schema, ["orders"])
+    again = PostgresAdapter(SPEC, uri=pg_uri, schema=schema, lease_batch="tpch-b", lease_holder="dag/b")
+    message = _refusal(again, plan)
+    again.release_lease()
+    assert (f"{schema}.orders: partition 'Orders_Old': a name Switchyard does not write into SQL (lower-case letters, "
+            f"digits and _, a letter or _ first)") in message, message
+    assert fingerprint(pg_uri, schema, ["orders"]) == before
+
+
 def control_batches(uri: str, schema: str) -> dict[str, set[str]]:
     with psycopg.connect(uri) as conn:
         out: dict[str, set[str]] = {}

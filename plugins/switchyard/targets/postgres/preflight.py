@@ -92,6 +92,7 @@ class PostgresPreflight:
                 problems += self._spec_differences(cur, table, shape, where)
                 problems += self._referenced_by(cur, shape["oid"], where)
             existing = self._target_partitions(cur, table.name) if shape and shape["partitioned"] else None
+            problems += self._unwritable_partitions(existing or [], where)
             if shape is not None and existing is None:
                 existing = []  # the table is there (an unpartitioned one has no partitions)
             check = check_table(table, list(table_plan.streams), self.lease_batch or "", existing, where,
@@ -131,6 +132,27 @@ class PostgresPreflight:
                    for name, t, nn, d, g in cur.fetchall()}
         return {"oid": oid, "relkind": relkind, "partitioned": relkind == "p", "strategy": strategy,
                 "key": list(key_columns or []), "columns": columns}
+
+    def _unwritable_partitions(self, partitions: list, where: str) -> list[str]:
+        """Partitions the publish could not name when a batch replaces or retires them, refused
+        before any load rather than by the publish after every load: one in another schema (the
+        publish detaches and drops those of the table's schema), and one whose name is not written
+        into SQL (lower-case letters, digits and _, a letter or _ first: names are checked, not
+        escaped)."""
+        problems = []
+        for p in partitions:
+            if p.schema != self.schema:
+                problems.append(f"{where}: partition {p.schema}.{p.name} lives in another schema: the publish "
+                                f"detaches and drops or archives the partitions of {self.schema}; move it there "
+                                f"(ALTER TABLE ... SET SCHEMA) or detach it")
+            else:
+                try:
+                    self.checked(p.name)
+                except TargetError:
+                    problems.append(f"{where}: partition {p.name!r}: a name Switchyard does not write into SQL "
+                                    f"(lower-case letters, digits and _, a letter or _ first), which the publish "
+                                    f"must when a batch replaces or retires it; rename it (ALTER TABLE ... RENAME TO)")
+        return problems
 
     def _referenced_by(self, cur, oid: int, where: str) -> list[str]:
         """Foreign keys of other tables that reference the table: the publish takes its rows out
