@@ -229,6 +229,15 @@ def _load_whole(adapter, plan, folder, replace_newer: bool = False) -> list[str]
     return notes
 
 
+def _loaded_once(pg_uri: str, schema: str, tpch_batch, tables: list[str]):
+    """(plan, folder): the test batch's `tables` loaded and published once, as batch tpch-a."""
+    _, folder = tpch_batch
+    plan = plan_batch(SPEC, read_manifest(folder, SPEC), tables)
+    _load_whole(PostgresAdapter(SPEC, uri=pg_uri, schema=schema, lease_batch="tpch-a", lease_holder="dag/a"),
+                plan, folder)
+    return plan, folder
+
+
 def test_a_replace_table_holding_a_newer_batch_is_not_put_back_unless_the_run_asks(pg_uri, schema, tpch_batch):
     """A backfill of an older date (or a rerun of one) would put replace tables back behind the
     newer batch they hold: refused before any load, and done when the run asks for it."""
@@ -265,10 +274,7 @@ def test_a_reader_with_an_older_snapshot_finds_a_replaced_lookup_with_its_rows_n
     """A replace of an unpartitioned table under a REPEATABLE READ reader (a report, pg_dump)
     whose snapshot is older than the publish: the reader finds the rows its snapshot holds. After
     a TRUNCATE, which is not MVCC-safe, it would find the table empty."""
-    _, folder = tpch_batch
-    plan = plan_batch(SPEC, read_manifest(folder, SPEC), ["orders", "nation"])
-    _load_whole(PostgresAdapter(SPEC, uri=pg_uri, schema=schema, lease_batch="tpch-a", lease_holder="dag/a"),
-                plan, folder)
+    plan, folder = _loaded_once(pg_uri, schema, tpch_batch, ["orders", "nation"])
     with psycopg.connect(pg_uri) as reader:
         reader.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
         reader.execute("SELECT count(*) FROM pg_class").fetchone()      # its snapshot, no lock on the tables
@@ -284,10 +290,7 @@ def test_a_nullable_key_on_the_target_still_attaches_without_a_scan(pg_uri, sche
     NULL), and the staging tables are made like it. The partition's constraint says the key IS
     NOT NULL, which a CHECK passing on NULL does not prove: the range CHECK says it too, so that
     ATTACH still proves the bound without scanning the rows."""
-    _, folder = tpch_batch
-    plan = plan_batch(SPEC, read_manifest(folder, SPEC), ["orders"])
-    _load_whole(PostgresAdapter(SPEC, uri=pg_uri, schema=schema, lease_batch="tpch-a", lease_holder="dag/a"),
-                plan, folder)
+    plan, folder = _loaded_once(pg_uri, schema, tpch_batch, ["orders"])
     with psycopg.connect(pg_uri, autocommit=True) as conn:
         conn.execute(f'ALTER TABLE "{schema}".orders ALTER COLUMN o_orderkey DROP NOT NULL')
     adapter = PostgresAdapter(SPEC, uri=pg_uri, schema=schema, lease_batch="tpch-b", lease_holder="dag/b")
@@ -308,10 +311,7 @@ def test_readers_do_not_queue_behind_a_publish_waiting_for_a_long_reader(pg_uri,
     the table would queue behind it: the request gives up after a second, back to a savepoint,
     and asks again, so a reader that comes meanwhile is served while the long one still reads;
     the batch goes in once that one ends."""
-    _, folder = tpch_batch
-    plan = plan_batch(SPEC, read_manifest(folder, SPEC), ["orders"])
-    _load_whole(PostgresAdapter(SPEC, uri=pg_uri, schema=schema, lease_batch="tpch-a", lease_holder="dag/a"),
-                plan, folder)
+    plan, folder = _loaded_once(pg_uri, schema, tpch_batch, ["orders"])
     adapter = PostgresAdapter(SPEC, uri=pg_uri, schema=schema, lease_batch="tpch-b", lease_holder="dag/b")
     adapter.setup(plan)
     for s in plan.all_streams():
@@ -348,10 +348,7 @@ def test_a_table_another_tables_foreign_key_references_is_refused_before_any_loa
     """The publish takes a replaced table's rows out: a foreign key of another table that
     references it would refuse that after every load, or, ON DELETE CASCADE, delete that table's
     rows with them. Refused before any load; both tables as they were."""
-    _, folder = tpch_batch
-    plan = plan_batch(SPEC, read_manifest(folder, SPEC), ["nation"])
-    _load_whole(PostgresAdapter(SPEC, uri=pg_uri, schema=schema, lease_batch="tpch-a", lease_holder="dag/a"),
-                plan, folder)
+    plan, folder = _loaded_once(pg_uri, schema, tpch_batch, ["nation"])
     with psycopg.connect(pg_uri, autocommit=True) as conn:
         conn.execute(f'ALTER TABLE "{schema}".nation ADD PRIMARY KEY (n_nationkey)')
         conn.execute(f'CREATE TABLE "{schema}".visits (nation int REFERENCES "{schema}".nation ON DELETE CASCADE)')
@@ -370,10 +367,7 @@ def test_a_partition_the_publish_could_not_name_is_refused_before_any_load(pg_ur
     """A partition a DBA renamed with capitals, or moved to another schema: a replace would have
     to detach and drop it, and the publish writes only names it can check. Refused before any
     load, naming it, rather than by the publish after every load."""
-    _, folder = tpch_batch
-    plan = plan_batch(SPEC, read_manifest(folder, SPEC), ["orders"])
-    _load_whole(PostgresAdapter(SPEC, uri=pg_uri, schema=schema, lease_batch="tpch-a", lease_holder="dag/a"),
-                plan, folder)
+    plan, folder = _loaded_once(pg_uri, schema, tpch_batch, ["orders"])
     first = sorted(PostgresAdapter(SPEC, uri=pg_uri, schema=schema).partitions("orders"))[0]
     with psycopg.connect(pg_uri, autocommit=True) as conn:
         conn.execute(f'ALTER TABLE "{schema}"."{first}" RENAME TO "Orders_Old"')
