@@ -941,12 +941,12 @@ GO
 -- What readers wait: a reader of a table taken early waits for the rest of the transaction, that
 -- is the later tables' lock requests (each at most 1000 ms), their catalog changes, and
 -- the copy of the unpartitioned tables' rows. Worst case per attempt: 3 x 1000 ms of
--- lock requests plus the transaction's own work. One exception: a later table whose first step
--- is a SWITCH (append mode with nothing to empty or retire, a new table) asks for its Sch-M at
+-- lock requests plus the transaction's own work. A later table whose first step is a SWITCH
+-- (append mode with nothing to empty or retire, a new table) asks at normal priority too: at
 -- low priority (WAIT_AT_LOW_PRIORITY, MAX_DURATION = 1 MINUTES,
--- https://learn.microsoft.com/en-us/sql/t-sql/statements/alter-table-transact-sql#wait_at_low_priority):
--- its own readers do not queue behind that request, but the tables taken before it stay taken
--- while it waits, up to that long.
+-- https://learn.microsoft.com/en-us/sql/t-sql/statements/alter-table-transact-sql#wait_at_low_priority)
+-- its own readers would not queue behind the request, but the tables taken before it would
+-- stay taken while it waited, up to that long.
 -- In a deadlock with a reader this transaction is the one SQL Server rolls back (the session
 -- of lower DEADLOCK_PRIORITY is the victim,
 -- https://learn.microsoft.com/en-us/sql/t-sql/statements/set-deadlock-priority-transact-sql):
@@ -988,7 +988,6 @@ BEGIN TRY
     -- and the target's indexes, and the partition is empty: SWITCH is metadata only.
     SET @partition = $PARTITION.[pf_tpch_orders](2000)
     ALTER TABLE [tpch_staging].[orders_1] SWITCH TO [tpch].[orders] PARTITION @partition
-        WITH (WAIT_AT_LOW_PRIORITY (MAX_DURATION = 1 MINUTES, ABORT_AFTER_WAIT = SELF))
     -- DROP TABLE is transactional: the (now empty) staging table goes with this commit.
     DROP TABLE [tpch_staging].[orders_1]
     -- Stream 2 (keys 2001..4000): its staging table's trusted CHECK lies within the partition's
@@ -996,7 +995,6 @@ BEGIN TRY
     -- and the target's indexes, and the partition is empty: SWITCH is metadata only.
     SET @partition = $PARTITION.[pf_tpch_orders](4000)
     ALTER TABLE [tpch_staging].[orders_2] SWITCH TO [tpch].[orders] PARTITION @partition
-        WITH (WAIT_AT_LOW_PRIORITY (MAX_DURATION = 1 MINUTES, ABORT_AFTER_WAIT = SELF))
     -- DROP TABLE is transactional: the (now empty) staging table goes with this commit.
     DROP TABLE [tpch_staging].[orders_2]
     -- Stream 3 (keys 4001..6000): its staging table's trusted CHECK lies within the partition's
@@ -1004,7 +1002,6 @@ BEGIN TRY
     -- and the target's indexes, and the partition is empty: SWITCH is metadata only.
     SET @partition = $PARTITION.[pf_tpch_orders](6000)
     ALTER TABLE [tpch_staging].[orders_3] SWITCH TO [tpch].[orders] PARTITION @partition
-        WITH (WAIT_AT_LOW_PRIORITY (MAX_DURATION = 1 MINUTES, ABORT_AFTER_WAIT = SELF))
     -- DROP TABLE is transactional: the (now empty) staging table goes with this commit.
     DROP TABLE [tpch_staging].[orders_3]
     -- Stream 4 (keys 6001..8000): its staging table's trusted CHECK lies within the partition's
@@ -1012,7 +1009,6 @@ BEGIN TRY
     -- and the target's indexes, and the partition is empty: SWITCH is metadata only.
     SET @partition = $PARTITION.[pf_tpch_orders](8000)
     ALTER TABLE [tpch_staging].[orders_4] SWITCH TO [tpch].[orders] PARTITION @partition
-        WITH (WAIT_AT_LOW_PRIORITY (MAX_DURATION = 1 MINUTES, ABORT_AFTER_WAIT = SELF))
     -- DROP TABLE is transactional: the (now empty) staging table goes with this commit.
     DROP TABLE [tpch_staging].[orders_4]
     -- The batch each partition holds, for the next batch's pre-flight; this run's plan is done.

@@ -105,6 +105,10 @@ class MssqlCommitSql:
         gone = sorted({show_key(p.upper) for p in [*wp.removed, *wp.retired] if p.upper is not None}
                       | {r["key_max"] for r in records})
         return {"table": f"{self.schema}.{table}", "table_name": table, "mode": self.spec.table(table).mode,
+                # A SWITCH waits at low priority for the transaction's first table only: for a
+                # later one it would hold the tables taken before it while it waits (a minute);
+                # at normal priority the short LOCK_TIMEOUT bounds that wait.
+                "low_priority": lock_first,
                 "steps": steps, "function": target.function, "scheme": target.scheme,
                 # The table's scheme first, then any other of its function (catalog_columns.sql).
                 "schemes": [target.scheme, *sorted(set(target.function_schemes) - {target.scheme})],

@@ -326,9 +326,15 @@ def test_the_batch_goes_in_in_one_transaction_the_partitioned_tables_first_in_na
     (commit,) = own.commit_sql(plan.table("orders"), target=target, batch="2026-04-05", run="switchyard_tpch/run-2")
     steps = commit.split("    BEGIN TRANSACTION\n", 1)[1].split("    COMMIT TRANSACTION\n")[0]
     # ... but for its first lock: its own commit takes it at low priority (an empty partition
-    # switched out, its probe table dropped); in the publish orders is not the first table.
+    # switched out, its probe table dropped); in the publish orders is not the first table, and
+    # its switches ask at normal priority, under the short LOCK_TIMEOUT, not holding lineitem
+    # while they wait at low priority.
     lock, rest = steps.split("    DROP TABLE [tpch_staging].[orders__lock]\n")
-    assert "SWITCH PARTITION @partition TO [tpch_staging].[orders__lock]" in lock and rest in text
+    wait = "\n        WITH (WAIT_AT_LOW_PRIORITY (MAX_DURATION = 1 MINUTES, ABORT_AFTER_WAIT = SELF))"
+    assert "SWITCH PARTITION @partition TO [tpch_staging].[orders__lock]" in lock and wait in rest
+    assert rest.replace(wait, "") in text
+    orders = text[text.index("-- tpch.orders"):]
+    assert "SWITCH TO [tpch].[orders] PARTITION @partition\n" in orders and "WAIT_AT_LOW_PRIORITY" not in orders
     assert "orders__lock" not in text
     # lineitem, the transaction's first table, begins with SPLIT: it is taken by such a switch first.
     first = text.index("BEGIN TRANSACTION")

@@ -1,8 +1,15 @@
 {#- A partitioned table's commit steps, in the caller's transaction: commit_table.sql (the
     table's own commit, publish: table) and publish_batch.sql (every table of the batch in one
     transaction) include them. Context: table, table_name, mode, batch, run, steps, function,
-    scheme, columns, indexes, records, gone, wait_minutes; @partition is declared by the caller. -#}
+    scheme, columns, indexes, records, gone, wait_minutes, low_priority (the transaction's first
+    table: its SWITCHes wait at low priority; a later table's at normal priority, under the
+    caller's short LOCK_TIMEOUT, so that the tables taken before it are not held for minutes);
+    @partition is declared by the caller. -#}
 {% import "_shape.sql" as shape with context %}
+{#- The SWITCH's low-priority wait, on its own line after the statement, for the first table only. -#}
+{% macro low_priority_wait() -%}
+{{ ("\n        WITH (WAIT_AT_LOW_PRIORITY (MAX_DURATION = " ~ lit(wait_minutes) ~ " MINUTES, ABORT_AFTER_WAIT = SELF))") if low_priority else "" }}
+{%- endmacro %}
 {#- Partition st.number switched out, at low priority, to `into`: an empty table made to the
     target's shape on the partition's filegroup (SWITCH out needs an empty target there). -#}
 {% macro switch_out(into, st) %}
@@ -12,8 +19,7 @@
 {% endif %}
     SET @partition = $PARTITION.{{ qc(function) }}({{ st.value_sql }})
     IF @partition <> {{ lit(st.number) }} THROW 51010, N'{{ table }}: its partitions changed since this commit was planned; nothing was changed', 1
-    ALTER TABLE {{ qn(schema, table_name) }} SWITCH PARTITION @partition TO {{ into }}
-        WITH (WAIT_AT_LOW_PRIORITY (MAX_DURATION = {{ lit(wait_minutes) }} MINUTES, ABORT_AFTER_WAIT = SELF))
+    ALTER TABLE {{ qn(schema, table_name) }} SWITCH PARTITION @partition TO {{ into }}{{ low_priority_wait() }}
 {%- endmacro %}
 {% for st in steps %}
 {% if st.kind == "lock" %}
@@ -61,8 +67,7 @@
     -- boundaries, it is on the partition's filegroup {{ st.filegroup }} with the partition's compression
     -- and the target's indexes, and the partition is empty: SWITCH is metadata only.
     SET @partition = $PARTITION.{{ qc(function) }}({{ st.value_sql }})
-    ALTER TABLE {{ st.staging }} SWITCH TO {{ qn(schema, table_name) }} PARTITION @partition
-        WITH (WAIT_AT_LOW_PRIORITY (MAX_DURATION = {{ lit(wait_minutes) }} MINUTES, ABORT_AFTER_WAIT = SELF))
+    ALTER TABLE {{ st.staging }} SWITCH TO {{ qn(schema, table_name) }} PARTITION @partition{{ low_priority_wait() }}
     -- DROP TABLE is transactional: the (now empty) staging table goes with this commit.
     DROP TABLE {{ st.staging }}
 {% endif %}

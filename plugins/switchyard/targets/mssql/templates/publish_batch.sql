@@ -28,12 +28,12 @@
 -- What readers wait: a reader of a table taken early waits for the rest of the transaction, that
 -- is the later tables' lock requests (each at most {{ commit_lock_wait_ms }} ms), their catalog changes, and
 -- the copy of the unpartitioned tables' rows. Worst case per attempt: {{ tables | length }} x {{ commit_lock_wait_ms }} ms of
--- lock requests plus the transaction's own work. One exception: a later table whose first step
--- is a SWITCH (append mode with nothing to empty or retire, a new table) asks for its Sch-M at
+-- lock requests plus the transaction's own work. A later table whose first step is a SWITCH
+-- (append mode with nothing to empty or retire, a new table) asks at normal priority too: at
 -- low priority (WAIT_AT_LOW_PRIORITY, MAX_DURATION = {{ wait_minutes }} MINUTES,
--- https://learn.microsoft.com/en-us/sql/t-sql/statements/alter-table-transact-sql#wait_at_low_priority):
--- its own readers do not queue behind that request, but the tables taken before it stay taken
--- while it waits, up to that long.
+-- https://learn.microsoft.com/en-us/sql/t-sql/statements/alter-table-transact-sql#wait_at_low_priority)
+-- its own readers would not queue behind the request, but the tables taken before it would
+-- stay taken while it waited, up to that long.
 -- In a deadlock with a reader this transaction is the one SQL Server rolls back (the session
 -- of lower DEADLOCK_PRIORITY is the victim,
 -- https://learn.microsoft.com/en-us/sql/t-sql/statements/set-deadlock-priority-transact-sql):
@@ -47,7 +47,7 @@ BEGIN TRY
 {% for t in tables %}
 {% if t.partitioned %}
     -- {{ t.table }} ({{ t.mode }} mode): its steps, as its own commit runs them, from its window planned now.
-{% with table=t.table, table_name=t.table_name, mode=t.mode, steps=t.steps, function=t.function, scheme=t.scheme, schemes=t.schemes, columns=t.columns, indexes=t.indexes, records=t.records, gone=t.gone %}
+{% with table=t.table, table_name=t.table_name, mode=t.mode, steps=t.steps, function=t.function, scheme=t.scheme, schemes=t.schemes, columns=t.columns, indexes=t.indexes, records=t.records, gone=t.gone, low_priority=t.low_priority %}
 {% include "_commit_steps.sql" %}
 {% endwith %}
 {% else %}
