@@ -111,8 +111,8 @@ def cmd_check(args) -> int:
     left = sorted({e.table for e in manifest.entries} - set(tables))
     print(f"{folder}: OK: {len(entries)} file{'s' if len(entries) != 1 else ''} of {len(tables)} "
           f"table{'s' if len(tables) != 1 else ''} ({', '.join(tables)}), {sum(e.rows for e in entries):,} rows, "
-          f"each file read and matching its "
-          f"manifest entry" + (f"; not read (not asked for): {', '.join(left)}" if left else ""))
+          f"each file read and matching its manifest entry"
+          + (f"; not read (not asked for): {', '.join(left)}" if left else ""))
     return 0
 
 

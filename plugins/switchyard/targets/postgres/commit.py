@@ -150,7 +150,7 @@ class PostgresCommit(SwitchProtocol):
         cur = session.cur
         self.lock_tables(cur, names)
         session.locked_at = time.monotonic()
-        return {name: self.commit_table(cur, name, planned[name]) if name in planned
+        return {name: self._move_in(cur, name, planned[name]) if name in planned
                 else self._commit_whole(cur, loads[name][0]) for name in names if loads[name]}
 
     def publish_facts(self, session: CommitSession, results: dict[str, dict]) -> dict[str, Any]:
@@ -203,11 +203,15 @@ class PostgresCommit(SwitchProtocol):
         cur.execute(f"SET LOCAL lock_timeout = '{int(self.lock_timeout_seconds)}s'")
 
     def commit_table(self, cur, table: str, planned: dict[str, dict]) -> dict[str, Any]:
-        """The table's batch moved in whole, in the caller's transaction (its last switch's, or
-        the batch's publish, which holds the lock already). The table is locked before its
-        partitions are read: a partition attached in between would otherwise be missed."""
-        from switchyard.core.preflight import Partition, retention, retired_on_arrival
+        """The table's batch moved in whole, in the transaction of its last switch: the table is
+        locked before its partitions are read, as a partition attached in between would be missed."""
         self.lock_tables(cur, [table])
+        return self._move_in(cur, table, planned)
+
+    def _move_in(self, cur, table: str, planned: dict[str, dict]) -> dict[str, Any]:
+        """The table's batch moved in whole, in the caller's transaction, which holds the table's
+        lock (commit_table; the batch's publish locks every table first)."""
+        from switchyard.core.preflight import Partition, retention, retired_on_arrival
         spec_table = self.spec.table(table)
         batch = next(iter(planned.values()))["batch"]
         current = self._target_partitions(cur, table)
