@@ -177,3 +177,46 @@ def test_partition_names_stay_valid_identifiers():
     assert len(name) <= 63 and name.startswith(long + "_")
     assert keys.partition_name("orders", 1, 20000) == "orders_1_20000"
     assert keys.partition_name("t", -5, 10) == "t_m5_10"
+
+
+@pytest.mark.parametrize("sql_type,largest,end", [
+    ("smallint", 2**15 - 1, "MAXVALUE"), ("int", 2**31 - 1, "MAXVALUE"), ("integer", 2**31 - 1, "MAXVALUE"),
+    ("bigint", 2**63 - 1, "MAXVALUE"),
+    ("tinyint", 255, "256"),  # a smallint on PostgreSQL, where 256 is a value
+])
+def test_a_range_ending_at_the_integer_types_largest_key_ends_at_maxvalue_on_postgres(sql_type, largest, end):
+    spec = parse_spec({"name": "ids", "files": "{table}.{stream}.txt", "tables": {"ids": {"key": "id", "columns": [
+        {"name": "id", "type": sql_type}, {"name": "v", "type": "text"}]}}}, source="ids.yaml")
+    raw = {"format": MANIFEST_FORMAT, "spec": "ids", "streams": 2, "files": [
+        {"table": "ids", "stream": 1, "file": "ids.1.txt", "bytes": 1, "rows": 2, "key_min": 1, "key_max": 9},
+        {"table": "ids", "stream": 2, "file": "ids.2.txt", "bytes": 1, "rows": 2, "key_min": largest - 5,
+         "key_max": largest}]}
+    plan = plan_batch(spec, parse_manifest(raw, "m.json", spec))
+    pg = PostgresAdapter(spec, uri="postgresql://unused")
+    # One past the largest is no value of the type (the server's "integer out of range"): MAXVALUE
+    # holds the same keys...
+    assert pg.switch_sql(plan.stream("ids", 2), replace_existing=False)[-1].endswith(
+        f"FOR VALUES FROM ({largest - 5}) TO ({end})")
+    # ...while a range below it keeps its literal end, and the staging CHECK its comparison
+    # (an integer compared with a wider integer's literal is exact).
+    assert pg.switch_sql(plan.stream("ids", 1), replace_existing=False)[-1].endswith("FOR VALUES FROM (1) TO (10)")
+    assert f'"id" < {largest + 1})' in " ".join(pg.prepare_sql(plan.stream("ids", 2)))
+    assert keys.past_the_type(largest + 1, sql_type) and not keys.past_the_type(largest, sql_type)
+    assert keys.past_the_type(2**31, "int4") and not keys.past_the_type(2**31, "bigint")
+
+
+@pytest.mark.parametrize("table,key_max", [("events", "9999-12-31"), ("readings", "9999-12-31T00:00:00")])
+def test_a_date_key_on_9999_12_31_is_refused_at_the_plan_naming_the_file(table, key_max):
+    raw = manifest([
+        {"table": "events", "stream": 1, "key_min": "2026-01-01", "key_max": "2026-01-31"},
+        {"table": "readings", "stream": 1, "key_min": "2026-01-01T00:00:00", "key_max": "2026-01-01T23:59:59"},
+        {"table": "coarse", "stream": 1, "key_min": None, "key_max": None, "rows": 0},
+    ], streams=1)
+    for entry in raw["files"]:
+        if entry["table"] == table:
+            entry["key_max"] = key_max
+    with pytest.raises(PlanError, match=rf"{table} stream 1 \({table}/{table}.1.txt\): key {key_max} is on the "
+                                        rf"last day a key holds here \(9999-12-31\)"):
+        plan_batch(SPEC, parse_manifest(raw, "m.json", SPEC))
+    with pytest.raises(keys.KeyValueError, match="no day comes after it"):
+        keys.after(date(9999, 12, 31))

@@ -35,6 +35,10 @@ _ZONE = re.compile(r"[T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?\s*(Z|[+-]\d{2}(:?\d{2})?)$
 _PRECISION = re.compile(r"\((\d)\)\s*$")
 # The longest name PostgreSQL and SQL Server both keep (PostgreSQL truncates at 63 bytes).
 MAX_NAME = 63
+# The largest value of each integer type a key can have (PostgreSQL's and SQL Server's names):
+# a range's exclusive end one above it is no value of the type.
+_INT_MAX = {"tinyint": 255, "smallint": 2**15 - 1, "int2": 2**15 - 1, "int": 2**31 - 1, "integer": 2**31 - 1,
+            "int4": 2**31 - 1, "bigint": 2**63 - 1, "int8": 2**63 - 1}
 
 
 class KeyValueError(ValueError):
@@ -122,10 +126,26 @@ def step(kind: str, sql_type: str | None = None) -> int | timedelta:
 
 
 def after(value: KeyValue, sql_type: str | None = None) -> KeyValue:
-    """The smallest key above `value` (value + one unit): the exclusive end of a range."""
+    """The smallest key above `value` (value + one unit): the exclusive end of a range. For an
+    integer at its type's largest value that is one past the type (see `past_the_type`); a date
+    or timestamp on 9999-12-31 has no day after it here (KeyValueError)."""
     kind = kind_of(value)
     aligned(value, sql_type)
-    return value + step(kind, sql_type)
+    try:
+        return value + step(kind, sql_type)
+    except OverflowError:
+        raise KeyValueError(f"{to_json(value)} is on the last day a {kind} key holds here (9999-12-31): "
+                            f"a partition's range ends after its last key, and no day comes after it") from None
+
+
+def past_the_type(value: KeyValue, sql_type: str | None) -> bool:
+    """True for an integer above the largest value an integer column of `sql_type` holds: the
+    exclusive end of a range whose last key is the type's largest, which no literal of the
+    type can say (PostgreSQL's bound is MAXVALUE there)."""
+    if kind_of(value) != "integer" or not sql_type:
+        return False
+    largest = _INT_MAX.get(sql_type.partition("(")[0].strip().lower())
+    return largest is not None and value > largest
 
 
 def before(value: KeyValue, sql_type: str | None = None) -> KeyValue:

@@ -19,6 +19,7 @@ JSON values, because the plan travels through XCom as JSON.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from datetime import date
 from typing import Iterable, Mapping, Sequence, TypeVar
 
 from switchyard.core import tpch
@@ -213,6 +214,14 @@ def _table_plan(spec: LoadSpec, table: Table,
                         f"{table.name} stream {stream}: keys start at {_show(key_min)}, not above the previous "
                         f"stream's last key {_show(previous_upper)}; each stream must hold one increasing "
                         f"key range")
+                if kind != "integer" and (key_max if kind == "date" else key_max.date()) == date.max:
+                    # A partition's range ends after its last key (PostgreSQL's exclusive TO, the
+                    # pre-flight's overlap checks); Python's dates end on 9999-12-31.
+                    raise PlanError(
+                        f"{table.name} stream {stream} ({spec.file_for(table.name, stream)}): key "
+                        f"{_show(key_max)} is on the last day a key holds here (9999-12-31), and a partition's "
+                        f"range ends after its last key. Rows kept open with a 9999-12-31 placeholder need "
+                        f"a table keyed by another column, or the placeholder before 9999-12-31")
                 lower, upper = key_min, key_max
                 previous_upper = key_max
                 number += 1

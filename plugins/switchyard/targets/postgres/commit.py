@@ -246,7 +246,7 @@ class PostgresCommit(SwitchProtocol):
         staged = [planned[name] for name in sorted(planned, key=lambda n: planned[n]["stream"])]
         # The bounds the plan gave (the ones each stream's switch attached with), rendered by `lit`.
         move = [{"staging": p["staging_table"], "partition": p["partition_name"],
-                 "bound": self._bound_sql(p["lower"], p["upper_next"])} for p in staged]
+                 "bound": self._bound_sql(p["lower"], p["upper_next"], key_type)} for p in staged]
         for stmt in self.render("commit_table.sql", table=table, next_table=self.next_table(table),
                                 mode=spec_table.mode, remove=[p.name for p in remove], move=move, retire=retire,
                                 retention=", ".join(f"{k}: {v}" for k, v in (("keep", spec_table.keep),

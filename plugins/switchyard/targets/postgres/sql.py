@@ -69,9 +69,10 @@ class PostgresSql:
 
     def _bound_context(self, stream: StreamPlan) -> dict[str, Any]:
         if not stream.partitioned or stream.empty:
-            return {"lower": None, "upper_next": None}
+            return {"lower": None, "upper_next": None, "bound": None}
         lower, upper_next = self.bounds(stream)
-        return {"lower": lower, "upper_next": upper_next}
+        return {"lower": lower, "upper_next": upper_next,
+                "bound": self._bound_sql(lower, upper_next, self.key_type(stream.table))}
 
     @staticmethod
     def index_name(base: str, suffix: str = "_unique") -> str:
@@ -140,14 +141,19 @@ class PostgresSql:
         table = table_plan.table
         if not table.partitioned:
             return []
-        move = [{"staging": s.staging_table, "partition": s.partition_table, "bound": self._bound_sql(*self.bounds(s))}
-                for s in table_plan.streams if not s.empty]
+        key_type = self.key_type(table.name)
+        move = [{"staging": s.staging_table, "partition": s.partition_table,
+                 "bound": self._bound_sql(*self.bounds(s), key_type)} for s in table_plan.streams if not s.empty]
         return self.render("commit_table.sql", table=table.name, next_table=self.next_table(table.name),
                            mode=table.mode, remove=[], move=move, retire=[], retention="", archive_schema=None)
 
-    def _bound_sql(self, lower: keys.KeyValue, upper_next: keys.KeyValue) -> str:
-        """FOR VALUES FROM (...) TO (...), the literals rendered from the typed values by `lit`."""
-        return f"FOR VALUES FROM ({self.lit(lower)}) TO ({self.lit(upper_next)})"
+    def _bound_sql(self, lower: keys.KeyValue, upper_next: keys.KeyValue, key_type: str | None) -> str:
+        """FOR VALUES FROM (...) TO (...), the literals rendered from the typed values by `lit`. A
+        range ending at the integer type's largest key ends at MAXVALUE: a bound is a value of
+        the key's type, and one past the largest is none ("integer out of range"); no key of the
+        type lies above it, so the partition holds the same keys."""
+        end = "MAXVALUE" if keys.past_the_type(upper_next, key_type) else self.lit(upper_next)
+        return f"FOR VALUES FROM ({self.lit(lower)}) TO ({end})"
 
     def next_table(self, table: str) -> str:
         """The table's next version in the staging schema, which its switches attach to."""

@@ -7,5 +7,5 @@ SET LOCAL lock_timeout = '{{ lock_timeout_seconds }}s';
 LOCK TABLE {{ qn(staging_schema, next_table) }} IN SHARE ROW EXCLUSIVE MODE;
 {% if not attached %}
 ALTER TABLE {{ qn(staging_schema, next_table) }} ATTACH PARTITION {{ qn(staging_schema, s.staging_table) }}
-    FOR VALUES FROM ({{ lit(lower) }}) TO ({{ lit(upper_next) }});
+    {{ bound }};
 {% endif %}
