@@ -82,10 +82,12 @@ BEGIN TRY
     DROP TABLE [tpch_staging].[lineitem__lock]
     -- SPLIT RANGE (9000): closes stream 1's partition. It lands in an empty partition (metadata only); with
     -- RANGE LEFT the new partition is the one left of the value, on the NEXT USED filegroup.
+    IF EXISTS (SELECT 1 FROM [tpch].[lineitem] WITH (HOLDLOCK) WHERE $PARTITION.[pf_tpch_lineitem]([l_orderkey]) IN ($PARTITION.[pf_tpch_lineitem](9000))) THROW 51014, N'tpch.lineitem: the partition SPLIT RANGE (9000) divides held rows, though read empty; nothing was changed', 1
     ALTER PARTITION SCHEME [ps_tpch_lineitem] NEXT USED [fg1]
     ALTER PARTITION FUNCTION [pf_tpch_lineitem]() SPLIT RANGE (9000)
     -- SPLIT RANGE (10000): closes stream 2's partition. It lands in an empty partition (metadata only); with
     -- RANGE LEFT the new partition is the one left of the value, on the NEXT USED filegroup.
+    IF EXISTS (SELECT 1 FROM [tpch].[lineitem] WITH (HOLDLOCK) WHERE $PARTITION.[pf_tpch_lineitem]([l_orderkey]) IN ($PARTITION.[pf_tpch_lineitem](10000))) THROW 51014, N'tpch.lineitem: the partition SPLIT RANGE (10000) divides held rows, though read empty; nothing was changed', 1
     ALTER PARTITION SCHEME [ps_tpch_lineitem] NEXT USED [fg2]
     ALTER PARTITION FUNCTION [pf_tpch_lineitem]() SPLIT RANGE (10000)
     -- Stream 1 (keys 8001..9000): its staging table's trusted CHECK lies within the partition's
@@ -163,42 +165,62 @@ BEGIN TRY
     TRUNCATE TABLE [tpch].[orders] WITH (PARTITIONS (9))
     -- MERGE RANGE (1000): no partition needs this boundary any more. Both partitions it joins are empty here, so it is
     -- metadata only; the merged partition stays on the filegroup of the right one.
+    SET @partition = $PARTITION.[pf_tpch_orders](1000)
+    IF EXISTS (SELECT 1 FROM [tpch].[orders] WITH (HOLDLOCK) WHERE $PARTITION.[pf_tpch_orders]([o_orderkey]) IN (@partition, @partition + 1)) THROW 51014, N'tpch.orders: the two partitions MERGE RANGE (1000) joins held rows, though read empty; nothing was changed', 1
     ALTER PARTITION FUNCTION [pf_tpch_orders]() MERGE RANGE (1000)
     -- MERGE RANGE (2000): re-split for the stream's filegroup. Both partitions it joins are empty here, so it is
     -- metadata only; the merged partition stays on the filegroup of the right one.
+    SET @partition = $PARTITION.[pf_tpch_orders](2000)
+    IF EXISTS (SELECT 1 FROM [tpch].[orders] WITH (HOLDLOCK) WHERE $PARTITION.[pf_tpch_orders]([o_orderkey]) IN (@partition, @partition + 1)) THROW 51014, N'tpch.orders: the two partitions MERGE RANGE (2000) joins held rows, though read empty; nothing was changed', 1
     ALTER PARTITION FUNCTION [pf_tpch_orders]() MERGE RANGE (2000)
     -- MERGE RANGE (3000): no partition needs this boundary any more. Both partitions it joins are empty here, so it is
     -- metadata only; the merged partition stays on the filegroup of the right one.
+    SET @partition = $PARTITION.[pf_tpch_orders](3000)
+    IF EXISTS (SELECT 1 FROM [tpch].[orders] WITH (HOLDLOCK) WHERE $PARTITION.[pf_tpch_orders]([o_orderkey]) IN (@partition, @partition + 1)) THROW 51014, N'tpch.orders: the two partitions MERGE RANGE (3000) joins held rows, though read empty; nothing was changed', 1
     ALTER PARTITION FUNCTION [pf_tpch_orders]() MERGE RANGE (3000)
     -- MERGE RANGE (4000): re-split for the stream's filegroup. Both partitions it joins are empty here, so it is
     -- metadata only; the merged partition stays on the filegroup of the right one.
+    SET @partition = $PARTITION.[pf_tpch_orders](4000)
+    IF EXISTS (SELECT 1 FROM [tpch].[orders] WITH (HOLDLOCK) WHERE $PARTITION.[pf_tpch_orders]([o_orderkey]) IN (@partition, @partition + 1)) THROW 51014, N'tpch.orders: the two partitions MERGE RANGE (4000) joins held rows, though read empty; nothing was changed', 1
     ALTER PARTITION FUNCTION [pf_tpch_orders]() MERGE RANGE (4000)
     -- MERGE RANGE (5000): no partition needs this boundary any more. Both partitions it joins are empty here, so it is
     -- metadata only; the merged partition stays on the filegroup of the right one.
+    SET @partition = $PARTITION.[pf_tpch_orders](5000)
+    IF EXISTS (SELECT 1 FROM [tpch].[orders] WITH (HOLDLOCK) WHERE $PARTITION.[pf_tpch_orders]([o_orderkey]) IN (@partition, @partition + 1)) THROW 51014, N'tpch.orders: the two partitions MERGE RANGE (5000) joins held rows, though read empty; nothing was changed', 1
     ALTER PARTITION FUNCTION [pf_tpch_orders]() MERGE RANGE (5000)
     -- MERGE RANGE (6000): re-split for the stream's filegroup. Both partitions it joins are empty here, so it is
     -- metadata only; the merged partition stays on the filegroup of the right one.
+    SET @partition = $PARTITION.[pf_tpch_orders](6000)
+    IF EXISTS (SELECT 1 FROM [tpch].[orders] WITH (HOLDLOCK) WHERE $PARTITION.[pf_tpch_orders]([o_orderkey]) IN (@partition, @partition + 1)) THROW 51014, N'tpch.orders: the two partitions MERGE RANGE (6000) joins held rows, though read empty; nothing was changed', 1
     ALTER PARTITION FUNCTION [pf_tpch_orders]() MERGE RANGE (6000)
     -- MERGE RANGE (7000): no partition needs this boundary any more. Both partitions it joins are empty here, so it is
     -- metadata only; the merged partition stays on the filegroup of the right one.
+    SET @partition = $PARTITION.[pf_tpch_orders](7000)
+    IF EXISTS (SELECT 1 FROM [tpch].[orders] WITH (HOLDLOCK) WHERE $PARTITION.[pf_tpch_orders]([o_orderkey]) IN (@partition, @partition + 1)) THROW 51014, N'tpch.orders: the two partitions MERGE RANGE (7000) joins held rows, though read empty; nothing was changed', 1
     ALTER PARTITION FUNCTION [pf_tpch_orders]() MERGE RANGE (7000)
     -- MERGE RANGE (8000): re-split for the stream's filegroup. Both partitions it joins are empty here, so it is
     -- metadata only; the merged partition stays on the filegroup of the right one.
+    SET @partition = $PARTITION.[pf_tpch_orders](8000)
+    IF EXISTS (SELECT 1 FROM [tpch].[orders] WITH (HOLDLOCK) WHERE $PARTITION.[pf_tpch_orders]([o_orderkey]) IN (@partition, @partition + 1)) THROW 51014, N'tpch.orders: the two partitions MERGE RANGE (8000) joins held rows, though read empty; nothing was changed', 1
     ALTER PARTITION FUNCTION [pf_tpch_orders]() MERGE RANGE (8000)
     -- SPLIT RANGE (2000): closes stream 1's partition. It lands in an empty partition (metadata only); with
     -- RANGE LEFT the new partition is the one left of the value, on the NEXT USED filegroup.
+    IF EXISTS (SELECT 1 FROM [tpch].[orders] WITH (HOLDLOCK) WHERE $PARTITION.[pf_tpch_orders]([o_orderkey]) IN ($PARTITION.[pf_tpch_orders](2000))) THROW 51014, N'tpch.orders: the partition SPLIT RANGE (2000) divides held rows, though read empty; nothing was changed', 1
     ALTER PARTITION SCHEME [ps_tpch_orders] NEXT USED [fg1]
     ALTER PARTITION FUNCTION [pf_tpch_orders]() SPLIT RANGE (2000)
     -- SPLIT RANGE (4000): closes stream 2's partition. It lands in an empty partition (metadata only); with
     -- RANGE LEFT the new partition is the one left of the value, on the NEXT USED filegroup.
+    IF EXISTS (SELECT 1 FROM [tpch].[orders] WITH (HOLDLOCK) WHERE $PARTITION.[pf_tpch_orders]([o_orderkey]) IN ($PARTITION.[pf_tpch_orders](4000))) THROW 51014, N'tpch.orders: the partition SPLIT RANGE (4000) divides held rows, though read empty; nothing was changed', 1
     ALTER PARTITION SCHEME [ps_tpch_orders] NEXT USED [fg2]
     ALTER PARTITION FUNCTION [pf_tpch_orders]() SPLIT RANGE (4000)
     -- SPLIT RANGE (6000): closes stream 3's partition. It lands in an empty partition (metadata only); with
     -- RANGE LEFT the new partition is the one left of the value, on the NEXT USED filegroup.
+    IF EXISTS (SELECT 1 FROM [tpch].[orders] WITH (HOLDLOCK) WHERE $PARTITION.[pf_tpch_orders]([o_orderkey]) IN ($PARTITION.[pf_tpch_orders](6000))) THROW 51014, N'tpch.orders: the partition SPLIT RANGE (6000) divides held rows, though read empty; nothing was changed', 1
     ALTER PARTITION SCHEME [ps_tpch_orders] NEXT USED [fg3]
     ALTER PARTITION FUNCTION [pf_tpch_orders]() SPLIT RANGE (6000)
     -- SPLIT RANGE (8000): closes stream 4's partition. It lands in an empty partition (metadata only); with
     -- RANGE LEFT the new partition is the one left of the value, on the NEXT USED filegroup.
+    IF EXISTS (SELECT 1 FROM [tpch].[orders] WITH (HOLDLOCK) WHERE $PARTITION.[pf_tpch_orders]([o_orderkey]) IN ($PARTITION.[pf_tpch_orders](8000))) THROW 51014, N'tpch.orders: the partition SPLIT RANGE (8000) divides held rows, though read empty; nothing was changed', 1
     ALTER PARTITION SCHEME [ps_tpch_orders] NEXT USED [fg4]
     ALTER PARTITION FUNCTION [pf_tpch_orders]() SPLIT RANGE (8000)
     -- Stream 1 (keys 1..2000): its staging table's trusted CHECK lies within the partition's

@@ -79,16 +79,22 @@ BEGIN TRY
         WITH (WAIT_AT_LOW_PRIORITY (MAX_DURATION = 1 MINUTES, ABORT_AFTER_WAIT = SELF))
     -- MERGE RANGE (0): no partition needs this boundary any more. Both partitions it joins are empty here, so it is
     -- metadata only; the merged partition stays on the filegroup of the right one.
+    SET @partition = $PARTITION.[pf_tpch_orders](0)
+    IF EXISTS (SELECT 1 FROM [tpch].[orders] WITH (HOLDLOCK) WHERE $PARTITION.[pf_tpch_orders]([o_orderkey]) IN (@partition, @partition + 1)) THROW 51014, N'tpch.orders: the two partitions MERGE RANGE (0) joins held rows, though read empty; nothing was changed', 1
     ALTER PARTITION FUNCTION [pf_tpch_orders]() MERGE RANGE (0)
     -- MERGE RANGE (1000): no partition needs this boundary any more. Both partitions it joins are empty here, so it is
     -- metadata only; the merged partition stays on the filegroup of the right one.
+    SET @partition = $PARTITION.[pf_tpch_orders](1000)
+    IF EXISTS (SELECT 1 FROM [tpch].[orders] WITH (HOLDLOCK) WHERE $PARTITION.[pf_tpch_orders]([o_orderkey]) IN (@partition, @partition + 1)) THROW 51014, N'tpch.orders: the two partitions MERGE RANGE (1000) joins held rows, though read empty; nothing was changed', 1
     ALTER PARTITION FUNCTION [pf_tpch_orders]() MERGE RANGE (1000)
     -- SPLIT RANGE (7000): closes stream 1's partition. It lands in an empty partition (metadata only); with
     -- RANGE LEFT the new partition is the one left of the value, on the NEXT USED filegroup.
+    IF EXISTS (SELECT 1 FROM [tpch].[orders] WITH (HOLDLOCK) WHERE $PARTITION.[pf_tpch_orders]([o_orderkey]) IN ($PARTITION.[pf_tpch_orders](7000))) THROW 51014, N'tpch.orders: the partition SPLIT RANGE (7000) divides held rows, though read empty; nothing was changed', 1
     ALTER PARTITION SCHEME [ps_tpch_orders] NEXT USED [fg1]
     ALTER PARTITION FUNCTION [pf_tpch_orders]() SPLIT RANGE (7000)
     -- SPLIT RANGE (8000): closes stream 2's partition. It lands in an empty partition (metadata only); with
     -- RANGE LEFT the new partition is the one left of the value, on the NEXT USED filegroup.
+    IF EXISTS (SELECT 1 FROM [tpch].[orders] WITH (HOLDLOCK) WHERE $PARTITION.[pf_tpch_orders]([o_orderkey]) IN ($PARTITION.[pf_tpch_orders](8000))) THROW 51014, N'tpch.orders: the partition SPLIT RANGE (8000) divides held rows, though read empty; nothing was changed', 1
     ALTER PARTITION SCHEME [ps_tpch_orders] NEXT USED [fg2]
     ALTER PARTITION FUNCTION [pf_tpch_orders]() SPLIT RANGE (8000)
     -- Stream 1 (keys 6001..7000): its staging table's trusted CHECK lies within the partition's

@@ -112,7 +112,7 @@ class MssqlCommitSql:
                 "steps": steps, "function": target.function, "scheme": target.scheme,
                 # The table's scheme first, then any other of its function (catalog_columns.sql).
                 "schemes": [target.scheme, *sorted(set(target.function_schemes) - {target.scheme})],
-                "columns": target.columns,
+                "key_column": self.spec.table(table).key, "columns": target.columns,
                 "indexes": target.indexes, "records": records, "gone": gone}
 
     def lock_step(self, table: str, wp: WindowPlan, target: TargetTable) -> dict | None:

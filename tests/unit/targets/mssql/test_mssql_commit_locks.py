@@ -194,3 +194,27 @@ def test_a_group_prepared_again_after_its_switch_is_not_ready_and_holds_the_comm
     session.sent.clear()
     a.create_staging(second)
     assert not any("sp_getapplock" in sql or "SET ready_at" in sql for sql, _ in session.sent)
+
+
+def test_a_merge_or_split_reads_its_partitions_again_in_the_transaction():
+    """The window was planned from sys.partitions' approximate counts: each MERGE and SPLIT is
+    preceded, in the transaction, by a read of the partitions it touches (kept to COMMIT), and
+    rows there stop the commit (THROW, rolled back) instead of moving, fully logged, under Sch-M."""
+    text = commit_text(adapter(batch="x"), orders_plan(SPEC, even(4)), layout_of({"w": even(8)}))
+    body = text.split("    BEGIN TRANSACTION\n", 1)[1]
+    lines = body.splitlines()
+    alters = [i for i, line in enumerate(lines) if "ALTER PARTITION FUNCTION" in line]
+    assert any("MERGE RANGE" in lines[i] for i in alters) and any("SPLIT RANGE" in lines[i] for i in alters)
+    for i in alters:
+        value = lines[i].rsplit("(", 1)[1].rstrip(")")
+        check = next(line for line in reversed(lines[:i]) if "THROW 51014" in line)
+        assert check.startswith("    IF EXISTS (SELECT 1 FROM [tpch].[orders] WITH (HOLDLOCK) WHERE "
+                                "$PARTITION.[pf_tpch_orders]([o_orderkey]) IN ("), check
+        if "MERGE RANGE" in lines[i]:
+            assert lines[i - 2] == f"    SET @partition = $PARTITION.[pf_tpch_orders]({value})"
+            assert "IN (@partition, @partition + 1))" in check and lines[i - 1] == check
+        else:
+            assert f"IN ($PARTITION.[pf_tpch_orders]({value})))" in check
+        # Nothing but the scheme's NEXT USED between the check and its ALTER.
+        between = lines[lines.index(check) + 1:i]
+        assert all(line.startswith("    ALTER PARTITION SCHEME") for line in between), between

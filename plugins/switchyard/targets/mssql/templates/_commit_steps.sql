@@ -1,7 +1,7 @@
 {#- A partitioned table's commit steps, in the caller's transaction: commit_table.sql (the
     table's own commit, publish: table) and publish_batch.sql (every table of the batch in one
     transaction) include them. Context: table, table_name, mode, batch, run, steps, function,
-    scheme, columns, indexes, records, gone, wait_minutes, low_priority (the transaction's first
+    scheme, key_column, columns, indexes, records, gone, wait_minutes, low_priority (the transaction's first
     table: its SWITCHes wait at low priority; a later table's at normal priority, under the
     caller's short LOCK_TIMEOUT, so that the tables taken before it are not held for minutes);
     @partition is declared by the caller. -#}
@@ -20,6 +20,18 @@
     SET @partition = $PARTITION.{{ qc(function) }}({{ st.value_sql }})
     IF @partition <> {{ lit(st.number) }} THROW 51010, N'{{ table }}: its partitions changed since this commit was planned; nothing was changed', 1
     ALTER TABLE {{ qn(schema, table_name) }} SWITCH PARTITION @partition TO {{ into }}{{ low_priority_wait() }}
+{%- endmacro %}
+{#- The partitions a MERGE or SPLIT touches, read again in the transaction: the window was planned
+    from sys.partitions' approximate counts before it, and a MERGE or SPLIT of a partition with
+    rows moves them (fully logged, each row, under the Sch-M every reader of the table waits for)
+    instead of changing metadata only. HOLDLOCK keeps what it read to COMMIT (serializable, no
+    row enters the range before the ALTER's own Sch-M); the table is most often this
+    transaction's already (the lock step, or a SWITCH before). $PARTITION in the WHERE clause reads
+    the named partitions only
+    (https://learn.microsoft.com/en-us/sql/t-sql/functions/partition-transact-sql). Rows there stop
+    the commit, rolled back whole; the task's retry reads the catalog again. -#}
+{% macro still_empty(partitions, what) -%}
+IF EXISTS (SELECT 1 FROM {{ qn(schema, table_name) }} WITH (HOLDLOCK) WHERE $PARTITION.{{ qc(function) }}({{ qc(key_column) }}) IN ({{ partitions }})) THROW 51014, N'{{ table }}: {{ what | replace("'", "''") }} held rows, though read empty; nothing was changed', 1
 {%- endmacro %}
 {% for st in steps %}
 {% if st.kind == "lock" %}
@@ -50,10 +62,13 @@
 {% elif st.kind == "merge" %}
     -- MERGE RANGE ({{ st.range_sql }}): {{ st.why }}. Both partitions it joins are empty here, so it is
     -- metadata only; the merged partition stays on the filegroup of the right one.
+    SET @partition = $PARTITION.{{ qc(function) }}({{ st.value_sql }})
+    {{ still_empty("@partition, @partition + 1", "the two partitions MERGE RANGE (" ~ st.range_sql ~ ") joins") }}
     ALTER PARTITION FUNCTION {{ qc(function) }}() MERGE RANGE ({{ st.range_sql }})
 {% elif st.kind == "split" %}
     -- SPLIT RANGE ({{ st.range_sql }}): {{ st.why }}. It lands in an empty partition (metadata only); with
     -- RANGE LEFT the new partition is the one left of the value, on the NEXT USED filegroup.
+    {{ still_empty("$PARTITION." ~ qc(function) ~ "(" ~ st.value_sql ~ ")", "the partition SPLIT RANGE (" ~ st.range_sql ~ ") divides") }}
 {% if schemes | length > 1 %}
     -- Every scheme of the function gets the same NEXT USED filegroup: SPLIT fails if one has
     -- none, and the table's indexes on the other schemes keep their partition beside the table's.

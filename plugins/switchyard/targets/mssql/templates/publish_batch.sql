@@ -47,7 +47,7 @@ BEGIN TRY
 {% for t in tables %}
 {% if t.partitioned %}
     -- {{ t.table }} ({{ t.mode }} mode): its steps, as its own commit runs them, from its window planned now.
-{% with table=t.table, table_name=t.table_name, mode=t.mode, steps=t.steps, function=t.function, scheme=t.scheme, schemes=t.schemes, columns=t.columns, indexes=t.indexes, records=t.records, gone=t.gone, low_priority=t.low_priority %}
+{% with table=t.table, table_name=t.table_name, mode=t.mode, steps=t.steps, function=t.function, scheme=t.scheme, schemes=t.schemes, key_column=t.key_column, columns=t.columns, indexes=t.indexes, records=t.records, gone=t.gone, low_priority=t.low_priority %}
 {% include "_commit_steps.sql" %}
 {% endwith %}
 {% else %}
