@@ -131,6 +131,64 @@ def publish(adapter, plan) -> dict | None:
 
 
 # --- batches ----------------------------------------------------------------------------------
+IDS_SPEC_YAML = """
+name: ids
+format: {{delimiter: "|", trailing_delimiter: false}}
+files: "{{table}}/{{table}}.{{stream}}.txt"
+tables:
+  ids:
+    key: id
+    mode: append
+    unique: true
+    {retention}
+    columns:
+      - {{name: id, type: integer}}
+      - {{name: v, type: text}}
+"""
+
+
+def ids_spec(folder: Path, retention: str = ""):
+    """A one-table spec of its own: `ids`, an integer key, append mode, unique; `retention`
+    e.g. "keep: 1\n    retire: archive"."""
+    from switchyard.core.spec import load_spec
+    path = folder / f"ids-{uuid.uuid4().hex[:6]}.yaml"
+    path.write_text(IDS_SPEC_YAML.format(retention=retention))
+    return load_spec(str(path))
+
+
+def ids_batch(folder: Path, ids) -> Path:
+    """A batch of one stream holding `ids` (ascending), its manifest written from the rows."""
+    from switchyard.core.batch import MANIFEST_FORMAT
+    ids = list(ids)
+    path = folder / "ids" / "ids.1.txt"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(f"{i}|row {i}\n" for i in ids))
+    manifest = {"format": MANIFEST_FORMAT, "spec": "ids", "streams": 1, "files": [
+        {"table": "ids", "stream": 1, "file": "ids/ids.1.txt", "bytes": path.stat().st_size, "rows": len(ids),
+         "key_min": ids[0], "key_max": ids[-1]}]}
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    return folder
+
+
+def load_ids(uri: str, schema: str, spec, folder: Path, batch: str) -> None:
+    """A batch through the adapter's steps as the DAG runs them (setup, then each stream's
+    prepare, load, validate and switch, then the batch's publish), each checked."""
+    from switchyard.core.batch import read_manifest
+    from switchyard.core.planner import plan_batch
+    from switchyard.observability.validation import describe_failures, validate_stream
+    from switchyard.targets.postgres import PostgresAdapter
+    plan = plan_batch(spec, read_manifest(folder, spec))
+    adapter = PostgresAdapter(spec, uri=uri, schema=schema, lease_batch=batch)
+    adapter.setup(plan)
+    for s in plan.all_streams():
+        adapter.prepare(s)
+        assert adapter.load(s, folder / s.file).rows == s.rows
+        outcome = validate_stream(adapter, spec, s)
+        assert outcome.success, describe_failures(outcome, s.group_id)
+        assert adapter.switch(s)["attach_scan_skipped"] is True
+    assert publish(adapter, plan)["attach_scan_skipped"] is True
+
+
 def copy_batch(src: Path, dst: Path) -> Path:
     shutil.copytree(src, dst)
     return dst

@@ -19,7 +19,7 @@ import psycopg
 import pytest
 import yaml
 
-from helpers import copy_batch, edit_manifest, fingerprint, partition_oids, run_dag
+from helpers import copy_batch, edit_manifest, fingerprint, ids_batch, ids_spec, load_ids, partition_oids, run_dag
 from switchyard.core.spec import load_spec, spec_file
 
 SPEC = load_spec("tpch")
@@ -302,3 +302,30 @@ def test_a_batch_wider_than_the_dag_fails_before_any_load(pg_uri, data_root, sch
     assert ("the batch has 3 streams of orders but this DAG has task groups for up to 2 per table "
             "(set SWITCHYARD_STREAMS=3 or more in the DAG's settings file, ") in run.output
     assert "switchyard.env, which every Airflow process reads as it parses the DAG)" in run.output
+
+
+def test_a_range_archived_again_moves_to_the_archive_whose_names_its_indexes_had(pg_uri, schema, tmp_path):
+    """Retire: archive moves a partition and its indexes (relations of its schema) to the archive
+    schema. When the archive holds an index of the same name already (the same range archived
+    before, the archived table renamed since), the index is renamed first: the batch goes in,
+    and both archived tables keep their rows."""
+    keep_one = ids_spec(tmp_path, "keep: 1\n    retire: archive")
+    load_ids(pg_uri, schema, keep_one, ids_batch(tmp_path / "a", range(1, 11)), "2027-01-01")
+    load_ids(pg_uri, schema, keep_one, ids_batch(tmp_path / "b", range(11, 21)), "2027-02-01")
+    archive = f"{schema}_archive"
+    with psycopg.connect(pg_uri) as conn:
+        # A DBA keeps January under a name of their own; its index keeps the partition's.
+        conn.execute(f'ALTER TABLE "{archive}"."ids_1_10" RENAME TO "ids_january"')
+    # The same range again: in beside February (keep: 2 for that run), then out with the next.
+    load_ids(pg_uri, schema, ids_spec(tmp_path, "keep: 2\n    retire: archive"),
+             ids_batch(tmp_path / "c", range(1, 11)), "2027-03-01")
+    load_ids(pg_uri, schema, keep_one, ids_batch(tmp_path / "d", range(21, 31)), "2027-04-01")
+    with psycopg.connect(pg_uri) as conn:
+        assert [r[0] for r in conn.execute(f'SELECT id FROM "{schema}"."ids" ORDER BY id')] == list(range(21, 31))
+        indexes = dict(conn.execute("SELECT indexname, tablename FROM pg_indexes WHERE schemaname = %s",
+                                    (archive,)).fetchall())
+        assert indexes == {"ids_1_10_unique": "ids_january", "ids_11_20_unique": "ids_11_20",
+                           "ids_1_10_unique_1": "ids_1_10"}
+        for table, first in (("ids_january", 1), ("ids_1_10", 1), ("ids_11_20", 11)):
+            rows = [r[0] for r in conn.execute(f'SELECT id FROM "{archive}"."{table}" ORDER BY id')]
+            assert rows == list(range(first, first + 10)), table

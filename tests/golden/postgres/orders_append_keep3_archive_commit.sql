@@ -4,8 +4,14 @@ LOCK TABLE "sales"."orders" IN ACCESS EXCLUSIVE MODE;
 
 SET LOCAL lock_timeout = '60s';
 
-SELECT to_regclass(%s) IS NULL
--- parameters: ('"sales_archive"."orders_b1"',);
+SELECT to_regclass(%s) IS NULL AND (%s OR to_regclass(%s) IS NULL)
+-- parameters: ('"sales_archive"."orders_b1"', True, '"sales"."orders_b1"');
+
+SELECT i.relname FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid WHERE x.indrelid = to_regclass(%s) ORDER BY 1
+-- parameters: ('"sales"."orders_b1"',);
+
+SELECT to_regclass(%s) IS NULL AND (%s OR to_regclass(%s) IS NULL)
+-- parameters: ('"sales_archive"."orders_b1_unique"', True, '"sales"."orders_b1_unique"');
 
 -- The table's batch goes in whole, in the transaction of its last switch: readers see the
 -- table before it or after it, never a mix. The lock is held already: the adapter takes it

@@ -241,8 +241,8 @@ class PostgresCommit(SwitchProtocol):
         if mine:
             raise TargetError(retired_on_arrival(f"{self.schema}.{table}", batch, why, len(mine), len(planned))
                               + "; nothing was switched", permanent=True)
-        retire = [{"name": p.name, "archived_as": self._archive_name(cur, p.name)
-                   if spec_table.retire == "archive" else None} for p in retired]
+        retire = [self._archive_names(cur, p.name) if spec_table.retire == "archive"
+                  else {"name": p.name, "archived_as": None, "indexes": []} for p in retired]
         staged = [planned[name] for name in sorted(planned, key=lambda n: planned[n]["stream"])]
         # The bounds the plan gave (the ones each stream's switch attached with), rendered by `lit`.
         move = [{"staging": p["staging_table"], "partition": p["partition_name"],
@@ -303,11 +303,37 @@ class PostgresCommit(SwitchProtocol):
         log.info("%s: replaced whole by batch %s: %d rows", target, self.lease_batch, rows)
         return {"table_switched": True, "rows": rows}
 
-    def _archive_name(self, cur, name: str) -> str:
-        """`name` in the archive schema, or `name_<n>` when an earlier retirement took it."""
+    def _archive_names(self, cur, name: str) -> dict[str, Any]:
+        """The names partition `name` and its indexes take in the archive schema. A table's
+        indexes are relations of its schema: SET SCHEMA moves them along, and fails when the
+        archive holds one of their names already (an earlier retirement of the same range, or
+        a table archived and renamed since). Each index whose name is taken there is renamed
+        first, to the table's archived name with the index's own suffix where it has one."""
+        archived_as = self._free_name(cur, name, name, set())
+        cur.execute("SELECT i.relname FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid "
+                    "WHERE x.indrelid = to_regclass(%s) ORDER BY 1", (self.qualified(self.schema, name),))
+        taken: set[str] = set()
+        renames = []
+        for (index,) in cur.fetchall():
+            wanted = archived_as + index[len(name):] if index.startswith(name) else index
+            wanted = wanted if len(wanted) <= keys.MAX_NAME else index
+            new = self._free_name(cur, wanted, index, taken)
+            taken.add(new)
+            if new != index:
+                renames.append({"index": index, "as": new})
+        return {"name": name, "archived_as": archived_as, "indexes": renames}
+
+    def _free_name(self, cur, name: str, own: str, taken: set[str]) -> str:
+        """`name`, or `name_<n>`, for relation `own` of the target schema: free in the archive
+        schema, free in the target schema too unless it is `own`'s name (the rename happens
+        there, before the move), and not in `taken`."""
         for n in range(0, 1000):
             candidate = self.checked(name if n == 0 else f"{name[:56]}_{n}")
-            cur.execute("SELECT to_regclass(%s) IS NULL", (self.qualified(self.archive_schema, candidate),))
+            if candidate in taken:
+                continue
+            cur.execute("SELECT to_regclass(%s) IS NULL AND (%s OR to_regclass(%s) IS NULL)",
+                        (self.qualified(self.archive_schema, candidate), candidate == own,
+                         self.qualified(self.schema, candidate)))
             if cur.fetchone()[0]:
                 return candidate
         raise TargetError(f"{self.archive_schema}: no free name for {name}")

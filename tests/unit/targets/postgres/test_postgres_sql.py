@@ -115,7 +115,7 @@ def test_date_and_timestamp_keys_script_matches_golden(tmp_path):
 # --- a table's commit, on scripted catalog answers ------------------------------------------------
 class RecordingCursor:
     """Scripted: records every statement with its parameters; each query answers the one row
-    queued for it (here only the archive's free-name check)."""
+    queued for it (here only the archive's free-name checks: every name is free)."""
 
     def __init__(self):
         self.statements: list[str] = []
@@ -130,6 +130,10 @@ class RecordingCursor:
 
     def fetchone(self):
         return (True,)
+
+    def fetchall(self):
+        """The retired partition's indexes (the archive's rename check reads them)."""
+        return [("orders_b1_unique",)]
 
 
 def test_an_append_tables_commit_with_keep_3_and_archive_matches_golden():

@@ -28,6 +28,10 @@ ALTER TABLE {{ qn(schema, table) }} DETACH PARTITION {{ qn(schema, r.name) }};
 {% if r.archived_as != r.name %}
 ALTER TABLE {{ qn(schema, r.name) }} RENAME TO {{ q(r.archived_as) }};
 {% endif %}
+{% for x in r.indexes %}
+-- Its index {{ x.index }} moves with it; the archive holds that name already.
+ALTER INDEX {{ qn(schema, x.index) }} RENAME TO {{ q(x.as) }};
+{% endfor %}
 ALTER TABLE {{ qn(schema, r.archived_as) }} SET SCHEMA {{ q(archive_schema) }};
 {% else %}
 DROP TABLE {{ qn(schema, r.name) }};
