@@ -83,12 +83,18 @@ def cmd_services(args) -> int:
         print(f"stopped the local Airflow: {', '.join(stopped)}" if stopped else "the local Airflow was not running")
         return 0
     if args.action == "start":
+        before = local.dag_settings()
         values = local.write_dag_settings()
         env = local.without_dag_settings(local.airflow_env())
         local.migrate(env)
         started = local.start_services(env, int(values.get("SWITCHYARD_STREAMS") or 4),
                                        values.get("SWITCHYARD_SPEC", "tpch"))
         local.Api().wait_ready()
+        if "dag-processor" not in started and local.dag_settings() != before:
+            # The running dag-processor would take the new settings at its next parse, within a
+            # minute; a backfill created before that would meet the old schedule. Parsed now.
+            print("the DAG's settings changed: writing the DAG with them now (airflow dags reserialize) ...")
+            local.reserialize(env)
         print(f"the local Airflow runs: {local.api_url()} ({local.ADMIN_USER} / {local.admin_password()}); "
               f"its DAG's settings: {local.dag_settings_file()}")
         if started:

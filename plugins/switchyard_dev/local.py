@@ -260,6 +260,17 @@ def airflow(*args: str, env: dict[str, str] | None = None, check: bool = True,
                           capture_output=capture, timeout=timeout)
 
 
+def reserialize(env: dict[str, str]) -> None:
+    """The DAG files parsed now and written to the metadata database, as the dag-processor
+    writes them: a DAG's new settings take effect at once instead of at its next parse. A
+    parse that fails is said; the dag-processor reports it too (`services status`)."""
+    done = airflow("dags", "reserialize", env=env, check=False, timeout=300)
+    if done.returncode != 0:
+        tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
+        print("    airflow dags reserialize failed; the dag-processor takes the settings at its next parse:\n    "
+              + "\n    ".join(tail))
+
+
 def migrate(env: dict[str, str]) -> None:
     """Create or upgrade the metadata database (a no-op when it is current); the home's
     database in the embedded PostgreSQL is created (and the server started) if needed."""
