@@ -311,8 +311,12 @@ def _format(raw: Any, base: FileFormat, where: str) -> FileFormat:
     marker = fmt.null_marker
     if marker is not None and (not isinstance(marker, str) or len(marker) > 16
                                or any(ch in "\"\\\x7f" or ch < " " for ch in marker) or fmt.delimiter in marker):
+        escaped = ("; \\N is the NULL of a backslash-escaped export (PostgreSQL's text COPY, MySQL's "
+                   "SELECT INTO OUTFILE, Hive), whose other escapes (\\t, \\n, \\\\) Switchyard does not "
+                   "read: every byte of a field is its value. Export as CSV instead (quoting: csv, "
+                   "null_marker: '')" if marker == "\\N" else "")
         raise SpecError(f"{where}.null_marker: a short text without the delimiter, quotes, backslash "
-                        f"or control characters ('' for the empty field), not {marker!r}")
+                        f"or control characters ('' for the empty field), not {marker!r}{escaped}")
     return fmt
 
 
