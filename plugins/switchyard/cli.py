@@ -69,7 +69,7 @@ def cmd_manifest(args) -> int:
         manifest = describe_batch(folder, spec, _tables(args.tables))
     except (SpecError, BatchError) as exc:
         sys.exit(f"manifest: {exc}")
-    if (folder / MANIFEST).exists() and not args.force:
+    if (folder / MANIFEST).exists() and not args.force and not args.dry_run:
         sys.exit(f"manifest: {folder / MANIFEST} exists; --force replaces it (a run may be loading the batch)")
     for e in manifest.entries:
         keys = f", keys {e.key_min}..{e.key_max}" if e.key_min is not None else ""
@@ -234,6 +234,14 @@ def cmd_config(args) -> int:
     current = settings.Settings.from_env(airflow_environment())
     for item in settings.SETTINGS:
         print(f"{item.variable}={settings.render(getattr(current, item.field))}")
+    # Other packages' settings (the local stack's ports and paths, with the development tooling
+    # installed): this shell's value, else the default; one derived from elsewhere is described.
+    for item in settings.registered():
+        value = os.environ.get(item.variable, "").strip()
+        if value or item.default_text is None:
+            print(f"{item.variable}={value or settings.render(item.default)}")
+        else:
+            print(f"# {item.variable} unset: {item.default_text.replace('`', '')}")
     return 0
 
 

@@ -79,6 +79,12 @@ def test_the_manifest_is_every_file_read_whole(tmp_path):
         ("sales/part-2.csv", 2, "2026-01-04T23:59:59.500000", "2026-01-05T00:00:00"),
         ("shops/shops.1.csv.gz", 3, None, None)]
     assert check_batch(tmp_path, SPEC) == []
+    # Once written, it is replaced only with --force; a dry run writes nothing and needs none.
+    before = (tmp_path / "manifest.json").read_text()
+    with pytest.raises(SystemExit, match="exists; --force replaces it"):
+        main(["manifest", str(tmp_path), "--spec", str(write_spec(tmp_path))])
+    assert main(["manifest", str(tmp_path), "--spec", str(write_spec(tmp_path)), "--dry-run"]) == 0
+    assert (tmp_path / "manifest.json").read_text() == before
 
 
 def write_spec(folder):
@@ -537,7 +543,7 @@ def test_a_header_naming_the_columns_in_another_order_is_refused_before_any_load
     said = (f"{path}: line 1: the header names the table's columns in another order than the spec's: field 2 is "
             f"amount (the spec's column 3), field 3 is unit_price (the spec's column 2); the load takes each field "
             f"by its place, so their values would go into other columns: write the fields in the spec's order (id, "
-            f"unit_price, amount), or list the spec's columns in the file's")
+            f"unit_price, amount), or list the spec's columns in the file's order")
     assert check_batch(tmp_path, spec) == [said]
     with pytest.raises(BatchError) as refused:
         describe_batch(tmp_path, spec)    # `switchyard manifest` refuses it too

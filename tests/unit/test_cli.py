@@ -97,10 +97,20 @@ def test_a_broken_extension_leaves_the_product_commands(monkeypatch, capsys):
     assert "command 'broken' from nowhere:register is unavailable" in capsys.readouterr().err
 
 
-def test_config_prints_the_settings_in_effect(monkeypatch, capsys):
+def test_config_prints_the_settings_in_effect(monkeypatch, capsys, tmp_path):
+    # An Airflow home of its own: no DAG settings file (the checkout's own says otherwise).
+    monkeypatch.setenv("SWITCHYARD_AIRFLOW_HOME", str(tmp_path / "airflow"))
     monkeypatch.setenv("SWITCHYARD_STREAMS", "9")
+    monkeypatch.setenv("SWITCHYARD_BENCH_AIRFLOW_PORT", "28191")
+    monkeypatch.delenv("SWITCHYARD_AIRFLOW_LOG_PORT", raising=False)
+    monkeypatch.delenv("SWITCHYARD_POOL_SLOTS", raising=False)
     assert cli.main(["config"]) == 0
-    assert "SWITCHYARD_STREAMS=9" in capsys.readouterr().out.splitlines()
+    lines = capsys.readouterr().out.splitlines()
+    assert "SWITCHYARD_STREAMS=9" in lines
+    # The local stack's settings too (the development tooling's): set, default, or derived.
+    assert "SWITCHYARD_BENCH_AIRFLOW_PORT=28191" in lines and "SWITCHYARD_AIRFLOW_LOG_PORT=8793" in lines
+    assert f"SWITCHYARD_AIRFLOW_HOME={tmp_path / 'airflow'}" in lines
+    assert any(line.startswith("# SWITCHYARD_POOL_SLOTS unset: ") for line in lines)
 
 
 def test_config_and_runs_read_the_local_airflows_settings_file_from_any_shell(monkeypatch, capsys, tmp_path):

@@ -435,7 +435,7 @@ def header_order(path: Path, table: Table, head: list[bytes]) -> list[str]:
             return [f"{path}: line {number}: the header names the table's columns in another order than the "
                     f"spec's: {said}; the load takes each field by its place, so their values would go into "
                     f"other columns: write the fields in the spec's order ({', '.join(table.column_names)}), "
-                    f"or list the spec's columns in the file's"]
+                    f"or list the spec's columns in the file's order"]
     return []
 
 
