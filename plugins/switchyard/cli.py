@@ -90,7 +90,7 @@ def cmd_check(args) -> int:
         folder = _batch_folder(args.batch)
     except (SpecError, BatchError) as exc:
         sys.exit(f"check: {exc}")
-    problems = check_batch(folder, spec, _tables(args.tables))
+    problems = check_batch(folder, spec, _tables(args.tables)) + _wider_than_the_dag(folder, spec, args)
     if problems:
         print(f"{folder}: {len(problems)} problem{'s' if len(problems) > 1 else ''}; a run would refuse the "
               f"batch before any load:", file=sys.stderr)
@@ -114,6 +114,22 @@ def cmd_check(args) -> int:
           f"each file read and matching its manifest entry"
           + (f"; not read (not asked for): {', '.join(left)}" if left else ""))
     return 0
+
+
+def _wider_than_the_dag(folder: Path, spec, args) -> list[str]:
+    """The run's own refusal of a batch with more streams of a table than the DAG has task groups
+    for, where the DAG this command speaks to (its settings file: `switchyard config`) loads this
+    spec; nothing where it loads another or the manifest is not there to read."""
+    from switchyard import settings
+    from switchyard.core.batch import MANIFEST, read_manifest
+    from switchyard.core.spec import load_spec
+    from switchyard.steps import wider_than_the_dag
+    env = airflow_environment()
+    current = settings.Settings.from_env(env)
+    if not (folder / MANIFEST).exists() or load_spec(current.spec).name != spec.name:
+        return []
+    tables = _tables(args.tables) or list(spec.table_names)
+    return wider_than_the_dag(read_manifest(folder, spec), tables, current.streams, settings.settings_file(env))
 
 
 def cmd_plan(args) -> int:

@@ -144,6 +144,19 @@ def chosen_tables(spec: LoadSpec, chosen: Any) -> list[str]:
     return list(chosen or spec.table_names)
 
 
+def wider_than_the_dag(manifest, tables: list[str], streams: int, settings_path: Path) -> list[str]:
+    """The tables the batch brings in more streams than the DAG has task groups for (`streams`
+    per table, SWITCHYARD_STREAMS), as the one problem a run refuses the batch with. The batch's
+    shape is its manifest's; the groups a batch does not use skip."""
+    wider = {t: len(manifest.streams_of(t)) for t in tables if len(manifest.streams_of(t)) > streams}
+    if not wider:
+        return []
+    return [f"{manifest.path}: the batch has " + ", ".join(f"{n} streams of {t}" for t, n in wider.items())
+            + f" but this DAG has task groups for up to {streams} per table (set SWITCHYARD_STREAMS="
+              f"{max(wider.values())} or more in the DAG's settings file, {settings_path}, which every Airflow "
+              f"process reads as it parses the DAG)"]
+
+
 def check_batch(spec: LoadSpec, tables: list[str], name: str, streams: int) -> tuple[Path, LoadPlan, list[str]]:
     """The batch checked whole (its manifest, its files, the DAG's groups, the declared
     expectations): (its folder, its plan, every problem found). Without a plan it fails at once
@@ -156,16 +169,7 @@ def check_batch(spec: LoadSpec, tables: list[str], name: str, streams: int) -> t
         manifest = read_manifest(folder, spec)
     except BatchError as exc:
         raise StepFailed(str(exc)) from exc
-    problems = []
-    # The batch's shape is its manifest's: each table in as many streams as it lists. The
-    # DAG has task groups for up to `streams` per table; the ones a batch does not use skip.
-    wider = {t: len(manifest.streams_of(t)) for t in tables if len(manifest.streams_of(t)) > streams}
-    if wider:
-        problems.append(f"{manifest.path}: the batch has "
-                        + ", ".join(f"{n} streams of {t}" for t, n in wider.items())
-                        + f" but this DAG has task groups for up to {streams} per table "
-                          f"(set SWITCHYARD_STREAMS={max(wider.values())} or more in the DAG's settings file, "
-                          f"{settings.settings_file()}, which every Airflow process reads as it parses the DAG)")
+    problems = wider_than_the_dag(manifest, tables, streams, settings.settings_file())
     plan = None
     try:
         plan = plan_batch(spec, manifest, tables)

@@ -746,3 +746,31 @@ def test_a_repeated_unique_key_is_named_by_its_lines_before_any_load(tmp_path):
     found = [p for p in check_batch(batch, spec) if str(depots) in p]
     assert len(found) == 6 and "line 3: code 'DE-HAM-01', as on line 2" in found[0], found
     assert found[-1] == f"{depots}: 3 more records repeat the unique columns' values of an earlier one (8 in all)"
+
+
+def test_check_says_a_batch_wider_than_the_dag_is_refused_as_the_run_would(tmp_path, monkeypatch, capsys):
+    """The DAG has task groups for up to SWITCHYARD_STREAMS streams per table (its settings file);
+    a batch with more of one table is refused by the run's first step: `check` says so where the
+    DAG it speaks to loads this spec, and not for another spec's DAG."""
+    batch = tmp_path / "batch"
+    write_batch(batch)
+    spec = write_spec(batch)
+    assert main(["manifest", str(batch), "--spec", str(spec)]) == 0
+    settings_file = tmp_path / "switchyard.env"
+    monkeypatch.setenv("SWITCHYARD_SETTINGS_FILE", str(settings_file))
+    monkeypatch.setenv("SWITCHYARD_AIRFLOW_HOME", str(tmp_path / "airflow"))
+    for variable in ("SWITCHYARD_SPEC", "SWITCHYARD_STREAMS"):
+        monkeypatch.delenv(variable, raising=False)
+    settings_file.write_text(f"SWITCHYARD_SPEC={spec}\nSWITCHYARD_STREAMS=1\n")
+    capsys.readouterr()
+    assert main(["check", "--batch", str(batch), "--spec", str(spec)]) == 1
+    said = capsys.readouterr().err
+    assert (f"the batch has 2 streams of sales but this DAG has task groups for up to 1 per table (set "
+            f"SWITCHYARD_STREAMS=2 or more in the DAG's settings file, {settings_file}") in said
+    # Only the lookup asked for: its one stream fits.
+    assert main(["check", "--batch", str(batch), "--spec", str(spec), "--tables", "shops"]) == 0
+    # Two streams per table, or another spec's DAG: nothing to say.
+    settings_file.write_text(f"SWITCHYARD_SPEC={spec}\nSWITCHYARD_STREAMS=2\n")
+    assert main(["check", "--batch", str(batch), "--spec", str(spec)]) == 0
+    settings_file.write_text("SWITCHYARD_SPEC=tpch\nSWITCHYARD_STREAMS=1\n")
+    assert main(["check", "--batch", str(batch), "--spec", str(spec)]) == 0
