@@ -268,18 +268,27 @@ def start_problems(path: Path, table: Table) -> list[str]:
     that names the table's columns in other places than the spec's (`header_order`) or columns
     the spec does not have (`header_width`), a header line the load would take for a record
     (`names_record`)."""
-    try:
-        with _open_counted(path) as fh:
-            head = [fh.readline(_HEADER_LINE_MAX) for _ in range(max(table.format.header_lines, 1))]
-            if table.format.quoting == "csv" and table.format.header_lines:
-                head[-1] = _whole_record(fh, head[-1])
-    except (BatchError, OSError, EOFError):
+    head = _head(path, table)
+    if head is None:
         return []   # the load names what is wrong with such a file
     line_ends = carriage_return_line_ends(path, table, head[0])
     if line_ends:       # the lines read here are not the file's
         return byte_order_mark(path, table, head[0][:3]) + line_ends
     return (byte_order_mark(path, table, head[0][:3]) + header_record(path, table, head)
             + header_order(path, table, head) + header_width(path, table, head) + names_record(path, table, head))
+
+
+def _head(path: Path, table: Table) -> list[bytes] | None:
+    """The file's first lines, its header's (one line without a header), each record whole; None
+    when the file cannot be read so."""
+    try:
+        with _open_counted(path) as fh:
+            head = [fh.readline(_HEADER_LINE_MAX) for _ in range(max(table.format.header_lines, 1))]
+            if table.format.quoting == "csv" and table.format.header_lines:
+                head[-1] = _whole_record(fh, head[-1])
+    except (BatchError, OSError, EOFError):
+        return None
+    return head
 
 
 def _whole_record(fh, line: bytes) -> bytes:
@@ -1122,12 +1131,20 @@ def file_read_problems(path: Path, table: Table, stream: int, rows: int | None, 
     problems += repeated.problems(path) if repeated is not None else []
     if scan.unended_line and path.name.endswith(".gz"):      # a plain file's end: check_files
         problems.append(unended_problem(path, scan.unended_line))
-    problems += [f"{path}: {bad}" for bad in scan.bad_fields]
-    if scan.bad_field_count > len(scan.bad_fields):
-        # A record of the wrong field count is one problem, a field its type refuses another.
-        problems.append(f"{path}: {scan.bad_field_count - len(scan.bad_fields):,} more problems "
-                        f"({scan.bad_field_count:,} in all, in {scan.bad_record_count:,} records; the load would "
-                        f"stop at the first)")
+    head = _head(path, table) if table.format.header_lines and scan.bad_record_count else None
+    if head is not None and header_width(path, table, head):
+        # Its header names another number of fields than the spec's columns (start_problems says
+        # which): every record's field count, and its fields read against the wrong columns, would
+        # only say it again, record by record.
+        problems.append(f"{path}: {scan.bad_record_count:,} records not read against the spec's columns: the "
+                        f"file's header names other columns than the spec's")
+    else:
+        problems += [f"{path}: {bad}" for bad in scan.bad_fields]
+        if scan.bad_field_count > len(scan.bad_fields):
+            # A record of the wrong field count is one problem, a field its type refuses another.
+            problems.append(f"{path}: {scan.bad_field_count - len(scan.bad_fields):,} more problems "
+                            f"({scan.bad_field_count:,} in all, in {scan.bad_record_count:,} records; the load "
+                            f"would stop at the first)")
     if rows is not None and scan.rows != rows:
         problems.append(f"{path}: {scan.rows:,} records, the manifest says {rows:,} ({table.name} stream {stream})")
     if kind and scan.rows and key_min is not None and (scan.key_min < key_min or scan.key_max > key_max):
