@@ -29,7 +29,10 @@ SETTINGS = (
             "Port of the local Airflow's api-server (the UI) on 127.0.0.1.", LOCAL, "port"),
     Setting("SWITCHYARD_AIRFLOW_LOG_PORT", "airflow_log_port", int, 8793,
             "Port of the local Airflow's task log server (`[logging] worker_log_server_port`; the "
-            "scheduler serves its tasks' logs there). Two Airflows on one machine need different ones.",
+            "scheduler serves its tasks' logs there). Two Airflows on one machine need different ones. "
+            "Airflow's log servers listen on every interface (Airflow 3 sets no host for them), unlike the "
+            "api-server and the embedded PostgreSQL (127.0.0.1); they serve a log only to a request "
+            "signed with the home's secret key.",
             LOCAL, "port"),
     Setting("SWITCHYARD_AIRFLOW_TRIGGER_LOG_PORT", "airflow_trigger_log_port", int, 8794,
             "Port of the local triggerer's log server (`[logging] trigger_log_server_port`).", LOCAL, "port"),
