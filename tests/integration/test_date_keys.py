@@ -11,7 +11,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from helpers import ids_batch, ids_spec, load_ids, publish
+from helpers import ids_batch, ids_spec, load_through_steps, publish
 from switchyard.core.batch import MANIFEST_FORMAT, read_manifest
 from switchyard.core.planner import plan_batch
 from switchyard.core.spec import load_spec
@@ -182,7 +182,7 @@ def test_an_integer_key_at_its_types_largest_value_loads_and_later_batches_go_be
     spec = ids_spec(tmp_path)
     for batch, ids in (("2027-01-01", range(largest - 9, largest + 1)), ("2027-02-01", range(1, 11)),
                        ("2027-01-01", range(largest - 9, largest + 1))):  # and the first again: a rerun
-        load_ids(pg_uri, schema, spec, ids_batch(tmp_path / f"{batch}-{ids[0]}", ids), batch)
+        load_through_steps(pg_uri, schema, spec, ids_batch(tmp_path / f"{batch}-{ids[0]}", ids), batch)
     with psycopg.connect(pg_uri) as conn:
         bounds = sorted(conn.execute(
             "SELECT pg_get_expr(c.relpartbound, c.oid) FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "

@@ -19,7 +19,7 @@ import psycopg
 import pytest
 import yaml
 
-from helpers import copy_batch, edit_manifest, fingerprint, ids_batch, ids_spec, load_ids, partition_oids, run_dag
+from helpers import copy_batch, edit_manifest, fingerprint, ids_batch, ids_spec, load_through_steps, partition_oids, run_dag
 from switchyard.core.spec import load_spec, spec_file
 
 SPEC = load_spec("tpch")
@@ -310,16 +310,16 @@ def test_a_range_archived_again_moves_to_the_archive_whose_names_its_indexes_had
     before, the archived table renamed since), the index is renamed first: the batch goes in,
     and both archived tables keep their rows."""
     keep_one = ids_spec(tmp_path, "keep: 1\n    retire: archive")
-    load_ids(pg_uri, schema, keep_one, ids_batch(tmp_path / "a", range(1, 11)), "2027-01-01")
-    load_ids(pg_uri, schema, keep_one, ids_batch(tmp_path / "b", range(11, 21)), "2027-02-01")
+    load_through_steps(pg_uri, schema, keep_one, ids_batch(tmp_path / "a", range(1, 11)), "2027-01-01")
+    load_through_steps(pg_uri, schema, keep_one, ids_batch(tmp_path / "b", range(11, 21)), "2027-02-01")
     archive = f"{schema}_archive"
     with psycopg.connect(pg_uri) as conn:
         # A DBA keeps January under a name of their own; its index keeps the partition's.
         conn.execute(f'ALTER TABLE "{archive}"."ids_1_10" RENAME TO "ids_january"')
     # The same range again: in beside February (keep: 2 for that run), then out with the next.
-    load_ids(pg_uri, schema, ids_spec(tmp_path, "keep: 2\n    retire: archive"),
+    load_through_steps(pg_uri, schema, ids_spec(tmp_path, "keep: 2\n    retire: archive"),
              ids_batch(tmp_path / "c", range(1, 11)), "2027-03-01")
-    load_ids(pg_uri, schema, keep_one, ids_batch(tmp_path / "d", range(21, 31)), "2027-04-01")
+    load_through_steps(pg_uri, schema, keep_one, ids_batch(tmp_path / "d", range(21, 31)), "2027-04-01")
     with psycopg.connect(pg_uri) as conn:
         assert [r[0] for r in conn.execute(f'SELECT id FROM "{schema}"."ids" ORDER BY id')] == list(range(21, 31))
         indexes = dict(conn.execute("SELECT indexname, tablename FROM pg_indexes WHERE schemaname = %s",

@@ -14,6 +14,7 @@ switch, publish), through the adapter, against the real server.
 """
 from __future__ import annotations
 
+import json
 import random
 import shutil
 from datetime import datetime, timedelta
@@ -22,8 +23,8 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from helpers import publish
-from switchyard.core.batch import describe_batch, read_manifest, write_manifest
+from helpers import load_through_steps, publish
+from switchyard.core.batch import MANIFEST_FORMAT, describe_batch, read_manifest, write_manifest
 from switchyard.core.planner import plan_batch
 from switchyard.core.spec import parse_spec
 from switchyard.observability.validation import describe_failures, validate_stream
@@ -303,3 +304,52 @@ def test_a_varchar_widened_or_narrowed_in_the_spec_is_refused_or_its_check_repla
     assert storms.rows() == before
     assert "<= 30" in storms.sql(f"SELECT pg_get_constraintdef(oid) FROM pg_constraint "
                                  f"WHERE conrelid = '\"{schema}\".tracks'::regclass AND conname = 'name_length'")[0][0]
+
+
+def _lookup(folder: Path, on_spec_change: str, with_decimals: bool, rows: list[tuple]) -> tuple:
+    """A text-keyed lookup replaced whole by each batch (`currencies`, unpartitioned), with or
+    without its NOT NULL `decimals` column; the spec and the batch's folder."""
+    columns = [{"name": "code", "type": "char(3)"}, {"name": "name", "type": "varchar(40)"}]
+    columns += [{"name": "decimals", "type": "smallint"}] if with_decimals else []
+    spec = parse_spec({"name": "money", "files": "{table}/{table}.{stream}.csv", "on_spec_change": on_spec_change,
+                       "format": {"delimiter": ",", "trailing_delimiter": False, "quoting": "csv", "header_lines": 1},
+                       "tables": {"currencies": {"partitioned": False, "key": "code", "unique": True,
+                                                 "columns": columns}}}, source="money.yaml")
+    path = folder / "currencies" / "currencies.1.csv"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(",".join(c["name"] for c in columns) + "\n"
+                    + "".join(",".join(map(str, r[:len(columns)])) + "\n" for r in rows))
+    (folder / "manifest.json").write_text(json.dumps({"format": MANIFEST_FORMAT, "spec": "money", "streams": 1,
+        "files": [{"table": "currencies", "stream": 1, "file": "currencies/currencies.1.csv",
+                   "bytes": path.stat().st_size, "rows": len(rows), "key_min": None, "key_max": None}]}))
+    return spec, folder
+
+
+def test_a_not_null_column_added_to_a_lookup_replaced_whole_comes_with_the_batch(pg_uri, schema, tmp_path):
+    """An unpartitioned table is replaced whole by every batch: a NOT NULL column the spec adds is
+    added nullable by add_columns (refused with its statement under fail), takes the batch's
+    values, and sync sets NOT NULL on the next run."""
+    rows = [("EUR", "Euro", 2), ("JPY", "Yen", 0), ("KWD", "Dinar", 3)]
+    load_through_steps(pg_uri, schema, *_lookup(tmp_path / "b1", "fail", False, rows), "2027-01-01")
+
+    def table() -> tuple[list, list]:
+        with psycopg.connect(pg_uri) as conn:
+            shape = conn.execute("SELECT column_name::text, is_nullable::text FROM information_schema.columns WHERE "
+                                 "table_schema = %s AND table_name = 'currencies' ORDER BY ordinal_position",
+                                 (schema,)).fetchall()
+            return shape, conn.execute(f'SELECT * FROM "{schema}".currencies ORDER BY 1').fetchall()
+
+    before = table()
+    spec, folder = _lookup(tmp_path / "b2", "fail", True, rows)
+    with pytest.raises(TargetError) as caught:
+        load_through_steps(pg_uri, schema, spec, folder, "2027-02-01")
+    assert (f"{schema}.currencies: column decimals (smallint, NOT NULL) is in the spec, not in the table: the table "
+            f"is replaced whole by every batch: the column is added nullable") in str(caught.value)
+    assert f'ADD COLUMN "decimals" smallint' in str(caught.value) and table() == before
+    notes = load_through_steps(pg_uri, schema, *_lookup(tmp_path / "b3", "add_columns", True, rows), "2027-02-01")
+    assert any('on_spec_change: add_columns ran: ALTER TABLE' in n and '"decimals"' in n for n in notes), notes
+    shape, loaded = table()
+    assert shape == [("code", "NO"), ("name", "NO"), ("decimals", "YES")]
+    assert loaded == [(code, name, decimals) for code, name, decimals in rows]
+    load_through_steps(pg_uri, schema, *_lookup(tmp_path / "b4", "sync", True, rows), "2027-03-01")
+    assert table()[0] == [("code", "NO"), ("name", "NO"), ("decimals", "NO")]

@@ -21,10 +21,10 @@ class Sql:
     def create_unique(self, n, cols): return f"UNIQUE {n} ({', '.join(cols)})"
 
 
-def table(policy="fail", unique=None, extra=()):
+def table(policy="fail", unique=None, extra=(), partitioned=True):
     columns = [{"name": "id", "type": "bigint"}, {"name": "note", "type": "varchar(5)", "nullable": True},
                *extra]
-    raw = {"key": "id", "columns": columns, "on_spec_change": policy}
+    raw = {"key": "id", "columns": columns, "on_spec_change": policy, "partitioned": partitioned}
     if unique:
         raw["unique"] = unique
     return parse_spec({"name": "s", "tables": {"t": raw}}).table("t")
@@ -122,3 +122,20 @@ def test_a_check_whose_text_differs_from_the_specs_is_refused_or_replaced_by_syn
     # The same text: no difference.
     same = Existing(columns=AS_MADE, checks=frozenset({"note_length"}), check_defs={"note_length": "CHECK (len <= 5)"})
     assert compare(t, same, needed, Sql()) == []
+
+
+@pytest.mark.parametrize("policy, applied", [("fail", []), ("add_columns", ["ADD basin character(2)"]),
+                                             ("sync", ["ADD basin character(2)"])])
+def test_a_new_not_null_column_of_a_table_replaced_whole_is_added_nullable(policy, applied):
+    """An unpartitioned table's rows are all replaced by each batch: the rows it holds until then
+    are the only ones the new column has no value for, so add_columns adds it (nullable); the same
+    column of a partitioned table stays refused under every policy (above)."""
+    t = table(policy, extra=[{"name": "basin", "type": "char(2)"}], partitioned=False)
+    problems, notes, statements = reconcile(t, differences(t), "s.t")
+    assert statements == applied
+    if problems:
+        assert problems == ["s.t: column basin (character(2), NOT NULL) is in the spec, not in the table: the table "
+                            "is replaced whole by every batch: the column is added nullable (readers see NULL in it "
+                            "until this batch's rows replace the table's), every batch is checked for NULLs in it, and "
+                            "sync sets NOT NULL once its rows are in; to bring the table in line, run: ADD basin "
+                            "character(2) (or set on_spec_change: add_columns for t, which runs it)"]

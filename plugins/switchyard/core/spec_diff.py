@@ -20,7 +20,8 @@ The policies (spec.ON_SPEC_CHANGE), from the safest:
   (checking the existing rows: a duplicate refuses the batch).
 
 Never applied, whatever the policy: a retyped column (every partition is rewritten: a DBA's
-decision), a new NOT NULL column (the rows the table holds have no value for it), dropping a
+decision), a new NOT NULL column of a partitioned table (the rows the table holds have no value
+for it; an unpartitioned table, replaced whole by every batch, gets it nullable), dropping a
 column (it may hold data). A unique index or CHECK constraint of a DBA's is never dropped: the
 loads are checked against it before their switch.
 """
@@ -103,6 +104,17 @@ def compare(table: Table, existing: Existing, needed: Needed, sql: Statements) -
                 out.append(Difference(
                     "column_added", f"column {c.name} ({wanted}) is in the spec, not in the table",
                     "the files carry it and no staging table can be switched in without it",
+                    sql.add_column(c.name, wanted), ("add_columns", "sync")))
+            elif not table.partitioned:
+                # Every batch replaces the table's rows (DELETE and INSERT in its publish): the rows
+                # it holds until then are the only ones without a value. Added nullable, the column
+                # takes this batch's values; validation checks the spec's NOT NULL on every batch,
+                # and the table says so too once sync sets it (nullability_tightened, next run).
+                out.append(Difference(
+                    "column_added_not_null_replaced", f"column {c.name} ({wanted}, NOT NULL) is in the spec, not "
+                    f"in the table", "the table is replaced whole by every batch: the column is added nullable "
+                    "(readers see NULL in it until this batch's rows replace the table's), every batch is checked "
+                    "for NULLs in it, and sync sets NOT NULL once its rows are in",
                     sql.add_column(c.name, wanted), ("add_columns", "sync")))
             else:
                 out.append(Difference(
