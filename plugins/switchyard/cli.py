@@ -21,6 +21,7 @@ COMMANDS_GROUP = "switchyard.commands"
 # Where `pool sync` finds the Airflow it talks to when AIRFLOW_HOME is not set: a function
 # returning that Airflow's environment (the development tooling's local Airflow).
 AIRFLOW_ENVIRONMENT_GROUP = "switchyard.airflow_environment"
+DAG_SETTINGS_GROUP = "switchyard.dag_settings_file"
 
 
 
@@ -122,12 +123,15 @@ def _wider_than_the_dag(folder: Path, spec, args) -> list[str]:
     spec; nothing where it loads another or the manifest is not there to read."""
     from switchyard import settings
     from switchyard.core.batch import MANIFEST, read_manifest
-    from switchyard.core.spec import load_spec
+    from switchyard.core.spec import SpecError, load_spec
     from switchyard.steps import wider_than_the_dag
-    env = airflow_environment()
+    env = dag_settings_environment()
     current = settings.Settings.from_env(env)
-    if not (folder / MANIFEST).exists() or load_spec(current.spec).name != spec.name:
-        return []
+    try:
+        if not (folder / MANIFEST).exists() or load_spec(current.spec).name != spec.name:
+            return []
+    except (SpecError, OSError):
+        return []   # the DAG's own spec does not load: its parse says so, not this check
     tables = _tables(args.tables) or list(spec.table_names)
     return wider_than_the_dag(read_manifest(folder, spec), tables, current.streams, settings.settings_file(env))
 
@@ -195,6 +199,18 @@ def airflow_environment() -> dict[str, str]:
     return dict(os.environ)
 
 
+def dag_settings_environment() -> dict[str, str]:
+    """This shell's environment naming the DAG settings file of the Airflow this command speaks
+    to, nothing started or migrated: the environment's own when it names one (AIRFLOW_HOME,
+    SWITCHYARD_SETTINGS_FILE), else the file an installed package provides through the
+    `switchyard.dag_settings_file` entry point (the project's local Airflow's)."""
+    if os.environ.get("AIRFLOW_HOME") or os.environ.get("SWITCHYARD_SETTINGS_FILE"):
+        return dict(os.environ)
+    for entry in sorted(entry_points(group=DAG_SETTINGS_GROUP), key=lambda e: e.name):
+        return {**os.environ, "SWITCHYARD_SETTINGS_FILE": str(entry.load()())}
+    return dict(os.environ)
+
+
 def airflow_bin() -> str:
     """The `airflow` command beside this Python (its virtualenv), else the one on PATH."""
     beside = Path(sys.executable).with_name("airflow")
@@ -247,7 +263,7 @@ def cmd_config(args) -> int:
         return 0
     # As the DAG's processes read them: the settings file of the Airflow this command speaks to
     # (the local Airflow's in a checkout, where the shell does not name one).
-    current = settings.Settings.from_env(airflow_environment())
+    current = settings.Settings.from_env(dag_settings_environment())
     for item in settings.SETTINGS:
         print(f"{item.variable}={settings.render(getattr(current, item.field))}")
     # Other packages' settings (the local stack's ports and paths, with the development tooling
