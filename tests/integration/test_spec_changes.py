@@ -345,7 +345,7 @@ def test_a_not_null_column_added_to_a_lookup_replaced_whole_comes_with_the_batch
         load_through_steps(pg_uri, schema, spec, folder, "2027-02-01")
     assert (f"{schema}.currencies: column decimals (smallint, NOT NULL) is in the spec, not in the table: the table "
             f"is replaced whole by every batch: the column is added nullable") in str(caught.value)
-    assert f'ADD COLUMN "decimals" smallint' in str(caught.value) and table() == before
+    assert 'ADD COLUMN "decimals" smallint' in str(caught.value) and table() == before
     notes = load_through_steps(pg_uri, schema, *_lookup(tmp_path / "b3", "add_columns", True, rows), "2027-02-01")
     assert any('on_spec_change: add_columns ran: ALTER TABLE' in n and '"decimals"' in n for n in notes), notes
     shape, loaded = table()
