@@ -204,7 +204,8 @@ def dag_settings_environment() -> dict[str, str]:
     to, nothing started or migrated: the environment's own when it names one (AIRFLOW_HOME,
     SWITCHYARD_SETTINGS_FILE), else the file an installed package provides through the
     `switchyard.dag_settings_file` entry point (the project's local Airflow's)."""
-    if os.environ.get("AIRFLOW_HOME") or os.environ.get("SWITCHYARD_SETTINGS_FILE"):
+    from switchyard import settings
+    if os.environ.get("AIRFLOW_HOME") or settings.names_settings_file():
         return dict(os.environ)
     for entry in sorted(entry_points(group=DAG_SETTINGS_GROUP), key=lambda e: e.name):
         return {**os.environ, "SWITCHYARD_SETTINGS_FILE": str(entry.load()())}
@@ -268,8 +269,7 @@ def cmd_config(args) -> int:
         print(f"{item.variable}={settings.render(getattr(current, item.field))}")
     # Other packages' settings (the local stack's ports and paths, with the development tooling
     # installed): this shell's value, else the default; one derived from elsewhere is described.
-    for item in settings.registered():
-        value = os.environ.get(item.variable, "").strip()
+    for item, value in settings.registered_values():
         if value or item.default_text is None:
             print(f"{item.variable}={value or settings.render(item.default)}")
         else:

@@ -333,6 +333,19 @@ class Settings:
 FILE_SECTION = DAG
 
 
+def names_settings_file(env: Mapping[str, str] | None = None) -> bool:
+    """Whether `env` names the DAG's settings file itself (SWITCHYARD_SETTINGS_FILE)."""
+    env = os.environ if env is None else env
+    return bool((env.get("SWITCHYARD_SETTINGS_FILE") or "").strip())
+
+
+def registered_values(env: Mapping[str, str] | None = None) -> list[tuple[Setting, str | None]]:
+    """Other installed packages' settings (`registered`), each with its value in `env` (None:
+    unset, its default applies)."""
+    env = os.environ if env is None else env
+    return [(s, (env.get(s.variable) or "").strip() or None) for s in registered()]
+
+
 def settings_file(env: Mapping[str, str] | None = None) -> Path:
     """Where the DAG's settings file is: SWITCHYARD_SETTINGS_FILE, else `switchyard.env` in the
     Airflow home of `env` (AIRFLOW_HOME, else Airflow's default, `~/airflow`)."""
