@@ -203,6 +203,8 @@ def test_check_names_each_bad_field_with_its_line_and_column_before_any_load(tmp
     from switchyard.core.fields import RecordCheck
     check = RecordCheck(FIELDS_SPEC.table("tracks"))
     assert check.problems(lines[5].split(",")) == ["3 fields, the table has 6 columns"]
+    # A blank line says so, as the key's reading (`switchyard manifest`) says it.
+    assert check.problems("".split(",")) == ["1 fields, the table has 6 columns (a blank line)"]
     # 'NA' is no NULL marker here; a date in another form than ISO 8601 is left to the server.
     assert check.problems(lines[6].split(",")) == ["column wind: 'NA': not an integer (integer)",
                                                    "column price: 'abc': not a decimal number (numeric(5,2))"]

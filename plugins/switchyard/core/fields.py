@@ -398,7 +398,8 @@ class RecordCheck:
                 return [self._end_problem(len(fields) > len(self.columns))]
             fields = fields[:-1] if ended else fields
         if len(fields) != len(self.columns):
-            return [f"{len(fields)} fields, the table has {len(self.columns)} columns"]
+            blank = " (a blank line)" if list(fields) in ([], [""]) else ""
+            return [f"{len(fields)} fields, the table has {len(self.columns)} columns{blank}"]
         out = []
         for text, (name, nullable, checks) in zip(fields, self.columns):
             if self.bare and "\r" in text:
