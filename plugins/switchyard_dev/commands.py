@@ -6,8 +6,24 @@ imported only when the command runs.
 from __future__ import annotations
 
 import argparse
+import functools
 import subprocess
 import sys
+
+from switchyard_dev import LocalStackError
+
+
+def _said(command):
+    """`command` with a LocalStackError said in one line on stderr (exit status 1), not as a
+    traceback: a port taken or a server that did not answer is the user's to act on."""
+    @functools.wraps(command)
+    def run(args) -> int:
+        try:
+            return command(args)
+        except LocalStackError as exc:
+            print(f"switchyard {command.__name__.removeprefix('cmd_')}: {exc}", file=sys.stderr)
+            return 1
+    return run
 
 
 def register_db(sub) -> None:
@@ -19,6 +35,7 @@ def register_db(sub) -> None:
     p.set_defaults(func=cmd_db)
 
 
+@_said
 def cmd_db(args) -> int:
     from switchyard_dev.embedded import EmbeddedPostgres, psql_path
     pg = EmbeddedPostgres()
@@ -60,6 +77,7 @@ def register_demo(sub) -> None:
     p.set_defaults(func=cmd_demo)
 
 
+@_said
 def cmd_demo(args) -> int:
     from switchyard_dev.demo import run
     return run(args.scale, args.streams, spec=args.spec, executor=args.executor, batch=args.batch)
@@ -76,6 +94,7 @@ def register_services(sub) -> None:
     p.set_defaults(func=cmd_services)
 
 
+@_said
 def cmd_services(args) -> int:
     from switchyard_dev import local
     if args.action == "stop":
@@ -139,6 +158,7 @@ def register_runs(sub) -> None:
     p.set_defaults(func=cmd_runs)
 
 
+@_said
 def cmd_runs(args) -> int:
     import urllib.error
     from switchyard_dev import local
@@ -208,6 +228,7 @@ def register_screenshots(sub) -> None:
     p.set_defaults(func=cmd_screenshots)
 
 
+@_said
 def cmd_screenshots(args) -> int:
     from switchyard.settings import state_dir
     from switchyard_dev import local
@@ -234,6 +255,7 @@ def register_airflow(sub) -> None:
     p.set_defaults(func=cmd_airflow)
 
 
+@_said
 def cmd_airflow(args) -> int:
     """Any airflow command with the project's local Airflow settings."""
     from switchyard_dev import local

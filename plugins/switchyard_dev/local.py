@@ -23,6 +23,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from switchyard_dev import LocalStackError
 from switchyard_dev.embedded import state_dir
 from switchyard_dev.settings import value as setting
 
@@ -363,9 +364,9 @@ def start_services(env: dict[str, str], streams: int, spec: str = "tpch") -> lis
               f"{', '.join(f'{s} (pid {p[0]})' for s, p in by_hand.items())}")
     for service, variable in SERVICE_PORTS.items():
         if not service_pid(service) and service not in by_hand and port_in_use(setting(variable)):
-            raise RuntimeError(f"port {setting(variable)} on 127.0.0.1, which the local {service} would listen on, "
-                               f"is taken by another program (another checkout's or project's Airflow?): set "
-                               f"{variable} to a free port")
+            raise LocalStackError(f"port {setting(variable)} on 127.0.0.1, which the local {service} would listen on, "
+                                  f"is taken by another program (another checkout's or project's Airflow?): set "
+                                  f"{variable} to a free port")
     started = []
     for service in SERVICES:
         if service_pid(service) or service in by_hand:
@@ -565,8 +566,8 @@ class Api:
                 break
             except (urllib.error.URLError, ConnectionError, OSError):
                 if time.monotonic() > deadline:
-                    raise RuntimeError(f"the Airflow api-server did not answer on {self.base} "
-                                       f"(see {airflow_home() / 'logs' / 'api-server.out'})")
+                    raise LocalStackError(f"the Airflow api-server did not answer on {self.base} "
+                                          f"(see {airflow_home() / 'logs' / 'api-server.out'})")
                 time.sleep(1)
         self.warm_execution_api()
 

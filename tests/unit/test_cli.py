@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import socket
 import subprocess
 import sys
 from importlib.metadata import entry_points
@@ -255,3 +256,20 @@ def test_a_command_whose_reader_goes_away_ends_quietly():
     proc.stdout.close()
     said = proc.stderr.read().decode()
     assert proc.wait(timeout=120) == 0 and said == "", said[-2000:]
+
+
+@pytest.mark.parametrize("command", [("db", "start"), ("services", "start")])
+def test_a_local_stack_on_a_taken_port_is_refused_in_one_line_leaving_nothing_behind(tmp_path, command):
+    """Another program on the embedded PostgreSQL's port: the command says so in one line, names the
+    setting to change, and neither initialises a server nor starts a service (no traceback)."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        out = _switchyard(*command, env={"SWITCHYARD_STATE_DIR": str(tmp_path / "state"),
+                                         "SWITCHYARD_PG_PORT": str(port)})
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert out.stderr.strip() == (f"switchyard {command[0]}: port {port} on 127.0.0.1 is taken by another program; "
+                                  f"set SWITCHYARD_PG_PORT to a free port")
+    assert not list((tmp_path / "state").rglob("PG_VERSION"))
+    assert not list((tmp_path / "state").rglob("*.pid"))
