@@ -353,3 +353,21 @@ def test_a_not_null_column_added_to_a_lookup_replaced_whole_comes_with_the_batch
     assert loaded == [(code, name, decimals) for code, name, decimals in rows]
     load_through_steps(pg_uri, schema, *_lookup(tmp_path / "b4", "sync", True, rows), "2027-03-01")
     assert table()[0] == [("code", "NO"), ("name", "NO"), ("decimals", "NO")]
+
+
+def test_a_batch_of_the_spec_before_a_varchar_column_was_added_names_its_check_as_switchyards(storms, schema):
+    """add_columns added a varchar column with its length CHECK; a batch written before it, loaded
+    with the spec it was written for, is told that CHECK is Switchyard's, made with the column."""
+    first = storms_spec(unique=False)
+    storms.run(storms.batch(1980, first), first)
+    adding = storms_spec(unique=False, gust="nullable", on_spec_change="add_columns")
+    adding["tables"]["tracks"]["columns"][-1]["type"] = "varchar(8)"
+    storms.run(storms.batch(1990, adding, gust=True), adding)
+    assert storms.columns() == ["name", "ts", "wind", "gust"]
+    _, notes, outcomes = storms.run(storms.batch(2000, first), first)
+    assert all(o.success for o in outcomes)
+    assert (f"{schema}.tracks: CHECK constraint gust_length on column gust is Switchyard's, made with the column by a "
+            f"spec that had it: the column is not in this spec's files: the batch's rows get NULL in it, which the "
+            f"CHECK lets through; both stay") in notes
+    assert not [n for n in notes if "not Switchyard's" in n]
+    assert storms.sql(f'SELECT count(*), count(gust) FROM "{schema}".tracks WHERE ts >= \'2000-01-01\'') == [(244, 0)]

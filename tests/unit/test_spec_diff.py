@@ -139,3 +139,23 @@ def test_a_new_not_null_column_of_a_table_replaced_whole_is_added_nullable(polic
                             "until this batch's rows replace the table's), every batch is checked for NULLs in it, and "
                             "sync sets NOT NULL once its rows are in; to bring the table in line, run: ADD basin "
                             "character(2) (or set on_spec_change: add_columns for t, which runs it)"]
+
+
+def test_the_length_check_of_a_column_an_earlier_spec_had_is_said_to_be_switchyards():
+    """A batch loaded with a spec older than the table (a varchar column added since, with its
+    length CHECK): the CHECK is named as Switchyard's, made with that column; a DBA's stays a DBA's."""
+    t = table()
+    columns = (*AS_MADE, ExistingColumn("memo", "text", False, False))
+    needed = Needed(types=TYPES, checks={"note_length": "note"}, former_checks={"memo_length": "memo"})
+    found = compare(t, Existing(columns=columns, checks=frozenset({"note_length", "memo_length", "ck_dba"})),
+                    needed, Sql())
+    problems, notes, statements = reconcile(t, found, "s.t")
+    assert problems == [] and statements == []
+    assert notes == [
+        "s.t: CHECK constraint ck_dba is not Switchyard's: every staging table carries it, so the load refuses a row "
+        "that breaks it, naming file and line; it is never dropped",
+        "s.t: CHECK constraint memo_length on column memo is Switchyard's, made with the column by a spec that had "
+        "it: the column is not in this spec's files: the batch's rows get NULL in it, which the CHECK lets through; "
+        "both stay",
+        "s.t: column memo is not in the spec's files: the batch's rows get NULL in it; Switchyard never drops a "
+        "column (it may hold data)"]

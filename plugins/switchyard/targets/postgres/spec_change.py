@@ -9,6 +9,7 @@ from typing import Sequence
 
 from switchyard.core.spec import Table
 from switchyard.core.spec_diff import Existing, ExistingColumn, ExistingUnique, Needed
+from switchyard.targets.postgres.copy_format import length_check_name
 
 # The parent table's unique indexes: name, and its columns in order (0 in indkey: an expression).
 UNIQUES_SQL = (
@@ -46,10 +47,12 @@ def existing_table(cur, qualified: str, shape: dict, our_unique: str) -> Existin
 PROBE = "switchyard_spec_types"
 
 
-def needed(cur, adapter, columns: list[dict], checks: list[dict], unique_index: str | None) -> Needed:
+def needed(cur, adapter, columns: list[dict], checks: list[dict], unique_index: str | None,
+           other_columns: Sequence[str] = ()) -> Needed:
     """What the spec's loads need, as the server writes it: a temporary table with setup.sql's
     column types (the spec's validated types) and its length CHECKs (`checks`: the adapter's
-    length_checks), read back through the catalog and dropped."""
+    length_checks), read back through the catalog and dropped; and the name the length CHECK of
+    each of the table's `other_columns` (those the spec does not have) has where setup made it."""
     probe = f"pg_temp.{adapter.q(PROBE)}"
     body = ", ".join([f"{adapter.q(c['name'])} {c['type']}" for c in columns]
                      + [f"CONSTRAINT {adapter.q(k['name'])} CHECK ({k['sql']})" for k in checks])
@@ -60,7 +63,7 @@ def needed(cur, adapter, columns: list[dict], checks: list[dict], unique_index: 
     defs = dict(cur.fetchall())
     cur.execute(f"DROP TABLE {probe}")
     return Needed(types=types, checks={k["name"]: k["column"] for k in checks}, check_defs=defs,
-                  unique_index=unique_index)
+                  unique_index=unique_index, former_checks={length_check_name(c): c for c in other_columns})
 
 
 class Statements:
