@@ -355,6 +355,38 @@ def test_a_not_null_column_added_to_a_lookup_replaced_whole_comes_with_the_batch
     assert table()[0] == [("code", "NO"), ("name", "NO"), ("decimals", "NO")]
 
 
+
+def test_a_lookups_not_null_column_left_with_nulls_by_a_failed_run_does_not_refuse_the_next_under_sync(
+        pg_uri, schema, tmp_path):
+    """A run under sync adds the lookup's new NOT NULL column (nullable) at setup, then fails
+    before its publish: the old rows keep NULL in it. The next run under sync is not refused by
+    SET NOT NULL (its batch replaces those rows): it publishes, and the run after sets NOT NULL."""
+    from switchyard.core.batch import read_manifest
+    from switchyard.core.planner import plan_batch
+    rows = [("EUR", "Euro", 2), ("JPY", "Yen", 0), ("KWD", "Dinar", 3)]
+    load_through_steps(pg_uri, schema, *_lookup(tmp_path / "b1", "fail", False, rows), "2027-01-01")
+    spec, folder = _lookup(tmp_path / "b2", "sync", True, rows)
+    failed = PostgresAdapter(spec, uri=pg_uri, schema=schema, lease_batch="2027-02-01")
+    failed.setup(plan_batch(spec, read_manifest(folder, spec)))    # then the run fails at a load
+    failed.release_lease()
+
+    def shape_and_rows() -> tuple[list, list]:
+        with psycopg.connect(pg_uri) as conn:
+            shape = conn.execute("SELECT column_name::text, is_nullable::text FROM information_schema.columns WHERE "
+                                 "table_schema = %s AND table_name = 'currencies' ORDER BY ordinal_position",
+                                 (schema,)).fetchall()
+            return shape, conn.execute(f'SELECT * FROM "{schema}".currencies ORDER BY 1').fetchall()
+
+    assert shape_and_rows() == ([("code", "NO"), ("name", "NO"), ("decimals", "YES")],
+                                [(code, name, None) for code, name, _ in rows])
+    notes = load_through_steps(pg_uri, schema, *_lookup(tmp_path / "b3", "sync", True, rows), "2027-02-01")
+    assert any("column decimals is nullable in the table, NOT NULL in the spec; on_spec_change: sync ran: DO "
+               in n for n in notes), notes
+    assert shape_and_rows() == ([("code", "NO"), ("name", "NO"), ("decimals", "YES")], rows)
+    load_through_steps(pg_uri, schema, *_lookup(tmp_path / "b4", "sync", True, rows), "2027-03-01")
+    assert shape_and_rows() == ([("code", "NO"), ("name", "NO"), ("decimals", "NO")], rows)
+
+
 def test_a_batch_of_the_spec_before_a_varchar_column_was_added_names_its_check_as_switchyards(storms, schema):
     """add_columns added a varchar column with its length CHECK; a batch written before it, loaded
     with the spec it was written for, is told that CHECK is Switchyard's, made with the column."""

@@ -14,6 +14,7 @@ class Sql:
     def add_column(self, c, t): return f"ADD {c} {t}"
     def alter_type(self, c, t): return f"TYPE {c} {t}"
     def set_not_null(self, c): return f"SET NOT NULL {c}"
+    def set_not_null_where_none(self, c): return f"SET NOT NULL {c} WHERE NONE NULL"
     def drop_not_null(self, c): return f"DROP NOT NULL {c}"
     def add_check(self, n): return f"CHECK {n}"
     def replace_check(self, n): return f"REPLACE CHECK {n}"
@@ -139,6 +140,19 @@ def test_a_new_not_null_column_of_a_table_replaced_whole_is_added_nullable(polic
                             "until this batch's rows replace the table's), every batch is checked for NULLs in it, and "
                             "sync sets NOT NULL once its rows are in; to bring the table in line, run: ADD basin "
                             "character(2) (or set on_spec_change: add_columns for t, which runs it)"]
+
+
+
+@pytest.mark.parametrize("partitioned, statement", [(True, "SET NOT NULL basin"),
+                                                     (False, "SET NOT NULL basin WHERE NONE NULL")])
+def test_sync_sets_not_null_on_a_table_replaced_whole_only_where_no_row_holds_null(partitioned, statement):
+    """The column added nullable to a table replaced whole may hold NULLs of rows the batch's
+    publish replaces (a run failed after setup added it): sync's SET NOT NULL runs only where none
+    is left, so it never refuses that batch; a partitioned table's rows stay, so it is plain there."""
+    t = table("sync", extra=[{"name": "basin", "type": "char(2)"}], partitioned=partitioned)
+    columns = (*AS_MADE, ExistingColumn("basin", "character(2)", False, False))
+    problems, notes, statements = reconcile(t, differences(t, columns), "s.t")
+    assert problems == [] and statements == [statement]
 
 
 def test_the_length_check_of_a_column_an_earlier_spec_had_is_said_to_be_switchyards():

@@ -93,6 +93,9 @@ class Statements:
     def set_not_null(self, column: str) -> str:
         return f"ALTER TABLE {self.target} ALTER COLUMN {self.a.q(column)} {self._type(column)} NOT NULL;"
 
+    def set_not_null_where_none(self, column: str) -> str:
+        return f"IF NOT EXISTS (SELECT 1 FROM {self.target} WHERE {self.a.q(column)} IS NULL) {self.set_not_null(column)}"
+
     def drop_not_null(self, column: str) -> str:
         return f"ALTER TABLE {self.target} ALTER COLUMN {self.a.q(column)} {self._type(column)} NULL;"
 

@@ -90,6 +90,11 @@ class Statements:
     def set_not_null(self, column: str) -> str:
         return f"ALTER TABLE {self.target} ALTER COLUMN {self.a.q(column)} SET NOT NULL;"
 
+    def set_not_null_where_none(self, column: str) -> str:
+        # A DO block: the statement runs only if no row holds NULL (SET NOT NULL would fail on one).
+        return (f"DO $set_not_null$ BEGIN IF NOT EXISTS (SELECT FROM {self.target} WHERE {self.a.q(column)} IS NULL) "
+                f"THEN {self.set_not_null(column)} END IF; END $set_not_null$;")
+
     def drop_not_null(self, column: str) -> str:
         return f"ALTER TABLE {self.target} ALTER COLUMN {self.a.q(column)} DROP NOT NULL;"
 

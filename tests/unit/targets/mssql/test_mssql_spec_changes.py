@@ -176,3 +176,14 @@ def test_without_duplicates_the_targets_indexes_are_built_on_the_staging_table_a
     found = a.prove_target_uniques(s)
     assert found[0]["duplicates"] is None and len(session.built) >= 2     # the primary key and the DBA's index
     assert all("[tpch_staging].[orders_1]" in b for b in session.built)
+
+
+def test_not_null_for_a_table_replaced_whole_is_set_only_where_no_row_holds_null():
+    """sync's statement for a table every batch replaces whole (core/spec_diff.py): the NULLs of a
+    run that failed after adding the column are left to the batch that replaces them."""
+    from switchyard.targets.mssql.spec_change import Statements
+    spec = spec_with()
+    statement = Statements(adapter(spec), spec.table("orders")).set_not_null_where_none("o_clerk")
+    assert statement == ("IF NOT EXISTS (SELECT 1 FROM [tpch].[orders] WHERE [o_clerk] IS NULL) "
+                         "ALTER TABLE [tpch].[orders] ALTER COLUMN [o_clerk] char(15) NOT NULL;")
+    assert sqlfluff_parses(statement)
