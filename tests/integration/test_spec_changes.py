@@ -325,35 +325,36 @@ def _lookup(folder: Path, on_spec_change: str, with_decimals: bool, rows: list[t
     return spec, folder
 
 
+
+def _currencies(pg_uri: str, schema: str) -> tuple[list, list]:
+    """The lookup's columns (name, is_nullable) and its rows."""
+    with psycopg.connect(pg_uri) as conn:
+        shape = conn.execute("SELECT column_name::text, is_nullable::text FROM information_schema.columns WHERE "
+                             "table_schema = %s AND table_name = 'currencies' ORDER BY ordinal_position",
+                             (schema,)).fetchall()
+        return shape, conn.execute(f'SELECT * FROM "{schema}".currencies ORDER BY 1').fetchall()
+
+
 def test_a_not_null_column_added_to_a_lookup_replaced_whole_comes_with_the_batch(pg_uri, schema, tmp_path):
     """An unpartitioned table is replaced whole by every batch: a NOT NULL column the spec adds is
     added nullable by add_columns (refused with its statement under fail), takes the batch's
     values, and sync sets NOT NULL on the next run."""
     rows = [("EUR", "Euro", 2), ("JPY", "Yen", 0), ("KWD", "Dinar", 3)]
     load_through_steps(pg_uri, schema, *_lookup(tmp_path / "b1", "fail", False, rows), "2027-01-01")
-
-    def table() -> tuple[list, list]:
-        with psycopg.connect(pg_uri) as conn:
-            shape = conn.execute("SELECT column_name::text, is_nullable::text FROM information_schema.columns WHERE "
-                                 "table_schema = %s AND table_name = 'currencies' ORDER BY ordinal_position",
-                                 (schema,)).fetchall()
-            return shape, conn.execute(f'SELECT * FROM "{schema}".currencies ORDER BY 1').fetchall()
-
-    before = table()
+    before = _currencies(pg_uri, schema)
     spec, folder = _lookup(tmp_path / "b2", "fail", True, rows)
     with pytest.raises(TargetError) as caught:
         load_through_steps(pg_uri, schema, spec, folder, "2027-02-01")
     assert (f"{schema}.currencies: column decimals (smallint, NOT NULL) is in the spec, not in the table: the table "
             f"is replaced whole by every batch: the column is added nullable") in str(caught.value)
-    assert 'ADD COLUMN "decimals" smallint' in str(caught.value) and table() == before
+    assert 'ADD COLUMN "decimals" smallint' in str(caught.value) and _currencies(pg_uri, schema) == before
     notes = load_through_steps(pg_uri, schema, *_lookup(tmp_path / "b3", "add_columns", True, rows), "2027-02-01")
     assert any('on_spec_change: add_columns ran: ALTER TABLE' in n and '"decimals"' in n for n in notes), notes
-    shape, loaded = table()
+    shape, loaded = _currencies(pg_uri, schema)
     assert shape == [("code", "NO"), ("name", "NO"), ("decimals", "YES")]
     assert loaded == [(code, name, decimals) for code, name, decimals in rows]
     load_through_steps(pg_uri, schema, *_lookup(tmp_path / "b4", "sync", True, rows), "2027-03-01")
-    assert table()[0] == [("code", "NO"), ("name", "NO"), ("decimals", "NO")]
-
+    assert _currencies(pg_uri, schema)[0] == [("code", "NO"), ("name", "NO"), ("decimals", "NO")]
 
 
 def test_a_lookups_not_null_column_left_with_nulls_by_a_failed_run_does_not_refuse_the_next_under_sync(
@@ -370,21 +371,14 @@ def test_a_lookups_not_null_column_left_with_nulls_by_a_failed_run_does_not_refu
     failed.setup(plan_batch(spec, read_manifest(folder, spec)))    # then the run fails at a load
     failed.release_lease()
 
-    def shape_and_rows() -> tuple[list, list]:
-        with psycopg.connect(pg_uri) as conn:
-            shape = conn.execute("SELECT column_name::text, is_nullable::text FROM information_schema.columns WHERE "
-                                 "table_schema = %s AND table_name = 'currencies' ORDER BY ordinal_position",
-                                 (schema,)).fetchall()
-            return shape, conn.execute(f'SELECT * FROM "{schema}".currencies ORDER BY 1').fetchall()
-
-    assert shape_and_rows() == ([("code", "NO"), ("name", "NO"), ("decimals", "YES")],
+    assert _currencies(pg_uri, schema) == ([("code", "NO"), ("name", "NO"), ("decimals", "YES")],
                                 [(code, name, None) for code, name, _ in rows])
     notes = load_through_steps(pg_uri, schema, *_lookup(tmp_path / "b3", "sync", True, rows), "2027-02-01")
     assert any("column decimals is nullable in the table, NOT NULL in the spec; on_spec_change: sync ran: DO "
                in n for n in notes), notes
-    assert shape_and_rows() == ([("code", "NO"), ("name", "NO"), ("decimals", "YES")], rows)
+    assert _currencies(pg_uri, schema) == ([("code", "NO"), ("name", "NO"), ("decimals", "YES")], rows)
     load_through_steps(pg_uri, schema, *_lookup(tmp_path / "b4", "sync", True, rows), "2027-03-01")
-    assert shape_and_rows() == ([("code", "NO"), ("name", "NO"), ("decimals", "NO")], rows)
+    assert _currencies(pg_uri, schema) == ([("code", "NO"), ("name", "NO"), ("decimals", "NO")], rows)
 
 
 def test_a_batch_of_the_spec_before_a_varchar_column_was_added_names_its_check_as_switchyards(storms, schema):
