@@ -267,6 +267,7 @@ def test_a_local_stack_on_a_taken_port_is_refused_in_one_line_leaving_nothing_be
         taken.listen()
         port = taken.getsockname()[1]
         out = _switchyard(*command, env={"SWITCHYARD_STATE_DIR": str(tmp_path / "state"),
+                                         "SWITCHYARD_AIRFLOW_HOME": str(tmp_path / "state" / "airflow"),
                                          "SWITCHYARD_PG_PORT": str(port)})
     assert out.returncode == 1, out.stdout + out.stderr
     assert out.stderr.strip() == (f"switchyard {command[0]}: port {port} on 127.0.0.1 is taken by another program; "
