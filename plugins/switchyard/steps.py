@@ -84,6 +84,10 @@ class Loaded:
     parts: dict[str, float]  # the load's fixed cost part by part (plan pull, connection lookup, ...)
     # The target's own account (where the load ran, the storage it filled), beside the above in XCom.
     details: dict[str, Any] = field(default_factory=dict)
+    # The file as this load read it (size, modification time; None for a named pipe): the publish
+    # compares the file with it (stale_loads).
+    file_bytes: int | None = None
+    file_mtime_ns: int | None = None
 
     def xcom(self) -> dict[str, Any]:
         own = {k: v for k, v in asdict(self).items() if k != "details"}
@@ -437,6 +441,7 @@ def load(connect: Connect, plan: dict, s: StreamPlan, *, queue: str | None, host
     adapter = connect()
     parts["connection_lookup"] = time.monotonic() - clock
     check_again_if_changed(path, s, adapter.spec)
+    read_as = path.stat() if path.is_file() else None
     clock = time.monotonic()
     # The server's progress sampler connects only when a progress line is due (after
     # SWITCHYARD_PROGRESS_SECONDS): a short load never opens that side connection.
@@ -459,7 +464,8 @@ def load(connect: Connect, plan: dict, s: StreamPlan, *, queue: str | None, host
              result.rows / max(result.seconds, 1e-9))
     return Loaded(rows=result.rows, bytes=result.bytes, seconds=round(result.seconds, 4), started=started,
                   ended=ended, file=str(path), host=host, queue=queue,
-                  parts={k: round(v, 4) for k, v in parts.items()}, details=result.details)
+                  parts={k: round(v, 4) for k, v in parts.items()}, details=result.details,
+                  file_bytes=read_as and read_as.st_size, file_mtime_ns=read_as and read_as.st_mtime_ns)
 
 
 def source_files(plan: dict, spec: LoadSpec, source: str, *, queue: str | None, host: str | None) -> dict:
@@ -574,9 +580,14 @@ def name_duplicate_lines(outcome: Any, folder: Path, s: StreamPlan, spec: LoadSp
             example["lines"] = found
 
 
-def switch(connect: Connect, spec: LoadSpec, plan: dict, s: StreamPlan) -> Switched:
+def switch(connect: Connect, spec: LoadSpec, plan: dict, s: StreamPlan,
+           load_of: Callable[[str], dict | None] = lambda gid: None) -> Switched:
     """The validated staging table in as the stream's partition (or into the table's next version,
-    which the table's last switch or the batch's publish moves in whole)."""
+    which the table's last switch or the batch's publish moves in whole). Where the table's last
+    switch publishes it (`publish: table`), each switch first checks the table's files are what
+    its loads read (refuse_stale)."""
+    if spec.publish == "table":
+        refuse_stale(spec, plan, {s.table}, load_of)
     # A lock wait that timed out or a server restart here is retried (a unique violation is
     # not); a retry whose earlier attempt committed finds the switch done (already_switched).
     with session(connect) as adapter:
@@ -605,14 +616,79 @@ def switch(connect: Connect, spec: LoadSpec, plan: dict, s: StreamPlan) -> Switc
 
 
 # --- the batch's publish --------------------------------------------------------------------
-def publish_batch(connect: Connect, plan: dict | None) -> Published:
-    """Every table of the run in, in one transaction (the spec's `publish: batch`); the target
-    refuses, changing nothing, when a stream the plan loads was not staged."""
+def stale_loads(spec: LoadSpec, plan: dict, tables: set[str], load_of: Callable[[str], dict | None]) -> list[str]:
+    """What of the batch, for `tables`, is no longer what the run's loads put in its staging
+    tables: a stream file written again after its load (a producer that delivered the batch again,
+    a file fixed in place whose group was not cleared), and a manifest that now lists other files
+    than the plan read. Publishing would put in rows the files no longer hold, or leave out a
+    file the batch now has, and end `success`.
+
+    A file as the plan checked it (its size and modification time) is as its load read it; only a
+    file changed since asks its group's load result (`load_of(group id)`, the size and time it
+    read), so a run whose files did not change reads no result. Files on a source (only its
+    workers see them) and named pipes (read once) are not compared; nor is a load that recorded
+    no file (an earlier version's result)."""
+    folder = resolve_batch(plan["batch"])
+    problems = []
+    for gid, raw in plan["groups"].items():
+        if raw["table"] not in tables or spec.source_of(raw["stream"]) is not None:
+            continue
+        path = resolve_file(folder, raw["file"])
+        if not path.is_file():
+            continue
+        st = path.stat()
+        now = (st.st_size, st.st_mtime_ns)
+        if raw.get("file_mtime_ns") is not None and now == (raw.get("bytes"), raw["file_mtime_ns"]):
+            continue
+        loaded = load_of(gid) or {}
+        if loaded.get("file_mtime_ns") is None or now == (loaded.get("file_bytes"), loaded["file_mtime_ns"]):
+            continue
+        problems.append(f"{path} [table {raw['table']}, stream {raw['stream']}]: {st.st_size:,} bytes modified at "
+                        f"{_stamp(st.st_mtime_ns)}, written again since its load read {loaded['file_bytes']:,} bytes "
+                        f"modified at {_stamp(loaded['file_mtime_ns'])} into its staging table: clear group {gid}")
+    return problems + _manifest_changed(folder, plan, tables)
+
+
+def _manifest_changed(folder: Path, plan: dict, tables: set[str]) -> list[str]:
+    """The batch's manifest, where it now lists other stream files of `tables` than the plan read
+    (a batch delivered again with a file more or less); [] where it lists the same or is not there."""
+    import json
+    from switchyard.core.batch import MANIFEST
+    try:
+        entries = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))["files"]
+        listed = {(e["table"], int(e["stream"]), e["file"]) for e in entries if e["table"] in tables}
+    except (OSError, ValueError, KeyError, TypeError):
+        return []       # gone or unreadable: the files above are what the run can compare
+    planned = {(raw["table"], raw["stream"], raw["file"]) for raw in plan["groups"].values() if raw["table"] in tables}
+    if listed == planned:
+        return []
+    said = [f"now lists {', '.join(sorted(f for _, _, f in listed - planned))}" if listed - planned else "",
+            f"no longer lists {', '.join(sorted(f for _, _, f in planned - listed))}" if planned - listed else ""]
+    return [f"{folder / MANIFEST}: {'; '.join(x for x in said if x)}, since this run's plan read it: the batch was "
+            f"delivered again, so the run's plan is not the batch's: clear the whole run (its setup group)"]
+
+
+def refuse_stale(spec: LoadSpec, plan: dict, tables: set[str], load_of: Callable[[str], dict | None]) -> None:
+    """StepFailed, before anything is published, naming each file stale_loads finds."""
+    problems = stale_loads(spec, plan, tables, load_of)
+    if problems:
+        raise StepFailed(f"batch {plan['batch']}: not published, nothing changed: the batch is not what the run "
+                         "loaded:\n- " + "\n- ".join(problems) + "\nClear those groups (`switchyard runs clear "
+                         "<dag> <run id> <group>...`, or Clear with downstream in the grid) so that they load the "
+                         "files as they are now, or the whole run if the producer delivered the batch again")
+
+
+def publish_batch(connect: Connect, plan: dict | None, load_of: Callable[[str], dict | None] = lambda gid: None
+                  ) -> Published:
+    """Every table of the run in, in one transaction (the spec's `publish: batch`), once the
+    batch is checked to be what the run loaded (refuse_stale); the target refuses, changing
+    nothing, when a stream the plan loads was not staged."""
     if not plan:
         raise StepFailed("the run's plan is missing (did setup.plan run?)")
     tables = set(plan.get("tables") or [])
     streams = [StreamPlan(**raw) for raw in plan["groups"].values() if raw["table"] in tables]
     with session(connect) as adapter:
+        refuse_stale(adapter.spec, plan, tables, load_of)
         result = adapter.publish_batch(streams)
     if result.get("already_published"):
         log.info("batch %s: published already by an earlier attempt of this task", plan.get("batch"))

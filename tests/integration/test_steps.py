@@ -321,3 +321,105 @@ def test_a_file_written_again_after_the_plan_is_checked_again_by_its_load(tpch_b
                                 f'WHERE n_nationkey = 0').fetchone()[0].startswith("Z")
     finally:
         connect().release_lease()
+
+
+def test_a_batch_written_again_after_its_loads_is_not_published_until_they_load_it_again(tpch_batch, pg_uri,
+                                                                                        schema, data_root):
+    """A producer delivers the batch again while a run has it loaded in part (a failed group
+    cleared after the fix): a stream file written since its load, or a manifest that now lists
+    other files, refuses the batch's publish, naming them, with the target as it was; once the
+    groups of those files load them again, the batch goes in with the files' rows as they are."""
+    import json
+    name, folder = tpch_batch
+    batch = data_root / "steps-delivered-again"
+    shutil.copytree(folder, batch)
+    spec = replace(SPEC, publish="batch")
+    tables = ["orders"]
+
+    def connect() -> PostgresAdapter:
+        return PostgresAdapter(spec, uri=pg_uri, schema=schema, lease_holder="plain/run-3", lease_batch=batch.name)
+
+    found, plan, problems = steps.check_batch(spec, tables, batch.name, streams=3)
+    run = steps.set_up(connect(), plan, problems, batch.name, found, tables)
+    loads = {}
+
+    def through_switch(stream: int) -> None:
+        s = steps.stream_plan(run, "orders", stream)
+        steps.prepare(connect, run, s)
+        loads[s.group_id] = steps.load(connect, run, s, queue=None, host="here").xcom()
+        steps.validate(connect, spec, run, s, loaded=loads[s.group_id])
+        steps.switch(connect, spec, run, s, loads.get)
+
+    try:
+        for stream in (1, 2, 3):
+            through_switch(stream)
+        before = fingerprint(pg_uri, schema, tables)
+        # Delivered again: orders.1 written anew (a comment's letter, the same size and rows).
+        path = batch / "orders" / "orders.1.tbl"
+        lines = path.read_bytes().split(b"\n")
+        fields = lines[0].split(b"|")
+        fields[8] = b"Z" + fields[8][1:]
+        path.write_bytes(b"\n".join([b"|".join(fields)] + lines[1:]))
+        with pytest.raises(steps.StepFailed) as caught:
+            steps.publish_batch(connect, run, loads.get)
+        message = str(caught.value)
+        assert message.startswith(f"batch {batch.name}: not published, nothing changed: the batch is not what the run "
+                                  f"loaded:\n- {path} [table orders, stream 1]: ")
+        assert "written again since its load read" in message and message.count("\n- ") == 1, message
+        assert "clear group orders_1" in message
+        assert fingerprint(pg_uri, schema, tables) == before
+        # Its group loads it again: the batch is what the run loaded, but for a manifest that now
+        # lists a file less (orders.3 gone from the delivery).
+        through_switch(1)
+        manifest = json.loads((batch / "manifest.json").read_text())
+        kept = dict(manifest, files=[e for e in manifest["files"] if e["file"] != "orders/orders.3.tbl"])
+        (batch / "manifest.json").write_text(json.dumps(kept))
+        with pytest.raises(steps.StepFailed, match=r"manifest.json: no longer lists orders/orders.3.tbl, since this "
+                                                   r"run's plan read it: the batch was delivered again"):
+            steps.publish_batch(connect, run, loads.get)
+        assert fingerprint(pg_uri, schema, tables) == before
+        (batch / "manifest.json").write_text(json.dumps(manifest))
+        steps.publish_batch(connect, run, loads.get)
+        with psycopg.connect(pg_uri) as conn:
+            key = int(fields[0])
+            assert conn.execute(f'SELECT o_comment FROM "{schema}".orders WHERE o_orderkey = %s',
+                                (key,)).fetchone()[0].startswith("Z")
+        assert fingerprint(pg_uri, schema, tables)["orders"][0] == sum(
+            steps.stream_plan(run, "orders", k).rows for k in (1, 2, 3))
+    finally:
+        connect().release_lease()
+
+
+def test_with_publish_table_the_switch_refuses_a_table_whose_file_was_written_again_after_its_load(
+        tpch_batch, pg_uri, schema, data_root):
+    """`publish: table`: the table's last switch puts it in whole, so each switch first checks the
+    table's files are what their loads read: a file written again since its load refuses it."""
+    name, folder = tpch_batch
+    batch = data_root / "steps-delivered-again-table"
+    shutil.copytree(folder, batch)
+    spec = replace(SPEC, publish="table")
+
+    def connect() -> PostgresAdapter:
+        return PostgresAdapter(spec, uri=pg_uri, schema=schema, lease_holder="plain/run-4", lease_batch=batch.name)
+
+    found, plan, problems = steps.check_batch(spec, ["orders"], batch.name, streams=3)
+    run = steps.set_up(connect(), plan, problems, batch.name, found, ["orders"])
+    loads = {}
+    try:
+        for stream in (1, 2, 3):
+            s = steps.stream_plan(run, "orders", stream)
+            steps.prepare(connect, run, s)
+            loads[s.group_id] = steps.load(connect, run, s, queue=None, host="here").xcom()
+            steps.validate(connect, spec, run, s, loaded=loads[s.group_id])
+            if stream == 3:
+                path = batch / "orders" / "orders.2.tbl"
+                path.write_bytes(path.read_bytes().replace(b"|", b"|", 1))     # written again, the same bytes
+                before = fingerprint(pg_uri, schema, ["orders"])
+                with pytest.raises(steps.StepFailed, match=rf"{re.escape(str(path))} \[table orders, stream 2\]: .* "
+                                                           r"written again since its load read .* clear group orders_2"):
+                    steps.switch(connect, spec, run, s, loads.get)
+                assert fingerprint(pg_uri, schema, ["orders"]) == before
+            else:
+                assert steps.switch(connect, spec, run, s, loads.get).in_target is False
+    finally:
+        connect().release_lease()

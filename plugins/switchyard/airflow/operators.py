@@ -12,7 +12,7 @@ import time
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from airflow.sdk import BaseOperator, BaseOperatorLink
 from airflow.sdk.exceptions import AirflowFailException, AirflowNotFoundException, AirflowSkipException
@@ -467,7 +467,8 @@ class SwitchOperator(_GroupOperator):
 
     def step(self, context: Any) -> dict:
         plan, s = self.stream_plan(context)
-        return steps.switch(self.adapter, self.load_spec(), plan, s).xcom()
+        spec = self.load_spec()
+        return steps.switch(self.adapter, spec, plan, s, load_of(spec, plan, context)).xcom()
 
     def execute(self, context: Any) -> dict:
         result = super().execute(context)
@@ -480,6 +481,18 @@ class SwitchOperator(_GroupOperator):
             result[EARLIER_STEPS] = {step: context["ti"].xcom_pull(task_ids=f"{group}.{step}")
                                      for step in ("prepare", "load", "validate")}
         return result
+
+
+def load_of(spec: Any, plan: dict, context: Any) -> Callable[[str], dict | None]:
+    """A group's load result, from its load task or its one task (`tasks: single`): asked only
+    for a stream file written again since the run's plan (steps.stale_loads)."""
+    ti = context["ti"]
+
+    def pull(gid: str) -> dict | None:
+        if spec.table(plan["groups"][gid]["table"]).tasks == "single":
+            return (ti.xcom_pull(task_ids=f"{gid}.steps") or {}).get("load")
+        return ti.xcom_pull(task_ids=f"{gid}.load")
+    return pull
 
 
 def a_retry(try_number: int, max_tries: int, retries: int) -> bool:
@@ -529,7 +542,7 @@ class GroupStepsOperator(_GroupOperator):
                                              progress_every_seconds=self.progress_every_seconds,
                                              plan_pull=plan_pull)),
                  ("validate", lambda: steps.validate(self.adapter, spec, plan, s, loaded=done["load"])),
-                 ("switch", lambda: steps.switch(self.adapter, spec, plan, s)))
+                 ("switch", lambda: steps.switch(self.adapter, spec, plan, s, load_of(spec, plan, context))))
         for name, run in group:
             started, cpu = now_iso(), time.process_time()
             try:
@@ -564,7 +577,8 @@ class PublishBatchOperator(_TargetOperator):
         self._done = {"plan": plan}
         self.bind_run(context)
         try:
-            return steps.publish_batch(self.adapter, plan).xcom()
+            with airflow_terms(context):
+                return steps.publish_batch(self.adapter, plan, load_of(self.load_spec(), plan, context)).xcom()
         except Exception as exc:
             keep_error(context, exc)
             self.fail_if_permanent(exc)
