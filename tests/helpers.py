@@ -271,15 +271,11 @@ class DagRun:
 LATER_STEPS_CHECK = {"SWITCHYARD_CHECK_FIELDS_MB": "0"}
 
 
-def run_dag(pg_uri: str, data_root: Path, schema: str, streams: int, conf: dict,
-            runs_dir: Path, extra_env: dict | None = None, logical_date: str | None = None,
-            spec: str = "tpch", dag_id: str = "switchyard_tpch", args: tuple[str, ...] = ()) -> DagRun:
-    """Runs the real DAG of `spec` (as `dag_id`) with `airflow dags test` against the embedded
-    PostgreSQL, forked from the session's process that has Airflow imported (warm_airflow.py);
-    `args`: more of `dags test`'s options (e.g. --mark-success-pattern)."""
-    import warm_airflow
-    from switchyard_dev.local import airflow_env, migrate
-    env = airflow_env(streams=streams, extra={
+def dag_env(pg_uri: str, data_root: Path, schema: str, streams: int, runs_dir: Path, extra_env: dict | None = None,
+            spec: str = "tpch", dag_id: str = "switchyard_tpch") -> dict[str, str]:
+    """The environment run_dag runs `airflow dags test` in: the suite's Airflow home, the DAG's settings."""
+    from switchyard_dev.local import airflow_env
+    return airflow_env(streams=streams, extra={
         "AIRFLOW_CONN_SWITCHYARD_TARGET": pg_uri,
         "SWITCHYARD_DATA_ROOT": str(data_root),
         "SWITCHYARD_SCHEMA": schema,
@@ -288,6 +284,17 @@ def run_dag(pg_uri: str, data_root: Path, schema: str, streams: int, conf: dict,
         "SWITCHYARD_DAG_ID": dag_id,
         **(extra_env or {}),
     })
+
+
+def run_dag(pg_uri: str, data_root: Path, schema: str, streams: int, conf: dict,
+            runs_dir: Path, extra_env: dict | None = None, logical_date: str | None = None,
+            spec: str = "tpch", dag_id: str = "switchyard_tpch", args: tuple[str, ...] = ()) -> DagRun:
+    """Runs the real DAG of `spec` (as `dag_id`) with `airflow dags test` against the embedded
+    PostgreSQL, forked from the session's process that has Airflow imported (warm_airflow.py);
+    `args`: more of `dags test`'s options (e.g. --mark-success-pattern)."""
+    import warm_airflow
+    from switchyard_dev.local import migrate
+    env = dag_env(pg_uri, data_root, schema, streams, runs_dir, extra_env, spec, dag_id)
     migrate(env)
     when = [logical_date] if logical_date else []
     result = warm_airflow.run(["dags", "test", dag_id, *when, "-c", json.dumps(conf), *args], env, timeout=900)

@@ -1,5 +1,8 @@
 """`switchyard airflow dags test` while the local scheduler runs.
 
+Whether or not the scheduler runs, a test with a logical date at which the DAG has a run is
+refused, naming that run: `airflow dags test` deletes the run it finds at its logical date.
+
 `airflow dags test` creates an ordinary running DAG run and runs its tasks in its own process.
 A scheduler examines every running run of an unpaused DAG (`DagRun.get_running_dag_runs_to_examine`
 selects by state and `DagModel.is_paused`, whoever created the run) and queues its scheduled
@@ -40,11 +43,12 @@ STOP_GRACE_SECONDS = 2.0
 PREFIX = "switchyard airflow dags test"
 
 
-def dag_of(rest: list[str]) -> str | None:
-    """The DAG id of an `airflow dags test ...` command line; None for any other command (and
-    for `dags test --help`)."""
+def _positional(rest: list[str]) -> list[str] | None:
+    """The positional arguments of an `airflow dags test ...` command line (DAG_ID, LOGICAL_DATE);
+    None for any other command and for `dags test --help`."""
     if rest[:2] != ["dags", "test"]:
         return None
+    out = []
     args = iter(rest[2:])
     for arg in args:
         if arg in ("-h", "--help"):
@@ -52,8 +56,50 @@ def dag_of(rest: list[str]) -> str | None:
         if arg in _WITH_VALUE:
             next(args, None)
         elif not arg.startswith("-"):
-            return arg
-    return None
+            out.append(arg)
+    return out
+
+
+def dag_of(rest: list[str]) -> str | None:
+    """The DAG id of an `airflow dags test ...` command line; None for any other command (and
+    for `dags test --help`)."""
+    return (_positional(rest) or [None])[0]
+
+
+def logical_date_of(rest: list[str]) -> str | None:
+    """The logical date an `airflow dags test DAG_ID LOGICAL_DATE` command line gives, as written."""
+    positional = _positional(rest) or []
+    return positional[1] if len(positional) > 1 else None
+
+
+def runs_at(dag_id: str, logical_date: str, env: dict[str, str]) -> list[dict]:
+    """The DAG's runs at `logical_date` (read as Airflow's CLI reads it: pendulum, UTC unless it
+    says otherwise), from the metadata database; [] for a DAG not in it yet."""
+    import json
+
+    import pendulum
+    when = pendulum.parse(logical_date, tz="UTC")
+    out = subprocess.run([local.airflow_bin(), "dags", "list-runs", dag_id, "-o", "json"], env=env,
+                         capture_output=True, text=True)
+    listed = next((line for line in out.stdout.splitlines() if line.startswith("[")), None)
+    if out.returncode != 0 or listed is None:
+        return []
+    return [r for r in json.loads(listed) if r.get("logical_date") and pendulum.parse(r["logical_date"]) == when]
+
+
+def refused_for_a_run_at_its_date(dag_id: str, rest: list[str], env: dict[str, str]) -> bool:
+    """Say so, naming it, where a run of the DAG has the test's logical date: `airflow dags test`
+    deletes the run it finds at its logical date before it makes its own
+    (airflow.models.dagrun.get_or_create_dagrun), so a backfill's or a schedule's successful run
+    would go from the history, and its date would count as tested, not loaded."""
+    logical_date = logical_date_of(rest)
+    found = runs_at(dag_id, logical_date, env) if logical_date else []
+    for r in found:
+        say(f"run {r['run_id']} of {dag_id} ({r['state']}) has the logical date {r['logical_date']}, which "
+            f"`airflow dags test` would delete before its own run at that date: none was started. Test without a "
+            f"logical date (the test run then takes now) or with another one; to test that date, delete that run "
+            f"first (the grid's Delete Dag Run) if you mean to lose it.")
+    return bool(found)
 
 
 def say(text: str) -> None:
@@ -62,6 +108,8 @@ def say(text: str) -> None:
 
 def run(dag_id: str, command: list[str], env: dict[str, str]) -> int:
     """Run `command` (an `airflow dags test` of `dag_id`) beside the local scheduler, if it runs."""
+    if refused_for_a_run_at_its_date(dag_id, command[1:], env):
+        return 1
     if "scheduler" not in local.running_services():
         return subprocess.call(command, env=env)
     api = local.Api()

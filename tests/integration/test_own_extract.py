@@ -22,9 +22,10 @@ import psycopg
 import pytest
 import yaml
 
-from helpers import LATER_STEPS_CHECK, run_dag
+from helpers import LATER_STEPS_CHECK, dag_env, run_dag
 from switchyard.core.batch import describe_batch, write_manifest
 from switchyard.core.spec import load_spec
+from switchyard_dev import dag_test
 
 SPEC = {
     "name": "trips",
@@ -149,7 +150,7 @@ def test_lookup_tables_keyed_by_text_or_without_a_key_load_whole(pg_uri, data_ro
     assert totals == {"trips": len(file_rows(feb, "trips")), "stations": 9, "payment_types": 3}
 
 
-def test_a_run_dated_before_the_dags_start_date_runs_every_task(pg_uri, data_root, schema, tmp_path, batches):
+def test_a_run_dated_before_the_dags_start_date_runs_every_task(pg_uri, data_root, schema, tmp_path, batches, capfd):
     """The first-load guide sets SWITCHYARD_START_DATE to the first scheduled run; a manual run or a
     `dags test` dated before it (the trigger form's default date is now) loads its batch, each step
     as a task; and a batch that cannot load fails, never an empty `success`."""
@@ -165,6 +166,16 @@ def test_a_run_dated_before_the_dags_start_date_runs_every_task(pg_uri, data_roo
     assert len(first.stats["groups"]) == 4 and all(
         g["outcome"] == "switched" and set(g["steps"]) == {"prepare", "load", "validate", "switch"}
         for g in first.stats["groups"])
+    # Another test run at that logical date would delete this one (Airflow's `dags test` replaces
+    # the run it finds at its date): `switchyard airflow dags test` refuses it, naming the run.
+    env = dag_env(pg_uri, data_root, schema, 2, tmp_path / "runs", later, spec, DAG_ID)
+    for written in ("2026-11-29T20:22:30+00:00", "2026-11-29T21:22:30+01:00"):
+        assert dag_test.refused_for_a_run_at_its_date(DAG_ID, ["dags", "test", DAG_ID, written], env)
+    said = capfd.readouterr().err
+    assert said.count(f"of {DAG_ID} (success) has the logical date 2026-11-29T20:22:30+00:00, which `airflow dags "
+                      f"test` would delete before its own run at that date: none was started") == 2, said
+    assert not dag_test.refused_for_a_run_at_its_date(DAG_ID, ["dags", "test", DAG_ID, "2026-11-29T20:22:31Z"], env)
+    assert not dag_test.refused_for_a_run_at_its_date(DAG_ID, ["dags", "test", DAG_ID, "-c", "{}"], env)
     missing = run_dag(pg_uri, data_root, schema, 2, {"batch": f"{jan.relative_to(data_root)}-not-there"},
                       tmp_path / "runs", spec=spec, dag_id=DAG_ID, extra_env={**later, "SWITCHYARD_BATCH_WAIT_SECONDS": "1"},
                       logical_date="2026-11-29T20:30:00+00:00")

@@ -228,6 +228,18 @@ def test_the_airflow_wrapper_finds_the_dag_of_a_test_run(rest, dag_id):
     assert dag_of(rest) == dag_id
 
 
+@pytest.mark.parametrize("rest, when", [
+    (["dags", "test", "switchyard_tpch"], None),
+    (["dags", "test", "switchyard_tpch", "2026-11-30"], "2026-11-30"),
+    (["dags", "test", "-c", "{}", "switchyard_tpch", "2026-11-30T03:00:00+00:00"], "2026-11-30T03:00:00+00:00"),
+    (["dags", "trigger", "switchyard_tpch", "2026-11-30"], None),
+])
+def test_the_airflow_wrapper_finds_the_logical_date_of_a_test_run(rest, when):
+    """The date whose run `airflow dags test` would delete, as the command line gives it."""
+    from switchyard_dev.dag_test import logical_date_of
+    assert logical_date_of(rest) == when
+
+
 def test_runs_says_where_it_looked_when_the_api_server_it_was_told_of_does_not_answer(tmp_path, monkeypatch, capsys):
     """The api-server's pid file says it runs, but on another port than this shell's (another
     SWITCHYARD_AIRFLOW_PORT): a message that says where it looked, not a URLError traceback."""
