@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 from switchyard import settings
 from switchyard.core.batch import BatchError, resolve_batch, resolve_file
@@ -146,6 +146,19 @@ def chosen_tables(spec: LoadSpec, chosen: Any) -> list[str]:
         raise StepFailed(f"tables: {', '.join(map(repr, unknown))} not in spec {spec.name!r} "
                          f"(known: {', '.join(spec.table_names)})")
     return list(chosen or spec.table_names)
+
+
+def unknown_conf(conf: dict | None, params: Iterable[str]) -> str | None:
+    """The run's conf keys that are no param of the DAG, said; None if there are none. Airflow
+    passes such a key on without a word (it checks the params' values, not the conf's names), so
+    a misspelt `tables` would load every table and a misspelt `conn_id` the DAG's default target."""
+    unknown = sorted(set(conf or {}) - set(params))
+    if not unknown:
+        return None
+    return (f"the run's conf names {', '.join(map(repr, unknown))}, no param of this DAG (its params: "
+            f"{', '.join(sorted(params))}); Airflow would pass {'them' if len(unknown) > 1 else 'it'} on unread and "
+            f"the run would load what the params say without {'them' if len(unknown) > 1 else 'it'}: nothing was "
+            f"loaded; trigger the run again with the params' names")
 
 
 def wider_than_the_dag(manifest, tables: list[str], streams: int, settings_path: Path) -> list[str]:

@@ -45,3 +45,18 @@ def test_the_runs_connection_param_is_the_one_every_step_uses(pg_uri, other_data
                             (f"{schema}%",)).fetchone()[0] == 0
     # The tables' Assets name the DAG's default target: this run is no update of them.
     assert "this run loaded connection 'switchyard_other'" in run.output
+
+
+def test_a_misspelt_conf_key_is_refused_before_any_load_never_passed_on_unread(pg_uri, data_root, tpch_batch,
+                                                                              schema, tmp_path):
+    """`conn_id` misspelt would load into the DAG's default target, `tables` misspelt every table:
+    Airflow passes a conf key that is no param on unread, so the plan refuses it, naming it."""
+    name, _ = tpch_batch
+    run = run_dag(pg_uri, data_root, schema, 3, {"batch": name, "table": ["nation"], "conn-id": "switchyard_other"},
+                  tmp_path / "runs")
+    assert run.returncode != 0
+    assert ("the run's conf names 'conn-id', 'table', no param of this DAG (its params: batch, conn_id, "
+            "replace_newer, tables); Airflow would pass them on unread") in run.stats["plan_error"]
+    with psycopg.connect(pg_uri) as conn:
+        assert conn.execute("SELECT count(*) FROM pg_namespace WHERE nspname LIKE %s",
+                            (f"{schema}%",)).fetchone()[0] == 0

@@ -244,6 +244,9 @@ class PlanBatchOperator(_TargetOperator):
         spec = self.load_spec()
         name = batch_name(self.batch, context)
         with airflow_terms(context):
+            unknown = steps.unknown_conf(getattr(context.get("dag_run"), "conf", None), context["dag"].params.keys())
+            if unknown:
+                raise steps.StepFailed(unknown)
             tables = self._tables(spec)
             # A boolean param: Airflow checked its type against the DAG's params.
             replace_newer = bool((context.get("params") or {}).get("replace_newer"))
