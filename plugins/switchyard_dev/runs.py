@@ -128,6 +128,11 @@ def what_it_does(api: local.Api, run: dict, wait_seconds: float | None = None) -
             until = f", until {(started + timedelta(seconds=wait_seconds)):%Y-%m-%d %H:%M} UTC" if started else ""
             said.append(f"up to {_hours(wait_seconds)}{until}")
         return f"is waiting for batch {batch_of(run)}" + (f" ({'; '.join(said)})" if said else "")
+    plan = next((t for t in tis if t["task_id"] == "setup.plan"), None)
+    if plan is not None and plan.get("state") == "up_for_retry":
+        # Its retries are mostly the wait for another run's lease on the target (LeaseHeld).
+        return (f"waits to plan batch {batch_of(run)}: setup.plan waits for its retry, nothing loaded yet (another "
+                f"run holds the target's run lease, or the target did not answer: the task's log says which)")
     running = sorted(t["task_id"] for t in tis if t.get("state") == "running")
     if running:
         return (f"is loading batch {batch_of(run)}: {len(running)} task{'' if len(running) == 1 else 's'} running "

@@ -286,3 +286,29 @@ def test_a_local_stack_on_a_taken_port_is_refused_in_one_line_leaving_nothing_be
                                   f"set SWITCHYARD_PG_PORT to a free port")
     assert not list((tmp_path / "state").rglob("PG_VERSION"))
     assert not list((tmp_path / "state").rglob("*.pid"))
+
+
+class _TaskInstances:
+    """The api-server's answer about one run's task instances (scripted, as the api-server gives it)."""
+
+    def __init__(self, states: dict[str, str]):
+        self.states = states
+
+    def get_all(self, path: str, key: str) -> list[dict]:
+        assert path.endswith("/taskInstances") and key == "task_instances"
+        return [{"task_id": task, "state": state} for task, state in self.states.items()]
+
+
+def test_runs_says_a_run_whose_plan_waits_for_its_retry_has_loaded_nothing():
+    """A run whose setup.plan waits for another run's lease is not `loading`: nothing is loaded yet."""
+    from switchyard_dev.runs import what_it_does
+    run = {"dag_id": "switchyard_evt", "dag_run_id": "backfill__2026-11-16", "state": "running",
+           "conf": {"batch": "2026-11-16"}}
+    waiting = _TaskInstances({"setup.wait_for_batch": "success", "setup.plan": "up_for_retry",
+                              "events_1.prepare": None})
+    assert what_it_does(waiting, run) == (
+        "waits to plan batch 2026-11-16: setup.plan waits for its retry, nothing loaded yet (another run holds the "
+        "target's run lease, or the target did not answer: the task's log says which)")
+    loading = _TaskInstances({"setup.wait_for_batch": "success", "setup.plan": "success",
+                              "events_1.prepare": "running"})
+    assert what_it_does(loading, run) == "is loading batch 2026-11-16: 1 task running (events_1.prepare)"
