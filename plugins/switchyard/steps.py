@@ -417,6 +417,17 @@ def refuse_published(adapter: TargetAdapter, plan: dict, s: StreamPlan) -> None:
         f"nothing was changed. To load the batch again, clear the whole run (setup.plan and every task after it)")
 
 
+def _refuse_if_published(adapter: TargetAdapter, plan: dict, s: StreamPlan) -> None:
+    """refuse_published after a step failed; any other failure of the question leaves the step's own
+    error to be raised."""
+    try:
+        refuse_published(adapter, plan, s)
+    except StepFailed:
+        raise
+    except Exception:       # noqa: BLE001 - the step's own error is the one to raise
+        log.debug("%s: could not ask whether this run's batch went in", s.group_id, exc_info=True)
+
+
 def switched_by_an_earlier_attempt(connect: Connect, plan: dict, s: StreamPlan) -> dict[str, dict] | None:
     """The four steps' results of a group run as one task (`tasks: single`) whose earlier attempt
     switched it in, after which this run's batch of its table went in whole: the attempt's
@@ -465,6 +476,11 @@ def load(connect: Connect, plan: dict, s: StreamPlan, *, queue: str | None, host
     clock = time.monotonic()
     try:
         result = adapter.load(s, path, progress)
+    except Exception:
+        # A load cleared on its own (the grid's Clear from `load`) after this run's batch of its
+        # table went in finds no staging table, the switch having moved it in: said as prepare says it.
+        _refuse_if_published(adapter, plan, s)
+        raise
     finally:
         loaded = time.monotonic()
         if server is not None:

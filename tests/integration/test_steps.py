@@ -71,6 +71,13 @@ def test_a_batch_through_every_step_without_airflow(tpch_batch, pg_uri, schema):
         control = connect().control_schema
         assert conn.execute(f'SELECT count(*) FROM "{control}".run_lease WHERE target_schema = %s',
                             (schema,)).fetchone()[0] == 0
+    # The same cleared from its load (the grid's Clear on `load`, with downstream): said the same
+    # way, not as a missing staging table. (A load renews the run's lease first, as every load
+    # does; the run's last task gives it up.)
+    with pytest.raises(steps.StepFailed, match=rf"^orders_2: this run put batch {name} in {schema}\.orders already"):
+        steps.load(connect, run, s, queue=None, host="here")
+    assert fingerprint(pg_uri, schema, tables) == counts
+    connect().release_lease()
     # The whole run made again has a newer plan: its groups load as usual.
     again = steps.set_up(connect(), plan, problems, name, found, tables)
     assert steps.prepare(connect, again, s).staging_table == f"{schema}_staging.{s.staging_table}"
