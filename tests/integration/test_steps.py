@@ -312,7 +312,7 @@ def test_a_file_written_again_after_the_plan_is_checked_again_by_its_load(tpch_b
         path.write_bytes(b"\n".join(lines[1:]))
         with pytest.raises(steps.StepFailed, match=refused % (
                 rf"{len(original) - len(lines[0]) - 1:,} bytes, the manifest says {len(original):,}; modified at .*",
-                rf".*: 24 records, the manifest says 25 \(nation stream 1\)")):
+                r".*: 24 records, the manifest says 25 \(nation stream 1\)")):
             steps.load(connect, run, s, queue=None, host="here")
         with psycopg.connect(pg_uri) as conn:
             assert conn.execute(f'SELECT count(*) FROM "{schema}_staging"."{s.staging_table}"').fetchone()[0] == 0
