@@ -679,20 +679,23 @@ def stale_loads(spec: LoadSpec, plan: dict, tables: set[str], load_of: Callable[
 
 
 def _manifest_changed(folder: Path, plan: dict, tables: set[str]) -> list[str]:
-    """The batch's manifest, where it now lists other stream files of `tables` than the plan read
-    (a batch delivered again with a file more or less); [] where it lists the same or is not there."""
+    """The batch's manifest, where it now lists other stream files of `tables` than the plan read,
+    or other rows for one (a batch delivered again: a file more or less, or a stream the plan took
+    for empty, whose group was skipped, now with rows); [] where it lists the same or is not there."""
     import json
     from switchyard.core.batch import MANIFEST
     try:
         entries = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))["files"]
-        listed = {(e["table"], int(e["stream"]), e["file"]) for e in entries if e["table"] in tables}
+        listed = {e["file"]: e.get("rows") for e in entries if e["table"] in tables}
     except (OSError, ValueError, KeyError, TypeError):
         return []       # gone or unreadable: the files above are what the run can compare
-    planned = {(raw["table"], raw["stream"], raw["file"]) for raw in plan["groups"].values() if raw["table"] in tables}
-    if listed == planned:
+    planned = {raw["file"]: raw.get("rows") for raw in plan["groups"].values() if raw["table"] in tables}
+    said = [f"now lists {', '.join(sorted(set(listed) - set(planned)))}" if set(listed) - set(planned) else "",
+            f"no longer lists {', '.join(sorted(set(planned) - set(listed)))}" if set(planned) - set(listed) else "",
+            ", ".join(f"gives {f} {listed[f]} rows, not {planned[f]}" for f in sorted(set(listed) & set(planned))
+                      if listed[f] != planned[f])]
+    if not any(said):
         return []
-    said = [f"now lists {', '.join(sorted(f for _, _, f in listed - planned))}" if listed - planned else "",
-            f"no longer lists {', '.join(sorted(f for _, _, f in planned - listed))}" if planned - listed else ""]
     return [f"{folder / MANIFEST}: {'; '.join(x for x in said if x)}, since this run's plan read it: the batch was "
             f"delivered again, so the run's plan is not the batch's: clear the whole run (its setup group)"]
 

@@ -385,6 +385,14 @@ def test_a_batch_written_again_after_its_loads_is_not_published_until_they_load_
                                                    r"run's plan read it: the batch was delivered again"):
             steps.publish_batch(connect, run, loads.get)
         assert fingerprint(pg_uri, schema, tables) == before
+        # Or other rows for a file (a stream the plan took for empty, its group skipped, has rows now).
+        rows = steps.stream_plan(run, "orders", 3).rows
+        recounted = dict(manifest, files=[dict(e, rows=rows + 1) if e["file"] == "orders/orders.3.tbl" else e
+                                          for e in manifest["files"]])
+        (batch / "manifest.json").write_text(json.dumps(recounted))
+        with pytest.raises(steps.StepFailed, match=rf"manifest.json: gives orders/orders.3.tbl {rows + 1} rows, not "
+                                                   rf"{rows}, since this run's plan read it"):
+            steps.publish_batch(connect, run, loads.get)
         (batch / "manifest.json").write_text(json.dumps(manifest))
         steps.publish_batch(connect, run, loads.get)
         with psycopg.connect(pg_uri) as conn:
