@@ -158,7 +158,7 @@ def unknown_conf(conf: dict | None, params: Iterable[str]) -> str | None:
     return (f"the run's conf names {', '.join(map(repr, unknown))}, no param of this DAG (its params: "
             f"{', '.join(sorted(params))}); Airflow would pass {'them' if len(unknown) > 1 else 'it'} on unread and "
             f"the run would load what the params say without {'them' if len(unknown) > 1 else 'it'}: nothing was "
-            f"loaded; trigger the run again with the params' names")
+            f"loaded; start the run again with the params' names")
 
 
 def wider_than_the_dag(manifest, tables: list[str], streams: int, settings_path: Path) -> list[str]:
@@ -422,8 +422,8 @@ def _refuse_if_published(adapter: TargetAdapter, plan: dict, s: StreamPlan) -> N
     error to be raised."""
     try:
         refuse_published(adapter, plan, s)
-    except StepFailed:
-        raise
+    except StepFailed as refused:
+        raise refused from None         # the step's own error (a missing staging table) only misleads
     except Exception:       # noqa: BLE001 - the step's own error is the one to raise
         log.debug("%s: could not ask whether this run's batch went in", s.group_id, exc_info=True)
 
