@@ -136,22 +136,20 @@ def compare(table: Table, existing: Existing, needed: Needed, sql: Statements) -
             out.append(Difference(
                 "nullability_relaxed", f"column {c.name} is NOT NULL in the table, nullable in the spec",
                 "a row with the NULL marker in it would fail its load", sql.drop_not_null(c.name), ("sync",)))
-        elif not found.not_null and not c.nullable and c.name != table.key and table.partitioned:
-            # Validation checks the spec's NOT NULL columns on every batch; the table saying so
-            # too is tidier, not needed. (A nullable key is each engine's own note.)
-            out.append(Difference(
-                "nullability_tightened", f"column {c.name} is nullable in the table, NOT NULL in the spec",
-                "validation checks every batch for NULLs in it; SET NOT NULL (which checks every row once) would "
-                "make the table say so too", sql.set_not_null(c.name), ("sync",), note_only=True))
         elif not found.not_null and not c.nullable and c.name != table.key:
-            # Replaced whole by every batch: the NULLs it may hold are those of rows the next
-            # publish replaces (a run that failed after column_added_not_null_replaced added the
-            # column). NOT NULL is set where none is left, never refusing the batch that replaces them.
-            out.append(Difference(
-                "nullability_tightened", f"column {c.name} is nullable in the table, NOT NULL in the spec",
-                "validation checks every batch for NULLs in it, and every batch replaces the table's rows; the table "
-                "says NOT NULL too once no row holds NULL in it (a run that failed after adding the column leaves "
-                "NULLs until a batch is published)", sql.set_not_null_where_none(c.name), ("sync",), note_only=True))
+            # Validation checks the spec's NOT NULL columns on every batch; the table saying so
+            # too is tidier, not needed. (A nullable key is each engine's own note.) A table
+            # replaced whole by every batch may hold NULLs of rows the next publish replaces (a run
+            # that failed after column_added_not_null_replaced added the column): NOT NULL is set
+            # there only where none is left, never refusing the batch that replaces them.
+            means = ("validation checks every batch for NULLs in it; SET NOT NULL (which checks every row once) "
+                     "would make the table say so too" if table.partitioned else
+                     "validation checks every batch for NULLs in it, and every batch replaces the table's rows; the "
+                     "table says NOT NULL too once no row holds NULL in it (a run that failed after adding the column "
+                     "leaves NULLs until a batch is published)")
+            fix = sql.set_not_null(c.name) if table.partitioned else sql.set_not_null_where_none(c.name)
+            out.append(Difference("nullability_tightened", f"column {c.name} is nullable in the table, NOT NULL in "
+                                  f"the spec", means, fix, ("sync",), note_only=True))
     for name, column in needed.checks.items():
         if name not in existing.checks and column in have:
             out.append(Difference(

@@ -94,6 +94,8 @@ class Statements:
         return f"ALTER TABLE {self.target} ALTER COLUMN {self.a.q(column)} {self._type(column)} NOT NULL;"
 
     def set_not_null_where_none(self, column: str) -> str:
+        # ALTER COLUMN ... NOT NULL reads every row and fails on a NULL; under IF it runs only where
+        # the read before it found none (setup holds the run's lease: no publish writes the table meanwhile).
         return f"IF NOT EXISTS (SELECT 1 FROM {self.target} WHERE {self.a.q(column)} IS NULL) {self.set_not_null(column)}"
 
     def drop_not_null(self, column: str) -> str:
