@@ -417,8 +417,9 @@ def test_a_refused_or_unpublished_run_says_why_in_the_report_and_the_run_note(tm
     assert stats["tables_kept"] == [] and stats["tables_in_already"] == ["orders"]
     assert stats["failed_groups"] == ["orders_2"] and stats["groups"][0]["outcome"] == "switched"
     note = run_note(stats, "failed", "Switchyard: batch b", "/report")
-    assert ("This run's batch is in the target, whole, from its earlier tasks: orders; a group run again on its own "
-            "cannot load (clear the whole run to load the batch again).") in note
+    # Said before the figures, which count this attempt's groups only ("1/2 groups switched").
+    assert note.split("\n\n")[1] == ("This run's batch is in the target, whole, from its earlier tasks: orders; a group "
+                                      "run again on its own cannot load (clear the whole run to load the batch again)."), note
     assert "Kept their previous contents" not in note and "Held back" not in note, note
 
 

@@ -71,6 +71,12 @@ def run_note(stats: dict | None, state: str, title: str, report: str, held_off: 
                                                if g.get("outcome") == "skipped") else []
         if any(g.get("table") in loaded for g in groups if g.get("outcome") == "skipped"):
             why.append("streams the batch does not have")
+        if stats.get("tables_in_already"):
+            # Said first: the figures below count this attempt's groups only, and a group run
+            # again on its own after the publish fails the run with the batch whole in the target.
+            lines.append(f"This run's batch is in the target, whole, from its earlier tasks: "
+                         f"{_listed(stats['tables_in_already'])}; a group run again on its own cannot load "
+                         f"(clear the whole run to load the batch again).")
         # Rows of groups held back were loaded and validated, but never reached the target.
         held = [g for g in groups if g.get("outcome") == "held back"]
         lines.append(f"{tot['rows']:,} rows, {tot['bytes'] / 1e6:,.1f} MB"
@@ -101,10 +107,6 @@ def run_note(stats: dict | None, state: str, title: str, report: str, held_off: 
                          f"{'batch' if stats.get('publish', 'batch') == 'batch' else 'table'}'s other groups; "
                          f"the next run discards them unless the failed groups are cleared first): "
                          f"{_listed(stats['held_back_groups'])}.")
-        if stats.get("tables_in_already"):
-            lines.append(f"This run's batch is in the target, whole, from its earlier tasks: "
-                         f"{_listed(stats['tables_in_already'])}; a group run again on its own cannot load "
-                         f"(clear the whole run to load the batch again).")
         if stats.get("tables_kept") and not refused:
             # A run refused before any load says that nothing changed; a table it would have
             # created is not in the target at all, so it kept no contents.
