@@ -75,7 +75,7 @@ def plant_faults(batch: Path) -> dict[str, list[str]]:
 
     # a key outside the stream's range
     _set_field(f("orders", 3), 6, 0, b"1")
-    expect["orders_3"] = ["orders.3.tbl", "line 6", 'violates check constraint "orders_3_range"',
+    expect["orders_3"] = ["orders.3.tbl", "line 6, column o_orderkey", 'violates check constraint "orders_3_range"',
                           "o_orderkey must lie in 40001..60000"]
 
     # a last line cut in the middle, its line end written after the cut (a file cut short without

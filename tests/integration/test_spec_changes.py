@@ -94,15 +94,17 @@ class Storms:
             adapter.release_lease()     # as the run's last task does
             raise
         outcomes = []
-        for s in plan.all_streams():
-            adapter.prepare(s)
-            adapter.load(s, folder / s.file)
-            outcomes.append(validate_stream(adapter, loaded, s))
-        if all(o.success for o in outcomes):
+        try:
             for s in plan.all_streams():
-                adapter.switch(s)
-            publish(adapter, plan)
-        adapter.release_lease()
+                adapter.prepare(s)
+                adapter.load(s, folder / s.file)
+                outcomes.append(validate_stream(adapter, loaded, s))
+            if all(o.success for o in outcomes):
+                for s in plan.all_streams():
+                    adapter.switch(s)
+                publish(adapter, plan)
+        finally:
+            adapter.release_lease()     # the run's last task releases it, whatever failed
         return adapter, notes, outcomes
 
     def rows(self) -> int:
@@ -262,6 +264,16 @@ def test_a_dbas_check_constraint_broken_by_a_batch_fails_its_load_naming_the_lin
     # The staging tables carry the table's CHECK constraints: the load itself refuses the row.
     text = str(failed.value)
     assert failed.value.permanent and "tracks_dba_wind" in text and f"{part}: line 4" in text, text
+    # The column the CHECK reads, and the CHECK as the server keeps it (PostgreSQL names neither).
+    assert f'{part}: line 4, column wind: new row for relation "tracks_1" violates check constraint ' \
+           f'"tracks_dba_wind": CHECK ((wind <= 150))' in text, text
+    assert storms.rows() == 244
+    # A CHECK that reads two columns names both, in the constraint's order.
+    storms.sql(f'ALTER TABLE "{schema}".tracks DROP CONSTRAINT tracks_dba_wind, '
+               f"ADD CONSTRAINT tracks_dba_named CHECK (wind <= 150 OR name = 'Alma')")
+    with pytest.raises(TargetError) as failed:
+        storms.run(folder, plain)
+    assert f"{part}: line 4, columns wind, name: " in str(failed.value), str(failed.value)
     assert storms.rows() == 244
 
 

@@ -19,6 +19,14 @@ from switchyard.targets.postgres.sql import EOL_COLUMN
 
 _CHUNK = 1 << 20
 _COPY_LINE = re.compile(r"\bline (\d+)")
+# A CHECK constraint's columns, in its key's order, and its definition (pg_constraint.conkey holds
+# the column numbers a table constraint reads; pg_get_constraintdef prints it as the server keeps it).
+CHECK_READ_SQL = (
+    "SELECT ARRAY(SELECT a.attname FROM unnest(c.conkey) WITH ORDINALITY AS k(attnum, n) "
+    "JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = k.attnum ORDER BY k.n), "
+    "pg_get_constraintdef(c.oid) "
+    "FROM pg_constraint c JOIN pg_class r ON r.oid = c.conrelid JOIN pg_namespace ns ON ns.oid = r.relnamespace "
+    "WHERE ns.nspname = %s AND r.relname = %s AND c.conname = %s AND c.contype = 'c'")
 _BAD_BYTES = re.compile(r"invalid byte sequence for encoding \"[^\"]+\": ((?:0x[0-9a-f]{2} ?)+)$")
 
 
@@ -91,6 +99,27 @@ class PostgresLoad:
                                    "copy_began_at": round(copy_began_at, 4),
                                    "copy_ended_at": round(copy_ended_at, 4)})
 
+    def _check_read(self, conn, diag: Any, table: Table, range_check: str) -> tuple[list[str], str | None] | None:
+        """The columns a CHECK the COPY broke reads, and its definition as the server keeps it
+        (None for another error): PostgreSQL's error names the constraint and the line, not the
+        column. The range CHECK reads the key; a target's own CHECK (a DBA's) is read from the
+        catalog, only after a COPY failed on it. A varchar's length CHECK and the trailing field's
+        are told by copy_error_message itself."""
+        name = diag.constraint_name or ""
+        if diag.sqlstate != "23514" or not name or name.endswith("_eol") \
+                or any(c["name"] == name for c in self.length_checks(table)):
+            return None
+        if name == range_check:
+            return [table.key], None
+        import psycopg
+        try:
+            # The COPY's transaction is rolled back: the staging table and its constraints stand.
+            with conn.transaction():
+                row = conn.execute(CHECK_READ_SQL, (diag.schema_name, diag.table_name, name)).fetchone()
+        except psycopg.Error:
+            return None                     # the COPY's own error is the one to tell, as it is
+        return (list(row[0]), row[1]) if row and row[0] else None
+
     def _copy(self, conn, stream: StreamPlan, path: Path, progress: ProgressCallback | None, table: Table,
               where: str, before: list[str], copy: str, after: list[str], total: int, single_field: bool,
               text_format: bool, release: Callable[[], None] | None = None) -> tuple:
@@ -144,10 +173,12 @@ class PostgresLoad:
                               f"committed") from exc
         except psycopg.Error as exc:
             failed = failed_record(exc, path, table)
+            range_check = f"{stream.staging_table}_range"
             message = copy_error_message(exc, path, stream, f"{self.staging_schema}.{stream.staging_table}",
-                                         table, self.length_checks(table), failed)
+                                         table, self.length_checks(table), failed,
+                                         self._check_read(conn, exc.diag, table, range_check))
             hint = field_count_hint(failed, table)
-            if (exc.diag.constraint_name or "").endswith("_range"):
+            if exc.diag.constraint_name == range_check:
                 hint += (f"; {table.key} must lie in {stream.lower}..{stream.upper}, "
                          f"this stream's key range in the manifest")
             raise TargetError(message + hint, permanent=True) from exc
@@ -173,12 +204,14 @@ def failed_record(exc: Any, path: Path, table: Table) -> tuple[int, int, bytes] 
 
 
 def copy_error_message(exc: Any, path: Path, stream: StreamPlan, staging: str, table: Table,
-                       length_checks: list[dict] = (), failed: tuple[int, int, bytes] | None = None) -> str:
+                       length_checks: list[dict] = (), failed: tuple[int, int, bytes] | None = None,
+                       check_read: tuple[list[str], str | None] | None = None) -> str:
     """PostgreSQL's COPY error, with the file's own line number and the staging table kept.
 
     The line is the file's (`failed`, from failed_record). A varchar(n) column's length
     CHECK gets PostgreSQL's own varchar wording and the column; an invalid byte sequence,
-    which PostgreSQL reports for the line only, gets the column it is in.
+    which PostgreSQL reports for the line only, gets the column it is in; another CHECK gets the
+    columns it reads and its definition (`check_read`, from the catalog).
 
     The staging table stays until the group's next successful run replaces it, but empty:
     the COPY is one transaction (what lets FREEZE skip WAL), so nothing of a failed file
@@ -200,6 +233,11 @@ def copy_error_message(exc: Any, path: Path, stream: StreamPlan, staging: str, t
         where = where.split(":", 1)[0] + f", column {check['column']}"
         primary = f"value too long for type character varying({check['max']})"
         detail = f" (check constraint {check['name']}: char_length({check['column']}) <= {check['max']})"
+    elif check_read is not None and ", column " not in where:
+        columns, definition = check_read
+        where = where.split(":", 1)[0] + f", column{'s' if len(columns) > 1 else ''} {', '.join(columns)}"
+        if definition:
+            primary = f"{primary}: {definition}"
     bad = _BAD_BYTES.match(primary)
     if bad and failed and failed[2] and ", column " not in where:
         at = failed[2].find(bytes(int(b, 16) for b in bad.group(1).split()))
