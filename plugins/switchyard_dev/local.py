@@ -183,10 +183,34 @@ def dag_settings_conflicts(env: dict[str, str]) -> tuple[str, ...]:
 LOCAL_SETTINGS = PROJECT / "plugins" / "switchyard" / "airflow" / "local_settings"
 
 
+# The local home's airflow.cfg, written before Airflow would write its own: Airflow writes every
+# option with its default (a SQLite database, port 8080) into a home that has none, which the
+# local services never use, since the environment they are started with wins over the file.
+HOME_CONFIG = """\
+# The local Airflow of this checkout (`switchyard services`, `switchyard demo`, `switchyard airflow`).
+# Its settings come from the environment `switchyard` starts every Airflow process with
+# (AIRFLOW__<SECTION>__<KEY>, which wins over this file): the metadata database (a database of
+# this home's in the embedded PostgreSQL), the API server's port (SWITCHYARD_AIRFLOW_PORT), the
+# executor, the DAG and plugin folders, the log folder and the log servers' ports. A setting in
+# effect, as the services see it:
+#   switchyard airflow config get-value database sql_alchemy_conn
+#   switchyard airflow config list
+# An option added below applies where that environment sets none; the rest keep Airflow's defaults.
+"""
+
+
+def write_home_config(home: Path) -> None:
+    """The home's airflow.cfg, where it has none (an existing one is the user's and stays)."""
+    cfg = home / "airflow.cfg"
+    if not cfg.exists():
+        cfg.write_text(HOME_CONFIG, encoding="utf-8")
+
+
 def airflow_env(streams: int | None = None, extra: dict[str, str] | None = None,
                 local_settings: Path = LOCAL_SETTINGS) -> dict[str, str]:
     home = airflow_home()
     home.mkdir(parents=True, exist_ok=True)
+    write_home_config(home)
     admin_password()
     env = dict(os.environ)
     env.update({
@@ -205,6 +229,10 @@ def airflow_env(streams: int | None = None, extra: dict[str, str] | None = None,
         "AIRFLOW__API__HOST": "127.0.0.1",
         "AIRFLOW__API__BASE_URL": api_url(),
         "AIRFLOW__API_AUTH__JWT_SECRET": _secret("jwt_secret", lambda: secrets.token_urlsafe(32)),
+        # The key the API server signs its sessions and the task log servers' tokens with: the
+        # same in every process of the home (its default is a random key per process, unless
+        # written into airflow.cfg, which the home's own file leaves out).
+        "AIRFLOW__API__SECRET_KEY": _secret("api_secret_key", lambda: secrets.token_urlsafe(32)),
         "AIRFLOW__LOGGING__BASE_LOG_FOLDER": str(home / "logs"),
         # The task and trigger log servers (Airflow's 8793 and 8794 by default): settings, so that two
         # local Airflows (two checkouts, or another project's) never collide.

@@ -138,3 +138,32 @@ def test_the_demo_of_another_spec_does_not_take_the_last_dags_schedule(tmp_path,
     monkeypatch.setenv("SWITCHYARD_SCHEDULE", "15 2 * * *")
     given = local.write_dag_settings({"SWITCHYARD_DAG_ID": "switchyard_weekly", "SWITCHYARD_SCHEMA": "weekly"})
     assert given["SWITCHYARD_SCHEDULE"] == "15 2 * * *"
+
+
+def test_a_new_local_home_has_an_airflow_cfg_that_points_to_the_settings_in_effect(tmp_path, monkeypatch):
+    """Airflow writes every option's default into a home without airflow.cfg (a SQLite database,
+    port 8080), which the local services never use: a new home gets a short file saying where the
+    settings come from, and Airflow reads the environment's."""
+    from switchyard_dev import local
+    monkeypatch.setenv("SWITCHYARD_AIRFLOW_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("SWITCHYARD_AIRFLOW_PORT", "28391")
+    monkeypatch.setenv("SWITCHYARD_AIRFLOW_DATABASE", "sqlite")
+    env = local.airflow_env()
+    cfg = tmp_path / "home" / "airflow.cfg"
+    assert cfg.read_text() == local.HOME_CONFIG
+    said = {}
+    for section, key in (("api", "port"), ("database", "sql_alchemy_conn"), ("core", "executor"),
+                         ("api", "secret_key")):
+        done = subprocess.run([local.airflow_bin(), "config", "get-value", section, key], env=env,
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr[-2000:]
+        said[key] = done.stdout.strip()
+    # The keys Airflow would make at random per process without them in the file: one for the home.
+    assert said == {"port": "28391", "sql_alchemy_conn": f"sqlite:///{tmp_path / 'home' / 'airflow.db'}",
+                    "executor": "LocalExecutor",
+                    "secret_key": (tmp_path / "home" / "api_secret_key").read_text()}, said
+    # Airflow wrote none of its defaults into it; a user's own file is never replaced.
+    assert cfg.read_text() == local.HOME_CONFIG
+    cfg.write_text("[core]\nload_examples = False\n")
+    local.airflow_env()
+    assert cfg.read_text() == "[core]\nload_examples = False\n"
