@@ -18,7 +18,12 @@ SETTINGS = (
     Setting("SWITCHYARD_PG_PORT", "pg_port", int, 54329,
             "Port of the embedded PostgreSQL on 127.0.0.1.", LOCAL, "port"),
     Setting("SWITCHYARD_AIRFLOW_HOME", "airflow_home", _path, None,
-            "The local Airflow's home (logs, generated secrets, the DAG's settings file `switchyard.env`).",
+            "The local Airflow's home (logs, generated secrets, the DAG's settings file `switchyard.env`). "
+            "Its services take their Airflow settings from the environment `switchyard` starts them with, "
+            "which wins over `airflow.cfg`: a new home's `airflow.cfg` says so in a few comment lines instead "
+            "of listing Airflow's defaults (a SQLite database, port 8080) that no service of it uses; "
+            "`switchyard airflow config get-value <section> <key>` prints a setting in effect. An option "
+            "written into it applies where that environment sets none.",
             LOCAL, "path", "`<state dir>/airflow`"),
     Setting("SWITCHYARD_AIRFLOW_DATABASE", "airflow_database", _choice("postgres", "sqlite"), "postgres",
             "The local Airflow's metadata database. `postgres`: a database of its own per Airflow home in "
