@@ -50,7 +50,7 @@ def test_each_floor_file_carries_its_tables_unique_columns_from_the_spec(tmp_pat
 
 
 def test_the_index_only_stand_in_reports_the_unique_index_alone():
-    built = {"columns": ["l_orderkey", "l_linenumber"], "index": "s.lineitem_1_unique", "scope": "table",
+    built = {"columns": ["l_orderkey", "l_linenumber"], "index": "s.lineitem_1_unique",
              "duplicates": None, "seconds": 0.5}
     o = validate_index_only("postgresql://x", "s", "lineitem_1", "l_orderkey", 10, 1, 7,
                                   key_type="bigint", not_null=["l_partkey"], unique=("l_orderkey", "l_linenumber"),

@@ -22,3 +22,24 @@ def test_a_backslash_n_null_marker_is_refused_saying_what_such_an_export_needs()
         parse_spec(_spec(delimiter="\t", null_marker="\\0"), source="x.yaml")
     assert "backslash-escaped" not in str(refused.value)
     assert parse_spec(_spec(delimiter="\t", null_marker="NULL"), source="x.yaml").format.null_marker == "NULL"
+
+
+def test_a_partitioned_tables_unique_columns_without_its_key_are_refused_naming_the_fix():
+    """A unique index on a partitioned table holds within each partition only (PostgreSQL needs the
+    partition key in it; SQL Server's aligned index has it): unique columns without the key would
+    be checked per partition, and a value in two partitions would load with the run a success."""
+    def spec(unique, partitioned=True):
+        return {"name": "c", "files": "{table}/{table}.{stream}.csv", "format": {"delimiter": ","},
+                "tables": {"claims": {"key": "claim_date", "partitioned": partitioned, "unique": unique,
+                                      "columns": [{"name": "claim_id", "type": "varchar(20)"},
+                                                  {"name": "claim_date", "type": "date"}]}}}
+    with pytest.raises(SpecError) as refused:
+        parse_spec(spec(["claim_id"]), source="claims.yaml")
+    assert ("tables.claims.unique: [claim_id] leaves out the partition key claim_date. A unique index on a "
+            "partitioned table holds within each partition only, so the target cannot keep [claim_id] unique "
+            "across the table: declare unique: [claim_id, claim_date] (unique together), or leave unique out "
+            "and check it upstream") in str(refused.value)
+    assert parse_spec(spec(["claim_id", "claim_date"])).table("claims").unique == ("claim_id", "claim_date")
+    assert parse_spec(spec(True)).table("claims").unique == ("claim_date",)
+    # A table loaded whole has no partitions: any of its columns can be unique.
+    assert parse_spec(spec(["claim_id"], partitioned=False)).table("claims").unique == ("claim_id",)

@@ -353,7 +353,7 @@ def _expectations(raw: Any, columns: list[str], where: str) -> tuple[Expectation
     return tuple(out)
 
 
-def _unique(raw: Any, key: str | None, columns: list[str], where: str) -> tuple[str, ...]:
+def _unique(raw: Any, key: str | None, columns: list[str], where: str, partitioned: bool = False) -> tuple[str, ...]:
     if raw is None or raw is False:
         return ()
     if raw is True:
@@ -361,9 +361,19 @@ def _unique(raw: Any, key: str | None, columns: list[str], where: str) -> tuple[
             raise SpecError(f"{where}: true means the key is unique, and the table has no key; list the "
                             f"unique columns instead")
         return (key,)
-    if isinstance(raw, list) and raw and all(c in columns for c in raw) and len(set(raw)) == len(raw):
-        return tuple(raw)
-    raise SpecError(f"{where}: true (the key is unique), false, or a list of the table's columns")
+    if not (isinstance(raw, list) and raw and all(c in columns for c in raw) and len(set(raw)) == len(raw)):
+        raise SpecError(f"{where}: true (the key is unique), false, or a list of the table's columns")
+    if partitioned and key not in raw:
+        # A unique index on a partitioned table must hold its partition key (PostgreSQL refuses
+        # one without it; SQL Server's must be aligned, which puts the key in it): without the key
+        # the target could check the columns within each partition only, and a value in two
+        # partitions would load, a run ending `success` with the declared key not unique.
+        raise SpecError(f"{where}: [{', '.join(raw)}] leaves out the partition key {key}. A unique index "
+                        f"on a partitioned table holds within each partition only, so the target cannot "
+                        f"keep [{', '.join(raw)}] unique across the table: declare unique: "
+                        f"[{', '.join([*raw, key])}] (unique together), or leave unique out and check it "
+                        f"upstream")
+    return tuple(raw)
 
 
 _TABLE_KEYS = {"columns", "key", "partitioned", "format", "files", "unique", "expectations",
@@ -420,7 +430,7 @@ def _table(name: str, raw: Mapping[str, Any], where: str, fmt: FileFormat, files
     return Table(name=name, columns=columns, key=key, partitioned=partitioned,
                  format=_format(raw.get("format"), fmt, f"{where}.format"),
                  files=_files(raw["files"], f"{where}.files") if "files" in raw else files,
-                 unique=_unique(raw.get("unique"), key, names, f"{where}.unique"),
+                 unique=_unique(raw.get("unique"), key, names, f"{where}.unique", partitioned),
                  expectations=_expectations(raw.get("expectations"), names, f"{where}.expectations"),
                  mode=mode, keep=keep, keep_days=keep_days, retire=retire,
                  weight=_count(raw.get("weight", 1), f"{where}.weight", minimum=1),

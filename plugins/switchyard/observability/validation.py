@@ -512,14 +512,11 @@ def _unique_check(columns: Sequence[str], found: dict) -> Check:
     """The uniqueness check as the target's unique index reported it."""
     dup = found.get("duplicates")
     name = "expect_column_values_to_be_unique" if len(columns) == 1 else "expect_compound_columns_to_be_unique"
-    scope = ("within the stream (the unique columns leave out the partition key)"
-             if found.get("scope") == "stream" else "")
     if dup:
         observed: Any = {"duplicated_keys": dup.get("keys"), "extra_rows": dup.get("extra_rows"),
                          "examples": dup.get("examples"), "by": f"unique index {found.get('index')}"}
     else:
-        observed = {"proven": f"unique index {found.get('index')} built on ({', '.join(columns)})"
-                              + (f", {scope}" if scope else "")}
+        observed = {"proven": f"unique index {found.get('index')} built on ({', '.join(columns)})"}
     return Check(name, ", ".join(columns), "no duplicates", observed, not dup, found.get("seconds"), "unique")
 
 

@@ -478,10 +478,10 @@ class TargetAdapter(ABC):
     def prove_unique(self, stream: StreamPlan) -> dict[str, Any] | None:
         """Check the table's `unique` columns on the staging table with the index the target
         keeps, where the engine does that; None where it does not (validation then asks Great
-        Expectations). The result: {"columns": [...], "index": name, "seconds": s, "scope":
-        "table" | "stream", "duplicates": None or {"keys": n, "extra_rows": n, "examples": [...]}}.
-        "scope" is "stream" when the index proves uniqueness within the stream only (the
-        unique columns leave out the partition key)."""
+        Expectations). The result: {"columns": [...], "index": name, "seconds": s, "duplicates":
+        None or {"keys": n, "extra_rows": n, "examples": [...]}}. A partitioned table's unique
+        columns hold its key (the spec refuses others), so the index proves them unique across the
+        table: the streams' key ranges are disjoint."""
         return None
 
     # --- the session: what the steps and observability ask of every engine's connection ---

@@ -105,8 +105,8 @@ class MssqlCommit(SwitchProtocol):
         out = []
         for index in uniques:
             columns = [k for k, _ in index.keys]
-            found = {"columns": columns, "index": f"{self.schema}.{index.name}", "scope": "table",
-                     "duplicates": None, "seconds": seconds}
+            found = {"columns": columns, "index": f"{self.schema}.{index.name}", "duplicates": None,
+                     "seconds": seconds}
             if failed is not None:
                 found["duplicates"] = self._duplicates(staging, columns, stream.stream, _message(failed))
             out.append(found)

@@ -107,7 +107,7 @@ class PostgresIndexes:
         staging = self.qualified(self.staging_schema, stream.staging_table)
         out: dict[str, Any] = {
             "columns": columns, "index": f"{self.staging_schema}.{self.unique_index_name(stream)}",
-            "scope": "table" if self.parent_has_unique_index(table) else "stream", "duplicates": None}
+            "duplicates": None}
         started = time.monotonic()
         try:
             self.execute(self.unique_index_sql(stream))
@@ -140,7 +140,7 @@ class PostgresIndexes:
                 continue    # the spec's own: prove_unique checks it
             on_staging = self._staging_index_name(stream, name)
             found: dict[str, Any] = {"columns": columns.get(name) or ["<expression>"],
-                                     "index": f"{self.schema}.{name}", "scope": "table", "duplicates": None}
+                                     "index": f"{self.schema}.{name}", "duplicates": None}
             started = time.monotonic()
             statement = (f"ALTER TABLE {staging} ADD CONSTRAINT {self.q(on_staging)} {index['constraint']}"
                          if index["constraint"] else

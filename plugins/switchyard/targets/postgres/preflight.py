@@ -193,7 +193,7 @@ class PostgresPreflight:
         our_unique = self.index_name(table.name)
         existing = spec_change.existing_table(cur, self.qualified(self.schema, table.name), shape, our_unique)
         needed = spec_change.needed(cur, self, self.columns(table), self.length_checks(table),
-                                    our_unique if self.parent_has_unique_index(table) else None,
+                                    our_unique if table.unique else None,
                                     [c for c in shape["columns"] if c not in table.column_names])
         differences = compare(table, existing, needed, spec_change.Statements(self, table))
         problems, notes, statements = reconcile(table, differences, where)

@@ -82,12 +82,6 @@ class PostgresSql:
             return name
         return f"{base[:40]}_{hashlib.sha1(name.encode()).hexdigest()[:12]}{suffix}"
 
-    @staticmethod
-    def parent_has_unique_index(table: Table) -> bool:
-        """PostgreSQL allows a unique index on a partitioned table only when it includes the
-        partition key; an unpartitioned table can always have one."""
-        return bool(table.unique) and (not table.partitioned or table.key in table.unique)
-
     def unique_index_name(self, stream: StreamPlan) -> str:
         """The staging table's unique index: named after the partition it becomes (names of
         indexes share the schema with tables, and a partition keeps its index's name)."""
@@ -97,7 +91,7 @@ class PostgresSql:
         tables = [{"name": t.table.name, "key": t.table.key, "partitioned": t.table.partitioned,
                    "columns": self.columns(t.table), "checks": self.length_checks(t.table),
                    "unique": list(t.table.unique),
-                   "unique_index": self.index_name(t.table.name) if self.parent_has_unique_index(t.table) else None}
+                   "unique_index": self.index_name(t.table.name) if t.table.unique else None}
                   for t in plan.tables]
         return self.render("setup.sql", tables=tables)
 
