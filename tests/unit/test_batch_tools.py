@@ -783,3 +783,31 @@ def test_check_says_a_batch_wider_than_the_dag_is_refused_as_the_run_would(tmp_p
     assert main(["check", "--batch", str(batch), "--spec", str(spec)]) == 0
     settings_file.write_text("SWITCHYARD_SPEC=tpch\nSWITCHYARD_STREAMS=1\n")
     assert main(["check", "--batch", str(batch), "--spec", str(spec)]) == 0
+
+
+def test_a_lookup_of_text_columns_without_its_header_is_named_when_its_code_is_like_the_next_keys(tmp_path):
+    """A table of text columns keyed by a code (`ADJ-001`): a line skipped as a header fits every
+    column as a name would, but a key field written as the codes of the records after it, with
+    digits, is a record: the producer left the header out, and the skip would drop it."""
+    spec = parse_spec({"name": "adj", "files": "{table}/{table}.{stream}.csv",
+                       "format": {"delimiter": ",", "trailing_delimiter": False, "quoting": "csv", "header_lines": 1},
+                       "tables": {"adjusters": {"partitioned": False, "key": "adjuster_id", "unique": True, "columns": [
+                           {"name": "adjuster_id", "type": "varchar(8)"}, {"name": "name", "type": "varchar(60)"},
+                           {"name": "region", "type": "char(2)", "nullable": True}]}}})
+    batch = tmp_path / "batch"
+    (batch / "adjusters").mkdir(parents=True)
+    path = batch / "adjusters" / "adjusters.1.csv"
+    path.write_bytes('"ADJ-001","Élodie","FR"\n"ADJ-002","健太","JP"\n"ADJ-003","Sam",\n'.encode())
+    refusal = (f"{path}: line 1: skipped as a header line (header_lines: 1), but it is a record of adjusters (column "
+               f"adjuster_id: 'ADJ-001', a code like the key of the records after it, 'ADJ-002', 'ADJ-003', not a "
+               f"name): the load would leave it out; write the file with its header line, or say `header_lines: 0`")
+    with pytest.raises(BatchError) as refused:
+        describe_batch(batch, spec)
+    assert str(refused.value).endswith(refusal), refused.value
+    # Headers pass: the spec's names, other names for them, and names shaped like no code.
+    for header in (b"adjuster_id,name,region\n", b"Adjuster ID,Name,Region\n", b"ADJ_ID,NAME,CC\n", b"id,who,cc\n"):
+        path.write_bytes(header + b'"ADJ-001","Elodie","FR"\n"ADJ-002","Kenta","JP"\n')
+        describe_batch(batch, spec)
+    # Codes without digits cannot be told from names: passes, as before.
+    path.write_bytes(b"FR,France,EU\nDE,Germany,EU\nJP,Japan,AS\n")
+    assert describe_batch(batch, spec)

@@ -13,6 +13,7 @@ import csv
 import functools
 import gzip
 import io
+import itertools
 import json
 import re
 import zlib
@@ -425,7 +426,67 @@ def header_record(path: Path, table: Table, head: list[bytes]) -> list[str]:
                     f"but it is a record of {table.name} (column {column.name}: {text!r}, a value of {typed}, not "
                     f"a name): the load would leave it out; write the file with its header line, or say "
                     f"`header_lines: {fmt.header_lines - 1}`"]
-    return []
+    return _coded_like_its_records(path, table, fields)
+
+
+# A text's shape: each run of capitals, small letters, digits or spaces as one mark, any other
+# character as itself (`ADJ-001` is `A-9`, `adjuster_id` `a_a`, `Adjuster ID` `Aa Aa`).
+def _shape(text: str) -> str:
+    marks = ("A" if ch.isupper() else "a" if ch.isalpha() else "9" if ch.isdigit() else " " if ch.isspace() else ch
+             for ch in text.strip())
+    return "".join(mark for mark, _ in itertools.groupby(marks))
+
+
+def _coded_like_its_records(path: Path, table: Table, fields: list[str]) -> list[str]:
+    """The line skipped as a header, in a table whose key is text (a lookup's code), when its key
+    field is a code written as the key of every record after it (the same shape, with digits:
+    `ADJ-001` before `ADJ-002`, `ADJ-003`) and none of its fields names a column of the spec:
+    the producer left the header out, and the skip would drop that record. A header's name for
+    the key has no digits in the shape of the codes (`adjuster_id`, `ADJ_ID`); a table whose key
+    has no digits (country codes) cannot tell, and passes."""
+    fmt = table.format
+    if table.key is None or table.key not in table.column_names:
+        return []
+    at = table.column_names.index(table.key)
+    spec_names = {_name(n) for n in table.column_names}
+    if at >= len(fields) or any(_name(f) in spec_names for f in fields):
+        return []
+    shape = _shape(fields[at])
+    if not any(ch == "9" for ch in shape):
+        return []
+    after = [r[at] for r in _records_after_header(path, table) if at < len(r)]
+    if len(after) < 2 or any(_shape(code) != shape for code in after):
+        return []
+    shown = ", ".join(repr(code) for code in after[:3])
+    return [f"{path}: line {fmt.header_lines}: skipped as a header line (header_lines: {fmt.header_lines}), but it "
+            f"is a record of {table.name} (column {table.key}: {fields[at]!r}, a code like the key of the records "
+            f"after it, {shown}, not a name): the load would leave it out; write the file with its header line, or "
+            f"say `header_lines: {fmt.header_lines - 1}`"]
+
+
+def _name(text: str) -> str:
+    """A column's name as a header may write it: letter case, spaces and underscores aside."""
+    return re.sub(r"[\s_]+", "", text).lower()
+
+
+def _records_after_header(path: Path, table: Table, count: int = 5) -> list[list[str]]:
+    """The fields of the first `count` records after the file's header lines, each record whole
+    ([] when the file cannot be read so)."""
+    fmt = table.format
+    out: list[list[str]] = []
+    try:
+        with _open_counted(path) as fh:
+            for number in range(1, fmt.header_lines + count + 1):
+                line = fh.readline(_HEADER_LINE_MAX)
+                if fmt.quoting == "csv" and number >= fmt.header_lines:
+                    line = _whole_record(fh, line)
+                if not line.endswith(b"\n"):
+                    break       # the file's end, or a line too long to read here
+                if number > fmt.header_lines:
+                    out.append(_line_fields(line, fmt))
+    except (BatchError, OSError, EOFError):
+        return []
+    return out
 
 
 def header_order(path: Path, table: Table, head: list[bytes]) -> list[str]:
