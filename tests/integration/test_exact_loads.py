@@ -459,13 +459,14 @@ def _instant(text: str) -> tuple:
 TIMES = {"timestamp": ["2026-03-01 10:00:00.123456", "2026-03-01 10:00:00.1234567", "2026-03-01 23:59:60",
                        "2026-03-01 24:00:00", "2026-03-01T23:59:59.9999995", "2026-03-01 10:00:00+02",
                        "2026-03-01T10:00:00Z", "2026-03-01 10:00:00 -05:30", "2026-03-01 10:00:00 UTC",
-                       "2026-03-01 10:00:00 Europe/Paris", "2026-03-01 10:00:00 BC", "infinity", "now",
+                       "2026-03-01 10:00:00 Europe/Paris", "2026-03-01 10:00:00 BC", "infinity", "now", "epoch",
+                       "J2461011 10:00", "26-12-05 10:00:00",
                        "2026-03-01 10:00:00-8", "2026-03-01 10:00:00+01:00:00"],
          "timestamp(3)": ["2026-03-01 10:00:00.1230", "2026-03-01 10:00:00.1234", "2026-03-01 10:00:00.9995",
                           "2026-03-01 10:00:00.123000", "2026-03-01T10:00", "2026-03-01 23:59:59.999"],
          "timestamp(0)": ["2026-03-01 10:00:00", "2026-03-01 10:00:00.5"],
          "date": ["2026-03-01", "2026-03-01 00:00:00", "2026-03-01T00:00", "2026-03-01 10:11:12", "2026-03-01 UTC", "today", "yesterday",
-                  "-infinity"],
+                  "-infinity", "epoch", "J2461011", "26-12-05", "261205", "5-Dec-26"],
          "time": ["10:00:00.123456", "10:00:00.1234567", "10:00:60", "10:00:00+02", "10:00:00 UTC"],
          "time(2)": ["10:00:00.12", "10:00:00.125"],
          "time(0)": ["10:00:00", "2026-03-01 10:00:00.7"]}
@@ -480,6 +481,7 @@ def test_the_field_check_refuses_exactly_the_times_the_server_would_change(pg_ur
     from switchyard.core.fields import field_check, kept_pattern
     check, kept = field_check(sql_type), re.compile(kept_pattern(sql_type))
     with psycopg.connect(pg_uri, autocommit=True) as conn:
+        conn.execute("SET DateStyle = 'ISO, YMD'")      # as the loads read dates
         for text in TIMES[sql_type]:
             stored = conn.execute(f"SELECT %s::{sql_type}::text", (text,)).fetchone()[0]
             assert (check(text) is None) == (_instant(stored) == _instant(text)), (text, stored, check(text))
@@ -596,6 +598,46 @@ def test_the_check_refuses_exactly_the_csv_line_ends_and_quoted_markers_the_serv
             conn.execute("TRUNCATE t")
             write_manifest(folder, describe_batch(folder, spec))
             assert bool(check_batch(folder, spec)) == refused, (body, check_batch(folder, spec))
+
+
+ODD_FIELDS = [b'1,"",,x\n', b'1,,"",x\n', b"1,,\xd9\xa1\xd9\xa2,x\n", b"\xd9\xa1,,,x\n", b"1,,,a\x00b\n",
+              b"1,2026-03-01,12.50,x\n", b'1,,,""\n', b"1,,,\n", b'1,"2026-03-01","12.50","x"\n']
+
+
+def test_the_check_refuses_exactly_the_odd_fields_the_servers_copy_refuses(pg_uri, tmp_path):
+    """Each record through COPY's CSV reader, as the load reads it: a quoted empty field (a value,
+    never NULL) in a date or a number column, another script's digits (`١٢`) in a number, a NUL
+    byte in text. The check refuses exactly those the server refuses, before any load."""
+    from switchyard.core.batch import check_batch, describe_batch, write_manifest
+    from switchyard.core.spec import parse_spec
+    spec = parse_spec({"name": "odd", "files": "{table}/{table}.{stream}.csv", "tables": {"t": {
+        "partitioned": False, "columns": [{"name": "a", "type": "integer"},
+                                          {"name": "d", "type": "date", "nullable": True},
+                                          {"name": "n", "type": "numeric(12,2)", "nullable": True},
+                                          {"name": "note", "type": "varchar(20)", "nullable": True}]}},
+        "format": {"delimiter": ",", "trailing_delimiter": False, "quoting": "csv", "null_marker": ""}})
+    with psycopg.connect(pg_uri, autocommit=True) as conn:
+        conn.execute("SET DateStyle = 'ISO, YMD'")      # as the loads read dates
+        conn.execute("CREATE TEMP TABLE t (a integer NOT NULL, d date, n numeric(12,2), note varchar(20))")
+        said = []
+        for i, body in enumerate(ODD_FIELDS):
+            folder = tmp_path / str(i)
+            (folder / "t").mkdir(parents=True)
+            (folder / "t" / "t.1.csv").write_bytes(body)
+            try:
+                with conn.cursor().copy("COPY t FROM STDIN (FORMAT csv, FORCE_NOT_NULL (a))") as copy:
+                    copy.write(body)
+                refused = False
+            except psycopg.errors.DataError:
+                refused = True
+            conn.execute("TRUNCATE t")
+            (folder / "manifest.json").write_text(json.dumps({
+                "format": "switchyard-manifest/1", "spec": "odd", "streams": 1, "files": [
+                    {"table": "t", "stream": 1, "file": "t/t.1.csv", "bytes": len(body), "rows": 1}]}))
+            assert bool(check_batch(folder, spec)) == refused, (body, refused, check_batch(folder, spec))
+            said.append(refused)
+    # The first five are odd fields the server refuses; a quoted empty text is a value, NULLs pass.
+    assert said == [True] * 5 + [False] * 4, said
 
 
 def _staged(uri: str, schema: str, spec, batch: Path, table: str, stream: int = 1):

@@ -252,7 +252,9 @@ def test_check_refuses_a_time_finer_than_its_column_keeps_and_a_dates_time_of_da
           ("timestamp", "1 Jan 2026 10:00"),       # another form than ISO 8601: the server decides
           ("timestamp", "2026-01-01 10:00:00 BC"), ("date", "infinity"),   # an era and a value, not a zone or a word
           # halves of the day and midnight's word: other forms than ISO 8601, not zones (the server decides)
-          ("timestamp", "2026-03-01 10:00:00 pm"), ("time", "10:00 AM"), ("timestamp", "2026-03-01 allballs")]
+          ("timestamp", "2026-03-01 10:00:00 pm"), ("time", "10:00 AM"), ("timestamp", "2026-03-01 allballs"),
+          # Other forms with the year in full: the server reads them year first, or refuses them.
+          ("date", "Dec 5 2026"), ("date", "20261205"), ("date", "2026/12/05"), ("date", "infinity")]
     for sql_type, text in ok:
         assert field_check(sql_type)(text) is None, (sql_type, text)
     refused = [
@@ -271,7 +273,14 @@ def test_check_refuses_a_time_finer_than_its_column_keeps_and_a_dates_time_of_da
         ("datetime2(3)", "2026-01-01 10:00:00.123 +05:30", "a time zone (+05:30): datetime2(3) keeps none"),
         ("time", "10:00 CET", "a time zone (CET): time keeps none"),
         ("date", "2026-01-01-05", "a time zone (-05): date keeps none"),
-        ("timestamp", " Now ", "a word PostgreSQL reads as the load's own date or time")]
+        ("timestamp", " Now ", "a word PostgreSQL reads as the load's own date or time"),
+        ("date", "epoch", "a word PostgreSQL reads as 1970-01-01 00:00:00"),
+        ("timestamp", "J2461011 10:00", "a Julian day"),
+        ("date", "26-12-05", "no year of four digits: the server would guess the century"),
+        ("date", "5-Dec-26", "no year of four digits"), ("timestamp", "261205 10:00", "no year of four digits"),
+        ("date", "", "an empty field, not a value of date"), ("time", " ", "an empty field, not a value of time"),
+        ("integer", "١٢", "not an integer"), ("numeric(10,2)", "١٢", "not a decimal number"),
+        ("real", "١٢", "not a number"), ("date", "٢٠٢٦-٠١-٠١", "no year of four digits")]
     for sql_type, text, why in refused:
         assert why in (field_check(sql_type)(text) or ""), (sql_type, text, field_check(sql_type)(text))
     # A type for every target keeps microseconds at most: the target that keeps fewest decides.

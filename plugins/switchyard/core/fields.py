@@ -23,10 +23,12 @@ from typing import Callable, Sequence
 
 from switchyard.core.spec import NEUTRAL, Table
 
-_INTEGER = re.compile(r"^[+-]?\d+$")
-_NUMBER = re.compile(r"^[+-]?(\d*)(?:\.(\d*))?(?:[eE][+-]?\d+)?$")
-_ISO_DAY = re.compile(r"^(\d{4})-(\d{2})-(\d{2})(?:[T ](\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?))?$")
-_ISO_TIME = re.compile(r"^(\d{2}):(\d{2})(?::(\d{2})(?:\.(\d+))?)?$")
+# ASCII digits only (re.ASCII): Python reads other scripts' digits (`١٢`) as numbers, the servers
+# refuse them at the load.
+_INTEGER = re.compile(r"^[+-]?\d+$", re.ASCII)
+_NUMBER = re.compile(r"^[+-]?(\d*)(?:\.(\d*))?(?:[eE][+-]?\d+)?$", re.ASCII)
+_ISO_DAY = re.compile(r"^(\d{4})-(\d{2})-(\d{2})(?:[T ](\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?))?$", re.ASCII)
+_ISO_TIME = re.compile(r"^(\d{2}):(\d{2})(?::(\d{2})(?:\.(\d+))?)?$", re.ASCII)
 # An ISO 8601 date, timestamp or time of day followed by a time zone: an offset (Z, +02, -0530,
 # +05:30) or a zone's name or abbreviation (UTC, CET, Europe/Paris). AD and BC are eras, AM and
 # PM halves of the day (`10:00 pm` is 22:00 on both servers), `allballs` PostgreSQL's word for
@@ -37,6 +39,12 @@ _ZONED = re.compile(r"^(\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?
 # Words PostgreSQL reads as the time of the statement that reads them: a row would hold when it
 # was loaded (and a rerun another value), not a value of the file.
 _LOAD_TIME = {"now", "today", "tomorrow", "yesterday"}
+# Dates PostgreSQL reads in forms of its own, as a date the file does not write: `epoch`
+# (1970-01-01 00:00:00), a Julian day (`J2461011`), a year of two digits (`26-12-05` is
+# 2026-12-05 by a guess of the century, `261205` too). SQL Server refuses each of them.
+_EPOCH = "epoch"
+_JULIAN = re.compile(r"^j\s*\d", re.IGNORECASE | re.ASCII)
+_FULL_YEAR = re.compile(r"(?<!\d)(\d{4}|\d{8})(?!\d)", re.ASCII)
 _TYPE = re.compile(r"^\s*([a-z][a-z0-9 ]*?)\s*(?:\(\s*(max|\d+)\s*(?:,\s*(\d+)\s*)?\))?\s*$")
 _INT_BITS = {"smallint": 16, "int2": 16, "integer": 32, "int": 32, "int4": 32, "bigint": 64, "int8": 64}
 _DECIMAL = {"numeric", "decimal", "dec"}
@@ -224,6 +232,8 @@ def _full_check(sql_type: str, base: str, size: str | None, scale: str | None, n
         return boolean
     if base in _FLOAT:
         def floating(text: str) -> str | None:
+            if not text.isascii():
+                return f"not a number ({sql_type})"     # Python reads other scripts' digits
             try:
                 float(text)
             except ValueError:
@@ -290,6 +300,14 @@ def _when(sql_type: str, base: str, size: str | None, neutral: bool) -> Check:
         if field.lower() in _LOAD_TIME:
             return ("a word PostgreSQL reads as the load's own date or time: the row would hold when it was "
                     "loaded, not a value of the file")
+        if not field:
+            # Unquoted, the format's NULL marker where the column allows NULL; quoted, or in a
+            # NOT NULL column, an empty string, which no date or time type reads.
+            return f"an empty field, not a value of {sql_type}"
+        if base not in _TIMES:
+            forms = _date_form_problem(field)
+            if forms:
+                return forms
         if base in _TIMES:
             if _ISO_DAY.match(field):
                 # PostgreSQL reads a time of day after a date and ignores the date ("you can also
@@ -305,6 +323,22 @@ def _when(sql_type: str, base: str, size: str | None, neutral: bool) -> Check:
             return f"not a date ({exc})"
         return None if d.group(4) is None else _clock_problem(d.group(4), sql_type, base, kept, named)
     return when
+
+
+def _date_form_problem(field: str) -> str | None:
+    """A date PostgreSQL reads in a form of its own (_EPOCH, _JULIAN, a year of two digits), as
+    another value than the file writes; None for any other field (ISO 8601, a month's name with
+    the year in full, or one the server refuses)."""
+    if field.lower() == _EPOCH:
+        return ("a word PostgreSQL reads as 1970-01-01 00:00:00, not a date written in the file "
+                "(SQL Server refuses it); write the date itself, or leave the field empty for NULL")
+    if _JULIAN.match(field):
+        return ("a Julian day, which PostgreSQL reads as a date the file does not write (SQL Server refuses it); "
+                "write the date as YYYY-MM-DD")
+    if any(ch.isdigit() for ch in field) and not _FULL_YEAR.search(field):
+        return ("no year of four digits: the server would guess the century (26-12-05 is read as 2026-12-05) "
+                "or the order of the parts; write the date as YYYY-MM-DD")
+    return None
 
 
 def _clock_problem(clock: str, sql_type: str, base: str, kept: int, named: str) -> str | None:
@@ -416,10 +450,17 @@ class RecordCheck:
                 out.append(f"column {name}: bytes that are not {self.table.format.encoding}: "
                            f"{text.encode('utf-8', 'surrogateescape')!r}")
                 continue
+            if "\x00" in text and any(target in (NEUTRAL, "postgres") for target, _ in checks):
+                # PostgreSQL's text types hold no NUL character: its COPY refuses the record.
+                out.append(f"column {name}: a NUL byte (0x00) at character {text.index(chr(0)) + 1}, which "
+                           f"PostgreSQL does not store in text")
+                continue
             for _, check in checks:
                 why = check(text) if check is not None else None
                 if why:
-                    out.append(f"column {name}: {text!r}: {why}")
+                    # The NULL marker quoted: the server's CSV reader takes it for a value.
+                    quoted = " (quoted, so a value, never NULL)" if nullable and text == self.marker else ""
+                    out.append(f"column {name}: {text!r}: {why}{quoted}")
                     break
         return out
 
