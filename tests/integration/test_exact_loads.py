@@ -22,7 +22,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from helpers import publish
+from helpers import load_through_steps, publish
 from switchyard.core.batch import BatchError, count_file, describe_batch, manifest_for, read_manifest, write_manifest
 from switchyard.core.planner import plan_batch
 from switchyard.core.spec import SpecError, parse_spec
@@ -664,6 +664,29 @@ def _lookup_batch(tmp_path: Path, name: str, data: bytes, **fmt):
     (batch / "stations" / "stations.1.csv").write_bytes(data)
     write_manifest(batch, manifest_for(batch, spec, 1))
     return batch, spec
+
+
+def test_an_empty_lookup_is_refused_while_the_table_holds_rows_and_loaded_once_it_was_emptied(pg_uri, schema,
+                                                                                             tmp_path):
+    """A lookup's batch whose file has its header only: loading it would empty the table, which a
+    producer's empty file by mistake must not do, so the batch is refused before any load while the
+    table holds rows. Emptied on purpose (the refusal's way on), the same batch loads: the table
+    stays empty and holds that batch, as its control row says."""
+    full, spec = _lookup_batch(tmp_path, "full", b"code,name\nST001,Main street\nST002,Harbour\n", header_lines=1)
+    load_through_steps(pg_uri, schema, spec, full, "full")
+    empty, _ = _lookup_batch(tmp_path, "empty", b"code,name\n", header_lines=1)
+    with pytest.raises(TargetError) as refused:
+        load_through_steps(pg_uri, schema, spec, empty, "empty")
+    assert (f"{schema}.stations: its one stream is empty in this batch (0 rows); loading it would empty the table. "
+            f"If that is meant, truncate the table yourself") in str(refused.value), str(refused.value)
+    with psycopg.connect(pg_uri, autocommit=True) as conn:
+        assert conn.execute(f'SELECT count(*) FROM "{schema}".stations').fetchone()[0] == 2
+        conn.execute(f'TRUNCATE "{schema}".stations')
+    load_through_steps(pg_uri, schema, spec, empty, "empty")
+    with psycopg.connect(pg_uri, autocommit=True) as conn:
+        assert conn.execute(f'SELECT count(*) FROM "{schema}".stations').fetchone()[0] == 0
+        assert conn.execute("SELECT batch FROM switchyard.partition_batches WHERE target_schema = %s AND "
+                            "table_name = 'stations'", (schema,)).fetchall() == [("empty",)]
 
 
 def test_a_byte_order_mark_the_load_would_keep_refuses_the_batch_before_any_load(pg_uri, schema, tmp_path):

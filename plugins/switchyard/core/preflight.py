@@ -94,15 +94,17 @@ def batch_order(partitions: Iterable[Partition]) -> list[str]:
 
 
 def check_table(table: Table, streams: list[StreamPlan], batch: str, existing: list[Partition] | None,
-                where: str, kind: str = "integer", key_type: str | None = None) -> TableCheck:
+                where: str, kind: str = "integer", key_type: str | None = None,
+                holds_rows: bool = True) -> TableCheck:
     """What this batch's commit does to `table` (`where`: schema.table, for messages), or why not.
 
     `existing` is None when the target table does not exist yet (setup creates it); `key_type`
-    is the key's SQL type (a timestamp(p) key's unit is 10^(6-p) microseconds)."""
+    is the key's SQL type (a timestamp(p) key's unit is 10^(6-p) microseconds); `holds_rows`,
+    whether an unpartitioned table holds rows (asked only where its stream is empty)."""
     check = TableCheck(table=table.name, mode=table.mode, batch=batch, exists=existing is not None)
     loaded = [s for s in streams if not s.empty]
     if not table.partitioned:
-        check.problems += emptied_whole(table, streams, where) if existing is not None else []
+        check.problems += emptied_whole(table, streams, where, holds_rows) if existing is not None else []
         check.notes.append(f"{where}: unpartitioned, replaced whole by its one stream")
         return check
     if existing is None:
@@ -208,10 +210,12 @@ def newer_in_place(table: Table, batch: str, in_place: Iterable[str], where: str
             f"(the tables param); to put it back on purpose, run with replace_newer: true"], []
 
 
-def emptied_whole(table: Table, streams: list[StreamPlan], where: str) -> list[str]:
-    """An existing unpartitioned table whose one stream has no rows: loading it would empty the
-    table, which a producer's empty file by mistake must not do in silence."""
-    if any(s.rows == 0 for s in streams):
+def emptied_whole(table: Table, streams: list[StreamPlan], where: str, holds_rows: bool = True) -> list[str]:
+    """An existing unpartitioned table that holds rows, whose one stream has none: loading it
+    would empty the table, which a producer's empty file by mistake must not do in silence. A
+    table emptied on purpose (the refusal's way on) takes the empty batch: it stays empty, and the
+    batch is recorded as the one it holds."""
+    if holds_rows and any(s.rows == 0 for s in streams):
         return [f"{where}: its one stream is empty in this batch (0 rows); loading it would empty the table. If "
                 f"that is meant, truncate the table yourself; otherwise leave it out of this run (the tables "
                 f"param) or check the producer's manifest"]

@@ -94,6 +94,8 @@ class TargetTable:
     inexact_boundaries: list[str] = field(default_factory=list)
     # The batches the control table records in the table (a whole table's: one).
     batches: list[str] = field(default_factory=list)
+    # The table's rows (its heap or clustered index's partitions); None where not read.
+    rows: int | None = None
 
     @property
     def checks(self) -> list[Dependency]:
@@ -152,6 +154,9 @@ def target_from_catalog(key: KeyType | None, table_rows: Sequence[tuple], bounda
     t.function_schemes = [str(n) for n in function_schemes]
     t.indexes = _indexes(index_rows)
     t.batches = sorted({str(batch) for *_, batch in batch_rows})
+    # The table's rows, by its heap or clustered index (sys.partitions.rows, which the docs call
+    # approximate: exact for a table no transaction is writing, as under the run lease).
+    t.rows = sum(int(r[3]) for r in partition_rows if int(r[0]) in (0, 1))
     if not t.partitioned or key is None:  # key None: shape_problems refuses a partitioned target
         return t
     t.boundaries = [key.value(b) for _, b in sorted(boundary_rows)]

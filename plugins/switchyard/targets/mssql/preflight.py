@@ -185,7 +185,7 @@ class MssqlPreflight:
             if found:
                 continue
             if not table.partitioned:
-                problems += emptied_whole(table, table_plan.streams, where)
+                problems += emptied_whole(table, table_plan.streams, where, holds_rows=target.rows != 0)
                 continue
             streams = self.incoming(table_plan)
             if not streams:

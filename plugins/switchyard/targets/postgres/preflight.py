@@ -95,8 +95,10 @@ class PostgresPreflight:
             problems += self._unwritable_partitions(existing or [], where)
             if shape is not None and existing is None:
                 existing = []  # the table is there (an unpartitioned one has no partitions)
+            emptied = shape is not None and not shape["partitioned"] and any(s.rows == 0 for s in table_plan.streams)
             check = check_table(table, list(table_plan.streams), self.lease_batch or "", existing, where,
-                                kind=self.key_kind(table), key_type=self.key_type(table.name))
+                                kind=self.key_kind(table), key_type=self.key_type(table.name),
+                                holds_rows=not emptied or self._holds_rows(cur, table.name))
             if shape is not None:
                 # A partition's batch came with it; an unpartitioned table's is the control table's one row.
                 in_place = ([p.batch for p in existing] if shape["partitioned"]
@@ -223,6 +225,11 @@ class PostgresPreflight:
             out.append(Partition(name=name, lower=parse_bound_value(found[1], kind),
                                  upper=parse_bound_value(found[2], kind), batch=recorded.get(name), schema=nsp))
         return out
+
+    def _holds_rows(self, cur, table: str) -> bool:
+        """Whether the table holds a row: one row read, under the run lease (no other run writes it)."""
+        cur.execute(f"SELECT EXISTS (SELECT 1 FROM {self.qualified(self.schema, table)})")
+        return bool(cur.fetchone()[0])
 
     def _recorded_batches(self, cur, table: str) -> dict[str, str]:
         cur.execute("SELECT to_regclass(%s) IS NOT NULL", (self.qualified(self.control_schema, "partition_batches"),))

@@ -40,14 +40,15 @@ def adapter(spec=BATCH_SPEC, batch="2026-04-05", run="switchyard_tpch/run-2", **
     return MssqlAdapter(spec, base_port=2000, port_count=4, lease_holder=run, lease_batch=batch, **options)
 
 
-def batch_plan(spec=BATCH_SPEC, orders=even(4), lineitem=even(2, 8001, 2000), rows=100):
+def batch_plan(spec=BATCH_SPEC, orders=even(4), lineitem=even(2, 8001, 2000), rows=100, nation_rows=25):
     """orders, lineitem and nation of one batch: orders and lineitem in `orders` / `lineitem` key
-    ranges, nation in one stream of 25 rows."""
+    ranges, nation in one stream of `nation_rows` rows."""
     entries = [ManifestEntry("orders", k, f"orders/orders.{k}.tbl", 10_000, rows, lo, hi)
                for k, (lo, hi) in enumerate(orders, start=1)]
     entries += [ManifestEntry("lineitem", k, f"lineitem/lineitem.{k}.tbl", 40_000, rows * 4, lo, hi)
                 for k, (lo, hi) in enumerate(lineitem, start=1)]
-    entries.append(ManifestEntry("nation", 1, "nation/nation.1.tbl", 2_224, 25, 0, 24))
+    entries.append(ManifestEntry("nation", 1, "nation/nation.1.tbl", 2_224 if nation_rows else 0, nation_rows,
+                                 0 if nation_rows else None, nation_rows - 1 if nation_rows else None))
     manifest = Manifest(spec="tpch", streams=max(len(orders), len(lineitem)), entries=tuple(entries))
     return plan_batch(spec, manifest, list(TABLES))
 
@@ -77,13 +78,15 @@ class BatchSession:
     times the publish's transaction fails with SQL Server's lock time-out (1222) first."""
 
     def __init__(self, a: MssqlAdapter, layouts: dict, lock_timeouts: int = 0, dependencies: dict | None = None,
-                 absent: tuple[str, ...] = (), table_rows: dict | None = None):
+                 absent: tuple[str, ...] = (), table_rows: dict | None = None, lookup_rows: int = 25):
         self.a = a
         # catalog_dependencies.sql's rows (kind, name, detail, flag) per table; none unless scripted.
         self.dependencies = dependencies or {}
         # Tables not in the database yet (`absent`), and catalog_table.sql's row written by hand
         # for others (`table_rows`, e.g. a table partitioned where the spec loads it whole).
         self.absent, self.table_rows = set(absent), table_rows or {}
+        # The rows an unpartitioned table holds (its heap's one partition in sys.partitions).
+        self.lookup_rows = lookup_rows
         # The catalog's queries are one text for every table but the boundaries' (in the key's type).
         names = [t.name for t in a.spec.tables]
         self.sql = a.catalog_sql("orders" if "orders" in names else names[0])
@@ -121,6 +124,7 @@ class BatchSession:
             return [self.table_rows[name]]
         if not spec_table.partitioned:
             return {"table": [("FG", "PRIMARY", None, None, None, None, None, None, None, None, None)],
+                    "partitions": [(0, None, 1, self.lookup_rows, "NONE", "PRIMARY")],
                     "columns": column_rows(spec_table),
                     "dependencies": self.dependencies.get(name, [])}.get(kind, [])
         parts = sorted(self.layouts[name], key=lambda p: p.number)
@@ -289,6 +293,34 @@ def test_an_unpartitioned_table_that_truncate_would_refuse_is_refused_at_the_pre
         a.preflight(session, batch_plan())
     assert refused.value.permanent and expected in str(refused.value), str(refused.value)
     assert "tpch.orders" not in str(refused.value) and "tpch.lineitem" not in str(refused.value)
+
+
+def test_an_empty_lookup_is_refused_while_the_table_holds_rows_and_taken_once_it_was_emptied():
+    """SCRIPTED: nation's one stream has no rows in this batch: loading it would empty the table,
+    which holds 25 rows (sys.partitions): refused before any load, naming the way on. The table
+    emptied on purpose (the refusal's way on), the same batch passes the pre-flight, and its
+    publish replaces the table with its stream's 0 rows, checked against the manifest."""
+    layouts = {"orders": layout_of({"2026-04-04": even(8)}), "lineitem": layout_of({"2026-04-04": even(2, 6001, 2000)})}
+    plan = batch_plan(nation_rows=0)
+    a = adapter()
+    with pytest.raises(TargetError) as refused:
+        a.preflight(BatchSession(a, layouts), plan)
+    assert ("tpch.nation: its one stream is empty in this batch (0 rows); loading it would empty the table. If that "
+            "is meant, truncate the table yourself") in str(refused.value), str(refused.value)
+    emptied = BatchSession(a, layouts, lookup_rows=0)
+    a.preflight(emptied, plan)
+    scripted(a, emptied)
+    for name in ("lineitem", "orders"):
+        assert a._plan_table(emptied, plan.table(name)) == []
+    for s in plan.all_streams():
+        if s.partitioned:
+            a._stage(s)
+        else:
+            emptied.staging.add(s.staging_table)       # loaded (0 rows) and validated
+            a.execute(a.switch_sql(s, replace_existing=True), s.stream)
+    assert a.publish_batch(streams_of(plan))["by_table"]["nation"] == {"table_switched": True, "rows": 0}
+    (text,) = emptied.publishes
+    assert "TRUNCATE TABLE [tpch].[nation]" in text and "IF @@ROWCOUNT <> 0 THROW 51012" in text
 
 
 # --- the publish ----------------------------------------------------------------------------------
