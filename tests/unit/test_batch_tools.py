@@ -820,3 +820,25 @@ def test_a_lookup_of_text_columns_without_its_header_is_named_when_its_code_is_l
     # Codes without digits cannot be told from names: passes, as before.
     path.write_bytes(b"FR,France,EU\nDE,Germany,EU\nJP,Japan,AS\n")
     assert describe_batch(batch, spec)
+
+
+@pytest.mark.parametrize("quoting", ["csv", "none"])
+def test_a_blank_line_is_refused_by_the_manifest_as_by_the_check(tmp_path, quoting):
+    """A blank line is no record of a table of several columns (the load refuses it): `switchyard
+    manifest` refuses the file as `switchyard check` does, instead of counting it as a row."""
+    def spec(columns):
+        return parse_spec({"name": "b", "files": "{table}/{table}.{stream}.csv",
+                           "format": {"delimiter": ",", "trailing_delimiter": False, "quoting": quoting},
+                           "tables": {"t": {"partitioned": False, "columns": [
+                               {"name": f"c{i}", "type": "varchar(8)", "nullable": True} for i in range(columns)]}}})
+    batch = tmp_path / "batch"
+    (batch / "t").mkdir(parents=True)
+    path = batch / "t" / "t.1.csv"
+    path.write_bytes(b"a,b\nc,d\n\n")
+    with pytest.raises(BatchError) as refused:
+        describe_batch(batch, spec(2))
+    assert str(refused.value).endswith(f"{path}: line 3: a blank line, no record of the table's 2 columns: the load "
+                                       f"would refuse it; write the file without it"), refused.value
+    # In a table of one column an empty line is a record (an empty field): counted, as before.
+    path.write_bytes(b"a\nc\n\n")
+    assert describe_batch(batch, spec(1)).entries[0].rows == 3

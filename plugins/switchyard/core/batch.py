@@ -859,14 +859,16 @@ def _quoted_records(fh, fmt: FileFormat) -> Iterable[tuple[int, list[str], str |
 
 
 def scan_file(path: Path, fmt: FileFormat, key: str | None = None, key_index: int = 0,
-              kind: str | None = None, record_check=None, repeated: "RepeatedKeys | None" = None) -> FileScan:
+              kind: str | None = None, record_check=None, repeated: "RepeatedKeys | None" = None,
+              columns: int = 0) -> FileScan:
     """Bytes, rows and the smallest and largest key of a stream file, every record read (the key
     column `key`, at `key_index`, read as `kind`; no keys without a kind). A key that does not
     read as its kind raises BatchError naming the file, the line and the column. With
     `record_check` (core.fields.RecordCheck), every field is checked against its column's type,
     and such a key is one more of the file's problems (`bad_fields`), outside its key range;
     with `repeated`, every record's values of the table's unique columns are kept to find those
-    another record holds too."""
+    another record holds too. Without `record_check`, a blank line in a table of `columns` > 1
+    raises BatchError: no record of the table, the load would refuse it (a manifest counted it)."""
     size = path.stat().st_size
     rows = 0
     low = high = None
@@ -881,6 +883,9 @@ def scan_file(path: Path, fmt: FileFormat, key: str | None = None, key_index: in
             found = []
             if record_check is not None:
                 found = ([wrong_end] if wrong_end else []) + record_check.problems(fields)
+            elif columns > 1 and kind is None and list(fields) in ([], [""]):   # a key read says it itself
+                raise BatchError(f"{path}: line {line}: a blank line, no record of the table's {columns} columns: "
+                                 f"the load would refuse it; write the file without it")
             if repeated is not None:
                 repeated.see(line, fields)
             if kind is not None:
@@ -1024,7 +1029,7 @@ def describe_batch(batch_dir: Path, spec: LoadSpec, tables: Iterable[str] | None
             # A manifest is not written for a file that a run would refuse for its start.
             problems += start_problems(batch_dir / rel, table)
             try:
-                scan = scan_file(batch_dir / rel, table.format, table.key, index, kind)
+                scan = scan_file(batch_dir / rel, table.format, table.key, index, kind, columns=len(table.columns))
             except BatchError as exc:
                 problems.append(str(exc))
                 continue
