@@ -463,6 +463,25 @@ def test_what_setup_did_to_the_target_is_in_the_report_and_the_run_note(tmp_path
     assert 'id="preflight"' not in plain
 
 
+def test_the_note_counts_the_time_some_load_ran_not_the_time_between_a_run_and_a_load_run_again():
+    """A group cleared after a fix, its load run again 100 s after the others: the note's figure is
+    the time some load was copying, with the span from the first load's start to the last's end
+    beside it; loads that overlap are counted once."""
+    from switchyard.airflow.run_notes import run_note
+    plan = {"batch": "b", "tables": ["orders"]}
+    overlapping = {f"orders_{k}": group("orders", k, start=k * 0.5, seconds=2.0, nbytes=4_200_000, rows=37_500)
+                   for k in (1, 2)}
+    stats = assemble(plan, overlapping, context())
+    assert stats["loading_seconds"] == pytest.approx(2.5) == stats["makespan_seconds"]
+    assert "2/2 groups switched in 2.5 s of loading." in run_note(stats, "success", "Switchyard: batch b", "/r")
+    later = dict(overlapping, orders_2=group("orders", 2, start=100.0, seconds=1.0, nbytes=4_200_000, rows=37_500))
+    stats = assemble(plan, later, context())
+    assert stats["loading_seconds"] == pytest.approx(3.0) and stats["makespan_seconds"] == pytest.approx(100.5)
+    note = run_note(stats, "success", "Switchyard: batch b", "/r")
+    assert ("2/2 groups switched in 3.0 s of loading (100.5 s from the first load's start to the last's end)."
+            in note), note
+
+
 def test_the_headline_leaves_skipped_groups_out_and_names_the_held_back_apart(tmp_path):
     """A group that skipped (a stream the batch does not have) did not fail: a run that switched
     every other group leads with `all ... switched`, not FAILED naming the skipped group; a failed

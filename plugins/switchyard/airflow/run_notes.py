@@ -63,6 +63,12 @@ def run_note(stats: dict | None, state: str, title: str, report: str, held_off: 
     if stats:
         tot = stats["totals"]
         span = stats.get("makespan_seconds")
+        loading = stats.get("loading_seconds")
+        if loading is not None and span and span - loading > 1:
+            # A load run again later (a cleared group): the span holds the time between.
+            span_said = f" in {loading:,.1f} s of loading ({span:,.1f} s from the first load's start to the last's end)"
+        else:
+            span_said = f" in {span:,.1f} s of loading" if span else ""
         groups = stats.get("groups") or []
         skipped = sum(1 for g in groups if g.get("outcome") == "skipped")
         # A skipped group of a table that loaded is a stream the batch does not have.
@@ -84,7 +90,7 @@ def run_note(stats: dict | None, state: str, title: str, report: str, held_off: 
                         f"{sum(g.get('bytes') or 0 for g in held) / 1e6:,.1f} MB more loaded and validated, "
                         f"held back)" if held else "")
                      + f", {tot['switched']}/{tot['groups'] - skipped} groups switched"
-                     + (f" in {span:,.1f} s of loading" if span else "")
+                     + span_said
                      + (f" ({skipped} skipped: {', '.join(why)})" if skipped else "") + ".")
         if stats.get("plan_error"):
             lines.append(f"Refused before any load, nothing changed: {_cut(_said(stats['plan_error']))}")

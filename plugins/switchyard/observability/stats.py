@@ -315,6 +315,18 @@ def not_loaded(plan: dict, records: list[dict]) -> list[str]:
     return out
 
 
+def _covered(spans: list[tuple[datetime, datetime]]) -> float | None:
+    """Seconds covered by at least one of `spans` (start, end); None for none."""
+    if not spans:
+        return None
+    total, (start, end) = 0.0, sorted(spans)[0]
+    for s, e in sorted(spans)[1:]:
+        if s > end:
+            total, start = total + (end - start).total_seconds(), s
+        end = max(end, e)
+    return total + (end - start).total_seconds()
+
+
 def assemble(plan: dict, groups: dict[str, dict], context: Any, server: dict | None = None,
              published: set[str] | None = None, in_already: set[str] = frozenset()) -> dict:
     """The run's statistics; `server` holds what the target saw over the run (SQL Server: the
@@ -334,6 +346,9 @@ def assemble(plan: dict, groups: dict[str, dict], context: Any, server: dict | N
     starts = [r["started"] for r in records if r["started"]]
     ends = [r["ended"] for r in records if r["ended"]]
     makespan = (_ts(max(ends)) - _ts(min(starts))).total_seconds() if starts and ends else None
+    # The time some load was copying: the makespan without the time between a run's loads and a
+    # load run again later on its own (a group cleared after a fix, minutes or hours after).
+    loading = _covered([(_ts(r["started"]), _ts(r["ended"])) for r in records if r["started"] and r["ended"]])
     # The groups' steps, first prepare to last switch: the span of the report's Gantt chart.
     spans = [(_ts(s["started"]), _ts(s["ended"])) for r in records for s in (r.get("steps") or {}).values()
              if s.get("started") and s.get("ended")]
@@ -353,6 +368,7 @@ def assemble(plan: dict, groups: dict[str, dict], context: Any, server: dict | N
         "preflight": list(plan.get("preflight") or []),
         "generated_at": datetime.now().astimezone().isoformat(timespec="seconds"),
         "makespan_seconds": round(makespan, 3) if makespan is not None else None,
+        "loading_seconds": round(loading, 3) if loading is not None else None,
         "steps_seconds": round(steps_seconds, 3) if steps_seconds is not None else None,
         "totals": {"rows": total_rows, "bytes": total_bytes, "groups": len(records),
                    "switched": len(switched), "failed": len(failed),
