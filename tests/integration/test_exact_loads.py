@@ -569,6 +569,19 @@ def test_the_field_check_passes_exactly_the_booleans_the_server_reads(pg_uri):
     assert [t for t in BOOLEANS if neutral(t) is None] == ["true", "TRUE", "1", "false", "0"]
 
 
+def _copy_refused(conn, body: bytes) -> bool:
+    """Whether COPY's CSV reader refuses `body` as the load reads a file (the NULL marker the empty
+    field, not in the first column, `a`) into the temporary table `t`, emptied after."""
+    try:
+        with conn.cursor().copy("COPY t FROM STDIN (FORMAT csv, FORCE_NOT_NULL (a))") as copy:
+            copy.write(body)
+        return False
+    except psycopg.errors.DataError:        # a bad line end, a value its type does not read
+        return True
+    finally:
+        conn.execute("TRUNCATE t")
+
+
 CSV_LINE_ENDS = [b'1,"1.50"\n2,"2.50"\r\n', b'1,"1.50"\r\n2,"2.50"\n', b'1,1.50\r\n2,2.50\n', b'1,"1.50"\n2,2.50\n',
                  b'1,"1.50"\r\n2,"2.50"\r\n', b'1,1.50\r\n2,\r\n', b'1,1.50\r\n2,""\r\n', b'1,"1.\n5"\n2,\n']
 
@@ -589,13 +602,7 @@ def test_the_check_refuses_exactly_the_csv_line_ends_and_quoted_markers_the_serv
             folder = tmp_path / str(i)
             (folder / "t").mkdir(parents=True)
             (folder / "t" / "t.1.csv").write_bytes(body)
-            try:
-                with conn.cursor().copy("COPY t FROM STDIN (FORMAT csv, FORCE_NOT_NULL (a))") as copy:
-                    copy.write(body)
-                refused = False
-            except (psycopg.errors.BadCopyFileFormat, psycopg.errors.InvalidTextRepresentation):
-                refused = True
-            conn.execute("TRUNCATE t")
+            refused = _copy_refused(conn, body)
             write_manifest(folder, describe_batch(folder, spec))
             assert bool(check_batch(folder, spec)) == refused, (body, check_batch(folder, spec))
 
@@ -624,13 +631,7 @@ def test_the_check_refuses_exactly_the_odd_fields_the_servers_copy_refuses(pg_ur
             folder = tmp_path / str(i)
             (folder / "t").mkdir(parents=True)
             (folder / "t" / "t.1.csv").write_bytes(body)
-            try:
-                with conn.cursor().copy("COPY t FROM STDIN (FORMAT csv, FORCE_NOT_NULL (a))") as copy:
-                    copy.write(body)
-                refused = False
-            except psycopg.errors.DataError:
-                refused = True
-            conn.execute("TRUNCATE t")
+            refused = _copy_refused(conn, body)
             (folder / "manifest.json").write_text(json.dumps({
                 "format": "switchyard-manifest/1", "spec": "odd", "streams": 1, "files": [
                     {"table": "t", "stream": 1, "file": "t/t.1.csv", "bytes": len(body), "rows": 1}]}))
