@@ -199,15 +199,18 @@ def test_check_names_each_bad_field_with_its_line_and_column_before_any_load(tmp
         f"round it to another value without an error",
         f"{path}: line 4, column seen: '2026-02-30': not a date (day is out of range for month)",
         f"{path}: line 5, column name: 'Cristobal': 9 characters, varchar(6) holds 6",
-        f"{path}: 5 more problems (10 in all, in 5 records; the load would stop at the first)"], problems
+        f"{path}: 6 more problems (11 in all, in 5 records; the load would stop at the first)"], problems
     from switchyard.core.fields import RecordCheck
     check = RecordCheck(FIELDS_SPEC.table("tracks"))
     assert check.problems(lines[5].split(",")) == ["3 fields, the table has 6 columns"]
     # A blank line says so, as the key's reading (`switchyard manifest`) says it.
     assert check.problems("".split(",")) == ["1 fields, the table has 6 columns (a blank line)"]
-    # 'NA' is no NULL marker here; a date in another form than ISO 8601 is left to the server.
-    assert check.problems(lines[6].split(",")) == ["column wind: 'NA': not an integer (integer)",
-                                                   "column price: 'abc': not a decimal number (numeric(5,2))"]
+    # 'NA' is no NULL marker here; a date month or day first is refused before the load, which
+    # reads dates year first and would refuse it there, or read another day.
+    assert check.problems(lines[6].split(",")) == [
+        "column wind: 'NA': not an integer (integer)", "column price: 'abc': not a decimal number (numeric(5,2))",
+        "column seen: '01/02/2026': the day or the month first: the loads read dates year first, so the server "
+        "would refuse it or read another day; write the date as YYYY-MM-DD"]
     assert check.problems(["2026-01-01 00:00:00", "Alma", "1", "1", "CD  ", "2026-01-01"]) == []  # char(2) pads
     # Trailing zeros after the point are the same number: 1.500 fits numeric(5,2) exactly.
     assert check.problems(["2026-01-01 00:00:00", "Alma", "1", "1.500", "CD", "2026-01-01"]) == []
@@ -254,7 +257,9 @@ def test_check_refuses_a_time_finer_than_its_column_keeps_and_a_dates_time_of_da
           # halves of the day and midnight's word: other forms than ISO 8601, not zones (the server decides)
           ("timestamp", "2026-03-01 10:00:00 pm"), ("time", "10:00 AM"), ("timestamp", "2026-03-01 allballs"),
           # Other forms with the year in full: the server reads them year first, or refuses them.
-          ("date", "Dec 5 2026"), ("date", "20261205"), ("date", "2026/12/05"), ("date", "infinity")]
+          ("date", "Dec 5 2026"), ("date", "20261205"), ("date", "2026/12/05"), ("date", "infinity"),
+          ("date", "5 December 2026"), ("timestamp", "Dec 5 2026 10:00"), ("timestamp", "20270501T120000"),
+          ("timestamp", "2027-05-01 1:45pm"), ("timestamptz", "Dec 5 2026 10:00 CET")]
     for sql_type, text in ok:
         assert field_check(sql_type)(text) is None, (sql_type, text)
     refused = [
@@ -280,7 +285,12 @@ def test_check_refuses_a_time_finer_than_its_column_keeps_and_a_dates_time_of_da
         ("date", "5-Dec-26", "no year of four digits"), ("timestamp", "261205 10:00", "no year of four digits"),
         ("date", "", "an empty field, not a value of date"), ("time", " ", "an empty field, not a value of time"),
         ("integer", "١٢", "not an integer"), ("numeric(10,2)", "١٢", "not a decimal number"),
-        ("real", "١٢", "not a number"), ("date", "٢٠٢٦-٠١-٠١", "no year of four digits")]
+        ("real", "١٢", "not a number"), ("date", "٢٠٢٦-٠١-٠١", "no year of four digits"),
+        ("date", "5/6/2027", "the day or the month first"), ("date", "6.5.2027", "the day or the month first"),
+        ("date", "20270501T120000", "a time of day after the date: date keeps the day only"),
+        ("date", "2027-05-01 1:45pm", "a time of day after the date"), ("date", "Dec 5 2026 10:00", "a time of day"),
+        ("timestamp", "Dec 5 2026 10:00 CET", "a time zone after the time: timestamp keeps none"),
+        ("timestamp(0)", "2026/12/05 10:00:00.5", "1 digits after the second's point, timestamp(0) keeps 0")]
     for sql_type, text, why in refused:
         assert why in (field_check(sql_type)(text) or ""), (sql_type, text, field_check(sql_type)(text))
     # A type for every target keeps microseconds at most: the target that keeps fewest decides.

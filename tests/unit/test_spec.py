@@ -35,10 +35,10 @@ def test_a_partitioned_tables_unique_columns_without_its_key_are_refused_naming_
                                                   {"name": "claim_date", "type": "date"}]}}}
     with pytest.raises(SpecError) as refused:
         parse_spec(spec(["claim_id"]), source="claims.yaml")
-    assert ("tables.claims.unique: [claim_id] leaves out the partition key claim_date. A unique index on a "
-            "partitioned table holds within each partition only, so the target cannot keep [claim_id] unique "
-            "across the table: declare unique: [claim_id, claim_date] (unique together), or leave unique out "
-            "and check it upstream") in str(refused.value)
+    assert ("tables.claims.unique (claim_id) leaves out the partition key claim_date. A unique index on a "
+            "partitioned table holds within each partition only, so the target cannot keep (claim_id) unique "
+            "across the table: list the key in unique too (claim_id, claim_date, unique together), or leave unique "
+            "out and check it upstream") in str(refused.value)
     assert parse_spec(spec(["claim_id", "claim_date"])).table("claims").unique == ("claim_id", "claim_date")
     assert parse_spec(spec(True)).table("claims").unique == ("claim_date",)
     # A table loaded whole has no partitions: any of its columns can be unique.

@@ -45,6 +45,14 @@ _LOAD_TIME = {"now", "today", "tomorrow", "yesterday"}
 _EPOCH = "epoch"
 _JULIAN = re.compile(r"^j\s*\d", re.IGNORECASE | re.ASCII)
 _FULL_YEAR = re.compile(r"(?<!\d)(\d{4}|\d{8})(?!\d)", re.ASCII)
+# In a date of another form: a month's name (the parts' order is then plain), a half of the day,
+# and a zone after the time (an offset, Z, or a zone's name or abbreviation: not AM, PM, BC, AD,
+# nor the T before a time of day).
+_MONTH_NAME = re.compile(r"(?<![a-z])(jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*", re.IGNORECASE | re.ASCII)
+_CLOCK = re.compile(r"(?<!\d)(\d{1,2})(:\d{2}(?::\d{2}(?:\.\d+)?)?)", re.ASCII)
+_MERIDIEM = re.compile(r"(?<![a-z])[ap]\.?m\.?(?![a-z])", re.IGNORECASE | re.ASCII)
+_TRAILING_ZONE = re.compile(r"(?:(?<![a-z])z|[+-]\d{1,2}(?::?\d{2})?|(?<![a-z])(?!(?:am|pm|bc|ad)\b|t\d)[a-z][a-z0-9_/+-]*)$",
+                            re.IGNORECASE | re.ASCII)
 _TYPE = re.compile(r"^\s*([a-z][a-z0-9 ]*?)\s*(?:\(\s*(max|\d+)\s*(?:,\s*(\d+)\s*)?\))?\s*$")
 _INT_BITS = {"smallint": 16, "int2": 16, "integer": 32, "int": 32, "int4": 32, "bigint": 64, "int8": 64}
 _DECIMAL = {"numeric", "decimal", "dec"}
@@ -304,10 +312,6 @@ def _when(sql_type: str, base: str, size: str | None, neutral: bool) -> Check:
             # Unquoted, the format's NULL marker where the column allows NULL; quoted, or in a
             # NOT NULL column, an empty string, which no date or time type reads.
             return f"an empty field, not a value of {sql_type}"
-        if base not in _TIMES:
-            forms = _date_form_problem(field)
-            if forms:
-                return forms
         if base in _TIMES:
             if _ISO_DAY.match(field):
                 # PostgreSQL reads a time of day after a date and ignores the date ("you can also
@@ -316,7 +320,9 @@ def _when(sql_type: str, base: str, size: str | None, neutral: bool) -> Check:
             return _clock_problem(field, sql_type, base, kept, named)
         d = _ISO_DAY.match(field)
         if d is None:
-            return None     # another form: the server decides
+            # None: the server reads it as written.
+            return _other_form_problem(field, sql_type, base,
+                                       lambda clock: _clock_problem(clock, sql_type, base, kept, named))
         try:
             date(int(d.group(1)), int(d.group(2)), int(d.group(3)))
         except ValueError as exc:
@@ -325,20 +331,40 @@ def _when(sql_type: str, base: str, size: str | None, neutral: bool) -> Check:
     return when
 
 
-def _date_form_problem(field: str) -> str | None:
-    """A date PostgreSQL reads in a form of its own (_EPOCH, _JULIAN, a year of two digits), as
-    another value than the file writes; None for any other field (ISO 8601, a month's name with
-    the year in full, or one the server refuses)."""
+def _other_form_problem(field: str, sql_type: str, base: str, clock_problem: Callable[[str], str | None]
+                        ) -> str | None:
+    """A date or timestamp in another form than ISO 8601 that the loads would store as another
+    value or refuse: PostgreSQL's own forms (_EPOCH, _JULIAN, a year of two digits), the day or the
+    month first (the loads read dates year first: `5/6/2027` is refused at the load, after other
+    loads ran), a time of day in a `date` (dropped), a zone in a type without one (dropped), and a
+    time of day the type rounds or rolls over (`clock_problem`, as in ISO 8601).
+    None for a form read as written (`2026/12/05`, `20261205`, `Dec 5 2026 10:00`, `infinity`)."""
     if field.lower() == _EPOCH:
         return ("a word PostgreSQL reads as 1970-01-01 00:00:00, not a date written in the file "
                 "(SQL Server refuses it); write the date itself, or leave the field empty for NULL")
     if _JULIAN.match(field):
         return ("a Julian day, which PostgreSQL reads as a date the file does not write (SQL Server refuses it); "
                 "write the date as YYYY-MM-DD")
-    if any(ch.isdigit() for ch in field) and not _FULL_YEAR.search(field):
+    if not any(ch.isdigit() for ch in field):
+        return None     # a word: the server reads it (infinity) or refuses it
+    digits = re.findall(r"[0-9]+", field)
+    if not _FULL_YEAR.search(field):
         return ("no year of four digits: the server would guess the century (26-12-05 is read as 2026-12-05) "
                 "or the order of the parts; write the date as YYYY-MM-DD")
-    return None
+    month = _MONTH_NAME.search(field)
+    if not month and len(digits[0]) not in (4, 8):
+        return ("the day or the month first: the loads read dates year first, so the server would refuse it or "
+                "read another day; write the date as YYYY-MM-DD")
+    timed = (":" in field or bool(_MERIDIEM.search(field)) or len(digits) > (2 if month else 3)
+             or (len(digits[0]) == 8 and len(digits) > 1))
+    if timed and base == "date":
+        return (f"a time of day after the date: {sql_type} keeps the day only, the load would drop it; write the "
+                f"date alone, YYYY-MM-DD")
+    if timed and base not in _ZONED_DATES and _TRAILING_ZONE.search(field):
+        return (f"a time zone after the time: {sql_type} keeps none, the load would drop it without an error; "
+                f"write every time in one zone without it, or declare a type with a zone")
+    clock = _CLOCK.search(field)            # its hour written with two digits, as ISO 8601's
+    return clock_problem(f"{int(clock.group(1)):02d}{clock.group(2)}") if clock else None
 
 
 def _clock_problem(clock: str, sql_type: str, base: str, kept: int, named: str) -> str | None:

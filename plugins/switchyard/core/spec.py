@@ -368,11 +368,11 @@ def _unique(raw: Any, key: str | None, columns: list[str], where: str, partition
         # one without it; SQL Server's must be aligned, which puts the key in it): without the key
         # the target could check the columns within each partition only, and a value in two
         # partitions would load, a run ending `success` with the declared key not unique.
-        raise SpecError(f"{where}: [{', '.join(raw)}] leaves out the partition key {key}. A unique index "
-                        f"on a partitioned table holds within each partition only, so the target cannot "
-                        f"keep [{', '.join(raw)}] unique across the table: declare unique: "
-                        f"[{', '.join([*raw, key])}] (unique together), or leave unique out and check it "
-                        f"upstream")
+        # No square brackets: Airflow's table of import errors reads them as markup and drops them.
+        raise SpecError(f"{where} ({', '.join(raw)}) leaves out the partition key {key}. A unique index on a "
+                        f"partitioned table holds within each partition only, so the target cannot keep "
+                        f"({', '.join(raw)}) unique across the table: list the key in unique too "
+                        f"({', '.join([*raw, key])}, unique together), or leave unique out and check it upstream")
     return tuple(raw)
 
 
