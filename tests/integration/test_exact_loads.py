@@ -985,13 +985,16 @@ def test_dates_and_times_read_the_same_whatever_the_servers_settings(pg_uri, sch
         assert conn.execute(f"""SELECT code, day::text, to_char(at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI')
                                 FROM "{schema}"."visits" ORDER BY code""").fetchall() == [
             ("a", "2026-02-01", "2026-01-01 10:00"), ("b", "2026-03-04", "2026-01-01 08:00")]
-    # The day-month order the connection asked for is refused, not read as February or January.
+    # The day-month order the connection asked for is refused, not read as February or January:
+    # by the load's reading of its file, before the COPY, and by the step's session, year first.
     path.write_bytes(b"a,01/02/2026,2026-01-01 10:00\n")
     write_manifest(batch, manifest_for(batch, spec, 1))
     adapter.prepare(s)
     with pytest.raises(TargetError,
-                       match=r'visits\.1\.csv: line 1, column day: "01/02/2026": date/time field value out of range'):
+                       match=r"visits\.1\.csv: line 1, column day: '01/02/2026': the day or the month first"):
         adapter.load(s, path)
+    with adapter.connection() as conn, pytest.raises(psycopg.errors.DatetimeFieldOverflow):
+        conn.execute("SELECT '01/02/2026'::date")
 
 
 # --- what already worked, kept: TPC-H files with one fault each ------------------------------
