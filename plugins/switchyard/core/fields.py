@@ -476,8 +476,9 @@ class RecordCheck:
                 out.append(f"column {name}: bytes that are not {self.table.format.encoding}: "
                            f"{text.encode('utf-8', 'surrogateescape')!r}")
                 continue
-            if "\x00" in text and any(target in (NEUTRAL, "postgres") for target, _ in checks):
-                # PostgreSQL's text types hold no NUL character: its COPY refuses the record.
+            if "\x00" in text:
+                # Refused on every target: PostgreSQL's text types hold no NUL character (its COPY
+                # refuses the record), and a NUL in an exported text field is a damaged file.
                 out.append(f"column {name}: a NUL byte (0x00) at character {text.index(chr(0)) + 1}, which "
                            f"PostgreSQL does not store in text")
                 continue
