@@ -279,14 +279,18 @@ def start_problems(path: Path, table: Table) -> list[str]:
             + header_order(path, table, head) + header_width(path, table, head) + names_record(path, table, head))
 
 
-def _head(path: Path, table: Table) -> list[bytes] | None:
-    """The file's first lines, its header's (one line without a header), each record whole; None
-    when the file cannot be read so."""
+def _head(path: Path, table: Table, records: int = 0) -> list[bytes] | None:
+    """The file's first lines, its header's (one line without a header), then `records` lines
+    more, each record whole; None when the file cannot be read so."""
+    csv_quoting = table.format.quoting == "csv"
     try:
         with _open_counted(path) as fh:
             head = [fh.readline(_HEADER_LINE_MAX) for _ in range(max(table.format.header_lines, 1))]
-            if table.format.quoting == "csv" and table.format.header_lines:
+            if csv_quoting and table.format.header_lines:
                 head[-1] = _whole_record(fh, head[-1])
+            for _ in range(records):
+                line = fh.readline(_HEADER_LINE_MAX)
+                head.append(_whole_record(fh, line) if csv_quoting else line)
     except (BatchError, OSError, EOFError):
         return None
     return head
@@ -472,20 +476,11 @@ def _name(text: str) -> str:
 def _records_after_header(path: Path, table: Table, count: int = 5) -> list[list[str]]:
     """The fields of the first `count` records after the file's header lines, each record whole
     ([] when the file cannot be read so)."""
-    fmt = table.format
     out: list[list[str]] = []
-    try:
-        with _open_counted(path) as fh:
-            for number in range(1, fmt.header_lines + count + 1):
-                line = fh.readline(_HEADER_LINE_MAX)
-                if fmt.quoting == "csv" and number >= fmt.header_lines:
-                    line = _whole_record(fh, line)
-                if not line.endswith(b"\n"):
-                    break       # the file's end, or a line too long to read here
-                if number > fmt.header_lines:
-                    out.append(_line_fields(line, fmt))
-    except (BatchError, OSError, EOFError):
-        return []
+    for line in (_head(path, table, records=count) or [])[table.format.header_lines:]:
+        if not line.endswith(b"\n"):
+            break       # the file's end, or a line too long to read here
+        out.append(_line_fields(line, table.format))
     return out
 
 
