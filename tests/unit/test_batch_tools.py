@@ -316,6 +316,29 @@ def _field_shapes() -> list[str]:
     return numbers + days + clocks + stamps + ["", " ", "1e5", "abc", "١٢", "2026-01-01T10:00:00Z", "12:00 pm"]
 
 
+def test_a_type_sql_server_reads_refuses_infinity_an_era_and_days_outside_its_range():
+    """PostgreSQL stores `infinity` and a date BC; SQL Server's load refuses them, after other
+    loads ran. A type for every target, or SQL Server's own, refuses them before any load; a
+    PostgreSQL type of its own keeps them."""
+    from switchyard.core.fields import field_check
+    refused = [("date", True, "infinity", "(infinity): date as the type for every target takes only values both"),
+               ("timestamp(3)", True, "-infinity", "{postgres: timestamp(3)}"),
+               ("timestamp", True, "2026-03-01 10:00:00 BC", "(the era BC)"),
+               ("datetime2", False, "infinity", "SQL Server's datetime2 does not hold (infinity): its load would refuse it"),
+               ("datetime", False, "1752-12-31", "a day outside datetime's range (1753-01-01 to 9999-12-31)"),
+               ("datetime", False, "1700-06-01 10:00:00.003", "outside datetime's range"),
+               ("smalldatetime", False, "2079-06-07 00:00", "outside smalldatetime's range (1900-01-01 to 2079-06-06)"),
+               ("smalldatetime", False, "1899-12-31 23:59", "outside smalldatetime's range")]
+    for sql_type, neutral, text, why in refused:
+        for fast in (True, False):
+            assert why in (field_check(sql_type, neutral, fast)(text) or ""), (sql_type, text, fast)
+    kept = [("date", False, "infinity"), ("timestamp", False, "2026-03-01 10:00:00 BC"), ("date", True, "9999-12-31"),
+            ("datetime", False, "1753-01-01 00:00:00"), ("smalldatetime", False, "2079-06-06 23:59"),
+            ("timestamp(1)", False, "20270501T120000.5")]
+    for sql_type, neutral, text in kept:
+        assert field_check(sql_type, neutral)(text) is None, (sql_type, text)
+
+
 @pytest.mark.parametrize("neutral", [False, True])
 def test_the_quick_pattern_passes_only_fields_the_full_check_passes(neutral):
     """Each type's check passes the common shapes of field on one pattern match: on every shape

@@ -50,6 +50,9 @@ _FULL_YEAR = re.compile(r"(?<!\d)(\d{4}|\d{8})(?!\d)", re.ASCII)
 # nor the T before a time of day).
 _MONTH_NAME = re.compile(r"(?<![a-z])(jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*", re.IGNORECASE | re.ASCII)
 _CLOCK = re.compile(r"(?<!\d)(\d{1,2})(:\d{2}(?::\d{2}(?:\.\d+)?)?)", re.ASCII)
+# A time of day in ISO 8601's basic form, after a date and a `T` or a space: `120000.5` is 12:00:00.5.
+_BASIC_CLOCK = re.compile(r"(?<!\d)\d{4}([-/.]?)\d{2}\1\d{2}[T ](\d{2})(\d{2})(\d{2})?(\.\d+)?(?![\d:])",
+                          re.ASCII | re.IGNORECASE)
 _MERIDIEM = re.compile(r"(?<![a-z])[ap]\.?m\.?(?![a-z])", re.IGNORECASE | re.ASCII)
 _TRAILING_ZONE = re.compile(r"(?:(?<![a-z])z|[+-]\d{1,2}(?::?\d{2})?|(?<![a-z])(?!(?:am|pm|bc|ad)\b|t\d)[a-z][a-z0-9_/+-]*)$",
                             re.IGNORECASE | re.ASCII)
@@ -68,6 +71,14 @@ _FRACTION = {"timestamp": 6, "timestamp without time zone": 6, "timestamptz": 6,
 # A type for every target is kept to microseconds at most: PostgreSQL's finest, where SQL
 # Server's datetime2(7) and time(7) keep a seventh digit only as a target's own type.
 _NEUTRAL_FRACTION = 6
+# SQL Server's date and time types hold no era and no infinity: `infinity`, `-infinity` and a
+# date BC, which PostgreSQL stores, are refused by SQL Server's load. A type for every target
+# takes only what both keep, as with booleans; so does a type of SQL Server's own, whose load
+# would refuse the field after other loads ran. Years outside a type's range likewise.
+_ERA = re.compile(r"\s(?:BC|AD)$", re.IGNORECASE)
+_INFINITIES = {"infinity", "-infinity", "+infinity"}
+_MSSQL_DATES = {"datetime2", "datetime", "smalldatetime"}
+_RANGES = {"datetime": (date(1753, 1, 1), date(9999, 12, 31)), "smalldatetime": (date(1900, 1, 1), date(2079, 6, 6))}
 _CHARS = {"varchar", "character varying", "nvarchar", "char", "character", "nchar"}
 # The fields each boolean type reads, letter case aside. PostgreSQL's boolean: true, yes, on, 1
 # and false, no, off, 0, a word's unique prefix too (`t`, `ye`, `of`), spaces around it ignored
@@ -135,7 +146,9 @@ def _accepts(base: str, size: str | None, scale: str | None, neutral: bool) -> s
     if base in _DECIMAL and size and size != "max" and int(size) > int(scale or 0):
         whole, kept = int(size) - int(scale or 0), int(scale or 0)
         return rf"[+-]?[0-9]{{1,{whole}}}" + (rf"(\.[0-9]{{1,{kept}}})?" if kept else "")
-    day = r"(?!0000)[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|1[0-9]|2[0-8])"   # a day every month has
+    # A day every month has, in a year the type holds (datetime's start in 1753: _RANGES).
+    year = r"(175[3-9]|17[6-9][0-9]|1[89][0-9]{2}|[2-9][0-9]{3})" if base == "datetime" else r"(?!0000)[0-9]{4}"
+    day = year + r"-(0[1-9]|1[0-2])-(0[1-9]|1[0-9]|2[0-8])"
     # datetime's milliseconds and smalldatetime's seconds have rules of their own: the full check.
     kept = _kept_fraction(base, size, neutral)[0] if base in _FRACTION and base != "datetime" else 0
     clock = r"([01][0-9]|2[0-3]):[0-5][0-9](:[0-5][0-9]" + (rf"(\.[0-9]{{1,{kept}}})?" if kept else "") + ")?"
@@ -291,6 +304,7 @@ def _kept_fraction(base: str, size: str | None, neutral: bool, sql_type: str = "
 def _when(sql_type: str, base: str, size: str | None, neutral: bool) -> Check:
     """The check of a date, a timestamp or a time of day written as ISO 8601."""
     kept, named = _kept_fraction(base, size, neutral, sql_type)
+    both = neutral or base in _MSSQL_DATES      # SQL Server reads it: no era, no infinity
 
     def when(text: str) -> str | None:
         field = text.strip()
@@ -308,6 +322,14 @@ def _when(sql_type: str, base: str, size: str | None, neutral: bool) -> Check:
         if field.lower() in _LOAD_TIME:
             return ("a word PostgreSQL reads as the load's own date or time: the row would hold when it was "
                     "loaded, not a value of the file")
+        if both and (field.lower() in _INFINITIES or _ERA.search(field)):
+            what = f"the era {_ERA.search(field).group(0).strip()}" if _ERA.search(field) else field
+            if not neutral:
+                return (f"a value SQL Server's {sql_type} does not hold ({what}): its load would refuse it; "
+                        f"write a date (9999-12-31 for an open end)")
+            return (f"a value SQL Server's date and time types do not hold ({what}): {sql_type} as the type for "
+                    f"every target takes only values both servers keep; write a date (9999-12-31 for an open "
+                    f"end), or give the column a PostgreSQL type of its own ({{postgres: {sql_type}}})")
         if not field:
             # Unquoted, the format's NULL marker where the column allows NULL; quoted, or in a
             # NOT NULL column, an empty string, which no date or time type reads.
@@ -324,9 +346,14 @@ def _when(sql_type: str, base: str, size: str | None, neutral: bool) -> Check:
             return _other_form_problem(field, sql_type, base,
                                        lambda clock: _clock_problem(clock, sql_type, base, kept, named))
         try:
-            date(int(d.group(1)), int(d.group(2)), int(d.group(3)))
+            day = date(int(d.group(1)), int(d.group(2)), int(d.group(3)))
         except ValueError as exc:
             return f"not a date ({exc})"
+        first, last = _RANGES.get(base, (day, day))
+        if not first <= day <= last:
+            # Microsoft's references give each type's range (datetime: 1753-01-01 to 9999-12-31,
+            # smalldatetime: 1900-01-01 to 2079-06-06); the load would refuse the field.
+            return f"a day outside {sql_type}'s range ({first} to {last})"
         return None if d.group(4) is None else _clock_problem(d.group(4), sql_type, base, kept, named)
     return when
 
@@ -364,7 +391,13 @@ def _other_form_problem(field: str, sql_type: str, base: str, clock_problem: Cal
         return (f"a time zone after the time: {sql_type} keeps none, the load would drop it without an error; "
                 f"write every time in one zone without it, or declare a type with a zone")
     clock = _CLOCK.search(field)            # its hour written with two digits, as ISO 8601's
-    return clock_problem(f"{int(clock.group(1)):02d}{clock.group(2)}") if clock else None
+    if clock:
+        return clock_problem(f"{int(clock.group(1)):02d}{clock.group(2)}")
+    basic = _BASIC_CLOCK.search(field)      # `20270501T120000.5`: the same time as 12:00:00.5
+    if basic:
+        hour, minute, second, fraction = basic.groups()[1:]
+        return clock_problem(f"{hour}:{minute}" + (f":{second}{fraction or ''}" if second else ""))
+    return None
 
 
 def _clock_problem(clock: str, sql_type: str, base: str, kept: int, named: str) -> str | None:
