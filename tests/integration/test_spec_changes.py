@@ -409,3 +409,62 @@ def test_a_batch_of_the_spec_before_a_varchar_column_was_added_names_its_check_a
             f"CHECK lets through; both stay") in notes
     assert not [n for n in notes if "not Switchyard's" in n]
     assert storms.sql(f'SELECT count(*), count(gust) FROM "{schema}".tracks WHERE ts >= \'2000-01-01\'') == [(244, 0)]
+
+
+def test_a_dbas_change_to_the_table_after_a_failed_run_is_named_when_its_group_is_cleared(storms, schema):
+    """The run's failed group cleared after the DBA dropped the CHECK a row broke: the run's setup
+    made the table's next version with the table as it was, so the group cannot switch into it.
+    The switch says the table changed since the run's setup and that the whole run cleared from
+    setup.plan loads the batch; the target stays as it was, and the run cleared so does load it."""
+    plain = storms_spec(unique=False)
+    storms.run(storms.batch(1980, plain), plain)
+    storms.sql(f'ALTER TABLE "{schema}".tracks ADD CONSTRAINT tracks_dba_wind CHECK (wind <= 150)')
+    folder = storms.batch(1990, plain)
+    part = folder / "tracks" / "tracks.1.csv"
+    lines = part.read_text().splitlines()
+    lines[3] = ",".join(lines[3].split(",")[:2] + ["500"])
+    part.write_text("\n".join(lines) + "\n")
+    write_manifest(folder, describe_batch(folder, parse_spec(plain)))
+    loaded = parse_spec(plain)
+    plan = plan_batch(loaded, read_manifest(folder, loaded), ["tracks"])
+    adapter = PostgresAdapter(loaded, uri=storms.uri, schema=schema, lease_batch=folder.name, lease_holder="storms/kept")
+    adapter.setup(plan)
+    streams = list(plan.all_streams())
+    try:
+        for s in streams:
+            adapter.prepare(s)
+            if s.stream == 1:
+                with pytest.raises(TargetError, match="tracks_dba_wind"):
+                    adapter.load(s, folder / s.file)
+            else:
+                adapter.load(s, folder / s.file)
+                assert validate_stream(adapter, loaded, s).success
+                adapter.switch(s)
+        # The DBA drops the CHECK; the user clears the failed group, as the run's note advises.
+        storms.sql(f'ALTER TABLE "{schema}".tracks DROP CONSTRAINT tracks_dba_wind')
+        s = streams[0]
+        adapter.prepare(s)
+        adapter.load(s, folder / s.file)
+        assert validate_stream(adapter, loaded, s).success
+        with pytest.raises(TargetError) as failed:
+            adapter.switch(s)
+    finally:
+        adapter.release_lease()
+    text = str(failed.value)
+    assert failed.value.permanent, text
+    assert f"{schema}.tracks changed since this run's setup" in text, text
+    assert "clear the whole run from setup.plan, or start a new run" in text, text
+    assert storms.rows() == 244
+    # The whole run cleared from setup.plan: setup makes the next version again, as the table is now.
+    adapter.setup(plan)
+    try:
+        for s in streams:
+            adapter.prepare(s)
+            adapter.load(s, folder / s.file)
+            assert validate_stream(adapter, loaded, s).success
+        for s in streams:
+            adapter.switch(s)
+        publish(adapter, plan)
+    finally:
+        adapter.release_lease()
+    assert storms.rows() == 488

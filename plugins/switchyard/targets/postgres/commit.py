@@ -108,10 +108,23 @@ class PostgresCommit(SwitchProtocol):
                 f"switch of {stream.group_id}: the next version of {where}, "
                 f"{self.staging_schema}.{self.next_table(stream.table)}, is missing (dropped by hand?); "
                 f"run the batch again from setup.plan", permanent=True)
+        import psycopg
         attached = stream.staging_table in self._next_bounds(cur, stream.table)
         for stmt in self.render("switch_partition.sql", s=stream, attached=attached,
                                 next_table=self.next_table(stream.table), **self._bound_context(stream)):
-            cur.execute(stmt)
+            try:
+                cur.execute(stmt)
+            except psycopg.errors.DatatypeMismatch as exc:
+                # ATTACH refuses a table whose columns or CHECK constraints differ from the next
+                # version's (ALTER TABLE, ATTACH PARTITION: "must have all the same columns as the
+                # target and no more" and "all CHECK and NOT NULL constraints"). This stream's
+                # staging table was made now, like the table; the next version at setup: the
+                # table changed in between (a DBA's ALTER between a failed run and its clear).
+                raise TargetError(
+                    f"switch of {stream.group_id}: {where} changed since this run's setup ({exc.diag.message_primary}: "
+                    f"its next version {self.staging_schema}.{self.next_table(stream.table)} was made by setup with "
+                    f"the table as it was then). Clearing this group cannot load the batch: clear the whole run from "
+                    f"setup.plan, or start a new run. {where} holds none of this batch", permanent=True) from exc
         # After the lock: the table's other switches that went before are visible now.
         bounds = self._next_bounds(cur, stream.table)
         return {"partition": f"{self.schema}.{stream.partition_table}",
