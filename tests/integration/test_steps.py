@@ -405,12 +405,16 @@ def test_a_batch_written_again_after_its_loads_is_not_published_until_they_load_
         connect().release_lease()
 
 
+@pytest.mark.parametrize("rewritten", [2, 3])
 def test_with_publish_table_the_switch_refuses_a_table_whose_file_was_written_again_after_its_load(
-        tpch_batch, pg_uri, schema, data_root):
+        tpch_batch, pg_uri, schema, data_root, rewritten):
     """`publish: table`: the table's last switch puts it in whole, so each switch first checks the
-    table's files are what their loads read: a file written again since its load refuses it."""
+    table's files are what their loads read: a file written again since its load refuses it. Its
+    own file too, where its group is one task (`tasks: single`), whose load result is not pushed
+    before the task ends: the task's switch reads it from the steps it ran (own_load_first)."""
+    from switchyard.airflow.operators import own_load_first
     name, folder = tpch_batch
-    batch = data_root / "steps-delivered-again-table"
+    batch = data_root / f"steps-delivered-again-table-{rewritten}"
     shutil.copytree(folder, batch)
     spec = replace(SPEC, publish="table")
 
@@ -427,12 +431,13 @@ def test_with_publish_table_the_switch_refuses_a_table_whose_file_was_written_ag
             loads[s.group_id] = steps.load(connect, run, s, queue=None, host="here").xcom()
             steps.validate(connect, spec, run, s, loaded=loads[s.group_id])
             if stream == 3:
-                path = batch / "orders" / "orders.2.tbl"
+                path = batch / "orders" / f"orders.{rewritten}.tbl"
                 path.write_bytes(path.read_bytes().replace(b"|", b"|", 1))     # written again, the same bytes
                 before = fingerprint(pg_uri, schema, ["orders"])
-                with pytest.raises(steps.StepFailed, match=rf"{re.escape(str(path))} \[table orders, stream 2\]: .* "
-                                                           r"written again since its load read .* clear group orders_2"):
-                    steps.switch(connect, spec, run, s, loads.get)
+                pushed = {gid: load for gid, load in loads.items() if gid != s.group_id}   # not its own yet
+                with pytest.raises(steps.StepFailed, match=rf"{re.escape(str(path))} \[table orders, stream {rewritten}\]: "
+                                                           rf".* written again since its load read .* clear group orders_{rewritten}"):
+                    steps.switch(connect, spec, run, s, own_load_first(pushed.get, s.group_id, {"load": loads[s.group_id]}))
                 assert fingerprint(pg_uri, schema, ["orders"]) == before
             else:
                 assert steps.switch(connect, spec, run, s, loads.get).in_target is False

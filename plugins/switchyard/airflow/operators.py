@@ -498,6 +498,14 @@ def load_of(spec: Any, plan: dict, context: Any) -> Callable[[str], dict | None]
     return pull
 
 
+def own_load_first(pull: Callable[[str], dict | None], gid: str, done: dict[str, Any]
+                   ) -> Callable[[str], dict | None]:
+    """`pull`, but group `gid`'s load result from `done`, the steps this one task ran so far: a
+    task's result is pushed when it ends, so its switch would find none of its own load's and
+    could not tell its file written again since that load (steps.stale_loads)."""
+    return lambda asked: done.get("load") if asked == gid else pull(asked)
+
+
 def a_retry(try_number: int, max_tries: int, retries: int) -> bool:
     """Whether an attempt is Airflow's retry of a failed one, not a first try nor the first try
     after the task was cleared. Clearing a task sets its max_tries to its try_number + retries
@@ -545,7 +553,8 @@ class GroupStepsOperator(_GroupOperator):
                                              progress_every_seconds=self.progress_every_seconds,
                                              plan_pull=plan_pull)),
                  ("validate", lambda: steps.validate(self.adapter, spec, plan, s, loaded=done["load"])),
-                 ("switch", lambda: steps.switch(self.adapter, spec, plan, s, load_of(spec, plan, context))))
+                 ("switch", lambda: steps.switch(self.adapter, spec, plan, s,
+                                                 own_load_first(load_of(spec, plan, context), s.group_id, done))))
         for name, run in group:
             started, cpu = now_iso(), time.process_time()
             try:
