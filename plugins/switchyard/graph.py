@@ -13,6 +13,8 @@ from typing import Any
 from switchyard.core.planner import group_id, load_priorities, streams_of
 from switchyard.core.spec import LoadSpec
 
+# The suffix of a source's check before the batch's publish (`files_on_<source>_as_loaded`).
+AS_LOADED = "_as_loaded"
 # Airflow's trigger rules, by name.
 NONE_FAILED_MIN_ONE_SUCCESS = "none_failed_min_one_success"
 ALL_DONE = "all_done"
@@ -173,7 +175,15 @@ def build_graph(spec: LoadSpec, s: GraphSettings) -> Graph:
         # in. Skipped groups (streams the batch does not have, tables the run leaves out) do not
         # hold it back; the target checks that every stream the plan loads was staged. Its id
         # cannot be a group's (<table>_<stream number>) nor, outside the publish group, a table's.
-        nodes.append(Node("publish_batch", "publish_batch", upstream=tuple(switches),
+        # The files on each source's workers, compared there with what their loads read: the
+        # publish cannot see them (it compares the files it sees itself).
+        as_loaded = []
+        for name, task_id in source_check_ids(spec).items():
+            as_loaded.append(task_id + AS_LOADED)
+            nodes.append(Node(as_loaded[-1], "source_files", upstream=tuple(switches),
+                              options={"source": name, "as_loaded": True, "trigger_rule": NONE_FAILED_MIN_ONE_SUCCESS,
+                                       **_route(s.load_executor, name)}))
+        nodes.append(Node("publish_batch", "publish_batch", upstream=(*switches, *as_loaded),
                           options={"trigger_rule": NONE_FAILED_MIN_ONE_SUCCESS, "retries": 3}))
         batch = ("publish_batch",)
     groups["publish"] = "One Asset event per table once the batch is in"

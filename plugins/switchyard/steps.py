@@ -524,6 +524,28 @@ def source_files(plan: dict, spec: LoadSpec, source: str, *, queue: str | None, 
             "seconds": round(time.monotonic() - started, 4)}
 
 
+def source_files_as_loaded(plan: dict, spec: LoadSpec, source: str, load_of: Callable[[str], dict | None], *,
+                           queue: str | None, host: str | None) -> dict:
+    """The batch's files on the workers of `source`, checked there before the batch's publish as
+    the publish checks the files it sees (stale_loads): a stream file written again since its
+    load read it would leave the target holding rows the batch no longer has, and the run would
+    end `success`."""
+    started = time.monotonic()
+    where = f"host {host or socket.gethostname()}, queue {queue!r}, data root {settings.data_root()}"
+    if not resolve_batch(plan["batch"]).is_dir():
+        # Retried, as the setup's check is: another worker of the queue may hold the batch.
+        raise BatchError(f"{resolve_batch(plan['batch'])}: the batch's folder is not on this worker [{where}]: the "
+                         f"workers of source {source!r} hold <data root>/{plan['batch']}/ with the source's stream files")
+    problems = stale_loads(spec, plan, set(plan["tables"]), load_of, source, host)
+    if problems:
+        raise StepFailed(f"batch {plan['batch']}: not published, nothing changed: its files on source {source!r} "
+                         f"are not what the run loaded [{where}]:\n- " + "\n- ".join(problems) + "\nClear those "
+                         "groups (`switchyard runs clear <dag> <run id> <group>...`, or Clear with downstream in the "
+                         "grid) so that they load the files as they are now, or the whole run if the producer "
+                         "delivered the batch again")
+    return {"source": source, "host": host, "seconds": round(time.monotonic() - started, 4)}
+
+
 def _manifest_of(plan: dict):
     """The run's manifest as its plan holds it: each planned stream's file, bytes, rows and keys."""
     from switchyard.core.batch import Manifest, ManifestEntry
@@ -645,7 +667,8 @@ def switch(connect: Connect, spec: LoadSpec, plan: dict, s: StreamPlan,
 
 
 # --- the batch's publish --------------------------------------------------------------------
-def stale_loads(spec: LoadSpec, plan: dict, tables: set[str], load_of: Callable[[str], dict | None]) -> list[str]:
+def stale_loads(spec: LoadSpec, plan: dict, tables: set[str], load_of: Callable[[str], dict | None],
+                source: str | None = None, host: str | None = None) -> list[str]:
     """What of the batch, for `tables`, is no longer what the run's loads put in its staging
     tables: a stream file written again after its load (a producer that delivered the batch again,
     a file fixed in place whose group was not cleared), and a manifest that now lists other files
@@ -656,11 +679,14 @@ def stale_loads(spec: LoadSpec, plan: dict, tables: set[str], load_of: Callable[
     file changed since asks its group's load result (`load_of(group id)`, the size and time it
     read), so a run whose files did not change reads no result. Files on a source (only its
     workers see them) and named pipes (read once) are not compared; nor is a load that recorded
-    no file (an earlier version's result)."""
+    no file (an earlier version's result). `source`: the streams of that source instead, read on
+    `host`, one of its workers (source_files_as_loaded), the manifest left to the central site's
+    check; a file loaded on another worker of the source is that worker's copy, whose modification
+    time may differ from this one's: it is compared by its size only."""
     folder = resolve_batch(plan["batch"])
     problems = []
     for gid, raw in plan["groups"].items():
-        if raw["table"] not in tables or spec.source_of(raw["stream"]) is not None:
+        if raw["table"] not in tables or spec.source_of(raw["stream"]) != source:
             continue
         path = resolve_file(folder, raw["file"])
         if not path.is_file():
@@ -672,10 +698,12 @@ def stale_loads(spec: LoadSpec, plan: dict, tables: set[str], load_of: Callable[
         loaded = load_of(gid) or {}
         if loaded.get("file_mtime_ns") is None or now == (loaded.get("file_bytes"), loaded["file_mtime_ns"]):
             continue
+        if source is not None and loaded.get("host") != host and st.st_size == loaded.get("file_bytes"):
+            continue
         problems.append(f"{path} [table {raw['table']}, stream {raw['stream']}]: {st.st_size:,} bytes modified at "
                         f"{_stamp(st.st_mtime_ns)}, written again since its load read {loaded['file_bytes']:,} bytes "
                         f"modified at {_stamp(loaded['file_mtime_ns'])} into its staging table: clear group {gid}")
-    return problems + _manifest_changed(folder, plan, tables)
+    return problems + ([] if source else _manifest_changed(folder, plan, tables))
 
 
 def _manifest_changed(folder: Path, plan: dict, tables: set[str]) -> list[str]:

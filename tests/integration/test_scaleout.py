@@ -136,6 +136,13 @@ def test_each_load_runs_on_its_sources_worker_within_the_pool(site, pg_uri):
                                  f"{t['task_id']}/xcomEntries/return_value")["value"]
         assert result["host"] == t["hostname"] and result["queue"] == queue
         assert result["copy_slot"] in range(os.cpu_count() or 1), result
+    # Each source's files compared on its worker with what the loads read, before the publish.
+    as_loaded = {t["task_id"]: t for t in tis if t["task_id"].endswith("_as_loaded")}
+    assert sorted(as_loaded) == [f"files_on_{q}_as_loaded" for q in sorted(SOURCES)]
+    for q in SOURCES:
+        t = as_loaded[f"files_on_{q}_as_loaded"]
+        assert (t["state"], t["queue"], t["executor"], t["hostname"]) == (
+            "success", q, "EdgeExecutor", scaleout.worker_name(q)), t
     workers = {scaleout.worker_name(q) for q in SOURCES}
     others = [t for t in tis if t["task_id"].rsplit(".", 1)[-1] in ("prepare", "validate", "switch", "plan")]
     assert others and all(t["hostname"] not in workers and t["executor"] in (None, "LocalExecutor")

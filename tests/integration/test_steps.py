@@ -443,3 +443,51 @@ def test_with_publish_table_the_switch_refuses_a_table_whose_file_was_written_ag
                 assert steps.switch(connect, spec, run, s, loads.get).in_target is False
     finally:
         connect().release_lease()
+
+
+def test_a_sources_file_written_again_after_its_load_is_found_there_before_the_publish(
+        tpch_batch, pg_uri, schema, data_root):
+    """The batch's publish cannot see a source's files (only its workers do): the source's check
+    before the publish, on its queue, compares each of them with what its load read, and refuses
+    the batch naming a file written again; the files as loaded pass and the publish puts them in."""
+    name, folder = tpch_batch
+    batch = data_root / "steps-delivered-again-on-a-source"
+    shutil.copytree(folder, batch)
+    spec = replace(SPEC, sources={"source_a": (2, 3)})
+
+    def connect() -> PostgresAdapter:
+        return PostgresAdapter(spec, uri=pg_uri, schema=schema, lease_holder="plain/run-5", lease_batch=batch.name)
+
+    found, plan, problems = steps.check_batch(spec, ["orders"], batch.name, streams=3)
+    run = steps.set_up(connect(), plan, problems, batch.name, found, ["orders"])
+    loads = {}
+    try:
+        for stream in (1, 2, 3):
+            s = steps.stream_plan(run, "orders", stream)
+            steps.prepare(connect, run, s)
+            loads[s.group_id] = steps.load(connect, run, s, queue=None, host="here").xcom()
+            steps.validate(connect, spec, run, s, loaded=loads[s.group_id])
+            steps.switch(connect, spec, run, s, loads.get)
+        checked = steps.source_files_as_loaded(run, spec, "source_a", loads.get, queue="source_a", host="here")
+        assert checked["source"] == "source_a"
+        path = batch / "orders" / "orders.2.tbl"
+        path.write_bytes(path.read_bytes().replace(b"|", b"|", 1))     # written again, the same bytes
+        with pytest.raises(steps.StepFailed, match=rf"on source 'source_a' are not what the run loaded .*\n- "
+                                                   rf"{re.escape(str(path))} \[table orders, stream 2\]: .* written "
+                                                   r"again since its load read .* clear group orders_2"):
+            steps.source_files_as_loaded(run, spec, "source_a", loads.get, queue="source_a", host="here")
+        # Loaded on another worker of the source, whose copy has its own modification time: the
+        # same size passes, another size is refused.
+        assert steps.source_files_as_loaded(run, spec, "source_a", loads.get, queue="source_a", host="another")
+        path.write_bytes(path.read_bytes() + path.read_bytes()[:path.read_bytes().index(b"\n") + 1])
+        with pytest.raises(steps.StepFailed, match=rf"{re.escape(str(path))} \[table orders, stream 2\]"):
+            steps.source_files_as_loaded(run, spec, "source_a", loads.get, queue="source_a", host="another")
+        # The central site's publish does not read a source's files: this check is theirs.
+        assert steps.stale_loads(spec, run, {"orders"}, loads.get) == []
+        # A stream file of no source is the publish's to compare, not the source's check's.
+        other = batch / "orders" / "orders.1.tbl"
+        other.write_bytes(other.read_bytes())
+        assert [p for p in steps.stale_loads(spec, run, {"orders"}, loads.get, "source_a") if "orders.1" in p] == []
+        assert "orders.1.tbl" in steps.stale_loads(spec, run, {"orders"}, loads.get)[0]
+    finally:
+        connect().release_lease()

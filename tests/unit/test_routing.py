@@ -73,6 +73,21 @@ def test_each_sources_files_are_checked_there_before_any_group_starts(tmp_path):
     assert not [t for t in build_dag(DagConfig(streams=2)).tasks if ".files_on_" in t.task_id]
 
 
+def test_each_sources_files_are_compared_there_with_what_their_loads_read_before_the_publish(tmp_path):
+    """The batch's publish compares the files it sees with what their loads read; a source's files
+    are compared on the source's queue, after every switch and before the publish."""
+    spec = spec_with({"source_a": [1, 2], "source_b": [3, 4]}, tmp_path)
+    dag = build_dag(DagConfig(streams=4, spec=spec, load_executor="EdgeExecutor"))
+    checks = {"files_on_source_a_as_loaded": "source_a", "files_on_source_b_as_loaded": "source_b"}
+    switches = {t.task_id for t in dag.tasks if t.task_id.endswith((".switch", ".steps"))}
+    for task_id, source in checks.items():
+        task = dag.get_task(task_id)
+        assert (task.source, task.as_loaded, task.queue, task.executor) == (source, True, source, "EdgeExecutor")
+        assert task.upstream_task_ids == switches and task.trigger_rule == "none_failed_min_one_success"
+    assert set(checks) <= dag.get_task("publish_batch").upstream_task_ids
+    assert not [t for t in build_dag(DagConfig(streams=2)).tasks if t.task_id.endswith("_as_loaded")]
+
+
 def test_without_sources_loads_use_the_executors_default_queue(tmp_path):
     dag = build_dag(DagConfig(streams=2, load_executor="EdgeExecutor"))
     load = dag.get_task("orders_2.load")

@@ -18,6 +18,7 @@ from airflow.sdk import BaseOperator, BaseOperatorLink
 from airflow.sdk.exceptions import AirflowFailException, AirflowNotFoundException, AirflowSkipException
 
 from switchyard import settings, steps
+from switchyard.graph import AS_LOADED
 from switchyard.core.batch import MANIFEST, BatchError, resolve_batch
 from switchyard.observability.stats import report_url
 from switchyard.steps import (StepFailed, StepSkipped, ValidationFailed, now_iso, published_since_plan,
@@ -335,12 +336,15 @@ def airflow_terms(context: Any) -> Iterator[None]:
 
 class SourceFilesOperator(_TargetOperator):
     """The batch's files on one source's workers (the spec's `sources`), checked there before any
-    load: the plan's check of the files, for the files the plan cannot see (steps.source_files).
-    Runs on the source's queue, as its loads do; reads files only, never the target."""
+    load: the plan's check of the files, for the files the plan cannot see (steps.source_files);
+    with `as_loaded`, before the batch's publish: each file as its load read it
+    (steps.source_files_as_loaded). Runs on the source's queue, as its loads do; reads files and
+    the loads' results only, never the target."""
 
-    def __init__(self, *, source: str, **kwargs: Any):
+    def __init__(self, *, source: str, as_loaded: bool = False, **kwargs: Any):
         super().__init__(**kwargs)
         self.source = source
+        self.as_loaded = as_loaded
 
     def pre_execute(self, context: Any) -> None:
         pass    # no target connection: the files alone are read
@@ -351,6 +355,10 @@ class SourceFilesOperator(_TargetOperator):
             raise AirflowFailException("the run's plan is missing (did setup.plan run?)")
         try:
             with airflow_terms(context):
+                if self.as_loaded:
+                    spec = self.load_spec()
+                    return steps.source_files_as_loaded(plan, spec, self.source, load_of(spec, plan, context),
+                                                        queue=self.queue, host=context["ti"].hostname)
                 return steps.source_files(plan, self.load_spec(), self.source, queue=self.queue,
                                           host=context["ti"].hostname)
         except Exception as exc:
@@ -734,6 +742,11 @@ class StatsOperator(_TargetOperator):
                                                                  "already_published", "attach_scan_skipped")}
         if plan and self.load_spec().publish == "batch" and (error := pull("publish_batch", key="error")):
             stats["publish_error"] = error
+        # A source's files not as their loads read them (files_on_<source>_as_loaded): the publish
+        # did not run, and this says why.
+        stale = [pull(t, key="error") for t, state in states.items() if t.endswith(AS_LOADED) and state == "failed"]
+        if any(stale):
+            stats["publish_error"] = "; ".join(e for e in (stats.get("publish_error"), *stale) if e)
         # A source's files refused on its workers (setup.files_on_<source>): no group started.
         refused = {t: pull(t, key="error") for t, state in states.items()
                    if t.startswith(SOURCE_FILES_TASKS) and state == "failed"}
