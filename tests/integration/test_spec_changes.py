@@ -249,16 +249,23 @@ def test_a_dbas_unique_index_checked_at_validate_is_kept_for_the_switch(storms, 
         adapter.release_lease()
 
 
-def test_a_dbas_check_constraint_broken_by_a_batch_fails_its_load_naming_the_line(storms, schema):
-    plain = storms_spec(unique=False)
-    storms.run(storms.batch(1980, plain), plain)
+def a_batch_breaking_a_dbas_check(storms: Storms, schema: str, spec: dict) -> tuple[Path, Path]:
+    """The 1980s loaded, then a DBA's CHECK on the wind, then the 1990s with a wind no storm had
+    on line 4 of stream 1's file: (the batch's folder, that file)."""
+    storms.run(storms.batch(1980, spec), spec)
     storms.sql(f'ALTER TABLE "{schema}".tracks ADD CONSTRAINT tracks_dba_wind CHECK (wind <= 150)')
-    folder = storms.batch(1990, plain)
+    folder = storms.batch(1990, spec)
     part = folder / "tracks" / "tracks.1.csv"
     lines = part.read_text().splitlines()
-    lines[3] = ",".join(lines[3].split(",")[:2] + ["500"])     # a wind no storm had
+    lines[3] = ",".join(lines[3].split(",")[:2] + ["500"])
     part.write_text("\n".join(lines) + "\n")
-    write_manifest(folder, describe_batch(folder, parse_spec(plain)))
+    write_manifest(folder, describe_batch(folder, parse_spec(spec)))
+    return folder, part
+
+
+def test_a_dbas_check_constraint_broken_by_a_batch_fails_its_load_naming_the_line(storms, schema):
+    plain = storms_spec(unique=False)
+    folder, part = a_batch_breaking_a_dbas_check(storms, schema, plain)
     with pytest.raises(TargetError) as failed:
         storms.run(folder, plain)
     # The staging tables carry the table's CHECK constraints: the load itself refuses the row.
@@ -417,14 +424,7 @@ def test_a_dbas_change_to_the_table_after_a_failed_run_is_named_when_its_group_i
     The switch says the table changed since the run's setup and that the whole run cleared from
     setup.plan loads the batch; the target stays as it was, and the run cleared so does load it."""
     plain = storms_spec(unique=False)
-    storms.run(storms.batch(1980, plain), plain)
-    storms.sql(f'ALTER TABLE "{schema}".tracks ADD CONSTRAINT tracks_dba_wind CHECK (wind <= 150)')
-    folder = storms.batch(1990, plain)
-    part = folder / "tracks" / "tracks.1.csv"
-    lines = part.read_text().splitlines()
-    lines[3] = ",".join(lines[3].split(",")[:2] + ["500"])
-    part.write_text("\n".join(lines) + "\n")
-    write_manifest(folder, describe_batch(folder, parse_spec(plain)))
+    folder, _ = a_batch_breaking_a_dbas_check(storms, schema, plain)
     loaded = parse_spec(plain)
     plan = plan_batch(loaded, read_manifest(folder, loaded), ["tracks"])
     adapter = PostgresAdapter(loaded, uri=storms.uri, schema=schema, lease_batch=folder.name, lease_holder="storms/kept")

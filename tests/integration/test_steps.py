@@ -7,6 +7,7 @@ import shutil
 import subprocess
 import sys
 from dataclasses import replace
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -405,6 +406,18 @@ def test_a_batch_written_again_after_its_loads_is_not_published_until_they_load_
         connect().release_lease()
 
 
+def orders_set_up(tpch_batch, batch: Path, spec, pg_uri: str, schema: str):
+    """A copy of the batch at `batch`, the orders table's run set up on it: (batch, connect, run)."""
+    shutil.copytree(tpch_batch[1], batch)
+
+    def connect() -> PostgresAdapter:
+        return PostgresAdapter(spec, uri=pg_uri, schema=schema, lease_holder=f"plain/{batch.name}",
+                               lease_batch=batch.name)
+
+    found, plan, problems = steps.check_batch(spec, ["orders"], batch.name, streams=3)
+    return batch, connect, steps.set_up(connect(), plan, problems, batch.name, found, ["orders"])
+
+
 @pytest.mark.parametrize("rewritten", [2, 3])
 def test_with_publish_table_the_switch_refuses_a_table_whose_file_was_written_again_after_its_load(
         tpch_batch, pg_uri, schema, data_root, rewritten):
@@ -413,16 +426,9 @@ def test_with_publish_table_the_switch_refuses_a_table_whose_file_was_written_ag
     own file too, where its group is one task (`tasks: single`), whose load result is not pushed
     before the task ends: the task's switch reads it from the steps it ran (own_load_first)."""
     from switchyard.airflow.operators import own_load_first
-    name, folder = tpch_batch
-    batch = data_root / f"steps-delivered-again-table-{rewritten}"
-    shutil.copytree(folder, batch)
     spec = replace(SPEC, publish="table")
-
-    def connect() -> PostgresAdapter:
-        return PostgresAdapter(spec, uri=pg_uri, schema=schema, lease_holder="plain/run-4", lease_batch=batch.name)
-
-    found, plan, problems = steps.check_batch(spec, ["orders"], batch.name, streams=3)
-    run = steps.set_up(connect(), plan, problems, batch.name, found, ["orders"])
+    batch, connect, run = orders_set_up(tpch_batch, data_root / f"steps-delivered-again-table-{rewritten}", spec,
+                                        pg_uri, schema)
     loads = {}
     try:
         for stream in (1, 2, 3):
@@ -449,17 +455,10 @@ def test_a_sources_file_written_again_after_its_load_is_found_there_before_the_p
         tpch_batch, pg_uri, schema, data_root):
     """The batch's publish cannot see a source's files (only its workers do): the source's check
     before the publish, on its queue, compares each of them with what its load read, and refuses
-    the batch naming a file written again; the files as loaded pass and the publish puts them in."""
-    name, folder = tpch_batch
-    batch = data_root / "steps-delivered-again-on-a-source"
-    shutil.copytree(folder, batch)
+    the batch naming a file written again; the files as loaded pass."""
     spec = replace(SPEC, sources={"source_a": (2, 3)})
-
-    def connect() -> PostgresAdapter:
-        return PostgresAdapter(spec, uri=pg_uri, schema=schema, lease_holder="plain/run-5", lease_batch=batch.name)
-
-    found, plan, problems = steps.check_batch(spec, ["orders"], batch.name, streams=3)
-    run = steps.set_up(connect(), plan, problems, batch.name, found, ["orders"])
+    batch, connect, run = orders_set_up(tpch_batch, data_root / "steps-delivered-again-on-a-source", spec,
+                                        pg_uri, schema)
     loads = {}
     try:
         for stream in (1, 2, 3):
