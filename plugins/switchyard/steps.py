@@ -538,11 +538,8 @@ def source_files_as_loaded(plan: dict, spec: LoadSpec, source: str, load_of: Cal
                          f"workers of source {source!r} hold <data root>/{plan['batch']}/ with the source's stream files")
     problems = stale_loads(spec, plan, set(plan["tables"]), load_of, source, host)
     if problems:
-        raise StepFailed(f"batch {plan['batch']}: not published, nothing changed: its files on source {source!r} "
-                         f"are not what the run loaded [{where}]:\n- " + "\n- ".join(problems) + "\nClear those "
-                         "groups (`switchyard runs clear <dag> <run id> <group>...`, or Clear with downstream in the "
-                         "grid) so that they load the files as they are now, or the whole run if the producer "
-                         "delivered the batch again")
+        raise not_published(plan["batch"], problems, f"its files on source {source!r} are not what the run loaded "
+                                                     f"[{where}]")
     return {"source": source, "host": host, "seconds": round(time.monotonic() - started, 4)}
 
 
@@ -732,10 +729,16 @@ def refuse_stale(spec: LoadSpec, plan: dict, tables: set[str], load_of: Callable
     """StepFailed, before anything is published, naming each file stale_loads finds."""
     problems = stale_loads(spec, plan, tables, load_of)
     if problems:
-        raise StepFailed(f"batch {plan['batch']}: not published, nothing changed: the batch is not what the run "
-                         "loaded:\n- " + "\n- ".join(problems) + "\nClear those groups (`switchyard runs clear "
-                         "<dag> <run id> <group>...`, or Clear with downstream in the grid) so that they load the "
-                         "files as they are now, or the whole run if the producer delivered the batch again")
+        raise not_published(plan["batch"], problems, "the batch is not what the run loaded")
+
+
+def not_published(batch: str, problems: list[str], why: str) -> StepFailed:
+    """The refusal of a batch whose files are not what its loads read: each of `problems`, and
+    what to clear."""
+    return StepFailed(f"batch {batch}: not published, nothing changed: {why}:\n- " + "\n- ".join(problems)
+                      + "\nClear those groups (`switchyard runs clear <dag> <run id> <group>...`, or Clear with "
+                      "downstream in the grid) so that they load the files as they are now, or the whole run if the "
+                      "producer delivered the batch again")
 
 
 def publish_batch(connect: Connect, plan: dict | None, load_of: Callable[[str], dict | None] = lambda gid: None
