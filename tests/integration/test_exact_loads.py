@@ -364,7 +364,7 @@ def test_error_line_counts_header_lines_and_quoted_line_breaks(pg_uri, schema, t
         load(pg_uri, schema, batch, spec)
     text = str(err.value)
     # Line 8 of the file: 3 header lines, a record over three lines, one more record.
-    assert "line 8, column qty" in text and 'invalid input syntax for type integer: "notanumber"' in text, text
+    assert "line 8, column qty: 'notanumber': not an integer (integer)" in text, text
 
 
 def test_field_count_hint_names_the_files_line(pg_uri, schema, tmp_path):
@@ -548,6 +548,31 @@ def test_the_field_check_refuses_exactly_the_decimals_the_server_would_change(pg
             assert (check(text) is None) == (Decimal(stored) == Decimal(text)), (text, stored, check(text))
             # The load's value guard passes on one match only what the server keeps.
             assert not kept.fullmatch(text) or Decimal(stored) == Decimal(text), (text, stored)
+
+
+INTEGERS = ["12", "+12", "-0", "007", " 12 ", "-2147483648", "0x1F", "0X1f", "-0x1F", "0o17", "0b101", "1_000", "1_0",
+            "12.0", "1e3", "2147483648", "", "\u0663"]
+
+
+def test_the_field_check_passes_exactly_the_integers_the_server_reads_as_written(pg_uri):
+    """Each field through PostgreSQL's integer input: the check passes a field the server stores
+    as the number its decimal digits say, and refuses one it reads as another (`0x1F` is 31 since
+    PostgreSQL 16, `1_000` is 1000) or does not read (the load would stop at it). The load's value
+    guard passes on one match only decimal digits, which the server keeps or refuses."""
+    from switchyard.core.fields import field_check, kept_pattern
+    check, kept = field_check("integer"), re.compile(kept_pattern("integer"))
+    with psycopg.connect(pg_uri, autocommit=True) as conn:
+        for text in INTEGERS:
+            try:
+                stored = conn.execute("SELECT %s::integer::text", (text,)).fetchone()[0]
+            except (psycopg.errors.InvalidTextRepresentation, psycopg.errors.NumericValueOutOfRange):
+                stored = None
+            as_written = re.fullmatch(r"\s*[+-]?[0-9]+\s*", text) is not None and stored == str(int(text))
+            assert (check(text) is None) == as_written, (text, stored, check(text))
+            # Kept as written, or refused with an error the load reports (out of the type's range).
+            assert not kept.fullmatch(text) or stored in (None, str(int(text))), (text, stored)
+    assert [t for t in INTEGERS if field_check("integer")(t) is None] == ["12", "+12", "-0", "007", " 12 ",
+                                                                          "-2147483648"]
 
 
 BOOLEANS = ["true", "TRUE", "t", "tr", "tru", "yes", "Y", "ye", "on", "1", "false", "f", "fa", "no", "n", "off", "of",
@@ -844,6 +869,9 @@ def test_a_quote_where_rfc_4180_allows_none_is_refused_not_dropped(pg_uri, schem
     ("19.989999999", "price", "9 digits after the point"),
     ("2026-03-01 10:00:00+02", "at", "a time zone (+02)"),
     ("2026-03-01 10:00:00.1234567", "at", "7 digits after the second's point"),
+    ("0x1F", "qty", "not an integer (integer)"),
+    ("1_000", "qty", "not an integer (integer)"),
+    ("yes", "paid", "not a boolean (boolean: true, false, 1 or 0"),
 ])
 def test_a_field_the_server_would_change_is_refused_by_the_load(pg_uri, schema, tmp_path, field, column, why):
     """A batch too big to read field by field before its loads (SWITCHYARD_CHECK_FIELDS_MB) is read
@@ -855,13 +883,15 @@ def test_a_field_the_server_would_change_is_refused_by_the_load(pg_uri, schema, 
                        "format": {"delimiter": ",", "trailing_delimiter": False, "quoting": "csv", "header_lines": 1},
                        "tables": {"prices": {"partitioned": False, "key": "sku", "columns": [
                            {"name": "sku", "type": "varchar(8)"}, {"name": "price", "type": "numeric(12,2)"},
-                           {"name": "at", "type": "timestamp"}]}}})
-    good = "".join(f"S{i:03},{i}.50,2026-03-01 10:00:00.{i:06}\n" for i in range(1, 5000))
-    bad = {"price": f"S9999,{field},2026-03-01 10:00:00\n", "at": f"S9999,1.00,{field}\n"}[column]
+                           {"name": "at", "type": "timestamp"}, {"name": "qty", "type": "integer"},
+                           {"name": "paid", "type": "boolean"}]}}})
+    good = "".join(f"S{i:03},{i}.50,2026-03-01 10:00:00.{i:06},{i},true\n" for i in range(1, 5000))
+    fields = {"price": "1.00", "at": "2026-03-01 10:00:00", "qty": "7", "paid": "false", column: field}
+    bad = f"S9999,{fields['price']},{fields['at']},{fields['qty']},{fields['paid']}\n"
     batch = tmp_path / "prices"
     (batch / "prices").mkdir(parents=True)
     path = batch / "prices" / "prices.1.csv"
-    path.write_text("sku,price,at\n" + good + bad + good.replace("S", "T"))
+    path.write_text("sku,price,at,qty,paid\n" + good + bad + good.replace("S", "T"))
     write_manifest(batch, manifest_for(batch, spec, 1))
     said = f"{path}: line 5001, column {column}: {field!r}: {why}"
     assert any(p.startswith(said) for p in check_batch(batch, spec)), check_batch(batch, spec)
@@ -872,7 +902,7 @@ def test_a_field_the_server_would_change_is_refused_by_the_load(pg_uri, schema, 
     assert "kept for inspection, empty: the COPY rolled back" in str(refused.value)
     with psycopg.connect(pg_uri) as conn:
         staged = conn.execute(f'SELECT count(*) FROM "{schema}_staging"."{s.staging_table}"').fetchone()[0]
-        sql_type = "numeric(12,2)" if column == "price" else "timestamp"
+        sql_type = {"price": "numeric(12,2)", "at": "timestamp", "qty": "integer", "paid": "boolean"}[column]
         stored = conn.execute(f"SELECT %s::{sql_type}::text", (field,)).fetchone()[0]
     assert staged == 0
     assert stored != field, stored      # what the load would have kept: rounded, or its zone dropped
@@ -1044,7 +1074,7 @@ def _on_line(data: bytes, number: int, change) -> bytes:
 
 
 FAULTS = {
-    "utf-8 BOM": (lambda d: b"\xef\xbb\xbf" + d, ["line 1, column o_orderkey", "invalid input syntax for type bigint"]),
+    "utf-8 BOM": (lambda d: b"\xef\xbb\xbf" + d, ["line 1, column o_orderkey", "'\\ufeff1': not an integer (bigint)"]),
     "blank trailing line": (lambda d: d + b"\n", ["line {n1}, column o_orderkey", 'invalid input syntax for type bigint: ""']),
     "NUL byte": (lambda d: _on_line(d, 3, lambda line: line[:-5] + b"\x00" + line[-5:]),
                  ["line 3, column o_comment", 'invalid byte sequence for encoding "UTF8": 0x00']),

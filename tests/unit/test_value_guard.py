@@ -119,9 +119,34 @@ def test_beside_a_load_a_file_the_worker_cannot_read_fails_it_and_a_changed_fiel
 def test_a_table_without_a_column_at_risk_has_no_guard():
     spec = parse_spec({"name": "g", "files": "{table}.{stream}", "format": {"delimiter": ","},
                        "tables": {"t": {"partitioned": False, "key": "id", "columns": [
-                           {"name": "id", "type": "bigint"}, {"name": "x", "type": "double precision"},
-                           {"name": "n", "type": "numeric"}, {"name": "s", "type": "varchar(3)"}]}}})
+                           {"name": "id", "type": "varchar(8)"}, {"name": "x", "type": "double precision"},
+                           {"name": "n", "type": {"postgres": "numeric"}}, {"name": "s", "type": "varchar(3)"},
+                           {"name": "b", "type": {"postgres": "boolean"}}]}}})
     assert value_guard(spec.table("t"), "postgres") is None
+
+
+@pytest.mark.parametrize("line, column, text, why", [
+    (b"0x1F,true,1", "id", "0x1F", "not an integer"), (b"0o7,true,1", "id", "0o7", "not an integer"),
+    (b"-0b11,true,1", "id", "-0b11", "not an integer"), (b"1_000,true,1", "id", "1_000", "not an integer"),
+    (b"1,yes,1", "paid", "yes", "not a boolean"), (b"1,true,2", "flag", "2", "not a boolean")])
+def test_an_integer_or_a_boolean_a_server_would_read_as_another_value_is_refused(line, column, text, why):
+    """PostgreSQL 16 reads `0x1F` into an integer as 31 (`0o7`, `0b11`, `1_000` likewise), SQL
+    Server's bit any number but 0 as 1; a boolean for every target takes what both read alike."""
+    spec = parse_spec({"name": "g", "files": "{table}.{stream}", "format": {"delimiter": ","},
+                       "tables": {"t": {"partitioned": False, "key": "id", "columns": [
+                           {"name": "id", "type": "integer"}, {"name": "paid", "type": "boolean"},
+                           {"name": "flag", "type": {"postgres": "boolean", "mssql": "bit"}}]}}})
+    guard = value_guard(spec.table("t"), "mssql")
+    good = b"1,true,1\n-2,0,0\n+3,FALSE,TRUE\n 4 ,1,false\n"
+    assert b"".join(guard.chunks([good])) == good
+    with pytest.raises(ChangedValue) as caught:
+        b"".join(guard.chunks([good + line + b"\n"]))
+    assert (caught.value.offset, caught.value.column, caught.value.text) == (len(good), column, text)
+    assert why in caught.value.why, caught.value.why
+    # PostgreSQL's own boolean reads its words as they are meant: `flag`'s `2` is its load's error.
+    if column != "flag":
+        with pytest.raises(ChangedValue):
+            b"".join(value_guard(spec.table("t"), "postgres").chunks([good + line + b"\n"]))
 
 
 def test_the_guard_reads_the_type_for_its_own_target():

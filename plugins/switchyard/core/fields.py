@@ -165,8 +165,11 @@ def kept_pattern(sql_type: str, neutral: bool = False) -> str | None:
     """A pattern (ASCII) of fields of `sql_type` that no server changes as it reads them: each is
     kept as written, or refused with an error the load reports (`2026-02-30`, `1e`, digits past
     the precision). None where the type has no field a server changes without an error, as far
-    as this module knows (integers, floating point, text). A decimal or a date or time type has:
-    core/value_guard.py reads the fields this pattern does not take with the full check.
+    as this module knows (floating point, text, PostgreSQL's own boolean). A decimal, a date or
+    time type, an integer (PostgreSQL 16 reads `0x1F` as 31, `0o7`, `0b11` and `1_000` too) and
+    a boolean SQL Server reads (its bit turns any number but 0 into 1; a boolean for every target
+    takes what both read alike) have: core/value_guard.py reads the fields this pattern does not
+    take with the full check.
 
     Looser than `_accepts` where the server refuses anyway, and as tight where it would not:
     a decimal's digits after the point up to its scale (trailing zeros past it are the same
@@ -180,6 +183,10 @@ def kept_pattern(sql_type: str, neutral: bool = False) -> str | None:
         if not size or size == "max":
             return None
         return r"[+-]?[0-9]*" + _digits_after_point(int(scale or 0))
+    if base in _INT_BITS or base == "tinyint":
+        return r"[+-]?[0-9]+"       # out of the type's range: the load's error
+    if base in _BOOLEANS:
+        return r"(?i:true|false|1|0)" if neutral or base == "bit" else None
     if base not in _DATES and base not in _TIMES and base not in _ZONED_DATES:
         return None
     if base == "smalldatetime":

@@ -5,7 +5,9 @@ them, and they refuse a field that does not fit its column. Some fields fit and 
 the same, by PostgreSQL and by SQL Server, without an error: a decimal with more digits after the
 point than its column's scale (rounded), a time finer than its column keeps (rounded), a time of
 day in a date and a time zone in a type without one (dropped), 24:00 and a 60th second (rolled
-over into the next day or minute), `now` and its kin (the load's own time). A run that ends
+over into the next day or minute), `now` and its kin (the load's own time), an integer in another
+base or with underscores (`0x1F` is 31 to PostgreSQL 16), a number other than 0 in SQL Server's
+bit (1). A run that ends
 `success` would hold other values than its files. This guard reads every record of a file on its
 way to the load, with one pattern per table: the fields of the columns at risk in the shapes no
 server changes (core/fields.kept_pattern), every other field skipped to its delimiter. A chunk
@@ -46,7 +48,7 @@ class ChangedValue(Exception):
 
 def value_guard(table: Table, dialect: str) -> "ValueGuard | None":
     """The guard for the files of `table` loaded into `dialect`'s types; None where no column is at
-    risk (no decimal with a scale, no date or time type)."""
+    risk (no integer, decimal with a scale, date or time type, nor boolean SQL Server reads)."""
     at_risk = {}
     for i, column in enumerate(table.columns):
         sql_type, neutral = column.declared(dialect)
