@@ -575,6 +575,36 @@ def test_the_field_check_passes_exactly_the_integers_the_server_reads_as_written
                                                                           "-2147483648"]
 
 
+FLOATS = ["1.5", " 1.5 ", "-.25", "1e3", "12.", "inf", "-Infinity", "NaN", "0x10", "0x1p3", "1_000.5", "1,5", "",
+          "\u0661.5"]
+
+
+@pytest.mark.parametrize("sql_type", ["double precision", "real", "numeric"])
+def test_the_field_check_passes_exactly_the_floats_the_server_reads_as_written(pg_uri, sql_type):
+    """Each field through PostgreSQL's input for a float, and for a numeric without a precision:
+    the check passes a field the server stores as the number Python reads in it, and refuses one
+    the server reads as another number (`0x10` is 16) or does not read; the load's value guard
+    passes on one match only decimal digits. A numeric takes no word (`inf`, `NaN`)."""
+    import math
+    from switchyard.core.fields import field_check, kept_pattern
+    check, kept = field_check(sql_type), re.compile(kept_pattern(sql_type))
+    with psycopg.connect(pg_uri, autocommit=True) as conn:
+        for text in FLOATS:
+            try:
+                stored = float(conn.execute(f"SELECT %s::{sql_type}", (text,)).fetchone()[0])
+            except psycopg.errors.DataError:
+                stored = None
+            try:
+                meant = float(text) if text.isascii() and "_" not in text else None
+            except ValueError:
+                meant = None
+            same = stored is not None and meant is not None and (
+                stored == meant or math.isnan(stored) and math.isnan(meant) or abs(stored - meant) < 1e-6 * abs(meant))
+            as_written = same and (sql_type != "numeric" or not any(c.isalpha() for c in text.lower().replace("e", "")))
+            assert (check(text) is None) == as_written, (text, stored, check(text))
+            assert not kept.fullmatch(text) or same, (text, stored)
+
+
 BOOLEANS = ["true", "TRUE", "t", "tr", "tru", "yes", "Y", "ye", "on", "1", "false", "f", "fa", "no", "n", "off", "of",
             "0", " true ", "o", "2", "-1", "maybe", "", "yess", "truth", "01"]
 

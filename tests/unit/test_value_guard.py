@@ -119,10 +119,24 @@ def test_beside_a_load_a_file_the_worker_cannot_read_fails_it_and_a_changed_fiel
 def test_a_table_without_a_column_at_risk_has_no_guard():
     spec = parse_spec({"name": "g", "files": "{table}.{stream}", "format": {"delimiter": ","},
                        "tables": {"t": {"partitioned": False, "key": "id", "columns": [
-                           {"name": "id", "type": "varchar(8)"}, {"name": "x", "type": "double precision"},
-                           {"name": "n", "type": {"postgres": "numeric"}}, {"name": "s", "type": "varchar(3)"},
+                           {"name": "id", "type": "varchar(8)"}, {"name": "s", "type": "text"},
                            {"name": "b", "type": {"postgres": "boolean"}}]}}})
     assert value_guard(spec.table("t"), "postgres") is None
+
+
+def test_a_float_or_an_unscaled_numeric_the_server_would_read_as_another_number_is_refused():
+    """PostgreSQL reads `0x10` into a float or a numeric as 16, and `inf` into a numeric as
+    Infinity; a float's `inf` and `nan` are its own values, as written."""
+    spec = parse_spec({"name": "g", "files": "{table}.{stream}", "format": {"delimiter": ","},
+                       "tables": {"t": {"partitioned": False, "key": "x", "columns": [
+                           {"name": "x", "type": "double precision"}, {"name": "n", "type": {"postgres": "numeric"}}]}}})
+    guard = value_guard(spec.table("t"), "postgres")
+    good = b"1.5,2\n-.25,1e3\n 7 ,-0.5\ninf,12.34567\nNaN,1E-3\n"
+    assert b"".join(guard.chunks([good])) == good
+    for line, column in ((b"0x10,1", "x"), (b"1_000.5,1", "x"), (b"1,0x10", "n"), (b"1,inf", "n")):
+        with pytest.raises(ChangedValue) as caught:
+            b"".join(guard.chunks([good + line + b"\n"]))
+        assert (caught.value.offset, caught.value.column) == (len(good), column), line
 
 
 @pytest.mark.parametrize("line, column, text, why", [

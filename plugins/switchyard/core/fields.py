@@ -165,11 +165,11 @@ def kept_pattern(sql_type: str, neutral: bool = False) -> str | None:
     """A pattern (ASCII) of fields of `sql_type` that no server changes as it reads them: each is
     kept as written, or refused with an error the load reports (`2026-02-30`, `1e`, digits past
     the precision). None where the type has no field a server changes without an error, as far
-    as this module knows (floating point, text, PostgreSQL's own boolean). A decimal, a date or
-    time type, an integer (PostgreSQL 16 reads `0x1F` as 31, `0o7`, `0b11` and `1_000` too) and
-    a boolean SQL Server reads (its bit turns any number but 0 into 1; a boolean for every target
-    takes what both read alike) have: core/value_guard.py reads the fields this pattern does not
-    take with the full check.
+    as this module knows (text, PostgreSQL's own boolean). A number (PostgreSQL 16 reads `0x1F`
+    into an integer as 31, `0o7`, `0b11` and `1_000` too, `0x10` into a float or a numeric as 16),
+    a date or time type and a boolean SQL Server reads (its bit turns any number but 0 into 1; a
+    boolean for every target takes what both read alike) have: core/value_guard.py reads the
+    fields this pattern does not take with the full check.
 
     Looser than `_accepts` where the server refuses anyway, and as tight where it would not:
     a decimal's digits after the point up to its scale (trailing zeros past it are the same
@@ -179,10 +179,12 @@ def kept_pattern(sql_type: str, neutral: bool = False) -> str | None:
     if not m or _full_check(sql_type, m.group(1), m.group(2), m.group(3), neutral) is None:
         return None
     base, size, scale = m.groups()
-    if base in _DECIMAL:
-        if not size or size == "max":
-            return None
+    if base in _DECIMAL and size and size != "max":
         return r"[+-]?[0-9]*" + _digits_after_point(int(scale or 0))
+    if base in _DECIMAL or base in _FLOAT:
+        # Decimal digits: PostgreSQL reads `0x10` as 16 into either type and `inf` into numeric,
+        # which the full check refuses (a float's `inf` and `nan` it passes, as the server reads them).
+        return r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
     if base in _INT_BITS or base == "tinyint":
         return r"[+-]?[0-9]+"       # out of the type's range: the load's error
     if base in _BOOLEANS:
@@ -260,8 +262,9 @@ def _full_check(sql_type: str, base: str, size: str | None, scale: str | None, n
         return boolean
     if base in _FLOAT:
         def floating(text: str) -> str | None:
-            if not text.isascii():
-                return f"not a number ({sql_type})"     # Python reads other scripts' digits
+            if not text.isascii() or "_" in text:
+                # Python reads other scripts' digits and `1_000.5`; the servers refuse both.
+                return f"not a number ({sql_type})"
             try:
                 float(text)
             except ValueError:
