@@ -13,7 +13,7 @@ from datetime import datetime
 import pytest
 
 from switchyard.cli import main
-from switchyard.core.batch import BatchError, check_batch, describe_batch, write_manifest
+from switchyard.core.batch import BatchError, check_batch, check_files, describe_batch, read_manifest, write_manifest
 from switchyard.core.spec import parse_spec
 
 SPEC = parse_spec({
@@ -875,3 +875,34 @@ def test_a_blank_line_is_refused_by_the_manifest_as_by_the_check(tmp_path, quoti
     # In a table of one column an empty line is a record (an empty field): counted, as before.
     path.write_bytes(b"a\nc\n\n")
     assert describe_batch(batch, spec(1)).entries[0].rows == 3
+
+
+@pytest.mark.parametrize("data, said", [(b"", "no line at all"), (b"code,name\n", "1 line only")])
+def test_a_file_that_ends_before_its_header_is_refused_not_taken_for_an_empty_stream(tmp_path, data, said):
+    """A stream with no records still has its header: a file of 0 bytes where the format says a
+    header comes first is an export that wrote nothing, which `switchyard manifest` would list
+    with 0 rows and a run leave out, ending `success`. The manifest, the check and the plan refuse
+    it, naming the file; the header alone passes, an empty stream."""
+    lines = 2 if said == "1 line only" else 1
+    spec = parse_spec({"name": "h", "files": "{table}/{table}.{stream}.csv",
+                       "format": {"delimiter": ",", "trailing_delimiter": False, "header_lines": lines},
+                       "tables": {"t": {"partitioned": False, "key": "code", "columns": [
+                           {"name": "code", "type": "varchar(8)"}, {"name": "name", "type": "varchar(8)"}]}}})
+    batch = tmp_path / "batch"
+    (batch / "t").mkdir(parents=True)
+    path = batch / "t" / "t.1.csv"
+    path.write_bytes(data)
+    why = (f"{path}: {said}, where the format says the file starts with {lines} header line"
+           f"{'s' if lines > 1 else ''} (header_lines: {lines}): a stream with no records still has its header")
+    with pytest.raises(BatchError, match=re.escape(why)):
+        describe_batch(batch, spec)
+    path.write_bytes(b"code,name\n" * lines)
+    manifest = describe_batch(batch, spec)
+    write_manifest(batch, manifest)
+    assert read_manifest(batch, spec).entries[0].rows == 0 and check_batch(batch, spec) == []
+    # The producer's own manifest lists the file as it is: 0 rows, its size.
+    path.write_bytes(data)
+    write_manifest(batch, replace(manifest, entries=(replace(manifest.entries[0], bytes=len(data)),)))
+    assert any(p.startswith(why) for p in check_batch(batch, spec)), check_batch(batch, spec)
+    # The plan's check of the files (setup.plan, and on a source's workers).
+    assert any(p.startswith(why) for p in check_files(batch, read_manifest(batch, spec), spec)), why

@@ -263,7 +263,8 @@ _BOM = b"\xef\xbb\xbf"
 
 def start_problems(path: Path, table: Table) -> list[str]:
     """What a file's first lines say before any load, in a few bytes read, so every file is
-    checked whatever the batch's size: a byte order mark the load would keep (`byte_order_mark`),
+    checked whatever the batch's size: a file that ends before its header lines (`header_missing`),
+    a byte order mark the load would keep (`byte_order_mark`),
     line ends of a carriage return alone (`carriage_return_line_ends`),
     a line the format skips as a header that is a record of the table (`header_record`), a header
     that names the table's columns in other places than the spec's (`header_order`) or columns
@@ -272,11 +273,29 @@ def start_problems(path: Path, table: Table) -> list[str]:
     head = _head(path, table)
     if head is None:
         return []   # the load names what is wrong with such a file
+    missing = header_missing(path, table, head)
+    if missing:
+        return missing
     line_ends = carriage_return_line_ends(path, table, head[0])
     if line_ends:       # the lines read here are not the file's
         return byte_order_mark(path, table, head[0][:3]) + line_ends
     return (byte_order_mark(path, table, head[0][:3]) + header_record(path, table, head)
             + header_order(path, table, head) + header_width(path, table, head) + names_record(path, table, head))
+
+
+def header_missing(path: Path, table: Table, head: list[bytes]) -> list[str]:
+    """A file that ends before the header lines the format says it starts with: an export that
+    wrote nothing (0 bytes) or stopped in its header. A stream with no records still has its
+    header; skipped as one, such a file would pass for an empty stream, and a run leave the
+    stream out and end `success`."""
+    lines = table.format.header_lines
+    got = sum(1 for line in head[:lines] if line)
+    if not lines or got == lines:
+        return []
+    said = "no line at all" if got == 0 else f"{got} line{'s' if got > 1 else ''} only"
+    return [f"{path}: {said}, where the format says the file starts with {lines} header line{'s' if lines > 1 else ''} "
+            f"(header_lines: {lines}): a stream with no records still has its header; the export wrote nothing, or "
+            f"stopped? Write the file again (its header line alone for a stream with no records)"]
 
 
 def _head(path: Path, table: Table, records: int = 0) -> list[bytes] | None:
