@@ -117,6 +117,21 @@ def test_overlapping_ranges_a_gap_and_a_bad_key_are_refused_naming_each_file(tmp
         describe_batch(tmp_path, SPEC)
 
 
+def test_a_key_outside_its_streams_range_is_named_by_its_line(tmp_path):
+    """A record whose key is outside the range the manifest gives its stream (a producer that cut
+    the streams wrong, an id of another stream's) is named by its line and column, the others
+    counted, before any load."""
+    write_batch(tmp_path)
+    manifest = json.loads(json.dumps(describe_batch(tmp_path, SPEC).to_json()))
+    manifest["files"][0]["key_max"] = "2026-01-01T09:00:00"
+    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
+    part1 = tmp_path / "sales" / "part-1.csv"
+    assert check_batch(tmp_path, SPEC) == [
+        f"{part1}: line 2, column sold_at: key 2026-01-03T10:00:00, outside the manifest's "
+        f"2026-01-01T09:00:00..2026-01-01T09:00:00 (sales stream 1); 1 more record outside it, the file's keys "
+        f"2026-01-01T09:00:00..2026-01-03T10:00:00"]
+
+
 def test_check_finds_every_problem_at_once_without_loading(tmp_path, capsys):
     write_batch(tmp_path)
     write_manifest(tmp_path, describe_batch(tmp_path, SPEC))
@@ -134,7 +149,7 @@ def test_check_finds_every_problem_at_once_without_loading(tmp_path, capsys):
         f"stream 1): the file changed after the manifest was written, or is incomplete",
         f"{tmp_path / 'sales' / 'part-2.csv'}: listed in the manifest (sales stream 2, 2 rows) but not found",
         f"{part1}: 4 records, the manifest says 3 (sales stream 1)",
-        f"{part1}: keys 2026-01-01T09:00:00..2026-01-03T11:00:00, outside the manifest's "
+        f"{part1}: line 6, column sold_at: key 2026-01-03T11:00:00, outside the manifest's "
         f"2026-01-01T09:00:00..2026-01-03T10:00:00 (sales stream 1)",
         f"{tmp_path / 'shops' / 'shops.1.csv.gz'}: 3 records, the manifest says 4 (shops stream 1)"]
     # The command prints them all and exits 1.

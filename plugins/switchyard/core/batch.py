@@ -786,6 +786,9 @@ class FileScan:
     bad_record_count: int = 0   # the records those are in
     # The line of a last record with no line end after it (a file cut short ends so), or None.
     unended_line: int | None = None
+    # With `bounds`: the first record whose key is outside them, (line, key), and how many are.
+    first_outside: tuple[int, KeyValue] | None = None
+    outside_count: int = 0
 
 
 # The bad fields a check names per file; the rest are counted.
@@ -874,7 +877,7 @@ def _quoted_records(fh, fmt: FileFormat) -> Iterable[tuple[int, list[str], str |
 
 def scan_file(path: Path, fmt: FileFormat, key: str | None = None, key_index: int = 0,
               kind: str | None = None, record_check=None, repeated: "RepeatedKeys | None" = None,
-              columns: int = 0) -> FileScan:
+              columns: int = 0, bounds: tuple[KeyValue, KeyValue] | None = None) -> FileScan:
     """Bytes, rows and the smallest and largest key of a stream file, every record read (the key
     column `key`, at `key_index`, read as `kind`; no keys without a kind). A key that does not
     read as its kind raises BatchError naming the file, the line and the column. With
@@ -882,10 +885,13 @@ def scan_file(path: Path, fmt: FileFormat, key: str | None = None, key_index: in
     and such a key is one more of the file's problems (`bad_fields`), outside its key range;
     with `repeated`, every record's values of the table's unique columns are kept to find those
     another record holds too. Without `record_check`, a blank line in a table of `columns` > 1
-    raises BatchError: no record of the table, the load would refuse it (a manifest counted it)."""
+    raises BatchError: no record of the table, the load would refuse it (a manifest counted it).
+    With `bounds` (the stream's key range), the records whose key is outside it are counted, the
+    first by its line."""
     size = path.stat().st_size
     rows = 0
     low = high = None
+    first_outside, outside = None, 0
     bad: list[str] = []
     bad_count = bad_records = 0
     unended = None
@@ -907,6 +913,9 @@ def scan_file(path: Path, fmt: FileFormat, key: str | None = None, key_index: in
                 if problem is None:
                     low = value if low is None or value < low else low
                     high = value if high is None or value > high else high
+                    if bounds is not None and not bounds[0] <= value <= bounds[1]:
+                        outside += 1
+                        first_outside = first_outside or (line, value)
                 elif record_check is None:
                     raise BatchError(f"{path}: line {line}, {problem}")
                 elif not found:
@@ -920,7 +929,8 @@ def scan_file(path: Path, fmt: FileFormat, key: str | None = None, key_index: in
                 if len(bad) < BAD_FIELDS_SHOWN:
                     bad.append(f"line {line}, {problem}")
     return FileScan(bytes=size, rows=rows, key_min=low, key_max=high, bad_fields=bad, bad_field_count=bad_count,
-                    bad_record_count=bad_records, unended_line=unended)
+                    bad_record_count=bad_records, unended_line=unended, first_outside=first_outside,
+                    outside_count=outside)
 
 
 def _read_key(fields: list[str], key: str, key_index: int, kind: str) -> tuple[Any, str | None]:
@@ -1204,7 +1214,8 @@ def file_read_problems(path: Path, table: Table, stream: int, rows: int | None, 
     repeated = RepeatedKeys(table) if table.unique else None
     try:
         scan = scan_file(path, table.format, table.key, table.column_names.index(table.key) if kind else 0, kind,
-                         record_check=RecordCheck(table), repeated=repeated)
+                         record_check=RecordCheck(table), repeated=repeated,
+                         bounds=(key_min, key_max) if kind and key_min is not None else None)
     except BatchError as exc:
         return [str(exc)]
     problems = quote_problems(path, table) + encoding_problems(path, table)
@@ -1227,9 +1238,13 @@ def file_read_problems(path: Path, table: Table, stream: int, rows: int | None, 
                             f"would stop at the first)")
     if rows is not None and scan.rows != rows:
         problems.append(f"{path}: {scan.rows:,} records, the manifest says {rows:,} ({table.name} stream {stream})")
-    if kind and scan.rows and key_min is not None and (scan.key_min < key_min or scan.key_max > key_max):
-        problems.append(f"{path}: keys {to_json(scan.key_min)}..{to_json(scan.key_max)}, outside the manifest's "
-                        f"{to_json(key_min)}..{to_json(key_max)} ({table.name} stream {stream})")
+    if scan.first_outside is not None:
+        line, key = scan.first_outside
+        others = scan.outside_count - 1
+        more = (f"; {others:,} more record{'s' if others > 1 else ''} outside it, the file's keys "
+                f"{to_json(scan.key_min)}..{to_json(scan.key_max)}" if others else "")
+        problems.append(f"{path}: line {line}, column {table.key}: key {to_json(key)}, outside the manifest's "
+                        f"{to_json(key_min)}..{to_json(key_max)} ({table.name} stream {stream}){more}")
     return problems
 
 
