@@ -921,3 +921,19 @@ def test_a_file_that_ends_before_its_header_is_refused_not_taken_for_an_empty_st
     assert any(p.startswith(why) for p in check_batch(batch, spec)), check_batch(batch, spec)
     # The plan's check of the files (setup.plan, and on a source's workers).
     assert any(p.startswith(why) for p in check_files(batch, read_manifest(batch, spec), spec)), why
+
+
+def test_bytes_a_single_byte_encoding_does_not_decode_are_quoted_as_the_file_holds_them(tmp_path):
+    """A UTF-8 `Í` (C3 8D) in a file the spec calls cp1252, where 8D is no character: the check
+    quotes the field's bytes as they are in the file, not re-encoded."""
+    spec = parse_spec({"name": "e", "files": "{table}/{table}.{stream}.csv",
+                       "format": {"delimiter": ";", "trailing_delimiter": False, "encoding": "cp1252"},
+                       "tables": {"t": {"partitioned": False, "columns": [
+                           {"name": "code", "type": "char(3)"}, {"name": "name", "type": "varchar(20)"}]}}})
+    (tmp_path / "t").mkdir()
+    path = tmp_path / "t" / "t.1.csv"
+    path.write_bytes(b"ISK;\xc3\x8dslensk kr\xc3\xb3na\n")
+    write_manifest(tmp_path, describe_batch(tmp_path, spec))
+    problems = check_batch(tmp_path, spec)
+    assert any(f"{path}: line 1, column name: bytes that are not cp1252: b'\\xc3\\x8dslensk kr\\xc3\\xb3na'" in p
+               for p in problems), problems

@@ -517,7 +517,7 @@ class RecordCheck:
                 # The reader keeps bytes the file's encoding does not decode as lone surrogates
                 # (surrogateescape): the server refuses them, so the record is refused here.
                 out.append(f"column {name}: bytes that are not {self.table.format.encoding}: "
-                           f"{text.encode('utf-8', 'surrogateescape')!r}")
+                           f"{text.encode(self.table.format.encoding, 'surrogateescape')!r}")
                 continue
             if "\x00" in text:
                 # Refused on every target: PostgreSQL's text types hold no NUL character (its COPY
