@@ -675,7 +675,7 @@ def test_the_check_refuses_exactly_the_odd_fields_the_servers_copy_refuses(pg_ur
     """Each record through COPY's CSV reader, as the load reads it: a quoted empty field (a value,
     never NULL) in a date or a number column, another script's digits (`١٢`) in a number, a NUL
     byte in text. The check refuses exactly those the server refuses, before any load."""
-    from switchyard.core.batch import check_batch, describe_batch, write_manifest
+    from switchyard.core.batch import check_batch
     from switchyard.core.spec import parse_spec
     spec = parse_spec({"name": "odd", "files": "{table}/{table}.{stream}.csv", "tables": {"t": {
         "partitioned": False, "columns": [{"name": "a", "type": "integer"},
