@@ -270,11 +270,13 @@ def test_check_refuses_a_time_finer_than_its_column_keeps_and_a_dates_time_of_da
           ("timestamp", "1 Jan 2026 10:00"),       # another form than ISO 8601: the server decides
           ("timestamp", "2026-01-01 10:00:00 BC"), ("date", "infinity"),   # an era and a value, not a zone or a word
           # halves of the day and midnight's word: other forms than ISO 8601, not zones (the server decides)
-          ("timestamp", "2026-03-01 10:00:00 pm"), ("time", "10:00 AM"), ("timestamp", "2026-03-01 allballs"),
+          ("timestamp", "2026-03-01 10:00:00 pm"), ("time", "10:00 AM"), ("time", "103000.5"),
           # Other forms with the year in full: the server reads them year first, or refuses them.
           ("date", "Dec 5 2026"), ("date", "20261205"), ("date", "2026/12/05"), ("date", "infinity"),
           ("date", "5 December 2026"), ("timestamp", "Dec 5 2026 10:00"), ("timestamp", "20270501T120000"),
-          ("timestamp", "2027-05-01 1:45pm"), ("timestamptz", "Dec 5 2026 10:00 CET")]
+          ("timestamp", "2027-05-01 1:45pm"), ("timestamptz", "Dec 5 2026 10:00 Europe/Paris"),
+          ("timestamptz", "2026-03-01 10:00:00 UTC"), ("date", "5-Dec-2026"), ("date", "2026-Dec-05"),
+          ("timestamp", "December 5, 2026 12:30 AM"), ("timestamp", "2026-1-5 9:05")]
     for sql_type, text in ok:
         assert field_check(sql_type)(text) is None, (sql_type, text)
     refused = [
@@ -300,7 +302,7 @@ def test_check_refuses_a_time_finer_than_its_column_keeps_and_a_dates_time_of_da
         ("date", "5-Dec-26", "no year of four digits"), ("timestamp", "261205 10:00", "no year of four digits"),
         ("date", "", "an empty field, not a value of date"), ("time", " ", "an empty field, not a value of time"),
         ("integer", "١٢", "not an integer"), ("numeric(10,2)", "١٢", "not a decimal number"),
-        ("real", "١٢", "not a number"), ("date", "٢٠٢٦-٠١-٠١", "no year of four digits"),
+        ("real", "١٢", "not a number"), ("date", "٢٠٢٦-٠١-٠١", "digits of another script"),
         ("date", "5/6/2027", "the day or the month first"), ("date", "6.5.2027", "the day or the month first"),
         ("date", "20270501T120000", "a time of day after the date: date keeps the day only"),
         ("date", "2027-05-01 1:45pm", "a time of day after the date"), ("date", "Dec 5 2026 10:00", "a time of day"),
@@ -937,3 +939,33 @@ def test_bytes_a_single_byte_encoding_does_not_decode_are_quoted_as_the_file_hol
     problems = check_batch(tmp_path, spec)
     assert any(f"{path}: line 1, column name: bytes that are not cp1252: b'\\xc3\\x8dslensk kr\\xc3\\xb3na'" in p
                for p in problems), problems
+
+
+@pytest.mark.parametrize("sql_type, text, why", [
+    ("timestamptz", "2026-01-05T10:00:00 UTC+5", "a time zone spelt 'UTC+5'"),
+    ("timestamptz", "2026-01-05T10:00:00 GMT-3", "a time zone spelt 'GMT-3'"),
+    ("timestamptz", "2026-01-05T10:00:00 ist", "a time zone spelt 'ist'"),
+    ("timestamptz", "2026-01-05T10:00:00+05:3", "a form of date the check does not read"),
+    ("timestamptz", "2026-01-05T10:00:00 Z+05", "a time zone spelt"),
+    ("timestamp", "2026-01-05 10:30.5", "a form of date the check does not read"),
+    ("timestamp", "2026-01-05 24:0", "a form of date the check does not read"),
+    ("timestamp", "2026-01-05TT10:00:00", "a form of date the check does not read"),
+    ("timestamp", "today allballs", "a form of date the check does not read"),
+    ("timestamp", "2026-01-05 EST 00:00", "a form of date the check does not read"),
+    ("timestamp", "Dec 5 2026 13:00 PM", "not a time of day (13:00 PM"),
+    ("timestamp(0)", "2026-01-05 1:2:3.5", "a form of date the check does not read"),
+    ("time", "10:30.5", "a time of day in a form the check does not read"),
+    ("time", "9:59:60", "not a time of day"),
+    ("time", "now z", "a time of day in a form the check does not read"),
+    ("integer", "\x1c12", "not an integer"),
+])
+def test_forms_the_server_reads_as_another_value_are_refused_by_the_check_and_the_guard(sql_type, text, why):
+    """Each of these PostgreSQL stores as another value without an error (10:30.5 as 00:10:30.5,
+    24:0 as the next day, a doubled T at midnight, UTC+5 five hours west, IST as Israel's): the
+    check and the loads' value guard refuse them, naming why."""
+    from switchyard.core.fields import field_check, kept_pattern
+    assert why in (field_check(sql_type)(text) or ""), field_check(sql_type)(text)
+    assert not re.fullmatch(kept_pattern(sql_type), text), text
+    # Offsets, Z, UTC and a region's name are read alike by every reader.
+    for zone in ("Z", "+05", "+0530", "-05:30", "UTC", "Europe/Paris", "America/Argentina/Buenos_Aires"):
+        assert field_check("timestamptz")(f"2026-01-05T10:00:00 {zone}") is None, zone

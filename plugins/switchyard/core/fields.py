@@ -27,13 +27,14 @@ from switchyard.core.spec import NEUTRAL, Table
 # refuse them at the load.
 _INTEGER = re.compile(r"^[+-]?\d+$", re.ASCII)
 _NUMBER = re.compile(r"^[+-]?(\d*)(?:\.(\d*))?(?:[eE][+-]?\d+)?$", re.ASCII)
-_ISO_DAY = re.compile(r"^(\d{4})-(\d{2})-(\d{2})(?:[T ](\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?))?$", re.ASCII)
-_ISO_TIME = re.compile(r"^(\d{2}):(\d{2})(?::(\d{2})(?:\.(\d+))?)?$", re.ASCII)
+# A point after the seconds with no digits after it is the same time (`10:00:00.`).
+_ISO_DAY = re.compile(r"^(\d{4})-(\d{2})-(\d{2})(?:[T ](\d{2}:\d{2}(?::\d{2}(?:\.\d*)?)?))?$", re.ASCII)
+_ISO_TIME = re.compile(r"^(\d{2}):(\d{2})(?::(\d{2})(?:\.(\d*))?)?$", re.ASCII)
 # An ISO 8601 date, timestamp or time of day followed by a time zone: an offset (Z, +02, -0530,
 # +05:30) or a zone's name or abbreviation (UTC, CET, Europe/Paris). AD and BC are eras, AM and
 # PM halves of the day (`10:00 pm` is 22:00 on both servers), `allballs` PostgreSQL's word for
 # midnight: none of them a zone.
-_ZONED = re.compile(r"^(\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?)?|\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?)"
+_ZONED = re.compile(r"^(\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d*)?)?)?|\d{2}:\d{2}(?::\d{2}(?:\.\d*)?)?)"
                     r"\s*(Z|[+-]\d{1,2}(?::?\d{2}){0,2}|(?!(?:AD|BC|AM|PM|ALLBALLS)$)[A-Za-z][A-Za-z0-9_/+-]*)$",
                     re.IGNORECASE)
 # Words PostgreSQL reads as the time of the statement that reads them: a row would hold when it
@@ -45,19 +46,40 @@ _LOAD_TIME = {"now", "today", "tomorrow", "yesterday"}
 _EPOCH = "epoch"
 _JULIAN = re.compile(r"^j\s*\d", re.IGNORECASE | re.ASCII)
 _FULL_YEAR = re.compile(r"(?<!\d)(\d{4}|\d{8})(?!\d)", re.ASCII)
-# In a date of another form: a month's name (the parts' order is then plain), a half of the day,
-# and a zone after the time (an offset, Z, or a zone's name or abbreviation: not AM, PM, BC, AD,
-# nor the T before a time of day).
-_MONTH_NAME = re.compile(r"(?<![a-z])(jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*", re.IGNORECASE | re.ASCII)
-_CLOCK = re.compile(r"(?<!\d)(\d{1,2})(:\d{2}(?::\d{2}(?:\.\d+)?)?)", re.ASCII)
-# A time of day in ISO 8601's basic form, after a date and a `T` or a space: `120000.5` is 12:00:00.5.
-_BASIC_CLOCK = re.compile(r"(?<!\d)\d{4}([-/.]?)\d{2}\1\d{2}[T ](\d{2})(\d{2})(\d{2})?(\.\d+)?(?![\d:])",
-                          re.ASCII | re.IGNORECASE)
-_MERIDIEM = re.compile(r"(?<![a-z])[ap]\.?m\.?(?![a-z])", re.IGNORECASE | re.ASCII)
-_TRAILING_ZONE = re.compile(r"(?:(?<![a-z])z|[+-]\d{1,2}(?::?\d{2})?|(?<![a-z])(?!(?:am|pm|bc|ad)\b|t\d)[a-z][a-z0-9_/+-]*)$",
-                            re.IGNORECASE | re.ASCII)
+# The forms other than ISO 8601 the check reads, whole, and passes where PostgreSQL and SQL Server
+# store what they say: the year first, or a month's name; a time of day `H:MM[:SS[.f]]` with a
+# half of the day, or ISO 8601's basic `HHMM[SS[.f]]`; an era (PostgreSQL's own types); a zone
+# of the spellings every reader takes alike (Z, UTC, GMT, `+05`, `+0530`, `+05:30`, a region's
+# name `Europe/Paris`). Any other form is refused: PostgreSQL reads `10:30.5` as 00:10:30.5,
+# `1:2:3.5` rounded, `24:0` as the next day, `2026-01-05TT10:00` at midnight, `UTC+5` five hours
+# west, `IST` as Israel's, a word with anything after it as the load's own time, all without an error.
+_MONTHS = ("jan|january|feb|february|mar|march|apr|april|may|jun|june|jul|july|aug|august|sep|sept|september|"
+           "oct|october|nov|november|dec|december")
+_MONTH_NUMBER = {name: i for i, names in enumerate(
+    [("jan", "january"), ("feb", "february"), ("mar", "march"), ("apr", "april"), ("may",), ("jun", "june"),
+     ("jul", "july"), ("aug", "august"), ("sep", "sept", "september"), ("oct", "october"), ("nov", "november"),
+     ("dec", "december")], start=1) for name in names}
+_ZONE_SPELLINGS = r"Z|UTC|GMT|[+-]\d{2}(?::?\d{2})?|[A-Za-z]+/[A-Za-z_]+(?:/[A-Za-z_]+)?"
+_ZONE_OK = re.compile(f"(?:{_ZONE_SPELLINGS})", re.ASCII | re.IGNORECASE)
+_CLOCK_FORM = (r"(?:(?P<h>\d{1,2}):(?P<mi>\d{2})(?::(?P<sec>\d{2})(?:\.(?P<f>\d+))?)?(?:\s*(?P<ap>[ap])\.?m\.?)?"
+               r"|(?P<bh>\d{2})(?P<bmi>\d{2})(?:(?P<bsec>\d{2})(?:\.(?P<bf>\d+))?)?)")
+_OTHER_FORM = re.compile(
+    r"(?:(?P<y>\d{4})(?P<sep>[-/.])(?P<m>\d{1,2})(?P=sep)(?P<d>\d{1,2})"
+    r"|(?P<y8>\d{4})(?P<m8>\d{2})(?P<d8>\d{2})"
+    rf"|(?P<mon>{_MONTHS})\.?\s+(?P<dm>\d{{1,2}}),?\s+(?P<ym>\d{{4}})"
+    rf"|(?P<dn>\d{{1,2}})(?:\s+|-)(?P<mon2>{_MONTHS})\.?(?:\s+|-)(?P<yn>\d{{4}})"
+    rf"|(?P<yd>\d{{4}})-(?P<mon3>{_MONTHS})-(?P<dd>\d{{1,2}}))"
+    rf"(?:(?:T|\s+)(?P<clock>{_CLOCK_FORM}))?"
+    rf"(?:\s*(?P<zone>{_ZONE_SPELLINGS}))?(?:\s+(?P<era>AD|BC))?",
+    re.ASCII | re.IGNORECASE)
+_TIME_FORM = re.compile(_CLOCK_FORM, re.ASCII | re.IGNORECASE)
 _TYPE = re.compile(r"^\s*([a-z][a-z0-9 ]*?)\s*(?:\(\s*(max|\d+)\s*(?:,\s*(\d+)\s*)?\))?\s*$")
-_INT_BITS = {"smallint": 16, "int2": 16, "integer": 32, "int": 32, "int4": 32, "bigint": 64, "int8": 64}
+_INT_BITS = {"smallint": 16, "int2": 16, "integer": 32, "int": 32, "int4": 32, "bigint": 64, "int8": 64,
+             # PostgreSQL's serial types are these integers with a default: a file's value goes in as written.
+             "smallserial": 16, "serial2": 16, "serial": 32, "serial4": 32, "bigserial": 64, "serial8": 64}
+# The whitespace PostgreSQL's and SQL Server's number inputs skip around a number (C's isspace):
+# Python's str.strip() takes more (U+001C-U+001F, U+00A0, ...), which the servers refuse.
+_C_SPACE = " \t\n\r\v\f"
 _DECIMAL = {"numeric", "decimal", "dec"}
 _FLOAT = {"real", "float", "float4", "float8", "double precision"}
 _DATES = {"date", "timestamp", "timestamp without time zone", "datetime", "datetime2", "smalldatetime"}
@@ -185,7 +207,9 @@ def kept_pattern(sql_type: str, neutral: bool = False) -> str | None:
         # Decimal digits: PostgreSQL reads `0x10` as 16 into either type and `inf` into numeric,
         # which the full check refuses (a float's `inf` and `nan` it passes, as the server reads them).
         return r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
-    if base in _INT_BITS or base == "tinyint":
+    if base == "tinyint":
+        return r"(?:1?[0-9]{1,2}|2[0-4][0-9]|25[0-5])"     # 0-255; the rest to the full check
+    if base in _INT_BITS:
         return r"[+-]?[0-9]+"       # out of the type's range: the load's error
     if base in _BOOLEANS:
         return r"(?i:true|false|1|0)" if neutral or base == "bit" else None
@@ -220,18 +244,21 @@ def _full_check(sql_type: str, base: str, size: str | None, scale: str | None, n
         low, high = (0, 255) if base == "tinyint" else (-2 ** (_INT_BITS[base] - 1), 2 ** (_INT_BITS[base] - 1) - 1)
 
         def integer(text: str) -> str | None:
-            if not _INTEGER.match(text.strip()):
+            if not _INTEGER.match(text.strip(_C_SPACE)):
                 return f"not an integer ({sql_type})"
-            return None if low <= int(text) <= high else f"outside the range of {sql_type} ({low}..{high})"
+            value = int(text.strip(_C_SPACE))
+            return None if low <= value <= high else f"outside the range of {sql_type} ({low}..{high})"
         return integer
     if base in _DECIMAL or base in ("money", "smallmoney"):
-        whole = int(size) - int(scale or 0) if size and size != "max" and base in _DECIMAL else None
+        # A scale above the precision (PostgreSQL's numeric(3,5)) leaves no digit before the point.
+        whole = max(int(size) - int(scale or 0), 0) if size and size != "max" and base in _DECIMAL else None
         # The digits a declared scale keeps (`numeric(12)` keeps none): the servers round the rest
         # away as they read the field, without an error.
         kept = int(scale or 0) if size and size != "max" and base in _DECIMAL else None
 
         def decimal(text: str) -> str | None:
-            n = _NUMBER.match(text.strip())
+            text = text.strip(_C_SPACE)
+            n = _NUMBER.match(text)
             if not n or not (n.group(1) or n.group(2)):
                 return f"not a decimal number ({sql_type})"
             if "e" in text.lower():
@@ -320,6 +347,8 @@ def _when(sql_type: str, base: str, size: str | None, neutral: bool) -> Check:
         field = text.strip()
         zoned = _ZONED.match(field)
         if zoned and base in _ZONED_DATES:
+            if not _ZONE_OK.fullmatch(zoned.group(2)):
+                return _zone_unread(zoned.group(2))
             field, zoned = zoned.group(1), None      # its zone is read: the time before it is checked
         if zoned:
             # PostgreSQL ignores a zone in a value of a type without one, without an error
@@ -349,10 +378,17 @@ def _when(sql_type: str, base: str, size: str | None, neutral: bool) -> Check:
                 # PostgreSQL reads a time of day after a date and ignores the date ("you can also
                 # always specify a date but it will be ignored", Date/Time Types, Times).
                 return f"a date before the time of day: {sql_type} keeps the time only, the load would drop it"
-            return _clock_problem(field, sql_type, base, kept, named)
+            if _ISO_TIME.match(field):
+                return _clock_problem(field, sql_type, base, kept, named)
+            t = _TIME_FORM.fullmatch(field)
+            if t is None:
+                return (f"a time of day in a form the check does not read: the server may read it as another time "
+                        f"(10:30.5 as 00:10:30.5) without an error; write it as HH:MM:SS[.fff]")
+            return _clock_of(t, lambda clock: _clock_problem(clock, sql_type, base, kept, named))
+        if not both and field.lower() in _INFINITIES:
+            return None     # PostgreSQL's own type keeps it as written
         d = _ISO_DAY.match(field)
         if d is None:
-            # None: the server reads it as written.
             return _other_form_problem(field, sql_type, base,
                                        lambda clock: _clock_problem(clock, sql_type, base, kept, named))
         try:
@@ -370,44 +406,86 @@ def _when(sql_type: str, base: str, size: str | None, neutral: bool) -> Check:
 
 def _other_form_problem(field: str, sql_type: str, base: str, clock_problem: Callable[[str], str | None]
                         ) -> str | None:
-    """A date or timestamp in another form than ISO 8601 that the loads would store as another
-    value or refuse: PostgreSQL's own forms (_EPOCH, _JULIAN, a year of two digits), the day or the
-    month first (the loads read dates year first: `5/6/2027` is refused at the load, after other
-    loads ran), a time of day in a `date` (dropped), a zone in a type without one (dropped), and a
-    time of day the type rounds or rolls over (`clock_problem`, as in ISO 8601).
-    None for a form read as written (`2026/12/05`, `20261205`, `Dec 5 2026 10:00`, `infinity`)."""
+    """A date or timestamp in another form than ISO 8601: refused unless it is one of the forms
+    _OTHER_FORM reads, as the servers read it (`2026/12/05`, `20261205`, `Dec 5 2026 10:00`,
+    `5 December 2026 1:45 pm`), a calendar day, with no time of day in a `date`, no zone in a type
+    without one, and a time of day the type keeps (`clock_problem`, as in ISO 8601). PostgreSQL's
+    own forms (_EPOCH, _JULIAN, a year of two digits) and the day or the month first (the loads
+    read dates year first: `5/6/2027` is refused at the load, after other loads ran) are named."""
+    form = _OTHER_FORM.fullmatch(field)
+    if form is None:
+        return _unread_form(field, sql_type, base)
+    g = form.groupdict()
+    year = g["y"] or g["y8"] or g["ym"] or g["yn"] or g["yd"]
+    month = g["m"] or g["m8"] or _MONTH_NUMBER[(g["mon"] or g["mon2"] or g["mon3"]).lower()]
+    try:
+        day = date(int(year), int(month), int(g["d"] or g["d8"] or g["dm"] or g["dn"] or g["dd"]))
+    except ValueError as exc:
+        return f"not a date ({exc})"
+    first, last = _RANGES.get(base, (day, day))
+    if not first <= day <= last:
+        return f"a day outside {sql_type}'s range ({first} to {last})"
+    if g["zone"] and base not in _ZONED_DATES:
+        return (f"a time zone ({g['zone']}): {sql_type} keeps none, the load would drop it without an error; "
+                f"write every time in one zone without it, or declare a type with a zone")
+    if not g["clock"]:
+        return None
+    problem = _clock_of(form, clock_problem)
+    if problem and base == "date" and problem.startswith("a time of day"):
+        return (f"a time of day after the date: {sql_type} keeps the day only, the load would drop it; write the "
+                f"date alone, YYYY-MM-DD")
+    return problem
+
+
+def _clock_of(form: re.Match, clock_problem: Callable[[str], str | None]) -> str | None:
+    """The time of day a match of _CLOCK_FORM holds, as `HH:MM[:SS[.f]]` (a half of the day
+    read: 12 AM is 00), for `clock_problem`; an hour a half of the day does not have is refused."""
+    g = form.groupdict()
+    if g["bh"] is not None:
+        clock = f"{g['bh']}:{g['bmi']}" + (f":{g['bsec']}" + (f".{g['bf']}" if g["bf"] else "") if g["bsec"] else "")
+        return clock_problem(clock)
+    hour = int(g["h"])
+    if g["ap"]:
+        if not 1 <= hour <= 12:
+            return f"not a time of day ({g['h']}:{g['mi']} {g['ap'].upper()}M: hours 1-12 with AM or PM)"
+        hour = hour % 12 + (12 if g["ap"].lower() == "p" else 0)
+    clock = f"{hour:02d}:{g['mi']}" + (f":{g['sec']}" + (f".{g['f']}" if g["f"] else "") if g["sec"] else "")
+    return clock_problem(clock)
+
+
+def _unread_form(field: str, sql_type: str, base: str) -> str:
+    """Why a date in a form _OTHER_FORM does not read is refused, as near as its form says."""
     if field.lower() == _EPOCH:
         return ("a word PostgreSQL reads as 1970-01-01 00:00:00, not a date written in the file "
                 "(SQL Server refuses it); write the date itself, or leave the field empty for NULL")
     if _JULIAN.match(field):
         return ("a Julian day, which PostgreSQL reads as a date the file does not write (SQL Server refuses it); "
                 "write the date as YYYY-MM-DD")
-    if not any(ch.isdigit() for ch in field):
-        return None     # a word: the server reads it (infinity) or refuses it
+    if any(ch.isdigit() and not ch.isascii() for ch in field):
+        return "digits of another script than ASCII's, which the servers do not read as a date; write 0-9"
     digits = re.findall(r"[0-9]+", field)
-    if not _FULL_YEAR.search(field):
+    if digits and not _FULL_YEAR.search(field):
         return ("no year of four digits: the server would guess the century (26-12-05 is read as 2026-12-05) "
                 "or the order of the parts; write the date as YYYY-MM-DD")
-    month = _MONTH_NAME.search(field)
-    if not month and len(digits[0]) not in (4, 8):
+    if digits and len(digits[0]) not in (4, 8) and not re.search(_MONTHS, field, re.IGNORECASE):
         return ("the day or the month first: the loads read dates year first, so the server would refuse it or "
                 "read another day; write the date as YYYY-MM-DD")
-    timed = (":" in field or bool(_MERIDIEM.search(field)) or len(digits) > (2 if month else 3)
-             or (len(digits[0]) == 8 and len(digits) > 1))
-    if timed and base == "date":
-        return (f"a time of day after the date: {sql_type} keeps the day only, the load would drop it; write the "
-                f"date alone, YYYY-MM-DD")
-    if timed and base not in _ZONED_DATES and _TRAILING_ZONE.search(field):
-        return (f"a time zone after the time: {sql_type} keeps none, the load would drop it without an error; "
-                f"write every time in one zone without it, or declare a type with a zone")
-    clock = _CLOCK.search(field)            # its hour written with two digits, as ISO 8601's
-    if clock:
-        return clock_problem(f"{int(clock.group(1)):02d}{clock.group(2)}")
-    basic = _BASIC_CLOCK.search(field)      # `20270501T120000.5`: the same time as 12:00:00.5
-    if basic:
-        hour, minute, second, fraction = basic.groups()[1:]
-        return clock_problem(f"{hour}:{minute}" + (f":{second}{fraction or ''}" if second else ""))
-    return None
+    zone = re.search(r"(?:\s|\d)((?:UTC|GMT|Z)[+-]\d.*|[A-Za-z]{2,5})$", field)
+    if zone and zone.group(1).upper() not in ("AM", "PM", "AD", "BC") and digits:
+        if base not in _ZONED_DATES:
+            return (f"a time zone after the time: {sql_type} keeps none, the load would drop it without an error; "
+                    f"write every time in one zone without it, or declare a type with a zone")
+        return _zone_unread(zone.group(1))
+    return ("a form of date the check does not read: the server may read it as another value (a word as the "
+            "load's own time, 10:30.5 as 00:10:30.5, 24:0 as the next day) without an error; write it as "
+            "YYYY-MM-DD HH:MM:SS[.fff]")
+
+
+def _zone_unread(zone: str) -> str:
+    """Why a zone of another spelling than _ZONE_OK's is refused."""
+    return (f"a time zone spelt {zone!r}, which the servers do not read alike (PostgreSQL reads UTC+5 five hours "
+            f"west of UTC, IST as Israel's, an abbreviation by its own list) or at all; write an offset "
+            f"(+05:30), Z, or a region's name (Asia/Kolkata)")
 
 
 def _clock_problem(clock: str, sql_type: str, base: str, kept: int, named: str) -> str | None:
