@@ -276,7 +276,8 @@ def test_check_refuses_a_time_finer_than_its_column_keeps_and_a_dates_time_of_da
           ("date", "5 December 2026"), ("timestamp", "Dec 5 2026 10:00"), ("timestamp", "20270501T120000"),
           ("timestamp", "2027-05-01 1:45pm"), ("timestamptz", "Dec 5 2026 10:00 Europe/Paris"),
           ("timestamptz", "2026-03-01 10:00:00 UTC"), ("date", "5-Dec-2026"), ("date", "2026-Dec-05"),
-          ("timestamp", "December 5, 2026 12:30 AM"), ("timestamp", "2026-1-5 9:05")]
+          ("timestamp", "December 5, 2026 12:30 AM"), ("timestamp", "2026-1-5 9:05"),
+          ("timestamptz", "Tue, 01 Dec 2026 10:00:00 GMT")]
     for sql_type, text in ok:
         assert field_check(sql_type)(text) is None, (sql_type, text)
     refused = [

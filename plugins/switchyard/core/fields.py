@@ -64,6 +64,7 @@ _ZONE_OK = re.compile(f"(?:{_ZONE_SPELLINGS})", re.ASCII | re.IGNORECASE)
 _CLOCK_FORM = (r"(?:(?P<h>\d{1,2}):(?P<mi>\d{2})(?::(?P<sec>\d{2})(?:\.(?P<f>\d+))?)?(?:\s*(?P<ap>[ap])\.?m\.?)?"
                r"|(?P<bh>\d{2})(?P<bmi>\d{2})(?:(?P<bsec>\d{2})(?:\.(?P<bf>\d+))?)?)")
 _OTHER_FORM = re.compile(
+    r"(?:(?:mon|tue|wed|thu|fri|sat|sun)[a-z]*,?\s+)?"        # a weekday (RFC 1123's dates), which the day says
     r"(?:(?P<y>\d{4})(?P<sep>[-/.])(?P<m>\d{1,2})(?P=sep)(?P<d>\d{1,2})"
     r"|(?P<y8>\d{4})(?P<m8>\d{2})(?P<d8>\d{2})"
     rf"|(?P<mon>{_MONTHS})\.?\s+(?P<dm>\d{{1,2}}),?\s+(?P<ym>\d{{4}})"
