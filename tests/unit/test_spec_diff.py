@@ -22,13 +22,13 @@ class Sql:
     def create_unique(self, n, cols): return f"UNIQUE {n} ({', '.join(cols)})"
 
 
-def table(policy="fail", unique=None, extra=(), partitioned=True):
+def table(policy="fail", unique=None, extra=(), partitioned=True, fmt=None):
     columns = [{"name": "id", "type": "bigint"}, {"name": "note", "type": "varchar(5)", "nullable": True},
                *extra]
     raw = {"key": "id", "columns": columns, "on_spec_change": policy, "partitioned": partitioned}
     if unique:
         raw["unique"] = unique
-    return parse_spec({"name": "s", "tables": {"t": raw}}).table("t")
+    return parse_spec({"name": "s", "tables": {"t": raw}, **({"format": fmt} if fmt else {})}).table("t")
 
 
 TYPES = {"id": "bigint", "note": "text", "gust": "integer", "basin": "character(2)", "wind": "integer"}
@@ -173,3 +173,22 @@ def test_the_length_check_of_a_column_an_earlier_spec_had_is_said_to_be_switchya
         "both stay",
         "s.t: column memo is not in the spec's files: the batch's rows get NULL in it; Switchyard never drops a "
         "column (it may hold data)"]
+
+
+def test_a_column_made_not_null_says_its_null_marker_is_a_value_from_now_on():
+    """With a null_marker, a column the spec makes NOT NULL takes the marker's fields as values
+    (FileFormat.null_marker): a producer's missing values would load as that text, unrefused. The
+    note says so when the change is made."""
+    basin = [{"name": "basin", "type": "char(2)"}]
+    existing = (*AS_MADE, ExistingColumn("basin", "character(2)", False, False))
+    marked = table("fail", extra=basin, fmt={"delimiter": ",", "null_marker": ""})
+    _, notes, _ = reconcile(marked, differences(marked, existing), "s.t")
+    plain = table("fail", extra=basin)
+    assert not any("null_marker" in n for n in reconcile(plain, differences(plain, existing), "s.t")[1])
+    assert any("column basin is nullable in the table, NOT NULL in the spec" in n and "from now on a field '' (the "
+               "format's null_marker) in this column is a value, not NULL: it loads as that text, and no check "
+               "refuses it" in n for n in notes), notes
+    # A number's or a date's empty field is refused by the check: nothing to say.
+    number = table("fail", extra=[{"name": "wind", "type": "integer"}], fmt={"delimiter": ",", "null_marker": ""})
+    assert not any("null_marker" in n for n in reconcile(
+        number, differences(number, (*AS_MADE, ExistingColumn("wind", "integer", False, False))), "s.t")[1])

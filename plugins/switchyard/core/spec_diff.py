@@ -147,6 +147,13 @@ def compare(table: Table, existing: Existing, needed: Needed, sql: Statements) -
                      "validation checks every batch for NULLs in it, and every batch replaces the table's rows; the "
                      "table says NOT NULL too once no row holds NULL in it (a run that failed after adding the column "
                      "leaves NULLs until a batch is published)")
+            marker = table.format.null_marker
+            texts = ("char", "varchar", "text", "nchar", "nvarchar", "character")
+            if marker is not None and any(t.lower().startswith(texts) for t in c.types.values()):
+                # The marker is NULL only where the column allows it (FileFormat.null_marker): a
+                # producer's missing values of a column made NOT NULL load as its text from now on.
+                means += (f"; from now on a field {marker!r} (the format's null_marker) in this column is a value, "
+                          f"not NULL: it loads as that text, and no check refuses it")
             fix = sql.set_not_null(c.name) if table.partitioned else sql.set_not_null_where_none(c.name)
             out.append(Difference("nullability_tightened", f"column {c.name} is nullable in the table, NOT NULL in "
                                   f"the spec", means, fix, ("sync",), note_only=True))
