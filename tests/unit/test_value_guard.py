@@ -188,3 +188,19 @@ def test_a_quoted_field_over_many_chunks_is_held_whole_and_the_record_read_once_
     with pytest.raises(ChangedValue) as caught:
         _run(table, first + bad + GOOD[0] + b"\n", size)
     assert (caught.value.offset, caught.value.column, caught.value.text) == (len(first), "price", "12.505")
+
+
+def test_a_money_field_the_server_would_read_as_another_amount_is_refused():
+    """PostgreSQL's money reads an empty field as 0.00, `(12)` as -12 and `$12` as 12, and rounds
+    to 2 digits (SQL Server's to 4): a money for every target keeps 2."""
+    spec = parse_spec({"name": "g", "files": "{table}.{stream}", "format": {"delimiter": ",", "trailing_delimiter": False},
+                       "tables": {"t": {"partitioned": False, "key": "id", "columns": [
+                           {"name": "id", "type": "varchar(4)"}, {"name": "amount", "type": "money"}]}}})
+    guard = value_guard(spec.table("t"), "postgres")
+    good = b"a,12.50\nb,-3\nc,7.100\n"
+    assert b"".join(guard.chunks([good])) == good
+    for field, why in ((b"", "not a decimal number"), (b"(12)", "not a decimal number"), (b"$12", "not a decimal"),
+                       (b"12.001", "3 digits after the point, money keeps 2")):
+        with pytest.raises(ChangedValue) as caught:
+            b"".join(guard.chunks([good + b"d," + field + b"\n"]))
+        assert caught.value.column == "amount" and why in caught.value.why, (field, caught.value.why)

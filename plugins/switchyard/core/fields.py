@@ -204,6 +204,9 @@ def kept_pattern(sql_type: str, neutral: bool = False) -> str | None:
     base, size, scale = m.groups()
     if base in _DECIMAL and size and size != "max":
         return r"[+-]?[0-9]*" + _digits_after_point(int(scale or 0))
+    if base in ("money", "smallmoney"):
+        # PostgreSQL's money reads `$12`, `(12)`, `12-` and an empty field (as 0.00): the full check.
+        return r"[+-]?[0-9]+" + (_digits_after_point(2) if neutral else r"(?:\.[0-9]*)?")
     if base in _DECIMAL or base in _FLOAT:
         # Decimal digits: PostgreSQL reads `0x10` as 16 into either type and `inf` into numeric,
         # which the full check refuses (a float's `inf` and `nan` it passes, as the server reads them).
@@ -254,8 +257,10 @@ def _full_check(sql_type: str, base: str, size: str | None, scale: str | None, n
         # A scale above the precision (PostgreSQL's numeric(3,5)) leaves no digit before the point.
         whole = max(int(size) - int(scale or 0), 0) if size and size != "max" and base in _DECIMAL else None
         # The digits a declared scale keeps (`numeric(12)` keeps none): the servers round the rest
-        # away as they read the field, without an error.
-        kept = int(scale or 0) if size and size != "max" and base in _DECIMAL else None
+        # away as they read the field, without an error. PostgreSQL's money keeps 2 (its locale's),
+        # SQL Server's 4: a money for every target keeps what both do.
+        kept = (int(scale or 0) if size and size != "max" and base in _DECIMAL
+                else 2 if neutral and base in ("money", "smallmoney") else None)
 
         def decimal(text: str) -> str | None:
             text = text.strip(_C_SPACE)
