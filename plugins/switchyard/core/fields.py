@@ -388,8 +388,8 @@ def _when(sql_type: str, base: str, size: str | None, neutral: bool) -> Check:
                 return _clock_problem(field, sql_type, base, kept, named)
             t = _TIME_FORM.fullmatch(field)
             if t is None:
-                return (f"a time of day in a form the check does not read: the server may read it as another time "
-                        f"(10:30.5 as 00:10:30.5) without an error; write it as HH:MM:SS[.fff]")
+                return ("a time of day in a form the check does not read: the server may read it as another time "
+                        "(10:30.5 as 00:10:30.5) without an error; write it as HH:MM:SS[.fff]")
             return _clock_of(t, lambda clock: _clock_problem(clock, sql_type, base, kept, named))
         if not both and field.lower() in _INFINITIES:
             return None     # PostgreSQL's own type keeps it as written
