@@ -678,8 +678,8 @@ def stale_loads(spec: LoadSpec, plan: dict, tables: set[str], load_of: Callable[
     workers see them) and named pipes (read once) are not compared; nor is a load that recorded
     no file (an earlier version's result). `source`: the streams of that source instead, read on
     `host`, one of its workers (source_files_as_loaded), the manifest left to the central site's
-    check; a file loaded on another worker of the source is that worker's copy, whose modification
-    time may differ from this one's: it is compared by its size only."""
+    check; a file loaded on another worker of the source is compared the same way (the workers may
+    share the folder), its refusal saying where it was loaded."""
     folder = resolve_batch(plan["batch"])
     problems = []
     for gid, raw in plan["groups"].items():
@@ -695,11 +695,16 @@ def stale_loads(spec: LoadSpec, plan: dict, tables: set[str], load_of: Callable[
         loaded = load_of(gid) or {}
         if loaded.get("file_mtime_ns") is None or now == (loaded.get("file_bytes"), loaded["file_mtime_ns"]):
             continue
-        if source is not None and loaded.get("host") != host and st.st_size == loaded.get("file_bytes"):
-            continue
+        # On a source, a load on another worker read that worker's file: the same one where the
+        # workers share a folder, a copy otherwise, compared all the same (a copy's other
+        # modification time is said, never taken for an unchanged file: a rewrite of the same size
+        # would go in unseen).
+        elsewhere = (f" (loaded on {loaded['host']}: a copy of the batch there must keep the files' modification "
+                     f"times, rsync -t)" if source is not None and loaded.get("host") not in (None, host) else "")
         problems.append(f"{path} [table {raw['table']}, stream {raw['stream']}]: {st.st_size:,} bytes modified at "
                         f"{_stamp(st.st_mtime_ns)}, written again since its load read {loaded['file_bytes']:,} bytes "
-                        f"modified at {_stamp(loaded['file_mtime_ns'])} into its staging table: clear group {gid}")
+                        f"modified at {_stamp(loaded['file_mtime_ns'])}{elsewhere} into its staging table: clear group "
+                        f"{gid}")
     return problems + ([] if source else _manifest_changed(folder, plan, tables))
 
 
