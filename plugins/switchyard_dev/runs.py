@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 import urllib.error
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from urllib.parse import quote
 
 from switchyard_dev import local
@@ -138,7 +138,29 @@ def what_it_does(api: local.Api, run: dict, wait_seconds: float | None = None) -
         return (f"is loading batch {batch_of(run)}: {len(running)} task{'' if len(running) == 1 else 's'} running "
                 f"({', '.join(running[:3])}{' ...' if len(running) > 3 else ''})")
     done = sum(1 for t in tis if t.get("state") in ("success", "skipped", "failed", "upstream_failed"))
-    return f"is loading batch {batch_of(run)} ({done}/{len(tis)} tasks done)"
+    return f"is loading batch {batch_of(run)} ({done}/{len(tis)} tasks done)" + _stuck_in_queues(tis)
+
+
+# How long a task may wait queued before the run's line names its queue: longer than a worker's
+# pickup (the Edge executor's polls take seconds), shorter than a user's patience.
+QUEUED_NAMED_AFTER = 60.0
+
+
+def _stuck_in_queues(tis: list[dict], now: datetime | None = None) -> str:
+    """With no task running: the queues whose tasks have waited QUEUED_NAMED_AFTER seconds or more
+    for a worker, and since when. A queue no running worker takes (a source's Edge worker that
+    stopped, or none started) holds its tasks queued without a word in Airflow's UI."""
+    now = now or datetime.now(timezone.utc)
+    waiting: dict[str, list[tuple[datetime, str]]] = {}
+    for t in tis:
+        since = _parse(t.get("queued_when"))
+        if t.get("state") == "queued" and since and (now - since).total_seconds() >= QUEUED_NAMED_AFTER:
+            waiting.setdefault(t.get("queue") or "default", []).append((since, t["task_id"]))
+    said = [f"{len(tasks)} task{'' if len(tasks) == 1 else 's'} queued on queue {queue!r} for "
+            f"{round((now - min(tasks)[0]).total_seconds() / 60)} min ({', '.join(sorted(i for _, i in tasks)[:3])}"
+            f"{' ...' if len(tasks) > 3 else ''}): no worker of that queue has taken them (`switchyard services "
+            f"status` lists the workers)" for queue, tasks in sorted(waiting.items())]
+    return ("; " + "; ".join(said)) if said else ""
 
 
 def waiting_for(api: local.Api, dag_id: str, run_id: str) -> str | None:

@@ -296,7 +296,9 @@ class _TaskInstances:
 
     def get_all(self, path: str, key: str) -> list[dict]:
         assert path.endswith("/taskInstances") and key == "task_instances"
-        return [{"task_id": task, "state": state} for task, state in self.states.items()]
+        return [{"task_id": task, "state": state, **self.more.get(task, {})} for task, state in self.states.items()]
+
+    more: dict[str, dict] = {}
 
 
 def test_runs_says_a_run_whose_plan_waits_for_its_retry_has_loaded_nothing():
@@ -312,3 +314,22 @@ def test_runs_says_a_run_whose_plan_waits_for_its_retry_has_loaded_nothing():
     loading = _TaskInstances({"setup.wait_for_batch": "success", "setup.plan": "success",
                               "events_1.prepare": "running"})
     assert what_it_does(loading, run) == "is loading batch 2026-11-16: 1 task running (events_1.prepare)"
+
+
+def test_runs_names_a_queue_whose_tasks_no_worker_has_taken():
+    """A source's Edge worker that stopped (or none started for its queue) leaves the source's tasks
+    queued and the run `running`, with nothing in Airflow's UI to say why: past a minute,
+    `switchyard runs` names the queue, how long, and the tasks."""
+    from datetime import datetime, timedelta, timezone
+    from switchyard_dev.runs import what_it_does
+    run = {"dag_id": "switchyard_sales", "dag_run_id": "manual__1", "state": "running", "conf": {"batch": "b"}}
+    long_ago = (datetime.now(timezone.utc) - timedelta(minutes=10, seconds=5)).isoformat()
+    just_now = datetime.now(timezone.utc).isoformat()
+    stuck = _TaskInstances({"setup.wait_for_batch": "success", "setup.plan": "success", "sales_3.load": "success",
+                            "files_on_source_b_as_loaded": "queued", "sales_4.load": "queued"})
+    stuck.more = {"files_on_source_b_as_loaded": {"queue": "source_b", "queued_when": long_ago},
+                  "sales_4.load": {"queue": "default", "queued_when": just_now}}
+    assert what_it_does(stuck, run) == (
+        "is loading batch b (3/5 tasks done); 1 task queued on queue 'source_b' for 10 min "
+        "(files_on_source_b_as_loaded): no worker of that queue has taken them (`switchyard services status` lists "
+        "the workers)")
