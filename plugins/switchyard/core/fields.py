@@ -380,34 +380,48 @@ def _when(sql_type: str, base: str, size: str | None, neutral: bool) -> Check:
             # NOT NULL column, an empty string, which no date or time type reads.
             return f"an empty field, not a value of {sql_type}"
         if base in _TIMES:
-            if _ISO_DAY.match(field):
-                # PostgreSQL reads a time of day after a date and ignores the date ("you can also
-                # always specify a date but it will be ignored", Date/Time Types, Times).
-                return f"a date before the time of day: {sql_type} keeps the time only, the load would drop it"
-            if _ISO_TIME.match(field):
-                return _clock_problem(field, sql_type, base, kept, named)
-            t = _TIME_FORM.fullmatch(field)
-            if t is None:
-                return ("a time of day in a form the check does not read: the server may read it as another time "
-                        "(10:30.5 as 00:10:30.5) without an error; write it as HH:MM:SS[.fff]")
-            return _clock_of(t, lambda clock: _clock_problem(clock, sql_type, base, kept, named))
+            return _time_of_day_problem(field, sql_type, lambda clock: _clock_problem(clock, sql_type, base, kept,
+                                                                                      named))
         if not both and field.lower() in _INFINITIES:
             return None     # PostgreSQL's own type keeps it as written
         d = _ISO_DAY.match(field)
         if d is None:
             return _other_form_problem(field, sql_type, base,
                                        lambda clock: _clock_problem(clock, sql_type, base, kept, named))
-        try:
-            day = date(int(d.group(1)), int(d.group(2)), int(d.group(3)))
-        except ValueError as exc:
-            return f"not a date ({exc})"
-        first, last = _RANGES.get(base, (day, day))
-        if not first <= day <= last:
-            # Microsoft's references give each type's range (datetime: 1753-01-01 to 9999-12-31,
-            # smalldatetime: 1900-01-01 to 2079-06-06); the load would refuse the field.
-            return f"a day outside {sql_type}'s range ({first} to {last})"
-        return None if d.group(4) is None else _clock_problem(d.group(4), sql_type, base, kept, named)
+        problem = _day_problem(d.group(1), d.group(2), d.group(3), sql_type, base)
+        if problem or d.group(4) is None:
+            return problem
+        return _clock_problem(d.group(4), sql_type, base, kept, named)
     return when
+
+
+def _time_of_day_problem(field: str, sql_type: str, clock_problem: Callable[[str], str | None]) -> str | None:
+    """A `time` column's field: ISO 8601's `HH:MM[:SS[.f]]`, or another form _TIME_FORM reads."""
+    if _ISO_DAY.match(field):
+        # PostgreSQL reads a time of day after a date and ignores the date ("you can also
+        # always specify a date but it will be ignored", Date/Time Types, Times).
+        return f"a date before the time of day: {sql_type} keeps the time only, the load would drop it"
+    if _ISO_TIME.match(field):
+        return clock_problem(field)
+    t = _TIME_FORM.fullmatch(field)
+    if t is None:
+        return ("a time of day in a form the check does not read: the server may read it as another time "
+                "(10:30.5 as 00:10:30.5) without an error; write it as HH:MM:SS[.fff]")
+    return _clock_of(t, clock_problem)
+
+
+def _day_problem(year: str, month: str | int, day_of_month: str, sql_type: str, base: str) -> str | None:
+    """A day that is not in the calendar, or not in the type's range."""
+    try:
+        day = date(int(year), int(month), int(day_of_month))
+    except ValueError as exc:
+        return f"not a date ({exc})"
+    first, last = _RANGES.get(base, (day, day))
+    if not first <= day <= last:
+        # Microsoft's references give each type's range (datetime: 1753-01-01 to 9999-12-31,
+        # smalldatetime: 1900-01-01 to 2079-06-06); the load would refuse the field.
+        return f"a day outside {sql_type}'s range ({first} to {last})"
+    return None
 
 
 def _other_form_problem(field: str, sql_type: str, base: str, clock_problem: Callable[[str], str | None]
@@ -422,15 +436,11 @@ def _other_form_problem(field: str, sql_type: str, base: str, clock_problem: Cal
     if form is None:
         return _unread_form(field, sql_type, base)
     g = form.groupdict()
-    year = g["y"] or g["y8"] or g["ym"] or g["yn"] or g["yd"]
     month = g["m"] or g["m8"] or _MONTH_NUMBER[(g["mon"] or g["mon2"] or g["mon3"]).lower()]
-    try:
-        day = date(int(year), int(month), int(g["d"] or g["d8"] or g["dm"] or g["dn"] or g["dd"]))
-    except ValueError as exc:
-        return f"not a date ({exc})"
-    first, last = _RANGES.get(base, (day, day))
-    if not first <= day <= last:
-        return f"a day outside {sql_type}'s range ({first} to {last})"
+    problem = _day_problem(g["y"] or g["y8"] or g["ym"] or g["yn"] or g["yd"], month,
+                           g["d"] or g["d8"] or g["dm"] or g["dn"] or g["dd"], sql_type, base)
+    if problem:
+        return problem
     if g["zone"] and base not in _ZONED_DATES:
         return (f"a time zone ({g['zone']}): {sql_type} keeps none, the load would drop it without an error; "
                 f"write every time in one zone without it, or declare a type with a zone")
