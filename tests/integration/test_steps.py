@@ -418,6 +418,15 @@ def orders_set_up(tpch_batch, batch: Path, spec, pg_uri: str, schema: str):
     return batch, connect, steps.set_up(connect(), plan, problems, batch.name, found, ["orders"])
 
 
+def loaded_and_validated(connect, spec, run: dict, stream: int, loads: dict):
+    """The orders stream's prepare, load and validate, its load's result kept in `loads`."""
+    s = steps.stream_plan(run, "orders", stream)
+    steps.prepare(connect, run, s)
+    loads[s.group_id] = steps.load(connect, run, s, queue=None, host="here").xcom()
+    steps.validate(connect, spec, run, s, loaded=loads[s.group_id])
+    return s
+
+
 @pytest.mark.parametrize("rewritten", [2, 3])
 def test_with_publish_table_the_switch_refuses_a_table_whose_file_was_written_again_after_its_load(
         tpch_batch, pg_uri, schema, data_root, rewritten):
@@ -432,10 +441,7 @@ def test_with_publish_table_the_switch_refuses_a_table_whose_file_was_written_ag
     loads = {}
     try:
         for stream in (1, 2, 3):
-            s = steps.stream_plan(run, "orders", stream)
-            steps.prepare(connect, run, s)
-            loads[s.group_id] = steps.load(connect, run, s, queue=None, host="here").xcom()
-            steps.validate(connect, spec, run, s, loaded=loads[s.group_id])
+            s = loaded_and_validated(connect, spec, run, stream, loads)
             if stream == 3:
                 path = batch / "orders" / f"orders.{rewritten}.tbl"
                 path.write_bytes(path.read_bytes().replace(b"|", b"|", 1))     # written again, the same bytes
@@ -462,10 +468,7 @@ def test_a_sources_file_written_again_after_its_load_is_found_there_before_the_p
     loads = {}
     try:
         for stream in (1, 2, 3):
-            s = steps.stream_plan(run, "orders", stream)
-            steps.prepare(connect, run, s)
-            loads[s.group_id] = steps.load(connect, run, s, queue=None, host="here").xcom()
-            steps.validate(connect, spec, run, s, loaded=loads[s.group_id])
+            s = loaded_and_validated(connect, spec, run, stream, loads)
             steps.switch(connect, spec, run, s, loads.get)
         checked = steps.source_files_as_loaded(run, spec, "source_a", loads.get, queue="source_a", host="here")
         assert checked["source"] == "source_a"

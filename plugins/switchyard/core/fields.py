@@ -367,8 +367,9 @@ def _when(sql_type: str, base: str, size: str | None, neutral: bool) -> Check:
         if field.lower() in _LOAD_TIME:
             return ("a word PostgreSQL reads as the load's own date or time: the row would hold when it was "
                     "loaded, not a value of the file")
-        if both and (field.lower() in _INFINITIES or _ERA.search(field)):
-            what = f"the era {_ERA.search(field).group(0).strip()}" if _ERA.search(field) else field
+        era = _ERA.search(field) if both else None
+        if both and (field.lower() in _INFINITIES or era):
+            what = f"the era {era.group(0).strip()}" if era else field
             if not neutral:
                 return (f"a value SQL Server's {sql_type} does not hold ({what}): its load would refuse it; "
                         f"write a date (9999-12-31 for an open end)")
