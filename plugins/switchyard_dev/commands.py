@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import os
 import subprocess
 import sys
 
@@ -266,10 +267,26 @@ def cmd_airflow(args) -> int:
               f"{'; '.join(conflicts)}.\nEvery process of the local Airflow builds the DAG from that file: unset "
               f"the variable here (or change the file, then every process builds the changed DAG).", file=sys.stderr)
         return 2
+    if local.running_executor() == "edge":
+        # The running site's executors and Edge API (make demo EXECUTOR=edge): a worker started
+        # here joins it, a cleared task is queued as the scheduler queues it.
+        from switchyard_dev import scaleout
+        env.update(scaleout.edge_settings(local.ensure_metadata_database()[0]))
+    elif args.rest[:1] == ["edge"]:
+        print("switchyard airflow edge: the local Airflow does not run the Edge executor (its services are "
+              f"{'stopped' if local.running_executor() is None else 'on LocalExecutor alone'}): "
+              "`make demo EXECUTOR=edge` starts them with it; a worker of another site is started with "
+              "that site's settings (docs/deployment.md, Adding a worker on another host)", file=sys.stderr)
+        return 2
     local.migrate(env)
     command = [local.airflow_bin(), *args.rest]
     from switchyard_dev import dag_test
     dag_id = dag_test.dag_of(args.rest)
     if dag_id is not None:  # beside a running local scheduler: the DAG paused for the test run
         return dag_test.run(dag_id, command, env)
-    return subprocess.call(command, env=env)
+    # The airflow command in this process's place: a signal to it (`switchyard services stop`
+    # stopping a scheduler or an Edge worker started this way) reaches Airflow, not a wrapper
+    # that would die and leave its child running.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execve(command[0], command, env)

@@ -536,6 +536,8 @@ def status_lines() -> list[str]:
         lines.append(f"{service:<20} {state}")
     for name, pid in workers().items():
         lines.append(f"{'worker ' + name:<20} {'running (pid %d)' % pid if pid else 'stopped'}")
+    if pid := hand_worker():
+        lines.append(f"{'worker':<20} running (pid {pid}, started by hand)")
     pg = EmbeddedPostgres()
     if pg.is_running():
         pg_state = f"running on port {pg.running_port() or pg.port} ({pg.pgdata})"
@@ -708,4 +710,21 @@ def stop_workers(timeout: float = 20) -> list[str]:
                 time.sleep(0.3)
             signal_session(pid, signal.SIGKILL)
         worker_pidfile(name).unlink(missing_ok=True)
+    pid = hand_worker()
+    if pid:
+        stopped.append(f"worker (pid {pid}, started by hand)")
+        _stop_process(pid, timeout)     # it forwards SIGTERM to its running tasks
     return stopped
+
+
+def hand_worker() -> int | None:
+    """The Edge worker of this home started in a shell (`switchyard airflow edge worker --queues
+    ...`, as docs/deployment.md starts one), if it runs: found by the pid file Airflow's worker
+    writes in its home by default. Its process cannot show the home: the worker retitles itself
+    (`airflow edge worker: <hostname>`), which overwrites its environment's place in memory too."""
+    try:
+        pid = int((airflow_home() / "airflow-edge-worker.pid").read_text().split()[0])
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except (OSError, ValueError, IndexError):
+        return None
+    return pid if _alive(pid) and b"edge worker" in cmdline else None

@@ -8,12 +8,15 @@ What is checked comes from Airflow's metadata (the task instances' hostname, que
 pool, tries, start and end), not from Switchyard's own logs, and from the target's rows against
 an independent load of the batch's files.
 
-About 3 minutes for both on 2 cores; with a real scheduler, so in `make chaos` (pytest -m chaos).
+About 4 minutes for the three on 2 cores; with a real scheduler, so in `make chaos` (pytest -m chaos).
 """
 from __future__ import annotations
 
 import os
 import shutil
+import signal
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -218,3 +221,32 @@ def test_a_dead_worker_loses_nothing(site, pg_uri):
     assert fingerprint(pg_uri, site["schema"]) == batch_fingerprint(pg_uri, generated)
     print(f"fault run: retried on worker_a2 {time.monotonic() - killed_at:.0f} s after the kill; "
           f"test {time.monotonic() - began:.0f} s")
+
+
+def test_a_worker_started_by_hand_joins_the_site_and_stops_with_it(site):
+    """deployment.md's `airflow edge worker --queues ...` through `switchyard airflow`, beside the
+    local site: it runs with the site's executors and Edge API (it registers with the api-server,
+    idle on its queue), and `switchyard services stop` stops it with the site's own workers.
+    Last in the module: it stops every worker of the site."""
+    command = [str(Path(sys.executable).with_name("switchyard")), "airflow", "edge", "worker",
+               "--queues", "source_hand", "--edge-hostname", "hand_w"]
+    proc = subprocess.Popen(command, env=dict(os.environ, SWITCHYARD_DATA_ROOT=str(site["place"] / "hand")),
+                            start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            workers = {w["worker_name"]: w for w in site["api"].get("/edge_worker/ui/worker")["workers"]}
+            if workers.get("hand_w", {}).get("state") == "idle":
+                break
+            assert proc.poll() is None, f"the worker ended: {proc.stdout.read()}"
+            assert time.monotonic() < deadline, f"the worker never registered: {workers.get('hand_w')}"
+            time.sleep(1)
+        assert workers["hand_w"]["queues"] == ["source_hand"]
+        assert local.hand_worker() == proc.pid     # the airflow process itself
+        assert f"running (pid {proc.pid}, started by hand)" in "\n".join(local.status_lines())
+        stopped = local.stop_workers(timeout=30)
+        assert f"worker (pid {proc.pid}, started by hand)" in stopped
+        assert proc.wait(timeout=10) is not None
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)

@@ -333,3 +333,13 @@ def test_runs_names_a_queue_whose_tasks_no_worker_has_taken():
         "is loading batch b (3/5 tasks done); 1 task queued on queue 'source_b' for 10 min "
         "(files_on_source_b_as_loaded): no worker of that queue has taken them (`switchyard services status` lists "
         "the workers)")
+
+
+def test_an_edge_worker_is_refused_beside_a_local_airflow_without_the_edge_executor(monkeypatch, capsys, tmp_path):
+    """`switchyard airflow edge worker` with the local services stopped (or on LocalExecutor alone):
+    a worker there could parse no DAG that routes to it and would take no job. It is refused,
+    saying which stack runs the Edge executor."""
+    monkeypatch.setenv("SWITCHYARD_AIRFLOW_HOME", str(tmp_path / "airflow"))
+    assert cli.main(["airflow", "edge", "worker", "--queues", "source_a"]) == 2
+    err = capsys.readouterr().err
+    assert "does not run the Edge executor (its services are stopped)" in err and "make demo EXECUTOR=edge" in err
