@@ -133,6 +133,10 @@ def what_it_does(api: local.Api, run: dict, wait_seconds: float | None = None) -
         # Its retries are mostly the wait for another run's lease on the target (LeaseHeld).
         return (f"waits to plan batch {batch_of(run)}: setup.plan waits for its retry, nothing loaded yet (another "
                 f"run holds the target's run lease, or the target did not answer: the task's log says which)")
+    if plan is not None and plan.get("state") == "running":
+        lease = lease_wait(api, dag_id, run_id)
+        if lease:
+            return f"waits to plan batch {batch_of(run)}, nothing loaded yet: {lease}"
     running = sorted(t["task_id"] for t in tis if t.get("state") == "running")
     if running:
         return (f"is loading batch {batch_of(run)}: {len(running)} task{'' if len(running) == 1 else 's'} running "
@@ -163,19 +167,37 @@ def _stuck_in_queues(tis: list[dict], now: datetime | None = None) -> str:
     return ("; " + "; ".join(said)) if said else ""
 
 
-def waiting_for(api: local.Api, dag_id: str, run_id: str) -> str | None:
-    """The manifest a waiting run's wait_for_batch waits for, as its worker resolved the path
-    (that worker's data root, which may not be this shell's); None before it said."""
-    # The key is operators.WAITING_FOR, written out: importing the operators loads Airflow.
-    path = (f"/api/v2/dags/{_q(dag_id)}/dagRuns/{_q(run_id)}/taskInstances/setup.wait_for_batch/"
-            f"xcomEntries/waiting_for")
+def _said_by(api: local.Api, dag_id: str, run_id: str, task_id: str, key: str):
+    """What a task of the run said under XCom `key` while it runs; None before it said."""
+    path = f"/api/v2/dags/{_q(dag_id)}/dagRuns/{_q(run_id)}/taskInstances/{task_id}/xcomEntries/{key}"
     try:
-        value = api.get(path).get("value")
+        return api.get(path).get("value")
     except urllib.error.HTTPError as exc:
         if exc.code == 404:
             return None
         raise
+
+
+def waiting_for(api: local.Api, dag_id: str, run_id: str) -> str | None:
+    """The manifest a waiting run's wait_for_batch waits for, as its worker resolved the path
+    (that worker's data root, which may not be this shell's); None before it said."""
+    # The key is operators.WAITING_FOR, written out: importing the operators loads Airflow.
+    value = _said_by(api, dag_id, run_id, "setup.wait_for_batch", "waiting_for")
     return str(value) if value else None
+
+
+def lease_wait(api: local.Api, dag_id: str, run_id: str) -> str | None:
+    """What a running plan waits for before it takes over the lease of a run that ended
+    (operators.LEASE_WAIT, written out), in a few words; None where it said nothing."""
+    said = _said_by(api, dag_id, run_id, "setup.plan", "lease_wait")
+    if not isinstance(said, dict):
+        return None
+    until = _parse(said.get("until"))
+    if until is None or until < datetime.now(timezone.utc):
+        return None     # the wait is over: the plan took the lease, or fails to retry its wait
+    return (f"the target's run lease is held by the {said.get('state')} run {said.get('holder')}: taken over "
+            f"at {until:%H:%M:%S} UTC unless a step of that run still runs and renews it "
+            f"(SWITCHYARD_LEASE_TAKEOVER_SECONDS)")
 
 
 def batch_wait_seconds() -> int:

@@ -14,7 +14,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from helpers import copy_batch, fingerprint, line_count, partition_oids, resize_manifest, run_lease
+from helpers import copy_batch, dag_env, fingerprint, line_count, partition_oids, resize_manifest, run_lease
 from switchyard.targets.postgres.slots import NAMESPACE as COPY_SLOT_NAMESPACE
 from switchyard_dev.local import airflow_bin, airflow_env, airflow_home, migrate
 
@@ -354,6 +354,19 @@ print(round(time.monotonic() - started, 2))
 """
 
 
+def _xcom(env: dict[str, str], run_id: str, task_id: str, key: str):
+    """An XCom value as the metadata database of the Airflow `env` names keeps it."""
+    from sqlalchemy import create_engine, text
+    engine = create_engine(env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"])
+    try:
+        with engine.connect() as conn:
+            value = conn.execute(text("SELECT value FROM xcom WHERE run_id = :r AND task_id = :t AND key = :k"),
+                                 {"r": run_id, "t": task_id, "k": key}).scalar_one()
+    finally:
+        engine.dispose()
+    return json.loads(value) if isinstance(value, (str, bytes)) else value
+
+
 def _set_lease(uri: str, schema: str, holder: str) -> tuple:
     """The schema's lease as a live run of `holder` leaves it (renewed now, 30 minutes to go)."""
     with psycopg.connect(uri, autocommit=True) as conn:
@@ -397,6 +410,10 @@ def test_a_lease_left_by_a_run_that_ended_is_taken_over_without_waiting_for_its_
     loaded = run_dag(pg_uri, data_root, schema, 3, {**conf, "batch": name}, tmp_path / "loaded", extra_env=env)
     assert loaded.returncode == 0, loaded.output[-4000:]
     assert f"the run lease of the failed run {ended} was given up: this run takes it" in loaded.output
+    # What the plan said while it waited, for `switchyard runs` (the api-server serves it from here).
+    said = _xcom(dag_env(pg_uri, data_root, schema, 3, tmp_path / "loaded"), loaded.stats["run_id"],
+                 "setup.plan", "lease_wait")
+    assert said["holder"] == ended and said["state"] == "failed", said
     files = sorted((folder / "orders").glob("*.tbl"))
     assert fingerprint(pg_uri, schema, ["orders"])["orders"][0] == sum(line_count(f) for f in files)
     assert run_lease(pg_uri, schema) is None

@@ -298,7 +298,16 @@ class _TaskInstances:
         assert path.endswith("/taskInstances") and key == "task_instances"
         return [{"task_id": task, "state": state, **self.more.get(task, {})} for task, state in self.states.items()]
 
+    def get(self, path: str) -> dict:
+        """An XCom entry a task wrote (`xcom`: '<task_id>/<key>' -> value); 404 for any other."""
+        import urllib.error
+        task_id, key = path.split("/taskInstances/")[1].split("/xcomEntries/")
+        if f"{task_id}/{key}" not in self.xcom:
+            raise urllib.error.HTTPError(path, 404, "Not Found", None, None)
+        return {"key": key, "value": self.xcom[f"{task_id}/{key}"]}
+
     more: dict[str, dict] = {}
+    xcom: dict[str, object] = {}
 
 
 def test_runs_says_a_run_whose_plan_waits_for_its_retry_has_loaded_nothing():
@@ -314,6 +323,29 @@ def test_runs_says_a_run_whose_plan_waits_for_its_retry_has_loaded_nothing():
     loading = _TaskInstances({"setup.wait_for_batch": "success", "setup.plan": "success",
                               "events_1.prepare": "running"})
     assert what_it_does(loading, run) == "is loading batch 2026-11-16: 1 task running (events_1.prepare)"
+
+
+def test_runs_says_a_plan_waits_to_take_over_the_lease_of_a_run_that_ended():
+    """After `switchyard runs fail` (or the UI's mark failed), the next run's plan waits
+    SWITCHYARD_LEASE_TAKEOVER_SECONDS before it takes the ended run's lease: `switchyard runs` says
+    so, for whom and until when, from what the plan wrote (operators.LEASE_WAIT), not
+    `1 task running (setup.plan)`; once that time is past it says what the run does."""
+    from datetime import datetime, timedelta, timezone
+    from switchyard_dev.runs import what_it_does
+    run = {"dag_id": "switchyard_evt", "dag_run_id": "manual__2", "state": "running", "conf": {"batch": "b"}}
+    until = datetime.now(timezone.utc) + timedelta(seconds=50)
+    planning = _TaskInstances({"setup.wait_for_batch": "success", "setup.plan": "running"})
+    planning.xcom = {"setup.plan/lease_wait": {"holder": "switchyard_evt/manual__1", "state": "failed",
+                                               "until": until.isoformat()}}
+    assert what_it_does(planning, run) == (
+        f"waits to plan batch b, nothing loaded yet: the target's run lease is held by the failed run "
+        f"switchyard_evt/manual__1: taken over at {until:%H:%M:%S} UTC unless a step of that run still runs and "
+        f"renews it (SWITCHYARD_LEASE_TAKEOVER_SECONDS)")
+    planning.xcom = {"setup.plan/lease_wait": {"holder": "switchyard_evt/manual__1", "state": "failed",
+                                               "until": (until - timedelta(minutes=2)).isoformat()}}
+    assert what_it_does(planning, run) == "is loading batch b: 1 task running (setup.plan)"
+    planning.xcom = {}
+    assert what_it_does(planning, run) == "is loading batch b: 1 task running (setup.plan)"
 
 
 def test_runs_names_a_queue_whose_tasks_no_worker_has_taken():

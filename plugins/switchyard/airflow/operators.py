@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import time
 from contextlib import contextmanager
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
@@ -185,7 +185,6 @@ class WaitForBatchSensor(BaseOperator):
             raise AirflowFailException(str(exc)) from exc
 
     def execute(self, context: Any) -> None:
-        from datetime import timedelta
         from switchyard.airflow.triggers import BatchReadyTrigger
         held_off = self._held_off(context)
         if held_off:
@@ -276,6 +275,9 @@ class PlanBatchOperator(_TargetOperator):
             raise
 
 
+# The XCom key under which a plan that waits to take over an ended run's lease says so.
+LEASE_WAIT = "lease_wait"
+
 # The states of an Airflow run that has ended: none of its tasks is started again.
 ENDED_RUN_STATES = ("failed", "success")
 
@@ -310,6 +312,10 @@ def take_over_ended_lease(ti: Any, adapter: Any, held: Any) -> bool:
     log.warning("the run lease on the target schema is held by run %s, which Airflow reports %s; taking it "
                 "over unless a step of that run renews it in the next %g s (SWITCHYARD_LEASE_TAKEOVER_SECONDS)",
                 held.holder, state, wait)
+    # For whoever asks what the run does meanwhile (`switchyard runs`): its plan is running, and
+    # nothing else would say that it waits, for whom, and until when.
+    until = datetime.now(timezone.utc) + timedelta(seconds=wait)
+    ti.xcom_push(key=LEASE_WAIT, value={"holder": held.holder, "state": state, "until": until.isoformat()})
     time.sleep(wait)
     if adapter.end_lease_of(held):
         log.warning("the run lease of the %s run %s was given up: this run takes it", state, held.holder)
