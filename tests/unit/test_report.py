@@ -388,6 +388,13 @@ def test_a_refused_or_unpublished_run_says_why_in_the_report_and_the_run_note(tm
     note = run_note(stats, "failed", "Switchyard: batch b", "/report")
     assert "Refused before any load, nothing changed: setup.files_on_source_a: StepFailed: orders.3.tbl" in note
     assert "Did not switch" not in note, note
+    # Two sources refused, the first at length: the note names both, each said in part.
+    long = "StepFailed: " + "; ".join(f"orders.{k}.tbl: not in the source's folder" for k in range(1, 40))
+    two = {**stats, "source_errors": {"setup.files_on_source_a": long,
+                                      "setup.files_on_source_b": "StepFailed: orders.41.tbl: line 7: 3 fields, 9 wanted"}}
+    said = run_note(two, "failed", "Switchyard: batch b", "/report")
+    assert "setup.files_on_source_b: StepFailed: orders.41.tbl: line 7: 3 fields, 9 wanted" in said, said
+    assert "setup.files_on_source_a: StepFailed: orders.1.tbl" in said and "orders.39.tbl" not in said, said
     # Nothing changed, and a table the run would have created is not in the target at all: no
     # table is said to have kept its previous contents.
     assert stats["tables_kept"] == ["orders"] and "Kept their previous contents" not in note, note

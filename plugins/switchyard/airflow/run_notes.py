@@ -96,7 +96,10 @@ def run_note(stats: dict | None, state: str, title: str, report: str, held_off: 
             lines.append(f"Refused before any load, nothing changed: {_cut(_said(stats['plan_error']))}")
         if stats.get("source_errors"):
             from switchyard.observability.report.model import sources_refused
-            lines.append(f"Refused before any load, nothing changed: {_cut(sources_refused(stats['source_errors']))}")
+            # Each source's refusal cut on its own: a long first one would hide that another refused.
+            room = max(600 // len(stats["source_errors"]), 160)
+            lines.append(f"Refused before any load, nothing changed: "
+                         f"{sources_refused(stats['source_errors'], lambda said: _cut(said, room))}")
         changed = [n for n in stats.get("preflight") or [] if "on_spec_change:" in n and " ran: " in n]
         if changed:
             lines.append(f"Setup changed the target to the spec: {_cut('; '.join(changed))}")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import statistics
 from datetime import datetime
+from typing import Callable
 
 from switchyard.observability.report.numbers import _bytes, _int, _rate, _secs, _ts
 from switchyard.observability.stats import stragglers
@@ -211,9 +212,10 @@ def _status(model: dict) -> tuple[str, str]:
     return "ok", f"{done}, no stragglers"
 
 
-def sources_refused(errors: dict) -> str:
-    """The refusals of the setup's checks of the sources' files (setup.files_on_<source>), one line."""
-    return "; ".join(f"{task}: {error or 'failed (its log says why)'}" for task, error in errors.items())
+def sources_refused(errors: dict, cut: Callable[[str], str] = lambda said: said) -> str:
+    """The refusals of the setup's checks of the sources' files (setup.files_on_<source>), one line;
+    `cut` shortens each source's refusal (the run's note names every source, each said in part)."""
+    return "; ".join(f"{task}: {cut(error or 'failed (its log says why)')}" for task, error in errors.items())
 
 
 def _straggler_why(s: dict) -> list[str]:
