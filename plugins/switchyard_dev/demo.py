@@ -291,7 +291,9 @@ def run(scale: float, streams: int | None, timeout: float = 3600, spec: str = "t
         folder = data_root() / name
         manifest = generate(folder, loaded, scale, streams)
     total = sum(e.bytes for e in manifest.entries)
-    print(f"    {folder if not remote else folder.parent}: {len(manifest.entries)} files, {total / 1e6:.1f} MB, "
+    # With sources, the central folder holds the manifest alone: the files are the sources' (above).
+    where = f"the sources' folders, the manifest alone in {folder}" if remote else folder
+    print(f"    {where}: {len(manifest.entries)} files, {total / 1e6:.1f} MB, "
           f"{sum(e.rows for e in manifest.entries):,} rows")
 
     say("3/6", "Airflow (scheduler, dag-processor, api-server; " +
