@@ -334,6 +334,18 @@ def _field_shapes() -> list[str]:
     return numbers + days + clocks + stamps + ["", " ", "1e5", "abc", "١٢", "2026-01-01T10:00:00Z", "12:00 pm"]
 
 
+def test_a_time_types_precision_written_before_its_zone_is_read():
+    """PostgreSQL also writes `timestamp(3) with time zone` and `time(0) without time zone`: the
+    check reads the precision there as in `timestamptz(3)`, where it left such a type to the load."""
+    from switchyard.core.fields import field_check, kept_pattern
+    zoned, plain = field_check("timestamp(3) with time zone"), field_check("TIME (0)  WITHOUT TIME ZONE")
+    assert zoned("2026-03-01 10:00:00.123+02") is None
+    assert "4 digits after the second's point" in zoned("2026-03-01 10:00:00.1234+02")
+    assert "UTC+5" in zoned("2026-03-01 10:00 UTC+5")
+    assert plain("10:00:00") is None and "keeps 0" in plain("10:00:00.5")
+    assert kept_pattern("timestamp(3) with time zone") == kept_pattern("timestamptz(3)")
+
+
 def test_a_type_sql_server_reads_refuses_infinity_an_era_and_days_outside_its_range():
     """PostgreSQL stores `infinity` and a date BC; SQL Server's load refuses them, after other
     loads ran. A type for every target, or SQL Server's own, refuses them before any load; a

@@ -75,6 +75,8 @@ _OTHER_FORM = re.compile(
     re.ASCII | re.IGNORECASE)
 _TIME_FORM = re.compile(_CLOCK_FORM, re.ASCII | re.IGNORECASE)
 _TYPE = re.compile(r"^\s*([a-z][a-z0-9 ]*?)\s*(?:\(\s*(max|\d+)\s*(?:,\s*(\d+)\s*)?\))?\s*$")
+# PostgreSQL's spelling of a time type's precision before its zone: `timestamp(3) with time zone`.
+_PRECISION_FIRST = re.compile(r"^\s*(time|timestamp)\s*(\(\s*\d+\s*\))\s*(with(?:out)?\s+time\s+zone)\s*$")
 _INT_BITS = {"smallint": 16, "int2": 16, "integer": 32, "int": 32, "int4": 32, "bigint": 64, "int8": 64,
              # PostgreSQL's serial types are these integers with a default: a file's value goes in as written.
              "smallserial": 16, "serial2": 16, "serial": 32, "serial4": 32, "bigserial": 64, "serial8": 64}
@@ -87,10 +89,14 @@ _DATES = {"date", "timestamp", "timestamp without time zone", "datetime", "datet
 _TIMES = {"time", "time without time zone"}
 # Types that keep an instant: a zone after the time is read, not dropped.
 _ZONED_DATES = {"timestamptz", "timestamp with time zone", "datetimeoffset"}
+# PostgreSQL's time of day with its zone's offset: it reads an offset, and a zone's name only
+# through a date it then drops (`10:00 Europe/Paris` is refused by its load, `10:00 EST` is -05).
+_ZONED_TIMES = {"timetz", "time with time zone"}
+_OFFSET = re.compile(r"Z|UTC|GMT|[+-]\d{2}(?::?\d{2})?", re.ASCII | re.IGNORECASE)
 # Digits after the second's point a type keeps where it is given no precision.
 _FRACTION = {"timestamp": 6, "timestamp without time zone": 6, "timestamptz": 6, "timestamp with time zone": 6,
              "datetimeoffset": 7, "datetime2": 7, "time": 6,
-             "time without time zone": 6, "datetime": 3, "smalldatetime": 0}
+             "time without time zone": 6, "timetz": 6, "time with time zone": 6, "datetime": 3, "smalldatetime": 0}
 # A type for every target is kept to microseconds at most: PostgreSQL's finest, where SQL
 # Server's datetime2(7) and time(7) keep a seventh digit only as a target's own type.
 _NEUTRAL_FRACTION = 6
@@ -124,11 +130,19 @@ Check = Callable[[str], "str | None"]
 _NOT_DECODED = re.compile("[\udc80-\udcff]")
 
 
+def _type_match(sql_type: str) -> re.Match | None:
+    """The type's name, size and scale (_TYPE's groups), the precision read where PostgreSQL also
+    writes it, before `with time zone`: `timestamp(3) with time zone` is `timestamp with time zone(3)`."""
+    lowered = sql_type.lower()
+    first = _PRECISION_FIRST.match(lowered)
+    return _TYPE.match(f"{first[1]} {' '.join(first[3].split())}{first[2]}" if first else lowered)
+
+
 def field_check(sql_type: str, neutral: bool = False, fast: bool = True) -> Check | None:
     """A function that says what is wrong with a field for `sql_type` (None: nothing), or None
     where this module leaves the type to the load. `neutral`: the type is the one for every target.
     `fast`: a field of the common well-formed shapes passes on one pattern match (`_accepts`)."""
-    m = _TYPE.match(sql_type.lower())
+    m = _type_match(sql_type)
     if not m:
         return None
     check = _full_check(sql_type, m.group(1), m.group(2), m.group(3), neutral)
@@ -146,7 +160,7 @@ def reads_as_value(sql_type: str, text: str) -> bool:
     """Whether `text` is written as a value of `sql_type` that no column's name can be: a number
     in a number type, an ISO 8601 date or time in a date or time type. A line whose field is one
     is a record, not a header line."""
-    m = _TYPE.match(sql_type.lower())
+    m = _type_match(sql_type)
     base = m.group(1) if m else ""
     if base in _INT_BITS or base in ("tinyint", *_DECIMAL, *_FLOAT):
         return bool(_NUMBER.match(text.strip())) and any(ch.isdigit() for ch in text)
@@ -198,7 +212,7 @@ def kept_pattern(sql_type: str, neutral: bool = False) -> str | None:
     a decimal's digits after the point up to its scale (trailing zeros past it are the same
     number); a date alone; a time of day 00:00-23:59:59 with the fraction its type keeps; no
     zone, no word. tests/integration/test_exact_loads.py puts each shape through the server."""
-    m = _TYPE.match(sql_type.lower())
+    m = _type_match(sql_type)
     if not m or _full_check(sql_type, m.group(1), m.group(2), m.group(3), neutral) is None:
         return None
     base, size, scale = m.groups()
@@ -217,7 +231,7 @@ def kept_pattern(sql_type: str, neutral: bool = False) -> str | None:
         return r"[+-]?[0-9]+"       # out of the type's range: the load's error
     if base in _BOOLEANS:
         return r"(?i:true|false|1|0)" if neutral or base == "bit" else None
-    if base not in _DATES and base not in _TIMES and base not in _ZONED_DATES:
+    if base not in _DATES and base not in _TIMES and base not in _ZONED_DATES and base not in _ZONED_TIMES:
         return None
     if base == "smalldatetime":
         fraction = r"(?::00(?:\.0*)?)?"
@@ -232,6 +246,8 @@ def kept_pattern(sql_type: str, neutral: bool = False) -> str | None:
         return day + r"(?:[T ]00:00(?::00(?:\.0*)?)?)?"
     if base in _TIMES:
         return clock
+    if base in _ZONED_TIMES:
+        return rf"{clock}(?: ?(?:Z|[+-][0-9]{{2}}(?::?[0-9]{{2}})?))?"
     if base in _ZONED_DATES:
         return rf"{day}(?:[T ]{clock})?(?: ?(?:Z|[+-][0-9]{{2}}(?::?[0-9]{{2}})?))?"
     return rf"{day}(?:[T ]{clock})?"
@@ -304,7 +320,7 @@ def _full_check(sql_type: str, base: str, size: str | None, scale: str | None, n
                 return f"not a number ({sql_type})"
             return None
         return floating
-    if base in _DATES or base in _TIMES or base in _ZONED_DATES:
+    if base in _DATES or base in _TIMES or base in _ZONED_DATES or base in _ZONED_TIMES:
         return _when(sql_type, base, size, neutral)
     if base in _CHARS and size and size != "max":
         limit, padded = int(size), base in ("char", "character", "nchar")
@@ -352,7 +368,9 @@ def _when(sql_type: str, base: str, size: str | None, neutral: bool) -> Check:
     def when(text: str) -> str | None:
         field = text.strip()
         zoned = _ZONED.match(field)
-        if zoned and base in _ZONED_DATES:
+        if zoned and base in _ZONED_TIMES and not _OFFSET.fullmatch(zoned.group(2)):
+            return _zone_unread(zoned.group(2), offset_only=True)
+        if zoned and (base in _ZONED_DATES or base in _ZONED_TIMES):
             if not _ZONE_OK.fullmatch(zoned.group(2)):
                 return _zone_unread(zoned.group(2))
             field, zoned = zoned.group(1), None      # its zone is read: the time before it is checked
@@ -380,7 +398,7 @@ def _when(sql_type: str, base: str, size: str | None, neutral: bool) -> Check:
             # Unquoted, the format's NULL marker where the column allows NULL; quoted, or in a
             # NOT NULL column, an empty string, which no date or time type reads.
             return f"an empty field, not a value of {sql_type}"
-        if base in _TIMES:
+        if base in _TIMES or base in _ZONED_TIMES:
             return _time_of_day_problem(field, sql_type, lambda clock: _clock_problem(clock, sql_type, base, kept,
                                                                                       named))
         if not both and field.lower() in _INFINITIES:
@@ -498,11 +516,14 @@ def _unread_form(field: str, sql_type: str, base: str) -> str:
             "YYYY-MM-DD HH:MM:SS[.fff]")
 
 
-def _zone_unread(zone: str) -> str:
-    """Why a zone of another spelling than _ZONE_OK's is refused."""
+def _zone_unread(zone: str, offset_only: bool = False) -> str:
+    """Why a zone of another spelling than _ZONE_OK's (a time of day's: _OFFSET's) is refused."""
+    if offset_only and _ZONE_OK.fullmatch(zone):
+        return (f"a time zone's name ({zone}) after a time of day: PostgreSQL's time with time zone reads a name "
+                f"only with a date, its load would refuse the field; write the offset (+01, -05:30, Z)")
+    spellings = "an offset (+05:30) or Z" if offset_only else "an offset (+05:30), Z, or a region's name (Asia/Kolkata)"
     return (f"a time zone spelt {zone!r}, which the servers do not read alike (PostgreSQL reads UTC+5 five hours "
-            f"west of UTC, IST as Israel's, an abbreviation by its own list) or at all; write an offset "
-            f"(+05:30), Z, or a region's name (Asia/Kolkata)")
+            f"west of UTC, IST as Israel's, an abbreviation by its own list) or at all; write {spellings}")
 
 
 def _clock_problem(clock: str, sql_type: str, base: str, kept: int, named: str) -> str | None:
