@@ -103,6 +103,21 @@ def source_check_ids(spec: LoadSpec) -> dict[str, str]:
     return ids
 
 
+def tables_checked_on_sources(spec: LoadSpec, streams: int) -> dict[str, dict[str, str]]:
+    """With `publish: table`, each table of four-step groups with streams on sources: the task
+    that compares its files there with what their loads read, per source (source -> task id
+    `<table>_files_on_<source>_as_loaded`, never a group's id: it does not end in a number)."""
+    if spec.publish != "table":
+        return {}
+    ids = source_check_ids(spec)
+    out: dict[str, dict[str, str]] = {}
+    for table in spec.tables:
+        on = sorted({src for k in streams_of(table, streams) if (src := spec.source_of(k))})
+        if on and table.tasks != "single":
+            out[table.name] = {src: f"{table.name}_{ids[src]}{AS_LOADED}" for src in on}
+    return out
+
+
 def build_graph(spec: LoadSpec, s: GraphSettings) -> Graph:
     """setup (wait for the batch, plan), a group per (table, stream), the batch's publish, a
     publish task per table (its Asset) and the stats task, with their order."""
@@ -134,6 +149,7 @@ def build_graph(spec: LoadSpec, s: GraphSettings) -> Graph:
     priorities = load_priorities([((t.name, k), t.weight) for t in tables for k in streams_of(t, s.streams)],
                                  s.load_order)
     stream_groups: list[tuple[str, int]] = []
+    table_checks = tables_checked_on_sources(spec, s.streams)
     for table in tables:
         for k in streams_of(table, s.streams):
             gid = group_id(table.name, k)
@@ -160,12 +176,23 @@ def build_graph(spec: LoadSpec, s: GraphSettings) -> Graph:
                     # A failed expectation is a fact about the data and fails at once; a lost
                     # connection is retried.
                     Node("validate", "validate", gid, upstream=(f"{gid}.load",), options=dict(args)),
-                    Node("switch", "switch", gid, upstream=(f"{gid}.validate",), options=dict(args)),
+                    Node("switch", "switch", gid,
+                         upstream=(f"{gid}.validate", *table_checks.get(table.name, {}).values()), options=dict(args)),
                 ]
                 last = f"{gid}.switch"
             switches.append(last)
             by_table.setdefault(table.name, []).append(last)
 
+    # With `publish: table`, a table goes in at its last switch, which runs here and cannot see the
+    # sources' files: each source's files of the table are compared there with what their loads
+    # read, after every validate of the table and before any of its switches. Upstream of every
+    # switch of the table, the checks run again whenever any group of it is cleared.
+    for name, checks in table_checks.items():
+        validates = tuple(f"{group_id(name, k)}.validate" for k in streams_of(spec.table(name), s.streams))
+        for source, task_id in checks.items():
+            nodes.append(Node(task_id, "source_files", upstream=validates,
+                              options={"source": source, "as_loaded": True, "table": name,
+                                       "trigger_rule": NONE_FAILED_MIN_ONE_SUCCESS, **_route(s.load_executor, source)}))
     # Which switch of a table comes last is not known in advance (streams finish in any order),
     # so one task per table waits for all of them and carries the table's Asset.
     batch: tuple[str, ...] = ()

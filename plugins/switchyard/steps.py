@@ -525,22 +525,24 @@ def source_files(plan: dict, spec: LoadSpec, source: str, *, queue: str | None, 
 
 
 def source_files_as_loaded(plan: dict, spec: LoadSpec, source: str, load_of: Callable[[str], dict | None], *,
-                           queue: str | None, host: str | None) -> dict:
+                           queue: str | None, host: str | None, table: str | None = None) -> dict:
     """The batch's files on the workers of `source`, checked there before the batch's publish as
     the publish checks the files it sees (stale_loads): a stream file written again since its
     load read it would leave the target holding rows the batch no longer has, and the run would
-    end `success`."""
+    end `success`. `table`: that table's files only, before its switches (`publish: table`: its
+    last switch puts it in)."""
     started = time.monotonic()
     where = f"host {host or socket.gethostname()}, queue {queue!r}, data root {settings.data_root()}"
     if not resolve_batch(plan["batch"]).is_dir():
         # Retried, as the setup's check is: another worker of the queue may hold the batch.
         raise BatchError(f"{resolve_batch(plan['batch'])}: the batch's folder is not on this worker [{where}]: the "
                          f"workers of source {source!r} hold <data root>/{plan['batch']}/ with the source's stream files")
-    problems = stale_loads(spec, plan, set(plan["tables"]), load_of, source, host)
+    problems = stale_loads(spec, plan, {table} if table else set(plan["tables"]), load_of, source, host)
     if problems:
         raise not_published(plan["batch"], problems, f"its files on source {source!r} are not what the run loaded "
-                                                     f"[{where}]")
-    return {"source": source, "host": host, "seconds": round(time.monotonic() - started, 4)}
+                                                     f"[{where}]", table)
+    return {"source": source, "host": host, "seconds": round(time.monotonic() - started, 4),
+            **({"table": table} if table else {})}
 
 
 def _manifest_of(plan: dict):
@@ -737,10 +739,12 @@ def refuse_stale(spec: LoadSpec, plan: dict, tables: set[str], load_of: Callable
         raise not_published(plan["batch"], problems, "the batch is not what the run loaded")
 
 
-def not_published(batch: str, problems: list[str], why: str) -> StepFailed:
-    """The refusal of a batch whose files are not what its loads read: each of `problems`, and
-    what to clear."""
-    return StepFailed(f"batch {batch}: not published, nothing changed: {why}:\n- " + "\n- ".join(problems)
+def not_published(batch: str, problems: list[str], why: str, table: str | None = None) -> StepFailed:
+    """The refusal of a batch (`table`: of that table of it) whose files are not what its loads
+    read: each of `problems`, and what to clear."""
+    what = f"table {table} of batch {batch}: not put in, it keeps its contents" if table else (
+        f"batch {batch}: not published, nothing changed")
+    return StepFailed(f"{what}: {why}:\n- " + "\n- ".join(problems)
                       + "\nClear those groups (`switchyard runs clear <dag> <run id> <group>...`, or Clear with "
                       "downstream in the grid) so that they load the files as they are now, or the whole run if the "
                       "producer delivered the batch again")

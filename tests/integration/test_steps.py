@@ -484,6 +484,14 @@ def test_a_sources_file_written_again_after_its_load_is_found_there_before_the_p
                                                    r"on here: a copy of the batch there must keep the files' "
                                                    r"modification times, rsync -t\)"):
             steps.source_files_as_loaded(run, spec, "source_a", loads.get, queue="source_a", host="another")
+        # With `publish: table`, one table's files there, before its switches: that table is kept out.
+        with pytest.raises(steps.StepFailed, match=rf"^table orders of batch {batch.name}: not put in, it keeps its "
+                                                   rf"contents: its files on source 'source_a' are not what the run "
+                                                   rf"loaded .*\n- {re.escape(str(path))} \[table orders, stream 2\]"):
+            steps.source_files_as_loaded(run, spec, "source_a", loads.get, queue="source_a", host="here",
+                                         table="orders")
+        assert steps.source_files_as_loaded(run, spec, "source_a", loads.get, queue="source_a", host="here",
+                                            table="customer")["table"] == "customer"
         # The central site's publish does not read a source's files: this check is theirs.
         assert steps.stale_loads(spec, run, {"orders"}, loads.get) == []
         # A stream file of no source is the publish's to compare, not the source's check's.

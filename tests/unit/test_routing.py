@@ -2,6 +2,8 @@
 only the load) on the executor and queue of the workers that hold its files."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import yaml
 
@@ -86,6 +88,38 @@ def test_each_sources_files_are_compared_there_with_what_their_loads_read_before
         assert task.upstream_task_ids == switches and task.trigger_rule == "none_failed_min_one_success"
     assert set(checks) <= dag.get_task("publish_batch").upstream_task_ids
     assert not [t for t in build_dag(DagConfig(streams=2)).tasks if t.task_id.endswith("_as_loaded")]
+
+
+def test_with_publish_table_each_sources_files_of_a_table_are_compared_there_before_its_switches(tmp_path):
+    """`publish: table`: a table goes in at its last switch, on the central site, which cannot see
+    a source's files. Each source's files of the table are compared on the source's queue after
+    every validate of the table and before any switch of it; a cleared group runs them again."""
+    spec = spec_with({"source_a": [1, 2], "source_b": [3]}, tmp_path)
+    path = Path(spec)
+    path.write_text(path.read_text() + "publish: table\n")
+    dag = build_dag(DagConfig(streams=4, spec=spec, load_executor="EdgeExecutor"))
+    for table in ("orders", "lineitem"):
+        validates = {f"{table}_{k}.validate" for k in range(1, 5)}
+        checks = {f"{table}_files_on_source_a_as_loaded": "source_a", f"{table}_files_on_source_b_as_loaded": "source_b"}
+        for task_id, source in checks.items():
+            task = dag.get_task(task_id)
+            assert (task.source, task.table, task.as_loaded, task.queue) == (source, table, True, source)
+            assert task.upstream_task_ids == validates and task.trigger_rule == "none_failed_min_one_success"
+        for k in range(1, 5):
+            assert dag.get_task(f"{table}_{k}.switch").upstream_task_ids == {f"{table}_{k}.validate", *checks}
+    assert not [t for t in dag.tasks if t.task_id.startswith("files_on_") and t.task_id.endswith("_as_loaded")]
+    assert "publish_batch" not in dag.task_ids
+
+
+def test_tasks_single_with_publish_table_and_sources_is_refused(tmp_path):
+    """A table of one-task groups goes in at its last group's task, on one source's worker: its
+    files on other sources would go in unchecked. The spec is refused, saying what to use."""
+    raw = dict(TPCH, sources={"source_a": [1], "source_b": [2]}, publish="table")
+    raw["tables"] = {**raw["tables"], "nation": {**raw["tables"]["nation"], "tasks": "single"}}
+    with pytest.raises(SpecError, match=r"tables nation: `tasks: single` with `publish: table` and `sources`.*"
+                                        r"use `publish: batch`, or `tasks: per-step`"):
+        parse_spec(raw)
+    parse_spec({**raw, "publish": "batch"})
 
 
 def test_without_sources_loads_use_the_executors_default_queue(tmp_path):

@@ -343,14 +343,15 @@ def airflow_terms(context: Any) -> Iterator[None]:
 class SourceFilesOperator(_TargetOperator):
     """The batch's files on one source's workers (the spec's `sources`), checked there before any
     load: the plan's check of the files, for the files the plan cannot see (steps.source_files);
-    with `as_loaded`, before the batch's publish: each file as its load read it
-    (steps.source_files_as_loaded). Runs on the source's queue, as its loads do; reads files and
+    with `as_loaded`, before the batch's publish (`table`: before that table's switches): each file
+    as its load read it (steps.source_files_as_loaded). Runs on the source's queue, as its loads do; reads files and
     the loads' results only, never the target."""
 
-    def __init__(self, *, source: str, as_loaded: bool = False, **kwargs: Any):
+    def __init__(self, *, source: str, as_loaded: bool = False, table: str | None = None, **kwargs: Any):
         super().__init__(**kwargs)
         self.source = source
         self.as_loaded = as_loaded
+        self.table = table      # with as_loaded: that table's files, before its switches (publish: table)
 
     def pre_execute(self, context: Any) -> None:
         pass    # no target connection: the files alone are read
@@ -364,7 +365,7 @@ class SourceFilesOperator(_TargetOperator):
                 if self.as_loaded:
                     spec = self.load_spec()
                     return steps.source_files_as_loaded(plan, spec, self.source, load_of(spec, plan, context),
-                                                        queue=self.queue, host=context["ti"].hostname)
+                                                        queue=self.queue, host=context["ti"].hostname, table=self.table)
                 return steps.source_files(plan, self.load_spec(), self.source, queue=self.queue,
                                           host=context["ti"].hostname)
         except Exception as exc:
@@ -804,6 +805,8 @@ class StatsOperator(_TargetOperator):
                    if kept else "")
                 + (f"; this run's batch of {', '.join(sorted(in_already))} is in the target, whole, from its earlier tasks "
                    f"(clear the whole run to load the batch again)" if in_already else "")
+                # publish: table: a table's files on a source refused before its switches (why they did not run).
+                + (f"; {stats['publish_error']}" if stats.get("publish_error") and not batch_mode else "")
                 + f" (statistics: {path}, report: {report['html']})")
         if stats.get("publish_error"):
             raise AirflowFailException(f"the batch was not published: {stats['publish_error']} "

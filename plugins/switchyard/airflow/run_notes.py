@@ -104,7 +104,9 @@ def run_note(stats: dict | None, state: str, title: str, report: str, held_off: 
         if changed:
             lines.append(f"Setup changed the target to the spec: {_cut('; '.join(changed))}")
         if stats.get("publish_error"):
-            lines.append(f"Not published, every table kept its contents: {_cut(stats['publish_error'])}")
+            lead = ("Not published, every table kept its contents" if stats.get("publish", "batch") == "batch"
+                    else "A table was not put in and kept its contents")
+            lines.append(f"{lead}: {_cut(stats['publish_error'])}")
         refused = bool(stats.get("plan_error") or stats.get("source_errors"))
         if stats.get("failed_groups") and not refused:
             # Refused before any group started, none of them failed: the refusal says why.

@@ -493,10 +493,17 @@ def parse_spec(raw: Mapping[str, Any], source: str = "<inline>") -> LoadSpec:
     # The spec's own on_spec_change is each table's unless the table says otherwise.
     on_change = _choice(raw.get("on_spec_change", "fail"), ON_SPEC_CHANGE, f"{source}: on_spec_change")
     tables = tuple(_table(t, d, f"{source}: tables.{t}", fmt, files, on_change) for t, d in tables_raw.items())
-    return LoadSpec(name=name, tables=tables, files=files, format=fmt,
-                    generator=raw.get("generator"), source=source,
-                    sources=_sources(raw.get("sources"), f"{source}: sources"),
-                    publish=_choice(raw.get("publish", "batch"), PUBLISH, f"{source}: publish"))
+    sources = _sources(raw.get("sources"), f"{source}: sources")
+    publish = _choice(raw.get("publish", "batch"), PUBLISH, f"{source}: publish")
+    single = [t.name for t in tables if t.tasks == "single"]
+    if sources and publish == "table" and single:
+        # Such a table goes in at its last group's one task, on one source's worker: the files of
+        # its other streams, elsewhere, would not be compared with what their loads read.
+        raise SpecError(f"{source}: tables {', '.join(single)}: `tasks: single` with `publish: table` and `sources`: "
+                        f"a table's last group would put it in without comparing its files on other sources with "
+                        f"what their loads read; use `publish: batch`, or `tasks: per-step` for those tables")
+    return LoadSpec(name=name, tables=tables, files=files, format=fmt, generator=raw.get("generator"),
+                    source=source, sources=sources, publish=publish)
 
 
 def spec_file(name_or_path: str = "tpch") -> Path:

@@ -196,7 +196,7 @@ def _status(model: dict) -> tuple[str, str]:
     if stats.get("source_errors"):
         return "bad", f"refused before any load, nothing changed: {sources_refused(stats['source_errors'])}"
     if stats.get("publish_error"):
-        return "bad", f"the batch was not published, every table kept its contents: {stats['publish_error']}"
+        return "bad", f"{not_published(stats)}: {stats['publish_error']}"
     if bad:
         # As the run's failure says it: the failed groups, then those held back with them.
         failed, held = stats.get("failed_groups") or [], stats.get("held_back_groups") or []
@@ -210,6 +210,14 @@ def _status(model: dict) -> tuple[str, str]:
         return "warn", (f"{done}; {len(major)} straggler{'s' if len(major) > 1 else ''}: "
                         + ", ".join(x["group"] for x in major))
     return "ok", f"{done}, no stragglers"
+
+
+def not_published(stats: dict) -> str:
+    """What a refused publish left, by the spec's `publish`: the whole batch out, or (`table`) the
+    tables its refusals name."""
+    if stats.get("publish", "batch") == "batch":
+        return "the batch was not published, every table kept its contents"
+    return "a table was not put in and kept its contents"
 
 
 def sources_refused(errors: dict, cut: Callable[[str], str] = lambda said: said) -> str:
