@@ -344,8 +344,8 @@ class SourceFilesOperator(_TargetOperator):
     """The batch's files on one source's workers (the spec's `sources`), checked there before any
     load: the plan's check of the files, for the files the plan cannot see (steps.source_files);
     with `as_loaded`, before the batch's publish (`table`: before that table's switches): each file
-    as its load read it (steps.source_files_as_loaded). Runs on the source's queue, as its loads do; reads files and
-    the loads' results only, never the target."""
+    as its load read it (steps.source_files_as_loaded). Runs on the source's queue, as its loads
+    do; reads files and the loads' results only, never the target."""
 
     def __init__(self, *, source: str, as_loaded: bool = False, table: str | None = None, **kwargs: Any):
         super().__init__(**kwargs)
