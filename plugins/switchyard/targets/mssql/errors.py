@@ -64,6 +64,13 @@ def _message(exc: BaseException) -> str:
 _MISSING = frozenset({208, 207, 2812, 3701, 4902, 15151})     # object, column, procedure not found
 _REFUSED = frozenset({229, 230, 262, 297, 300, 916, 15247})   # permission denied
 _STATEMENT = frozenset({102, 156, 170})                       # incorrect syntax
+# What the tables themselves refuse: ALTER TABLE SWITCH's requirements (4900-4999: a full-text
+# index, a read-only filegroup, another index, CHECK or table option on one side, a target
+# partition not empty; 4902 is a missing object, 4903 a warning) and TRUNCATE's on a read-only or
+# offline filegroup, a replicated or CDC-enabled table, a referenced one (4707, 4710-4712). The
+# tables are as they are on every try ("Database engine events and errors 4000 to 4999",
+# learn.microsoft.com/sql/relational-databases/errors-events/database-engine-events-and-errors-4000-to-4999).
+_TABLE_REFUSES = frozenset({4707, 4710, 4711, 4712, *range(4900, 5000)}) - {4902, 4903}
 _NAMED = {1505: "a unique violation", 2601: "a unique violation", 2627: "a unique violation", 547: "a constraint violation",
           515: "a NOT NULL violation", 2628: "a value too long for its column", 8152: "a value too long for its column"}
 
@@ -71,7 +78,8 @@ _NAMED = {1505: "a unique violation", 2601: "a unique violation", 2627: "a uniqu
 def permanent_error(exc: BaseException) -> str | None:
     """What `exc` is when a retry cannot help (e.g. "a unique violation"), else None: a lost
     connection, a time-out, a deadlock (1205), a lock time-out (1222) and everything not
-    classified here are worth the task's retries."""
+    classified here are worth the task's retries. `_message(exc)` says which requirement a
+    refused switch did not meet."""
     numbers = error_numbers(exc)
     if is_data_error(exc):
         return next((_NAMED[n] for n in sorted(numbers) if n in _NAMED), "a data error")
@@ -83,4 +91,6 @@ def permanent_error(exc: BaseException) -> str | None:
         return "a refused permission"
     if numbers & _STATEMENT:
         return "a statement the server cannot parse"
+    if numbers & _TABLE_REFUSES:
+        return "a switch or truncate the table refuses as it is"
     return None

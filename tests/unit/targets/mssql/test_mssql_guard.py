@@ -391,11 +391,21 @@ DEADLOCK = server_error(pyodbc.ProgrammingError, "40001", "Transaction (Process 
                         "resources with another process and has been chosen as the deadlock victim. Rerun the "
                         "transaction.", 1205)
 LOCK_TIMEOUT = server_error(pyodbc.OperationalError, "HY000", "Lock request time out period exceeded.", 1222)
+FULL_TEXT = server_error(pyodbc.ProgrammingError, "42000", "ALTER TABLE SWITCH statement failed because the table "
+                         "'switchyard.tpch.orders' has fulltext index on it.", 4918)
+NEW_INDEX = server_error(pyodbc.ProgrammingError, "42000", "ALTER TABLE SWITCH statement failed. There is no identical "
+                         "index in source table 'switchyard.tpch_staging.orders_2' for the index 'ix_new' in target "
+                         "table 'switchyard.tpch.orders' .", 4947)
+READ_ONLY = server_error(pyodbc.ProgrammingError, "42000", "Could not truncate object 'tpch.orders' because it or one "
+                         "of its indexes resides on a READONLY filegroup 'fg_2019'.", 4707)
 
 
 @pytest.mark.parametrize("error, expected", [
     (DUPLICATE, "a unique violation"), (OUT_OF_RANGE, "a constraint violation"), (BAD_ROW, "a data error"),
     (NO_TABLE, "a missing object"), (NO_PERMISSION, "a refused permission"),
+    (FULL_TEXT, "a switch or truncate the table refuses as it is"),
+    (NEW_INDEX, "a switch or truncate the table refuses as it is"),
+    (READ_ONLY, "a switch or truncate the table refuses as it is"),
     (DEADLOCK, None), (LOCK_TIMEOUT, None), (LINK_LOST, None), (BUSY, None)])
 def test_each_step_fails_at_once_on_an_error_a_retry_cannot_fix(error, expected):
     from switchyard.targets import permanent_reason
