@@ -40,7 +40,8 @@ class ColumnInfo:
 class Dependency:
     """A row of catalog_dependencies.sql: something about the target beyond its shape that can
     make the commit's TRUNCATE, SWITCH, SPLIT or MERGE fail."""
-    kind: str            # check, fk_in, fk_out, indexed_view, cdc, replication, temporal, change_tracking, set_option, column
+    kind: str            # check, fk_in, fk_out, indexed_view, cdc, replication, temporal, change_tracking, set_option,
+    #                      column, fulltext, read_only, table_option, check_nfr, rule, permission (catalog_dependencies.sql)
     name: str
     detail: str | None = None
     flag: int = 0
@@ -419,6 +420,29 @@ def dependency_findings(t: TargetTable, where: str, spec_table) -> tuple[list[st
             problems.append(f"{where}: column {d.name} has {d.detail}: SWITCH needs the same on the staging "
                             f"tables, which Switchyard creates without it; make {d.name} a plain column of the "
                             f"spec's type for the load, or leave {where} out of this run")
+        elif d.kind == "fulltext":
+            problems.append(f"{where} has a full-text index: ALTER TABLE SWITCH refuses such a table (Msg 4918); "
+                            f"drop the full-text index for the load (DROP FULLTEXT INDEX ON {where}) and create it "
+                            f"again after, or leave {where} out of this run")
+        elif d.kind == "read_only":
+            problems.append(f"{where}: filegroup {d.name}, which holds partitions of it (or of its indexes or LOB "
+                            f"data), is read-only: TRUNCATE TABLE and SWITCH refuse a partition there (Msg 4707, "
+                            f"4978-4981), and the commit replaces and retires partitions with them; ALTER DATABASE "
+                            f"... MODIFY FILEGROUP {_bracketed(d.name)} READ_WRITE for the load, or leave {where} "
+                            f"out of this run")
+        elif d.kind == "table_option":
+            problems.append(f"{where}: its table option '{d.name}' is ON, and Switchyard creates the staging tables "
+                            f"without it: SWITCH needs the option the same on both tables (Msg 4993, 4954, 4984); "
+                            f"turn it off for the load (EXEC sp_tableoption N'{where}', '{d.name}', 'OFF') and on "
+                            f"after, or leave {where} out of this run")
+        elif d.kind == "check_nfr":
+            problems.append(f"{where}: CHECK constraint {d.name} {d.detail} is NOT FOR REPLICATION, and the copy "
+                            f"each staging table carries is not: SWITCH needs the two the same (Msg 4975); create it "
+                            f"again without NOT FOR REPLICATION for the load, or leave {where} out of this run")
+        elif d.kind == "rule":
+            problems.append(f"{where}: rule {d.detail} is bound to its column {d.name}: SWITCH is not allowed on a "
+                            f"table with a rule (Msg 4964); unbind it (EXEC sp_unbindrule N'{where}.{d.name}') and "
+                            f"replace it with a CHECK constraint, or leave {where} out of this run")
         elif d.kind == "permission" and d.name == "ALTER ANY DATASPACE":
             problems.append(f"{where}: the run's database user {d.detail} lacks ALTER ANY DATASPACE, which the "
                             f"commit's SPLIT and MERGE of the partition function and NEXT USED of its scheme need; "

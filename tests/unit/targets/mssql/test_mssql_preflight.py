@@ -75,6 +75,21 @@ def with_column(name, **changes):
      "tpch.orders: CHECK constraint CK_orders_recent ([o_orderdate]>=dateadd(year,(-1),getdate())): SWITCH needs "
      "every staging table to carry it"),
     (("check", "CK_orders_other", "([o_comment]<>[x])", 0), "CHECK constraint CK_orders_other"),
+    (("fulltext", "orders", None, 0), "tpch.orders has a full-text index: ALTER TABLE SWITCH refuses such a table "
+                                      "(Msg 4918)"),
+    (("read_only", "fg_2019", None, 0),
+     "tpch.orders: filegroup fg_2019, which holds partitions of it (or of its indexes or LOB data), is read-only: "
+     "TRUNCATE TABLE and SWITCH refuse a partition there (Msg 4707, 4978-4981)"),
+    (("table_option", "large value types out of row", None, 0),
+     "tpch.orders: its table option 'large value types out of row' is ON, and Switchyard creates the staging tables "
+     "without it: SWITCH needs the option the same on both tables"),
+    (("table_option", "text in row", None, 0), "tpch.orders: its table option 'text in row' is ON"),
+    (("check_nfr", "CK_orders_price", "([o_totalprice]>=(0))", 0),
+     "tpch.orders: CHECK constraint CK_orders_price ([o_totalprice]>=(0)) is NOT FOR REPLICATION, and the copy each "
+     "staging table carries is not: SWITCH needs the two the same (Msg 4975)"),
+    (("rule", "o_orderstatus", "r_status", 0),
+     "tpch.orders: rule r_status is bound to its column o_orderstatus: SWITCH is not allowed on a table with a rule "
+     "(Msg 4964)"),
     # The run's user without the permissions the commit's statements need: found before any load.
     (("permission", "ALTER", "loader", 0),
      "tpch.orders: the run's database user loader lacks ALTER on it, which TRUNCATE TABLE and SWITCH need"),

@@ -28,6 +28,18 @@
 --                 the property: ROWGUIDCOL, FILESTREAM, an XML schema collection, ANSI_PADDING
 --                 OFF on a char, varchar, binary or varbinary column): SWITCH needs it the same
 --                 on both tables;
+--   fulltext      a full-text index on the table: SWITCH refuses such a table (Msg 4918);
+--   read_only     a read-only filegroup (name) holding a partition of the table, of an index
+--                 of it or of its LOB data: TRUNCATE (Msg 4707) and SWITCH (Msg 4978-4981)
+--                 refuse such a partition, and the commit replaces and retires partitions;
+--   table_option  a table option the staging tables are created without (name: the option,
+--                 sp_tableoption's 'large value types out of row', 'text in row', or
+--                 'vardecimal storage format'): SWITCH needs it the same on both tables
+--                 (Msg 4993, 4954, 4984);
+--   check_nfr     a CHECK constraint NOT FOR REPLICATION (detail: its definition): SWITCH needs
+--                 the staging table's copy to have the same setting (Msg 4975);
+--   rule          a rule bound to a column (name: the column): SWITCH is not allowed on a table
+--                 with a RULE (Msg 4964);
 --   permission    a permission the commit's statements need that the login running the
 --                 pre-flight (the one the run uses) lacks (name: the permission, detail: the
 --                 database user): ALTER on the table for TRUNCATE TABLE and SWITCH ("ALTER TABLE
@@ -36,6 +48,9 @@
 --                 and the scheme's NEXT USED (ALTER PARTITION FUNCTION, Permissions).
 --                 HAS_PERMS_BY_NAME answers with the effective permission, implied ones (CONTROL
 --                 on the database, db_owner, db_ddladmin) included.
+-- https://learn.microsoft.com/en-us/sql/relational-databases/errors-events/database-engine-events-and-errors-4000-to-4999
+--   (the error each rule above names)
+-- https://learn.microsoft.com/en-us/sql/relational-databases/system-stored-procedures/sp-tableoption-transact-sql
 -- https://learn.microsoft.com/en-us/sql/t-sql/statements/truncate-table-transact-sql
 -- https://learn.microsoft.com/en-us/sql/t-sql/statements/alter-table-transact-sql (SWITCH)
 -- https://learn.microsoft.com/en-us/sql/relational-databases/tables/temporal/partitioning
@@ -102,6 +117,37 @@ CROSS APPLY (VALUES (N'ROWGUIDCOL', CONVERT(int, c.is_rowguidcol)),
                                                     AND TYPE_NAME(c.system_type_id) IN (N'char', N'varchar', N'binary', N'varbinary')
                                                THEN 1 ELSE 0 END)) AS p (property, [set])
 WHERE p.[set] = 1
+UNION ALL
+SELECT N'fulltext', t.name, NULL, 0
+FROM target JOIN sys.tables AS t ON t.[object_id] = target.id
+WHERE EXISTS (SELECT 1 FROM sys.fulltext_indexes AS fi WHERE fi.[object_id] = target.id)
+UNION ALL
+-- The data spaces of the table's indexes and of its LOB data: a filegroup, or a partition scheme
+-- whose destinations are filegroups.
+SELECT DISTINCT N'read_only', fg.name, NULL, 0
+FROM target
+CROSS APPLY (SELECT i.data_space_id FROM sys.indexes AS i WHERE i.[object_id] = target.id
+             UNION SELECT t.lob_data_space_id FROM sys.tables AS t WHERE t.[object_id] = target.id) AS ds (id)
+LEFT JOIN sys.destination_data_spaces AS dds ON dds.partition_scheme_id = ds.id
+JOIN sys.filegroups AS fg ON fg.data_space_id = COALESCE(dds.data_space_id, ds.id)
+WHERE fg.is_read_only = 1
+UNION ALL
+SELECT N'table_option', o.[option], NULL, 0
+FROM target
+JOIN sys.tables AS t ON t.[object_id] = target.id
+CROSS APPLY (VALUES (N'large value types out of row', CONVERT(int, t.large_value_types_out_of_row)),
+                    (N'text in row', CASE WHEN t.text_in_row_limit <> 0 THEN 1 ELSE 0 END),
+                    (N'vardecimal storage format', OBJECTPROPERTY(target.id, N'TableHasVarDecimalStorageFormat'))
+            ) AS o ([option], [on])
+WHERE o.[on] = 1
+UNION ALL
+SELECT N'check_nfr', cc.name, cc.[definition], 0
+FROM target JOIN sys.check_constraints AS cc ON cc.parent_object_id = target.id
+WHERE cc.is_not_for_replication = 1 AND cc.is_disabled = 0
+UNION ALL
+SELECT N'rule', c.name, OBJECT_NAME(c.rule_object_id), 0
+FROM target JOIN sys.columns AS c ON c.[object_id] = target.id
+WHERE c.rule_object_id <> 0
 UNION ALL
 SELECT N'permission', N'ALTER', USER_NAME(), 0
 FROM target
