@@ -82,7 +82,9 @@ JOIN sys.indexes AS t ON t.[object_id] = i.[object_id] AND t.index_id IN (0, 1)
 LEFT JOIN sys.partition_schemes AS ips ON ips.data_space_id = i.data_space_id
 LEFT JOIN sys.partition_schemes AS tps ON tps.data_space_id = t.data_space_id
 LEFT JOIN sys.index_columns AS ic ON ic.[object_id] = i.[object_id] AND ic.index_id = i.index_id
-WHERE i.[object_id] = OBJECT_ID(?, N'U') AND i.index_id > 0
+-- A hypothetical index (left by the Database Engine Tuning Advisor) has no data: SWITCH does not
+-- compare it, and it is neither refused nor built (sys.indexes, is_hypothetical).
+WHERE i.[object_id] = OBJECT_ID(?, N'U') AND i.index_id > 0 AND i.is_hypothetical = 0
 ORDER BY i.index_id, ic.is_included_column, ic.key_ordinal, ic.index_column_id;
 GO
 -- columns

@@ -106,6 +106,10 @@ class TargetTable:
 
 def column_type(type_name: str, max_length: int, precision: int, scale: int) -> str:
     """The type as CREATE TABLE writes it, from sys.columns' fields (max_length is in bytes, -1 for max)."""
+    if not type_name:
+        # TYPE_NAME of a CLR type's system_type_id (240: hierarchyid, geometry, geography) is NULL.
+        raise ValueError("a column of a CLR type (hierarchyid, geometry, geography), which Switchyard does not "
+                         "load; make it a type of the spec's for the load")
     t = type_name.lower()
     if not _TYPE.match(t):
         raise ValueError(f"type {type_name!r} is not a system type name")

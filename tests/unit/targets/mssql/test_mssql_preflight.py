@@ -109,6 +109,13 @@ def test_a_missing_permission_names_the_grant_that_gives_it():
         [("permission", "ALTER ANY DATASPACE", "load]er", 0)])
 
 
+def test_a_column_of_a_clr_type_is_refused_not_a_crash():
+    """TYPE_NAME(system_type_id) is NULL for a CLR type (hierarchyid, geometry, geography): refused
+    with the other problems before any load, where it raised an AttributeError."""
+    columns = [tuple([row[0], None, *row[2:]]) if row[0] == "o_comment" else row for row in ORDERS_COLUMNS]
+    assert "a column of a CLR type (hierarchyid, geometry, geography)" in refused(columns=columns)
+
+
 def test_a_computed_column_is_refused_and_an_identity_is_a_note():
     assert "column o_totalprice is computed" in refused(columns=with_column("o_totalprice", computed=True))
     _, notes = preflight(columns=with_column("o_custkey", identity=True))
