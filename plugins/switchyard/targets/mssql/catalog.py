@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from switchyard.targets.mssql.keys import KeyType
 from switchyard.targets.mssql.tsql import writable_name
@@ -397,60 +397,19 @@ def dependency_findings(t: TargetTable, where: str, spec_table) -> tuple[list[st
                          f"(SWITCH ignores IDENTITY); run DBCC CHECKIDENT on the table after the load if inserts "
                          f"follow")
     for d in t.dependencies:
-        if d.kind == "check":
-            if d.flag:
-                notes.append(f"{where}: CHECK constraint {d.name} is disabled: the staging tables do not carry it")
-            elif check_copy(d.detail, names) is None or not writable_name(d.name):
-                problems.append(f"{where}: CHECK constraint {d.name} {d.detail}: SWITCH needs every staging table to "
-                                f"carry it, and Switchyard copies only definitions made of the table's columns, "
-                                f"literals, comparisons, arithmetic, AND, OR, NOT, IN, BETWEEN, LIKE and IS NULL; "
-                                f"rewrite it so, or drop it for the load and add it back WITH CHECK after")
-            else:
-                notes.append(f"{where}: CHECK constraint {d.name} {d.detail} is copied to each staging table "
-                             f"(SWITCH needs it there)")
-        elif d.kind == "fk_out":
-            problems.append(f"{where}: foreign key {d.name} references {d.detail}: SWITCH needs every staging table "
-                            f"to carry it, trusted, and Switchyard copies no foreign keys; drop {d.name} for the load "
-                            f"and add it back WITH CHECK after")
-        elif d.kind == "change_tracking":
-            problems.append(f"{where}: change tracking is enabled on it: ALTER TABLE SWITCH fails on such a table "
-                            f"(Msg 4900); disable it for the load (ALTER TABLE {where} DISABLE CHANGE_TRACKING) and "
-                            f"enable it after, or leave {where} out of this run")
-        elif d.kind == "set_option":
-            problems.append(f"{where} was created with {d.name} OFF: SWITCH needs the staging tables' {d.name} "
-                            f"setting the same, and Switchyard creates them with it ON; create the table again "
-                            f"with {d.name} ON (a new table, its rows copied), or leave {where} out of this run")
-        elif d.kind == "column":
-            problems.append(f"{where}: column {d.name} has {d.detail}: SWITCH needs the same on the staging "
-                            f"tables, which Switchyard creates without it; make {d.name} a plain column of the "
-                            f"spec's type for the load, or leave {where} out of this run")
-        elif d.kind == "fulltext":
-            problems.append(f"{where} has a full-text index: ALTER TABLE SWITCH refuses such a table (Msg 4918); "
-                            f"drop the full-text index for the load (DROP FULLTEXT INDEX ON {where}) and create it "
-                            f"again after, or leave {where} out of this run")
-        elif d.kind == "read_only":
-            problems.append(f"{where}: filegroup {d.name}, which holds partitions of it (or of its indexes or LOB "
-                            f"data), is read-only: TRUNCATE TABLE and SWITCH refuse a partition there (Msg 4707, "
-                            f"4978-4981), and the commit replaces and retires partitions with them; ALTER DATABASE "
-                            f"... MODIFY FILEGROUP {_bracketed(d.name)} READ_WRITE for the load, or leave {where} "
-                            f"out of this run")
-        elif d.kind == "table_option":
-            problems.append(f"{where}: its table option '{d.name}' is ON, and Switchyard creates the staging tables "
-                            f"without it: SWITCH needs the option the same on both tables (Msg 4993, 4954, 4984); "
-                            f"turn it off for the load (EXEC sp_tableoption N'{where}', '{d.name}', 'OFF') and on "
-                            f"after, or leave {where} out of this run")
-        elif d.kind == "check_nfr":
-            problems.append(f"{where}: CHECK constraint {d.name} {d.detail} is NOT FOR REPLICATION, and the copy "
-                            f"each staging table carries is not: SWITCH needs the two the same (Msg 4975); create it "
-                            f"again without NOT FOR REPLICATION for the load, or leave {where} out of this run")
-        elif d.kind == "rule":
-            problems.append(f"{where}: rule {d.detail} is bound to its column {d.name}: SWITCH is not allowed on a "
-                            f"table with a rule (Msg 4964); unbind it (EXEC sp_unbindrule N'{where}.{d.name}') and "
-                            f"replace it with a CHECK constraint, or leave {where} out of this run")
-        elif d.kind == "permission" and d.name == "ALTER ANY DATASPACE":
-            problems.append(f"{where}: the run's database user {d.detail} lacks ALTER ANY DATASPACE, which the "
-                            f"commit's SPLIT and MERGE of the partition function and NEXT USED of its scheme need; "
-                            f"GRANT ALTER ANY DATASPACE TO {_bracketed(d.detail)}, or run as a user of db_ddladmin")
+        if d.kind != "check":
+            if (refusal := _SWITCH_REFUSES.get(_rule_of(d))) is not None:
+                problems.append(refusal(where, d))
+        elif d.flag:
+            notes.append(f"{where}: CHECK constraint {d.name} is disabled: the staging tables do not carry it")
+        elif check_copy(d.detail, names) is None or not writable_name(d.name):
+            problems.append(f"{where}: CHECK constraint {d.name} {d.detail}: SWITCH needs every staging table to "
+                            f"carry it, and Switchyard copies only definitions made of the table's columns, "
+                            f"literals, comparisons, arithmetic, AND, OR, NOT, IN, BETWEEN, LIKE and IS NULL; "
+                            f"rewrite it so, or drop it for the load and add it back WITH CHECK after")
+        else:
+            notes.append(f"{where}: CHECK constraint {d.name} {d.detail} is copied to each staging table "
+                         f"(SWITCH needs it there)")
     return problems, notes
 
 
@@ -464,40 +423,92 @@ def truncate_problems(t: TargetTable, where: str) -> list[str]:
     """What makes TRUNCATE TABLE refuse the existing target, with the fix: the commit empties a
     partitioned table's partitions with it, and an unpartitioned table's replace the whole table
     (https://learn.microsoft.com/en-us/sql/t-sql/statements/truncate-table-transact-sql#restrictions)."""
-    problems = []
-    for d in t.dependencies:
-        if d.kind == "fk_in":
-            problems.append(f"{where} is referenced by foreign key {d.name} of {d.detail}: TRUNCATE TABLE refuses a "
-                            f"table a foreign key references (Msg 4712), and the commit empties the table's partitions (or the table) with it; "
-                            f"drop {d.name} for the load and add it back WITH CHECK after, or leave {where} out of "
-                            f"this run")
-        elif d.kind == "indexed_view":
-            problems.append(f"{where} is in the indexed view {d.name}: TRUNCATE TABLE refuses a table an indexed "
-                            f"view references, and SWITCH needs the view's index aligned; drop the view's index "
-                            f"for the load and create it again after")
-        elif d.kind == "cdc":
-            problems.append(f"{where}: change data capture tracks it: TRUNCATE TABLE refuses such a table; disable "
-                            f"it for the load (sys.sp_cdc_disable_table) and enable it after, or leave {where} out "
-                            f"of this run")
-        elif d.kind == "permission" and d.name == "ALTER":
-            problems.append(f"{where}: the run's database user {d.detail} lacks ALTER on it, which TRUNCATE TABLE "
-                            f"and SWITCH need; GRANT ALTER ON {'.'.join(map(_bracketed, where.split('.', 1)))} TO "
-                            f"{_bracketed(d.detail)}")
-        elif d.kind == "replication":
-            problems.append(f"{where} is published or subscribed for replication: TRUNCATE TABLE refuses a "
-                            f"published table and SWITCH needs the publication's allow_partition_switch; take it "
-                            f"out of the publication for the load, or leave {where} out of this run")
-        elif d.kind == "ledger":
-            problems.append(f"{where} is a ledger table (its column {d.name} is one the ledger generates): TRUNCATE "
-                            f"TABLE and deleting rows, with which the commit replaces or retires its partitions, are "
-                            f"not supported on a ledger table, and it cannot become an ordinary table; load the batch "
-                            f"into a table that is not a ledger table, or leave {where} out of this run")
-        elif d.kind == "temporal":
-            what = "a history table" if d.flag == 1 else "system-versioned"
-            refused = ("SWITCH into it is refused" if d.flag == 1
-                       else "TRUNCATE TABLE and SWITCH out of it, with which the commit replaces or retires its rows, "
-                            "are refused")
-            problems.append(f"{where} is {what} ({d.detail}): {refused} while SYSTEM_VERSIONING is ON, and "
-                            f"Switchyard loads no table under system versioning; turn it OFF for the load and ON "
-                            f"after, or leave {where} out of this run")
-    return problems
+    return [refusal(where, d) for d in t.dependencies if (refusal := _TRUNCATE_REFUSES.get(_rule_of(d)))]
+
+
+def _rule_of(d: Dependency) -> str:
+    """The refusal a dependency row gets: by its kind, a permission by its name too."""
+    return f"permission {d.name}" if d.kind == "permission" else d.kind
+
+
+def _temporal(where: str, d: Dependency) -> str:
+    what = "a history table" if d.flag == 1 else "system-versioned"
+    refused = ("SWITCH into it is refused" if d.flag == 1
+               else "TRUNCATE TABLE and SWITCH out of it, with which the commit replaces or retires its rows, "
+                    "are refused")
+    return (f"{where} is {what} ({d.detail}): {refused} while SYSTEM_VERSIONING is ON, and Switchyard loads no "
+            f"table under system versioning; turn it OFF for the load and ON after, or leave {where} out of this run")
+
+
+Refusal = Callable[[str, Dependency], str]
+# What each row of catalog_dependencies.sql makes TRUNCATE TABLE refuse, with the fix: checks as
+# data, one line per rule (`where` is the table, `d` the row).
+_TRUNCATE_REFUSES: dict[str, Refusal] = {
+    "fk_in": lambda where, d: (
+        f"{where} is referenced by foreign key {d.name} of {d.detail}: TRUNCATE TABLE refuses a table a foreign key "
+        f"references (Msg 4712), and the commit empties the table's partitions (or the table) with it; drop {d.name} "
+        f"for the load and add it back WITH CHECK after, or leave {where} out of this run"),
+    "indexed_view": lambda where, d: (
+        f"{where} is in the indexed view {d.name}: TRUNCATE TABLE refuses a table an indexed view references, and "
+        f"SWITCH needs the view's index aligned; drop the view's index for the load and create it again after"),
+    "cdc": lambda where, d: (
+        f"{where}: change data capture tracks it: TRUNCATE TABLE refuses such a table; disable it for the load "
+        f"(sys.sp_cdc_disable_table) and enable it after, or leave {where} out of this run"),
+    "permission ALTER": lambda where, d: (
+        f"{where}: the run's database user {d.detail} lacks ALTER on it, which TRUNCATE TABLE and SWITCH need; "
+        f"GRANT ALTER ON {'.'.join(map(_bracketed, where.split('.', 1)))} TO {_bracketed(d.detail)}"),
+    "replication": lambda where, d: (
+        f"{where} is published or subscribed for replication: TRUNCATE TABLE refuses a published table and SWITCH "
+        f"needs the publication's allow_partition_switch; take it out of the publication for the load, or leave "
+        f"{where} out of this run"),
+    "ledger": lambda where, d: (
+        f"{where} is a ledger table (its column {d.name} is one the ledger generates): TRUNCATE TABLE and deleting "
+        f"rows, with which the commit replaces or retires its partitions, are not supported on a ledger table, and "
+        f"it cannot become an ordinary table; load the batch into a table that is not a ledger table, or leave "
+        f"{where} out of this run"),
+    "temporal": _temporal,
+}
+# What the rest make SWITCH, SPLIT or MERGE refuse (a partitioned target), with the fix.
+_SWITCH_REFUSES: dict[str, Refusal] = {
+    "fk_out": lambda where, d: (
+        f"{where}: foreign key {d.name} references {d.detail}: SWITCH needs every staging table to carry it, "
+        f"trusted, and Switchyard copies no foreign keys; drop {d.name} for the load and add it back WITH CHECK "
+        f"after"),
+    "change_tracking": lambda where, d: (
+        f"{where}: change tracking is enabled on it: ALTER TABLE SWITCH fails on such a table (Msg 4900); disable "
+        f"it for the load (ALTER TABLE {where} DISABLE CHANGE_TRACKING) and enable it after, or leave {where} out "
+        f"of this run"),
+    "set_option": lambda where, d: (
+        f"{where} was created with {d.name} OFF: SWITCH needs the staging tables' {d.name} setting the same, and "
+        f"Switchyard creates them with it ON; create the table again with {d.name} ON (a new table, its rows "
+        f"copied), or leave {where} out of this run"),
+    "column": lambda where, d: (
+        f"{where}: column {d.name} has {d.detail}: SWITCH needs the same on the staging tables, which Switchyard "
+        f"creates without it; make {d.name} a plain column of the spec's type for the load, or leave {where} out "
+        f"of this run"),
+    "fulltext": lambda where, d: (
+        f"{where} has a full-text index: ALTER TABLE SWITCH refuses such a table (Msg 4918); drop the full-text "
+        f"index for the load (DROP FULLTEXT INDEX ON {where}) and create it again after, or leave {where} out of "
+        f"this run"),
+    "read_only": lambda where, d: (
+        f"{where}: filegroup {d.name}, which holds partitions of it (or of its indexes or LOB data), is read-only: "
+        f"TRUNCATE TABLE and SWITCH refuse a partition there (Msg 4707, 4978-4981), and the commit replaces and "
+        f"retires partitions with them; ALTER DATABASE ... MODIFY FILEGROUP {_bracketed(d.name)} READ_WRITE for "
+        f"the load, or leave {where} out of this run"),
+    "table_option": lambda where, d: (
+        f"{where}: its table option '{d.name}' is ON, and Switchyard creates the staging tables without it: SWITCH "
+        f"needs the option the same on both tables (Msg 4993, 4954, 4984); turn it off for the load (EXEC "
+        f"sp_tableoption N'{where}', '{d.name}', 'OFF') and on after, or leave {where} out of this run"),
+    "check_nfr": lambda where, d: (
+        f"{where}: CHECK constraint {d.name} {d.detail} is NOT FOR REPLICATION, and the copy each staging table "
+        f"carries is not: SWITCH needs the two the same (Msg 4975); create it again without NOT FOR REPLICATION "
+        f"for the load, or leave {where} out of this run"),
+    "rule": lambda where, d: (
+        f"{where}: rule {d.detail} is bound to its column {d.name}: SWITCH is not allowed on a table with a rule "
+        f"(Msg 4964); unbind it (EXEC sp_unbindrule N'{where}.{d.name}') and replace it with a CHECK constraint, "
+        f"or leave {where} out of this run"),
+    "permission ALTER ANY DATASPACE": lambda where, d: (
+        f"{where}: the run's database user {d.detail} lacks ALTER ANY DATASPACE, which the commit's SPLIT and "
+        f"MERGE of the partition function and NEXT USED of its scheme need; GRANT ALTER ANY DATASPACE TO "
+        f"{_bracketed(d.detail)}, or run as a user of db_ddladmin"),
+}
