@@ -43,3 +43,31 @@ def test_a_partitioned_tables_unique_columns_without_its_key_are_refused_naming_
     assert parse_spec(spec(True)).table("claims").unique == ("claim_date",)
     # A table loaded whole has no partitions: any of its columns can be unique.
     assert parse_spec(spec(["claim_id"], partitioned=False)).table("claims").unique == ("claim_id",)
+
+
+def test_a_uniqueness_expectation_without_the_partition_key_is_refused_as_a_check_of_each_stream_alone():
+    """Each stream's staging table is validated on its own rows: `expect_column_values_to_be_unique`
+    on a column of a partitioned table other than its key would pass a value in two streams (or in
+    an earlier batch), and the run end `success` with the column not unique. Refused, naming the
+    fix; with the key among the columns, or on a table loaded whole, it holds across the table."""
+    def spec(kind, kwargs, partitioned=True):
+        return {"name": "b", "files": "{table}/{table}.{stream}.csv", "format": {"delimiter": ","},
+                "tables": {"invoices": {"key": "issued_at", "partitioned": partitioned,
+                                        "expectations": [{"type": "expect_column_values_to_be_between",
+                                                          "kwargs": {"column": "amount", "min_value": 0}},
+                                                         {"type": kind, "kwargs": kwargs}],
+                                        "columns": [{"name": "invoice_id", "type": "bigint"},
+                                                    {"name": "issued_at", "type": "timestamp"},
+                                                    {"name": "amount", "type": "numeric(12,2)"}]}}}
+    with pytest.raises(SpecError) as refused:
+        parse_spec(spec("expect_column_values_to_be_unique", {"column": "invoice_id"}), source="billing.yaml")
+    assert ("tables.invoices.expectations[1]: expect_column_values_to_be_unique on invoice_id would be checked on "
+            "each stream's rows alone") in str(refused.value)
+    assert ("unique across the table only with the partition key issued_at: name it too "
+            "(expect_compound_columns_to_be_unique on invoice_id, issued_at, or unique: invoice_id, issued_at), or "
+            "check it upstream") in str(refused.value)
+    with pytest.raises(SpecError, match=r"expect_compound_columns_to_be_unique on invoice_id, amount would be"):
+        parse_spec(spec("expect_compound_columns_to_be_unique", {"column_list": ["invoice_id", "amount"]}))
+    parse_spec(spec("expect_compound_columns_to_be_unique", {"column_list": ["invoice_id", "issued_at"]}))
+    parse_spec(spec("expect_column_values_to_be_unique", {"column": "issued_at"}))
+    parse_spec(spec("expect_column_values_to_be_unique", {"column": "invoice_id"}, partitioned=False))

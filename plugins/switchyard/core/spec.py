@@ -327,7 +327,17 @@ def _files(value: Any, where: str) -> str:
     return files
 
 
-def _expectations(raw: Any, columns: list[str], where: str) -> tuple[Expectation, ...]:
+# Expectations that a column's (or columns') values are unique: checked on each stream's staging
+# table, they hold across a partitioned table only where the partition key is one of the columns
+# (the streams' and earlier batches' key ranges do not overlap).
+_UNIQUE_EXPECTATIONS = {"expect_column_values_to_be_unique", "expect_compound_columns_to_be_unique",
+                        "expect_multicolumn_values_to_be_unique"}
+
+
+def _expectations(raw: Any, columns: list[str], where: str, partition_key: str | None = None
+                  ) -> tuple[Expectation, ...]:
+    """The table's declared expectations; `partition_key`: the key of a partitioned table, which a
+    uniqueness expectation must hold (_UNIQUE_EXPECTATIONS)."""
     if raw is None:
         return ()
     if not isinstance(raw, list):
@@ -349,6 +359,17 @@ def _expectations(raw: Any, columns: list[str], where: str) -> tuple[Expectation
         if "column_list" in kwargs and (not isinstance(kwargs["column_list"], list)
                                         or any(c not in columns for c in kwargs["column_list"])):
             raise SpecError(f"{at}.kwargs.column_list: a list of the table's columns")
+        named = [kwargs["column"]] if "column" in kwargs else list(kwargs.get("column_list") or [])
+        if partition_key is not None and kind in _UNIQUE_EXPECTATIONS and partition_key not in named:
+            # Each stream's staging table is validated on its own rows: a value in two streams, or
+            # in an earlier batch's partition, would pass, and the run end `success` with the
+            # declared columns not unique. No square brackets: Airflow's import errors drop them.
+            raise SpecError(f"{at}: {kind} on {', '.join(named)} would be checked on each stream's rows alone (each "
+                            f"stream's staging table is validated on its own), so a value in two streams or in an "
+                            f"earlier batch would pass; on a partitioned table such values are unique across the "
+                            f"table only with the partition key {partition_key}: name it too "
+                            f"(expect_compound_columns_to_be_unique on {', '.join([*named, partition_key])}, or "
+                            f"unique: {', '.join([*named, partition_key])}), or check it upstream")
         out.append(Expectation(type=kind, kwargs=dict(kwargs)))
     return tuple(out)
 
@@ -431,7 +452,8 @@ def _table(name: str, raw: Mapping[str, Any], where: str, fmt: FileFormat, files
                  format=_format(raw.get("format"), fmt, f"{where}.format"),
                  files=_files(raw["files"], f"{where}.files") if "files" in raw else files,
                  unique=_unique(raw.get("unique"), key, names, f"{where}.unique", partitioned),
-                 expectations=_expectations(raw.get("expectations"), names, f"{where}.expectations"),
+                 expectations=_expectations(raw.get("expectations"), names, f"{where}.expectations",
+                                            key if partitioned else None),
                  mode=mode, keep=keep, keep_days=keep_days, retire=retire,
                  weight=_count(raw.get("weight", 1), f"{where}.weight", minimum=1),
                  tasks=_choice(raw.get("tasks", "per-step"), GROUP_TASKS, f"{where}.tasks"),
