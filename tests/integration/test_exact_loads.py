@@ -571,6 +571,40 @@ def test_the_field_check_refuses_exactly_the_times_of_day_with_a_zone_the_server
             assert not kept.fullmatch(text) or kept_as_written, (text, stored)
 
 
+REGIONS = ["2026-07-01 10:00:00 Europe/Berlin", "2026-10-25 01:59:59 europe/berlin", "2026-10-25 03:30 Europe/Berlin",
+           "2026-10-25 02:30:00 Europe/Berlin", "2026-03-29 02:30:00 Europe/Berlin", "2026-11-01 01:30 America/New_York",
+           "Oct 25 2026 2:30 AM Europe/Berlin", "Jul 1 2026 10:00 AM Europe/Berlin", "2026-07-01 10:00 Europe/Berlinn"]
+
+
+def test_the_field_check_refuses_exactly_the_local_times_of_a_region_that_are_not_one_instant(pg_uri):
+    """A time with a region's name (`Europe/Berlin`) in a timestamptz: the check passes one the
+    server keeps as the instant the region's clocks showed it at once, and refuses one its clocks
+    pass twice (the hour repeated at the change back) or skip (at the change forward), which the
+    server stores as one reading without an error, and a region it does not have (its error)."""
+    from datetime import datetime, timezone
+    from decimal import Decimal
+    from zoneinfo import ZoneInfo, available_timezones
+    from switchyard.core.fields import field_check
+    check = field_check("timestamptz")
+    with psycopg.connect(pg_uri, autocommit=True) as conn:
+        conn.execute("SET DateStyle = 'ISO, YMD'")
+        conn.execute("SET TimeZone = 'UTC'")
+        for text in REGIONS:
+            try:
+                stored = Decimal(str(conn.execute("SELECT extract(epoch FROM %s::timestamptz)", (text,)).fetchone()[0]))
+            except psycopg.errors.DataError:
+                stored = None
+            local, zone = text.rsplit(" ", 1)
+            zone = next((z for z in available_timezones() if z.lower() == zone.lower()), None)
+            wall = datetime.strptime(local, "%b %d %Y %I:%M %p" if "M" in local[-2:] else
+                                     "%Y-%m-%d %H:%M:%S" if local.count(":") == 2 else "%Y-%m-%d %H:%M")
+            readings = {wall.replace(tzinfo=ZoneInfo(zone), fold=f).astimezone(timezone.utc) for f in (0, 1)} if zone \
+                else set()
+            one_instant = len(readings) == 1 and readings.pop().astimezone(ZoneInfo(zone)).replace(tzinfo=None) == wall
+            meant = Decimal(int(wall.replace(tzinfo=ZoneInfo(zone)).timestamp())) if one_instant else None
+            assert (check(text) is None) == (stored is not None and stored == meant), (text, stored, meant, check(text))
+
+
 DECIMALS = {"numeric(10,3)": ["12.345", "12.3456", "0012.300", "12.3450000", "-.5", "+7.", "12.3451", "1.2345e1", "1.23456e1", "1e-3", "1e-4", "1e2", "0e5",
                              "-1.5E+2", "0.00100e2", "1234567e0", "12345678e0"],
             "numeric(5,2)": ["999.99", "9999e-1", "99999e-3", "999.995", "1e999999999999999999999999"]}

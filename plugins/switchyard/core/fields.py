@@ -18,7 +18,8 @@ Other forms of dates and times, and other types, are left to the load: the serve
 from __future__ import annotations
 
 import re
-from datetime import date
+from datetime import date, datetime, timezone
+from functools import lru_cache
 from typing import Callable, Sequence
 
 from switchyard.core.spec import NEUTRAL, Table
@@ -367,12 +368,13 @@ def _when(sql_type: str, base: str, size: str | None, neutral: bool) -> Check:
 
     def when(text: str) -> str | None:
         field = text.strip()
-        zoned = _ZONED.match(field)
+        zoned, region = _ZONED.match(field), None
         if zoned and base in _ZONED_TIMES and not _OFFSET.fullmatch(zoned.group(2)):
             return _zone_unread(zoned.group(2), offset_only=True)
         if zoned and (base in _ZONED_DATES or base in _ZONED_TIMES):
             if not _ZONE_OK.fullmatch(zoned.group(2)):
                 return _zone_unread(zoned.group(2))
+            region = zoned.group(2) if "/" in zoned.group(2) else None
             field, zoned = zoned.group(1), None      # its zone is read: the time before it is checked
         if zoned:
             # PostgreSQL ignores a zone in a value of a type without one, without an error
@@ -408,9 +410,11 @@ def _when(sql_type: str, base: str, size: str | None, neutral: bool) -> Check:
             return _other_form_problem(field, sql_type, base,
                                        lambda clock: _clock_problem(clock, sql_type, base, kept, named))
         problem = _day_problem(d.group(1), d.group(2), d.group(3), sql_type, base)
-        if problem or d.group(4) is None:
-            return problem
-        return _clock_problem(d.group(4), sql_type, base, kept, named)
+        if problem is None and d.group(4) is not None:
+            problem = _clock_problem(d.group(4), sql_type, base, kept, named)
+        if problem is None and region:
+            problem = _local_time_problem(d.group(1), d.group(2), d.group(3), d.group(4) or "00:00", region)
+        return problem
     return when
 
 
@@ -456,20 +460,54 @@ def _other_form_problem(field: str, sql_type: str, base: str, clock_problem: Cal
         return _unread_form(field, sql_type, base)
     g = form.groupdict()
     month = g["m"] or g["m8"] or _MONTH_NUMBER[(g["mon"] or g["mon2"] or g["mon3"]).lower()]
-    problem = _day_problem(g["y"] or g["y8"] or g["ym"] or g["yn"] or g["yd"], month,
-                           g["d"] or g["d8"] or g["dm"] or g["dn"] or g["dd"], sql_type, base)
+    year, day_of_month = g["y"] or g["y8"] or g["ym"] or g["yn"] or g["yd"], g["d"] or g["d8"] or g["dm"] or g["dn"] or g["dd"]
+    problem = _day_problem(year, month, day_of_month, sql_type, base)
     if problem:
         return problem
     if g["zone"] and base not in _ZONED_DATES:
         return (f"a time zone ({g['zone']}): {sql_type} keeps none, the load would drop it without an error; "
                 f"write every time in one zone without it, or declare a type with a zone")
-    if not g["clock"]:
-        return None
-    problem = _clock_of(form, clock_problem)
+    read = []       # the time of day as HH:MM[:SS[.f]], once _clock_of has read it
+    problem = _clock_of(form, lambda clock: read.append(clock) or clock_problem(clock)) if g["clock"] else None
     if problem and base == "date" and problem.startswith("a time of day"):
         return (f"a time of day after the date: {sql_type} keeps the day only, the load would drop it; write the "
                 f"date alone, YYYY-MM-DD")
+    if problem is None and g["zone"] and "/" in g["zone"]:
+        return _local_time_problem(year, month, day_of_month, read[0] if read else "00:00", g["zone"])
     return problem
+
+
+def _local_time_problem(year: str, month: str | int, day_of_month: str, clock: str, zone: str) -> str | None:
+    """A local time in a region's zone (`2026-10-25 02:30 Europe/Berlin`) that is not one instant:
+    its clocks pass it twice (the hour a change back to standard time repeats) or never (the hour
+    a change forward skips). The servers pick one reading without an error, the file meant one
+    the check cannot tell. A region the time zone database does not have, the load refuses."""
+    found = _zone_info(zone)
+    if found is None:
+        return (f"a time zone {zone!r} the time zone database does not have: the load would refuse the field; "
+                f"write an offset (+01:00) or a region's name (Europe/Paris)")
+    t = _ISO_TIME.match(clock)
+    if t is None:
+        return None
+    wall = datetime(int(year), int(month), int(day_of_month), int(t.group(1)), int(t.group(2)), int(t.group(3) or 0))
+    earlier, later = wall.replace(tzinfo=found, fold=0), wall.replace(tzinfo=found, fold=1)
+    if earlier.utcoffset() == later.utcoffset():
+        return None
+    skipped = earlier.astimezone(timezone.utc).astimezone(found).replace(tzinfo=None) != wall
+    offsets = " or ".join(sorted({f"{o:%z}"[:3] + ":" + f"{o:%z}"[3:] for o in (earlier, later)}))
+    return (f"{wall:%Y-%m-%d %H:%M} does not exist in {zone}: its clocks skip that hour, and the load would "
+            f"store another time without an error; write the offset the file means ({offsets})" if skipped else
+            f"{wall:%Y-%m-%d %H:%M} happens twice in {zone}: its clocks pass that hour twice, and the load would "
+            f"pick one of the two without an error; write the offset the file means ({offsets})")
+
+
+@lru_cache(maxsize=64)
+def _zone_info(zone: str):
+    """The zone of a region's name as the time zone database has it, its letter case aside (the
+    servers read `europe/paris` too); None where it has no such zone."""
+    from zoneinfo import ZoneInfo, available_timezones
+    name = next((z for z in sorted(available_timezones()) if z.lower() == zone.lower()), None)
+    return ZoneInfo(name) if name else None
 
 
 def _clock_of(form: re.Match, clock_problem: Callable[[str], str | None]) -> str | None:
