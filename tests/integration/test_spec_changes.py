@@ -468,3 +468,30 @@ def test_a_dbas_change_to_the_table_after_a_failed_run_is_named_when_its_group_i
     finally:
         adapter.release_lease()
     assert storms.rows() == 488
+
+
+def test_a_partition_key_changed_in_the_spec_is_refused_before_any_load_never_a_crash(storms, schema):
+    """The spec's key moved to another column, or retyped: the table's partitions are bounded by
+    the old key, and neither server changes a partition key in place. Refused before any load,
+    permanent, naming the table's key and the fix; before, the old bounds were read as the new
+    key's values and setup.plan failed on a ValueError, retried for hours."""
+    first = storms_spec()
+    storms.run(storms.batch(1980, first), first)
+    moved = storms_spec()
+    moved["tables"]["tracks"]["key"] = "wind"
+    moved["tables"]["tracks"]["unique"] = ["name", "wind"]
+    moved["tables"]["tracks"]["columns"][2]["nullable"] = False
+    folder = storms.batch(1990, first)       # in one stream: its wind values are in no order
+    one = folder / "tracks" / "tracks.1.csv"
+    one.write_text(one.read_text() + (folder / "tracks" / "tracks.2.csv").read_text())
+    (folder / "tracks" / "tracks.2.csv").unlink()
+    write_manifest(folder, describe_batch(folder, parse_spec(moved)))
+    message = refused(storms, folder, moved)
+    assert f"{schema}.tracks is partitioned by range on (ts), the spec by range on wind" in message
+    retyped = storms_spec()
+    retyped["tables"]["tracks"]["columns"][1]["type"] = {"postgres": "timestamp(0)", "mssql": "datetime2(0)"}
+    message = refused(storms, storms.batch(1990, retyped), retyped)
+    assert (f"{schema}.tracks: column ts, the partition key, is timestamp without time zone in the table, timestamp(0) "
+            f"without time zone in the spec") in message
+    assert "cannot be changed in place: keep the table's type in the spec, or create the table anew" in message
+    assert "ALTER COLUMN" not in message

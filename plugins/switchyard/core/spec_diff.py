@@ -127,7 +127,16 @@ def compare(table: Table, existing: Existing, needed: Needed, sql: Statements) -
                     "declare it nullable: true in the spec (then add_columns adds it), or add it yourself with a "
                     "DEFAULT", None, ()))
             continue
-        if found.type != wanted:
+        if found.type != wanted and table.partitioned and c.name == table.key:
+            # Neither server alters a partitioning column's type in place (PostgreSQL: "cannot alter
+            # column ... because it is part of the partition key"; SQL Server: the partition
+            # function's type is the column's): a new table is the way.
+            out.append(Difference(
+                "column_retyped", f"column {c.name}, the partition key, is {found.type} in the table, {wanted} in "
+                f"the spec", "a staging table takes the table's types, so the loads would not be what the spec "
+                "says, and a partition key's type cannot be changed in place: keep the table's type in the spec, "
+                "or create the table anew (rename it, let setup create it, and copy its rows)", None, ()))
+        elif found.type != wanted:
             out.append(Difference(
                 "column_retyped", f"column {c.name} is {found.type} in the table, {wanted} in the spec",
                 "a staging table takes the table's types, so the loads would not be what the spec says; changing "

@@ -91,7 +91,10 @@ class PostgresPreflight:
                 problems += self._shape_problems(table, shape, where)
                 problems += self._spec_differences(cur, table, shape, where)
                 problems += self._referenced_by(cur, shape["oid"], where)
-            existing = self._target_partitions(cur, table.name) if shape and shape["partitioned"] else None
+            # Partitioned on another key than the spec's (refused above): its bounds are not
+            # values of the spec's key, and are not read as such.
+            same_key = shape is not None and shape["partitioned"] and not self._shape_problems(table, shape, where)
+            existing = self._target_partitions(cur, table.name) if same_key else None
             problems += self._unwritable_partitions(existing or [], where)
             if shape is not None and existing is None:
                 existing = []  # the table is there (an unpartitioned one has no partitions)
