@@ -94,3 +94,21 @@ def wrapped(exc: BaseException) -> TargetError:
         raise TargetError("the table's commit failed") from exc
     except TargetError as outer:
         return outer
+
+
+def test_an_error_of_pythons_own_in_a_step_fails_it_at_once_and_switchyards_own_keep_their_word(tmp_path):
+    """A step's code reading a value as another type (the plan reading a table's partition bounds,
+    a ValueError) fails the same way on every try: at once, not after a plan's retries for the
+    lease (hours). Switchyard's own errors of those classes say themselves: a worker without the
+    batch's folder (BatchError, a ValueError) is retried, another worker of the queue may hold it."""
+    from switchyard.core.batch import BatchError
+    op = SwitchOperator(task_id="switch", table="t", stream=1)
+    op._engine = PostgresAdapter
+    try:
+        int("2025-02-01 02:03:37")
+    except ValueError as exc:
+        with pytest.raises(AirflowFailException, match=r"^a ValueError in the step \(the same on every try; the "
+                                                       r"task's log shows where\), which a retry cannot fix"):
+            op.fail_if_permanent(exc)
+    op.fail_if_permanent(BatchError(f"{tmp_path}/b: the batch's folder is not on this worker"))   # retried
+    op.fail_if_permanent(OSError("the file is being written"))

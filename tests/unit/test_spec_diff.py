@@ -67,9 +67,11 @@ def test_what_no_policy_ever_does(policy):
     problems, notes, statements = reconcile(t, differences(t, columns=retyped), "s.t")
     assert statements == []
     assert [p.split(":")[1].strip() for p in problems] == [
-        "column id is integer in the table, bigint in the spec",
+        "column id, the partition key, is integer in the table, bigint in the spec",
         "column basin (character(2), NOT NULL) is in the spec, not in the table",
         "NOT NULL column legacy without a default is not in the spec's files"]
+    # A partition key's type is not changed in place on either server: no ALTER is offered for it.
+    assert "run: ALTER" not in problems[0] and "create the table anew" in problems[0]
     # A nullable column the spec no longer has is kept, and said so.
     assert notes == ["s.t: column old is not in the spec's files: the batch's rows get NULL in it; Switchyard never "
                      "drops a column (it may hold data)"]

@@ -560,9 +560,24 @@ def _utc(when: datetime) -> datetime:
     return when.astimezone(timezone.utc) if when.tzinfo else when
 
 
+# Errors of Python's own in a step's code (a value read as another type, a missing key): the
+# same inputs fail the same way on every try, and a step's retries (a plan's wait for the lease:
+# hours) would only hide them. OSError and its kin (a lost connection, a file being written)
+# are not among them, nor Switchyard's own classes, which say themselves whether a retry helps
+# (a BatchError of a worker without the batch's folder is retried: another worker may hold it).
+_CODE_ERRORS = (ValueError, TypeError, KeyError, IndexError, AttributeError, ArithmeticError, AssertionError)
+
+
+def _code_error(exc: BaseException) -> bool:
+    return isinstance(exc, _CODE_ERRORS) and not type(exc).__module__.startswith("switchyard")
+
+
 def permanent_reason(adapter: type[TargetAdapter] | None, exc: BaseException) -> str | None:
     """Why `exc` fails the same way on every try, or None: a TargetError marked permanent says
-    so itself; otherwise the engine's classifier reads the driver error it is, or wraps."""
+    so itself; otherwise the engine's classifier reads the driver error it is, or wraps; an error
+    of Python's own in the step's code (_CODE_ERRORS) is one too."""
+    if _code_error(exc):
+        return f"a {type(exc).__name__} in the step (the same on every try; the task's log shows where)"
     seen = set()
     while exc is not None and id(exc) not in seen:
         seen.add(id(exc))
