@@ -104,7 +104,12 @@ def cmd_services(args) -> int:
         return 0
     if args.action == "start":
         before = local.dag_settings()
-        values = local.write_dag_settings()
+        from switchyard.core.spec import SpecError
+        try:
+            values = local.write_dag_settings(local.named_after_spec())
+        except SpecError as exc:
+            print(f"switchyard services start: {exc}", file=sys.stderr)
+            return 2
         env = local.without_dag_settings(local.airflow_env())
         local.migrate(env)
         started = local.start_services(env, int(values.get("SWITCHYARD_STREAMS") or 4),

@@ -164,6 +164,19 @@ def write_dag_settings(chosen: dict[str, str] | None = None) -> dict[str, str]:
     return values
 
 
+def named_after_spec() -> dict[str, str]:
+    """For `services start` with a spec in this shell that the settings file does not hold: the DAG
+    id and schema named after the spec, as the demo names them (`switchyard_<name>`, `<name>`),
+    unless the shell names them; {} otherwise (the file's DAG stays as it is)."""
+    spec = os.environ.get("SWITCHYARD_SPEC", "").strip()
+    if not spec or spec == dag_settings().get("SWITCHYARD_SPEC"):
+        return {}
+    from switchyard.core.spec import load_spec
+    name = load_spec(spec).name
+    named = {"SWITCHYARD_DAG_ID": f"switchyard_{name}", "SWITCHYARD_SCHEMA": name}
+    return {k: v for k, v in named.items() if not os.environ.get(k, "").strip()}
+
+
 def without_dag_settings(env: dict[str, str]) -> dict[str, str]:
     """`env` without the DAG's settings, for the services: they read them from the settings file,
     which `services start` rewrites while they run. Kept in their environment, a value given to

@@ -140,6 +140,29 @@ def test_the_demo_of_another_spec_does_not_take_the_last_dags_schedule(tmp_path,
     assert given["SWITCHYARD_SCHEDULE"] == "15 2 * * *"
 
 
+def test_services_start_with_a_spec_of_ones_own_names_the_dag_and_schema_after_it(tmp_path, monkeypatch):
+    """`SWITCHYARD_SPEC=.../billing.yaml switchyard services start`: the DAG switchyard_billing loads
+    into the schema billing, as the demo names them, not the file's earlier DAG (switchyard_tpch
+    into tpch, its spec swapped); a DAG id or schema the shell gives wins, and the file's own
+    spec keeps the file's names."""
+    from switchyard_dev import local
+    monkeypatch.setenv("SWITCHYARD_AIRFLOW_HOME", str(tmp_path))
+    for name in ("SWITCHYARD_SCHEDULE", "SWITCHYARD_START_DATE", "SWITCHYARD_DAG_ID", "SWITCHYARD_SCHEMA"):
+        monkeypatch.delenv(name, raising=False)
+    (tmp_path / "switchyard.env").write_text("SWITCHYARD_DAG_ID=switchyard_tpch\nSWITCHYARD_SCHEMA=tpch\n"
+                                             "SWITCHYARD_SPEC=tpch\n")
+    spec = tmp_path / "billing.yaml"
+    spec.write_text("name: billing\nfiles: '{table}/{table}.{stream}.csv'\ntables:\n  customers:\n"
+                    "    partitioned: false\n    columns:\n      - {name: code, type: varchar(12)}\n")
+    monkeypatch.setenv("SWITCHYARD_SPEC", str(spec))
+    values = local.write_dag_settings(local.named_after_spec())
+    assert (values["SWITCHYARD_DAG_ID"], values["SWITCHYARD_SCHEMA"]) == ("switchyard_billing", "billing")
+    assert local.named_after_spec() == {}       # the file holds this spec now: its names stay
+    monkeypatch.setenv("SWITCHYARD_SPEC", "tpch")
+    monkeypatch.setenv("SWITCHYARD_SCHEMA", "tpch_test")
+    assert local.named_after_spec() == {"SWITCHYARD_DAG_ID": "switchyard_tpch"}
+
+
 def test_a_new_local_home_has_an_airflow_cfg_that_points_to_the_settings_in_effect(tmp_path, monkeypatch):
     """Airflow writes every option's default into a home without airflow.cfg (a SQLite database,
     port 8080), which the local services never use: a new home gets a short file saying where the
