@@ -595,7 +595,7 @@ def validate(connect: Connect, spec: LoadSpec, plan: dict, s: StreamPlan,
         except SpecError as exc:
             raise StepFailed(str(exc)) from exc
     if not outcome.success:
-        name_duplicate_lines(outcome, Path(plan["batch_dir"]), s, spec, adapter.dialect)
+        name_failure_lines(outcome, Path(plan["batch_dir"]), s, spec, adapter.dialect)
     result = outcome.to_dict()
     log.info("%s: validation %s in %.2f s (GX import %.2f s); seconds per kind of check: %s", s.group_id,
              "passed" if outcome.success else "FAILED", outcome.seconds, outcome.import_seconds,
@@ -607,27 +607,41 @@ def validate(connect: Connect, spec: LoadSpec, plan: dict, s: StreamPlan,
     return Validated(result)
 
 
-def name_duplicate_lines(outcome: Any, folder: Path, s: StreamPlan, spec: LoadSpec, dialect: str) -> None:
-    """The lines of the stream file that hold each duplicated key a failed uniqueness check names
-    (`lines` beside its `rows` in the check's examples), read from the file where this process
-    sees it (not a source's file, not a named pipe): a user fixes the file by its lines."""
+def name_failure_lines(outcome: Any, folder: Path, s: StreamPlan, spec: LoadSpec, dialect: str) -> None:
+    """The lines of the stream file a failed check's examples come from, read from the file where
+    this process sees it (not a source's file, not a named pipe): a user fixes the file by its
+    lines. A uniqueness check's duplicated keys get every line holding each (`lines` beside its
+    `rows`); a declared expectation on one column (`between`, `in_set`, a regex) gets the first
+    line of each example value it gives (`lines` beside `examples`)."""
     from switchyard.core.batch import lines_of_keys
     path = resolve_file(folder, s.file)
     if not path.is_file():
         return
     for check in outcome.failures():
-        examples = check.observed.get("examples") if check.category == "unique" and isinstance(
-            check.observed, dict) else None
+        observed = check.observed if isinstance(check.observed, dict) else {}
+        examples = observed.get("examples")
         if not examples:
             continue
         columns = [c.strip() for c in (check.column or "").split(",")]
-        try:
-            lines = lines_of_keys(path, spec.table(s.table), columns, examples, dialect)
-        except (BatchError, KeyError, ValueError) as exc:   # the message without lines, as before
-            log.warning("%s: the duplicated keys' lines not found in %s: %s", s.group_id, path, exc)
+        if check.category == "unique":
+            keys = examples
+        elif check.category == "declared" and len(columns) == 1 and columns[0]:
+            # Each value once (the examples may repeat one): its first line.
+            values = list(dict.fromkeys(v for v in examples if isinstance(v, (str, int, float))))
+            keys = [{columns[0]: v, "rows": 1} for v in values]
+        else:
             continue
-        for example, found in zip(examples, lines):
-            example["lines"] = found
+        try:
+            lines = lines_of_keys(path, spec.table(s.table), columns, keys, dialect)
+        except (BatchError, KeyError, ValueError) as exc:   # the message without lines, as before
+            log.warning("%s: the lines of the failed check's examples not found in %s: %s", s.group_id, path, exc)
+            continue
+        if check.category == "unique":
+            for example, found in zip(examples, lines):
+                example["lines"] = found
+        else:
+            first = {v: found[0] for v, found in zip(values, lines) if found}
+            observed["lines"] = [first.get(v) if isinstance(v, (str, int, float)) else None for v in examples]
 
 
 def switch(connect: Connect, spec: LoadSpec, plan: dict, s: StreamPlan,
