@@ -449,6 +449,18 @@ def test_a_planned_stream_that_neither_switched_nor_failed_fails_the_run():
     assert stats["groups"][1]["outcome"] == "skipped"   # an empty stream: nothing to load
 
 
+def test_a_run_marked_failed_during_its_publish_says_the_batch_is_in_whole_or_not_at_all():
+    """Marked failed while publish_batch ran, the run has no statistics, and its COMMIT may have
+    reached the server before the task was stopped: the note says the batch is in whole or not at
+    all, and where the target says which; a run that never started its publish says nothing of it."""
+    from switchyard.airflow.run_notes import run_note
+    note = run_note(None, "failed", "Switchyard: batch b", "/report", publish_started="2026-12-01 14:29:53 UTC")
+    assert ("It ended while its publish (publish_batch, started 2026-12-01 14:29:53 UTC) ran: the publish is one "
+            "transaction, so the batch is in the target whole, or not at all; the target's control table "
+            "switchyard.partition_batches says which batch each partition holds.") in note
+    assert "It ended while its publish" not in run_note(None, "failed", "Switchyard: batch b", "/report")
+
+
 def test_what_setup_did_to_the_target_is_in_the_report_and_the_run_note(tmp_path):
     from switchyard.airflow.run_notes import run_note
     ran = ('storms.tracks: unique index tracks_unique on (name, ts) was made by Switchyard from an earlier spec, '

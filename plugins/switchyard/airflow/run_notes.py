@@ -55,9 +55,12 @@ def headline(dag_id: str, stats: dict | None) -> str:
             + (f", {stats['streams']} streams" if stats.get("streams") else ""))
 
 
-def run_note(stats: dict | None, state: str, title: str, report: str, held_off: str | None = None) -> str:
+def run_note(stats: dict | None, state: str, title: str, report: str, held_off: str | None = None,
+             publish_started: str | None = None) -> str:
     """The DAG run's note (Markdown, shown on the run in the UI): outcome, figures, the report's link.
-    `held_off`: why the run loaded nothing by design (a scheduled run before the start date)."""
+    `held_off`: why the run loaded nothing by design (a scheduled run before the start date).
+    `publish_started`: when the batch's publish started, in a run that ended without statistics
+    (marked failed while it ran)."""
     link = f"[Run report]({report}) (per-stream throughput, charts, validation)."
     lines = [f"**{title}**: run {state}."]
     if stats:
@@ -131,6 +134,11 @@ def run_note(stats: dict | None, state: str, title: str, report: str, held_off: 
     else:
         lines.append("No statistics for this run in SWITCHYARD_RUNS_DIR: the run ended before its stats task "
                      "wrote them, or this Airflow process does not see that folder.")
+        if publish_started:
+            # Marked failed while its publish ran: the COMMIT may have reached the server first.
+            lines.append(f"It ended while its publish (publish_batch, started {publish_started}) ran: the publish "
+                         f"is one transaction, so the batch is in the target whole, or not at all; the target's "
+                         f"control table switchyard.partition_batches says which batch each partition holds.")
     return _with_link("\n\n".join(lines), link)
 
 
@@ -213,10 +221,27 @@ def _read_stats(dag_id: str, run_id: str) -> dict | None:
 
 
 def note_for(dag_id: str, run_id: str, state: str, base_url: str | None = None,
-             held_off: str | None = None) -> str:
+             held_off: str | None = None, publish_started: str | None = None) -> str:
     from switchyard.observability.stats import report_url
     stats = _read_stats(dag_id, run_id)
-    return run_note(stats, state, headline(dag_id, stats), report_url(dag_id, run_id, base_url), held_off)
+    return run_note(stats, state, headline(dag_id, stats), report_url(dag_id, run_id, base_url), held_off,
+                    publish_started)
+
+
+def _publish_started(dag_run: Any) -> str | None:
+    """When the run's batch publish (publish_batch) started, if it did: read only for a failed run,
+    whose note says so when its statistics are missing (a run marked failed during the publish)."""
+    from sqlalchemy.orm import object_session
+    session = object_session(dag_run)
+    try:
+        ti = (dag_run.get_task_instance("publish_batch", session=session) if session is not None
+              else dag_run.get_task_instance("publish_batch"))
+    except Exception:  # noqa: BLE001 - the note goes without it
+        return None
+    # A task a worker took has its host; one the run's end set failed or skipped without running
+    # has a start date (that moment) and no host.
+    started = getattr(ti, "start_date", None) if getattr(ti, "hostname", None) else None
+    return f"{started:%Y-%m-%d %H:%M:%S} UTC" if started else None
 
 
 def held_off_run(dag_run: Any) -> str | None:
@@ -254,7 +279,8 @@ def annotate(dag_run: Any, state: str) -> None:
 
 
 def _write_note(dag_run: Any, state: str) -> None:
-    _set_note(dag_run, note_for(dag_run.dag_id, dag_run.run_id, state, held_off=held_off_run(dag_run)))
+    _set_note(dag_run, note_for(dag_run.dag_id, dag_run.run_id, state, held_off=held_off_run(dag_run),
+                                publish_started=_publish_started(dag_run) if state == "failed" else None))
     log.info("run %s of %s: note set with the run's figures and report link", dag_run.run_id, dag_run.dag_id)
 
 
