@@ -71,3 +71,12 @@ def test_a_uniqueness_expectation_without_the_partition_key_is_refused_as_a_chec
     parse_spec(spec("expect_compound_columns_to_be_unique", {"column_list": ["invoice_id", "issued_at"]}))
     parse_spec(spec("expect_column_values_to_be_unique", {"column": "issued_at"}))
     parse_spec(spec("expect_column_values_to_be_unique", {"column": "invoice_id"}, partitioned=False))
+
+
+def test_a_key_of_several_columns_is_refused_pointing_to_unique():
+    raw = {"name": "fx", "files": "{table}/{table}.{stream}.csv", "format": {"delimiter": ","},
+           "tables": {"fx_rates": {"partitioned": False, "key": ["currency", "day"],
+                                   "columns": [{"name": "currency", "type": "char(3)"}, {"name": "day", "type": "date"}]}}}
+    with pytest.raises(SpecError, match=r"tables.fx_rates.key: one column, the table's key .*; columns unique together "
+                                        r"go in unique: currency, day"):
+        parse_spec(raw)

@@ -421,6 +421,9 @@ def _table(name: str, raw: Mapping[str, Any], where: str, fmt: FileFormat, files
     if raw.get("key") is None and not partitioned:
         key, key_column = None, None
     else:
+        if isinstance(raw.get("key"), list):
+            raise SpecError(f"{where}.key: one column, the table's key (a partitioned table's partition key); "
+                            f"columns unique together go in unique: {', '.join(map(str, raw['key']))}")
         key = _identifier(raw.get("key"), f"{where}.key")
         if key not in names:
             raise SpecError(f"{where}.key: {key!r} is not one of the table's columns")
