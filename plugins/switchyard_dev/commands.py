@@ -33,6 +33,8 @@ def register_db(sub) -> None:
                                    "data under <state dir>/pg, on 127.0.0.1:SWITCHYARD_PG_PORT.")
     p.add_argument("action", choices=["start", "stop", "status", "uri", "psql"],
                    help="start (prints the URI), stop, status, uri (starts it if needed), psql (a SQL prompt)")
+    p.add_argument("psql_args", nargs=argparse.REMAINDER,
+                   help="with psql: its own options, e.g. -c 'SELECT 1' or -f script.sql")
     p.set_defaults(func=cmd_db)
 
 
@@ -40,6 +42,9 @@ def register_db(sub) -> None:
 def cmd_db(args) -> int:
     from switchyard_dev.embedded import EmbeddedPostgres, psql_path
     pg = EmbeddedPostgres()
+    if getattr(args, "psql_args", None) and args.action != "psql":
+        print(f"switchyard db {args.action}: takes no arguments ({' '.join(args.psql_args)})", file=sys.stderr)
+        return 2
     if args.action in ("start", "uri"):
         print(pg.start())
     elif args.action == "stop":
@@ -57,7 +62,7 @@ def cmd_db(args) -> int:
         print("running" if pg.is_running() else "stopped")
     elif args.action == "psql":
         uri = pg.start()
-        return subprocess.call([str(psql_path()), uri])
+        return subprocess.call([str(psql_path()), uri, *args.psql_args])
     return 0
 
 

@@ -375,3 +375,12 @@ def test_an_edge_worker_is_refused_beside_a_local_airflow_without_the_edge_execu
     assert cli.main(["airflow", "edge", "worker", "--queues", "source_a"]) == 2
     err = capsys.readouterr().err
     assert "does not run the Edge executor (its services are stopped)" in err and "make demo EXECUTOR=edge" in err
+
+
+def test_db_psql_passes_psqls_own_options_and_other_actions_take_none(capsys):
+    """`switchyard db psql -c 'SELECT 1'` runs the statement (psql's options after the action);
+    another action with arguments is refused, not run with them dropped."""
+    args = cli.build_parser().parse_args(["db", "psql", "-c", "SELECT 1", "--no-align"])
+    assert (args.action, args.psql_args) == ("psql", ["-c", "SELECT 1", "--no-align"])
+    assert cli.main(["db", "status", "now"]) == 2
+    assert "switchyard db status: takes no arguments (now)" in capsys.readouterr().err
