@@ -400,65 +400,56 @@ tables:
 """
 
 
+def _validated_ward(tmp_path, pg_uri, schema, spec_yaml: str, records: str):
+    """The ward file (`records` after its header) loaded and validated through the validate step
+    against `spec_yaml`; the step's ValidationFailed."""
+    from switchyard import steps
+    path = tmp_path / "ward.yaml"
+    path.write_text(spec_yaml)
+    spec = load_spec(str(path))
+    folder = tmp_path / "b1"
+    data = folder / "ward" / "ward.1.csv"
+    data.parent.mkdir(parents=True)
+    data.write_text("code,name\n" + records)
+    (folder / "manifest.json").write_text(json.dumps({"format": MANIFEST_FORMAT, "spec": "codes", "streams": 1, "files": [
+        {"table": "ward", "stream": 1, "file": "ward/ward.1.csv", "bytes": data.stat().st_size, "rows": 5,
+         "key_min": None, "key_max": None}]}))
+    adapter = PostgresAdapter(spec, uri=pg_uri, schema=schema)
+    plan = plan_batch(spec, read_manifest(folder, spec))
+    adapter.setup(plan)
+    s = plan.stream("ward", 1)
+    adapter.prepare(s)
+    adapter.load(s, data)
+    run = {"batch_dir": str(folder), "staging_schema": adapter.staging_schema}
+    with pytest.raises(steps.ValidationFailed) as failed:
+        steps.validate(lambda: adapter, spec, run, s, loaded={"rows": 5})
+    return failed.value
+
+
 def test_a_duplicated_key_is_named_with_the_lines_that_hold_it(tmp_path, pg_uri, schema):
     """A uniqueness failure names the lines of the stream file that hold each duplicated key, as
     the column's type compares them: `ER` and `"ER "` are one key of a char(3) column (the
     server pads both), and a quoted record over two lines is named by the line it starts on."""
-    from switchyard import steps
-    path = tmp_path / "codes.yaml"
-    path.write_text(CODES_YAML)
-    spec = load_spec(str(path))
-    folder = tmp_path / "b1"
-    data = folder / "ward" / "ward.1.csv"
-    data.parent.mkdir(parents=True)
-    data.write_text('code,name\nER,Emergency\nICU,Intensive care\n"ER ","Emergency,\nold wing"\nMAT,Maternity\n'
-                    'ICU,Intensive care again\n')
-    (folder / "manifest.json").write_text(json.dumps({"format": MANIFEST_FORMAT, "spec": "codes", "streams": 1, "files": [
-        {"table": "ward", "stream": 1, "file": "ward/ward.1.csv", "bytes": data.stat().st_size, "rows": 5,
-         "key_min": None, "key_max": None}]}))
-    adapter = PostgresAdapter(spec, uri=pg_uri, schema=schema)
-    plan = plan_batch(spec, read_manifest(folder, spec))
-    adapter.setup(plan)
-    s = plan.stream("ward", 1)
-    adapter.prepare(s)
-    adapter.load(s, data)
-    run = {"batch_dir": str(folder), "staging_schema": adapter.staging_schema}
-    with pytest.raises(steps.ValidationFailed) as failed:
-        steps.validate(lambda: adapter, spec, run, s, loaded={"rows": 5})
-    [unique] = [c for c in failed.value.result["checks"] if not c["success"]]
+    failed = _validated_ward(tmp_path, pg_uri, schema, CODES_YAML,
+                             'ER,Emergency\nICU,Intensive care\n"ER ","Emergency,\nold wing"\nMAT,Maternity\n'
+                             'ICU,Intensive care again\n')
+    [unique] = [c for c in failed.result["checks"] if not c["success"]]
     assert unique["observed"]["examples"] == [{"code": "ER ", "rows": 2, "lines": [2, 4]},
                                               {"code": "ICU", "rows": 2, "lines": [3, 7]}], unique
-    assert "'lines': [2, 4]" in str(failed.value) and f"file {folder}/ward/ward.1.csv" in str(failed.value)
+    assert "'lines': [2, 4]" in str(failed) and f"file {tmp_path / 'b1'}/ward/ward.1.csv" in str(failed)
 
 
 def test_a_declared_expectation_that_fails_names_the_first_line_of_each_example(tmp_path, pg_uri, schema):
     """A declared expectation on one column gives example values; the failure names the line of
-    the stream file each first stands on, as the column's type compares them (`-5.00` is -5), so
-    a user fixes the file by its line and column as with every other refusal."""
-    from switchyard import steps
-    path = tmp_path / "fees.yaml"
-    path.write_text(CODES_YAML.replace("    unique: [code]\n", "    expectations:\n"
+    the stream file each first stands on, as the column's type compares them, so a user fixes the
+    file by its line and column as with every other refusal."""
+    declared_yaml = CODES_YAML.replace("    unique: [code]\n", "    expectations:\n"
                                        "      - {type: expect_column_values_to_be_in_set, kwargs: {column: code, "
-                                       "value_set: [ER, ICU, MAT]}}\n"))
-    spec = load_spec(str(path))
-    folder = tmp_path / "b1"
-    data = folder / "ward" / "ward.1.csv"
-    data.parent.mkdir(parents=True)
-    data.write_text('code,name\nER,Emergency\nXRY,"X-ray,\nbasement"\nMAT,Maternity\nOPD,Outpatients\nXRY,Again\n')
-    (folder / "manifest.json").write_text(json.dumps({"format": MANIFEST_FORMAT, "spec": "codes", "streams": 1, "files": [
-        {"table": "ward", "stream": 1, "file": "ward/ward.1.csv", "bytes": data.stat().st_size, "rows": 5,
-         "key_min": None, "key_max": None}]}))
-    adapter = PostgresAdapter(spec, uri=pg_uri, schema=schema)
-    plan = plan_batch(spec, read_manifest(folder, spec))
-    adapter.setup(plan)
-    s = plan.stream("ward", 1)
-    adapter.prepare(s)
-    adapter.load(s, data)
-    run = {"batch_dir": str(folder), "staging_schema": adapter.staging_schema}
-    with pytest.raises(steps.ValidationFailed) as failed:
-        steps.validate(lambda: adapter, spec, run, s, loaded={"rows": 5})
-    [declared] = [c for c in failed.value.result["checks"] if not c["success"]]
+                                       "value_set: [ER, ICU, MAT]}}\n")
+    failed = _validated_ward(tmp_path, pg_uri, schema, declared_yaml,
+                             'ER,Emergency\nXRY,"X-ray,\nbasement"\nMAT,Maternity\nOPD,Outpatients\nXRY,Again\n')
+    [declared] = [c for c in failed.result["checks"] if not c["success"]]
     examples = declared["observed"]["examples"]
     assert sorted(set(examples)) == ["OPD", "XRY"], declared
     assert declared["observed"]["lines"] == [{"XRY": 3, "OPD": 6}[e] for e in examples], declared
-    assert "'lines': [" in str(failed.value)
+    assert "'lines': [" in str(failed)
