@@ -164,6 +164,10 @@ def target_from_catalog(key: KeyType | None, table_rows: Sequence[tuple], bounda
     t.rows = sum(int(r[3]) for r in partition_rows if int(r[0]) in (0, 1))
     if not t.partitioned or key is None:  # key None: shape_problems refuses a partitioned target
         return t
+    if t.parameter_type and t.parameter_type.lower() != key.base:
+        # Partitioned on a key of another type (the spec's key moved or retyped): shape_problems
+        # refuses it, naming both types; its boundaries are not values of the spec's key.
+        return t
     t.boundaries = [key.value(b) for _, b in sorted(boundary_rows)]
     t.inexact_boundaries = [b for _, b in sorted(boundary_rows) if key.inside_a_microsecond(b)]
     by_number: dict[int, dict] = {}

@@ -339,3 +339,20 @@ def test_a_datetime2_function_of_another_precision_is_refused():
     problems = hourly_problems([], scale=3)
     assert problems == ["clicks.hourly: its partition function pf_clicks_hourly takes datetime2(3), the spec's key "
                         "at is datetime2(7): the boundaries would not compare; make them the same precision"]
+
+
+def test_a_table_partitioned_on_a_key_of_another_type_is_refused_naming_both_not_read_as_the_specs():
+    """The spec's key moved to an integer column while the table is partitioned on its datetime2
+    column: refused naming the two keys and types; its boundaries are not read as integers (which
+    raised a ValueError the pre-flight took for an unwritable name)."""
+    from switchyard.targets.mssql.catalog import shape_problems, target_from_catalog
+    key = key_type("bigint")
+    target = target_from_catalog(
+        key, [("PS", "ps_clicks_hourly", 7, "pf_clicks_hourly", 0, 3, "datetime2", 8, 27, 7, "at")],
+        [(1, "2026-03-01T00:59:59.9999999"), (2, "2026-03-01T01:59:59.9999999")],
+        column_rows=[("at", "datetime2", 8, 27, 7, 0, None), ("n", "bigint", 8, 19, 0, 0, None)])
+    raw = yaml.safe_load(SPEC_YAML)
+    raw["tables"]["hourly"]["key"] = "n"
+    problems = shape_problems(target, "clicks.hourly", parse_spec(raw).table("hourly"), key, "bigint")
+    assert "clicks.hourly is partitioned on at, the spec on n" in problems[0], problems
+    assert "its partition function pf_clicks_hourly takes datetime2, the spec's key n is bigint" in problems[1], problems
