@@ -80,3 +80,17 @@ def test_a_key_of_several_columns_is_refused_pointing_to_unique():
     with pytest.raises(SpecError, match=r"tables.fx_rates.key: one column, the table's key .*; columns unique together "
                                         r"go in unique: currency, day"):
         parse_spec(raw)
+
+
+def test_each_wrong_tables_problem_is_said_at_once():
+    """Two tables wrong in a spec: both problems in one refusal, not the second after the first is fixed."""
+    raw = {"name": "b", "files": "{table}/{table}.{stream}.csv", "format": {"delimiter": ","},
+           "tables": {"invoices": {"key": "issued_at", "columns": [{"name": "issued_at", "type": "timestamptz"}]},
+                      "fx_rates": {"partitioned": False, "key": ["currency", "day"],
+                                   "columns": [{"name": "currency", "type": "char(3)"}, {"name": "day", "type": "date"}]},
+                      "ok": {"partitioned": False, "columns": [{"name": "a", "type": "integer"}]}}}
+    with pytest.raises(SpecError) as refused:
+        parse_spec(raw, source="b.yaml")
+    lines = str(refused.value).splitlines()
+    assert len(lines) == 2 and lines[0].startswith("b.yaml: tables.invoices.key") and \
+        lines[1].startswith("b.yaml: tables.fx_rates.key: one column"), lines

@@ -517,7 +517,16 @@ def parse_spec(raw: Mapping[str, Any], source: str = "<inline>") -> LoadSpec:
     files = _files(raw.get("files", LoadSpec.files), f"{source}: files")
     # The spec's own on_spec_change is each table's unless the table says otherwise.
     on_change = _choice(raw.get("on_spec_change", "fail"), ON_SPEC_CHANGE, f"{source}: on_spec_change")
-    tables = tuple(_table(t, d, f"{source}: tables.{t}", fmt, files, on_change) for t, d in tables_raw.items())
+    # Every table's first problem at once: a spec with two wrong tables is fixed in one round.
+    tables, problems = [], []
+    for t, d in tables_raw.items():
+        try:
+            tables.append(_table(t, d, f"{source}: tables.{t}", fmt, files, on_change))
+        except SpecError as exc:
+            problems.append(str(exc))
+    if problems:
+        raise SpecError("\n".join(problems))
+    tables = tuple(tables)
     sources = _sources(raw.get("sources"), f"{source}: sources")
     publish = _choice(raw.get("publish", "batch"), PUBLISH, f"{source}: publish")
     single = [t.name for t in tables if t.tasks == "single"]
