@@ -126,13 +126,23 @@ class MssqlCommitSql:
         when the first step is a SWITCH already, or no partition is empty now."""
         if not wp.steps or wp.steps[0].kind not in NORMAL_PRIORITY_STEPS:
             return None
-        empty = next((p for p in target.partitions if p.rows == 0 and p.upper is not None), None)
-        if empty is None:
-            return None
         key = self.key(table)
+        empty = next((p for p in target.partitions if p.rows == 0 and p.upper is not None), None)
+        value = empty.upper if empty is not None else None
+        if empty is None:
+            # The last partition has no upper boundary: the key just above its lower one stands in
+            # it (a table laid out by a DBA may have no other empty partition).
+            empty = next((p for p in target.partitions if p.rows == 0 and p.upper is None and p.lower is not None),
+                         None)
+            try:
+                value = key.after(empty.lower) if empty is not None else None
+            except (ValueError, OverflowError):     # the lower boundary is the type's last value
+                value = None
+        if value is None:
+            return None
         probe = self.checked(f"{table}{LOCK_SUFFIX}")
         return {"kind": "lock", "number": empty.number, "range": keys_text(empty.lower, empty.upper, key),
-                "value_sql": key.literal(empty.upper), "probe": self.qualified(self.staging_schema, probe),
+                "value_sql": key.literal(value), "probe": self.qualified(self.staging_schema, probe),
                 "filegroup": empty.filegroup, "heap_compression": empty.compression[0][1] if empty.compression else "NONE",
                 "compression": dict(empty.compression),
                 "constraint_names": {i.name: staging_constraint_name(probe, i.name) for i in target.indexes

@@ -88,6 +88,15 @@ def test_a_commit_takes_its_table_at_low_priority_before_a_truncate_split_or_mer
     # The empty partition is the edge on fg_edge, checked by number as every step's partition.
     assert ") ON [fg_edge]\n" in body.split("SWITCH PARTITION @partition TO")[0]
     assert "IF @partition <> 1 THROW 51010" in body.split("SWITCH PARTITION @partition TO")[0]
+    # Only the last partition (no upper boundary) empty: the probe switches it out, found by a key
+    # just above its lower boundary.
+    layout = layout_of({"w": even(8)})
+    last = layout[-1]
+    only_last = [p if p is last else (p if p.rows else dataclasses.replace(p, rows=1)) for p in layout]
+    text = commit_text(adapter(batch="x"), orders_plan(SPEC, even(4)), only_last)
+    assert last.upper is None and f"SWITCH PARTITION @partition TO {probe}\n" in text
+    assert f"$PARTITION.[pf_tpch_orders]({last.lower + 1})" in text.split("SWITCH PARTITION @partition TO")[0]
+    assert f"IF @partition <> {last.number} THROW 51010" in text.split("SWITCH PARTITION @partition TO")[0]
     # Without an empty partition the first request is at normal priority, under the short LOCK_TIMEOUT.
     full = [p if p.rows else dataclasses.replace(p, rows=1) for p in layout_of({"w": even(8)})]
     text = commit_text(adapter(batch="x"), orders_plan(SPEC, even(4)), full)
