@@ -83,7 +83,8 @@ def cmd_manifest(args) -> int:
 
 
 def cmd_check(args) -> int:
-    """Check a batch without loading it: every problem at once, exit status 1 if any."""
+    """Check a batch without loading it: every file's problems at once (a file's first five bad
+    fields named, the rest counted), exit status 1 if any."""
     from switchyard.core.batch import MANIFEST, BatchError, check_batch, read_manifest
     from switchyard.core.spec import SpecError, load_spec
     try:
@@ -314,7 +315,8 @@ def build_parser(extensions: bool = True) -> argparse.ArgumentParser:
                        description="Check a batch as a run's first step would, and more, without a server: "
                                    "the manifest, the plan (key ranges, streams), the files (there, of their "
                                    "size), and every file read against its manifest entry (rows, keys). Prints "
-                                   "every problem at once; exit status 1 if there is any.")
+                                   "every file's problems at once (a file's first five bad fields by line and "
+                                   "column, the rest counted); exit status 1 if there is any.")
     p.add_argument("--batch", required=True, help="the batch folder (a path, or a batch name under the data root)")
     p.add_argument("--spec", required=True, help="built-in spec name or path of a spec file")
     p.add_argument("--tables", help="comma-separated subset of the tables, as a run's `tables` param "

@@ -334,6 +334,23 @@ def _field_shapes() -> list[str]:
     return numbers + days + clocks + stamps + ["", " ", "1e5", "abc", "١٢", "2026-01-01T10:00:00Z", "12:00 pm"]
 
 
+def test_a_float_past_its_types_range_or_too_small_and_a_word_sql_server_lacks_are_refused():
+    """PostgreSQL refuses a float past its type's range (`1e400`; `1e39` in a real) or so small it
+    would be 0 (`1e-400`), which Python reads as infinity or 0.0: refused before any load.
+    `NaN` and `inf` are PostgreSQL's; a float for every target refuses them (SQL Server's float
+    holds neither), its own float takes them."""
+    from switchyard.core.fields import field_check
+    double, real, neutral = field_check("double precision"), field_check("real"), field_check("float", neutral=True)
+    assert "1e400 is out of the range of double precision" in double("1e400")
+    assert "1e-400 is too small for double precision (it would be 0)" in double("1e-400")
+    assert double("1e39") is None and double("1e-300") is None and double("0e-500") is None
+    assert "1e39 is out of the range of real" in real("1e39") and "too small for real" in real("1e-50")
+    assert real("1e-45") is None            # a subnormal the server keeps
+    assert double("NaN") is None and double("-Infinity") is None
+    assert "SQL Server's float holds no NaN or infinity" in neutral("NaN") and neutral("inf") is not None
+    assert neutral("1.5e3") is None
+
+
 def test_a_time_types_precision_written_before_its_zone_is_read():
     """PostgreSQL also writes `timestamp(3) with time zone` and `time(0) without time zone`: the
     check reads the precision there as in `timestamptz(3)`, where it left such a type to the load."""

@@ -224,7 +224,8 @@ def kept_pattern(sql_type: str, neutral: bool = False) -> str | None:
         return r"[+-]?[0-9]+" + (_digits_after_point(2) if neutral else r"(?:\.[0-9]*)?")
     if base in _DECIMAL or base in _FLOAT:
         # Decimal digits: PostgreSQL reads `0x10` as 16 into either type and `inf` into numeric,
-        # which the full check refuses (a float's `inf` and `nan` it passes, as the server reads them).
+        # which the full check refuses (a float's `inf` and `nan` it passes for PostgreSQL's own
+        # type, as the server reads them, and refuses for a type for every target).
         return r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
     if base == "tinyint":
         return r"(?:1?[0-9]{1,2}|2[0-4][0-9]|25[0-5])"     # 0-255; the rest to the full check
@@ -311,15 +312,25 @@ def _full_check(sql_type: str, base: str, size: str | None, scale: str | None, n
             return None if value.lower() in accepted else f"not a boolean ({sql_type}: {named})"
         return boolean
     if base in _FLOAT:
+        # real, float4 and float(1..24) are 4 bytes; the rest 8 (PostgreSQL's and SQL Server's float(n)).
+        single = base in ("real", "float4") or (base == "float" and size is not None and size.isdigit()
+                                                 and int(size) <= 24)
+
         def floating(text: str) -> str | None:
             if not text.isascii() or "_" in text:
                 # Python reads other scripts' digits and `1_000.5`; the servers refuse both.
                 return f"not a number ({sql_type})"
             try:
-                float(text)
+                value = float(text)
             except ValueError:
                 return f"not a number ({sql_type})"
-            return None
+            if neutral and not any(ch.isdigit() for ch in text):
+                # `NaN`, `inf`: PostgreSQL keeps them, SQL Server's float holds neither (its load
+                # would refuse the field after other loads ran).
+                return (f"{text.strip()}: SQL Server's float holds no NaN or infinity; {sql_type} as the type for "
+                        f"every target takes only values both servers keep (a PostgreSQL type of its own, "
+                        f"{{postgres: {sql_type}}}, takes them)")
+            return _float_range_problem(text, value, sql_type, single)
         return floating
     if base in _DATES or base in _TIMES or base in _ZONED_DATES or base in _ZONED_TIMES:
         return _when(sql_type, base, size, neutral)
@@ -332,6 +343,25 @@ def _full_check(sql_type: str, base: str, size: str | None, scale: str | None, n
                 return None
             return f"{len(text)} characters, {sql_type} holds {limit}"
         return characters
+    return None
+
+
+def _float_range_problem(text: str, value: float, sql_type: str, single: bool) -> str | None:
+    """A number past the float type's range, or so small it would be 0 (the servers refuse both:
+    PostgreSQL's float input says "out of range"), which Python reads as infinity or 0.0."""
+    import math
+    import struct
+    if math.isnan(value) or (math.isinf(value) and not any(ch.isdigit() for ch in text)):
+        return None     # a word: `NaN`, `inf`, `-Infinity`, as the server reads it
+    try:
+        kept = struct.unpack("f", struct.pack("f", value))[0] if single else value
+    except OverflowError:
+        kept = math.inf
+    if math.isinf(kept):
+        return f"{text.strip()} is out of the range of {sql_type}: the load would refuse it"
+    mantissa = text.strip().lower().split("e")[0]
+    if kept == 0 and any(ch in "123456789" for ch in mantissa):
+        return f"{text.strip()} is too small for {sql_type} (it would be 0): the load would refuse it"
     return None
 
 
