@@ -126,17 +126,22 @@ def test_a_table_without_a_column_at_risk_has_no_guard():
 
 def test_a_float_or_an_unscaled_numeric_the_server_would_read_as_another_number_is_refused():
     """PostgreSQL reads `0x10` into a float or a numeric as 16, and `inf` into a numeric as
-    Infinity; a float's `inf` and `nan` are its own values, as written."""
+    Infinity; its own float's `inf` and `nan` are its values, as written. A float for every
+    target takes neither: SQL Server's float holds no NaN or infinity."""
     spec = parse_spec({"name": "g", "files": "{table}.{stream}", "format": {"delimiter": ","},
                        "tables": {"t": {"partitioned": False, "key": "x", "columns": [
-                           {"name": "x", "type": "double precision"}, {"name": "n", "type": {"postgres": "numeric"}}]}}})
+                           {"name": "x", "type": {"postgres": "double precision"}},
+                           {"name": "n", "type": {"postgres": "numeric"}}, {"name": "f", "type": "float"}]}}})
     guard = value_guard(spec.table("t"), "postgres")
-    good = b"1.5,2\n-.25,1e3\n 7 ,-0.5\ninf,12.34567\nNaN,1E-3\n"
+    good = b"1.5,2,1\n-.25,1e3,2.5\n 7 ,-0.5,3\ninf,12.34567,4\nNaN,1E-3,5e2\n"
     assert b"".join(guard.chunks([good])) == good
-    for line, column in ((b"0x10,1", "x"), (b"1_000.5,1", "x"), (b"1,0x10", "n"), (b"1,inf", "n")):
+    for line, column in ((b"0x10,1,1", "x"), (b"1_000.5,1,1", "x"), (b"1,0x10,1", "n"), (b"1,inf,1", "n"),
+                         (b"1,1,NaN", "f"), (b"1,1,-inf", "f")):
         with pytest.raises(ChangedValue) as caught:
             b"".join(guard.chunks([good + line + b"\n"]))
         assert (caught.value.offset, caught.value.column) == (len(good), column), line
+    # Decimal digits pass on one match: one past the range (`1e400`) is the load's error, naming its line.
+    assert b"".join(guard.chunks([good + b"1,1,1e400\n"])) == good + b"1,1,1e400\n"
 
 
 @pytest.mark.parametrize("line, column, text, why", [
