@@ -17,7 +17,9 @@ Other forms of dates and times, and other types, are left to the load: the serve
 """
 from __future__ import annotations
 
+import math
 import re
+import struct
 from datetime import date, datetime, timezone
 from functools import lru_cache
 from typing import Callable, Sequence
@@ -349,8 +351,6 @@ def _full_check(sql_type: str, base: str, size: str | None, scale: str | None, n
 def _float_range_problem(text: str, value: float, sql_type: str, single: bool) -> str | None:
     """A number past the float type's range, or so small it would be 0 (the servers refuse both:
     PostgreSQL's float input says "out of range"), which Python reads as infinity or 0.0."""
-    import math
-    import struct
     if math.isnan(value) or (math.isinf(value) and not any(ch.isdigit() for ch in text)):
         return None     # a word: `NaN`, `inf`, `-Infinity`, as the server reads it
     try:
@@ -460,7 +460,8 @@ def _time_of_day_problem(field: str, sql_type: str, clock_problem: Callable[[str
     if t is None:
         return ("a time of day in a form the check does not read: the server may read it as another time "
                 "(10:30.5 as 00:10:30.5) without an error; write it as HH:MM:SS[.fff]")
-    return _clock_of(t, clock_problem)
+    clock, problem = _clock_of(t)
+    return problem or clock_problem(clock)
 
 
 def _day_problem(year: str, month: str | int, day_of_month: str, sql_type: str, base: str) -> str | None:
@@ -497,13 +498,13 @@ def _other_form_problem(field: str, sql_type: str, base: str, clock_problem: Cal
     if g["zone"] and base not in _ZONED_DATES:
         return (f"a time zone ({g['zone']}): {sql_type} keeps none, the load would drop it without an error; "
                 f"write every time in one zone without it, or declare a type with a zone")
-    read = []       # the time of day as HH:MM[:SS[.f]], once _clock_of has read it
-    problem = _clock_of(form, lambda clock: read.append(clock) or clock_problem(clock)) if g["clock"] else None
+    clock, problem = _clock_of(form) if g["clock"] else ("00:00", None)
+    problem = problem or (clock_problem(clock) if g["clock"] else None)
     if problem and base == "date" and problem.startswith("a time of day"):
         return (f"a time of day after the date: {sql_type} keeps the day only, the load would drop it; write the "
                 f"date alone, YYYY-MM-DD")
     if problem is None and g["zone"] and "/" in g["zone"]:
-        return _local_time_problem(year, month, day_of_month, read[0] if read else "00:00", g["zone"])
+        return _local_time_problem(year, month, day_of_month, clock, g["zone"])
     return problem
 
 
@@ -535,25 +536,27 @@ def _local_time_problem(year: str, month: str | int, day_of_month: str, clock: s
 def _zone_info(zone: str):
     """The zone of a region's name as the time zone database has it, its letter case aside (the
     servers read `europe/paris` too); None where it has no such zone."""
-    from zoneinfo import ZoneInfo, available_timezones
-    name = next((z for z in sorted(available_timezones()) if z.lower() == zone.lower()), None)
-    return ZoneInfo(name) if name else None
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
+    try:
+        return ZoneInfo(zone)
+    except (ZoneInfoNotFoundError, ValueError):
+        # Another letter case: the database's files are named in one.
+        name = next((z for z in available_timezones() if z.lower() == zone.lower()), None)
+        return ZoneInfo(name) if name else None
 
 
-def _clock_of(form: re.Match, clock_problem: Callable[[str], str | None]) -> str | None:
-    """The time of day a match of _CLOCK_FORM holds, as `HH:MM[:SS[.f]]` (a half of the day
-    read: 12 AM is 00), for `clock_problem`; an hour a half of the day does not have is refused."""
+def _clock_of(form: re.Match) -> tuple[str | None, str | None]:
+    """(the time of day a match of _CLOCK_FORM holds, as `HH:MM[:SS[.f]]`, a half of the day read:
+    12 AM is 00; the problem of an hour a half of the day does not have), one of them None."""
     g = form.groupdict()
     if g["bh"] is not None:
-        clock = f"{g['bh']}:{g['bmi']}" + (f":{g['bsec']}" + (f".{g['bf']}" if g["bf"] else "") if g["bsec"] else "")
-        return clock_problem(clock)
+        return f"{g['bh']}:{g['bmi']}" + (f":{g['bsec']}" + (f".{g['bf']}" if g["bf"] else "") if g["bsec"] else ""), None
     hour = int(g["h"])
     if g["ap"]:
         if not 1 <= hour <= 12:
-            return f"not a time of day ({g['h']}:{g['mi']} {g['ap'].upper()}M: hours 1-12 with AM or PM)"
+            return None, f"not a time of day ({g['h']}:{g['mi']} {g['ap'].upper()}M: hours 1-12 with AM or PM)"
         hour = hour % 12 + (12 if g["ap"].lower() == "p" else 0)
-    clock = f"{hour:02d}:{g['mi']}" + (f":{g['sec']}" + (f".{g['f']}" if g["f"] else "") if g["sec"] else "")
-    return clock_problem(clock)
+    return f"{hour:02d}:{g['mi']}" + (f":{g['sec']}" + (f".{g['f']}" if g["f"] else "") if g["sec"] else ""), None
 
 
 def _unread_form(field: str, sql_type: str, base: str) -> str:
