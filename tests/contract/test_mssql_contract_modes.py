@@ -112,7 +112,7 @@ CLEANUP_SQL = [
 def drop_sql(a) -> list[str]:
     """The schema's tables (target, staging, archive), then its function and scheme, then schemas."""
     staging = [f"DROP TABLE IF EXISTS {a.qualified(a.staging_schema, f'orders_{k}')}" for k in range(1, 9)]
-    staging += [f"DROP TABLE IF EXISTS {a.qualified(a.staging_schema, name)}" for name in ("nation_1", "nation__next")]
+    staging += [f"DROP TABLE IF EXISTS {a.qualified(a.staging_schema, name)}" for name in ("nation_1", "nation__next", "nation__old")]
     return [*staging, f"DROP TABLE IF EXISTS {a.qualified(a.schema, 'orders')}",
             f"DROP TABLE IF EXISTS {a.qualified(a.schema, 'nation')}",
             f"DROP PARTITION SCHEME {a.q(a.scheme_name('orders'))}",
@@ -642,3 +642,28 @@ def test_an_unpartitioned_table_a_foreign_key_references_is_refused_before_any_l
         assert key_range(a) == (1, 4000, 4000) and nation(a) == (25, "batch 2026-04-04", "batch 2026-04-04")
     finally:
         a.execute([dba["drop_nation_refs"]])
+
+
+KEY_CONSTRAINT_SQL = "SELECT name FROM sys.key_constraints WHERE parent_object_id = OBJECT_ID(?)"
+
+
+def test_an_unpartitioned_table_is_switched_in_whole_and_one_switch_cannot_take_has_its_rows_copied(target):
+    t = target(publish="batch")
+    a, _, _, published = t.load_batch("2026-04-04", even(2), nation_rows=25)
+    assert not isinstance(published, Exception), published
+    table = a.qualified(a.schema, "nation")
+    a.execute([dba_sql(a)["nation_key"]])
+    # The DBA's primary key, built on the next version before the publish: SWITCH takes it, and the
+    # table keeps its own key by name; the previous rows went with the table switched out.
+    b, _, _, published = t.load_batch("2026-04-05", even(2, 1, 6000), nation_rows=20)
+    assert not isinstance(published, Exception), published
+    assert nation(b) == (20, "batch 2026-04-05", "batch 2026-04-05")
+    assert b.fetch(KEY_CONSTRAINT_SQL, (table,)) == [("pk_nation",)]
+    assert b.fetch("SELECT OBJECT_ID(?, N'U')", (b.qualified(b.staging_schema, "nation__old"),)) == [(None,)]
+    # A computed column: SWITCH cannot take the table; its rows are copied instead, as the
+    # pre-flight says.
+    b.execute([f"ALTER TABLE {table} ADD [n_name_length] AS LEN([n_name])"])
+    c, _, _, published = t.load_batch("2026-04-06", even(2, 1, 6000), nation_rows=22)
+    assert not isinstance(published, Exception), published
+    assert nation(c) == (22, "batch 2026-04-06", "batch 2026-04-06")
+    assert c.fetch(f"SELECT COUNT(*) FROM {table} WHERE [n_name_length] = LEN([n_name])") == [(22,)]

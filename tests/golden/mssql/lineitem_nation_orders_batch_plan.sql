@@ -513,7 +513,7 @@ CREATE TABLE [tpch_staging].[nation_1] (
     [n_name] char(25) NOT NULL,
     [n_regionkey] integer NOT NULL,
     [n_comment] varchar(152) NOT NULL
-) ON [fg1];
+) ON [PRIMARY];
 GO
 -- One load per scheduler, as the 2010 record run did it: the request runs on one scheduler
 -- for its whole batch, so the claim and the BULK INSERT below are on the same one. The
@@ -918,8 +918,9 @@ GO
 -- mix: with XACT_ABORT any error rolls the whole transaction back, and every table stays as it
 -- was (https://learn.microsoft.com/en-us/sql/t-sql/statements/set-xact-abort-transact-sql).
 -- Each table's steps are the ones its own commit runs with publish: table; the partitioned
--- tables first, in name order, then the unpartitioned ones (only a partitioned table can take
--- its lock at low priority, and only the first table's request waits that way).
+-- tables first, in name order, then the unpartitioned ones (an unpartitioned table replaced by
+-- TRUNCATE TABLE cannot take its lock at low priority, and only the first table's request waits
+-- that way).
 -- Locks. Each table's first step (TRUNCATE TABLE, ALTER PARTITION FUNCTION or SWITCH) takes a
 -- schema-modification (Sch-M) lock on it, and a transaction holds its locks until it ends: the
 -- tables are taken one after another, and every one stays taken until COMMIT. Sch-M is
@@ -927,12 +928,12 @@ GO
 -- snapshot isolation, and a request that waits for it blocks every request for the table that
 -- comes after it
 -- (https://learn.microsoft.com/en-us/sql/relational-databases/sql-server-transaction-locking-and-row-versioning-guide#lock_compatibility).
--- The transaction's first table, where the batch has a partitioned table, is taken at low
--- priority (WAIT_AT_LOW_PRIORITY, out of the queue): by its first step when that is a SWITCH,
--- else by switching one of its empty partitions out to an empty table that is then dropped (no
--- row and no partition changes); no other table is held while it waits. Each later table's
--- first step may ask at normal priority: for those the whole transaction runs under a short
--- LOCK_TIMEOUT (1000 ms per lock request,
+-- The transaction's first table is taken at low priority (WAIT_AT_LOW_PRIORITY, out of the
+-- queue) unless it is an unpartitioned table replaced by TRUNCATE TABLE: by its first step when
+-- that is a SWITCH, else by switching one of its empty partitions out to an empty table that is
+-- then dropped (no row and no partition changes); no other table is held while it waits. Each
+-- later table's first step may ask at normal priority: for those the whole transaction runs
+-- under a short LOCK_TIMEOUT (1000 ms per lock request,
 -- https://learn.microsoft.com/en-us/sql/t-sql/statements/set-lock-timeout-transact-sql): a
 -- normal-priority request behind a long reader of any table gives up after that long (error
 -- 1222), the whole transaction rolls back (nothing changed; the locks it held are released), the
@@ -940,10 +941,11 @@ GO
 -- (30 attempts in all). The tables are taken in that order, every publish alike.
 -- What readers wait: a reader of a table taken early waits for the rest of the transaction, that
 -- is the later tables' lock requests (each at most 1000 ms), their catalog changes, and
--- the copy of the unpartitioned tables' rows. Worst case per attempt: 3 x 1000 ms of
--- lock requests plus the transaction's own work. A later table whose first step is a SWITCH
--- (append mode with nothing to empty or retire, a new table) asks at normal priority too: at
--- low priority (WAIT_AT_LOW_PRIORITY, MAX_DURATION = 1 MINUTES,
+-- the copy of the rows of any unpartitioned table replaced by TRUNCATE TABLE and INSERT. Worst
+-- case per attempt: 3 x 1000 ms of lock requests plus the transaction's own work.
+-- A later table whose first step is a SWITCH (append mode with nothing to empty or retire, a
+-- new table, an unpartitioned table switched in whole) asks at normal priority too: at low
+-- priority (WAIT_AT_LOW_PRIORITY, MAX_DURATION = 1 MINUTES,
 -- https://learn.microsoft.com/en-us/sql/t-sql/statements/alter-table-transact-sql#wait_at_low_priority)
 -- its own readers would not queue behind the request, but the tables taken before it would
 -- stay taken while it waited, up to that long.
@@ -957,6 +959,10 @@ SET DEADLOCK_PRIORITY LOW
 DECLARE @partition int
 BEGIN TRY
     BEGIN TRANSACTION
+    -- The next versions of the tables switched in whole, counted before any table is taken: an
+    -- exclusive table lock held to COMMIT (TABLOCKX, HOLDLOCK) keeps each as counted. Validation
+    -- counted them; another count now means one changed since.
+    IF (SELECT COUNT_BIG(*) FROM [tpch_staging].[nation__next] WITH (TABLOCKX, HOLDLOCK)) <> 25 THROW 51012, N'tpch.nation: the rows to publish are not the 25 the manifest says; nothing was published', 1
     -- tpch.lineitem (append mode): its steps, as its own commit runs them, from its window planned now.
     -- Stream 1 (keys 8001..9000): its staging table's trusted CHECK lies within the partition's
     -- boundaries, it is on the partition's filegroup fg1 with the partition's compression
@@ -1020,21 +1026,32 @@ BEGIN TRY
         (N'tpch', N'orders', N'4001', N'6000', N'batch', N'', 100, SYSUTCDATETIME()),
         (N'tpch', N'orders', N'6001', N'8000', N'batch', N'', 100, SYSUTCDATETIME())
     DELETE FROM [switchyard].[planned_partitions] WHERE target_schema = N'tpch' AND table_name = N'orders'
-    -- tpch.nation (unpartitioned, replaced whole): its rows replaced by its next version's. TRUNCATE
-    -- TABLE and INSERT keep the table itself (its grants, the views on it); the table's Sch-M is
-    -- held while its rows are copied.
-    TRUNCATE TABLE [tpch].[nation]
-    -- A column with the IDENTITY property takes the file's values, as the partitions moved into a
-    -- partitioned table keep theirs: an INSERT may name it only under IDENTITY_INSERT (Msg 544
-    -- otherwise), which the ALTER permission the TRUNCATE needs allows
-    -- (https://learn.microsoft.com/en-us/sql/t-sql/statements/set-identity-insert-transact-sql).
-    IF OBJECTPROPERTY(OBJECT_ID(N'[tpch].[nation]'), 'TableHasIdentity') = 1 SET IDENTITY_INSERT [tpch].[nation] ON
-    INSERT INTO [tpch].[nation] WITH (TABLOCK) ([n_nationkey], [n_name], [n_regionkey], [n_comment])
-        SELECT [n_nationkey], [n_name], [n_regionkey], [n_comment] FROM [tpch_staging].[nation__next]
-    -- Validation counted the staging table; another count now means it changed since.
-    IF @@ROWCOUNT <> 25 THROW 51012, N'tpch.nation: the rows to publish are not the 25 the manifest says; nothing was published', 1
-    IF OBJECTPROPERTY(OBJECT_ID(N'[tpch].[nation]'), 'TableHasIdentity') = 1 SET IDENTITY_INSERT [tpch].[nation] OFF
-    -- DROP TABLE is transactional: the staging table goes with the commit that used it.
+    -- tpch.nation (unpartitioned, replaced whole): its next version switched in. SWITCH keeps the
+    -- table itself (its grants, the views on it).
+    -- [tpch_staging].[nation__next] was made to the table's shape (its columns, filegroup, data compression and
+    -- CHECK constraints at prepare, its indexes before this step), so SWITCH moves whole tables
+    -- by metadata only: no row is copied while the table is taken. SWITCH needs an empty target:
+    -- the table's rows go first to [tpch_staging].[nation__old], an empty table made to its shape on its
+    -- filegroup PRIMARY.
+    DROP TABLE IF EXISTS [tpch_staging].[nation__old]
+    -- The target's columns as the catalog has them (names, types, lengths, collation,
+    -- nullability, order): SWITCH needs them equal. On the partition's filegroup, with its data
+    -- compression: SWITCH needs both equal to the partition's.
+    CREATE TABLE [tpch_staging].[nation__old] (
+        [n_nationkey] integer NOT NULL,
+        [n_name] char(25) NOT NULL,
+        [n_regionkey] integer NOT NULL,
+        [n_comment] varchar(152) NOT NULL
+    ) ON [PRIMARY]
+    -- This SWITCH takes the table's Sch-M lock at normal priority, under the transaction's short
+    -- LOCK_TIMEOUT: a low-priority wait would hold the tables taken before it.
+    ALTER TABLE [tpch].[nation] SWITCH TO [tpch_staging].[nation__old]
+    -- The table is empty now, and this transaction holds its lock to COMMIT: its next version
+    -- goes in (SWITCH ignores IDENTITY: the rows keep the file's values).
+    ALTER TABLE [tpch_staging].[nation__next] SWITCH TO [tpch].[nation]
+    -- DROP TABLE is transactional: the previous rows and the (now empty) next version go with the
+    -- commit that replaced them.
+    DROP TABLE [tpch_staging].[nation__old]
     DROP TABLE [tpch_staging].[nation__next]
     -- The batch the table holds, one row for the whole table (no key range).
     DELETE FROM [switchyard].[partition_batches] WHERE target_schema = N'tpch' AND table_name = N'nation'
@@ -1044,7 +1061,6 @@ BEGIN TRY
 END TRY
 BEGIN CATCH
     IF @@TRANCOUNT > 0 ROLLBACK TRANSACTION
-    IF OBJECTPROPERTY(OBJECT_ID(N'[tpch].[nation]'), 'TableHasIdentity') = 1 SET IDENTITY_INSERT [tpch].[nation] OFF
     ;THROW
 END CATCH;
 GO

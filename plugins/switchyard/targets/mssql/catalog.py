@@ -41,7 +41,8 @@ class Dependency:
     """A row of catalog_dependencies.sql: something about the target beyond its shape that can
     make the commit's TRUNCATE, SWITCH, SPLIT or MERGE fail."""
     kind: str            # check, fk_in, fk_out, indexed_view, cdc, replication, temporal, change_tracking, set_option,
-    #                      column, fulltext, read_only, table_option, check_nfr, rule, permission (catalog_dependencies.sql)
+    #                      column, fulltext, read_only, table_option, check_nfr, rule, lob_filegroup, permission
+    #                      (catalog_dependencies.sql)
     name: str
     detail: str | None = None
     flag: int = 0
@@ -162,7 +163,14 @@ def target_from_catalog(key: KeyType | None, table_rows: Sequence[tuple], bounda
     # The table's rows, by its heap or clustered index (sys.partitions.rows, which the docs call
     # approximate: exact for a table no transaction is writing, as under the run lease).
     t.rows = sum(int(r[3]) for r in partition_rows if int(r[0]) in (0, 1))
-    if not t.partitioned or key is None:  # key None: shape_problems refuses a partitioned target
+    if not t.partitioned:
+        # Where a table loaded whole lives: its heap or clustered index's one partition (filegroup,
+        # data compression of each index), which its next version must share for SWITCH.
+        by_number, t.misplaced = _placement(partition_rows)
+        t.partitions = [Partition(number=1, lower=None, upper=None, filegroup=e["filegroup"] or "", rows=e["rows"],
+                                  compression=tuple(e["compression"])) for n, e in by_number.items() if n == 1]
+        return t
+    if key is None:  # a partitioned target the spec loads whole: shape_problems refuses it
         return t
     if t.parameter_type and t.parameter_type.lower() != key.base:
         # Partitioned on a key of another type (the spec's key moved or retyped): shape_problems
@@ -170,18 +178,7 @@ def target_from_catalog(key: KeyType | None, table_rows: Sequence[tuple], bounda
         return t
     t.boundaries = [key.value(b) for _, b in sorted(boundary_rows)]
     t.inexact_boundaries = [b for _, b in sorted(boundary_rows) if key.inside_a_microsecond(b)]
-    by_number: dict[int, dict] = {}
-    index_places = []
-    for index_id, index_name, number, rows, compression, filegroup in partition_rows:
-        entry = by_number.setdefault(int(number), {"rows": 0, "filegroup": None, "compression": []})
-        if int(index_id) in (0, 1):
-            entry["rows"] = int(rows)
-            entry["filegroup"] = filegroup
-        else:
-            index_places.append((str(index_name), int(number), filegroup))
-        entry["compression"].append((index_name or "(heap)", compression_of(compression)))
-    t.misplaced = [(name, number, fg) for name, number, fg in index_places
-                   if fg != by_number[number]["filegroup"]]
+    by_number, t.misplaced = _placement(partition_rows)
     recorded = {}
     for key_min, key_max, batch in batch_rows:
         recorded[(key.before(key.value(_json(key_min, key))), key.value(_json(key_max, key)))] = batch
@@ -195,6 +192,24 @@ def target_from_catalog(key: KeyType | None, table_rows: Sequence[tuple], bounda
                                       rows=e["rows"], compression=tuple(e["compression"]),
                                       batch=recorded.get((lower, upper))))
     return t
+
+
+def _placement(partition_rows: Sequence[tuple]) -> tuple[dict[int, dict], list[tuple[str, int, str]]]:
+    """catalog_partitions.sql's rows as ({partition number: its rows, filegroup and each index's
+    data compression}, the index partitions on another filegroup than the table's partition of
+    that number: (index, partition, filegroup))."""
+    by_number: dict[int, dict] = {}
+    index_places = []
+    for index_id, index_name, number, rows, compression, filegroup in partition_rows:
+        entry = by_number.setdefault(int(number), {"rows": 0, "filegroup": None, "compression": []})
+        if int(index_id) in (0, 1):
+            entry["rows"] = int(rows)
+            entry["filegroup"] = filegroup
+        else:
+            index_places.append((str(index_name), int(number), filegroup))
+        entry["compression"].append((index_name or "(heap)", compression_of(compression)))
+    misplaced = [(name, number, fg) for name, number, fg in index_places if fg != by_number[number]["filegroup"]]
+    return by_number, misplaced
 
 
 def _json(text: Any, key: KeyType) -> Any:
@@ -415,6 +430,64 @@ def dependency_findings(t: TargetTable, where: str, spec_table) -> tuple[list[st
             notes.append(f"{where}: CHECK constraint {d.name} {d.detail} is copied to each staging table "
                          f"(SWITCH needs it there)")
     return problems, notes
+
+
+def whole_table_blockers(t: TargetTable, spec_table) -> list[str]:
+    """Why a table loaded whole cannot take its next version by SWITCH (metadata only, its
+    readers waiting for no copy) and is replaced by TRUNCATE TABLE and INSERT ... SELECT instead:
+    what SWITCH needs the same on both tables that Switchyard does not build on the staging
+    table, or a staging table loaded by position that would not line up with the table's
+    columns. Empty: the staging table is made to the table's shape and switched in."""
+    out = []
+    names = [c.name for c in t.columns]
+    spec_names = list(spec_table.column_names)
+    # A column the spec adds goes after the others (the pre-flight's ALTER TABLE ... ADD).
+    if names + [n for n in spec_names if n not in names] != spec_names:
+        out.append(f"its columns ({', '.join(names)}) are not the spec's in the spec's order, and the staging table "
+                   f"is loaded by position")
+    unwritable = _unwritable_names(t)
+    if unwritable:
+        out.append(f"its names {', '.join(repr(n) for n in unwritable)}, which Switchyard does not write into T-SQL")
+    out += [f"column {c.name} is computed" for c in t.columns if c.computed]
+    for index in t.indexes:
+        if index.kind not in ("CLUSTERED", "NONCLUSTERED"):
+            out.append(f"index {index.name} is {index.kind.lower()}")
+        elif index.filter:
+            out.append(f"index {index.name} is filtered")
+        elif index.disabled:
+            out.append(f"index {index.name} is disabled")
+    home = t.partitions[0].filegroup if t.partitions else None
+    out += [f"index {name} is on filegroup {fg}, not the table's {home}" for name, _, fg in t.misplaced]
+    for d in t.dependencies:
+        if d.kind == "check" and not d.flag and (check_copy(d.detail, names) is None or not writable_name(d.name)):
+            out.append(f"CHECK constraint {d.name} is not one Switchyard copies (columns, literals, comparisons, "
+                       f"arithmetic, AND, OR, NOT, IN, BETWEEN, LIKE, IS NULL only)")
+        elif (blocker := _WHOLE_TABLE_BLOCKERS.get(d.kind)) is not None:
+            out.append(blocker(d))
+    return out
+
+
+# What SWITCH needs the same on a table loaded whole and its next version, that Switchyard's
+# staging tables do not have (catalog_dependencies.sql's rows, by kind): such a table is
+# replaced by TRUNCATE TABLE and INSERT ... SELECT, which need none of it.
+_WHOLE_TABLE_BLOCKERS: dict[str, Callable[[Dependency], str]] = {
+    "fk_out": lambda d: f"foreign key {d.name} (to {d.detail}), which SWITCH needs on the staging table, trusted",
+    "change_tracking": lambda d: "change tracking is enabled on it (SWITCH fails on such a table, Msg 4900)",
+    "set_option": lambda d: f"it was created with {d.name} OFF",
+    "column": lambda d: f"column {d.name} has {d.detail}",
+    "fulltext": lambda d: "a full-text index (SWITCH refuses such a table, Msg 4918)",
+    "table_option": lambda d: f"its table option '{d.name}' is ON",
+    "check_nfr": lambda d: f"CHECK constraint {d.name} is NOT FOR REPLICATION",
+    "rule": lambda d: f"rule {d.detail} is bound to column {d.name} (Msg 4964)",
+    "lob_filegroup": lambda d: f"its large values are on filegroup {d.name}, apart from its rows",
+}
+
+
+def whole_table_problems(t: TargetTable, where: str) -> list[str]:
+    """What stops a table loaded whole from being replaced either way (TRUNCATE TABLE refuses it,
+    or SWITCH out of it, or a read-only filegroup holds it), with the fix."""
+    return truncate_problems(t, where) + [_SWITCH_REFUSES["read_only"](where, d) for d in t.dependencies
+                                          if d.kind == "read_only"]
 
 
 def _bracketed(name: str | None) -> str:

@@ -13,7 +13,7 @@ from typing import Any, Iterator
 from switchyard.core.planner import StreamPlan
 from switchyard.targets.base import TargetError
 from switchyard.targets.commit import CommitSession, SwitchProtocol
-from switchyard.targets.mssql.catalog import staging_constraint_name
+from switchyard.targets.mssql.catalog import TargetTable, staging_constraint_name, whole_table_blockers
 from switchyard.targets.mssql.errors import _message, error_numbers
 from switchyard.targets.mssql.keys import KeyType
 from switchyard.targets.mssql.session import drain
@@ -85,12 +85,18 @@ class MssqlCommit(SwitchProtocol):
         The build fails at the first duplicate (Msg 1505); one GROUP BY per unique index, only
         then, finds which index and which keys. One result per unique index, as prove_unique's."""
         import pyodbc
-        if not stream.partitioned:
-            return []   # replaced whole by INSERT ... SELECT, which the table's own indexes check
         started = time.monotonic()
         with self.connection(stream.stream) as conn:
             cur = conn.cursor()
-            uniques = [i for i in self.read_target(cur, stream.table).indexes if i.unique]
+            if stream.partitioned:
+                target = self.read_target(cur, stream.table)
+            else:
+                # Replaced by TRUNCATE TABLE and INSERT ... SELECT, the table's own indexes check the
+                # rows at the publish; switched in, its staging table carries them from here.
+                target = self.swap_target(cur, stream.table)
+                if target is None:
+                    return []
+            uniques = [i for i in target.indexes if i.unique]
         if not uniques:
             return []
         failed = None
@@ -133,9 +139,13 @@ class MssqlCommit(SwitchProtocol):
         started = time.monotonic()
         with self.connection(stream.stream) as conn:
             cur = conn.cursor()
-            target = self.read_target(cur, stream.table)
-            mine = self.planned(cur, stream.table).get(stream.staging_table)
-            if not target.indexes or mine is None:
+            if stream.partitioned:
+                target = self.read_target(cur, stream.table)
+                mine = self.planned(cur, stream.table).get(stream.staging_table)
+            else:
+                target = self.swap_target(cur, stream.table)
+                mine = None if target is None else self.whole_table_home(target)
+            if mine is None or not target.indexes:
                 return {"indexes_built": [], "index_seconds": 0.0}
             (indexes_sql,) = self.render("catalog_indexes.sql")
             present = {r[1] for r in cur.execute(indexes_sql, self.qualified(self.staging_schema,
@@ -213,7 +223,8 @@ class MssqlCommit(SwitchProtocol):
                                                                  lock_first=not tables)
                 tables.append({"partitioned": True, **context})
             else:
-                tables.append(self.replace_context(loads[name][0]))
+                tables.append(self.replace_context(loads[name][0], self.swap_target(session.cur, name),
+                                                   lock_first=not tables))
                 results[name] = {"table_switched": True, "rows": loads[name][0].rows}
         statements = self.render_publish(tables, self.lease_batch or "", self.lease_holder or "")
         # The locks are taken one table after another inside the transaction and held to its end:
@@ -227,11 +238,28 @@ class MssqlCommit(SwitchProtocol):
         return results
 
     def stage_whole(self, stream: StreamPlan) -> None:
+        # The table's indexes on its next version first, where the publish switches it in (a
+        # retry after the rename finds the next version made already).
+        if self.staging_exists(stream):
+            self._build_target_indexes(stream)
         self.execute(self.switch_sql(stream, replace_existing=True), stream.stream)
 
     def replace_whole(self, stream: StreamPlan) -> None:
+        if self.staging_exists(stream):
+            self._build_target_indexes(stream)
         with self.connection(stream.stream) as conn:
-            self._run_commit(conn.cursor(), stream.table, self.switch_sql(stream, replace_existing=True))
+            cur = conn.cursor()
+            self._run_commit(cur, stream.table, self.switch_sql(stream, replace_existing=True,
+                                                                target=self.swap_target(cur, stream.table)))
+
+    def swap_target(self, cur, table: str) -> TargetTable | None:
+        """A table loaded whole as the catalog has it now, when its staging table is made to its
+        shape and switched in (catalog.whole_table_blockers finds nothing that stops SWITCH);
+        None when it is replaced by TRUNCATE TABLE and INSERT ... SELECT."""
+        target = self.read_target(cur, table)
+        if not target.exists or target.partitioned or not target.partitions:
+            return None
+        return None if whole_table_blockers(target, self.spec.table(table)) else target
 
     def lock_timed_out(self, exc: BaseException) -> bool:
         return 1222 in error_numbers(exc) or "Lock request time out" in _message(exc)

@@ -8,7 +8,7 @@ from switchyard.core.keys import partition_name
 from switchyard.core.planner import LoadPlan, StreamPlan, TablePlan
 from switchyard.targets.base import TargetError
 from switchyard.targets.mssql.catalog import ColumnInfo, TargetTable, staging_constraint_name
-from switchyard.targets.mssql.sql import LOCK_SUFFIX
+from switchyard.targets.mssql.sql import LOCK_SUFFIX, OLD_SUFFIX
 from switchyard.targets.mssql.window import Incoming, Partition, WindowPlan, keys_text, plan_window, show_key
 
 # Steps whose Sch-M request waits at normal priority: new readers queue behind it.
@@ -148,12 +148,44 @@ class MssqlCommitSql:
                 "constraint_names": {i.name: staging_constraint_name(probe, i.name) for i in target.indexes
                                      if i.constraint}}
 
-    def replace_context(self, stream: StreamPlan) -> dict:
-        """What an unpartitioned table's replace in the batch's publish (_replace_steps.sql) is
-        rendered from: its next version's rows into the table, checked against the manifest."""
+    def replace_context(self, stream: StreamPlan, target: TargetTable | None, lock_first: bool) -> dict:
+        """What an unpartitioned table's replace in the batch's publish is rendered from: its next
+        version switched in (_swap_steps.sql) when `target` (swap_target: the table, made to whose
+        shape the next version was) is given, else its next version's rows copied into the table
+        (_replace_steps.sql); either way checked against the manifest's count."""
         return {"partitioned": False, "table": f"{self.schema}.{stream.table}", "table_name": stream.table,
                 "mode": "replace", "columns": self.columns(self.spec.table(stream.table)),
-                "source": self.qualified(self.staging_schema, self.next_table(stream.table)), "rows": stream.rows}
+                "source": self.qualified(self.staging_schema, self.next_table(stream.table)), "rows": stream.rows,
+                "swap": None if target is None else self.swap_context(stream.table, target, lock_first)}
+
+    def swap_context(self, table: str, target: TargetTable, lock_first: bool) -> dict:
+        """An unpartitioned table's rows switched out to `<table>__old`, an empty table made to its
+        shape on its filegroup (SWITCH needs an empty target there), and its next version switched
+        in: metadata only. The SWITCH out takes the table's Sch-M lock, at low priority where it
+        is the transaction's first table (lock_first)."""
+        old = self.checked(f"{table}{OLD_SUFFIX}")
+        home = self.whole_table_home(target)
+        return {"old": self.qualified(self.staging_schema, old), "columns": target.columns,
+                "filegroup": home["filegroup"], "compression": dict(home["compression"]),
+                "heap_compression": home["compression"][0][1] if home["compression"] else "NONE",
+                "indexes": target.indexes, "low_priority": lock_first,
+                "constraint_names": {i.name: staging_constraint_name(old, i.name) for i in target.indexes
+                                     if i.constraint}}
+
+    @staticmethod
+    def whole_table_home(target: TargetTable) -> dict:
+        """Where an unpartitioned table lives: its filegroup and each index's data compression,
+        (index, compression) pairs, heap or clustered index first."""
+        home = target.partitions[0]
+        return {"filegroup": home.filegroup, "compression": home.compression}
+
+    def new_whole_target(self, table: str) -> TargetTable:
+        """An unpartitioned table as setup creates it (no server: the script): on PRIMARY, the
+        spec's columns, no index."""
+        return TargetTable(exists=True, data_space="PRIMARY", columns=[
+            ColumnInfo(c["name"], c["type"], c["nullable"]) for c in self.columns(self.spec.table(table))],
+            partitions=[Partition(number=1, lower=None, upper=None, filegroup="PRIMARY", rows=0,
+                                  compression=(("(heap)", "NONE"),))])
 
     def publish_order(self, name: str) -> tuple[bool, str]:
         """Where a table's steps go in the batch's publish: the partitioned tables first, in name
@@ -183,7 +215,8 @@ class MssqlCommitSql:
             if not loads:
                 continue
             if not t.table.partitioned:
-                tables.append(self.replace_context(loads[0]))
+                tables.append(self.replace_context(loads[0], self.new_whole_target(t.table.name) if targets is None
+                                                   else targets.get(t.table.name), lock_first=not tables))
                 continue
             target = (targets or {}).get(t.table.name) or self.new_target(t)
             streams = self.incoming(t)
@@ -212,7 +245,9 @@ class MssqlCommitSql:
                 continue
             out.append(f"\n-- {s.group_id}: {s.file}, keys {s.key_min}..{s.key_max}, "
                        f"filegroup {s.filegroup}, port {self.port_for(s.stream)}")
-            emit(self.prepare_sql(s))
+            # A table loaded whole: its staging table made to the shape setup gives the table (on
+            # PRIMARY), which the switch moves it into.
+            emit(self.prepare_sql(s) if s.partitioned else self.prepare_sql(s, filegroup="PRIMARY"))
             emit(self.load_sql(s))
             kind, why = self.load_path(s)
             if kind != "bulk_insert":
@@ -222,7 +257,8 @@ class MssqlCommitSql:
                            f"{s.staging_table} (table lock, check constraints, batch size {self.batch_size}, "
                            f"packet size {self.packet_size}): {why}")
             emit(self.constraint_sql(s))
-            emit(self.switch_sql(s, replace_existing=False))
+            emit(self.switch_sql(s, replace_existing=False,
+                                 target=None if s.partitioned else self.new_whole_target(s.table)))
             if s.partitioned:
                 out.append(f"-- switch: the target's indexes built on {self.staging_schema}.{s.staging_table} "
                            f"(none on a table setup made from the spec), then the stream is marked ready; "

@@ -24,12 +24,19 @@ from switchyard.targets.mssql.sql import staging_heap_compression
 NULL_REFUSED = 515
 
 
+def _as_created(columns) -> list[dict]:
+    """The catalog's columns (catalog.ColumnInfo) as prepare.sql creates them."""
+    return [{"name": c.name, "type": c.type, "nullable": c.nullable, "collation": c.collation, "sparse": c.sparse}
+            for c in columns]
+
+
 class MssqlLoad:
     """A stream's staging table made and loaded."""
 
     def create_staging(self, stream: StreamPlan) -> None:
         """The staging table with the target's columns as they are, on the filegroup and with the
-        data compression its partition will have (setup's plan); from the spec where no plan is."""
+        data compression its partition will have (setup's plan), or the table's own for a table
+        loaded whole that takes it by SWITCH; from the spec where no plan is."""
         import pyodbc
         try:
             with self.connection(stream.stream) as conn:
@@ -39,8 +46,7 @@ class MssqlLoad:
                     target = self.read_target(cur, stream.table)
                     mine = self.planned(cur, stream.table).get(stream.staging_table)
                     if target.exists and target.columns:
-                        columns = [{"name": c.name, "type": c.type, "nullable": c.nullable,
-                                    "collation": c.collation, "sparse": c.sparse} for c in target.columns]
+                        columns = _as_created(target.columns)
                         checks = target.checks
                     if mine is not None and mine["run"] == (self.lease_holder or ""):
                         filegroup = mine["filegroup"]
@@ -52,6 +58,13 @@ class MssqlLoad:
                             # they read what is ready) is held from here to this connection's close,
                             # after the staging table is made again, so no commit takes it meanwhile.
                             self._unready(cur, stream)
+                elif (whole := self.swap_target(cur, stream.table)) is not None:
+                    # A table loaded whole whose staging table is switched in: made to its shape
+                    # (columns, filegroup, data compression, CHECK constraints), as a partition's.
+                    columns = _as_created(whole.columns)
+                    checks = whole.checks
+                    home = self.whole_table_home(whole)
+                    filegroup, compression = home["filegroup"], staging_heap_compression(home["compression"])
                 for stmt in self.prepare_sql(stream, columns=columns, filegroup=filegroup, compression=compression,
                                              checks=checks):
                     cur.execute(stmt)

@@ -15,7 +15,8 @@ from switchyard.targets.mssql.catalog import (
     leftover_findings,
     shape_problems,
     target_from_catalog,
-    truncate_problems,
+    whole_table_blockers,
+    whole_table_problems,
 )
 from switchyard.targets.mssql.errors import _message
 from switchyard.targets.mssql.recovery import recovery_advice
@@ -178,9 +179,8 @@ class MssqlPreflight:
                 found += more
                 notes += said
             elif not table.partitioned and not target.partitioned:
-                # The replace empties it with TRUNCATE TABLE (_replace_steps.sql); the INSERT after
-                # it checks the table's own constraints row by row.
-                found += truncate_problems(target, where)
+                found += whole_table_problems(target, where)
+                notes += self._whole_table_notes(target, table, where)
             problems += found
             if found:
                 continue
@@ -200,6 +200,20 @@ class MssqlPreflight:
             raise TargetError("pre-flight refused the batch before any load; nothing was changed:\n- "
                               + "\n- ".join(problems), permanent=True)
         return notes + self.spec_notes
+
+    @staticmethod
+    def _whole_table_notes(target: TargetTable, table, where: str) -> list[str]:
+        """How a table loaded whole is replaced: its staging table switched in (metadata only), or,
+        where SWITCH cannot take it (catalog.whole_table_blockers), its rows copied, its readers
+        waiting for the copy."""
+        blockers = whole_table_blockers(target, table)
+        if blockers:
+            return [f"{where}: replaced by TRUNCATE TABLE and INSERT ... SELECT, not by SWITCH: "
+                    f"{'; '.join(blockers)}. Its readers wait while its rows are copied, under the table's "
+                    f"schema-modification lock; without these its staging table would be switched in"]
+        return [f"{where}: column {c.name} has the IDENTITY property: its staging table is switched in with the "
+                f"file's values, and the table's identity value stays as it was (SWITCH ignores IDENTITY); run "
+                f"DBCC CHECKIDENT on the table after the load if inserts follow" for c in target.columns if c.identity]
 
     def _spec_differences(self, target: TargetTable, table, where: str) -> list[str]:
         """The table against the spec (core/spec_diff.py): the problems that refuse the batch;

@@ -32,6 +32,9 @@ NEXT_SUFFIX = "__next"
 # The empty table a commit switches an empty partition out to, to take the table's Sch-M lock at
 # low priority before its TRUNCATE, SPLIT or MERGE (commit_sql.py): `<table>__lock`.
 LOCK_SUFFIX = "__lock"
+# The empty table an unpartitioned table's rows are switched out to when its next version is
+# switched in (_swap_steps.sql), dropped with the commit: `<table>__old`.
+OLD_SUFFIX = "__old"
 
 
 class MssqlSql:
@@ -270,18 +273,21 @@ class MssqlSql:
     def wait_minutes(self) -> int:
         return max(1, math.ceil(self.lock_timeout_seconds / 60))
 
-    def switch_sql(self, stream: StreamPlan, replace_existing: bool) -> list[str]:
-        """An unpartitioned table is replaced whole (`publish: table`), or its validated staging
-        table becomes the table's next version (`publish: batch`: the batch's publish replaces
-        the table's rows with it). A partitioned table's stream switches in with its table's
-        commit (`commit_sql`, run by the table's last switch) or with the batch's publish
-        (`publish_sql`); its own switch step builds the target's indexes on the staging table
-        (`staging_index_sql`) and marks it ready."""
+    def switch_sql(self, stream: StreamPlan, replace_existing: bool, target: Any = None) -> list[str]:
+        """An unpartitioned table is replaced whole (`publish: table`): its staging table switched
+        in when `target` (swap_target: the table, made to whose shape the staging table was) is
+        given, else its rows copied in; or its validated staging table becomes the table's next
+        version (`publish: batch`: the batch's publish replaces the table's rows with it). A
+        partitioned table's stream switches in with its table's commit (`commit_sql`, run by the
+        table's last switch) or with the batch's publish (`publish_sql`); its own switch step
+        builds the target's indexes on the staging table (`staging_index_sql`) and marks it ready."""
         columns = self.columns(self.spec.table(stream.table))
         if not stream.partitioned:
             if self.spec.publish == "batch":
                 return self.render("stage_table.sql", s=stream, next_table=self.next_table(stream.table))
-            return self.render("switch_table.sql", s=stream, columns=columns, commit_lock_wait_ms=self.commit_lock_wait_ms)
+            swap = None if target is None else self.swap_context(stream.table, target, lock_first=True)
+            return self.render("switch_table.sql", s=stream, columns=columns, swap=swap,
+                               commit_lock_wait_ms=self.commit_lock_wait_ms, wait_minutes=self.wait_minutes())
         return []
 
     def next_table(self, table: str) -> str:

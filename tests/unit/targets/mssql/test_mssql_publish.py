@@ -78,7 +78,8 @@ class BatchSession:
     times the publish's transaction fails with SQL Server's lock time-out (1222) first."""
 
     def __init__(self, a: MssqlAdapter, layouts: dict, lock_timeouts: int = 0, dependencies: dict | None = None,
-                 absent: tuple[str, ...] = (), table_rows: dict | None = None, lookup_rows: int = 25):
+                 absent: tuple[str, ...] = (), table_rows: dict | None = None, lookup_rows: int = 25,
+                 lookup_indexes: dict | None = None):
         self.a = a
         # catalog_dependencies.sql's rows (kind, name, detail, flag) per table; none unless scripted.
         self.dependencies = dependencies or {}
@@ -87,6 +88,9 @@ class BatchSession:
         self.absent, self.table_rows = set(absent), table_rows or {}
         # The rows an unpartitioned table holds (its heap's one partition in sys.partitions).
         self.lookup_rows = lookup_rows
+        # catalog_indexes.sql's rows per unpartitioned table (a DBA's primary key), each index on
+        # the table's filegroup; none unless scripted.
+        self.lookup_indexes = lookup_indexes or {}
         # The catalog's queries are one text for every table but the boundaries' (in the key's type).
         names = [t.name for t in a.spec.tables]
         self.sql = a.catalog_sql("orders" if "orders" in names else names[0])
@@ -115,6 +119,8 @@ class BatchSession:
                 return []
         elif kind == "batches":
             name = params[1]
+        elif str(params[0]).startswith("[tpch_staging]."):
+            return []      # a staging table's indexes: none built yet
         else:
             name = self._table_of(params[1] if kind == "shared" else params[0])
         spec_table = self.a.spec.table(name)
@@ -123,8 +129,12 @@ class BatchSession:
         if kind == "table" and name in self.table_rows:
             return [self.table_rows[name]]
         if not spec_table.partitioned:
+            indexes = self.lookup_indexes.get(name, [])
+            clustered = any(r[2] == "CLUSTERED" for r in indexes)
             return {"table": [("FG", "PRIMARY", None, None, None, None, None, None, None, None, None)],
-                    "partitions": [(0, None, 1, self.lookup_rows, "NONE", "PRIMARY")],
+                    "partitions": [(0 if not clustered else 1, None, 1, self.lookup_rows, "NONE", "PRIMARY")]
+                    + [(r[0], r[1], 1, self.lookup_rows, "PAGE", "PRIMARY") for r in indexes if r[0] > 1],
+                    "indexes": indexes,
                     "columns": column_rows(spec_table),
                     "dependencies": self.dependencies.get(name, [])}.get(kind, [])
         parts = sorted(self.layouts[name], key=lambda p: p.number)
@@ -282,7 +292,8 @@ def test_with_publish_batch_no_switch_commits_and_the_unpartitioned_table_is_sta
     (("cdc", "nation", None, 0), "tpch.nation: change data capture tracks it"),
     (("replication", "nation", None, 0), "tpch.nation is published or subscribed for replication"),
     (("temporal", "nation", "SYSTEM_VERSIONED_TEMPORAL_TABLE", 2), "tpch.nation is system-versioned"),
-    (("ledger", "ledger_transaction_id", None, 0), "tpch.nation is a ledger table")])
+    (("ledger", "ledger_transaction_id", None, 0), "tpch.nation is a ledger table"),
+    (("read_only", "FG_ARCHIVE", None, 0), "tpch.nation: filegroup FG_ARCHIVE, which holds partitions of it")])
 def test_an_unpartitioned_table_that_truncate_would_refuse_is_refused_at_the_pre_flight(dependency, expected):
     """SCRIPTED: the replace of an unpartitioned table empties it with TRUNCATE TABLE, which the
     dependency refuses; the pre-flight says so before any load."""
@@ -320,7 +331,9 @@ def test_an_empty_lookup_is_refused_while_the_table_holds_rows_and_taken_once_it
             a.execute(a.switch_sql(s, replace_existing=True), s.stream)
     assert a.publish_batch(streams_of(plan))["by_table"]["nation"] == {"table_switched": True, "rows": 0}
     (text,) = emptied.publishes
-    assert "TRUNCATE TABLE [tpch].[nation]" in text and "IF @@ROWCOUNT <> 0 THROW 51012" in text
+    assert "ALTER TABLE [tpch_staging].[nation__next] SWITCH TO [tpch].[nation]\n" in text
+    assert ("IF (SELECT COUNT_BIG(*) FROM [tpch_staging].[nation__next] WITH (TABLOCKX, HOLDLOCK)) <> 0 THROW 51012"
+            in text)
 
 
 # --- the publish ----------------------------------------------------------------------------------
@@ -341,12 +354,17 @@ def test_the_batch_goes_in_in_one_transaction_the_partitioned_tables_first_in_na
     assert text.count("BEGIN TRANSACTION") == 1 and text.count("COMMIT TRANSACTION") == 1
     assert "SET XACT_ABORT ON\nSET LOCK_TIMEOUT 1000\n" in text
     assert (text.index("SWITCH TO [tpch].[lineitem]") < text.index("TRUNCATE TABLE [tpch].[orders] WITH (PARTITIONS")
-            < text.index("TRUNCATE TABLE [tpch].[nation]"))
+            < text.index("ALTER TABLE [tpch].[nation] SWITCH TO [tpch_staging].[nation__old]\n"))
     # orders: 8 old partitions emptied, empty ranges merged and split, 4 switched in.
     assert text.count("TRUNCATE TABLE [tpch].[orders] WITH (PARTITIONS") == 8
     assert text.count("SWITCH TO [tpch].[orders] PARTITION @partition") == 4
     assert text.count("SWITCH TO [tpch].[lineitem] PARTITION @partition") == 2
-    assert "FROM [tpch_staging].[nation__next]" in text and "IF @@ROWCOUNT <> 25 THROW 51012" in text
+    # nation (replaced whole): its next version counted before any table is taken, then switched
+    # in by metadata only, its rows never copied under the table's lock.
+    count = "IF (SELECT COUNT_BIG(*) FROM [tpch_staging].[nation__next] WITH (TABLOCKX, HOLDLOCK)) <> 25 THROW 51012"
+    assert text.index(count) < text.index("ALTER TABLE [tpch].[lineitem]")
+    assert "TRUNCATE TABLE [tpch].[nation]" not in text and "INSERT INTO [tpch].[nation]" not in text
+    assert "ALTER TABLE [tpch_staging].[nation__next] SWITCH TO [tpch].[nation]\n" in text
     # The control rows go with the tables: each table's batch, this run's plan done.
     for name in TABLES:
         assert "INSERT INTO [switchyard].[partition_batches]" in text and f"N'tpch', N'{name}'" in text
@@ -379,8 +397,10 @@ def test_the_batch_goes_in_in_one_transaction_the_partitioned_tables_first_in_na
 def test_an_unpartitioned_table_goes_after_a_partitioned_one_which_takes_its_lock_at_low_priority():
     """SCRIPTED: nation (unpartitioned) sorts before orders by name. In the publish orders comes
     first and is taken at low priority (an empty partition switched out to its probe table), and
-    nation's TRUNCATE TABLE asks for its lock only after it: first, it would ask at normal
-    priority, with new readers of nation queued behind the request."""
+    nation's SWITCH out asks for its lock only after it, at normal priority under the short
+    LOCK_TIMEOUT (a low-priority wait would hold orders): the same order whether nation is
+    switched in or, where SWITCH cannot take it, replaced by TRUNCATE TABLE, which cannot wait at
+    low priority at all."""
     a, session, plan = staged_run()
     result = a.publish_batch([s for s in streams_of(plan) if s.table != "lineitem"])
     assert result["tables"] == ["nation", "orders"]
@@ -389,7 +409,8 @@ def test_an_unpartitioned_table_goes_after_a_partitioned_one_which_takes_its_loc
     assert (text.index("ALTER TABLE [tpch].[orders] SWITCH PARTITION @partition TO [tpch_staging].[orders__lock]\n"
                        "        WITH (WAIT_AT_LOW_PRIORITY", first)
             < text.index("TRUNCATE TABLE [tpch].[orders] WITH (PARTITIONS", first)
-            < text.index("TRUNCATE TABLE [tpch].[nation]", first))
+            < text.index("ALTER TABLE [tpch].[nation] SWITCH TO [tpch_staging].[nation__old]\n    --", first))
+    assert "WAIT_AT_LOW_PRIORITY" not in text[text.index("-- tpch.nation (unpartitioned"):]
 
 
 def test_the_publish_refuses_changing_nothing_when_a_stream_was_not_switched():
@@ -536,8 +557,9 @@ def test_lookups_with_a_text_key_or_none_pass_the_pre_flight_and_go_in_whole():
     assert result["by_table"] == {"payment_types": {"table_switched": True, "rows": 2},
                                   "stations": {"table_switched": True, "rows": 3}}
     (text,) = session.publishes
-    assert "TRUNCATE TABLE [tpch].[stations]" in text and "TRUNCATE TABLE [tpch].[payment_types]" in text
-    assert "IF @@ROWCOUNT <> 3 THROW" in text and "IF @@ROWCOUNT <> 2 THROW" in text
+    for name, rows in (("stations", 3), ("payment_types", 2)):
+        assert f"ALTER TABLE [tpch_staging].[{name}__next] SWITCH TO [tpch].[{name}]\n" in text
+        assert f"FROM [tpch_staging].[{name}__next] WITH (TABLOCKX, HOLDLOCK)) <> {rows} THROW" in text
 
 
 def test_a_lookup_the_target_holds_partitioned_is_refused_naming_it():
@@ -593,3 +615,118 @@ def test_a_split_gives_every_scheme_of_the_function_its_next_used_filegroup():
     # The stand-ins of the parse test below: a literal partition, no WITH (PARTITIONS (n)).
     assert sqlfluff_parses(re.sub(r" WITH \(PARTITIONS \(\d+\)\)", "", re.sub(r"PARTITION @partition\b", "PARTITION 2",
                                                                              text)))
+
+
+# --- a table loaded whole: switched in, or its rows copied where SWITCH cannot take it -------------
+NATION_PK = [(1, "PK_nation", "CLUSTERED", 1, 1, 0, 0, 0, None, 1, "n_nationkey", 1, 0, 0),
+             (2, "IX_nation_name", "NONCLUSTERED", 0, 0, 0, 0, 0, None, 1, "n_name", 1, 0, 0)]
+
+
+class PrepareBatchSession(BatchSession):
+    """BatchSession that also takes a prepare and a validate: their own statements recorded, not run."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.prepared: list[str] = []
+
+    def execute(self, sql, *params):
+        try:
+            return super().execute(sql, *params)
+        except AssertionError:  # a statement of the prepare or of an index build
+            self.prepared.append(sql)
+            self._rows = []
+            return self
+
+
+def test_a_table_loaded_whole_is_made_to_its_shape_and_switched_in_its_readers_waiting_for_no_copy():
+    """SCRIPTED: nation, with a DBA's clustered primary key, a nonclustered index (PAGE) and a CHECK
+    constraint: prepare makes its staging table on the table's filegroup with the table's columns
+    and the CHECK, validate builds the table's indexes there, and the table's own switch
+    (publish: table) moves it in by SWITCH in one transaction, the table taken at low priority by
+    switching its rows out to an empty table of its shape. No row is copied under its lock."""
+    pytest.importorskip("pyodbc", reason="prepare reads pyodbc's errors: needs unixODBC (libodbc.so.2)",
+                        exc_type=ImportError)
+    check = ("check", "CK_nation_region", "([n_regionkey]>=(0))", 0)
+    a = adapter(changed(BATCH_SPEC, publish="table"))
+    session = PrepareBatchSession(a, {"orders": layout_of({"x": even(4)}), "lineitem": layout_of({"x": even(2)})},
+                                  dependencies={"nation": [check]}, lookup_indexes={"nation": NATION_PK})
+    scripted(a, session)
+    plan = batch_plan()
+    assert not [n for n in a.preflight(session, plan) if "tpch.nation: replaced by TRUNCATE" in n]
+    s = plan.stream("nation", 1)
+    a.create_staging(s)
+    prepared = "\n".join(session.prepared)
+    assert ") ON [PRIMARY]" in prepared and "[fg1]" not in prepared and "[n_name] char(25) COLLATE SQL_Latin1_General_CP1_CI_AS NOT NULL" in prepared
+    assert ("ALTER TABLE [tpch_staging].[nation_1] WITH CHECK\n    ADD CONSTRAINT [nation_1__CK_nation_region] "
+            "CHECK ([n_regionkey]>=(0))") in prepared
+    assert "_range" not in prepared
+    session.prepared.clear()
+    session.staging.add(s.staging_table)      # loaded
+    assert [f["index"] for f in a.prove_target_uniques(s)] == ["tpch.PK_nation"]
+    built = "\n".join(session.prepared)
+    assert ("ALTER TABLE [tpch_staging].[nation_1] ADD CONSTRAINT [nation_1__PK_nation] PRIMARY KEY CLUSTERED "
+            "([n_nationkey]) WITH (DATA_COMPRESSION = NONE, SORT_IN_TEMPDB = ON") in built
+    assert ("CREATE NONCLUSTERED INDEX [IX_nation_name] ON [tpch_staging].[nation_1] ([n_name]) WITH "
+            "(DATA_COMPRESSION = PAGE") in built
+    statements = a.switch_sql(s, True, target=a.swap_target(session, "nation"))
+    body = "\n".join(statements)
+    assert "TRUNCATE" not in body and "INSERT" not in body and "IDENTITY_INSERT" not in body
+    old = body.index("CREATE TABLE [tpch_staging].[nation__old]")
+    out = body.index("ALTER TABLE [tpch].[nation] SWITCH TO [tpch_staging].[nation__old]\n"
+                     "        WITH (WAIT_AT_LOW_PRIORITY (MAX_DURATION = 1 MINUTES, ABORT_AFTER_WAIT = SELF))")
+    into = body.index("ALTER TABLE [tpch_staging].[nation_1] SWITCH TO [tpch].[nation]\n")
+    assert (body.index("BEGIN TRANSACTION") < old < body.index("ADD CONSTRAINT [nation__old__PK_nation] PRIMARY KEY "
+                                                               "CLUSTERED ([n_nationkey]) WITH (DATA_COMPRESSION = NONE)")
+            < body.index("CREATE NONCLUSTERED INDEX [IX_nation_name] ON [tpch_staging].[nation__old] ([n_name]) WITH "
+                         "(DATA_COMPRESSION = PAGE) ON [PRIMARY]")
+            < out < into < body.index("DROP TABLE [tpch_staging].[nation__old]")
+            < body.index("DROP TABLE [tpch_staging].[nation_1]") < body.index("COMMIT TRANSACTION"))
+    assert sqlfluff_parses(body)
+
+
+@pytest.mark.parametrize("dependency, why", [
+    (("fk_out", "FK_nation_region", "[tpch].[region]", 0), "foreign key FK_nation_region (to [tpch].[region])"),
+    (("check", "CK_nation_name", "(len([n_name])>(0))", 0), "CHECK constraint CK_nation_name is not one Switchyard copies"),
+    (("lob_filegroup", "FG_LOB", None, 0), "its large values are on filegroup FG_LOB, apart from its rows"),
+    (("table_option", "text in row", None, 0), "its table option 'text in row' is ON")])
+def test_a_table_switch_cannot_take_has_its_rows_copied_and_the_pre_flight_says_why(dependency, why):
+    """SCRIPTED: what SWITCH needs the same on both tables and Switchyard does not build on its
+    staging table: the table loaded whole is replaced by TRUNCATE TABLE and INSERT ... SELECT
+    (its readers wait for the copy), as the pre-flight says, never refused for it."""
+    layouts = {"orders": layout_of({"2026-04-04": even(8)}), "lineitem": layout_of({"2026-04-04": even(2, 6001, 2000)})}
+    a = adapter()
+    session = BatchSession(a, layouts, dependencies={"nation": [dependency]})
+    scripted(a, session)
+    plan = batch_plan()
+    notes = a.preflight(session, plan)
+    assert (f"tpch.nation: replaced by TRUNCATE TABLE and INSERT ... SELECT, not by SWITCH: {why}" in "\n".join(notes)
+            and "Its readers wait while its rows are copied" in "\n".join(notes)), notes
+    assert a.swap_target(session, "nation") is None
+    for name in ("lineitem", "orders"):
+        a._plan_table(session, plan.table(name))
+    for s in plan.all_streams():
+        if s.partitioned:
+            a._stage(s)
+        else:
+            session.staging.add(s.staging_table)
+            a.execute(a.switch_sql(s, replace_existing=True), s.stream)
+    a.publish_batch(streams_of(plan))
+    (text,) = session.publishes
+    assert "TRUNCATE TABLE [tpch].[nation]\n" in text and "IF @@ROWCOUNT <> 25 THROW 51012" in text
+    assert "nation__old" not in text and "COUNT_BIG(*) FROM [tpch_staging].[nation__next]" not in text
+
+
+def test_an_identity_column_of_a_table_switched_in_is_named_at_the_pre_flight():
+    """SCRIPTED: SWITCH ignores IDENTITY: the file's values go in and the table's identity value
+    stays where it was; the pre-flight says so, with the DBCC CHECKIDENT to run if inserts follow."""
+    layouts = {"orders": layout_of({"2026-04-04": even(8)}), "lineitem": layout_of({"2026-04-04": even(2, 6001, 2000)})}
+    a = adapter()
+    session = BatchSession(a, layouts)
+    rows = column_rows(a.spec.table("nation"))
+    identity = [(*rows[0][:8], 1, None), *rows[1:]]
+    session._catalog = (lambda kind, params, plain=session._catalog:
+                        identity if kind == "columns" and params[0] == "[tpch].[nation]" else plain(kind, params))
+    notes = a.preflight(session, batch_plan())
+    assert ("tpch.nation: column n_nationkey has the IDENTITY property: its staging table is switched in with the "
+            "file's values, and the table's identity value stays as it was (SWITCH ignores IDENTITY); run DBCC "
+            "CHECKIDENT on the table after the load if inserts follow") in notes

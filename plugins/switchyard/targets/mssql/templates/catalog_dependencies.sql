@@ -40,6 +40,10 @@
 --                 the staging table's copy to have the same setting (Msg 4975);
 --   rule          a rule bound to a column (name: the column): SWITCH is not allowed on a table
 --                 with a RULE (Msg 4964);
+--   lob_filegroup the table's large values (TEXTIMAGE_ON) are on another data space (name) than
+--                 its heap or clustered index: SWITCH needs both tables' large values on the same
+--                 filegroup, and a staging table keeps them with its rows, so a table loaded
+--                 whole is then replaced by TRUNCATE TABLE and INSERT ... SELECT instead;
 --   permission    a permission the commit's statements need that the login running the
 --                 pre-flight (the one the run uses) lacks (name: the permission, detail: the
 --                 database user): ALTER on the table for TRUNCATE TABLE and SWITCH ("ALTER TABLE
@@ -148,6 +152,13 @@ UNION ALL
 SELECT N'rule', c.name, OBJECT_NAME(c.rule_object_id), 0
 FROM target JOIN sys.columns AS c ON c.[object_id] = target.id
 WHERE c.rule_object_id <> 0
+UNION ALL
+SELECT N'lob_filegroup', ds.name, NULL, 0
+FROM target
+JOIN sys.tables AS t ON t.[object_id] = target.id
+JOIN sys.indexes AS i ON i.[object_id] = target.id AND i.index_id IN (0, 1)
+JOIN sys.data_spaces AS ds ON ds.data_space_id = t.lob_data_space_id
+WHERE t.lob_data_space_id <> 0 AND t.lob_data_space_id <> i.data_space_id
 UNION ALL
 SELECT N'permission', N'ALTER', USER_NAME(), 0
 FROM target

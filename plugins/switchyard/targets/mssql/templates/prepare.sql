@@ -16,6 +16,7 @@ DROP TABLE IF EXISTS {{ qn(staging_schema, s.staging_table) }};
 {% endif %}
 ALTER TABLE {{ qn(staging_schema, s.staging_table) }} WITH CHECK
     ADD CONSTRAINT {{ q(s.staging_table ~ "_range") }} CHECK ({{ q(key) }} IS NOT NULL AND {{ q(key) }} >= {{ lower_sql }} AND {{ q(key) }} <= {{ upper_sql }});
+{% endif %}
 {% for c in checks %}
 {% if loop.first %}
 -- The target's own CHECK constraints, as its catalog defines them: SWITCH needs the staging
@@ -25,4 +26,3 @@ ALTER TABLE {{ qn(staging_schema, s.staging_table) }} WITH CHECK
 ALTER TABLE {{ qn(staging_schema, s.staging_table) }} WITH CHECK
     ADD CONSTRAINT {{ qc(c.name) }} CHECK {{ c.definition }};
 {% endfor %}
-{% endif %}
