@@ -208,12 +208,15 @@ def _runs(args) -> int:
             print("switchyard runs clear DAG_ID RUN_ID GROUP... (`switchyard runs` lists the runs)")
             return 2
         try:
-            cleared = runs.clear(api, args.dag_id, args.run_id, args.groups)
+            cleared, gone = runs.clear(api, args.dag_id, args.run_id, args.groups)
         except ValueError as exc:
             print(exc)
             return 1
         print(f"{args.dag_id} {args.run_id}: cleared {', '.join(cleared) or 'nothing'}; the scheduler runs them "
               f"again, `switchyard runs` shows how it goes")
+        if gone:
+            print(f"note: {args.dag_id} has no task {', '.join(gone)} now: the run was made by an earlier shape of "
+                  f"the DAG (its spec changed since); `switchyard runs` shows which tasks the scheduler runs")
         return 0
     for line in runs.say_import_errors(api):
         print(line)

@@ -273,12 +273,12 @@ def fail(api: local.Api, dag_id: str, run_id: str) -> dict:
     return api.patch(f"/api/v2/dags/{_q(dag_id)}/dagRuns/{_q(run_id)}?update_mask=state", {"state": "failed"})
 
 
-def clear(api: local.Api, dag_id: str, run_id: str, groups: list[str]) -> list[str]:
+def clear(api: local.Api, dag_id: str, run_id: str, groups: list[str]) -> tuple[list[str], list[str]]:
     """Clear the tasks of `groups` (task groups such as `orders_2`, or task ids) in one run, with
-    every task downstream of them, as the grid's Clear with Downstream does; the cleared task ids.
-    The run is named by its id: `airflow tasks clear` selects runs by their logical date, which a
-    run triggered without one (`airflow dags trigger`'s default) does not have, and then clears
-    nothing without saying so."""
+    every task downstream of them, as the grid's Clear with Downstream does: (the cleared task
+    ids, those of them the DAG no longer has). The run is named by its id: `airflow tasks clear`
+    selects runs by their logical date, which a run triggered without one (`airflow dags
+    trigger`'s default) does not have, and then clears nothing without saying so."""
     run = api.get(f"/api/v2/dags/{_q(dag_id)}/dagRuns/{_q(run_id)}")
     if run.get("state") in ACTIVE:
         raise ValueError(f"{dag_id} {run_id} is {run['state']}: clear its tasks once it has ended")
@@ -291,7 +291,10 @@ def clear(api: local.Api, dag_id: str, run_id: str, groups: list[str]) -> list[s
     done = api.post(f"/api/v2/dags/{_q(dag_id)}/clearTaskInstances",
                     {"dag_run_id": run_id, "task_ids": chosen, "include_downstream": True, "only_failed": False,
                      "dry_run": False, "reset_dag_runs": True})
-    return sorted(t["task_id"] for t in done.get("task_instances") or [])
+    cleared = sorted(t["task_id"] for t in done.get("task_instances") or [])
+    # The run's task instances are those of the DAG as it was when the run was made: a spec changed
+    # since (a table's `tasks: single` added or taken away) gives its groups other tasks now.
+    return cleared, sorted(set(cleared) - set(tasks))
 
 
 # How the lines of a run's note (switchyard.airflow.run_notes) that say why it ended begin.

@@ -384,3 +384,29 @@ def test_db_psql_passes_psqls_own_options_and_other_actions_take_none(capsys):
     assert (args.action, args.psql_args) == ("psql", ["-c", "SELECT 1", "--no-align"])
     assert cli.main(["db", "status", "now"]) == 2
     assert "switchyard db status: takes no arguments (now)" in capsys.readouterr().err
+
+
+def test_runs_clear_names_the_cleared_tasks_the_dag_no_longer_has():
+    """A run made before its spec changed (a table's `tasks: single` taken away) holds task
+    instances of the DAG's earlier shape: `switchyard runs clear` clears what Airflow clears and
+    names the ones the DAG no longer has, rather than listing them as if they were today's."""
+    from switchyard_dev.runs import clear
+
+    class Api:
+        """The api-server's answers (scripted, as it gives them) about one ended run."""
+        posted: list[dict] = []
+
+        def get(self, path: str) -> dict:
+            if path.endswith("/dagRuns/manual__1"):
+                return {"state": "success"}
+            assert path.endswith("/tasks")
+            return {"tasks": [{"task_id": t} for t in ("nation_1.prepare", "nation_1.load", "nation_1.validate",
+                                                       "nation_1.switch", "stats")]}
+
+        def post(self, path: str, body: dict) -> dict:
+            self.posted.append(body)
+            return {"task_instances": [{"task_id": "nation_1.steps"}, {"task_id": "stats"}]}
+
+    cleared, gone = clear(Api(), "switchyard_tpch", "manual__1", ["nation_1"])
+    assert Api.posted[0]["task_ids"] == ["nation_1.prepare", "nation_1.load", "nation_1.validate", "nation_1.switch"]
+    assert cleared == ["nation_1.steps", "stats"] and gone == ["nation_1.steps"]
