@@ -644,6 +644,20 @@ def name_failure_lines(outcome: Any, folder: Path, s: StreamPlan, spec: LoadSpec
             observed["lines"] = [first.get(v) if isinstance(v, (str, int, float)) else None for v in examples]
 
 
+def require_validated(validated: dict | None, s: StreamPlan) -> None:
+    """A switch puts in only a staging table its group's validation passed on in this run: a
+    validate task marked success by hand (the grid's Mark as success, after it failed or never
+    ran) leaves no result, and its switch would put in what no check passed, even an empty or
+    half-loaded staging table, in a run that ends `success`."""
+    if validated and validated.get("success"):
+        return
+    raise StepFailed(f"{s.group_id}: its validation has no passing result in this run ({s.group_id}.validate was "
+                     f"marked success by hand, or its result is gone): the switch puts in only a staging table "
+                     f"its checks passed on, and nothing was switched. Clear {s.group_id}.validate with its "
+                     f"downstream tasks to check the staging table and switch it in, or clear the group's load "
+                     f"first where the file was fixed")
+
+
 def switch(connect: Connect, spec: LoadSpec, plan: dict, s: StreamPlan,
            load_of: Callable[[str], dict | None] = lambda gid: None) -> Switched:
     """The validated staging table in as the stream's partition (or into the table's next version,

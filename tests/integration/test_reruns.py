@@ -258,13 +258,31 @@ def test_backfill_loads_each_day_once_and_a_cleared_group_reruns_alone(pg_uri, d
     assert len(day3) > 3
     assert len(oids) == sum(expected_parts.values()) - len(day3) and not day3 & set(oids)
 
+    # The failed group's validate marked success by hand (the grid's Mark as success): Airflow runs
+    # its switch, which finds no passing validation of this run and switches nothing in; the run
+    # fails again, with every table as it was.
+    from urllib.parse import quote
+    run_id = runs[DAYS[2]]["dag_run_id"]
+    api.patch(f"/api/v2/dags/switchyard_tpch/dagRuns/{quote(run_id, safe='')}/taskInstances/lineitem_2.validate",
+              {"new_state": "success"})
+    deadline = time.monotonic() + 600
+    while _task_states(api, run_id).get("lineitem_2.switch") not in ("failed", "success") or \
+            _backfill_runs(api)[DAYS[2]]["state"] not in ("failed", "success"):
+        assert time.monotonic() < deadline, _task_states(api, run_id)
+        time.sleep(3)
+    assert _task_states(api, run_id)["lineitem_2.switch"] == "failed", _task_states(api, run_id)
+    assert _backfill_runs(api)[DAYS[2]]["state"] == "failed"
+    assert _all_oids(pg_uri, schema) == oids
+    error = api.get(f"/api/v2/dags/switchyard_tpch/dagRuns/{quote(run_id, safe='')}/taskInstances/"
+                    f"lineitem_2.switch/xcomEntries/error")["value"]
+    assert "lineitem_2: its validation has no passing result in this run" in str(error), error
+
     # Fix the file, clear the failed group (and stats, downstream), and let the run finish.
     broken.write_bytes(good_bytes)
     resize_manifest(data_root / DAYS[2])
     cleared = local.airflow("tasks", "clear", "switchyard_tpch", "-s", DAYS[2], "-e", f"{DAYS[2]}T23:59:59",
                             # Airflow 3.3 matches -t as a substring of the task id here, not a regex.
                             "-t", "lineitem_2.", "-d", "-y", env=env)
-    run_id = runs[DAYS[2]]["dag_run_id"]
     deadline = time.monotonic() + 600
     while (state := _backfill_runs(api)[DAYS[2]]["state"]) != "success":
         # `tasks clear` puts the run back in the queue at once: failed again means the rerun failed.

@@ -501,3 +501,20 @@ def test_a_sources_file_written_again_after_its_load_is_found_there_before_the_p
         assert "orders.1.tbl" in steps.stale_loads(spec, run, {"orders"}, loads.get)[0]
     finally:
         connect().release_lease()
+
+
+def test_a_switch_without_a_passing_validation_of_its_run_is_refused():
+    """A validate task marked success by hand (after it failed, or with its load failed) leaves no
+    result: the switch puts in only a staging table its group's checks passed on in this run, and
+    fails at once saying so (the real scheduler's case: `pytest -m chaos tests/integration/test_reruns.py
+    -k cleared_group`)."""
+    from switchyard.core.batch import Manifest, ManifestEntry
+    from switchyard.core.planner import plan_batch
+    plan = plan_batch(SPEC, Manifest(spec="tpch", streams=1, entries=(
+        ManifestEntry("nation", 1, "nation/nation.1.tbl", 2_224, 25, 0, 24),)), ["nation"])
+    s = plan.stream("nation", 1)
+    for validated in (None, {}, {"success": False, "checks": []}):
+        with pytest.raises(steps.StepFailed, match=r"nation_1: its validation has no passing result in this run "
+                                                   r"\(nation_1.validate was marked success by hand"):
+            steps.require_validated(validated, s)
+    steps.require_validated({"success": True, "checks": []}, s)

@@ -486,6 +486,10 @@ class SwitchOperator(_GroupOperator):
     def step(self, context: Any) -> dict:
         plan, s = self.stream_plan(context)
         spec = self.load_spec()
+        # The group's validation, read before the switch touches the target: a validate task
+        # marked success by hand left none (steps.require_validated).
+        self.validated = context["ti"].xcom_pull(task_ids=f"{s.group_id}.validate")
+        steps.require_validated(self.validated, s)
         return steps.switch(self.adapter, spec, plan, s, load_of(spec, plan, context)).xcom()
 
     def execute(self, context: Any) -> dict:
@@ -497,7 +501,8 @@ class SwitchOperator(_GroupOperator):
             # at the run's end, while these are made beside the other groups' steps.
             group = self.task_id.rsplit(".", 1)[0]
             result[EARLIER_STEPS] = {step: context["ti"].xcom_pull(task_ids=f"{group}.{step}")
-                                     for step in ("prepare", "load", "validate")}
+                                     for step in ("prepare", "load")}
+            result[EARLIER_STEPS]["validate"] = self.validated
         return result
 
 
