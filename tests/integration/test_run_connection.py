@@ -4,6 +4,7 @@ when they start instead of rendering it from a template field, so no step task m
 rendered-fields call to Airflow's API server (the DAG's side: tests/unit/test_dag.py)."""
 from __future__ import annotations
 
+import time
 import uuid
 
 import psycopg
@@ -60,3 +61,10 @@ def test_a_misspelt_conf_key_is_refused_before_any_load_never_passed_on_unread(p
     with psycopg.connect(pg_uri) as conn:
         assert conn.execute("SELECT count(*) FROM pg_namespace WHERE nspname LIKE %s",
                             (f"{schema}%",)).fetchone()[0] == 0
+    # `batch` misspelt: refused by the run's first task, before it would wait (six hours by
+    # default; an hour here) for the batch the run's date names.
+    started = time.monotonic()
+    run = run_dag(pg_uri, data_root, schema, 3, {"bacth": name}, tmp_path / "runs-2",
+                  extra_env={"SWITCHYARD_BATCH_WAIT_SECONDS": "3600"})
+    assert run.returncode != 0 and time.monotonic() - started < 600
+    assert "the run's conf names 'bacth', no param of this DAG" in run.stats["plan_error"], run.stats

@@ -49,6 +49,16 @@ def keep_error(context: Any, exc: BaseException) -> None:
     context["ti"].xcom_push(key="error", value=f"{type(exc).__name__}: {exc}"[:4000])
 
 
+def refuse_unknown_conf(context: Any) -> None:
+    """Fails the task at once (no retry) when the run's conf names a key the DAG has no param for
+    (steps.unknown_conf), its error kept for the run's statistics and note."""
+    unknown = steps.unknown_conf(getattr(context.get("dag_run"), "conf", None), context["dag"].params.keys())
+    if unknown:
+        exc = AirflowFailException(unknown)
+        keep_error(context, exc)
+        raise exc
+
+
 class _TargetOperator(BaseOperator):
     """Common fields: which spec, which target connection and schema."""
 
@@ -190,6 +200,9 @@ class WaitForBatchSensor(BaseOperator):
         if held_off:
             # Every later task is skipped with it; the stats task says so and skips too.
             raise AirflowSkipException(held_off)
+        # A misspelt `batch` in the conf would leave the run waiting hours for the batch the
+        # run's date names: refused here, before the wait, as the plan refuses it.
+        refuse_unknown_conf(context)
         manifest = self._manifest(context)
         if manifest.is_file():
             log.info("batch ready: %s", manifest)
@@ -243,10 +256,8 @@ class PlanBatchOperator(_TargetOperator):
         refusal lists them all; then the plan, with the target set up for it."""
         spec = self.load_spec()
         name = batch_name(self.batch, context)
+        refuse_unknown_conf(context)
         with airflow_terms(context):
-            unknown = steps.unknown_conf(getattr(context.get("dag_run"), "conf", None), context["dag"].params.keys())
-            if unknown:
-                raise steps.StepFailed(unknown)
             tables = self._tables(spec)
             # A boolean param: Airflow checked its type against the DAG's params.
             replace_newer = bool((context.get("params") or {}).get("replace_newer"))
@@ -764,7 +775,7 @@ class StatsOperator(_TargetOperator):
                    if t.startswith(SOURCE_FILES_TASKS) and state == "failed"}
         if refused:
             stats["source_errors"] = refused
-        if not plan and (error := pull(PLAN_TASK, key="error")):
+        if not plan and (error := pull(PLAN_TASK, key="error") or pull(WAIT_TASK, key="error")):
             # Why nothing was loaded: setup's own message (a refused batch, a pre-flight).
             stats["plan_error"] = error
         if not plan:
