@@ -120,6 +120,13 @@ def what_it_does(api: local.Api, run: dict, wait_seconds: float | None = None) -
         return "queued"
     tis = api.get_all(f"/api/v2/dags/{_q(dag_id)}/dagRuns/{_q(run_id)}/taskInstances", "task_instances")
     wait = next((t for t in tis if t["task_id"] == "setup.wait_for_batch"), None)
+    due = _parse(run.get("logical_date"))
+    if due is not None and due > datetime.now(timezone.utc) and all(t.get("state") is None for t in tis):
+        # A run triggered with a logical date in the future: Airflow's scheduler starts none of its
+        # tasks before that date, and the DAG's later runs queue behind it.
+        return (f"waits for its logical date, {due:%Y-%m-%d %H:%M} UTC: Airflow starts no task of a run before its "
+                f"logical date, and later runs of the DAG queue behind it; `switchyard runs fail {dag_id} "
+                f"{run_id}` ends it")
     if wait is not None and (wait.get("state") in WAITING or wait.get("state") is None):
         manifest = waiting_for(api, dag_id, run_id)
         said = [manifest] if manifest else []

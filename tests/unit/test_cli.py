@@ -410,3 +410,20 @@ def test_runs_clear_names_the_cleared_tasks_the_dag_no_longer_has():
     cleared, gone = clear(Api(), "switchyard_tpch", "manual__1", ["nation_1"])
     assert Api.posted[0]["task_ids"] == ["nation_1.prepare", "nation_1.load", "nation_1.validate", "nation_1.switch"]
     assert cleared == ["nation_1.steps", "stats"] and gone == ["nation_1.steps"]
+
+
+def test_runs_says_a_run_dated_in_the_future_waits_for_its_date_not_for_its_batch():
+    """A run triggered with a logical date in the future (the trigger form's date field): Airflow's
+    scheduler starts none of its tasks before that date, and later runs queue behind it.
+    `switchyard runs` says so, and how to end it, rather than that it waits for its batch."""
+    from switchyard_dev.runs import what_it_does
+    run = {"dag_id": "switchyard_retail", "dag_run_id": "manual__2099-12-14T03:00:00+00:00", "state": "running",
+           "logical_date": "2099-12-14T03:00:00Z", "conf": {}}
+    pending = _TaskInstances({"setup.wait_for_batch": None, "setup.plan": None})
+    assert what_it_does(pending, run) == (
+        "waits for its logical date, 2099-12-14 03:00 UTC: Airflow starts no task of a run before its logical date, "
+        "and later runs of the DAG queue behind it; `switchyard runs fail switchyard_retail "
+        "manual__2099-12-14T03:00:00+00:00` ends it")
+    # Dated today, the same tasks not started yet: it waits for its batch, as before.
+    now = {**run, "logical_date": "2020-01-01T00:00:00Z", "conf": {"batch": "2020-01-01"}}
+    assert what_it_does(pending, now).startswith("is waiting for batch 2020-01-01")
