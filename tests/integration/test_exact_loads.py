@@ -1049,7 +1049,7 @@ def test_a_compressed_file_cut_short_inside_its_last_field_is_refused_by_the_loa
     adapter, plan, s = _staged(pg_uri, schema, spec, batch, "notes")
     with pytest.raises(TargetError) as refused:
         adapter.load(s, path)
-    said = f"{path}: line {5000 + fmt.get('header_lines', 0)}, column tag: the file's last line has no line end"
+    said = f"{path}: line {5000 + fmt.get('header_lines', 0)}: the file's last line has no line end"
     assert refused.value.permanent and str(refused.value).startswith(said), str(refused.value)
     assert "kept for inspection, empty: the COPY rolled back" in str(refused.value)
     with psycopg.connect(pg_uri) as conn:

@@ -1178,13 +1178,15 @@ def encoding_problem(path: Path, table: Table, wrong) -> str:
 def refused_in_reading(path: Path, table: Table, exc: Exception) -> str:
     """What a guard of a file's reading on its way to a load refused (core/files, core/value_guard),
     by its file, line and column."""
-    from switchyard.core.files import UNENDED_LINE, MisplacedQuote, UnendedData, WrongSingleByte
+    from switchyard.core.files import MisplacedQuote, UnendedData, WrongSingleByte
     if isinstance(exc, WrongSingleByte):
         return encoding_problem(path, table, exc)
     if isinstance(exc, MisplacedQuote):
         return misplaced_quote_problem(path, table, exc.offset)
     if isinstance(exc, UnendedData):
-        return f"{_place(path, table, exc.offset)}: {UNENDED_LINE}"
+        # A line cut short: its number, as the check says it; a column would read as the place
+        # of a bad value.
+        return unended_problem(path, _line_and_field(path, table, exc.offset)[0])
     return changed_value_problem(path, table, exc)
 
 
