@@ -188,14 +188,15 @@ def _end_test_runs(api: local.Api, dag_id: str, before: set[str], env: dict[str,
     for r in runs.all_runs(api, dag_id):
         if r.get("triggered_by") != "test" or r["dag_run_id"] in before or r["state"] == "success":
             continue
-        if r["state"] in runs.ACTIVE:
+        stopped = r["state"] in runs.ACTIVE
+        if stopped:
             runs.fail(api, dag_id, r["dag_run_id"])
             say(f"the test run {r['dag_run_id']} did not finish: marked failed, so the scheduler does not "
                 f"go on with it.")
-        _release_lease(dag_id, r, env)
+        _release_lease(dag_id, r, env, "did not finish" if stopped else r["state"])
 
 
-def _release_lease(dag_id: str, run: dict, env: dict[str, str]) -> None:
+def _release_lease(dag_id: str, run: dict, env: dict[str, str], ended: str) -> None:
     """A stopped test run never reaches its stats task, which gives up the run's lease on the
     target schema: without this, the DAG's next run would wait for the lease to lapse (30
     minutes by default). A failed run's stats task did, and this finds nothing to give up.
@@ -217,7 +218,7 @@ def _release_lease(dag_id: str, run: dict, env: dict[str, str]) -> None:
         say(f"could not give up the run lease of {holder} on the target ({type(exc).__name__}: {exc}); "
             f"it lapses by itself, and the next run's setup.plan names it until then.")
         return
-    say(f"the test run {run['dag_run_id']} did not finish: its run lease on the target schema "
+    say(f"the test run {run['dag_run_id']} {ended}: its run lease on the target schema "
         f"{config.schema}, if it took one, is given up, so the next run does not wait for it to lapse.")
 
 
