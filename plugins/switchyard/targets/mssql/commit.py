@@ -13,7 +13,7 @@ from typing import Any, Iterator
 from switchyard.core.planner import StreamPlan
 from switchyard.targets.base import TargetError
 from switchyard.targets.commit import CommitSession, SwitchProtocol
-from switchyard.targets.mssql.catalog import TargetTable, staging_constraint_name, whole_table_blockers
+from switchyard.targets.mssql.catalog import TargetTable, staging_constraint_name
 from switchyard.targets.mssql.errors import _message, error_numbers
 from switchyard.targets.mssql.keys import KeyType
 from switchyard.targets.mssql.session import drain
@@ -257,9 +257,7 @@ class MssqlCommit(SwitchProtocol):
         shape and switched in (catalog.whole_table_blockers finds nothing that stops SWITCH);
         None when it is replaced by TRUNCATE TABLE and INSERT ... SELECT."""
         target = self.read_target(cur, table)
-        if not target.exists or target.partitioned or not target.partitions:
-            return None
-        return None if whole_table_blockers(target, self.spec.table(table)) else target
+        return None if target.partitioned else self.whole_swap(table, {table: target})
 
     def lock_timed_out(self, exc: BaseException) -> bool:
         return 1222 in error_numbers(exc) or "Lock request time out" in _message(exc)

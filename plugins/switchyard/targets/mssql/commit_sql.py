@@ -7,7 +7,7 @@ from typing import Any, Mapping
 from switchyard.core.keys import partition_name
 from switchyard.core.planner import LoadPlan, StreamPlan, TablePlan
 from switchyard.targets.base import TargetError
-from switchyard.targets.mssql.catalog import ColumnInfo, TargetTable, staging_constraint_name
+from switchyard.targets.mssql.catalog import ColumnInfo, TargetTable, staging_constraint_name, whole_table_blockers
 from switchyard.targets.mssql.sql import LOCK_SUFFIX, OLD_SUFFIX
 from switchyard.targets.mssql.window import Incoming, Partition, WindowPlan, keys_text, plan_window, show_key
 
@@ -179,6 +179,17 @@ class MssqlCommitSql:
         home = target.partitions[0]
         return {"filegroup": home.filegroup, "compression": home.compression}
 
+    def whole_swap(self, table: str, targets: Mapping[str, TargetTable] | None) -> TargetTable | None:
+        """The unpartitioned table its next version is switched into: `targets[table]` (the
+        catalog's answers) where SWITCH can take it, or, without them (no server: the script), the
+        table setup creates; None where its rows are copied instead."""
+        if targets is None:
+            return self.new_whole_target(table)
+        target = targets.get(table)
+        if target is None or not target.exists or not target.partitions:
+            return None
+        return None if whole_table_blockers(target, self.spec.table(table)) else target
+
     def new_whole_target(self, table: str) -> TargetTable:
         """An unpartitioned table as setup creates it (no server: the script): on PRIMARY, the
         spec's columns, no index."""
@@ -215,8 +226,8 @@ class MssqlCommitSql:
             if not loads:
                 continue
             if not t.table.partitioned:
-                tables.append(self.replace_context(loads[0], self.new_whole_target(t.table.name) if targets is None
-                                                   else targets.get(t.table.name), lock_first=not tables))
+                tables.append(self.replace_context(loads[0], self.whole_swap(t.table.name, targets),
+                                                   lock_first=not tables))
                 continue
             target = (targets or {}).get(t.table.name) or self.new_target(t)
             streams = self.incoming(t)
