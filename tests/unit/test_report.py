@@ -428,6 +428,8 @@ def test_a_refused_or_unpublished_run_says_why_in_the_report_and_the_run_note(tm
     assert note.split("\n\n")[1] == ("This run's batch is in the target, whole, from its earlier tasks: orders; a group "
                                       "run again on its own cannot load (clear the whole run to load the batch again)."), note
     assert "Kept their previous contents" not in note and "Held back" not in note, note
+    # The figures say whose they are: the whole batch is in the target, these are the attempt's.
+    assert note.split("\n\n")[2].startswith("This attempt's groups: "), note
 
 
 def test_the_publish_lock_time_is_a_header_fact(stats, tmp_path):

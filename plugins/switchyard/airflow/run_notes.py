@@ -88,7 +88,8 @@ def run_note(stats: dict | None, state: str, title: str, report: str, held_off: 
                          f"(clear the whole run to load the batch again).")
         # Rows of groups held back were loaded and validated, but never reached the target.
         held = [g for g in groups if g.get("outcome") == "held back"]
-        lines.append(f"{tot['rows']:,} rows, {tot['bytes'] / 1e6:,.1f} MB"
+        lines.append(("This attempt's groups: " if stats.get("tables_in_already") else "")
+                     + f"{tot['rows']:,} rows, {tot['bytes'] / 1e6:,.1f} MB"
                      + (f" in the target ({sum(g.get('rows') or 0 for g in held):,} rows, "
                         f"{sum(g.get('bytes') or 0 for g in held) / 1e6:,.1f} MB more loaded and validated, "
                         f"held back)" if held else "")
