@@ -140,8 +140,6 @@ def run_note(stats: dict | None, state: str, title: str, report: str, held_off: 
             lines.append(f"It ended while its publish (publish_batch, started {publish_started}) ran: the publish "
                          f"is one transaction, so the batch is in the target whole, or not at all; the target's "
                          f"control table switchyard.partition_batches says which batch each partition holds.")
-        # No statistics, no report: a link would lead to a page saying the report is not found.
-        return "\n\n".join(lines)[:NOTE_LIMIT]
     return _with_link("\n\n".join(lines), link)
 
 
