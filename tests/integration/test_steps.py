@@ -503,6 +503,27 @@ def test_a_sources_file_written_again_after_its_load_is_found_there_before_the_p
         connect().release_lease()
 
 
+def test_a_validation_after_a_load_marked_success_by_hand_says_the_load_left_no_result(tpch_batch, pg_uri, schema,
+                                                                                      data_root):
+    """The group's load marked success by hand (its staging table made, nothing loaded): its
+    validation fails on the row count and says the load left no result in this run."""
+    batch, connect, run = orders_set_up(tpch_batch, data_root / "marked-load", SPEC, pg_uri, schema)
+    try:
+        s = steps.stream_plan(run, "orders", 1)
+        steps.prepare(connect, run, s)
+        with pytest.raises(steps.ValidationFailed) as failed:
+            steps.validate(connect, SPEC, run, s, loaded_of=lambda: None)
+        said = str(failed.value)
+        assert "observed 0" in said and ("orders_1.load left no result in this run (marked success by hand?): the "
+                                          "checks read the staging table as its last load left it") in said, said
+        # The load's result at hand: no such word.
+        steps.load(connect, run, s, queue=None, host="here")
+        checked = steps.validate(connect, SPEC, run, s, loaded_of=lambda: {"rows": s.rows}).checks
+        assert checked["success"] is True
+    finally:
+        connect().release_lease()
+
+
 def test_a_switch_without_a_passing_validation_of_its_run_is_refused():
     """A validate task marked success by hand (after it failed, or with its load failed) leaves no
     result: the switch puts in only a staging table its group's checks passed on in this run, and
