@@ -502,6 +502,12 @@ GO
 -- A failed earlier attempt's staging table is replaced, never appended to (DROP ... IF EXISTS: 2016+).
 DROP TABLE IF EXISTS [tpch_staging].[nation_1];
 GO
+-- publish: batch. The table's next version an earlier attempt of this group staged (its staging
+-- table, renamed by sp_rename, which renames the table and not its constraints) is dropped too:
+-- its constraints carry the names this staging table's get, and a constraint's name is unique
+-- in its schema (https://learn.microsoft.com/en-us/sql/relational-databases/system-stored-procedures/sp-rename-transact-sql).
+DROP TABLE IF EXISTS [tpch_staging].[nation__next];
+GO
 -- A heap with no index, on its partition's filegroup: BULK INSERT with TABLOCK into an empty
 -- heap is minimally logged; the target's indexes are built on it after validation, before
 -- the switch.

@@ -449,6 +449,10 @@ def whole_table_blockers(t: TargetTable, spec_table) -> list[str]:
     if unwritable:
         out.append(f"its names {', '.join(repr(n) for n in unwritable)}, which Switchyard does not write into T-SQL")
     out += [f"column {c.name} is computed" for c in t.columns if c.computed]
+    # SWITCH ignores IDENTITY: the table's identity value would stay where it was, below the
+    # file's values, and the next INSERT would reuse them; the copy's IDENTITY_INSERT moves it up.
+    out += [f"column {c.name} has the IDENTITY property (SWITCH would leave the table's identity value below "
+            f"the file's values)" for c in t.columns if c.identity]
     for index in t.indexes:
         if index.kind not in ("CLUSTERED", "NONCLUSTERED"):
             out.append(f"index {index.name} is {index.kind.lower()}")

@@ -207,13 +207,11 @@ class MssqlPreflight:
         where SWITCH cannot take it (catalog.whole_table_blockers), its rows copied, its readers
         waiting for the copy."""
         blockers = whole_table_blockers(target, table)
-        if blockers:
-            return [f"{where}: replaced by TRUNCATE TABLE and INSERT ... SELECT, not by SWITCH: "
-                    f"{'; '.join(blockers)}. Its readers wait while its rows are copied, under the table's "
-                    f"schema-modification lock; without these its staging table would be switched in"]
-        return [f"{where}: column {c.name} has the IDENTITY property: its staging table is switched in with the "
-                f"file's values, and the table's identity value stays as it was (SWITCH ignores IDENTITY); run "
-                f"DBCC CHECKIDENT on the table after the load if inserts follow" for c in target.columns if c.identity]
+        if not blockers:
+            return []
+        return [f"{where}: replaced by TRUNCATE TABLE and INSERT ... SELECT, not by SWITCH: {'; '.join(blockers)}. "
+                f"Its readers wait while its rows are copied, under the table's schema-modification lock; without "
+                f"these its staging table would be switched in"]
 
     def _spec_differences(self, target: TargetTable, table, where: str) -> list[str]:
         """The table against the spec (core/spec_diff.py): the problems that refuse the batch;

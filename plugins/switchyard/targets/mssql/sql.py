@@ -182,8 +182,9 @@ class MssqlSql:
             if definition is not None and not d.flag:
                 copies.append({"name": staging_constraint_name(stream.staging_table, d.name),
                                "target_name": d.name, "definition": definition})
+        staged = not stream.partitioned and self.spec.publish == "batch"
         return self.render("prepare.sql", s=stream, columns=columns or self.columns(table), key=table.key,
-                           checks=copies,
+                           checks=copies, next_table=self.next_table(stream.table) if staged else None,
                            filegroup=filegroup or stream.filegroup, compression=compression,
                            key_kind=self.key(table).kind if stream.partitioned else "integer", **self._bounds(stream))
 

@@ -280,8 +280,14 @@ def test_with_publish_batch_no_switch_commits_and_the_unpartitioned_table_is_sta
     # publish: table: today's switch, the table replaced whole at once.
     table_mode = adapter(changed(BATCH_SPEC, publish="table")).switch_sql(plan.stream("nation", 1), True)
     assert "TRUNCATE TABLE [tpch].[nation]" in "\n".join(table_mode)
-    # setup drops a next version an earlier run left behind (publish: batch only).
+    # setup drops a next version an earlier run left behind (publish: batch only), and so does the
+    # group's prepare: a group run again from prepare would otherwise make its staging table's
+    # constraints under the names the next version's still hold.
     assert any(s.endswith("\nDROP TABLE IF EXISTS [tpch_staging].[nation__next]") for s in a.setup_sql(plan))
+    assert any(s.endswith("\nDROP TABLE IF EXISTS [tpch_staging].[nation__next]")
+               for s in a.prepare_sql(plan.stream("nation", 1)))
+    assert not any("nation__next" in s for s in adapter(changed(BATCH_SPEC, publish="table")).prepare_sql(
+        plan.stream("nation", 1)))
     assert not any("nation__next" in s for s in adapter(changed(BATCH_SPEC, publish="table")).setup_sql(plan))
 
 
@@ -716,9 +722,10 @@ def test_a_table_switch_cannot_take_has_its_rows_copied_and_the_pre_flight_says_
     assert "nation__old" not in text and "COUNT_BIG(*) FROM [tpch_staging].[nation__next]" not in text
 
 
-def test_an_identity_column_of_a_table_switched_in_is_named_at_the_pre_flight():
-    """SCRIPTED: SWITCH ignores IDENTITY: the file's values go in and the table's identity value
-    stays where it was; the pre-flight says so, with the DBCC CHECKIDENT to run if inserts follow."""
+def test_a_table_with_an_identity_column_keeps_the_copy_which_moves_its_identity_value_up():
+    """SCRIPTED: SWITCH ignores IDENTITY: the table's identity value would stay where it was,
+    below the file's values, and the next INSERT would reuse them. Such a table keeps the copy,
+    whose IDENTITY_INSERT moves it up, and the pre-flight says why."""
     layouts = {"orders": layout_of({"2026-04-04": even(8)}), "lineitem": layout_of({"2026-04-04": even(2, 6001, 2000)})}
     a = adapter()
     session = BatchSession(a, layouts)
@@ -727,6 +734,7 @@ def test_an_identity_column_of_a_table_switched_in_is_named_at_the_pre_flight():
     session._catalog = (lambda kind, params, plain=session._catalog:
                         identity if kind == "columns" and params[0] == "[tpch].[nation]" else plain(kind, params))
     notes = a.preflight(session, batch_plan())
-    assert ("tpch.nation: column n_nationkey has the IDENTITY property: its staging table is switched in with the "
-            "file's values, and the table's identity value stays as it was (SWITCH ignores IDENTITY); run DBCC "
-            "CHECKIDENT on the table after the load if inserts follow") in notes
+    assert ("tpch.nation: replaced by TRUNCATE TABLE and INSERT ... SELECT, not by SWITCH: column n_nationkey has "
+            "the IDENTITY property (SWITCH would leave the table's identity value below the file's values)") in \
+        "\n".join(notes), notes
+    assert a.swap_target(session, "nation") is None
