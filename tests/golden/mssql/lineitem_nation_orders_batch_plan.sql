@@ -969,6 +969,20 @@ BEGIN TRY
     -- exclusive table lock held to COMMIT (TABLOCKX, HOLDLOCK) keeps each as counted. Validation
     -- counted them; another count now means one changed since.
     IF (SELECT COUNT_BIG(*) FROM [tpch_staging].[nation__next] WITH (TABLOCKX, HOLDLOCK)) <> 25 THROW 51012, N'tpch.nation: the rows to publish are not the 25 the manifest says; nothing was published', 1
+    -- SWITCH needs an empty target: the rows of tpch.nation go first to [tpch_staging].[nation__old], an empty
+    -- table made to its shape on its filegroup PRIMARY, made here before any table is
+    -- taken, so no reader waits for it.
+    DROP TABLE IF EXISTS [tpch_staging].[nation__old]
+    -- The target's columns as the catalog has them (names, types, lengths, collation,
+    -- nullability, order): SWITCH needs them equal. On the partition's filegroup, with its data
+    -- compression: SWITCH needs both equal to the partition's.
+    CREATE TABLE [tpch_staging].[nation__old] (
+        [n_nationkey] integer NOT NULL,
+        [n_name] char(25) NOT NULL,
+        [n_regionkey] integer NOT NULL,
+        [n_comment] varchar(152) NOT NULL
+    ) ON [PRIMARY]
+
     -- tpch.lineitem (append mode): its steps, as its own commit runs them, from its window planned now.
     -- Stream 1 (keys 8001..9000): its staging table's trusted CHECK lies within the partition's
     -- boundaries, it is on the partition's filegroup fg1 with the partition's compression
@@ -1036,27 +1050,16 @@ BEGIN TRY
     -- table itself (its grants, the views on it).
     -- [tpch_staging].[nation__next] was made to the table's shape (its columns, filegroup, data compression and
     -- CHECK constraints at prepare, its indexes before this step), so SWITCH moves whole tables
-    -- by metadata only: no row is copied while the table is taken. SWITCH needs an empty target:
-    -- the table's rows go first to [tpch_staging].[nation__old], an empty table made to its shape on its
-    -- filegroup PRIMARY.
-    DROP TABLE IF EXISTS [tpch_staging].[nation__old]
-    -- The target's columns as the catalog has them (names, types, lengths, collation,
-    -- nullability, order): SWITCH needs them equal. On the partition's filegroup, with its data
-    -- compression: SWITCH needs both equal to the partition's.
-    CREATE TABLE [tpch_staging].[nation__old] (
-        [n_nationkey] integer NOT NULL,
-        [n_name] char(25) NOT NULL,
-        [n_regionkey] integer NOT NULL,
-        [n_comment] varchar(152) NOT NULL
-    ) ON [PRIMARY]
+    -- by metadata only: no row is copied while the table is taken.
     -- This SWITCH takes the table's Sch-M lock at normal priority, under the transaction's short
     -- LOCK_TIMEOUT: a low-priority wait would hold the tables taken before it.
     ALTER TABLE [tpch].[nation] SWITCH TO [tpch_staging].[nation__old]
     -- The table is empty now, and this transaction holds its lock to COMMIT: its next version
-    -- goes in (SWITCH ignores IDENTITY: the rows keep the file's values).
+    -- goes in.
     ALTER TABLE [tpch_staging].[nation__next] SWITCH TO [tpch].[nation]
     -- DROP TABLE is transactional: the previous rows and the (now empty) next version go with the
-    -- commit that replaced them.
+    -- commit that replaced them. A large table's pages are deallocated after the COMMIT
+    -- (https://learn.microsoft.com/en-us/sql/relational-databases/indexes/drop-and-rebuild-large-objects).
     DROP TABLE [tpch_staging].[nation__old]
     DROP TABLE [tpch_staging].[nation__next]
     -- The batch the table holds, one row for the whole table (no key range).

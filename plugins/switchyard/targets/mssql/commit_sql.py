@@ -165,7 +165,8 @@ class MssqlCommitSql:
         is the transaction's first table (lock_first)."""
         old = self.checked(f"{table}{OLD_SUFFIX}")
         home = self.whole_table_home(target)
-        return {"old": self.qualified(self.staging_schema, old), "columns": target.columns,
+        return {"table": f"{self.schema}.{table}", "old": self.qualified(self.staging_schema, old),
+                "columns": target.columns,
                 "filegroup": home["filegroup"], "compression": dict(home["compression"]),
                 "heap_compression": home["compression"][0][1] if home["compression"] else "NONE",
                 "indexes": target.indexes, "low_priority": lock_first,

@@ -369,6 +369,10 @@ def test_the_batch_goes_in_in_one_transaction_the_partitioned_tables_first_in_na
     # in by metadata only, its rows never copied under the table's lock.
     count = "IF (SELECT COUNT_BIG(*) FROM [tpch_staging].[nation__next] WITH (TABLOCKX, HOLDLOCK)) <> 25 THROW 51012"
     assert text.index(count) < text.index("ALTER TABLE [tpch].[lineitem]")
+    # The empty table nation's rows go to is made before the first table is taken, so no reader of
+    # lineitem or orders waits for its DDL.
+    assert (text.index("CREATE TABLE [tpch_staging].[nation__old]") < text.index("ALTER TABLE [tpch].[lineitem]")
+            < text.index("ALTER TABLE [tpch].[nation] SWITCH TO [tpch_staging].[nation__old]"))
     assert "TRUNCATE TABLE [tpch].[nation]" not in text and "INSERT INTO [tpch].[nation]" not in text
     assert "ALTER TABLE [tpch_staging].[nation__next] SWITCH TO [tpch].[nation]\n" in text
     # The control rows go with the tables: each table's batch, this run's plan done.

@@ -1,4 +1,5 @@
 {% import "_identity.sql" as identity with context %}
+{% import "_swap_steps.sql" as swaps with context %}
 -- {{ schema }}: batch {{ batch }} goes in whole: {{ tables | map(attribute="table_name") | join(", ") }}, every table in one
 -- transaction, run by the publish_batch task once every stream of the batch is validated and
 -- staged (publish: batch). Readers see the previous batch or this one, across tables, never a
@@ -54,6 +55,9 @@ BEGIN TRY
 {% endif %}
     IF (SELECT COUNT_BIG(*) FROM {{ t.source }} WITH (TABLOCKX, HOLDLOCK)) <> {{ lit(t.rows) }} THROW 51012, N'{{ t.table }}: the rows to publish are not the {{ "{:,}".format(t.rows) }} the manifest says; nothing was published', 1
 {% endfor %}
+{% for t in tables if not t.partitioned and t.swap %}
+{{ swaps.make_old(t.swap) }}
+{% endfor %}
 {% for t in tables %}
 {% if t.partitioned %}
     -- {{ t.table }} ({{ t.mode }} mode): its steps, as its own commit runs them, from its window planned now.
@@ -63,9 +67,7 @@ BEGIN TRY
 {% elif t.swap %}
     -- {{ t.table }} (unpartitioned, replaced whole): its next version switched in. SWITCH keeps the
     -- table itself (its grants, the views on it).
-{% with table_name=t.table_name, source=t.source, swap=t.swap %}
-{% include "_swap_steps.sql" %}
-{% endwith %}
+{{ swaps.swap_in(t.swap, t.source, t.table_name, wait_minutes) }}
 {% else %}
     -- {{ t.table }} (unpartitioned, replaced whole): its rows replaced by its next version's. TRUNCATE
     -- TABLE and INSERT keep the table itself (its grants, the views on it); the table's Sch-M is

@@ -1,4 +1,5 @@
 {% import "_identity.sql" as identity with context %}
+{% import "_swap_steps.sql" as swaps with context %}
 {% if swap %}
 -- A small unpartitioned table is replaced whole, in one transaction (XACT_ABORT rolls back on
 -- any error): its staging table, made to its shape, is switched in (metadata only). The first
@@ -25,9 +26,14 @@ SET DEADLOCK_PRIORITY LOW;
 SET XACT_ABORT ON
 BEGIN TRY
     BEGIN TRANSACTION
+{% if swap %}
+{{ swaps.make_old(swap) }}
+{{ swaps.swap_in(swap, qn(staging_schema, s.staging_table), s.table, wait_minutes) }}
+{% else %}
 {% with table_name=s.table, source=qn(staging_schema, s.staging_table), rows=none %}
-{% include ("_swap_steps.sql" if swap else "_replace_steps.sql") %}
+{% include "_replace_steps.sql" %}
 {% endwith %}
+{% endif %}
     COMMIT TRANSACTION
 END TRY
 BEGIN CATCH
