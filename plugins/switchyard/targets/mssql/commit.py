@@ -232,6 +232,9 @@ class MssqlCommit(SwitchProtocol):
         # (the round trip included).
         session.held_seconds = self._run_commit(session.cur, "", statements,
                                                 what=f"publish of batch {self.lease_batch or ''} into {self.schema}")
+        for t in tables:
+            if not t["partitioned"] and t["swap"]:
+                self._update_statistics(session.cur, t["table_name"])
         for name, result in results.items():
             if "partitions_in" in result:
                 self._log_commit(name, result)
@@ -249,8 +252,20 @@ class MssqlCommit(SwitchProtocol):
             self._build_target_indexes(stream)
         with self.connection(stream.stream) as conn:
             cur = conn.cursor()
-            self._run_commit(cur, stream.table, self.switch_sql(stream, replace_existing=True,
-                                                                target=self.swap_target(cur, stream.table)))
+            target = self.swap_target(cur, stream.table)
+            self._run_commit(cur, stream.table, self.switch_sql(stream, replace_existing=True, target=target))
+            if target is not None:
+                self._update_statistics(cur, stream.table)
+
+    def _update_statistics(self, cur, table: str) -> None:
+        """A table that took its next version by SWITCH: its statistics updated once, after the
+        commit (update_statistics.sql). The batch is in: a failure here is said, not raised."""
+        (statement,) = self.render("update_statistics.sql", table_name=table)
+        try:
+            drain(cur.execute(statement))
+        except Exception as exc:  # noqa: BLE001 - the driver's error; the batch is in already
+            log.warning("%s.%s: its statistics were not updated after the switch (%s); they describe the rows "
+                        "switched out until SQL Server or a DBA updates them", self.schema, table, _message(exc))
 
     def swap_target(self, cur, table: str) -> TargetTable | None:
         """A table loaded whole as the catalog has it now, when its staging table is made to its

@@ -102,6 +102,7 @@ class BatchSession:
         self.batches: list[dict] = []      # partition_batches: (table, key_max) -> batch, run
         self.staging: set[str] = set()     # tables in the staging schema
         self.publishes: list[str] = []     # the publish transactions that committed
+        self.statistics: list[str] = []    # the tables whose statistics were updated, in order
         self.attempts = 0
         self.lock_timeouts = lock_timeouts
         self.sent: list[tuple[str, tuple]] = []
@@ -194,6 +195,10 @@ class BatchSession:
                                             sql).groups()
             self.staging.discard(staging)
             self.staging.add(next_table)
+        elif re.search(r"^UPDATE STATISTICS \[tpch\]\.\[(\w+)\]$", sql, re.M):
+            # After a publish: nothing of the run is pending any more.
+            assert self.publishes and not self.planned, "statistics updated before the publish committed"
+            self.statistics.append(re.search(r"^UPDATE STATISTICS \[tpch\]\.\[(\w+)\]$", sql, re.M)[1])
         elif head.startswith(HEAD):
             self.attempts += 1
             if self.attempts <= self.lock_timeouts:
@@ -379,6 +384,9 @@ def test_the_batch_goes_in_in_one_transaction_the_partitioned_tables_first_in_na
     for name in TABLES:
         assert "INSERT INTO [switchyard].[partition_batches]" in text and f"N'tpch', N'{name}'" in text
     assert not session.planned and not session.staging
+    # After the COMMIT, the statistics of the table switched in whole (they still describe the
+    # rows switched out), once; the partitioned tables' are the DBA's (docs/sql-server.md).
+    assert session.statistics == ["nation"]
     # The same steps as a table's own commit (publish: table), from the same template.
     own = adapter(changed(BATCH_SPEC, publish="table"))
     own_session = BatchSession(own, session.layouts)
@@ -724,6 +732,7 @@ def test_a_table_switch_cannot_take_has_its_rows_copied_and_the_pre_flight_says_
     (text,) = session.publishes
     assert "TRUNCATE TABLE [tpch].[nation]\n" in text and "IF @@ROWCOUNT <> 25 THROW 51012" in text
     assert "nation__old" not in text and "COUNT_BIG(*) FROM [tpch_staging].[nation__next]" not in text
+    assert session.statistics == []     # an INSERT counts its rows for the automatic update
 
 
 def test_a_table_with_an_identity_column_keeps_the_copy_which_moves_its_identity_value_up():
