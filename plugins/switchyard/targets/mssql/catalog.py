@@ -487,6 +487,38 @@ _WHOLE_TABLE_BLOCKERS: dict[str, Callable[[Dependency], str]] = {
 }
 
 
+def shape_differences(t: TargetTable, made: TargetTable) -> list[str]:
+    """How `made` (a table loaded whole's staging table or next version) differs from the table
+    `t` in what SWITCH needs equal: its columns, filegroup, data compression and indexes, and a
+    trusted copy of each of the table's enabled CHECK constraints
+    (https://learn.microsoft.com/en-us/previous-versions/sql/sql-server-2008-r2/ms191160(v=sql.105)).
+    Empty: SWITCH takes it."""
+    if not made.exists or not made.partitions or not t.partitions:
+        return ["it is not there"]
+    out = []
+
+    def columns(table: TargetTable) -> list[tuple]:
+        return [(c.name, c.type, c.nullable, c.collation, c.sparse) for c in table.columns]
+
+    def indexes(table: TargetTable) -> list[tuple]:
+        compression = dict(table.partitions[0].compression)
+        return sorted((i.clustered, i.unique, i.primary_key, i.unique_constraint, i.keys, i.included,
+                       compression.get(i.name)) for i in table.indexes)
+    if columns(made) != columns(t):
+        out.append("its columns")
+    if made.partitions[0].filegroup != t.partitions[0].filegroup:
+        out.append(f"its filegroup ({made.partitions[0].filegroup}, the table's {t.partitions[0].filegroup})")
+    if made.partitions[0].compression[:1] != t.partitions[0].compression[:1] and not any(
+            i.clustered for i in t.indexes):     # a heap's own (a clustered index's is its index's)
+        out.append("its data compression")
+    if indexes(made) != indexes(t):
+        out.append("its indexes")
+    copies = {d.detail for d in made.checks if not d.flag}
+    if any(d.detail not in copies for d in t.checks if not d.flag):
+        out.append("its CHECK constraints")
+    return out
+
+
 def whole_table_problems(t: TargetTable, where: str) -> list[str]:
     """What stops a table loaded whole from being replaced either way (TRUNCATE TABLE refuses it,
     or SWITCH out of it, or a read-only filegroup holds it), with the fix."""

@@ -13,7 +13,7 @@ from typing import Any, Iterator
 from switchyard.core.planner import StreamPlan
 from switchyard.targets.base import TargetError
 from switchyard.targets.commit import CommitSession, SwitchProtocol
-from switchyard.targets.mssql.catalog import TargetTable, staging_constraint_name
+from switchyard.targets.mssql.catalog import TargetTable, shape_differences, staging_constraint_name
 from switchyard.targets.mssql.errors import _message, error_numbers
 from switchyard.targets.mssql.keys import KeyType
 from switchyard.targets.mssql.session import drain
@@ -223,7 +223,8 @@ class MssqlCommit(SwitchProtocol):
                                                                  lock_first=not tables)
                 tables.append({"partitioned": True, **context})
             else:
-                tables.append(self.replace_context(loads[name][0], self.swap_target(session.cur, name),
+                source = self.qualified(self.staging_schema, self.next_table(name))
+                tables.append(self.replace_context(loads[name][0], self.swap_target(session.cur, name, source),
                                                    lock_first=not tables))
                 results[name] = {"table_switched": True, "rows": loads[name][0].rows}
         statements = self.render_publish(tables, self.lease_batch or "", self.lease_holder or "")
@@ -252,7 +253,8 @@ class MssqlCommit(SwitchProtocol):
             self._build_target_indexes(stream)
         with self.connection(stream.stream) as conn:
             cur = conn.cursor()
-            target = self.swap_target(cur, stream.table)
+            target = self.swap_target(cur, stream.table,
+                                      self.qualified(self.staging_schema, stream.staging_table))
             self._run_commit(cur, stream.table, self.switch_sql(stream, replace_existing=True, target=target))
             if target is not None:
                 self._update_statistics(cur, stream.table)
@@ -267,12 +269,23 @@ class MssqlCommit(SwitchProtocol):
             log.warning("%s.%s: its statistics were not updated after the switch (%s); they describe the rows "
                         "switched out until SQL Server or a DBA updates them", self.schema, table, _message(exc))
 
-    def swap_target(self, cur, table: str) -> TargetTable | None:
+    def swap_target(self, cur, table: str, source: str | None = None) -> TargetTable | None:
         """A table loaded whole as the catalog has it now, when its staging table is made to its
         shape and switched in (catalog.whole_table_blockers finds nothing that stops SWITCH);
-        None when it is replaced by TRUNCATE TABLE and INSERT ... SELECT."""
+        None when it is replaced by TRUNCATE TABLE and INSERT ... SELECT. With `source` (the
+        staging table or next version the commit moves in): only where that was made to the
+        table's shape as the table is now. Prepare decided on the table as it was then, and a
+        DBA may have changed it since; the copy takes a next version of any shape."""
         target = self.read_target(cur, table)
-        return None if target.partitioned else self.whole_swap(table, {table: target})
+        swap = None if target.partitioned else self.whole_swap(table, {table: target})
+        if swap is None or source is None:
+            return swap
+        differences = shape_differences(swap, self.read_target(cur, table, qualified=source))
+        if differences:
+            log.info("%s.%s: its rows are copied, not switched in: %s differs from the table in %s",
+                     self.schema, table, source, ", ".join(differences))
+            return None
+        return swap
 
     def lock_timed_out(self, exc: BaseException) -> bool:
         return 1222 in error_numbers(exc) or "Lock request time out" in _message(exc)

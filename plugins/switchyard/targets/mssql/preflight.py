@@ -93,10 +93,11 @@ class MssqlPreflight:
         rows = [tuple(r) for r in cur.execute(self.catalog_sql(table.name)["leftover"], function, scheme).fetchall()]
         return leftover_findings(rows, where, table, self.key(table), self._key_type(table), function, scheme)
 
-    def read_target(self, cur, table: str) -> TargetTable:
-        """The table as the catalog has it now (the pre-flight's queries, catalog_*.sql)."""
+    def read_target(self, cur, table: str, qualified: str | None = None) -> TargetTable:
+        """The table as the catalog has it now (the pre-flight's queries, catalog_*.sql); with
+        `qualified`, that table read as one made to the spec's `table` (its staging table)."""
         sql = self.catalog_sql(table)
-        name = self.qualified(self.schema, table)
+        name = qualified or self.qualified(self.schema, table)
         # A table loaded whole has no partition key type (its key may be text, or there is none).
         key = self.key(table) if self.spec.table(table).partitioned else None
         rows = [tuple(r) for r in cur.execute(sql["table"], name).fetchall()]

@@ -91,6 +91,9 @@ class BatchSession:
         # catalog_indexes.sql's rows per unpartitioned table (a DBA's primary key), each index on
         # the table's filegroup; none unless scripted.
         self.lookup_indexes = lookup_indexes or {}
+        # The shape a table loaded whole's staging tables were made to: on this filegroup, with
+        # the table's indexes once built (staging_indexes).
+        self.staging_filegroup, self.staging_indexes = "PRIMARY", False
         # The catalog's queries are one text for every table but the boundaries' (in the key's type).
         names = [t.name for t in a.spec.tables]
         self.sql = a.catalog_sql("orders" if "orders" in names else names[0])
@@ -121,7 +124,7 @@ class BatchSession:
         elif kind == "batches":
             name = params[1]
         elif str(params[0]).startswith("[tpch_staging]."):
-            return []      # a staging table's indexes: none built yet
+            return self._staging_catalog(kind, params[0])
         else:
             name = self._table_of(params[1] if kind == "shared" else params[0])
         spec_table = self.a.spec.table(name)
@@ -150,6 +153,26 @@ class BatchSession:
             "dependencies": self.dependencies.get(name, []),
             "batches": [(str(p.lower + 1), str(p.upper), p.batch) for p in parts if p.batch],
         }.get(kind, [])
+
+    def _staging_catalog(self, kind: str, qualified: str) -> list:
+        """A table loaded whole's staging table or next version, made to the table's shape by its
+        prepare (on `staging_filegroup`, the table's CHECKs copied), without indexes until a
+        build adds them (`staging_indexes`)."""
+        made = re.fullmatch(r"\[tpch_staging\]\.\[(\w+?)(?:__next|_\d+)\]", qualified)
+        if made is None or made[1] not in (t.name for t in self.a.spec.tables) or \
+                self.a.spec.table(made[1]).partitioned or made[0] not in self._staged_names():
+            return []
+        name = made[1]
+        indexes = self.lookup_indexes.get(name, []) if self.staging_indexes else []
+        clustered = any(r[2] == "CLUSTERED" for r in indexes)
+        return {"table": [("FG", self.staging_filegroup, None, None, None, None, None, None, None, None, None)],
+                "partitions": [(1 if clustered else 0, None, 1, self.lookup_rows, "NONE", self.staging_filegroup)]
+                + [(r[0], r[1], 1, self.lookup_rows, "PAGE", self.staging_filegroup) for r in indexes if r[0] > 1],
+                "indexes": indexes, "columns": column_rows(self.a.spec.table(name)),
+                "dependencies": [d for d in self.dependencies.get(name, []) if d[0] == "check"]}.get(kind, [])
+
+    def _staged_names(self) -> set[str]:
+        return {f"[tpch_staging].[{n}]" for n in self.staging}
 
     def execute(self, sql: str, *params):
         self.sent.append((sql, params))
@@ -751,3 +774,24 @@ def test_a_table_with_an_identity_column_keeps_the_copy_which_moves_its_identity
             "the IDENTITY property (SWITCH would leave the table's identity value below the file's values)") in \
         "\n".join(notes), notes
     assert a.swap_target(session, "nation") is None
+
+
+@pytest.mark.parametrize("changed_since", ["staged on another filegroup", "the table's index added since"])
+def test_a_next_version_not_made_to_the_tables_shape_as_it_is_now_has_its_rows_copied(changed_since):
+    """SCRIPTED: prepare decided on the table as it was then. A next version made another way (by
+    a prepare that chose the copy, on the stream's filegroup from the spec) or a table a DBA gave
+    an index after the index build: SWITCH would fail, so the publish copies its rows instead."""
+    a, session, plan = staged_run()
+    if changed_since == "staged on another filegroup":
+        session.staging_filegroup = "fg1"
+    else:
+        session.lookup_indexes = {"nation": NATION_PK}
+    a.publish_batch(streams_of(plan))
+    (text,) = session.publishes
+    assert "TRUNCATE TABLE [tpch].[nation]\n" in text and "IF @@ROWCOUNT <> 25 THROW 51012" in text
+    assert "nation__old" not in text and session.statistics == []
+    # Made to the shape, with the table's index built on it: switched in.
+    again, session, plan = staged_run()
+    session.lookup_indexes, session.staging_indexes = {"nation": NATION_PK}, True
+    again.publish_batch(streams_of(plan))
+    assert "ALTER TABLE [tpch_staging].[nation__next] SWITCH TO [tpch].[nation]\n" in session.publishes[0]
