@@ -101,7 +101,7 @@ class MssqlCommit(SwitchProtocol):
             return []
         failed = None
         try:
-            self._build_target_indexes(stream)
+            self._build_target_indexes(stream, target)
         except pyodbc.Error as exc:
             if not error_numbers(exc) & DUPLICATE_KEY:
                 raise
@@ -131,19 +131,20 @@ class MssqlCommit(SwitchProtocol):
                 "examples": [{**{c: _plain(v) for c, v in zip(columns, r)}, "rows": int(r[len(columns)])}
                              for r in rows], "server": server}
 
-    def _build_target_indexes(self, stream: StreamPlan) -> dict[str, Any]:
+    def _build_target_indexes(self, stream: StreamPlan, target: TargetTable | None = None) -> dict[str, Any]:
         """The target's indexes on the staging table, on its filegroup with the compression its
         partition has (setup's plan), before the commit: SWITCH then finds them equal, and the
         build runs per stream, in parallel, outside the table's lock. Idempotent: a retry finds
-        them built (an index's name is the target's; a constraint's, see staging_constraint_name)."""
+        them built (an index's name is the target's; a constraint's, see staging_constraint_name).
+        `target`: the table as the caller has just read it (prove_target_uniques), not read again."""
         started = time.monotonic()
         with self.connection(stream.stream) as conn:
             cur = conn.cursor()
             if stream.partitioned:
-                target = self.read_target(cur, stream.table)
+                target = target or self.read_target(cur, stream.table)
                 mine = self.planned(cur, stream.table).get(stream.staging_table)
             else:
-                target = self.swap_target(cur, stream.table)
+                target = target or self.swap_target(cur, stream.table)
                 mine = None if target is None else self.whole_table_home(target)
             if mine is None or not target.indexes:
                 return {"indexes_built": [], "index_seconds": 0.0}
