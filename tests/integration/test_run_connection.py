@@ -68,3 +68,5 @@ def test_a_misspelt_conf_key_is_refused_before_any_load_never_passed_on_unread(p
                   extra_env={"SWITCHYARD_BATCH_WAIT_SECONDS": "3600"})
     assert run.returncode != 0 and time.monotonic() - started < 600
     assert "the run's conf names 'bacth', no param of this DAG" in run.stats["plan_error"], run.stats
+    # The run names no batch: the one of its date is not what its conf asked for.
+    assert run.stats["batch"] is None, run.stats["batch"]

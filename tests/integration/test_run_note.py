@@ -121,6 +121,8 @@ def test_only_empty_notes_and_our_own_are_replaced():
     run_id = "scheduled__2031-01-03T02:00:00+00:00"
     ours = run_note(None, "failed", "Switchyard switchyard_tpch", report_url(DAG_ID, run_id, "http://h:1"))
     assert is_our_note(ours, DAG_ID, run_id)
+    # A run without statistics has no report to promise: its link says the stats task writes it.
+    assert ours.endswith("(written by the run's stats task: none if the run ended before it ran).")
     assert is_our_note(None, DAG_ID, run_id) and is_our_note("  ", DAG_ID, run_id)
     assert not is_our_note(HAND_NOTE, DAG_ID, run_id)
     # Our note of another run (copied by a user into this one) is the user's text here.

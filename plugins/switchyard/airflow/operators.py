@@ -779,7 +779,11 @@ class StatsOperator(_TargetOperator):
             # Why nothing was loaded: setup's own message (a refused batch, a pre-flight).
             stats["plan_error"] = error
         if not plan:
-            stats["batch"] = self._lease.get("lease_batch")  # the batch the run was asked to load
+            # The batch the run was asked to load; none where its conf was refused (a misspelt
+            # `batch` leaves the batch of the run's date, which nobody asked for).
+            refused_conf = steps.unknown_conf(getattr(context.get("dag_run"), "conf", None),
+                                              context["dag"].params.keys())
+            stats["batch"] = None if refused_conf else self._lease.get("lease_batch")
         stats["publish"] = self.load_spec().publish
         if adapter is not None:
             stats["load_stats_table"] = self._record(adapter, stats)

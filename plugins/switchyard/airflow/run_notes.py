@@ -62,6 +62,10 @@ def run_note(stats: dict | None, state: str, title: str, report: str, held_off: 
     `publish_started`: when the batch's publish started, in a run that ended without statistics
     (marked failed while it ran)."""
     link = f"[Run report]({report}) (per-stream throughput, charts, validation)."
+    if not stats:
+        # Still linked (the link marks the note as this run's, is_our_note), but not promised:
+        # the stats task writes the report, and a run that ended before it has none.
+        link = f"[Run report]({report}) (written by the run's stats task: none if the run ended before it ran)."
     lines = [f"**{title}**: run {state}."]
     if stats:
         tot = stats["totals"]
