@@ -506,6 +506,21 @@ def test_the_check_takes_a_runs_tables_every_table_of_the_spec_unless_told(tmp_p
     assert check_batch(tmp_path, spec, ["a"]) == []
 
 
+def test_a_key_its_columns_type_would_store_changed_gets_no_manifest(tmp_path):
+    """A key with a finer fraction than its column keeps reads as a timestamp, and the manifest
+    listed it as its stream's bound; the check and the loads then refused it. The manifest
+    refuses it too, naming its line and column in the check's words."""
+    spec = parse_spec({"name": "g", "files": "{table}/{table}.{stream}.csv", "tables": {"a": {"key": "ts", "columns": [
+        {"name": "ts", "type": {"postgres": "timestamp(3)", "mssql": "datetime2(3)"}}, {"name": "v", "type": "text"}]}},
+        "format": {"delimiter": ",", "trailing_delimiter": False, "quoting": "csv"}})
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "a.1.csv").write_text("2026-01-01 00:00:00.125,x\n2026-01-01 00:00:01.1234,y\n")
+    with pytest.raises(BatchError, match=r"a\.1\.csv: line 2, column ts: '2026-01-01 00:00:01\.1234': "):
+        describe_batch(tmp_path, spec)
+    (tmp_path / "a" / "a.1.csv").write_text("2026-01-01 00:00:00.125,x\n2026-01-01 00:00:01.123,y\n")
+    assert [e.rows for e in describe_batch(tmp_path, spec).entries] == [2]
+
+
 def test_a_record_without_its_key_field_is_named_not_called_none(tmp_path):
     spec = parse_spec({"name": "g", "files": "{table}/{table}.{stream}.csv", "tables": {"a": {"key": "ts", "columns": [
         {"name": "v", "type": "text"}, {"name": "ts", "type": "timestamp(0)"}]}},

@@ -877,7 +877,8 @@ def _quoted_records(fh, fmt: FileFormat) -> Iterable[tuple[int, list[str], str |
 
 def scan_file(path: Path, fmt: FileFormat, key: str | None = None, key_index: int = 0,
               kind: str | None = None, record_check=None, repeated: "RepeatedKeys | None" = None,
-              columns: int = 0, bounds: tuple[KeyValue, KeyValue] | None = None) -> FileScan:
+              columns: int = 0, bounds: tuple[KeyValue, KeyValue] | None = None,
+              key_check: Callable[[str], str | None] | None = None) -> FileScan:
     """Bytes, rows and the smallest and largest key of a stream file, every record read (the key
     column `key`, at `key_index`, read as `kind`; no keys without a kind). A key that does not
     read as its kind raises BatchError naming the file, the line and the column. With
@@ -887,7 +888,9 @@ def scan_file(path: Path, fmt: FileFormat, key: str | None = None, key_index: in
     another record holds too. Without `record_check`, a blank line in a table of `columns` > 1
     raises BatchError: no record of the table, the load would refuse it (a manifest counted it).
     With `bounds` (the stream's key range), the records whose key is outside it are counted, the
-    first by its line."""
+    first by its line. Without `record_check`, `key_check` (what is wrong with a key
+    field for its column's types, core.fields.RecordCheck.value_problem) raises BatchError for a
+    key that reads as its kind but that a column's type refuses or would store changed."""
     size = path.stat().st_size
     rows = 0
     low = high = None
@@ -910,6 +913,9 @@ def scan_file(path: Path, fmt: FileFormat, key: str | None = None, key_index: in
                 repeated.see(line, fields)
             if kind is not None:
                 value, problem = _read_key(fields, key, key_index, kind)
+                if problem is None and record_check is None and key_check is not None:
+                    if said := key_check(fields[key_index]):
+                        raise BatchError(f"{path}: line {line}, {said}")
                 if problem is None:
                     low = value if low is None or value < low else low
                     high = value if high is None or value > high else high
@@ -1028,6 +1034,7 @@ def describe_batch(batch_dir: Path, spec: LoadSpec, tables: Iterable[str] | None
     read. Refuses (BatchError, every problem listed) a table with no files, a partitioned
     table's streams whose key ranges overlap or are out of order, an unpartitioned table in more
     than one stream, a file whose first lines a run would refuse (`start_problems`)."""
+    from switchyard.core.fields import RecordCheck
     chosen = list(tables) if tables else list(spec.table_names)
     entries, problems = [], []
     for name in chosen:
@@ -1047,13 +1054,17 @@ def describe_batch(batch_dir: Path, spec: LoadSpec, tables: Iterable[str] | None
             continue
         kind = table.key_kind()
         index = table.column_names.index(table.key) if kind else 0
+        # A key its column's type refuses or would store changed (a finer fraction than it keeps):
+        # no manifest lists it as a stream's bound, which the check and the loads would refuse.
+        key_check = functools.partial(RecordCheck(table).value_problem, index) if kind else None
         previous = None
         for k in streams:
             rel = spec.file_for(name, k)
             # A manifest is not written for a file that a run would refuse for its start.
             problems += start_problems(batch_dir / rel, table)
             try:
-                scan = scan_file(batch_dir / rel, table.format, table.key, index, kind, columns=len(table.columns))
+                scan = scan_file(batch_dir / rel, table.format, table.key, index, kind, columns=len(table.columns),
+                                 key_check=key_check)
             except BatchError as exc:
                 problems.append(str(exc))
                 continue

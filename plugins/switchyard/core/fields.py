@@ -691,7 +691,7 @@ class RecordCheck:
             blank = " (a blank line)" if list(fields) in ([], [""]) else ""
             return [f"{len(fields)} fields, the table has {len(self.columns)} columns{blank}"]
         out = []
-        for text, (name, nullable, checks) in zip(fields, self.columns):
+        for i, (text, (name, nullable, checks)) in enumerate(zip(fields, self.columns)):
             if self.bare and "\r" in text:
                 # Without quoting a carriage return is a line end to the loads (PostgreSQL: "unquoted
                 # carriage return found in data", naming no column), or in a CRLF line of an LF file.
@@ -712,14 +712,22 @@ class RecordCheck:
                 out.append(f"column {name}: a NUL byte (0x00) at character {text.index(chr(0)) + 1}, which "
                            f"PostgreSQL does not store in text")
                 continue
-            for _, check in checks:
-                why = check(text) if check is not None else None
-                if why:
-                    # The NULL marker quoted: the server's CSV reader takes it for a value.
-                    quoted = " (quoted, so a value, never NULL)" if nullable and text == self.marker else ""
-                    out.append(f"column {name}: {text!r}: {why}{quoted}")
-                    break
+            said = self.value_problem(i, text)
+            if said:
+                out.append(said)
         return out
+
+    def value_problem(self, index: int, text: str) -> str | None:
+        """What is wrong with `text` as a value of column `index` for one of its types (the first
+        type that refuses it): "column <name>: <field>: <why>", or None."""
+        name, nullable, checks = self.columns[index]
+        for _, check in checks:
+            why = check(text) if check is not None else None
+            if why:
+                # The NULL marker quoted: the server's CSV reader takes it for a value.
+                quoted = " (quoted, so a value, never NULL)" if nullable and text == self.marker else ""
+                return f"column {name}: {text!r}: {why}{quoted}"
+        return None
 
     def _end_problem(self, text_after: bool) -> str:
         """A record whose line does not end with its trailing delimiter, worded as the loads word it."""
