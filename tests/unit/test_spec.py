@@ -94,3 +94,16 @@ def test_each_wrong_tables_problem_is_said_at_once():
     lines = str(refused.value).splitlines()
     assert len(lines) == 2 and lines[0].startswith("b.yaml: tables.invoices.key") and \
         lines[1].startswith("b.yaml: tables.fx_rates.key: one column"), lines
+
+
+def test_each_wrong_columns_problem_is_said_at_once():
+    """Two columns of one table wrong: both in one refusal, as two tables' problems are."""
+    raw = {"name": "b", "files": "{table}/{table}.{stream}.csv",
+           "tables": {"payments": {"key": "id", "columns": [
+               {"name": "id", "type": "bigint"}, {"name": "amount", "type": "decimal(12,2"},
+               {"name": "booked", "type": "date", "nullable": "yes"}]}}}
+    with pytest.raises(SpecError) as refused:
+        parse_spec(raw, source="b.yaml")
+    lines = str(refused.value).splitlines()
+    assert len(lines) == 2 and lines[0].startswith("b.yaml: tables.payments.columns[1]") and \
+        lines[1].startswith("b.yaml: tables.payments.columns[2].nullable: true or false"), lines

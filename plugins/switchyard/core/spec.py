@@ -409,7 +409,16 @@ def _table(name: str, raw: Mapping[str, Any], where: str, fmt: FileFormat, files
     unknown = set(raw) - _TABLE_KEYS
     if unknown:
         raise SpecError(f"{where}: unknown entries {', '.join(sorted(map(str, unknown)))}")
-    columns = tuple(_column(c, f"{where}.columns[{i}]") for i, c in enumerate(raw.get("columns") or []))
+    # Every column's first problem at once, as every table's (parse_spec).
+    columns, problems = [], []
+    for i, c in enumerate(raw.get("columns") or []):
+        try:
+            columns.append(_column(c, f"{where}.columns[{i}]"))
+        except SpecError as exc:
+            problems.append(str(exc))
+    if problems:
+        raise SpecError("\n".join(problems))
+    columns = tuple(columns)
     if not columns:
         raise SpecError(f"{where}: a table needs at least one column")
     names = [c.name for c in columns]
