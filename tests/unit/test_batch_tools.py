@@ -417,6 +417,12 @@ def test_check_finds_no_bad_field_in_the_generated_batches(tmp_path):
 _PIVOT = {"sales": {"partitioned": False, "columns": [
     {"name": "region", "type": "varchar(20)"}, {"name": "y2024", "type": "integer"},
     {"name": "y2025", "type": "integer"}]}}
+_CURRENCIES = {"currencies": {"partitioned": False, "key": "code", "columns": [
+    {"name": "code", "type": "char(3)"}, {"name": "name", "type": "varchar(60)"},
+    {"name": "minor_units", "type": "smallint"}]}}
+_COUNTRIES = {"countries": {"partitioned": False, "key": "code", "columns": [
+    {"name": "code", "type": "varchar(2)"}, {"name": "name", "type": "varchar(60)"},
+    {"name": "eu_member", "type": "boolean"}]}}
 _RATES = {"rates": {"partitioned": False, "key": "id", "columns": [
     {"name": "id", "type": "integer"}, {"name": "name", "type": "varchar(20)"},
     {"name": "rate", "type": "numeric(6,2)"}]}}
@@ -424,7 +430,15 @@ _RATES = {"rates": {"partitioned": False, "key": "id", "columns": [
 
 @pytest.mark.parametrize("tables, data, refused_on", [
     (_PIVOT, b"region,2024,2025\nnorth,5,6\n", None),         # a report's years as column names: a header
-    (_PIVOT, b"north,5,6\n", None),                          # no key, whole numbers only: cannot tell, passes
+    (_PIVOT, b"north,5,6\n", "y2024"),                       # whole numbers, no column named: a record
+    (_PIVOT, b"Region,2024,2025\nnorth,5,6\n", None),         # one column named as the spec does: a header
+    # A lookup keyed by a text code without digits, a small number beside it (the code's minor
+    # units), or a flag: the line names no column, so it is the first record, not a header.
+    (_CURRENCIES, b"EUR,Euro,2\nUSD,US Dollar,2\n", "minor_units"),
+    (_CURRENCIES, b"code,name,minor_units\nEUR,Euro,2\n", None),
+    (_COUNTRIES, b"DE,Germany,true\nFR,France,true\n", "eu_member"),
+    (_COUNTRIES, b"code,name,eu_member\nDE,Germany,true\n", None),
+    (_COUNTRIES, b"Land,Name,EU\nDE,Germany,true\n", None),
     (_RATES, b"id,name,rate\n1,abc,3.50\n", None),
     (_RATES, b"1,abc,3.50\n2,def,4.00\n", "id"),              # the key holds a value
     ({"rates": {**_RATES["rates"], "key": None}}, b"1,abc,3.50\n", "rate"),   # no key: a number with a point

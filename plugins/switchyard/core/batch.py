@@ -426,11 +426,14 @@ def header_record(path: Path, table: Table, head: list[bytes]) -> list[str]:
     """The last line the format skips as a header (`head`: the file's first lines), when it is a
     record of the table: each field fits its column, and the key's field, or one that is a date,
     a time or a number with a point in a column of that type, is a value (fields.reads_as_value),
-    which no column's name is. A producer that wrote a file without its header line would lose
-    its first record to the skip, and a manifest counted the same way would not notice. A line
-    with no such field passes: a table of text and whole-number columns without a key cannot
-    tell a header from a record (`names_record` is the other way round)."""
-    from switchyard.core.fields import RecordCheck, reads_as_value
+    which no column's name is; or a field is a whole number in a number column, or true/false in
+    a boolean one (a header may name columns by years, `region,2024,2025`), and no field names a
+    column of the spec, as a header's first name at least does. A producer that wrote a file
+    without its header line would lose its first record to the skip, and a manifest counted the
+    same way would not notice. A line of text fields alone passes unless its key is a code like
+    the records' (`_coded_like_its_records`): a table of text columns cannot tell a header from a
+    record (`names_record` is the other way round)."""
+    from switchyard.core.fields import RecordCheck, reads_as_flag, reads_as_value
     fmt = table.format
     last = head[-1] if fmt.header_lines else b""
     if not last or (len(last) >= _HEADER_LINE_MAX and not last.endswith(b"\n")):
@@ -438,6 +441,10 @@ def header_record(path: Path, table: Table, head: list[bytes]) -> list[str]:
     fields = _line_fields(last.removeprefix(_BOM) if fmt.header_lines == 1 else last, fmt)
     if RecordCheck(table).problems(fields):
         return []   # not a record of the table: a header
+    said = (f"{path}: line {fmt.header_lines}: skipped as a header line (header_lines: {fmt.header_lines}), but it "
+            f"is a record of {table.name}")
+    fix = f"the load would leave it out; write the file with its header line, or say `header_lines: {fmt.header_lines - 1}`"
+    maybe = None    # a whole number or a flag: a value, unless the line names a column as a header does
     for column, text in zip(table.columns, fields):
         if column.nullable and text == fmt.null_marker:
             continue
@@ -445,10 +452,15 @@ def header_record(path: Path, table: Table, head: list[bytes]) -> list[str]:
         # A whole number names a column in some headers (a report's years: `region,2024,2025`);
         # in the table's key, or as a date, a time or a number with a point, it is a value.
         if typed and (column.name == table.key or not _WHOLE_NUMBER.match(text.strip())):
-            return [f"{path}: line {fmt.header_lines}: skipped as a header line (header_lines: {fmt.header_lines}), "
-                    f"but it is a record of {table.name} (column {column.name}: {text!r}, a value of {typed}, not "
-                    f"a name): the load would leave it out; write the file with its header line, or say "
-                    f"`header_lines: {fmt.header_lines - 1}`"]
+            return [f"{said} (column {column.name}: {text!r}, a value of {typed}, not a name): {fix}"]
+        flag = next((t for t in column.types.values() if reads_as_flag(t, text)), None)
+        maybe = maybe or ((column.name, text, typed or flag) if typed or flag else None)
+    spec_names = {_name(n) for n in table.column_names}
+    if maybe and not any(_name(text) in spec_names for text in fields):
+        name, text, typed = maybe
+        return [f"{said} (column {name}: {text!r}, a value of {typed}, and no field of the line names a column of "
+                f"the spec, as a header line would): {fix}; a header line that names none of the spec's columns "
+                f"(it calls them otherwise) must name at least one as the spec does"]
     return _coded_like_its_records(path, table, fields)
 
 

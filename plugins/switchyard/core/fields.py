@@ -159,6 +159,14 @@ def field_check(sql_type: str, neutral: bool = False, fast: bool = True) -> Chec
     return passed_or_checked
 
 
+def reads_as_flag(sql_type: str, text: str) -> bool:
+    """Whether `text` is a true/false value of a boolean type (`sql_type` boolean, bool or bit):
+    a line whose field in such a column reads so is more likely a record than a header, whose
+    name for the column (`eu_member`, `active`) is no such word."""
+    m = _type_match(sql_type)
+    return bool(m) and m.group(1) in _BOOLEANS and text.strip().lower() in _BOOLEANS[m.group(1)]
+
+
 def reads_as_value(sql_type: str, text: str) -> bool:
     """Whether `text` is written as a value of `sql_type` that no column's name can be: a number
     in a number type, an ISO 8601 date or time in a date or time type. A line whose field is one
