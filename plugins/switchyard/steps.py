@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
 from switchyard import settings
-from switchyard.core.batch import BatchError, resolve_batch, resolve_file
+from switchyard.core.batch import BatchError, resolve_batch, resolve_file, unlisted_files
 from switchyard.core.planner import LoadPlan, StreamPlan
 from switchyard.core.spec import LoadSpec
 from switchyard.targets.base import TargetAdapter
@@ -741,7 +741,18 @@ def stale_loads(spec: LoadSpec, plan: dict, tables: set[str], load_of: Callable[
                         f"{_stamp(st.st_mtime_ns)}, written again since its load read {loaded['file_bytes']:,} bytes "
                         f"modified at {_stamp(loaded['file_mtime_ns'])}{elsewhere} into its staging table: clear group "
                         f"{gid}")
+    # A stream file the plan does not have, written since it read the batch (the producer's last
+    # file, late): its rows would be left out of a run that ends `success`. The run's tables only:
+    # one it was not asked to load has none of its files planned.
+    problems += unlisted_files(folder, _manifest_of(plan), spec, set(tables) & set(plan.get("tables") or []),
+                               source, said=_written_since_plan)
     return problems + ([] if source else _manifest_changed(folder, plan, tables))
+
+
+def _written_since_plan(path: Path, table: str, stream: int) -> str:
+    return (f"{path}: a file of table {table} (stream {stream}) that this run's plan does not have (written after "
+            f"the plan read the batch): its rows would be left out; list it in the batch's manifest "
+            f"(`switchyard manifest --force`) and clear the whole run, or move it out of the batch folder")
 
 
 def _manifest_changed(folder: Path, plan: dict, tables: set[str]) -> list[str]:

@@ -395,6 +395,16 @@ def test_a_batch_written_again_after_its_loads_is_not_published_until_they_load_
                                                    rf"{rows}, since this run's plan read it"):
             steps.publish_batch(connect, run, loads.get)
         (batch / "manifest.json").write_text(json.dumps(manifest))
+        # Or a stream file the plan does not have, written after it (the producer's late last file,
+        # the manifest not written again): its rows would be left out of a run ending `success`.
+        late = batch / "orders" / "orders.4.tbl"
+        late.write_bytes(b"".join(lines[:1]) + b"\n")
+        with pytest.raises(steps.StepFailed) as caught:
+            steps.publish_batch(connect, run, loads.get)
+        assert (f"- {late}: a file of table orders (stream 4) that this run's plan does not have (written after the "
+                f"plan read the batch): its rows would be left out") in str(caught.value), str(caught.value)
+        assert fingerprint(pg_uri, schema, tables) == before
+        late.unlink()
         steps.publish_batch(connect, run, loads.get)
         with psycopg.connect(pg_uri) as conn:
             key = int(fields[0])

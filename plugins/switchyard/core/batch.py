@@ -603,18 +603,21 @@ def _line_fields(raw: bytes, fmt: FileFormat) -> list[str]:
 
 
 def unlisted_files(batch_dir: Path, manifest: Manifest, spec: LoadSpec, tables: Iterable[str],
-                   source: str | None = None) -> list[str]:
+                   source: str | None = None,
+                   said: Callable[[Path, str, int], str] | None = None) -> list[str]:
     """The files of `tables` in the batch folder, by the spec's files pattern, that the manifest
     does not list: a producer that wrote its manifest before its last file, or a file left from
     another batch. A batch is exactly what its manifest lists, so a run would not load them.
-    The streams of `source` only (None: the streams of no source)."""
+    The streams of `source` only (None: the streams of no source). `said`: how each is said
+    (`unlisted` by default)."""
+    said = said or unlisted
     problems = []
     for table in sorted(tables):
         # Compared as paths: a manifest may write `./orders/orders.1.tbl` for `orders/orders.1.tbl`.
         listed = {(batch_dir / e.file).resolve() for e in manifest.entries if e.table == table}
         for stream, rel in sorted(files_on_disk(batch_dir, spec, table).items()):
             if (batch_dir / rel).resolve() not in listed and spec.source_of(stream) == source:
-                problems.append(unlisted(batch_dir / rel, table, stream))
+                problems.append(said(batch_dir / rel, table, stream))
         problems += other_form_files(batch_dir, spec, table, source)
     return problems
 
