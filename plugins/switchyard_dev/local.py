@@ -144,6 +144,8 @@ def write_dag_settings(chosen: dict[str, str] | None = None) -> dict[str, str]:
     values = {"SWITCHYARD_SCHEDULE": "none",
               "SWITCHYARD_START_DATE": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:00+00:00")}
     before = dag_settings()
+    refuse_replacing_a_scheduled_dag(before, (chosen or {}).get("SWITCHYARD_DAG_ID")
+                                     or os.environ.get("SWITCHYARD_DAG_ID", "").strip() or None)
     if (chosen or {}).get("SWITCHYARD_DAG_ID") not in (None, before.get("SWITCHYARD_DAG_ID")):
         before = {k: v for k, v in before.items() if k not in ("SWITCHYARD_SCHEDULE", "SWITCHYARD_START_DATE")}
     values.update(before)
@@ -162,6 +164,22 @@ def write_dag_settings(chosen: dict[str, str] | None = None) -> dict[str, str]:
     if not path.exists() or path.read_text() != text:
         path.write_text(text)
     return values
+
+
+def refuse_replacing_a_scheduled_dag(before: dict[str, str], dag_id: str | None) -> None:
+    """SystemExit where the settings file (`before`) builds a DAG on a schedule and `dag_id` is
+    another: the local Airflow builds one DAG, so the other would replace it, and the nightly
+    runs of the one there would stop without a word (its DAG gone from the UI). A DAG without a
+    schedule is replaced (the demo of another spec): its runs stay in Airflow's history."""
+    current, schedule = before.get("SWITCHYARD_DAG_ID"), (before.get("SWITCHYARD_SCHEDULE") or "none").strip()
+    if not current or not dag_id or dag_id == current or schedule.lower() in ("none", ""):
+        return
+    raise SystemExit(
+        f"the local Airflow builds one DAG, from {dag_settings_file()}: {current}, on the schedule {schedule!r}. "
+        f"The DAG {dag_id} would replace it, and {current}'s scheduled runs would stop. To replace it, end its "
+        f"schedule first (`SWITCHYARD_SCHEDULE=none .venv/bin/switchyard services start`, its runs stay in "
+        f"Airflow's history); to keep both, run {dag_id} from a second checkout with ports of its own "
+        f"(docs/deployment.md, \"Two DAGs on one machine\")")
 
 
 def named_after_spec() -> dict[str, str]:

@@ -123,7 +123,9 @@ def test_the_services_environment_leaves_the_dags_settings_to_the_file():
 
 def test_the_demo_of_another_spec_does_not_take_the_last_dags_schedule(tmp_path, monkeypatch):
     """The settings file is the last DAG's: the demo of another spec (another DAG id) starts with
-    no schedule and a start date of now, not that DAG's; the same DAG keeps its own."""
+    no schedule and a start date of now, not that DAG's; the same DAG keeps its own. A DAG on a
+    schedule is not replaced: its nightly runs would stop without a word; once its schedule is
+    ended, it is."""
     from switchyard_dev import local
     monkeypatch.setenv("SWITCHYARD_AIRFLOW_HOME", str(tmp_path))
     for name in ("SWITCHYARD_SCHEDULE", "SWITCHYARD_START_DATE", "SWITCHYARD_DAG_ID"):
@@ -131,6 +133,13 @@ def test_the_demo_of_another_spec_does_not_take_the_last_dags_schedule(tmp_path,
     (tmp_path / "switchyard.env").write_text(FILE)
     same = local.write_dag_settings({"SWITCHYARD_DAG_ID": "switchyard_nightly", "SWITCHYARD_SCHEMA": "nightly"})
     assert (same["SWITCHYARD_SCHEDULE"], same["SWITCHYARD_START_DATE"]) == ("0 2 * * *", "2026-11-20")
+    with pytest.raises(SystemExit, match=r"builds one DAG, from .*switchyard\.env: switchyard_nightly, on the "
+                                         r"schedule '0 2 \* \* \*'\. The DAG switchyard_daily would replace it"):
+        local.write_dag_settings({"SWITCHYARD_DAG_ID": "switchyard_daily", "SWITCHYARD_SCHEMA": "daily"})
+    assert local.dag_settings()["SWITCHYARD_DAG_ID"] == "switchyard_nightly"   # the file as it was
+    monkeypatch.setenv("SWITCHYARD_SCHEDULE", "none")
+    local.write_dag_settings({})     # `SWITCHYARD_SCHEDULE=none switchyard services start`
+    monkeypatch.delenv("SWITCHYARD_SCHEDULE")
     other = local.write_dag_settings({"SWITCHYARD_DAG_ID": "switchyard_daily", "SWITCHYARD_SCHEMA": "daily"})
     assert other["SWITCHYARD_SCHEDULE"] == "none" and other["SWITCHYARD_START_DATE"] != "2026-11-20"
     assert local.dag_settings()["SWITCHYARD_SCHEDULE"] == "none"
