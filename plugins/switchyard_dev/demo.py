@@ -304,8 +304,12 @@ def run(scale: float, streams: int | None, timeout: float = 3600, spec: str = "t
     chosen = {"SWITCHYARD_SPEC": spec, "SWITCHYARD_DAG_ID": dag_id, "SWITCHYARD_SCHEMA": schema,
               "SWITCHYARD_STREAMS": str(streams),
               "SWITCHYARD_LOAD_EXECUTOR": extra.pop("SWITCHYARD_LOAD_EXECUTOR", "none")}
+    previous = local.dag_settings().get("SWITCHYARD_DAG_ID")
     values = local.write_dag_settings(chosen)
     print(f"    the DAG's settings: {local.dag_settings_file()} (schedule: {values['SWITCHYARD_SCHEDULE']})")
+    if previous not in (None, dag_id):
+        # One local Airflow builds one DAG (docs/deployment.md, "Two DAGs on one machine").
+        print(f"    {dag_id} replaces the DAG {previous} in the local Airflow (its runs stay in Airflow's history)")
     env = local.airflow_env(extra=extra)
     conflicts = local.dag_settings_conflicts(env)
     if conflicts:
