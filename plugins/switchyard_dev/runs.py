@@ -305,7 +305,8 @@ def clear(api: local.Api, dag_id: str, run_id: str, groups: list[str]) -> tuple[
 
 
 # How the lines of a run's note (switchyard.airflow.run_notes) that say why it ended begin.
-_REASONS = ("Refused before any load", "Did not switch", "Not published", "Nothing loaded")
+_REASONS = ("Marked success, not loaded", "Refused before any load", "Did not switch", "Not published",
+            "Nothing loaded")
 
 
 def why_it_ended(run: dict, room: int = 160) -> str:

@@ -277,6 +277,15 @@ def test_backfill_loads_each_day_once_and_a_cleared_group_reruns_alone(pg_uri, d
                     f"lineitem_2.switch/xcomEntries/error")["value"]
     assert "lineitem_2: its validation has no passing result in this run" in str(error), error
 
+    # The whole run marked success by hand (the grid's Mark as success on the run): Airflow counts
+    # its date as done; its note says first that the batch is not in, and `switchyard runs` says so.
+    from switchyard_dev.runs import why_it_ended
+    api.patch(f"/api/v2/dags/switchyard_tpch/dagRuns/{quote(run_id, safe='')}", {"state": "success"})
+    marked = _backfill_runs(api)[DAYS[2]]
+    assert marked["state"] == "success" and why_it_ended(marked).startswith(
+        "Marked success, not loaded: this run did not put its batch into the target whole"), marked["note"]
+    assert _all_oids(pg_uri, schema) == oids
+
     # Fix the file, clear the failed group (and stats, downstream), and let the run finish.
     broken.write_bytes(good_bytes)
     resize_manifest(data_root / DAYS[2])

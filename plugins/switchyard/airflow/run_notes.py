@@ -67,6 +67,11 @@ def run_note(stats: dict | None, state: str, title: str, report: str, held_off: 
         # the stats task writes the report, and a run that ended before it has none.
         link = f"[Run report]({report}) (written by the run's stats task: none if the run ended before it ran)."
     lines = [f"**{title}**: run {state}."]
+    if state == "success" and stats and not_loaded_whole(stats):
+        # Its stats task fails such a run: a `success` is a user's (the run or that task marked).
+        lines.append("Marked success, not loaded: this run did not put its batch into the target whole (below), "
+                     "and Airflow now counts its date as done (a backfill or catch-up skips it). Clear the run "
+                     "(Clear in the grid) to load the batch.")
     if stats:
         tot = stats["totals"]
         span = stats.get("makespan_seconds")
@@ -145,6 +150,13 @@ def run_note(stats: dict | None, state: str, title: str, report: str, held_off: 
                          f"is one transaction, so the batch is in the target whole, or not at all; the target's "
                          f"control table switchyard.partition_batches says which batch each partition holds.")
     return _with_link("\n\n".join(lines), link)
+
+
+def not_loaded_whole(stats: dict) -> bool:
+    """Whether the run's statistics say its batch is not in the target whole: a refusal, a group
+    that did not switch or was held back, a failed publish, a table that kept its contents."""
+    return any(stats.get(k) for k in ("plan_error", "source_errors", "publish_error", "failed_groups",
+                                      "held_back_groups", "tables_kept"))
 
 
 # The exception's class before a task's error (keep_error), and a refusal's own lead-in, which
