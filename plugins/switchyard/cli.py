@@ -78,7 +78,8 @@ def cmd_manifest(args) -> int:
     if args.dry_run:
         return 0
     path = write_manifest(folder, manifest)
-    print(f"{path}: {len(manifest.entries)} files, {sum(e.rows for e in manifest.entries):,} rows")
+    files = len(manifest.entries)
+    print(f"{path}: {files} file{'' if files == 1 else 's'}, {sum(e.rows for e in manifest.entries):,} rows")
     return 0
 
 
@@ -123,7 +124,7 @@ def _wider_than_the_dag(folder: Path, spec, args) -> list[str]:
     for, where the DAG this command speaks to (its settings file: `switchyard config`) loads this
     spec; nothing where it loads another or the manifest is not there to read."""
     from switchyard import settings
-    from switchyard.core.batch import MANIFEST, read_manifest
+    from switchyard.core.batch import MANIFEST, BatchError, read_manifest
     from switchyard.core.spec import SpecError, load_spec
     from switchyard.steps import wider_than_the_dag
     env = dag_settings_environment()
@@ -134,7 +135,11 @@ def _wider_than_the_dag(folder: Path, spec, args) -> list[str]:
     except (SpecError, OSError):
         return []   # the DAG's own spec does not load: its parse says so, not this check
     tables = _tables(args.tables) or list(spec.table_names)
-    return wider_than_the_dag(read_manifest(folder, spec), tables, current.streams, settings.settings_file(env))
+    try:
+        manifest = read_manifest(folder, spec)
+    except BatchError:
+        return []   # check_batch names what is wrong with the manifest
+    return wider_than_the_dag(manifest, tables, current.streams, settings.settings_file(env))
 
 
 def cmd_plan(args) -> int:

@@ -535,6 +535,30 @@ def test_a_key_its_columns_type_would_store_changed_gets_no_manifest(tmp_path):
     assert [e.rows for e in describe_batch(tmp_path, spec).entries] == [2]
 
 
+def test_a_file_cut_inside_a_quoted_field_is_refused_by_the_manifest_and_the_check(tmp_path):
+    """A file cut short inside a quoted field that runs over lines (its last line ends, inside the
+    field): Python's csv reader takes the file's end for the field's, so the manifest counted the
+    record and the check passed it where the field was the last; the load refused it. Both refuse
+    it now, naming its line."""
+    spec = parse_spec({"name": "g", "files": "{table}/{table}.{stream}.csv", "tables": {"a": {"key": "id", "columns": [
+        {"name": "id", "type": "bigint"}, {"name": "memo", "type": "varchar(50)", "nullable": True}]}},
+        "format": {"delimiter": ",", "trailing_delimiter": False, "quoting": "csv", "null_marker": ""}})
+    (tmp_path / "a").mkdir()
+    path = tmp_path / "a" / "a.1.csv"
+    path.write_text('1,"a ""quoted"" word"\n2,"line one\nline two"\n3,"cut\nhere\n')
+    said = f"{path}: line 4: a quoted field of this record is not closed before the file's end"
+    with pytest.raises(BatchError, match=re.escape(said)):
+        describe_batch(tmp_path, spec)
+    path.write_text('1,"a ""quoted"" word"\n2,"line one\nline two"\n3,"whole\nhere"\n')
+    write_manifest(tmp_path, describe_batch(tmp_path, spec))
+    assert check_batch(tmp_path, spec) == []
+    path.write_text('1,"a ""quoted"" word"\n2,"line one\nline two"\n3,"cut\nhere\n')
+    write_manifest(tmp_path, replace(read_manifest(tmp_path, spec), entries=tuple(
+        replace(e, bytes=path.stat().st_size) for e in read_manifest(tmp_path, spec).entries)))
+    assert check_batch(tmp_path, spec) == [said.replace(": line 4:", ": line 4,") + ": a file cut short (a copy that "
+                                           "stopped, a full disk) ends so; the load would refuse it; write the file whole"]
+
+
 def test_a_record_without_its_key_field_is_named_not_called_none(tmp_path):
     spec = parse_spec({"name": "g", "files": "{table}/{table}.{stream}.csv", "tables": {"a": {"key": "ts", "columns": [
         {"name": "v", "type": "text"}, {"name": "ts", "type": "timestamp(0)"}]}},
@@ -901,6 +925,14 @@ def test_check_says_a_batch_wider_than_the_dag_is_refused_as_the_run_would(tmp_p
     assert main(["check", "--batch", str(batch), "--spec", str(spec)]) == 0
     settings_file.write_text("SWITCHYARD_SPEC=tpch\nSWITCHYARD_STREAMS=1\n")
     assert main(["check", "--batch", str(batch), "--spec", str(spec)]) == 0
+    # A manifest the check refuses (a table the spec lacks): said as a problem, not a traceback.
+    settings_file.write_text(f"SWITCHYARD_SPEC={spec}\nSWITCHYARD_STREAMS=2\n")
+    manifest = json.loads((batch / "manifest.json").read_text())
+    manifest["files"].append(dict(manifest["files"][0], table="refunds", file="refunds/refunds.1.csv"))
+    (batch / "manifest.json").write_text(json.dumps(manifest))
+    capsys.readouterr()
+    assert main(["check", "--batch", str(batch), "--spec", str(spec)]) == 1
+    assert "files[3]: table 'refunds' is not in spec 'sales'" in capsys.readouterr().err
 
 
 def test_a_lookup_of_text_columns_without_its_header_is_named_when_its_code_is_like_the_next_keys(tmp_path):

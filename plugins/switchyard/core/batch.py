@@ -850,6 +850,9 @@ _LF_IN_CRLF = ("its line ends with LF alone, where the file's first record ends 
                "line end as the first one's; write every line with the same line end")
 # The last record, with no line end after it (a file cut short): its own problem (unended_problem).
 _UNENDED = "no line end"
+# The last record, its quoted field still open at the file's end (a file cut short inside it).
+_UNCLOSED = ("a quoted field of this record is not closed before the file's end: a file cut short (a copy that "
+             "stopped, a full disk) ends so; the load would refuse it; write the file whole")
 _CRLF_IN_LF = ("its line ends with CR LF, where the file's first record ends with LF alone: the load reads every "
                "line end as the first one's; write every line with the same line end")
 
@@ -880,6 +883,9 @@ def _quoted_records(fh, fmt: FileFormat) -> Iterable[tuple[int, list[str], str |
         wrong = _UNENDED if not end else None
         if end and end != first_end:
             wrong = _LF_IN_CRLF if first_end == "\r\n" else _CRLF_IN_LF
+        if end and any('"' in line for line in taken) and _unclosed("".join(taken), fmt.delimiter):
+            # (Without a line end at all, the file's last line is said to have none: _UNENDED.)
+            wrong = _UNCLOSED
         # The record read again only where the marker may stand quoted in it: rare, and cheap to rule out.
         if in_quotes is not None and marker in row and any(in_quotes in line for line in taken):
             read = quoted_fields("".join(taken).removesuffix(end), fmt.delimiter, True)
@@ -888,6 +894,20 @@ def _quoted_records(fh, fmt: FileFormat) -> Iterable[tuple[int, list[str], str |
         taken.clear()
         yield start, row, wrong
         start = fmt.header_lines + reader.line_num + 1
+
+
+def _unclosed(text: str, delimiter: str) -> bool:
+    """Whether the record `text` ends inside a quoted field, which Python's csv reader, not
+    strict, takes as the field's end: only the file's last record can (the reader reads lines
+    until the quote closes). An odd count of quotes is what to look for; a quote inside an
+    unquoted field (`5" pipe`, refused by the quote check) is no open field."""
+    if text.count('"') % 2 == 0:
+        return False
+    try:
+        list(csv.reader([text], delimiter=delimiter, quotechar='"', doublequote=True, strict=True))
+    except csv.Error as exc:
+        return "unexpected end of data" in str(exc)
+    return False
 
 
 def scan_file(path: Path, fmt: FileFormat, key: str | None = None, key_index: int = 0,
@@ -919,7 +939,11 @@ def scan_file(path: Path, fmt: FileFormat, key: str | None = None, key_index: in
             if wrong_end is _UNENDED:
                 unended, wrong_end = line, None
             found = []
-            if record_check is not None:
+            if wrong_end is _UNCLOSED:
+                if record_check is None:
+                    raise BatchError(f"{path}: line {line}: {_UNCLOSED}")
+                found = [_UNCLOSED]     # its fields are cut: their problems are this one's
+            elif record_check is not None:
                 found = ([wrong_end] if wrong_end else []) + record_check.problems(fields)
             elif columns > 1 and kind is None and list(fields) in ([], [""]):   # a key read says it itself
                 raise BatchError(f"{path}: line {line}: a blank line, no record of the table's {columns} columns: "
