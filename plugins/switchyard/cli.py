@@ -116,6 +116,14 @@ def cmd_check(args) -> int:
           f"table{'s' if len(tables) != 1 else ''} ({', '.join(tables)}), {sum(e.rows for e in entries):,} rows, "
           f"each file read and matching its manifest entry"
           + (f"; not read (not asked for): {', '.join(left)}" if left else ""))
+    # What the check cannot judge without the target: a table with no rows in the batch, which a
+    # run refuses where the target already has it (core/preflight.check_table).
+    empty = sorted(t for t in tables if spec.table(t).partitioned and not any(e.rows for e in entries if e.table == t))
+    for t in empty:
+        print(f"note: every stream of {t} is empty in this batch: a run refuses that where the target already has "
+              f"{t} ({spec.table(t).mode} mode: it would "
+              f"{'empty the table' if spec.table(t).mode == 'replace' else 'add nothing'}); if that is meant, leave "
+              f"{t} out of the run (its tables param, --tables here)")
     return 0
 
 

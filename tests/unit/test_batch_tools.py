@@ -177,6 +177,15 @@ def test_check_finds_every_problem_at_once_without_loading(tmp_path, capsys):
     said = capsys.readouterr().out
     assert "OK: 1 file of 1 table (shops), 3 rows, each file read and matching its manifest entry; not read " \
            "(not asked for): sales" in said, said
+    assert "note:" not in said
+    # Every stream of a partitioned table empty: OK for the batch, but a run refuses it where the
+    # target has the table already, which the check cannot see: it says so.
+    tmp_path = tmp_path.parent / "empty"
+    write_batch(tmp_path, {1: [], 2: []})
+    write_manifest(tmp_path, describe_batch(tmp_path, SPEC))
+    assert main(["check", "--batch", str(tmp_path), "--spec", str(write_spec(tmp_path))]) == 0
+    assert ("note: every stream of sales is empty in this batch: a run refuses that where the target already has "
+            "sales (replace mode: it would empty the table)") in capsys.readouterr().out
 
 
 FIELDS_SPEC = parse_spec({
