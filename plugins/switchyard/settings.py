@@ -37,6 +37,17 @@ def _schedule(text: str) -> str | None:
     return None if text.strip().lower() in _NONE else text.strip()
 
 
+def _timezone(text: str) -> str:
+    """An IANA time zone name (`Europe/Berlin`), or UTC."""
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+    name = text.strip() or "UTC"
+    try:
+        ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ValueError(f"{name!r} is not a time zone name of the IANA database (e.g. Europe/Berlin, UTC)") from None
+    return name
+
+
 def _batch_format(text: str) -> str:
     """A strftime pattern that names a batch folder: at least one directive, and only what a
     relative path of plain segments holds (letters, digits, `_ - . /`), no `..`."""
@@ -190,6 +201,12 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("SWITCHYARD_SCHEDULE", "schedule", _schedule, "0 2 * * *",
             "Cron schedule of the DAG (a nightly batch named by the run's date, `YYYY-MM-DD`: see "
             "`SWITCHYARD_BATCH_FORMAT`); `none` for manual runs only.", DAG, "cron | none"),
+    Setting("SWITCHYARD_TIMEZONE", "timezone", _timezone, "UTC",
+            "The time zone of the schedule's cron and of the date that names a run's batch: with "
+            "`Europe/Berlin`, `30 0 * * *` runs at half past midnight in Berlin, winter and summer, and "
+            "that run loads the batch of its Berlin date (`2026-10-26` for the run of 00:30 on 26 October, "
+            "22:30 UTC the day before in summer time). A start date without an offset stays UTC.",
+            DAG, "IANA time zone name"),
     Setting("SWITCHYARD_BATCH_FORMAT", "batch_format", _batch_format, "%Y-%m-%d",
             "The batch folder of a run without a `batch` param: its logical date (a manual run's is the "
             "moment it was triggered) in this strftime pattern. The default names a day's batch; a "
@@ -301,6 +318,7 @@ class Settings:
     prepare_pool: str | None
     schedule: str | None
     batch_format: str
+    timezone: str
     batch_wait_seconds: int
     batch_poke_seconds: float
     load_executor: str | None

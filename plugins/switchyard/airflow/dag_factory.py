@@ -84,6 +84,8 @@ class DagConfig:
     # The prepares' own pool (None: the default pool); see the prepare task below.
     prepare_pool: str | None = _default("prepare_pool")
     schedule: str | None = _default("schedule")
+    # The schedule's time zone (an IANA name): its cron is read there.
+    timezone: str = _default("timezone")
     start_date: datetime | None = _default("start_date")
     catchup: bool = _default("catchup")
     batch_wait_seconds: int = _default("batch_wait_seconds")
@@ -111,7 +113,7 @@ class DagConfig:
                 f"the variable here, or change the file (and let the dag-processor parse it again)")
         values = {name: getattr(current, name) for name in (
             "dag_id", "spec", "streams", "conn_id", "schema", "pool", "prepare_pool", "batch_wait_seconds", "batch_poke_seconds",
-            "max_active_tasks", "schedule", "start_date", "catchup", "lease_retries", "lease_retry_seconds", "load_executor",
+            "max_active_tasks", "schedule", "timezone", "start_date", "catchup", "lease_retries", "lease_retry_seconds", "load_executor",
             "load_order")}
         values.update(overrides)
         return cls(**values)
@@ -211,12 +213,17 @@ def build_dag(config: DagConfig | None = None, operators: StepOperators = StepOp
 
 
 def _schedule(config: DagConfig) -> Any:
-    """The DAG's schedule: the cron expression, from the start date where one is set and catchup
-    is off (with catchup on, the DAG's start date bounds the scheduler's runs already)."""
-    if config.schedule is None or config.start_date is None or config.catchup:
-        return config.schedule
+    """The DAG's schedule: the cron expression in the schedule's time zone, from the start date
+    where one is set and catchup is off (with catchup on, the DAG's start date bounds the
+    scheduler's runs already)."""
+    if config.schedule is None:
+        return None
+    if config.start_date is None or config.catchup:
+        from airflow.timetables.trigger import CronTriggerTimetable
+        # What Airflow makes of a cron string, in the time zone asked for instead of its default's.
+        return CronTriggerTimetable(config.schedule, timezone=config.timezone)
     from switchyard.airflow.schedule import CronFromStartDate
-    return CronFromStartDate(config.schedule, timezone="UTC", start=config.start_date)
+    return CronFromStartDate(config.schedule, timezone=config.timezone, start=config.start_date)
 
 
 def render(graph: Graph, operators: StepOperators, common: dict[str, Any]) -> None:
