@@ -224,6 +224,10 @@ def blockers(api: local.Api, dag_id: str, run_id: str) -> list[dict]:
 def why_queued(api: local.Api, dag_id: str, run_id: str, wait_seconds: float | None = None) -> list[str]:
     """Lines that say why a queued run does not start (none: nothing found that holds it)."""
     held = blockers(api, dag_id, run_id)
+    if held and all(r["state"] == "queued" for r in held):
+        # None runs (a backfill's next runs): each waits its turn, which "X, which queued" said badly.
+        return [f"the DAG's other queued runs ({', '.join(r['dag_run_id'] for r in held)}): its runs go one at a "
+                f"time"]
     if held:
         return [f"{r['dag_run_id']}, which {what_it_does(api, r, wait_seconds)}" for r in held]
     dag = api.get(f"/api/v2/dags/{_q(dag_id)}")

@@ -427,3 +427,18 @@ def test_runs_says_a_run_dated_in_the_future_waits_for_its_date_not_for_its_batc
     # Dated today, the same tasks not started yet: it waits for its batch, as before.
     now = {**run, "logical_date": "2020-01-01T00:00:00Z", "conf": {"batch": "2020-01-01"}}
     assert what_it_does(pending, now).startswith("is waiting for batch 2020-01-01")
+
+
+def test_runs_says_a_backfills_queued_runs_wait_their_turn_not_which_queued():
+    """A backfill's queued runs behind a queued run: said as the DAG's other queued runs, one at a
+    time, where each was said as `<run>, which queued`."""
+    from switchyard_dev.runs import why_queued
+
+    class Api:
+        def get_all(self, path: str, key: str) -> list[dict]:
+            assert "dagRuns?state=running&state=queued" in path and key == "dag_runs"
+            return [{"dag_id": "d", "dag_run_id": f"backfill__2026-10-2{k}", "state": "queued",
+                     "run_after": f"2026-10-2{k}"} for k in (1, 2, 3)]
+
+    assert why_queued(Api(), "d", "backfill__2026-10-23") == [
+        "the DAG's other queued runs (backfill__2026-10-21, backfill__2026-10-22): its runs go one at a time"]
