@@ -339,6 +339,13 @@ class Settings:
     # The DAG's settings an environment variable contradicts: "VARIABLE=env value (file value)".
     conflicts: tuple[str, ...] = ()
 
+    def batch_for(self, when: datetime) -> str:
+        """The batch of a run dated `when` that names none: its date as a clock in the schedule's
+        time zone reads it (the run of 00:30 in Berlin loads that Berlin day's batch, not the UTC
+        day before's), in SWITCHYARD_BATCH_FORMAT."""
+        from zoneinfo import ZoneInfo
+        return when.astimezone(ZoneInfo(self.timezone)).strftime(self.batch_format)
+
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> "Settings":
         """The settings of `env` (default: this process's), with the DAG's settings file it names."""

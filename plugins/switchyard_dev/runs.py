@@ -97,17 +97,17 @@ def _hours(seconds: float) -> str:
 
 
 def batch_of(run: dict) -> str:
-    """The batch a run loads: its conf's, else its logical date in SWITCHYARD_BATCH_FORMAT (the
-    DAG's rule, airflow/operators.batch_name), as the local Airflow's processes read it (its
-    settings file), whatever this shell's environment says."""
+    """The batch a run loads: its conf's, else its logical date as the DAG names its batch
+    (Settings.batch_for, as airflow/operators.batch_name: its date in SWITCHYARD_TIMEZONE), as
+    the local Airflow's processes read the settings (its settings file), whatever this shell's
+    environment says."""
     from switchyard.settings import Settings
     batch = (run.get("conf") or {}).get("batch")
     if batch:
         return str(batch).strip()
     when = run.get("logical_date") or run.get("run_after") or ""
     try:
-        return datetime.fromisoformat(when.replace("Z", "+00:00")).strftime(
-            Settings.from_env(local.airflow_env()).batch_format)
+        return Settings.from_env(local.airflow_env()).batch_for(datetime.fromisoformat(when.replace("Z", "+00:00")))
     except ValueError:
         return when[:10]
 

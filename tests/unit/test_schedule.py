@@ -48,7 +48,6 @@ def test_a_schedule_in_a_time_zone_runs_at_its_clock_and_names_the_batch_by_its_
     """SWITCHYARD_TIMEZONE=Europe/Berlin, `30 0 * * *`: half past midnight in Berlin, summer
     (22:30 UTC the day before) and winter (23:30 UTC) alike, across the change of 25 October 2026;
     each run's batch is its Berlin date, not the UTC day before's."""
-    from types import SimpleNamespace
     from switchyard import settings
     from switchyard.airflow.operators import batch_name
     start = datetime(2026, 10, 22, tzinfo=timezone.utc)
@@ -57,11 +56,19 @@ def test_a_schedule_in_a_time_zone_runs_at_its_clock_and_names_the_batch_by_its_
         datetime(2026, 10, 23, tzinfo=timezone.utc), datetime(2026, 10, 27, tzinfo=timezone.utc))]
     assert [d.astimezone(timezone.utc).strftime("%m-%d %H:%M") for d in between] == [
         "10-23 22:30", "10-24 22:30", "10-25 23:30", "10-26 23:30"], between
-    monkeypatch.setattr(settings, "get", lambda: SimpleNamespace(timezone="Europe/Berlin", batch_format="%Y-%m-%d"))
+    berlin = settings.Settings.from_env({"SWITCHYARD_SETTINGS_FILE": "/nonexistent/switchyard.env",
+                                         "SWITCHYARD_TIMEZONE": "Europe/Berlin"})
+    monkeypatch.setattr(settings, "get", lambda: berlin)
     assert [batch_name(None, {"logical_date": d}) for d in between] == [
         "2026-10-24", "2026-10-25", "2026-10-26", "2026-10-27"]
+    # `switchyard runs` names a run's batch by the same rule, from the run's logical date as the API gives it.
+    from switchyard_dev import local, runs
+    monkeypatch.setattr(local, "airflow_env", lambda: {"SWITCHYARD_SETTINGS_FILE": "/nonexistent/switchyard.env",
+                                                       "SWITCHYARD_TIMEZONE": "Europe/Berlin"})
+    assert runs.batch_of({"logical_date": "2026-10-23T22:30:00Z", "conf": {}}) == "2026-10-24"
     # Without one, UTC: Airflow's own cron schedule, the batch of the UTC date.
-    monkeypatch.setattr(settings, "get", lambda: SimpleNamespace(timezone="UTC", batch_format="%Y-%m-%d"))
+    utc = settings.Settings.from_env({"SWITCHYARD_SETTINGS_FILE": "/nonexistent/switchyard.env"})
+    monkeypatch.setattr(settings, "get", lambda: utc)
     assert batch_name(None, {"logical_date": between[0]}) == "2026-10-23"
     plain = scheduler_side(DagConfig(streams=1, schedule="30 0 * * *", start_date=None))
     assert plain.next_dagrun_info(last_automated_run_info=None).run_after.strftime("%H:%M") == "00:30"

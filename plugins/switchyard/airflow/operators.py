@@ -36,14 +36,10 @@ EARLIER_STEPS = "earlier_steps"
 
 def batch_name(value: str | None, context: Any) -> str:
     """The run's batch: the `batch` param, else the logical date (or, without one, the run date)
-    in SWITCHYARD_BATCH_FORMAT, as a clock in the schedule's time zone (SWITCHYARD_TIMEZONE) reads
-    it: the run of 00:30 in Berlin loads that Berlin day's batch, not the UTC day before's."""
+    as the settings name its batch (Settings.batch_for: its date in SWITCHYARD_TIMEZONE)."""
     if value is not None and str(value).strip():
         return str(value).strip()
-    when = context.get("logical_date") or context["dag_run"].run_after
-    current = settings.get()
-    from zoneinfo import ZoneInfo
-    return when.astimezone(ZoneInfo(current.timezone)).strftime(current.batch_format)
+    return settings.get().batch_for(context.get("logical_date") or context["dag_run"].run_after)
 
 
 def keep_error(context: Any, exc: BaseException) -> None:

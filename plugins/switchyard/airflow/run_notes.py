@@ -66,8 +66,9 @@ def run_note(stats: dict | None, state: str, title: str, report: str, held_off: 
         # Still linked (the link marks the note as this run's, is_our_note), but not promised:
         # the stats task writes the report, and a run that ended before it has none.
         link = f"[Run report]({report}) (written by the run's stats task: none if the run ended before it ran)."
-    lines = [f"**{title}**: run {state}."]
-    if state == "success" and stats and not_loaded_whole(stats):
+    marked = state == "success" and bool(stats) and not_loaded_whole(stats)
+    lines = [f"**{title}**: run {'marked ' if marked else ''}{state}."]
+    if marked:
         # Its stats task fails such a run: a `success` is a user's (the run or that task marked).
         lines.append("Marked success, not loaded: this run did not put its batch into the target whole (below), "
                      "and Airflow now counts its date as done (a backfill or catch-up skips it). Clear the run "
