@@ -120,10 +120,10 @@ def cmd_check(args) -> int:
     # run refuses where the target already has it (core/preflight.check_table).
     empty = sorted(t for t in tables if spec.table(t).partitioned and not any(e.rows for e in entries if e.table == t))
     for t in empty:
+        mode = spec.table(t).mode
         print(f"note: every stream of {t} is empty in this batch: a run refuses that where the target already has "
-              f"{t} ({spec.table(t).mode} mode: it would "
-              f"{'empty the table' if spec.table(t).mode == 'replace' else 'add nothing'}); if that is meant, leave "
-              f"{t} out of the run (its tables param, --tables here)")
+              f"{t} ({mode} mode: it would {'empty the table' if mode == 'replace' else 'add nothing'}); if that is "
+              f"meant, leave {t} out of the run (its tables param, --tables here)")
     return 0
 
 

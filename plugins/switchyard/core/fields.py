@@ -699,7 +699,7 @@ class RecordCheck:
             blank = " (a blank line)" if list(fields) in ([], [""]) else ""
             return [f"{len(fields)} fields, the table has {len(self.columns)} columns{blank}"]
         out = []
-        for i, (text, (name, nullable, checks)) in enumerate(zip(fields, self.columns)):
+        for i, (text, (name, nullable, _)) in enumerate(zip(fields, self.columns)):
             if self.bare and "\r" in text:
                 # Without quoting a carriage return is a line end to the loads (PostgreSQL: "unquoted
                 # carriage return found in data", naming no column), or in a CRLF line of an LF file.
