@@ -121,9 +121,13 @@ def cmd_check(args) -> int:
     empty = sorted(t for t in tables if spec.table(t).partitioned and not any(e.rows for e in entries if e.table == t))
     for t in empty:
         mode = spec.table(t).mode
+        if spec.table(t).allow_empty:
+            print(f"note: every stream of {t} is empty in this batch: a run adds nothing to it (allow_empty: true)")
+            continue
         print(f"note: every stream of {t} is empty in this batch: a run refuses that where the target already has "
               f"{t} ({mode} mode: it would {'empty the table' if mode == 'replace' else 'add nothing'}); if that is "
-              f"meant, leave {t} out of the run (its tables param, --tables here)")
+              f"meant, {'declare allow_empty: true on it, or ' if mode == 'append' else ''}leave {t} out of the run "
+              f"(its tables param, --tables here)")
     return 0
 
 

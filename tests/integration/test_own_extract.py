@@ -52,10 +52,11 @@ DAG_ID = "switchyard_trips"
 
 def spec_file(folder: Path, **changes) -> str:
     """The spec as a file of the user's, outside the project; `changes` at its top level, or
-    `trips_keep` for the fact table's retention."""
+    `trips_keep` for the fact table's retention, or `trips` for the fact table's entries."""
     raw = json.loads(json.dumps(SPEC))
     if "trips_keep" in changes:
         raw["tables"]["trips"]["keep"] = changes.pop("trips_keep")
+    raw["tables"]["trips"].update(changes.pop("trips", {}))
     raw.update(changes)
     path = folder / f"trips-{abs(hash(json.dumps(raw, sort_keys=True)))}.yaml"
     path.write_text(yaml.safe_dump(raw, sort_keys=False))
@@ -298,3 +299,38 @@ def test_a_stream_that_never_staged_keeps_the_batch_out(pg_uri, data_root, schem
     assert said in result.stats["publish_error"]
     assert table_rows(pg_uri, schema, "trips") == []
     assert table_rows(pg_uri, schema, "stations") == []
+
+
+def test_an_append_table_allowed_empty_takes_a_batch_without_its_rows(pg_uri, data_root, schema, tmp_path, batches):
+    """A quiet month with no trips: the producer writes the trips files with their header only. By
+    default a run refuses that (an incomplete batch looks the same); with `allow_empty: true` the
+    batch adds no trips and its lookups go in. A batch in the table already, delivered again
+    without its trips, is refused: its earlier trips would stay in the table."""
+    plain, allowed = spec_file(tmp_path), spec_file(tmp_path, trips={"allow_empty": True})
+    jan, feb = batches / "2026-01", batches / "2026-02"
+    produce(jan, 1)
+    produce(feb, 2, stations=9, rows=0)
+    assert file_rows(feb, "trips") == []
+    assert run(pg_uri, data_root, schema, tmp_path, jan, allowed).returncode == 0
+    january = {t: table_rows(pg_uri, schema, t) for t in ("trips", "stations", "payment_types")}
+    refused = run(pg_uri, data_root, schema, tmp_path, feb, plain)
+    assert refused.returncode != 0
+    assert (f"{schema}.trips: every stream of the table is empty in batch {feb.relative_to(data_root)}; in append mode "
+            f"that would add nothing. If that is meant, declare allow_empty: true on the table") in refused.output
+    assert {t: table_rows(pg_uri, schema, t) for t in january} == january
+    quiet = run(pg_uri, data_root, schema, tmp_path, feb, allowed)
+    assert quiet.returncode == 0, quiet.output[-4000:]
+    assert f"{schema}.trips: every stream of the table is empty in batch {feb.relative_to(data_root)}: it adds nothing " \
+           f"(allow_empty: true)" in quiet.output
+    assert table_rows(pg_uri, schema, "trips") == january["trips"]
+    assert table_rows(pg_uri, schema, "stations") == file_rows(feb, "stations")
+    # January again, its trips files now without rows: its two partitions would stay. Refused.
+    for path in (jan / "trips").glob("*.csv"):
+        path.write_text(path.read_text().splitlines()[0] + "\n")
+    write_manifest(jan, describe_batch(jan, load_spec(allowed)))
+    again = run(pg_uri, data_root, schema, tmp_path, jan, allowed)
+    assert again.returncode != 0
+    assert (f"{schema}.trips: batch {jan.relative_to(data_root)} is in the table already (2 partitions), and this "
+            f"delivery of it has no rows of the table") in again.output
+    assert table_rows(pg_uri, schema, "trips") == january["trips"]
+    assert table_rows(pg_uri, schema, "stations") == file_rows(feb, "stations")

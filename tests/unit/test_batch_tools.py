@@ -87,16 +87,18 @@ def test_the_manifest_is_every_file_read_whole(tmp_path):
     assert (tmp_path / "manifest.json").read_text() == before
 
 
-def write_spec(folder):
+def write_spec(folder, **sales):
+    """The batch's spec as a user's file; `sales`: entries of the sales table."""
     import yaml
-    path = folder.parent / f"{folder.name}-sales.yaml"
+    # A file of its own per content: specs are read once per path and process.
+    path = folder.parent / f"{folder.name}-sales{''.join(f'-{k}-{v}' for k, v in sorted(sales.items()))}.yaml"
     path.write_text(yaml.safe_dump({
         "name": "sales", "format": {"delimiter": ",", "trailing_delimiter": False, "quoting": "csv",
                                     "header_lines": 1, "null_marker": ""},
         "files": "{table}/part-{stream}.csv",
         "tables": {"sales": {"key": "sold_at", "columns": [
             {"name": "sold_at", "type": {"postgres": "timestamp", "mssql": "datetime2(6)"}},
-            {"name": "note", "type": "varchar(40)", "nullable": True}]},
+            {"name": "note", "type": "varchar(40)", "nullable": True}], **sales},
             "shops": {"partitioned": False, "key": "code", "files": "{table}/shops.{stream}.csv.gz",
                       "columns": [{"name": "code", "type": "varchar(4)"}, {"name": "city", "type": "varchar(20)"}]}}}))
     return path
@@ -186,6 +188,14 @@ def test_check_finds_every_problem_at_once_without_loading(tmp_path, capsys):
     assert main(["check", "--batch", str(tmp_path), "--spec", str(write_spec(tmp_path))]) == 0
     assert ("note: every stream of sales is empty in this batch: a run refuses that where the target already has "
             "sales (replace mode: it would empty the table)") in capsys.readouterr().out
+    # In append mode the note names allow_empty; with it, the run adds nothing to the table.
+    assert main(["check", "--batch", str(tmp_path), "--spec", str(write_spec(tmp_path, mode="append"))]) == 0
+    assert ("sales (append mode: it would add nothing); if that is meant, declare allow_empty: true on it, or leave "
+            "sales out of the run") in capsys.readouterr().out
+    allowed = write_spec(tmp_path, mode="append", allow_empty=True)
+    assert main(["check", "--batch", str(tmp_path), "--spec", str(allowed)]) == 0
+    assert ("note: every stream of sales is empty in this batch: a run adds nothing to it (allow_empty: true)"
+            in capsys.readouterr().out)
 
 
 FIELDS_SPEC = parse_spec({

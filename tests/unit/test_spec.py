@@ -107,3 +107,19 @@ def test_each_wrong_columns_problem_is_said_at_once():
     lines = str(refused.value).splitlines()
     assert len(lines) == 2 and lines[0].startswith("b.yaml: tables.payments.columns[1]") and \
         lines[1].startswith("b.yaml: tables.payments.columns[2].nullable: true or false"), lines
+
+
+def test_allow_empty_goes_with_an_append_table_only():
+    """A batch without rows of a table in replace mode, or of one loaded whole, would empty it:
+    allow_empty is refused there, and read as a boolean only."""
+    def spec(**table):
+        return {"name": "x", "files": "{table}.{stream}.txt", "tables": {"t": {
+            "key": "a", "columns": [{"name": "a", "type": "integer"}], **table}}}
+    assert parse_spec(spec(mode="append", allow_empty=True), source="x.yaml").table("t").allow_empty is True
+    assert parse_spec(spec(mode="append"), source="x.yaml").table("t").allow_empty is False
+    with pytest.raises(SpecError, match=r"tables\.t\.allow_empty: goes with mode: append \(a batch with no rows"):
+        parse_spec(spec(allow_empty=True), source="x.yaml")
+    with pytest.raises(SpecError, match=r"allow_empty: goes with mode: append"):
+        parse_spec(spec(partitioned=False, allow_empty=True), source="x.yaml")
+    with pytest.raises(SpecError, match=r"allow_empty: true or false"):
+        parse_spec(spec(mode="append", allow_empty="yes"), source="x.yaml")

@@ -111,11 +111,9 @@ def check_table(table: Table, streams: list[StreamPlan], batch: str, existing: l
         check.notes.append(f"{where}: new table; this batch brings {len(loaded)} partitions")
         return check
     if not loaded:
-        check.problems.append(
-            f"{where}: every stream of the table is empty in batch {batch}; in {table.mode} mode that would "
-            + ("empty the table" if table.mode == "replace" else "add nothing")
-            + ". If that is meant, leave the table out of this run (the tables param); otherwise the batch "
-              "is incomplete: check the producer's manifest")
+        problems, notes = empty_in_batch(table, batch, sum(p.batch == batch for p in existing), where)
+        check.problems += problems
+        check.notes += notes
         return check
     defaults = [p for p in existing if p.default]
     if defaults:
@@ -177,6 +175,27 @@ def check_table(table: Table, streams: list[StreamPlan], batch: str, existing: l
     check.notes.append(f"{where}: append mode: batch {batch} adds {len(loaded)} partitions "
                        f"({_keys(ranges[loaded[0].stream][0], ranges[loaded[-1].stream][1], kind)})")
     return check
+
+
+def empty_in_batch(table: Table, batch: str, own: int, where: str) -> tuple[list[str], list[str]]:
+    """(problems, notes) for an existing partitioned table none of whose streams has a row in
+    this batch (`own`: the partitions the table holds of this batch already). Refused, as an
+    incomplete batch, unless the spec allows it (`allow_empty`, append mode): the batch then adds
+    nothing. A batch in the table already, delivered again without rows of it, is refused too:
+    its partitions would stay, and the table would hold rows the batch no longer has."""
+    if table.mode == "append" and table.allow_empty:
+        if own:
+            return [f"{where}: batch {batch} is in the table already ({own} partitions), and this delivery of it "
+                    f"has no rows of the table: the run would leave the earlier rows in place. Take the batch's "
+                    f"partitions out first (ALTER TABLE {where} DETACH PARTITION ..., or SWITCH them out), or "
+                    f"check the producer's manifest"], []
+        return [], [f"{where}: every stream of the table is empty in batch {batch}: it adds nothing "
+                    f"(allow_empty: true)"]
+    advice = ("leave the table out of this run (the tables param)" if table.mode == "replace" else
+              "declare allow_empty: true on the table, or leave it out of this run (the tables param)")
+    return [f"{where}: every stream of the table is empty in batch {batch}; in {table.mode} mode that would "
+            + ("empty the table" if table.mode == "replace" else "add nothing")
+            + f". If that is meant, {advice}; otherwise the batch is incomplete: check the producer's manifest"], []
 
 
 def batch_time(name: str) -> datetime | None:

@@ -123,6 +123,9 @@ class Table:
     keep: int | None = None
     keep_days: int | None = None
     retire: str = "drop"
+    # append only: a batch may hold no rows of the table (every stream empty, its file a header
+    # only): the run adds nothing to it. Otherwise such a batch is refused as incomplete.
+    allow_empty: bool = False
     # Scheduling priority of the table's tasks (Airflow's priority_weight): the run lasts as
     # long as its slowest stream, so the biggest tables should get the higher weights.
     weight: int = 1
@@ -398,7 +401,7 @@ def _unique(raw: Any, key: str | None, columns: list[str], where: str, partition
 
 
 _TABLE_KEYS = {"columns", "key", "partitioned", "format", "files", "unique", "expectations",
-               "mode", "keep", "keep_days", "retire", "weight", "tasks", "on_spec_change"}
+               "mode", "keep", "keep_days", "retire", "allow_empty", "weight", "tasks", "on_spec_change"}
 
 
 def _table(name: str, raw: Mapping[str, Any], where: str, fmt: FileFormat, files: str,
@@ -458,6 +461,13 @@ def _table(name: str, raw: Mapping[str, Any], where: str, fmt: FileFormat, files
         raise SpecError(f"{where}: keep and keep_days go with mode: append")
     if mode == "append" and not partitioned:
         raise SpecError(f"{where}: mode append needs a partitioned table")
+    allow_empty = raw.get("allow_empty", False)
+    if not isinstance(allow_empty, bool):
+        raise SpecError(f"{where}.allow_empty: true or false")
+    if allow_empty and mode != "append":
+        # A batch without rows of a table loaded whole would empty it: never allowed in silence.
+        raise SpecError(f"{where}.allow_empty: goes with mode: append (a batch with no rows of a table in "
+                        f"replace mode, or loaded whole, would empty it)")
     if keep_days is not None and key_column is not None and column_key_kind(key_column) == "integer":
         raise SpecError(f"{where}.keep_days: needs a date or timestamp key; use keep (batches) instead")
     return Table(name=name, columns=columns, key=key, partitioned=partitioned,
@@ -466,7 +476,7 @@ def _table(name: str, raw: Mapping[str, Any], where: str, fmt: FileFormat, files
                  unique=_unique(raw.get("unique"), key, names, f"{where}.unique", partitioned),
                  expectations=_expectations(raw.get("expectations"), names, f"{where}.expectations",
                                             key if partitioned else None),
-                 mode=mode, keep=keep, keep_days=keep_days, retire=retire,
+                 mode=mode, keep=keep, keep_days=keep_days, retire=retire, allow_empty=allow_empty,
                  weight=_count(raw.get("weight", 1), f"{where}.weight", minimum=1),
                  tasks=_choice(raw.get("tasks", "per-step"), GROUP_TASKS, f"{where}.tasks"),
                  on_spec_change=_choice(raw.get("on_spec_change", on_spec_change), ON_SPEC_CHANGE,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 
 from switchyard.core.planner import LoadPlan, TablePlan
-from switchyard.core.preflight import emptied_whole, newer_in_place
+from switchyard.core.preflight import emptied_whole, empty_in_batch, newer_in_place
 from switchyard.targets.base import TargetError
 from switchyard.targets.commit import discarded_note
 from switchyard.targets.mssql.catalog import (
@@ -190,9 +190,10 @@ class MssqlPreflight:
                 continue
             streams = self.incoming(table_plan)
             if not streams:
-                problems.append(f"{where}: every stream of the table is empty in this batch; in {table.mode} mode "
-                                f"that would {'empty the table' if table.mode == 'replace' else 'add nothing'}. "
-                                f"Leave the table out of this run (the tables param), or check the manifest")
+                batch = self.lease_batch or ""
+                more, said = empty_in_batch(table, batch, sum(p.batch == batch for p in target.partitions), where)
+                problems += more
+                notes += said
                 continue
             wp = self.window(table.name, target, streams, self.lease_batch or "")
             problems += wp.problems

@@ -40,12 +40,16 @@ def adapter(spec=BATCH_SPEC, batch="2026-04-05", run="switchyard_tpch/run-2", **
     return MssqlAdapter(spec, base_port=2000, port_count=4, lease_holder=run, lease_batch=batch, **options)
 
 
-def batch_plan(spec=BATCH_SPEC, orders=even(4), lineitem=even(2, 8001, 2000), rows=100, nation_rows=25):
+def batch_plan(spec=BATCH_SPEC, orders=even(4), lineitem=even(2, 8001, 2000), rows=100, nation_rows=25,
+               lineitem_rows=None):
     """orders, lineitem and nation of one batch: orders and lineitem in `orders` / `lineitem` key
-    ranges, nation in one stream of `nation_rows` rows."""
+    ranges, nation in one stream of `nation_rows` rows; `lineitem_rows=0`: lineitem's streams
+    have no rows."""
     entries = [ManifestEntry("orders", k, f"orders/orders.{k}.tbl", 10_000, rows, lo, hi)
                for k, (lo, hi) in enumerate(orders, start=1)]
     entries += [ManifestEntry("lineitem", k, f"lineitem/lineitem.{k}.tbl", 40_000, rows * 4, lo, hi)
+                if lineitem_rows is None else
+                ManifestEntry("lineitem", k, f"lineitem/lineitem.{k}.tbl", 0, lineitem_rows, None, None)
                 for k, (lo, hi) in enumerate(lineitem, start=1)]
     entries.append(ManifestEntry("nation", 1, "nation/nation.1.tbl", 2_224 if nation_rows else 0, nation_rows,
                                  0 if nation_rows else None, nation_rows - 1 if nation_rows else None))
@@ -338,6 +342,31 @@ def test_an_unpartitioned_table_that_truncate_would_refuse_is_refused_at_the_pre
         a.preflight(session, batch_plan())
     assert refused.value.permanent and expected in str(refused.value), str(refused.value)
     assert "tpch.orders" not in str(refused.value) and "tpch.lineitem" not in str(refused.value)
+
+
+def test_an_append_table_without_rows_in_the_batch_is_refused_unless_its_spec_allows_it():
+    """SCRIPTED: lineitem (append) has no rows in batch 2026-04-05. Refused as an incomplete batch,
+    naming allow_empty; with allow_empty: true the batch adds nothing to it, unless the table holds
+    batch 2026-04-05 already: its partitions would stay, the batch no longer having their rows."""
+    plan = batch_plan(lineitem_rows=0)
+    earlier = {"orders": layout_of({"2026-04-04": even(8)}), "lineitem": layout_of({"2026-04-04": even(2, 6001, 2000)})}
+    a = adapter()
+    with pytest.raises(TargetError) as refused:
+        a.preflight(BatchSession(a, earlier), plan)
+    assert ("tpch.lineitem: every stream of the table is empty in batch 2026-04-05; in append mode that would add "
+            "nothing. If that is meant, declare allow_empty: true on the table") in str(refused.value)
+    allowed = changed(BATCH_SPEC, tables=tuple(changed(t, allow_empty=True) if t.name == "lineitem" else t
+                                               for t in BATCH_SPEC.tables))
+    plan = batch_plan(allowed, lineitem_rows=0)
+    a = adapter(allowed)
+    notes = a.preflight(BatchSession(a, earlier), plan)
+    assert ("tpch.lineitem: every stream of the table is empty in batch 2026-04-05: it adds nothing "
+            "(allow_empty: true)") in notes
+    again = {**earlier, "lineitem": layout_of({"2026-04-05": even(2, 6001, 2000)})}
+    with pytest.raises(TargetError) as refused:
+        a.preflight(BatchSession(a, again), plan)
+    assert ("tpch.lineitem: batch 2026-04-05 is in the table already (2 partitions), and this delivery of it has no "
+            "rows of the table") in str(refused.value), str(refused.value)
 
 
 def test_an_empty_lookup_is_refused_while_the_table_holds_rows_and_taken_once_it_was_emptied():
