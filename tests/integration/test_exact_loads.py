@@ -1020,6 +1020,38 @@ def test_a_field_the_server_would_change_is_refused_by_the_load(pg_uri, schema, 
 
 
 
+def test_a_postgres_money_keeps_the_digits_of_the_sessions_locale_and_the_load_refuses_more(pg_uri, schema,
+                                                                                            tmp_path):
+    """A money for PostgreSQL alone keeps the digits of the session's lc_monetary (2 in the C
+    locale, 0 for yen): the load reads them from the server and refuses a field with more, which
+    the server would round without an error, naming the file, the line and the column. The plan's
+    read of every target's types does not know the target's locale: the load is where it is found."""
+    from switchyard.core.batch import check_batch
+    spec = parse_spec({"name": "fees", "files": "{table}/{table}.{stream}.csv",
+                       "format": {"delimiter": ",", "trailing_delimiter": False, "quoting": "csv", "header_lines": 1},
+                       "tables": {"fees": {"partitioned": False, "key": "code", "columns": [
+                           {"name": "code", "type": "varchar(8)"},
+                           {"name": "fee", "type": {"postgres": "money", "mssql": "money"}}]}}})
+    batch = tmp_path / "fees"
+    (batch / "fees").mkdir(parents=True)
+    path = batch / "fees" / "fees.1.csv"
+    path.write_text("code,fee\nA,12.50\nB,3\nC,0.125\n")
+    write_manifest(batch, manifest_for(batch, spec, 1))
+    assert check_batch(batch, spec) == []
+    adapter, plan, s = _staged(pg_uri, schema, spec, batch, "fees")
+    with pytest.raises(TargetError) as refused:
+        adapter.load(s, path)
+    said = (f"{path}: line 4, column fee: '0.125': 3 digits after the point, money keeps 2: the load would round "
+            f"it to another value without an error")
+    assert refused.value.permanent and str(refused.value).startswith(said), str(refused.value)
+    with psycopg.connect(pg_uri) as conn:
+        assert conn.execute("SELECT '0.125'::money::numeric::text").fetchone()[0] == "0.13"   # the server's reading
+        assert conn.execute(f'SELECT count(*) FROM "{schema}_staging"."{s.staging_table}"').fetchone()[0] == 0
+    path.write_text("code,fee\nA,12.50\nB,3\nC,0.12\n")
+    write_manifest(batch, manifest_for(batch, spec, 1))
+    assert adapter.load(s, path).rows == 3
+
+
 # --- a compressed file cut short inside its last field: refused by the load ------------------------
 @pytest.mark.parametrize("fmt", [
     {"delimiter": "|"},                                               # COPY's text format

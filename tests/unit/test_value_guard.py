@@ -209,3 +209,31 @@ def test_a_money_field_the_server_would_read_as_another_amount_is_refused():
         with pytest.raises(ChangedValue) as caught:
             b"".join(guard.chunks([good + b"d," + field + b"\n"]))
         assert caught.value.column == "amount" and why in caught.value.why, (field, caught.value.why)
+
+
+def test_a_targets_own_money_keeps_the_digits_its_target_says():
+    """A money for one target keeps what that target's money keeps, which the load says: SQL
+    Server's 4 digits after the point, PostgreSQL's its locale's (2, or 0 for yen). Without the
+    target's word (the plan's read of every target's types) the digits are left to the load."""
+    spec = parse_spec({"name": "g", "files": "{table}.{stream}",
+                       "format": {"delimiter": ",", "trailing_delimiter": False, "null_marker": ""},
+                       "tables": {"t": {"partitioned": False, "key": "id", "columns": [
+                           {"name": "id", "type": "varchar(4)"},
+                           {"name": "amount", "type": {"postgres": "money", "mssql": "money"}},
+                           {"name": "fee", "type": "money", "nullable": True}]}}})
+    table = spec.table("t")
+    good = b"a,12.3456,1.25\nb,-3,\n"
+    assert b"".join(value_guard(table, "mssql", 4).chunks([good])) == good
+    with pytest.raises(ChangedValue) as caught:
+        b"".join(value_guard(table, "mssql", 4).chunks([good + b"c,12.34567,1\n"]))
+    assert (caught.value.column, caught.value.why) == (
+        "amount", "5 digits after the point, money keeps 4: the load would round it to another value without an error")
+    with pytest.raises(ChangedValue) as caught:
+        b"".join(value_guard(table, "postgres", 2).chunks([good]))
+    assert (caught.value.column, caught.value.text) == ("amount", "12.3456")
+    # A money for every target keeps 2, or fewer where the target's keeps fewer (yen: 0).
+    with pytest.raises(ChangedValue) as caught:
+        b"".join(value_guard(table, "postgres", 0).chunks([b"a,12,1.25\n"]))
+    assert (caught.value.column, caught.value.why) == (
+        "fee", "2 digits after the point, money keeps 0: the load would round it to another value without an error")
+    assert b"".join(value_guard(table, "postgres", 0).chunks([b"a,12,1\n"])) == b"a,12,1\n"

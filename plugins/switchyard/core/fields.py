@@ -141,14 +141,17 @@ def _type_match(sql_type: str) -> re.Match | None:
     return _TYPE.match(f"{first[1]} {' '.join(first[3].split())}{first[2]}" if first else lowered)
 
 
-def field_check(sql_type: str, neutral: bool = False, fast: bool = True) -> Check | None:
+def field_check(sql_type: str, neutral: bool = False, fast: bool = True,
+                money_digits: int | None = None) -> Check | None:
     """A function that says what is wrong with a field for `sql_type` (None: nothing), or None
     where this module leaves the type to the load. `neutral`: the type is the one for every target.
-    `fast`: a field of the common well-formed shapes passes on one pattern match (`_accepts`)."""
+    `fast`: a field of the common well-formed shapes passes on one pattern match (`_accepts`).
+    `money_digits`: the digits after the point the target's money keeps, where the caller knows
+    its target (a load); a target's own money is not checked for them otherwise."""
     m = _type_match(sql_type)
     if not m:
         return None
-    check = _full_check(sql_type, m.group(1), m.group(2), m.group(3), neutral)
+    check = _full_check(sql_type, m.group(1), m.group(2), m.group(3), neutral, money_digits)
     accepts = _accepts(m.group(1), m.group(2), m.group(3), neutral) if fast and check else None
     if accepts is None:
         return check
@@ -157,6 +160,12 @@ def field_check(sql_type: str, neutral: bool = False, fast: bool = True) -> Chec
     def passed_or_checked(text: str) -> str | None:
         return None if pattern.fullmatch(text) else check(text)
     return passed_or_checked
+
+
+def is_money(sql_type: str) -> bool:
+    """Whether `sql_type` is a money type, whose digits after the point are the target's to say."""
+    m = _type_match(sql_type)
+    return bool(m) and m.group(1) in ("money", "smallmoney")
 
 
 def reads_as_flag(sql_type: str, text: str) -> bool:
@@ -209,7 +218,7 @@ def _accepts(base: str, size: str | None, scale: str | None, neutral: bool) -> s
     return None
 
 
-def kept_pattern(sql_type: str, neutral: bool = False) -> str | None:
+def kept_pattern(sql_type: str, neutral: bool = False, money_digits: int | None = None) -> str | None:
     """A pattern (ASCII) of fields of `sql_type` that no server changes as it reads them: each is
     kept as written, or refused with an error the load reports (`2026-02-30`, `1e`, digits past
     the precision). None where the type has no field a server changes without an error, as far
@@ -224,14 +233,15 @@ def kept_pattern(sql_type: str, neutral: bool = False) -> str | None:
     number); a date alone; a time of day 00:00-23:59:59 with the fraction its type keeps; no
     zone, no word. tests/integration/test_exact_loads.py puts each shape through the server."""
     m = _type_match(sql_type)
-    if not m or _full_check(sql_type, m.group(1), m.group(2), m.group(3), neutral) is None:
+    if not m or _full_check(sql_type, m.group(1), m.group(2), m.group(3), neutral, money_digits) is None:
         return None
     base, size, scale = m.groups()
     if base in _DECIMAL and size and size != "max":
         return r"[+-]?[0-9]*" + _digits_after_point(int(scale or 0))
     if base in ("money", "smallmoney"):
         # PostgreSQL's money reads `$12`, `(12)`, `12-` and an empty field (as 0.00): the full check.
-        return r"[+-]?[0-9]+" + (_digits_after_point(2) if neutral else r"(?:\.[0-9]*)?")
+        kept = _money_kept(neutral, money_digits)
+        return r"[+-]?[0-9]+" + (_digits_after_point(kept) if kept is not None else r"(?:\.[0-9]*)?")
     if base in _DECIMAL or base in _FLOAT:
         # Decimal digits: PostgreSQL reads `0x10` as 16 into either type and `inf` into numeric,
         # which the full check refuses (a float's `inf` and `nan` it passes for PostgreSQL's own
@@ -270,7 +280,16 @@ def _digits_after_point(kept: int) -> str:
     return rf"(?:\.[0-9]{{0,{kept}}}0*)?" if kept else r"(?:\.0*)?"
 
 
-def _full_check(sql_type: str, base: str, size: str | None, scale: str | None, neutral: bool) -> Check | None:
+def _money_kept(neutral: bool, money_digits: int | None) -> int | None:
+    """The digits after the point a money field keeps: PostgreSQL's money keeps its locale's
+    (lc_monetary: 2 for most, 0 for yen), SQL Server's 4; a money for every target keeps what
+    both do, 2 at most. None: not known here (a target's own money, its target not given)."""
+    kept = [d for d in (2 if neutral else None, money_digits) if d is not None]
+    return min(kept) if kept else None
+
+
+def _full_check(sql_type: str, base: str, size: str | None, scale: str | None, neutral: bool,
+                money_digits: int | None = None) -> Check | None:
     """The check of a field for the type, in full (`field_check`)."""
     if base in _INT_BITS or base == "tinyint":
         low, high = (0, 255) if base == "tinyint" else (-2 ** (_INT_BITS[base] - 1), 2 ** (_INT_BITS[base] - 1) - 1)
@@ -284,11 +303,10 @@ def _full_check(sql_type: str, base: str, size: str | None, scale: str | None, n
     if base in _DECIMAL or base in ("money", "smallmoney"):
         # A scale above the precision (PostgreSQL's numeric(3,5)) leaves no digit before the point.
         whole = max(int(size) - int(scale or 0), 0) if size and size != "max" and base in _DECIMAL else None
-        # The digits a declared scale keeps (`numeric(12)` keeps none): the servers round the rest
-        # away as they read the field, without an error. PostgreSQL's money keeps 2 (its locale's),
-        # SQL Server's 4: a money for every target keeps what both do.
+        # The digits a declared scale keeps (`numeric(12)` keeps none), or a money (_money_kept):
+        # the servers round the rest away as they read the field, without an error.
         kept = (int(scale or 0) if size and size != "max" and base in _DECIMAL
-                else 2 if neutral and base in ("money", "smallmoney") else None)
+                else _money_kept(neutral, money_digits) if base in ("money", "smallmoney") else None)
 
         def decimal(text: str) -> str | None:
             text = text.strip(_C_SPACE)

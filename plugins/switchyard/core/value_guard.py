@@ -46,15 +46,16 @@ class ChangedValue(Exception):
         return f"column {self.column}: {self.text!r}: {self.why}"
 
 
-def value_guard(table: Table, dialect: str) -> "ValueGuard | None":
+def value_guard(table: Table, dialect: str, money_digits: int | None = None) -> "ValueGuard | None":
     """The guard for the files of `table` loaded into `dialect`'s types; None where no column is at
-    risk (no integer, decimal with a scale, date or time type, nor boolean SQL Server reads)."""
+    risk (no integer, decimal with a scale, date or time type, nor boolean SQL Server reads).
+    `money_digits`: the digits after the point the target's money keeps (fields.field_check)."""
     at_risk = {}
     for i, column in enumerate(table.columns):
         sql_type, neutral = column.declared(dialect)
-        pattern = kept_pattern(sql_type, neutral)
+        pattern = kept_pattern(sql_type, neutral, money_digits)
         if pattern is not None:
-            at_risk[i] = (pattern, field_check(sql_type, neutral))
+            at_risk[i] = (pattern, field_check(sql_type, neutral, money_digits=money_digits))
     return ValueGuard(table, at_risk) if at_risk else None
 
 

@@ -19,6 +19,7 @@ from switchyard.targets.mssql.rows import FileRows
 from switchyard.targets.mssql.server import CODE_PAGES_SQL
 from switchyard.targets.mssql.session import drain
 from switchyard.targets.mssql.sql import staging_heap_compression
+from switchyard.targets.mssql.types import MONEY_DIGITS
 
 # "Cannot insert the value NULL into column ...": a BULK INSERT met an empty field in a NOT NULL column.
 NULL_REFUSED = 515
@@ -196,7 +197,7 @@ class MssqlLoad:
             # The server reads the file; the worker reads it beside, for a field the server would
             # store changed without an error (core/value_guard.py): the load fails then, its
             # staging table never switched in.
-            with read_beside(value_guard(table, self.dialect), Path(path), table.format.header_lines):
+            with read_beside(value_guard(table, self.dialect, MONEY_DIGITS), Path(path), table.format.header_lines):
                 (rows, before, after, watcher), guard = with_scheduler_guard(attempt, self.scheduler_guard,
                                                                              self.guard_retries, stream.group_id)
         except ChangedValue as exc:

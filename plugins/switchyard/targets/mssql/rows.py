@@ -28,7 +28,7 @@ from typing import IO, Any, Callable, Iterator, Mapping
 from switchyard.core.files import UNENDED_LINE
 from switchyard.core.spec import FileFormat, Table
 from switchyard.targets.base import ProgressCallback, TargetError
-from switchyard.targets.mssql.types import column_type
+from switchyard.targets.mssql.types import MONEY_DIGITS, column_type
 
 _INT = re.compile(r"-?[0-9]+\Z")
 _DEC = re.compile(r"-?[0-9]+(\.[0-9]+)?\Z")
@@ -67,7 +67,7 @@ def converter(sql_type: str, code_page: int | None = None) -> Callable[[str], An
     if base in ("money", "smallmoney", "decimal", "numeric"):
         # The digits after the point the column keeps (decimal without a scale keeps none): the
         # bulk copy rounds the others away without an error.
-        scale = 4 if base in ("money", "smallmoney") else int(m.group(3) or 0)
+        scale = MONEY_DIGITS if base in ("money", "smallmoney") else int(m.group(3) or 0)
 
         def to_decimal(text: str) -> Decimal:
             if not _DEC.match(text):

@@ -20,6 +20,10 @@ NEUTRAL = {"timestamp": "datetime2({p})", "timestamp without time zone": "dateti
            "timestamptz": "datetimeoffset({p})", "timestamp with time zone": "datetimeoffset({p})",
            "boolean": "bit", "bool": "bit", "bytea": "varbinary(max)", "serial": "int", "bigserial": "bigint",
            "uuid": "uniqueidentifier"}
+# The digits after the point money and smallmoney keep: "accurate to a ten-thousandth of the
+# monetary units they represent"; the load rounds the others away without an error
+# (https://learn.microsoft.com/en-us/sql/t-sql/data-types/money-and-smallmoney-transact-sql).
+MONEY_DIGITS = 4
 _SIZE = re.compile(r"\((\d+)\)\s*$")
 
 

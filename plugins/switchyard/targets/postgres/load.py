@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from switchyard.core.batch import refused_in_reading
+from switchyard.core.fields import is_money
 from switchyard.core.files import (GZIP_UNDER_PLAIN_NAME, GzipUnderPlainName, MisplacedQuote, StreamFileError,
                                    UnendedData, WrongSingleByte, open_source)
 from switchyard.core.planner import StreamPlan
@@ -120,6 +121,15 @@ class PostgresLoad:
             return None                     # the COPY's own error is the one to tell, as it is
         return (list(row[0]), row[1]) if row and row[0] else None
 
+    def _money_digits(self, cur, table: Table) -> int | None:
+        """The digits after the point a money column keeps in this session: its lc_monetary's
+        (2 for most locales, 0 for yen; the cast to numeric rounds to them,
+        https://www.postgresql.org/docs/current/datatype-money.html); None without a money column."""
+        if not any(is_money(c.declared(self.dialect)[0]) for c in table.columns):
+            return None
+        cur.execute("SELECT scale(0::money::numeric)")
+        return int(cur.fetchone()[0])
+
     def _copy(self, conn, stream: StreamPlan, path: Path, progress: ProgressCallback | None, table: Table,
               where: str, before: list[str], copy: str, after: list[str], total: int, single_field: bool,
               text_format: bool, release: Callable[[], None] | None = None) -> tuple:
@@ -139,7 +149,7 @@ class PostgresLoad:
                 # The file as the spec declares it, decompressed while read, header lines
                 # skipped, guarded against the quote byte (see copy_format.py), every record read
                 # for a field the server would change without an error (core/value_guard.py).
-                guard = value_guard(table, self.dialect)
+                guard = value_guard(table, self.dialect, self._money_digits(cur, table))
                 with open_source(path) as source, cur.copy(copy) as cp:
                     for data in copy_chunks(source.read, table.format, text_format, single_field, _CHUNK, guard):
                         cp.write(data)

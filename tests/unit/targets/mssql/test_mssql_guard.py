@@ -263,6 +263,22 @@ def test_a_field_bulk_insert_would_change_fails_the_load_naming_file_line_column
     assert ScriptedAdapter([None], local_data_root=path.parents[2], load_mode="bulk_insert").load(s, path).rows == 7
 
 
+def test_a_money_with_more_digits_than_sql_server_keeps_fails_the_bulk_insert_load(stream_file):
+    """TPC-H's o_totalprice is money on SQL Server, which keeps 4 digits after the point and rounds
+    the rest away as BULK INSERT reads the file, without an error: the worker's reading beside it
+    fails the load, naming the file, the line and the column. 4 digits load."""
+    s, path = stream_file
+    good = "1|36901|O|173665.47|1996-01-02|5-LOW|Clerk#000000951|0|nstructions sleep|\n"
+    path.write_text(good * 3 + good.replace("173665.47", "173665.47125") + good)
+    a = ScriptedAdapter([None], local_data_root=path.parents[2], load_mode="bulk_insert")
+    with pytest.raises(TargetError) as info:
+        a.load(s, path)
+    assert str(info.value).startswith(
+        f"{path}: line 4, column o_totalprice: '173665.47125': 5 digits after the point, money keeps 4"), str(info.value)
+    path.write_text(good * 3 + good.replace("173665.47", "173665.4712") + good)
+    assert ScriptedAdapter([None], local_data_root=path.parents[2], load_mode="bulk_insert").load(s, path).rows == 7
+
+
 def test_a_lost_connection_is_retryable(stream_file):
     s, path = stream_file
     a = ScriptedAdapter([LINK_LOST], local_data_root=path.parents[2])
