@@ -259,7 +259,9 @@ def set_up(adapter: TargetAdapter, plan: LoadPlan, problems: list[str], name: st
                control_schema=adapter.control_schema, preflight=preflight,
                # When the plan was made, by the server's clock: a group run again after its
                # batch went in (cleared on its own) is told from a run made again (`prepare`).
-               planned_at=adapter.server_time().isoformat())
+               planned_at=adapter.server_time().isoformat(),
+               # What the plan was made with, which each later step compares (spec_as_planned).
+               spec_digests=plan.spec.digests())
     note_file_times(folder, plan.spec, out["groups"])
     snapshot = server_snapshot(adapter)
     if snapshot is not None:
@@ -362,6 +364,26 @@ def server_delta(adapter: Any, before: dict | None, after: dict | None) -> dict:
 
 
 # --- a group's steps ------------------------------------------------------------------------
+def spec_as_planned(plan: dict, spec: LoadSpec) -> None:
+    """StepFailed where the spec this step reads differs from the one the run's plan was made
+    with, for the run's tables (LoadSpec.digests): the file edited during the run, or a worker
+    holding another copy. A step must not load, check or publish the batch by another spec than
+    its plan's (columns in another order would load each value into another column; a mode of
+    replace instead of append would replace every earlier batch). A plan without digests (made
+    by an earlier version) is not compared."""
+    planned = plan.get("spec_digests")
+    if not planned:
+        return
+    now = spec.digests()
+    changed = [name for name in ["", *(plan.get("tables") or [])] if now.get(name) != planned.get(name)]
+    if changed:
+        what = ", ".join("its own entries (publish, sources, files)" if n == "" else
+                         (f"table {n}" if n in now else f"table {n} (no longer in it)") for n in changed)
+        raise StepFailed(f"the spec {spec.source} changed after this run's plan was made ({what} differ): a run "
+                         f"loads its batch by the spec its plan read, every step alike. Put the spec back as it was, "
+                         f"or clear the whole run (from setup.plan) to load the batch by the spec as it is now")
+
+
 def stream_plan(plan: dict | None, table: str, stream: int) -> StreamPlan:
     """The group's part of the run's plan; StepSkipped where the batch has nothing for it."""
     from switchyard.core.planner import group_id

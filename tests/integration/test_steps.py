@@ -85,6 +85,48 @@ def test_a_batch_through_every_step_without_airflow(tpch_batch, pg_uri, schema):
     connect().release_lease()
 
 
+def test_a_step_refuses_a_spec_that_changed_after_the_runs_plan(tpch_batch, pg_uri, schema):
+    """The spec file edited while a run is in flight (or a worker holding another copy): a step
+    would load, check or publish the batch by another spec than its plan's (columns in another
+    order, each value in another column; replace instead of append, every earlier batch gone).
+    Each step compares the spec it reads with the plan's, for the run's tables: refused, naming
+    what differs. The operators make the comparison before their step, in Airflow's terms."""
+    from types import SimpleNamespace
+    from switchyard.airflow.operators import PrepareOperator, PublishBatchOperator
+    name, folder = tpch_batch
+    tables = ["orders", "nation"]
+    found, plan, problems = steps.check_batch(SPEC, tables, name, streams=3)
+    run = steps.set_up(PostgresAdapter(SPEC, uri=pg_uri, schema=schema, lease_holder="plain/run-1", lease_batch=name),
+                       plan, problems, name, found, tables)
+    PostgresAdapter(SPEC, uri=pg_uri, schema=schema, lease_holder="plain/run-1").release_lease()
+    steps.spec_as_planned(run, SPEC)
+
+    def edited(table: str, **changes):
+        return replace(SPEC, tables=tuple(replace(t, **changes) if t.name == table else t for t in SPEC.tables))
+    columns = SPEC.table("nation").columns
+    for spec, what in ((edited("nation", columns=(columns[1], columns[0], *columns[2:])), "table nation"),
+                       (edited("orders", mode="append"), "table orders"),
+                       (replace(SPEC, publish="table"), "its own entries (publish, sources, files)")):
+        with pytest.raises(steps.StepFailed, match=rf"^the spec .* changed after this run's plan was made \({re.escape(what)} "
+                                                   rf"differ\): .* clear the whole run \(from setup\.plan\)"):
+            steps.spec_as_planned(run, spec)
+    steps.spec_as_planned(run, edited("lineitem", mode="append"))   # not a table of this run
+    steps.spec_as_planned({k: v for k, v in run.items() if k != "spec_digests"}, edited("orders", mode="append"))
+    # The operators, before their step: the plan made by another spec than the one they read.
+    other = {**run, "spec_digests": edited("orders", mode="append").digests()}
+    context = {"ti": SimpleNamespace(xcom_pull=lambda task_ids, key="return_value": other)}
+    with pytest.raises(steps.StepFailed, match=r"\(table orders differ\)"):
+        PrepareOperator(task_id="orders_1.prepare", table="orders", stream=1).stream_plan(context)
+    assert PrepareOperator(task_id="nation_1.prepare", table="nation", stream=1).stream_plan(
+        {"ti": SimpleNamespace(xcom_pull=lambda task_ids, key="return_value": run)})[1].table == "nation"
+    publish = PublishBatchOperator(task_id="publish_batch")
+    publish.bind_run = lambda context: None
+    with pytest.raises(Exception, match=r"\(table orders differ\)"):
+        publish.execute({**context, "ti": SimpleNamespace(xcom_pull=lambda task_ids, key="return_value": other,
+                                                             xcom_push=lambda **kw: None)})
+    assert fingerprint(pg_uri, schema, tables)["orders"][0] == 0
+
+
 def test_a_retry_after_the_groups_switch_went_in_finds_it_in_and_a_clear_is_still_refused(tpch_batch, pg_uri,
                                                                                            schema):
     """`tasks: single`, `publish: table`: a group's task whose switch put its table in and whose

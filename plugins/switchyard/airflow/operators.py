@@ -372,6 +372,7 @@ class SourceFilesOperator(_TargetOperator):
             raise AirflowFailException("the run's plan is missing (did setup.plan run?)")
         try:
             with airflow_terms(context):
+                steps.spec_as_planned(plan, self.load_spec())
                 if self.as_loaded:
                     spec = self.load_spec()
                     return steps.source_files_as_loaded(plan, spec, self.source, load_of(spec, plan, context),
@@ -425,6 +426,7 @@ class _GroupOperator(_TargetOperator):
     def stream_plan(self, context: Any):
         plan = context["ti"].xcom_pull(task_ids=PLAN_TASK)
         s = steps.stream_plan(plan, self.table, self.stream)
+        steps.spec_as_planned(plan, self.load_spec())
         self._done = {"plan": plan, "stream": s}
         return plan, s
 
@@ -620,6 +622,7 @@ class PublishBatchOperator(_TargetOperator):
         self.bind_run(context)
         try:
             with airflow_terms(context):
+                steps.spec_as_planned(plan, self.load_spec())
                 return steps.publish_batch(self.adapter, plan, load_of(self.load_spec(), plan, context)).xcom()
         except Exception as exc:
             keep_error(context, exc)

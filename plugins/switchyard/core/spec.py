@@ -9,8 +9,10 @@ single entries of it. Likewise `files`. docs/spec.md describes every key.
 """
 from __future__ import annotations
 
+import hashlib
+import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Mapping
@@ -195,6 +197,18 @@ class LoadSpec:
     def file_for(self, table: str, stream: int) -> str:
         """The stream file's path relative to the batch folder (the table's pattern)."""
         return self.table(table).files.format(table=table, stream=stream)
+
+    def digests(self) -> dict[str, str]:
+        """A digest of each table's definition as read (its columns, key, mode, format, ...), and
+        of the spec's own entries under "" (publish, sources): what a run's plan was made with,
+        which each later step of the run compares with the spec it reads (a file edited in
+        between, or a worker holding another copy). Comments and layout of the file count not."""
+        def digest(value: Any) -> str:
+            text = json.dumps(value, sort_keys=True, default=repr)
+            return hashlib.sha256(text.encode()).hexdigest()[:16]
+        own = {"publish": self.publish, "sources": {k: list(v) for k, v in self.sources.items()},
+               "files": self.files}
+        return {"": digest(own), **{t.name: digest(asdict(t)) for t in self.tables}}
 
 
 def key_kind(sql_type: str) -> str | None:
