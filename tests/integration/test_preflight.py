@@ -89,6 +89,26 @@ def test_keep_retires_the_oldest_batches_by_key_and_refuses_a_batch_older_than_t
                               "retired: d1 (1 partitions, dropped)")
 
 
+def test_a_replace_table_holding_an_append_tables_batches_is_refused_unless_sync():
+    """Several batches in a table whose spec says replace: an append table's history, its spec's
+    `mode: append` gone. The batch would replace all of them: refused unless on_spec_change: sync."""
+    existing = _parts("d1", (1, 100)) + _parts("d2", (101, 200)) + _parts("d3", (201, 300))
+    check = check_table(_orders("replace"), _streams((301, 400)), "d4", existing, "tpch.orders")
+    assert check.problems == [
+        "tpch.orders: holds 3 batches (d1, d2, d3), as a table in append mode does; the spec says mode: replace, so "
+        "this batch would replace all of them. If the table's mode changed on purpose, set on_spec_change: sync on "
+        "it for this run; otherwise put mode: append back in the spec"] and check.remove == []
+    synced = check_table(replace(_orders("replace"), on_spec_change="sync"), _streams((301, 400)), "d4", existing,
+                         "tpch.orders")
+    assert synced.ok and synced.remove == existing
+    assert synced.notes[0] == "tpch.orders: holds 3 batches (d1, d2, d3); in replace mode this batch replaces all of them " \
+                              "(on_spec_change: sync)"
+    # One batch held, or the same batch's partitions again: a replace table as every run leaves it.
+    assert check_table(_orders("replace"), _streams((1, 400)), "d2", _parts("d1", (1, 100)), "tpch.orders").ok
+    assert check_table(_orders("replace"), _streams((1, 400)), "d1", _parts("d1", (1, 100), (101, 200)),
+                       "tpch.orders").ok
+
+
 def test_a_table_whose_every_stream_is_empty_is_refused():
     empty = replace(_streams((1, 2))[0], key_min=None, key_max=None, lower=None, upper=None, rows=0)
     check = check_table(_orders("replace"), [empty], "b", _parts("a", (1, 100)), "tpch.orders")

@@ -125,6 +125,11 @@ def check_table(table: Table, streams: list[StreamPlan], batch: str, existing: l
         return check
     ranges = {s.stream: half_open(s, key_type) for s in loaded}
     if table.mode == "replace":
+        problems, notes = replacing_batches(table, [p.batch for p in existing], batch, where)
+        check.problems += problems
+        check.notes += notes
+        if problems:
+            return check
         check.remove = list(existing)
         batches = sorted({p.batch or "(none recorded)" for p in existing})
         check.notes.append(
@@ -175,6 +180,24 @@ def check_table(table: Table, streams: list[StreamPlan], batch: str, existing: l
     check.notes.append(f"{where}: append mode: batch {batch} adds {len(loaded)} partitions "
                        f"({_keys(ranges[loaded[0].stream][0], ranges[loaded[-1].stream][1], kind)})")
     return check
+
+
+def replacing_batches(table: Table, held: Iterable[str | None], batch: str, where: str) -> tuple[list[str], list[str]]:
+    """(problems, notes) for a replace table holding several batches (`held`: the batch each of
+    its partitions holds): a table in replace mode holds one batch after each run, so several are
+    an append table's history, and the spec's mode changed (a `mode: append` line deleted). Its
+    batch would replace all of them: a difference between the spec and the table that only
+    `on_spec_change: sync` settles, as the other differences that lose what the table holds."""
+    others = sorted({b for b in held if b and b != batch})
+    if len(others) < 2:
+        return [], []
+    listed = ", ".join(others[:5]) + (f" and {len(others) - 5} more" if len(others) > 5 else "")
+    if table.on_spec_change == "sync":
+        return [], [f"{where}: holds {len(others)} batches ({listed}); in replace mode this batch replaces all of "
+                    f"them (on_spec_change: sync)"]
+    return [f"{where}: holds {len(others)} batches ({listed}), as a table in append mode does; the spec says "
+            f"mode: replace, so this batch would replace all of them. If the table's mode changed on purpose, set "
+            f"on_spec_change: sync on it for this run; otherwise put mode: append back in the spec"], []
 
 
 def empty_in_batch(table: Table, batch: str, own: int, where: str) -> tuple[list[str], list[str]]:

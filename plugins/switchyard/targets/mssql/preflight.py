@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 
 from switchyard.core.planner import LoadPlan, TablePlan
-from switchyard.core.preflight import emptied_whole, empty_in_batch, newer_in_place
+from switchyard.core.preflight import emptied_whole, empty_in_batch, newer_in_place, replacing_batches
 from switchyard.targets.base import TargetError
 from switchyard.targets.commit import discarded_note
 from switchyard.targets.mssql.catalog import (
@@ -195,6 +195,13 @@ class MssqlPreflight:
                 problems += more
                 notes += said
                 continue
+            if table.mode == "replace":
+                more, said = replacing_batches(table, [p.batch for p in target.partitions], self.lease_batch or "",
+                                               where)
+                problems += more
+                notes += said
+                if more:
+                    continue
             wp = self.window(table.name, target, streams, self.lease_batch or "")
             problems += wp.problems
             notes += wp.notes

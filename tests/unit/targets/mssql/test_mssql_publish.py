@@ -369,6 +369,25 @@ def test_an_append_table_without_rows_in_the_batch_is_refused_unless_its_spec_al
             "rows of the table") in str(refused.value), str(refused.value)
 
 
+def test_a_replace_table_holding_an_append_tables_batches_is_refused_unless_sync():
+    """SCRIPTED: orders (replace) holds three batches, an append table's history: this batch would
+    replace them all. Refused, unless the table's on_spec_change is sync."""
+    history = layout_of({"2026-04-01": even(2, 1, 2000), "2026-04-02": even(2, 4001, 2000),
+                         "2026-04-03": even(2, 8001, 2000)})
+    layouts = {"orders": history, "lineitem": layout_of({"2026-04-04": even(2, 6001, 2000)})}
+    a = adapter()
+    with pytest.raises(TargetError) as refused:
+        a.preflight(BatchSession(a, layouts), batch_plan(orders=even(4, 12001)))
+    assert ("tpch.orders: holds 3 batches (2026-04-01, 2026-04-02, 2026-04-03), as a table in append mode does; the "
+            "spec says mode: replace") in str(refused.value), str(refused.value)
+    synced = changed(BATCH_SPEC, tables=tuple(changed(t, on_spec_change="sync") if t.name == "orders" else t
+                                              for t in BATCH_SPEC.tables))
+    a = adapter(synced)
+    notes = a.preflight(BatchSession(a, layouts), batch_plan(synced, orders=even(4, 12001)))
+    assert ("tpch.orders: holds 3 batches (2026-04-01, 2026-04-02, 2026-04-03); in replace mode this batch replaces "
+            "all of them (on_spec_change: sync)") in notes
+
+
 def test_an_empty_lookup_is_refused_while_the_table_holds_rows_and_taken_once_it_was_emptied():
     """SCRIPTED: nation's one stream has no rows in this batch: loading it would empty the table,
     which holds 25 rows (sys.partitions): refused before any load, naming the way on. The table
