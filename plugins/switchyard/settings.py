@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, fields
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from functools import lru_cache
 from importlib.metadata import entry_points
 from pathlib import Path
@@ -210,8 +210,11 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("SWITCHYARD_BATCH_FORMAT", "batch_format", _batch_format, "%Y-%m-%d",
             "The batch folder of a run without a `batch` param: its logical date (a manual run's is the "
             "moment it was triggered) in this strftime pattern. The default names a day's batch; a "
-            "schedule more often than daily needs a finer one (`%Y-%m-%dT%H%M` for `*/15 * * * *`), or "
-            "every run of a day would load that day's folder.", DAG, "strftime pattern"),
+            "schedule more often than daily needs a finer one (`%Y-%m-%dT%H%M` for `*/15 * * * *`): a "
+            "scheduled run or a backfill's whose name the schedule's run before or after it shares fails "
+            "before its wait, saying so. With the hour in it and a `SWITCHYARD_TIMEZONE` that changes its "
+            "clock, give it the offset too (`%Y-%m-%dT%H%M%z`): the hour the clock goes back comes twice, "
+            "and a run in it fails otherwise (its two runs would name one batch).", DAG, "strftime pattern"),
     Setting("SWITCHYARD_START_DATE", "start_date", _start_date, None,
             "No scheduled load before it (ISO date or date and time, UTC unless it names its offset): the "
             "scheduler makes no run dated earlier (its first is the schedule's first time at or after it, "
@@ -345,6 +348,38 @@ class Settings:
         day before's), in SWITCHYARD_BATCH_FORMAT."""
         from zoneinfo import ZoneInfo
         return when.astimezone(ZoneInfo(self.timezone)).strftime(self.batch_format)
+
+    def batch_shared(self, when: datetime, scheduled: bool = True) -> str | None:
+        """Why the batch `batch_for(when)` names is not the run's own, or None: another run of the
+        schedule names it too, and would load the same folder again (in append mode replacing
+        this run's rows, or finding the next period's files missing). The clock's repeated hour
+        (a run at 02:00 on the night the clock goes back, twice) for any run; for a run of the
+        schedule (`scheduled`: a scheduled run or a backfill's), the schedule's times next to it,
+        which a format coarser than the schedule names alike (a daily name, a run every 6 h)."""
+        from zoneinfo import ZoneInfo
+        zone = ZoneInfo(self.timezone)
+        local = when.astimezone(zone)
+        name = local.strftime(self.batch_format)
+        other = local.replace(fold=1 - local.fold)
+        wall = local.replace(tzinfo=None)
+        # A name of the day alone is the day's batch however often it is loaded; a name with the
+        # hour names each hour's batch, and the repeated hour's two batches alike.
+        hourly = (wall + timedelta(hours=1)).strftime(self.batch_format) != wall.strftime(self.batch_format)
+        if hourly and other.utcoffset() != local.utcoffset() and other.strftime(self.batch_format) == name:
+            return (f"this run's time, {local:%Y-%m-%d %H:%M} in {self.timezone}, comes twice that night (the clock "
+                    f"goes back), and SWITCHYARD_BATCH_FORMAT ({self.batch_format}) names both alike, batch {name}: "
+                    f"each run would load the other's batch; give the format the offset (%z, e.g. "
+                    f"{self.batch_format}%z) and the producer the same names")
+        if not scheduled or not self.schedule:
+            return None
+        from croniter import croniter
+        for near in (croniter(self.schedule, wall).get_prev(datetime), croniter(self.schedule, wall).get_next(datetime)):
+            if near.replace(tzinfo=zone).strftime(self.batch_format) == name:
+                return (f"the schedule ({self.schedule}) runs at {near:%Y-%m-%d %H:%M} and at {wall:%Y-%m-%d %H:%M} "
+                        f"({self.timezone}), and SWITCHYARD_BATCH_FORMAT ({self.batch_format}) names both batch "
+                        f"{name}: each run would load the same batch; give the format the part of the time that "
+                        f"tells the runs apart (%Y-%m-%dT%H%M for a schedule of hours)")
+        return None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> "Settings":

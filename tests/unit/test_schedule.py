@@ -72,3 +72,58 @@ def test_a_schedule_in_a_time_zone_runs_at_its_clock_and_names_the_batch_by_its_
     assert batch_name(None, {"logical_date": between[0]}) == "2026-10-23"
     plain = scheduler_side(DagConfig(streams=1, schedule="30 0 * * *", start_date=None))
     assert plain.next_dagrun_info(last_automated_run_info=None).run_after.strftime("%H:%M") == "00:30"
+
+
+def test_a_run_whose_batch_name_another_run_of_the_schedule_shares_is_refused(monkeypatch):
+    """Two runs naming one batch would load it twice and the other period's files never: a
+    schedule every 6 hours with the daily name, or an hourly schedule in Berlin on the night the
+    clock goes back (02:00 comes twice; both 00:00 and 01:00 UTC name 2026-10-25T0200), whose
+    runs Airflow makes both. Each such run fails before its wait, saying which format tells them
+    apart; a manual run dated now names the day's batch on purpose, and a daily name across the
+    repeated hour is the day's batch, however often it is loaded."""
+    from types import SimpleNamespace
+    from airflow.exceptions import AirflowFailException
+    from switchyard import settings
+    from switchyard.airflow.operators import refuse_a_shared_batch
+
+    def given(**env):
+        made = settings.Settings.from_env({"SWITCHYARD_SETTINGS_FILE": "/nonexistent/switchyard.env", **env})
+        monkeypatch.setattr(settings, "get", lambda: made)
+        return made
+
+    def run(when, kind="scheduled", batch=""):
+        refuse_a_shared_batch(batch, {"logical_date": when, "dag_run": SimpleNamespace(run_type=kind)})
+
+    six = datetime(2026, 11, 21, 6, tzinfo=timezone.utc)
+    given(SWITCHYARD_SCHEDULE="0 */6 * * *")
+    for kind in ("scheduled", "backfill"):
+        try:
+            run(six, kind)
+            raise AssertionError("a shared batch was not refused")
+        except AirflowFailException as exc:
+            assert str(exc) == (
+                "refused: the schedule (0 */6 * * *) runs at 2026-11-21 00:00 and at 2026-11-21 06:00 (UTC), and "
+                "SWITCHYARD_BATCH_FORMAT (%Y-%m-%d) names both batch 2026-11-21: each run would load the same batch; "
+                "give the format the part of the time that tells the runs apart (%Y-%m-%dT%H%M for a schedule of "
+                "hours)")
+    run(six, "manual")
+    run(six, batch="2026-11-21")                     # named by the run: its own choice
+    given(SWITCHYARD_SCHEDULE="0 */6 * * *", SWITCHYARD_BATCH_FORMAT="%Y-%m-%dT%H%M")
+    run(six)
+    berlin = dict(SWITCHYARD_SCHEDULE="0 * * * *", SWITCHYARD_TIMEZONE="Europe/Berlin")
+    given(**berlin, SWITCHYARD_BATCH_FORMAT="%Y-%m-%dT%H%M")
+    for hour in (0, 1):
+        try:
+            run(datetime(2026, 10, 25, hour, tzinfo=timezone.utc), "manual")
+            raise AssertionError("the repeated hour was not refused")
+        except AirflowFailException as exc:
+            assert "2026-10-25 02:00 in Europe/Berlin, comes twice that night" in str(exc)
+            assert "names both alike, batch 2026-10-25T0200" in str(exc)
+    run(datetime(2026, 10, 25, 2, tzinfo=timezone.utc))
+    made = given(**berlin, SWITCHYARD_BATCH_FORMAT="%Y-%m-%dT%H%M%z")
+    run(datetime(2026, 10, 25, 0, tzinfo=timezone.utc))
+    assert [made.batch_for(datetime(2026, 10, 25, h, tzinfo=timezone.utc)) for h in (0, 1)] == [
+        "2026-10-25T0200+0200", "2026-10-25T0200+0100"]
+    given(SWITCHYARD_SCHEDULE="30 2 * * *", SWITCHYARD_TIMEZONE="Europe/Berlin")
+    run(datetime(2026, 10, 25, 0, 30, tzinfo=timezone.utc))
+    run(datetime(2026, 10, 25, 1, 30, tzinfo=timezone.utc))

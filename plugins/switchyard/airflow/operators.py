@@ -42,6 +42,20 @@ def batch_name(value: str | None, context: Any) -> str:
     return settings.get().batch_for(context.get("logical_date") or context["dag_run"].run_after)
 
 
+def refuse_a_shared_batch(value: str | None, context: Any) -> None:
+    """Fails the run whose batch, named by its date (no `batch` param), another run of the
+    schedule names too (Settings.batch_shared): both would load one batch and the other period's
+    files never. A manual run dated now names the day's batch on purpose: only the clock's
+    repeated hour counts for it."""
+    if value is not None and str(value).strip():
+        return
+    kind = getattr(context.get("dag_run"), "run_type", None)
+    when = context.get("logical_date") or context["dag_run"].run_after
+    why = settings.get().batch_shared(when, scheduled=getattr(kind, "value", kind) in ("scheduled", "backfill"))
+    if why:
+        raise AirflowFailException(f"refused: {why}")
+
+
 def keep_error(context: Any, exc: BaseException) -> None:
     """A failed task's error, kept as its `error` XCom for the run's statistics, report and note
     (a failed task pushes no return value)."""
@@ -202,6 +216,7 @@ class WaitForBatchSensor(BaseOperator):
         # A misspelt `batch` in the conf would leave the run waiting hours for the batch the
         # run's date names: refused here, before the wait, as the plan refuses it.
         refuse_unknown_conf(context)
+        refuse_a_shared_batch(self.batch, context)
         manifest = self._manifest(context)
         if manifest.is_file():
             log.info("batch ready: %s", manifest)
@@ -256,6 +271,7 @@ class PlanBatchOperator(_TargetOperator):
         spec = self.load_spec()
         name = batch_name(self.batch, context)
         refuse_unknown_conf(context)
+        refuse_a_shared_batch(self.batch, context)
         with airflow_terms(context):
             tables = self._tables(spec)
             # A boolean param: Airflow checked its type against the DAG's params.
