@@ -137,8 +137,8 @@ def write_dag_settings(chosen: dict[str, str] | None = None) -> dict[str, str]:
     streams), this shell's environment, the file as it was, the local stack's defaults: no
     schedule (runs on demand; set SWITCHYARD_SCHEDULE for one) and a start date at the moment
     the file was first written (no scheduled run for a time before the stack existed). A file
-    written for another DAG (the demo of another spec) keeps neither its schedule, its time zone
-    nor its start date: they were that DAG's."""
+    written for another DAG (the demo of another spec) keeps neither its schedule, its time zone,
+    its batch names' format nor its start date: they were that DAG's."""
     from switchyard import settings
     import datetime as dt
     values = {"SWITCHYARD_SCHEDULE": "none",
@@ -148,7 +148,8 @@ def write_dag_settings(chosen: dict[str, str] | None = None) -> dict[str, str]:
                                      or os.environ.get("SWITCHYARD_DAG_ID", "").strip() or None)
     if (chosen or {}).get("SWITCHYARD_DAG_ID") not in (None, before.get("SWITCHYARD_DAG_ID")):
         before = {k: v for k, v in before.items()
-                  if k not in ("SWITCHYARD_SCHEDULE", "SWITCHYARD_START_DATE", "SWITCHYARD_TIMEZONE")}
+                  if k not in ("SWITCHYARD_SCHEDULE", "SWITCHYARD_START_DATE", "SWITCHYARD_TIMEZONE",
+                               "SWITCHYARD_BATCH_FORMAT")}
     values.update(before)
     for s in settings.SETTINGS:
         if s.section == settings.FILE_SECTION and os.environ.get(s.variable, "").strip():

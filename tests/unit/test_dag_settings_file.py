@@ -139,12 +139,15 @@ def test_the_demo_of_another_spec_does_not_take_the_last_dags_schedule(tmp_path,
     assert local.dag_settings()["SWITCHYARD_DAG_ID"] == "switchyard_nightly"   # the file as it was
     monkeypatch.setenv("SWITCHYARD_SCHEDULE", "none")
     monkeypatch.setenv("SWITCHYARD_TIMEZONE", "Europe/Berlin")
+    monkeypatch.setenv("SWITCHYARD_BATCH_FORMAT", "%Y-%m-%dT%H%M")
     local.write_dag_settings({})     # `SWITCHYARD_SCHEDULE=none switchyard services start`
-    monkeypatch.delenv("SWITCHYARD_SCHEDULE")
-    monkeypatch.delenv("SWITCHYARD_TIMEZONE")
+    for name in ("SWITCHYARD_SCHEDULE", "SWITCHYARD_TIMEZONE", "SWITCHYARD_BATCH_FORMAT"):
+        monkeypatch.delenv(name)
     assert local.dag_settings()["SWITCHYARD_TIMEZONE"] == "Europe/Berlin"
+    assert local.dag_settings()["SWITCHYARD_BATCH_FORMAT"] == "%Y-%m-%dT%H%M"
     other = local.write_dag_settings({"SWITCHYARD_DAG_ID": "switchyard_daily", "SWITCHYARD_SCHEMA": "daily"})
     assert "SWITCHYARD_TIMEZONE" not in other      # the last DAG's, with its schedule
+    assert "SWITCHYARD_BATCH_FORMAT" not in other
     assert other["SWITCHYARD_SCHEDULE"] == "none" and other["SWITCHYARD_START_DATE"] != "2026-11-20"
     assert local.dag_settings()["SWITCHYARD_SCHEDULE"] == "none"
     # A schedule the shell gives still counts.
