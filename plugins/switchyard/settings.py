@@ -229,7 +229,10 @@ SETTINGS: tuple[Setting, ...] = (
             "([backfills](load-modes.md#backfills)).", DAG, "date | none"),
     Setting("SWITCHYARD_CATCHUP", "catchup", _bool, False,
             "The DAG's `catchup`: `1` creates a scheduled run for every time of the schedule since the start "
-            "date (or since the last scheduled run) that has none; `0`: only the latest one. With `1` the "
+            "date (or since the last scheduled run) that has none; `0`: only the latest one, so the times "
+            "the scheduler was down for get no run, and their batches are never loaded unless you trigger "
+            "them (the `batch` param) or backfill their dates: with append tables, whose every batch counts, "
+            "`1` loads them in order once the scheduler is back. With `1` the "
             "start date is the DAG's `start_date` too, which Airflow gives every task: a run dated before "
             "it gets no task at all (date manual runs after it).", DAG, "0 | 1"),
     Setting("SWITCHYARD_BATCH_WAIT_SECONDS", "batch_wait_seconds", int, 6 * 3600,

@@ -134,6 +134,10 @@ def what_it_does(api: local.Api, run: dict, wait_seconds: float | None = None) -
             started = _parse(wait.get("start_date"))
             until = f", until {(started + timedelta(seconds=wait_seconds)):%Y-%m-%d %H:%M} UTC" if started else ""
             said.append(f"up to {_hours(wait_seconds)}{until}")
+        if wait.get("state") == "deferred" and "triggerer" not in local.running_services():
+            # A deferred wait is the triggerer's to end: without it the run waits out its time.
+            said.append("the triggerer is not running, and only it ends a deferred wait: the batch's arrival goes "
+                        "unseen until `switchyard services start` starts it again")
         return f"is waiting for batch {batch_of(run)}" + (f" ({'; '.join(said)})" if said else "")
     plan = next((t for t in tis if t["task_id"] == "setup.plan"), None)
     if plan is not None and plan.get("state") == "up_for_retry":

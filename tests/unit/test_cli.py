@@ -310,6 +310,21 @@ class _TaskInstances:
     xcom: dict[str, object] = {}
 
 
+def test_runs_says_a_deferred_wait_has_no_triggerer_to_end_it(monkeypatch):
+    """A run's wait for its batch is deferred to the triggerer: with the triggerer down, the batch's
+    arrival goes unseen and the run waits out its hours. `switchyard runs` says so."""
+    from switchyard_dev import local
+    from switchyard_dev.runs import what_it_does
+    run = {"dag_id": "switchyard_evt", "dag_run_id": "manual__1", "state": "running", "conf": {"batch": "b"}}
+    waiting = _TaskInstances({"setup.wait_for_batch": "deferred", "setup.plan": None})
+    monkeypatch.setattr(local, "running_services", lambda: {"scheduler": 1})
+    assert what_it_does(waiting, run) == (
+        "is waiting for batch b (the triggerer is not running, and only it ends a deferred wait: the batch's "
+        "arrival goes unseen until `switchyard services start` starts it again)")
+    monkeypatch.setattr(local, "running_services", lambda: {"scheduler": 1, "triggerer": 2})
+    assert what_it_does(waiting, run) == "is waiting for batch b"
+
+
 def test_runs_says_a_run_whose_plan_waits_for_its_retry_has_loaded_nothing():
     """A run whose setup.plan waits for another run's lease is not `loading`: nothing is loaded yet."""
     from switchyard_dev.runs import what_it_does
