@@ -213,7 +213,8 @@ SETTINGS: tuple[Setting, ...] = (
             "schedule more often than daily needs a finer one (`%Y-%m-%dT%H%M` for `*/15 * * * *`): a "
             "scheduled run or a backfill's whose name the schedule's run before or after it shares fails "
             "before its wait, saying so. With the hour in it and a `SWITCHYARD_TIMEZONE` that changes its "
-            "clock, give it the offset too (`%Y-%m-%dT%H%M%z`): the hour the clock goes back comes twice, "
+            "clock, give it the zone's abbreviation too (`%Y-%m-%dT%H%M%Z`, `...T0200CEST` then "
+            "`...T0200CET`): the hour the clock goes back comes twice, "
             "and a run in it fails otherwise (its two runs would name one batch).", DAG, "strftime pattern"),
     Setting("SWITCHYARD_START_DATE", "start_date", _start_date, None,
             "No scheduled load before it (ISO date or date and time, UTC unless it names its offset): the "
@@ -371,8 +372,8 @@ class Settings:
         if hourly and other.utcoffset() != local.utcoffset() and other.strftime(self.batch_format) == name:
             return (f"this run's time, {local:%Y-%m-%d %H:%M} in {self.timezone}, comes twice that night (the clock "
                     f"goes back), and SWITCHYARD_BATCH_FORMAT ({self.batch_format}) names both alike, batch {name}: "
-                    f"each run would load the other's batch; give the format the offset (%z, e.g. "
-                    f"{self.batch_format}%z) and the producer the same names")
+                    f"each run would load the other's batch; give the format the zone's abbreviation (%Z, e.g. "
+                    f"{self.batch_format}%Z: CEST, then CET) and the producer the same names")
         if not scheduled or not self.schedule:
             return None
         from croniter import croniter

@@ -120,10 +120,13 @@ def test_a_run_whose_batch_name_another_run_of_the_schedule_shares_is_refused(mo
             assert "2026-10-25 02:00 in Europe/Berlin, comes twice that night" in str(exc)
             assert "names both alike, batch 2026-10-25T0200" in str(exc)
     run(datetime(2026, 10, 25, 2, tzinfo=timezone.utc))
-    made = given(**berlin, SWITCHYARD_BATCH_FORMAT="%Y-%m-%dT%H%M%z")
+    made = given(**berlin, SWITCHYARD_BATCH_FORMAT="%Y-%m-%dT%H%M%Z")
     run(datetime(2026, 10, 25, 0, tzinfo=timezone.utc))
     assert [made.batch_for(datetime(2026, 10, 25, h, tzinfo=timezone.utc)) for h in (0, 1)] == [
-        "2026-10-25T0200+0200", "2026-10-25T0200+0100"]
+        "2026-10-25T0200CEST", "2026-10-25T0200CET"]
+    from pathlib import Path
+    from switchyard.core.batch import resolve_batch
+    assert resolve_batch("2026-10-25T0200CEST", Path("/data")) == Path("/data/2026-10-25T0200CEST")
     given(SWITCHYARD_SCHEDULE="30 2 * * *", SWITCHYARD_TIMEZONE="Europe/Berlin")
     run(datetime(2026, 10, 25, 0, 30, tzinfo=timezone.utc))
     run(datetime(2026, 10, 25, 1, 30, tzinfo=timezone.utc))
