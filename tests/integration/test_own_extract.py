@@ -334,3 +334,23 @@ def test_an_append_table_allowed_empty_takes_a_batch_without_its_rows(pg_uri, da
             f"delivery of it has no rows of the table") in again.output
     assert table_rows(pg_uri, schema, "trips") == january["trips"]
     assert table_rows(pg_uri, schema, "stations") == file_rows(feb, "stations")
+
+
+def test_a_table_taken_out_of_the_spec_is_named_by_the_next_runs(pg_uri, data_root, schema, tmp_path, batches):
+    """payment_types renamed in the spec (here: taken out): the old table stays with its last
+    batch, which readers keep reading. Each later run's pre-flight names it, with the ways on."""
+    jan, feb = batches / "2026-01", batches / "2026-02"
+    produce(jan, 1)
+    produce(feb, 2)
+    assert run(pg_uri, data_root, schema, tmp_path, jan, spec_file(tmp_path)).returncode == 0
+    without = spec_file(tmp_path, tables={k: v for k, v in SPEC["tables"].items() if k != "payment_types"})
+    shutil.rmtree(feb / "payment_types")           # the producer's batch by the new spec
+    write_manifest(feb, describe_batch(feb, load_spec(without)))
+    result = run(pg_uri, data_root, schema, tmp_path, feb, without)
+    assert result.returncode == 0, result.output[-4000:]
+    said = (f"{schema}.payment_types: loaded by Switchyard (its newest batch {jan.relative_to(data_root)}) but no "
+            f"table of the spec {without} any more: no run loads it now")
+    assert any(note.startswith(said) for note in result.stats["preflight"]), result.stats["preflight"]
+    assert table_rows(pg_uri, schema, "payment_types") == file_rows(jan, "payment_types")
+    assert [n for n in result.stats["preflight"] if "no table of the spec" in n] == [
+        n for n in result.stats["preflight"] if n.startswith(said)]      # the spec's own tables are not named

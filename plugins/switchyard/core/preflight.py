@@ -200,6 +200,16 @@ def replacing_batches(table: Table, held: Iterable[str | None], batch: str, wher
             f"on_spec_change: sync on it for this run; otherwise put mode: append back in the spec"], []
 
 
+def no_longer_in_the_spec(where: str, batches: Iterable[str], spec_source: str) -> str:
+    """The note for a table Switchyard loaded (`batches`: those it holds) that the spec no longer
+    has (renamed, or taken out): no run loads it any more, and readers keep reading its rows."""
+    held = sorted(b for b in batches if b)
+    last = f"its newest batch {max(held)}" if held else "rows"
+    return (f"{where}: loaded by Switchyard ({last}) but no table of the spec {spec_source} any more: no run loads it "
+            f"now, and its readers keep its rows as they are; drop it, or move its rows to the table that took "
+            f"its place, or give the spec the table back")
+
+
 def empty_in_batch(table: Table, batch: str, own: int, where: str) -> tuple[list[str], list[str]]:
     """(problems, notes) for an existing partitioned table none of whose streams has a row in
     this batch (`own`: the partitions the table holds of this batch already). Refused, as an

@@ -114,7 +114,22 @@ class PostgresPreflight:
         if problems:
             raise TargetError("pre-flight refused the batch before any load; nothing was changed:\n- "
                               + "\n- ".join(problems), permanent=True)
+        self.spec_notes += self._left_out_of_the_spec(cur, plan)
         return checks
+
+    def _left_out_of_the_spec(self, cur, plan: LoadPlan) -> list[str]:
+        """A note for each table of the schema that Switchyard loaded (the control table records
+        its batches) and the spec no longer has: renamed in the spec, the old table stays."""
+        from switchyard.core.preflight import no_longer_in_the_spec
+        control = self.qualified(self.control_schema, "partition_batches")
+        cur.execute("SELECT to_regclass(%s) IS NOT NULL", (control,))
+        if not cur.fetchone()[0]:
+            return []
+        cur.execute(f"SELECT table_name, array_agg(DISTINCT batch) FROM {control} WHERE target_schema = %s "
+                    f"AND to_regclass(quote_ident(target_schema) || '.' || quote_ident(table_name)) IS NOT NULL "
+                    f"GROUP BY table_name ORDER BY table_name", (self.schema,))
+        return [no_longer_in_the_spec(f"{self.schema}.{name}", batches, plan.spec.source)
+                for name, batches in cur.fetchall() if name not in plan.spec.table_names]
 
     def _target_shape(self, cur, table: str) -> dict | None:
         """The target table as the catalog has it: partitioned on which columns, and its columns."""
