@@ -57,6 +57,10 @@ def test_append_refuses_an_overlap_naming_both_batches():
     assert problem.startswith("tpch.orders: batch 2026-04-05 overlaps batch 2026-04-04: its stream 1 "
                               "(keys 250..400) and partition orders_201_300 (keys 201..300) of batch 2026-04-04")
     assert "ALTER TABLE tpch.orders DETACH PARTITION orders_201_300" in problem
+    # A batch of several partitions: every one of them, or the batch would be half in the table.
+    (problem,) = check_table(_orders(), _streams((150, 160)), "2026-04-05", existing, "tpch.orders").problems
+    assert ("retire every partition of batch 2026-04-03 first (ALTER TABLE tpch.orders DETACH PARTITION orders_1_100; "
+            "ALTER TABLE tpch.orders DETACH PARTITION orders_101_200)") in problem, problem
 
 
 def test_append_rerun_replaces_its_own_partitions_even_with_other_bounds():

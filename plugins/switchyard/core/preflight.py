@@ -150,8 +150,8 @@ def check_table(table: Table, streams: list[StreamPlan], batch: str, existing: l
                     f"{where}: batch {batch} overlaps {owner}: its stream {s.stream} "
                     f"({_keys(*ranges[s.stream], kind)}) and {p.describe(kind)} of {owner}. In append mode every "
                     f"batch brings its own key ranges. To load batch {p.batch or p.name} again, run that batch; "
-                    f"to have this batch take its place, retire the partition first "
-                    f"(ALTER TABLE {where} DETACH PARTITION {p.name}), or declare the table mode: replace")
+                    f"to have this batch take its place, {_retire_first(where, p, others)}, or declare the table "
+                    f"mode: replace")
     if check.problems:
         return check
     check.remove = own
@@ -229,6 +229,16 @@ def empty_in_batch(table: Table, batch: str, own: int, where: str) -> tuple[list
     return [f"{where}: every stream of the table is empty in batch {batch}; in {table.mode} mode that would "
             + ("empty the table" if table.mode == "replace" else "add nothing")
             + f". If that is meant, {advice}; otherwise the batch is incomplete: check the producer's manifest"], []
+
+
+def _retire_first(where: str, p: Partition, others: list[Partition]) -> str:
+    """How to take partition `p`'s batch out of the way: every partition of it, as a batch left
+    with some of its partitions would be half in the table (a partition recorded to none alone)."""
+    names = [q.name for q in others if q.batch == p.batch] if p.batch else [p.name]
+    shown = "; ".join(f"ALTER TABLE {where} DETACH PARTITION {n}" for n in names[:4])
+    more = f"; and the {len(names) - 4} more of it" if len(names) > 4 else ""
+    what = f"every partition of batch {p.batch}" if p.batch and len(names) > 1 else "the partition"
+    return f"retire {what} first ({shown}{more})"
 
 
 def batch_time(name: str) -> datetime | None:
