@@ -65,6 +65,9 @@ class GraphSettings:
     # SWITCHYARD_START_DATE as ISO text: a scheduled run dated before it loads nothing (the
     # setup's wait skips it); manual runs and backfills are not bound by it.
     start_date: str | None = None
+    # The DAG's own settings file (a DAG among several in one Airflow), which the wait reads for
+    # the batch a run's date names; None: the one the environment names.
+    settings_file: str | None = None
 
 
 def routing(spec: LoadSpec, load_executor: str | None, stream: int) -> dict[str, str]:
@@ -125,7 +128,8 @@ def build_graph(spec: LoadSpec, s: GraphSettings) -> Graph:
     nodes = [
         Node("wait_for_batch", "wait", "setup", common=False,
              options={"wait_seconds": s.batch_wait_seconds, "poke_interval": s.batch_poke_seconds, "retries": 0,
-                      **({"not_before": s.start_date} if s.start_date else {})}),
+                      **({"not_before": s.start_date} if s.start_date else {}),
+                      **({"settings_file": s.settings_file} if s.settings_file else {})}),
         # Retries wait for another run's lease (and ride out a lost connection) without
         # holding a worker slot; bad batches fail at once.
         Node("plan", "plan", "setup", upstream=("setup.wait_for_batch",),

@@ -165,7 +165,9 @@ SETTINGS: tuple[Setting, ...] = (
             "Where it exists, every process reads those settings from it (the scheduler, the dag-processor, "
             "`airflow dags test` from any shell, `switchyard`), so the DAG does not depend on who parses it; "
             "an environment variable that says otherwise stops the DAG's parse with a message naming both "
-            "([test runs](cli-test-runs.md)).", WHERE, "path",
+            "([test runs](cli-test-runs.md)). A DAG file of its own (several extracts in one Airflow) names "
+            "its own settings file, which its tasks read ([deployment](deployment.md#several-extracts-in-one-airflow)); "
+            "name it here for `switchyard check` and the other commands of that DAG.", WHERE, "path",
             "`switchyard.env` in the Airflow home (`AIRFLOW_HOME`, else `~/airflow`)"),
 
     Setting("SWITCHYARD_DAG_ID", "dag_id", str, "switchyard_tpch", "The DAG's id.", DAG, "text"),
@@ -490,10 +492,19 @@ def _read(values: tuple[tuple[str, str | None], ...], file: tuple[str, int | Non
 _cached = lru_cache(maxsize=32)(_read)
 
 
-def get() -> Settings:
+def get(file: str | Path | None = None) -> Settings:
     """The settings of this process's environment and the DAG's settings file (parsed once per
-    distinct environment and version of the file)."""
-    return _cached(tuple((v, os.environ.get(v)) for v in VARIABLES), _file_state(settings_file()))
+    distinct environment and version of the file): `file`, a DAG's own (one DAG file among
+    several, `dag_factory.dag_from_settings_file`), else the one the environment names
+    (`settings_file`). A DAG's own file must be there: without it every DAG setting would fall
+    back to its default (another batch name, schema or spec) without a word."""
+    if file is None:
+        return _cached(tuple((v, os.environ.get(v)) for v in VARIABLES), _file_state(settings_file()))
+    state = _file_state(Path(file))
+    if state[1] is None:
+        raise SettingsError(f"{file}: the DAG's settings file is not there (its DAG file names it); every "
+                            f"Airflow process that parses that DAG or runs its tasks reads it")
+    return _cached(tuple((v, os.environ.get(v)) for v in VARIABLES), state)
 
 
 def pool_size(server_slots: int, per_slot: float | None = None) -> int:

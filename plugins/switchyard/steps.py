@@ -174,7 +174,8 @@ def wider_than_the_dag(manifest, tables: list[str], streams: int, settings_path:
               f"process reads as it parses the DAG)"]
 
 
-def check_batch(spec: LoadSpec, tables: list[str], name: str, streams: int) -> tuple[Path, LoadPlan, list[str]]:
+def check_batch(spec: LoadSpec, tables: list[str], name: str, streams: int,
+                settings_file: str | None = None) -> tuple[Path, LoadPlan, list[str]]:
     """The batch checked whole (its manifest, its files, the DAG's groups, the declared
     expectations): (its folder, its plan, every problem found). Without a plan it fails at once
     with every problem; with one, the problems go to the target's setup, which refuses the
@@ -186,7 +187,8 @@ def check_batch(spec: LoadSpec, tables: list[str], name: str, streams: int) -> t
         manifest = read_manifest(folder, spec)
     except BatchError as exc:
         raise StepFailed(str(exc)) from exc
-    problems = wider_than_the_dag(manifest, tables, streams, settings.settings_file())
+    problems = wider_than_the_dag(manifest, tables, streams, Path(settings_file) if settings_file
+                                  else settings.settings_file())
     plan = None
     try:
         plan = plan_batch(spec, manifest, tables)

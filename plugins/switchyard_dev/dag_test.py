@@ -173,7 +173,7 @@ def run(dag_id: str, command: list[str], env: dict[str, str]) -> int:
     finally:
         try:
             if child:
-                _end_test_runs(api, dag_id, before, env)
+                _end_test_runs(api, dag_id, before, env, dag.get("fileloc"))
         finally:
             if paused_here:
                 api.patch(f"/api/v2/dags/{runs._q(dag_id)}", {"is_paused": False})
@@ -182,7 +182,8 @@ def run(dag_id: str, command: list[str], env: dict[str, str]) -> int:
                 signal.signal(s, handler)
 
 
-def _end_test_runs(api: local.Api, dag_id: str, before: set[str], env: dict[str, str]) -> None:
+def _end_test_runs(api: local.Api, dag_id: str, before: set[str], env: dict[str, str],
+                   dag_file: str | None = None) -> None:
     """For the test run that did not succeed (it was stopped, or failed): mark it failed if
     `airflow dags test` left it running, and give up the run lease it took on its target."""
     for r in runs.all_runs(api, dag_id):
@@ -193,10 +194,25 @@ def _end_test_runs(api: local.Api, dag_id: str, before: set[str], env: dict[str,
             runs.fail(api, dag_id, r["dag_run_id"])
             say(f"the test run {r['dag_run_id']} did not finish: marked failed, so the scheduler does not "
                 f"go on with it.")
-        _release_lease(dag_id, r, env, "did not finish" if stopped else r["state"])
+        _release_lease(dag_id, r, env, "did not finish" if stopped else r["state"], dag_file)
 
 
-def _release_lease(dag_id: str, run: dict, env: dict[str, str], ended: str) -> None:
+def _target_of(dag_id: str, dag_file: str | None) -> tuple[str, str, str]:
+    """(spec, schema, default connection) of `dag_id` as its DAG file builds it (a DAG built from
+    its own settings file, one of several, has its own), else as the local DAG's settings say."""
+    if dag_file:
+        import runpy
+        from airflow.sdk import DAG
+        for value in runpy.run_path(dag_file).values():
+            if isinstance(value, DAG) and value.dag_id == dag_id and "setup.plan" in value.task_dict:
+                plan = value.task_dict["setup.plan"]
+                return plan.spec, plan.schema, str(value.params.get("conn_id") or "")
+    from switchyard.airflow.dag_factory import DagConfig
+    config = DagConfig.from_env()
+    return config.spec, config.schema, config.conn_id
+
+
+def _release_lease(dag_id: str, run: dict, env: dict[str, str], ended: str, dag_file: str | None = None) -> None:
     """A stopped test run never reaches its stats task, which gives up the run's lease on the
     target schema: without this, the DAG's next run would wait for the lease to lapse (30
     minutes by default). A failed run's stats task did, and this finds nothing to give up.
@@ -208,18 +224,17 @@ def _release_lease(dag_id: str, run: dict, env: dict[str, str], ended: str) -> N
     os.environ.update(env)
     try:
         from switchyard.airflow.connections import adapter_for, bridge_connection
-        from switchyard.airflow.dag_factory import DagConfig
         from switchyard.core.spec import load_spec
-        config = DagConfig.from_env()
-        conn_id = str((run.get("conf") or {}).get("conn_id") or config.conn_id)
+        spec, schema, default_conn = _target_of(dag_id, dag_file)
+        conn_id = str((run.get("conf") or {}).get("conn_id") or default_conn)
         bridge_connection(conn_id)
-        adapter_for(conn_id, load_spec(config.spec), schema=config.schema, lease_holder=holder).release_lease()
+        adapter_for(conn_id, load_spec(spec), schema=schema, lease_holder=holder).release_lease()
     except Exception as exc:  # noqa: BLE001 - said, not raised: the lease then lapses by itself
         say(f"could not give up the run lease of {holder} on the target ({type(exc).__name__}: {exc}); "
             f"it lapses by itself, and the next run's setup.plan names it until then.")
         return
     say(f"the test run {run['dag_run_id']} {ended}: its run lease on the target schema "
-        f"{config.schema}, if it took one, is given up, so the next run does not wait for it to lapse.")
+        f"{schema}, if it took one, is given up, so the next run does not wait for it to lapse.")
 
 
 

@@ -308,7 +308,7 @@ def run(scale: float, streams: int | None, timeout: float = 3600, spec: str = "t
     values = local.write_dag_settings(chosen)
     print(f"    the DAG's settings: {local.dag_settings_file()} (schedule: {values['SWITCHYARD_SCHEDULE']})")
     if previous not in (None, dag_id):
-        # One local Airflow builds one DAG (docs/deployment.md, "Two DAGs on one machine").
+        # One local Airflow builds one DAG (docs/deployment.md, "Two checkouts on one machine").
         print(f"    {dag_id} replaces the DAG {previous} in the local Airflow (its runs stay in Airflow's history)")
     env = local.airflow_env(extra=extra)
     conflicts = local.dag_settings_conflicts(env)

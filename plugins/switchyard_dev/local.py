@@ -181,7 +181,7 @@ def refuse_replacing_a_scheduled_dag(before: dict[str, str], dag_id: str | None)
         f"The DAG {dag_id} would replace it, and {current}'s scheduled runs would stop. To replace it, end its "
         f"schedule first (`SWITCHYARD_SCHEDULE=none .venv/bin/switchyard services start`, its runs stay in "
         f"Airflow's history); to keep both, run {dag_id} from a second checkout with ports of its own "
-        f"(docs/deployment.md, \"Two DAGs on one machine\")")
+        f"(docs/deployment.md, \"Two checkouts on one machine\")")
 
 
 def named_after_spec() -> dict[str, str]:

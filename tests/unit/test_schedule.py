@@ -58,7 +58,7 @@ def test_a_schedule_in_a_time_zone_runs_at_its_clock_and_names_the_batch_by_its_
         "10-23 22:30", "10-24 22:30", "10-25 23:30", "10-26 23:30"], between
     berlin = settings.Settings.from_env({"SWITCHYARD_SETTINGS_FILE": "/nonexistent/switchyard.env",
                                          "SWITCHYARD_TIMEZONE": "Europe/Berlin"})
-    monkeypatch.setattr(settings, "get", lambda: berlin)
+    monkeypatch.setattr(settings, "get", lambda file=None: berlin)
     assert [batch_name(None, {"logical_date": d}) for d in between] == [
         "2026-10-24", "2026-10-25", "2026-10-26", "2026-10-27"]
     # `switchyard runs` names a run's batch by the same rule, from the run's logical date as the API gives it.
@@ -68,7 +68,7 @@ def test_a_schedule_in_a_time_zone_runs_at_its_clock_and_names_the_batch_by_its_
     assert runs.batch_of({"logical_date": "2026-10-23T22:30:00Z", "conf": {}}) == "2026-10-24"
     # Without one, UTC: Airflow's own cron schedule, the batch of the UTC date.
     utc = settings.Settings.from_env({"SWITCHYARD_SETTINGS_FILE": "/nonexistent/switchyard.env"})
-    monkeypatch.setattr(settings, "get", lambda: utc)
+    monkeypatch.setattr(settings, "get", lambda file=None: utc)
     assert batch_name(None, {"logical_date": between[0]}) == "2026-10-23"
     plain = scheduler_side(DagConfig(streams=1, schedule="30 0 * * *", start_date=None))
     assert plain.next_dagrun_info(last_automated_run_info=None).run_after.strftime("%H:%M") == "00:30"
@@ -88,7 +88,7 @@ def test_a_run_whose_batch_name_another_run_of_the_schedule_shares_is_refused(mo
 
     def given(**env):
         made = settings.Settings.from_env({"SWITCHYARD_SETTINGS_FILE": "/nonexistent/switchyard.env", **env})
-        monkeypatch.setattr(settings, "get", lambda: made)
+        monkeypatch.setattr(settings, "get", lambda file=None: made)
         return made
 
     def run(when, kind="scheduled", batch=""):

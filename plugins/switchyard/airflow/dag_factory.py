@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 from datetime import datetime, timedelta
+from pathlib import Path
 
 from airflow.sdk import DAG, Asset, Param, TaskGroup
 
@@ -99,13 +100,21 @@ class DagConfig:
     lease_retries: int = _default("lease_retries")
     lease_retry_seconds: float = _default("lease_retry_seconds")
     tags: tuple[str, ...] = field(default=("switchyard",))
+    # The DAG's own settings file (dag_from_settings_file), which its tasks read again for the
+    # settings they use as they run (the batch's name); None: the one the environment names.
+    settings_file: str | None = None
 
     @classmethod
     def from_env(cls, **overrides) -> "DagConfig":
         """From the settings in effect (the DAG's settings file, else the SWITCHYARD_* environment),
-        with `overrides`. An environment variable that contradicts the settings file stops here: the
-        DAG would otherwise differ from the one the other Airflow processes build from the file."""
-        current = settings.get()
+        with `overrides`."""
+        return cls.from_settings(settings.get(), **overrides)
+
+    @classmethod
+    def from_settings(cls, current: settings.Settings, **overrides) -> "DagConfig":
+        """From `current`, with `overrides`. An environment variable that contradicts the settings
+        file stops here: the DAG would otherwise differ from the one the other Airflow processes
+        build from the file."""
         if current.conflicts:
             raise settings.SettingsError(
                 f"this environment contradicts the DAG's settings file {current.settings_file}: "
@@ -180,7 +189,8 @@ def build_dag(config: DagConfig | None = None, operators: StepOperators = StepOp
         schema=config.schema, batch_wait_seconds=config.batch_wait_seconds,
         batch_poke_seconds=config.batch_poke_seconds, lease_retries=config.lease_retries,
         lease_retry_seconds=config.lease_retry_seconds,
-        start_date=config.start_date.isoformat() if config.start_date else None))
+        start_date=config.start_date.isoformat() if config.start_date else None,
+        settings_file=config.settings_file))
     with DAG(
         dag_id=config.dag_id,
         schedule=_schedule(config),
@@ -200,8 +210,10 @@ def build_dag(config: DagConfig | None = None, operators: StepOperators = StepOp
         tags=list(config.tags),
         default_args={"retries": 1, "retry_delay": timedelta(seconds=10)},
     ) as dag:
-        render(graph, operators, common={"spec": config.spec, "schema": config.schema,
-                                         "lock_timeout_seconds": config.lock_timeout_seconds})
+        common = {"spec": config.spec, "schema": config.schema, "lock_timeout_seconds": config.lock_timeout_seconds}
+        if config.settings_file:
+            common["settings_file"] = config.settings_file
+        render(graph, operators, common=common)
     # The params go on once the tasks are made. Airflow gives every operator made in a DAG a deep
     # copy of the DAG's params and serializes each copy with its task: at 96 streams, serializing
     # the DAG (which the dag-processor does at every parse) took 5.4 CPU s with the copies and
@@ -269,6 +281,38 @@ def dag_from_env() -> DAG:
     which forgets what it built when Switchyard's files change on disk.
     """
     config = DagConfig.from_env()
+    dag = _BUILT.get(config)
+    if dag is None:
+        dag = _BUILT[config] = build_dag(config)
+    return dag
+
+
+# The settings every DAG of its own names (dag_from_settings_file): without them it would take
+# the built-in DAG's id, spec and schema.
+OWN_DAG_SETTINGS = ("SWITCHYARD_DAG_ID", "SWITCHYARD_SPEC", "SWITCHYARD_SCHEMA")
+
+
+def dag_from_settings_file(path: str | Path) -> DAG:
+    """The DAG its own settings file describes: one DAG file per extract in one Airflow, e.g.
+
+        dag = dag_from_settings_file(Path(__file__).with_name("payroll.env"))
+
+    `path` is absolute (each Airflow process has its own working folder) and names at least the
+    DAG's id, spec and schema. Its tasks read the same file again for what they use as they run
+    (the batch a run names by its date: SWITCHYARD_BATCH_FORMAT, _TIMEZONE, _SCHEDULE). Built once
+    per process and version of the file, like dag_from_env's."""
+    path = Path(path)
+    if not path.is_absolute():
+        raise settings.SettingsError(
+            f"{path}: give the DAG's settings file as an absolute path (e.g. Path(__file__).with_name("
+            f"{path.name!r})): each Airflow process reads a relative one from its own working folder")
+    current = settings.get(path)
+    missing = [v for v in OWN_DAG_SETTINGS if v not in settings.read_settings_file(path)]
+    if missing:
+        raise settings.SettingsError(
+            f"{path}: a DAG's own settings file names {', '.join(OWN_DAG_SETTINGS)}; it lacks {', '.join(missing)} "
+            f"(the defaults are the built-in DAG's, whose id, spec or schema this DAG would share)")
+    config = DagConfig.from_settings(current, settings_file=str(path))
     dag = _BUILT.get(config)
     if dag is None:
         dag = _BUILT[config] = build_dag(config)

@@ -34,15 +34,16 @@ SOURCE_FILES_TASKS = "setup.files_on_"
 EARLIER_STEPS = "earlier_steps"
 
 
-def batch_name(value: str | None, context: Any) -> str:
+def batch_name(value: str | None, context: Any, settings_file: str | None = None) -> str:
     """The run's batch: the `batch` param, else the logical date (or, without one, the run date)
-    as the settings name its batch (Settings.batch_for: its date in SWITCHYARD_TIMEZONE)."""
+    as the DAG's settings (`settings_file`: its own, else the environment's) name its batch
+    (Settings.batch_for: its date in SWITCHYARD_TIMEZONE)."""
     if value is not None and str(value).strip():
         return str(value).strip()
-    return settings.get().batch_for(context.get("logical_date") or context["dag_run"].run_after)
+    return settings.get(settings_file).batch_for(context.get("logical_date") or context["dag_run"].run_after)
 
 
-def refuse_a_shared_batch(value: str | None, context: Any) -> None:
+def refuse_a_shared_batch(value: str | None, context: Any, settings_file: str | None = None) -> None:
     """Fails the run whose batch, named by its date (no `batch` param), another run of the
     schedule names too (Settings.batch_shared): both would load one batch and the other period's
     files never. A manual run dated now names the day's batch on purpose: only the clock's
@@ -51,7 +52,7 @@ def refuse_a_shared_batch(value: str | None, context: Any) -> None:
         return
     kind = getattr(context.get("dag_run"), "run_type", None)
     when = context.get("logical_date") or context["dag_run"].run_after
-    why = settings.get().batch_shared(when, scheduled=getattr(kind, "value", kind) in ("scheduled", "backfill"))
+    why = settings.get(settings_file).batch_shared(when, scheduled=getattr(kind, "value", kind) in ("scheduled", "backfill"))
     if why:
         raise AirflowFailException(f"refused: {why}")
 
@@ -76,9 +77,13 @@ class _TargetOperator(BaseOperator):
     """Common fields: which spec, which target connection and schema."""
 
     def __init__(self, *, spec: str = "tpch", conn_id: str | None = None,
-                 schema: str = "tpch", lock_timeout_seconds: int = 60, **kwargs: Any):
+                 schema: str = "tpch", lock_timeout_seconds: int = 60, settings_file: str | None = None,
+                 **kwargs: Any):
         super().__init__(**kwargs)
         self.spec = spec
+        # The DAG's own settings file (one DAG among several in one Airflow); None: the one the
+        # environment names. The run's batch is named as it says.
+        self.settings_file = settings_file
         # None: the run's `conn_id` param (the trigger form's "Target connection"), read when
         # the task starts (pre_execute).
         self.conn_id = conn_id
@@ -105,8 +110,10 @@ class _TargetOperator(BaseOperator):
         """Steps of this run hold the target's run lease in its name (see targets/base.py)."""
         self._lease = {
             "lease_holder": f"{context['dag_run'].dag_id}/{context['run_id']}",
-            "lease_batch": batch_name((context.get("params") or {}).get("batch"), context),
+            "lease_batch": batch_name((context.get("params") or {}).get("batch"), context, self.settings_file),
             "lease_ttl_seconds": settings.get().lease_ttl_seconds,
+            # The DAG's batch names read as dates (the pre-flight's "holds a newer batch").
+            "batch_format": settings.get(self.settings_file).batch_format,
             # The server shows the step's sessions under the task's name.
             "session_name": f"switchyard:{context['ti'].task_id}",
         }
@@ -189,9 +196,12 @@ class WaitForBatchSensor(BaseOperator):
     template_fields: Sequence[str] = ("batch", "not_before")
 
     def __init__(self, *, batch: str = "{{ params.batch or '' }}", wait_seconds: int = 6 * 3600,
-                 poke_interval: float = 60.0, not_before: str | None = None, **kwargs: Any):
+                 poke_interval: float = 60.0, not_before: str | None = None, settings_file: str | None = None,
+                 **kwargs: Any):
         super().__init__(**kwargs)
         self.batch = batch
+        # The DAG's own settings file (see _TargetOperator), which names the run's batch.
+        self.settings_file = settings_file
         self.wait_seconds = wait_seconds
         self.poke_interval = poke_interval
         # SWITCHYARD_START_DATE (ISO text): a scheduled run dated before it loads nothing.
@@ -203,7 +213,7 @@ class WaitForBatchSensor(BaseOperator):
 
     def _manifest(self, context: Any) -> Path:
         try:
-            return resolve_batch(batch_name(self.batch, context)) / MANIFEST
+            return resolve_batch(batch_name(self.batch, context, self.settings_file)) / MANIFEST
         except BatchError as exc:
             raise AirflowFailException(str(exc)) from exc
 
@@ -216,7 +226,7 @@ class WaitForBatchSensor(BaseOperator):
         # A misspelt `batch` in the conf would leave the run waiting hours for the batch the
         # run's date names: refused here, before the wait, as the plan refuses it.
         refuse_unknown_conf(context)
-        refuse_a_shared_batch(self.batch, context)
+        refuse_a_shared_batch(self.batch, context, self.settings_file)
         manifest = self._manifest(context)
         if manifest.is_file():
             log.info("batch ready: %s", manifest)
@@ -269,14 +279,14 @@ class PlanBatchOperator(_TargetOperator):
         expectations, then the pre-flight against the target), every problem found before one
         refusal lists them all; then the plan, with the target set up for it."""
         spec = self.load_spec()
-        name = batch_name(self.batch, context)
+        name = batch_name(self.batch, context, self.settings_file)
         refuse_unknown_conf(context)
-        refuse_a_shared_batch(self.batch, context)
+        refuse_a_shared_batch(self.batch, context, self.settings_file)
         with airflow_terms(context):
             tables = self._tables(spec)
             # A boolean param: Airflow checked its type against the DAG's params.
             replace_newer = bool((context.get("params") or {}).get("replace_newer"))
-            folder, plan, problems = steps.check_batch(spec, tables, name, self.streams)
+            folder, plan, problems = steps.check_batch(spec, tables, name, self.streams, self.settings_file)
             from switchyard.observability.stats import task_states
             missing = steps.groups_without_tasks(plan, tables, set(task_states(context)), self.streams)
             if missing:

@@ -241,29 +241,33 @@ def _retire_first(where: str, p: Partition, others: list[Partition]) -> str:
     return f"retire {what} first ({shown}{more})"
 
 
-def batch_time(name: str) -> datetime | None:
-    """A batch's name read as the date it names (`SWITCHYARD_BATCH_FORMAT`, the names a schedule's
-    runs and a backfill's load); None for a name of another form (a batch triggered by name)."""
-    from switchyard.settings import get
+def batch_time(name: str, batch_format: str | None = None) -> datetime | None:
+    """A batch's name read as the date it names (`batch_format`, the DAG's SWITCHYARD_BATCH_FORMAT:
+    the names a schedule's runs and a backfill's load; None: the settings in effect); None for a
+    name of another form (a batch triggered by name)."""
+    if batch_format is None:
+        from switchyard.settings import get
+        batch_format = get().batch_format
     try:
-        return datetime.strptime(name, get().batch_format)
+        return datetime.strptime(name, batch_format)
     except ValueError:
         return None
 
 
 def newer_in_place(table: Table, batch: str, in_place: Iterable[str], where: str,
-                   replace_newer: bool = False) -> tuple[list[str], list[str]]:
+                   replace_newer: bool = False, batch_format: str | None = None) -> tuple[list[str], list[str]]:
     """(problems, notes) for a batch replacing a table that holds a newer batch (by the dates
     their names give): a backfill or a rerun of an older date would put the table back to that
     date's rows, behind the newer batch the other tables keep. Refused unless the run asks for
     it (`replace_newer`); an append table's older batch adds its own partitions, rolling nothing back."""
     if table.partitioned and table.mode != "replace":
         return [], []
-    when = batch_time(batch)
-    newer = [b for b in set(in_place) if b and when is not None and (t := batch_time(b)) is not None and t > when]
+    when = batch_time(batch, batch_format)
+    newer = [b for b in set(in_place)
+             if b and when is not None and (t := batch_time(b, batch_format)) is not None and t > when]
     if not newer:
         return [], []
-    newest = max(newer, key=batch_time)
+    newest = max(newer, key=lambda b: batch_time(b, batch_format))
     if replace_newer:
         return [], [f"{where}: holds batch {newest}, newer than this batch {batch}; put back to batch {batch}, "
                     f"as the run asks (replace_newer)"]

@@ -117,8 +117,11 @@ class TargetAdapter(ABC):
                  control_schema: str = "switchyard", lock_timeout_seconds: int = 60,
                  lease_holder: str | None = None, lease_batch: str = "",
                  lease_ttl_seconds: int = 1800, step_parallelism: str | None = None,
-                 session_name: str | None = None):
+                 session_name: str | None = None, batch_format: str | None = None):
         self.spec = spec
+        # How the DAG's batch names read as dates (SWITCHYARD_BATCH_FORMAT of the DAG's own
+        # settings), for the pre-flight's "holds a newer batch"; None: the settings in effect.
+        self.batch_format = batch_format
         # What the server shows as the client of this step's sessions (PostgreSQL's
         # application_name, SQL Server's program_name): the Airflow task, so that a DBA who sees
         # a session holding a lock or running a COPY knows which step it is.

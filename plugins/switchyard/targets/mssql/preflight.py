@@ -169,7 +169,8 @@ class MssqlPreflight:
                 continue
             found = shape_problems(target, where, table, self.key(table) if table.partitioned else None,
                                    self._key_type(table))
-            more, said = newer_in_place(table, self.lease_batch or "", target.batches, where, replace_newer)
+            more, said = newer_in_place(table, self.lease_batch or "", target.batches, where, replace_newer,
+                                        self.batch_format)
             found += more
             notes += said
             found += self._spec_differences(target, table, where)

@@ -106,7 +106,8 @@ class PostgresPreflight:
                 # A partition's batch came with it; an unpartitioned table's is the control table's one row.
                 in_place = ([p.batch for p in existing] if shape["partitioned"]
                             else self._recorded_batches(cur, table.name).values())
-                more, said = newer_in_place(table, self.lease_batch or "", in_place, where, replace_newer)
+                more, said = newer_in_place(table, self.lease_batch or "", in_place, where, replace_newer,
+                                            self.batch_format)
                 check.problems += more
                 check.notes += said
             checks.append(check)
