@@ -227,6 +227,12 @@ def blockers(api: local.Api, dag_id: str, run_id: str) -> list[dict]:
 
 def why_queued(api: local.Api, dag_id: str, run_id: str, wait_seconds: float | None = None) -> list[str]:
     """Lines that say why a queued run does not start (none: nothing found that holds it)."""
+    # First: the scheduler starts no run of a paused DAG, whatever else would hold it (a
+    # backfill of a DAG never unpaused would otherwise read as its runs queued behind each other).
+    dag = api.get(f"/api/v2/dags/{_q(dag_id)}")
+    if dag.get("is_paused"):
+        return [f"the pause of the DAG {dag_id}: the scheduler starts none of its runs, backfills included "
+                f"(`switchyard airflow dags unpause {dag_id}`)"]
     held = blockers(api, dag_id, run_id)
     if held and all(r["state"] == "queued" for r in held):
         # None runs (a backfill's next runs): each waits its turn, which "X, which queued" said badly.
@@ -234,9 +240,6 @@ def why_queued(api: local.Api, dag_id: str, run_id: str, wait_seconds: float | N
                 f"time"]
     if held:
         return [f"{r['dag_run_id']}, which {what_it_does(api, r, wait_seconds)}" for r in held]
-    dag = api.get(f"/api/v2/dags/{_q(dag_id)}")
-    if dag.get("is_paused"):
-        return [f"the DAG {dag_id} is paused (`switchyard airflow dags unpause {dag_id}`)"]
     health = api.get("/api/v2/monitor/health")
     if (health.get("scheduler") or {}).get("status") != "healthy":
         return ["the scheduler is not running (`switchyard services status`; `switchyard services start`)"]

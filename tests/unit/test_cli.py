@@ -446,10 +446,17 @@ def test_runs_says_a_run_dated_in_the_future_waits_for_its_date_not_for_its_batc
 
 def test_runs_says_a_backfills_queued_runs_wait_their_turn_not_which_queued():
     """A backfill's queued runs behind a queued run: said as the DAG's other queued runs, one at a
-    time, where each was said as `<run>, which queued`."""
+    time, where each was said as `<run>, which queued`; the DAG paused (a new DAG's backfill), the
+    pause, which holds them all (they were said to queue behind each other)."""
     from switchyard_dev.runs import why_queued
 
     class Api:
+        paused = False
+
+        def get(self, path: str) -> dict:
+            assert path == "/api/v2/dags/d"
+            return {"dag_id": "d", "is_paused": self.paused}
+
         def get_all(self, path: str, key: str) -> list[dict]:
             assert "dagRuns?state=running&state=queued" in path and key == "dag_runs"
             return [{"dag_id": "d", "dag_run_id": f"backfill__2026-10-2{k}", "state": "queued",
@@ -457,3 +464,7 @@ def test_runs_says_a_backfills_queued_runs_wait_their_turn_not_which_queued():
 
     assert why_queued(Api(), "d", "backfill__2026-10-23") == [
         "the DAG's other queued runs (backfill__2026-10-21, backfill__2026-10-22): its runs go one at a time"]
+    Api.paused = True
+    assert why_queued(Api(), "d", "backfill__2026-10-23") == [
+        "the pause of the DAG d: the scheduler starts none of its runs, backfills included "
+        "(`switchyard airflow dags unpause d`)"]
