@@ -127,6 +127,10 @@ def what_it_does(api: local.Api, run: dict, wait_seconds: float | None = None) -
         return (f"waits for its logical date, {due:%Y-%m-%d %H:%M} UTC: Airflow starts no task of a run before its "
                 f"logical date, and later runs of the DAG queue behind it; `switchyard runs fail {dag_id} "
                 f"{run_id}` ends it")
+    # A DAG of its own settings file names its batch as that file says: its wait said which.
+    said_batch = wait is not None and wait.get("state") is not None and _said_by(
+        api, dag_id, run_id, "setup.wait_for_batch", "batch")
+    batch = said_batch or batch_of(run)
     if wait is not None and (wait.get("state") in WAITING or wait.get("state") is None):
         manifest = waiting_for(api, dag_id, run_id)
         said = [manifest] if manifest else []
@@ -138,22 +142,27 @@ def what_it_does(api: local.Api, run: dict, wait_seconds: float | None = None) -
             # A deferred wait is the triggerer's to end: without it the run waits out its time.
             said.append("the triggerer is not running, and only it ends a deferred wait: the batch's arrival goes "
                         "unseen until `switchyard services start` starts it again")
-        return f"is waiting for batch {batch_of(run)}" + (f" ({'; '.join(said)})" if said else "")
+        return f"is waiting for batch {batch}" + (f" ({'; '.join(said)})" if said else "")
     plan = next((t for t in tis if t["task_id"] == "setup.plan"), None)
+    if plan is not None and plan.get("state") == "up_for_reschedule":
+        earlier = _said_by(api, dag_id, run_id, "setup.plan", "earlier_run") or {}
+        return (f"waits to plan batch {batch}, nothing loaded yet: the DAG's earlier run {earlier.get('run_id', '?')} "
+                f"(dated {str(earlier.get('logical_date', '?'))[:19]}) is running, and a DAG's runs load in date "
+                f"order; its plan looks again every few seconds")
     if plan is not None and plan.get("state") == "up_for_retry":
         # Its retries are mostly the wait for another run's lease on the target (LeaseHeld).
-        return (f"waits to plan batch {batch_of(run)}: setup.plan waits for its retry, nothing loaded yet (another "
+        return (f"waits to plan batch {batch}: setup.plan waits for its retry, nothing loaded yet (another "
                 f"run holds the target's run lease, or the target did not answer: the task's log says which)")
     if plan is not None and plan.get("state") == "running":
         lease = lease_wait(api, dag_id, run_id)
         if lease:
-            return f"waits to plan batch {batch_of(run)}, nothing loaded yet: {lease}"
+            return f"waits to plan batch {batch}, nothing loaded yet: {lease}"
     running = sorted(t["task_id"] for t in tis if t.get("state") == "running")
     if running:
-        return (f"is loading batch {batch_of(run)}: {len(running)} task{'' if len(running) == 1 else 's'} running "
+        return (f"is loading batch {batch}: {len(running)} task{'' if len(running) == 1 else 's'} running "
                 f"({', '.join(running[:3])}{' ...' if len(running) > 3 else ''})")
     done = sum(1 for t in tis if t.get("state") in ("success", "skipped", "failed", "upstream_failed"))
-    return f"is loading batch {batch_of(run)} ({done}/{len(tis)} tasks done)" + _stuck_in_queues(tis)
+    return f"is loading batch {batch} ({done}/{len(tis)} tasks done)" + _stuck_in_queues(tis)
 
 
 # How long a task may wait queued before the run's line names its queue: longer than a worker's

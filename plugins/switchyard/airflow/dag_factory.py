@@ -301,6 +301,12 @@ def dag_from_settings_file(path: str | Path) -> DAG:
     DAG's id, spec and schema. Its tasks read the same file again for what they use as they run
     (the batch a run names by its date: SWITCHYARD_BATCH_FORMAT, _TIMEZONE, _SCHEDULE). Built once
     per process and version of the file, like dag_from_env's."""
+    from switchyard.airflow.preload import forget_changed_code
+    if forget_changed_code():
+        # A task process forked from a scheduler that preloaded Switchyard before its files changed:
+        # the DAG built by the modules as they are on disk now (the built-in DAG file does the same).
+        from importlib import import_module
+        return import_module("switchyard.airflow.dag_factory").dag_from_settings_file(path)
     path = Path(path)
     if not path.is_absolute():
         raise settings.SettingsError(

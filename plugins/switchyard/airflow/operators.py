@@ -183,6 +183,37 @@ def held_off(not_before: str | None, run_type: Any, when: datetime | None) -> st
 
 # The XCom key under which a waiting run's wait_for_batch names the manifest it waits for.
 WAITING_FOR = "waiting_for"
+# The XCom key under which the wait of a DAG of its own settings file names the run's batch, which
+# only that file says (`switchyard runs` reads it).
+BATCH = "batch"
+# The XCom key under which a plan names the earlier run of its DAG it waits for (wait_for_earlier_runs).
+EARLIER_RUN = "earlier_run"
+# How often a plan behind an earlier run looks again.
+EARLIER_RUN_POKE_SECONDS = 20.0
+
+
+def wait_for_earlier_runs(context: Any) -> None:
+    """Puts the plan off (up for reschedule: no worker slot, no retry spent) while a run of the
+    same DAG with an earlier logical date is running: a DAG's runs load in date order. The DAG
+    allows one active run, but a backfill has its own limit (`--max-active-runs`, 10 by default,
+    in the UI's form too), and its runs then start together and take the run lease in any order:
+    a later date first, and the earlier dates' replace tables were refused as older than the batch
+    they hold. Only running runs are waited for: a queued earlier run (a backfill run backwards)
+    may be queued behind this one."""
+    ti = context["ti"]
+    try:
+        earlier = ti.get_previous_dagrun(state="running")
+    except Exception as exc:  # noqa: BLE001 - the lease and the pre-flight still keep the target right
+        log.warning("could not ask Airflow for an earlier running run of this DAG (%s); planning now", exc)
+        return
+    if earlier is None:
+        return
+    from airflow.sdk.exceptions import AirflowRescheduleException
+    log.info("run %s of this DAG, dated %s, earlier than this run, is running: this run's plan waits for it to "
+             "end (runs load in date order); looking again in %g s", earlier.run_id, earlier.logical_date,
+             EARLIER_RUN_POKE_SECONDS)
+    ti.xcom_push(key=EARLIER_RUN, value={"run_id": earlier.run_id, "logical_date": str(earlier.logical_date)})
+    raise AirflowRescheduleException(datetime.now(timezone.utc) + timedelta(seconds=EARLIER_RUN_POKE_SECONDS))
 
 
 class WaitForBatchSensor(BaseOperator):
@@ -228,6 +259,8 @@ class WaitForBatchSensor(BaseOperator):
         refuse_unknown_conf(context)
         refuse_a_shared_batch(self.batch, context, self.settings_file)
         manifest = self._manifest(context)
+        if self.settings_file:
+            context["ti"].xcom_push(key=BATCH, value=batch_name(self.batch, context, self.settings_file))
         if manifest.is_file():
             log.info("batch ready: %s", manifest)
             return
@@ -267,8 +300,11 @@ class PlanBatchOperator(_TargetOperator):
         return steps.chosen_tables(spec, self.tables)
 
     def execute(self, context: Any) -> dict:
+        from airflow.sdk.exceptions import AirflowRescheduleException
         try:
             return self.plan(context)
+        except AirflowRescheduleException:
+            raise  # put off behind an earlier run (wait_for_earlier_runs): no error
         except Exception as exc:
             # Kept for the run's report and note: why nothing was loaded.
             keep_error(context, exc)
@@ -282,6 +318,7 @@ class PlanBatchOperator(_TargetOperator):
         name = batch_name(self.batch, context, self.settings_file)
         refuse_unknown_conf(context)
         refuse_a_shared_batch(self.batch, context, self.settings_file)
+        wait_for_earlier_runs(context)
         with airflow_terms(context):
             tables = self._tables(spec)
             # A boolean param: Airflow checked its type against the DAG's params.
