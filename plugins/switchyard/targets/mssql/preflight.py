@@ -209,7 +209,21 @@ class MssqlPreflight:
         if problems:
             raise TargetError("pre-flight refused the batch before any load; nothing was changed:\n- "
                               + "\n- ".join(problems), permanent=True)
-        return notes + self.spec_notes
+        return notes + self.spec_notes + self._left_out_of_the_spec(cur, plan)
+
+    def _left_out_of_the_spec(self, cur, plan: LoadPlan) -> list[str]:
+        """A note for each table of the schema that Switchyard loaded (the control table records
+        its batches) and the spec no longer has: renamed in the spec, the old table stays."""
+        from switchyard.core.preflight import no_longer_in_the_spec
+        if cur.execute("SELECT OBJECT_ID(?, N'U')", self.qualified(self.control_schema, "partition_batches")
+                       ).fetchone()[0] is None:
+            return []
+        (sql,) = self.render("catalog_loaded_tables.sql")
+        loaded: dict[str, list[str]] = {}
+        for name, batch in cur.execute(sql, self.schema).fetchall():
+            loaded.setdefault(name, []).append(batch)
+        return [no_longer_in_the_spec(f"{self.schema}.{name}", batches, plan.spec.source)
+                for name, batches in loaded.items() if name not in plan.spec.table_names]
 
     @staticmethod
     def _whole_table_notes(target: TargetTable, table, where: str) -> list[str]:

@@ -239,3 +239,19 @@ def test_a_replace_table_holding_a_newer_batch_is_refused_unless_the_run_asks():
     # A newer batch goes in as before.
     newer = adapter(batch="2026-04-04")
     newer.preflight(ScriptedCatalog(newer, layout_of({"2026-04-03": even(2)})), orders_plan(SPEC, even(2)))
+
+
+def test_a_table_switchyard_loaded_that_the_spec_no_longer_has_is_named_in_the_notes():
+    """The control table's batches (scripted: catalog_loaded_tables.sql, whose OBJECT_ID keeps the
+    tables still there) for a table renamed in the spec: the old table stays with its rows, and
+    each run's pre-flight names it with its newest batch; the spec's own tables are not named."""
+    a = adapter(batch="2026-04-04")
+    cur = ScriptedCatalog(a, layout_of({"2026-04-03": even(2)}),
+                          loaded=[("routes", "2026-04-01"), ("routes", "2026-04-02")])
+    notes = a.preflight(cur, orders_plan(SPEC, even(2)))
+    named = [n for n in notes if "no table of the spec" in n]
+    assert named == [f"tpch.routes: loaded by Switchyard (its newest batch 2026-04-02) but no table of the spec "
+                     f"{SPEC.source} any more: no run loads it now, and its readers keep its rows as they are; drop "
+                     f"it, or move its rows to the table that took its place, or give the spec the table back"]
+    sent = [params for sql, params in cur.sent if sql == a.render("catalog_loaded_tables.sql")[0]]
+    assert sent == [("tpch",)]

@@ -215,6 +215,9 @@ class BatchSession:
             for p in self.planned:
                 if p["table_name"] == params[1] and p["staging_table"] == params[2] and not p["ready_at"]:
                     p["ready_at"] = "now"
+        elif head.startswith("-- The tables of the target schema that Switchyard loaded"):
+            self._rows = sorted({(name, p.batch) for name, parts in self.layouts.items() for p in parts if p.batch}
+                                | {(b["table"], b["batch"]) for b in self.batches if "batch" in b})
         elif head.startswith("SELECT COUNT(*) FROM [switchyard].[partition_batches]"):
             self._rows = [(sum(1 for b in self.batches if b["table"] == params[1] and b["run"] == params[2]),)]
         elif head.startswith("-- publish: batch. The validated staging table"):

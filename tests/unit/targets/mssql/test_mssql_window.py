@@ -74,11 +74,13 @@ class ScriptedCatalog:
     """SCRIPTED CATALOG ANSWERS for tpch.orders: answers exactly the pre-flight's queries, for a
     table with `partitions` (window.Partition: bounds, filegroup, rows, batch) and `indexes`
     (rows of catalog_indexes.sql). `exists=False`: no such table; `leftover`: rows of
-    catalog_leftover.sql, what a table of that name dropped earlier left (none by default)."""
+    catalog_leftover.sql, what a table of that name dropped earlier left (none by default);
+    `loaded`: (table, batch) rows of catalog_loaded_tables.sql besides orders' own, tables of the
+    schema Switchyard loaded."""
 
     def __init__(self, a: MssqlAdapter, partitions=(), indexes=(), exists=True, range_right=False,
                  column="o_orderkey", shared=(), parameter_type="bigint", dependencies=(), columns=None,
-                 schemes=("ps_tpch_orders",), leftover=()):
+                 schemes=("ps_tpch_orders",), leftover=(), loaded=()):
         self.sql = a.catalog_sql("orders")
         self.sent: list[tuple[str, tuple]] = []
         parts = sorted(partitions, key=lambda p: p.number)
@@ -101,6 +103,7 @@ class ScriptedCatalog:
             # catalog_dependencies.sql: (kind, name, detail, flag) rows; none unless a test scripts them.
             self.sql["dependencies"]: [tuple(r) for r in dependencies],
             "SELECT OBJECT_ID(?, N'U')": [(1,)],
+            a.render("catalog_loaded_tables.sql")[0]: sorted({("orders", b) for *_, b in recorded} | set(loaded)),
         }
         self._rows: list = []
 
