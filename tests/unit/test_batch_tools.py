@@ -698,7 +698,8 @@ def test_a_header_naming_the_columns_in_another_order_is_refused_before_any_load
                            {"name": "amount", "type": "numeric(12,2)"}]}}})
     (tmp_path / "o").mkdir()
     path = tmp_path / "o" / "o.1.csv"
-    for header in (b"id,unit_price,amount", b'\xef\xbb\xbf"ID","Unit_Price", AMOUNT', b"Order ID,Price,Total"):
+    for header in (b"id,unit_price,amount", b'\xef\xbb\xbf"ID","Unit_Price", AMOUNT', b"Order ID,Price,Total",
+                   b"Id,UnitPrice,Amount", b"ID,Unit Price,Amount", b"id,UNIT-PRICE,amount"):
         path.write_bytes(header + b"\r\n1,2.00,3.00\r\n")
         write_manifest(tmp_path, describe_batch(tmp_path, spec))
         assert check_batch(tmp_path, spec) == [], header
@@ -711,6 +712,18 @@ def test_a_header_naming_the_columns_in_another_order_is_refused_before_any_load
     with pytest.raises(BatchError) as refused:
         describe_batch(tmp_path, spec)    # `switchyard manifest` refuses it too
     assert said in str(refused.value)
+    # The same names as an export template writes them (CamelCase, spaces, hyphens): the same refusal.
+    for good, header, written in ((b"Id,UnitPrice,Amount", b"Id,Amount,UnitPrice", ("amount", "unitprice")),
+                                  (b"ID,Unit Price,Amount", b"ID,Amount,Unit Price", ("amount", "unit price")),
+                                  (b"id,UNIT-PRICE,AMOUNT", b"id,AMOUNT,UNIT-PRICE", ("amount", "unit-price"))):
+        path.write_bytes(good + b"\r\n1,2.00,3.00\r\n")
+        write_manifest(tmp_path, describe_batch(tmp_path, spec))   # the same size, swapped below
+        path.write_bytes(header + b"\r\n1,3.00,2.00\r\n")
+        assert check_batch(tmp_path, spec) == [
+            f"{path}: line 1: the header names the table's columns in another order than the spec's: field 2 is "
+            f"{written[0]} (the spec's column 3), field 3 is {written[1]} (the spec's column 2, unit_price); the load "
+            f"takes each field by its place, so their values would go into other columns: write the fields in the "
+            f"spec's order (id, unit_price, amount), or list the spec's columns in the file's order"], header
 
 
 @pytest.mark.parametrize("quoting, body, said", [

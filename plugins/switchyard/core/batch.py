@@ -500,8 +500,20 @@ def _coded_like_its_records(path: Path, table: Table, fields: list[str]) -> list
 
 
 def _name(text: str) -> str:
-    """A column's name as a header may write it: letter case, spaces and underscores aside."""
-    return re.sub(r"[\s_]+", "", text).lower()
+    """A column's name as a header may write it: letter case, spaces, underscores and hyphens aside
+    (`pay_code`, `PayCode`, `Pay Code`, `PAY-CODE`)."""
+    return re.sub(r"[\s_-]+", "", text).lower()
+
+
+def _header_keys(table: Table) -> tuple[list[str], Callable[[str], str]]:
+    """The spec's column names as a header line is compared with them, and how a header's name is
+    read for that: letter case, spaces, underscores and hyphens aside (an export template that
+    writes `PayCode` for `pay_code`), unless two columns of the spec would then read alike, when
+    letter case alone is set aside."""
+    loose = [_name(n) for n in table.column_names]
+    if len(set(loose)) == len(loose):
+        return loose, _name
+    return [n.lower() for n in table.column_names], str.lower
 
 
 def _records_after_header(path: Path, table: Table, count: int = 5) -> list[list[str]]:
@@ -521,18 +533,26 @@ def header_order(path: Path, table: Table, head: list[bytes]) -> list[str]:
     place, so a producer that wrote two columns the other way round would load each into the
     other's column (two numeric columns, without an error). Names that are no column of the
     spec's are not read: a header may call its columns otherwise."""
-    spec_names = [n.lower() for n in table.column_names]
-    for number, names in _headers(head, table.format):
+    spec_names, read = _header_keys(table)
+    for number, written in _headers(head, table.format):
+        names = [read(n) for n in written]
         moved = [(i, name) for i, name in enumerate(names)
                  if name in spec_names and (i >= len(spec_names) or spec_names[i] != name)]
         if moved:
-            said = ", ".join(f"field {i + 1} is {name} (the spec's column {spec_names.index(name) + 1})"
-                             for i, name in moved[:5]) + (f" and {len(moved) - 5} more" if len(moved) > 5 else "")
+            said = ", ".join(_moved(i, written[i], table.column_names, spec_names.index(name)) for i, name in moved[:5]) + (f" and {len(moved) - 5} more" if len(moved) > 5 else "")
             return [f"{path}: line {number}: the header names the table's columns in another order than the "
                     f"spec's: {said}; the load takes each field by its place, so their values would go into "
                     f"other columns: write the fields in the spec's order ({', '.join(table.column_names)}), "
                     f"or list the spec's columns in the file's order"]
     return []
+
+
+def _moved(field: int, written: str, columns: Sequence[str], column: int) -> str:
+    """`field` of a header, `written` so, naming the spec's `column` (the spec's name where the
+    header writes it otherwise)."""
+    name = columns[column]
+    return (f"field {field + 1} is {written} (the spec's column {column + 1}"
+            + (")" if written == name.lower() else f", {name})"))
 
 
 def header_width(path: Path, table: Table, head: list[bytes]) -> list[str]:
@@ -541,10 +561,11 @@ def header_width(path: Path, table: Table, head: list[bytes]) -> list[str]:
     them the spec's and the rest missing (a file written before the spec had those columns, such
     as an older batch loaded again after a column was added). Each record is refused for its
     field count; this says why, with the names."""
-    spec_names = [n.lower() for n in table.column_names]
-    for number, names in _headers(head, table.format):
-        extra = [n for n in names if n not in spec_names]
-        missing = [n for n in spec_names if n not in names]
+    spec_names, read = _header_keys(table)
+    for number, written in _headers(head, table.format):
+        names = [read(n) for n in written]
+        extra = [w for w, n in zip(written, names) if n not in spec_names]
+        missing = [c.lower() for c, n in zip(table.column_names, spec_names) if n not in names]
         said = (f"{path}: line {number}: the header names {len(names)} fields, the spec's {table.name} "
                 f"{len(spec_names)} columns")
         if len(names) > len(spec_names) and extra:
