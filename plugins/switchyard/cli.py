@@ -297,6 +297,12 @@ def cmd_config(args) -> int:
 
 def build_parser(extensions: bool = True) -> argparse.ArgumentParser:
     from switchyard import settings
+    # The defaults of the DAG's settings (its spec, schema, connection, pools): the DAG's settings
+    # file of the Airflow this command speaks to, as the DAG is built from it.
+    try:
+        dag = settings.Settings.from_env(dag_settings_environment())
+    except settings.SettingsError:
+        dag = settings.get()    # the file does not read: the DAG's parse says why
     parser = argparse.ArgumentParser(
         prog="switchyard",
         description="Parallel, validated, partition-switched bulk loads of flat-file extracts, run by Airflow.")
@@ -353,10 +359,12 @@ def build_parser(extensions: bool = True) -> argparse.ArgumentParser:
     p.add_argument("--batch", help="plan from this batch's manifest.json instead, a folder or a batch name under "
                                    "the data root (any spec: the key ranges and streams the producer recorded)")
     p.add_argument("--tables", help="comma-separated subset of the tables (default: all)")
-    p.add_argument("--spec", default="tpch", help="built-in spec name or path of a spec file (default tpch)")
-    p.add_argument("--schema", default=settings.get().schema,
-                   help="target schema (default: SWITCHYARD_SCHEMA, from this shell or the DAG's settings file "
-                        "in AIRFLOW_HOME, else tpch); the plan's first line names it")
+    p.add_argument("--spec", default=dag.spec, help="built-in spec name or path of a spec file (default: the DAG's, "
+                                                    f"SWITCHYARD_SPEC, now {dag.spec})")
+    p.add_argument("--schema", default=dag.schema,
+                   help="target schema (default: the DAG's, SWITCHYARD_SCHEMA, from this shell or the DAG's settings "
+                        f"file, the local Airflow's where this shell names none; now {dag.schema}); the plan's first "
+                        f"line names it")
     p.add_argument("--producer", choices=["tpchgen-cli", "dbgen"], default="tpchgen-cli",
                    help="the generator whose file split the key ranges follow (default tpchgen-cli)")
     p.add_argument("--emit", choices=["sql", "server-config"], default="sql",
@@ -378,12 +386,12 @@ def build_parser(extensions: bool = True) -> argparse.ArgumentParser:
                                    "(SQL Server: visible online schedulers; PostgreSQL: the connection's "
                                    "copy_slots, else cores) x SWITCHYARD_POOL_PER_SLOT.")
     p.add_argument("action", choices=["sync"], help="sync: read the server, then set the pool")
-    p.add_argument("--conn-id", default=settings.get().conn_id,
+    p.add_argument("--conn-id", default=dag.conn_id,
                    help="the target's Airflow connection (default: SWITCHYARD_CONN_ID or switchyard_target)")
-    p.add_argument("--pool", default=settings.get().pool,
+    p.add_argument("--pool", default=dag.pool,
                    help="the pool the loads run in (default: SWITCHYARD_POOL or switchyard_loads)")
     # Read as the setting is: none, off or empty for no prepare pool.
-    p.add_argument("--prepare-pool", default=settings.get().prepare_pool, type=settings._optional,
+    p.add_argument("--prepare-pool", default=dag.prepare_pool, type=settings._optional,
                    help="also set this pool, the prepare steps', to the load pool's size (default: "
                         "SWITCHYARD_PREPARE_POOL; none: only the load pool)")
     p.add_argument("--spec", default="tpch", help="built-in spec name or path of a spec file (default tpch)")

@@ -77,6 +77,22 @@ def test_plan_names_the_schema_it_writes_into_from_the_dags_settings_file(tmp_pa
     assert 'CREATE TABLE IF NOT EXISTS "meters"."orders"' in out.stdout
 
 
+def test_plan_and_pool_take_the_local_airflows_dag_settings_from_a_shell_naming_none(monkeypatch, tmp_path):
+    """A shell in the checkout names no Airflow (no AIRFLOW_HOME): `switchyard plan` plans the
+    spec into the schema the local Airflow's DAG is built with, as a DBA reviewing its T-SQL
+    expects, and `pool sync` sets the DAG's pools, not the built-in DAG's."""
+    for name in ("AIRFLOW_HOME", "SWITCHYARD_SETTINGS_FILE", "SWITCHYARD_SCHEMA", "SWITCHYARD_SPEC",
+                 "SWITCHYARD_POOL", "SWITCHYARD_CONN_ID"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("SWITCHYARD_AIRFLOW_HOME", str(tmp_path))
+    (tmp_path / "switchyard.env").write_text("SWITCHYARD_SPEC=shop\nSWITCHYARD_SCHEMA=payroll\n"
+                                             "SWITCHYARD_POOL=payroll_loads\nSWITCHYARD_CONN_ID=payroll_dw\n")
+    plan = cli.build_parser().parse_args(["plan", "--target", "postgres"])
+    assert (plan.spec, plan.schema) == ("shop", "payroll")
+    pool = cli.build_parser().parse_args(["pool", "sync"])
+    assert (pool.pool, pool.conn_id) == ("payroll_loads", "payroll_dw")
+
+
 def test_the_product_parser_builds_without_the_development_tooling(monkeypatch):
     # An installation of the product alone: no `switchyard.commands` entry points at all.
     monkeypatch.setattr(cli, "entry_points", lambda group: [])
