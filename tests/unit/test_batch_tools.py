@@ -995,6 +995,31 @@ def test_a_lookup_of_text_columns_without_its_header_is_named_when_its_code_is_l
     assert describe_batch(batch, spec)
 
 
+def test_a_lookup_keyed_without_digits_and_without_its_header_is_named_by_another_columns_codes(tmp_path):
+    """Cost centres keyed by `CC-FIN` (no digits), each with its manager's code (`E-000001`): the
+    line skipped as a header is a record when a field of it is written as that column is in the
+    records after it; a header naming the columns otherwise (no digits in a code's shape) passes."""
+    spec = parse_spec({"name": "cc", "files": "{table}/{table}.{stream}.csv",
+                       "format": {"delimiter": ",", "trailing_delimiter": False, "quoting": "csv", "header_lines": 1},
+                       "tables": {"cost_centers": {"partitioned": False, "key": "code", "unique": True, "columns": [
+                           {"name": "code", "type": "varchar(8)"}, {"name": "name", "type": "varchar(60)"},
+                           {"name": "manager_id", "type": "varchar(8)", "nullable": True}]}}})
+    batch = tmp_path / "batch"
+    (batch / "cost_centers").mkdir(parents=True)
+    path = batch / "cost_centers" / "cost_centers.1.csv"
+    path.write_bytes(b'CC-FIN,"Finance, Accounting & Tax",E-000001\nCC-SAL,Sales,E-000017\nCC-OPS,Operations,E-000023\n')
+    refusal = (f"{path}: line 1: skipped as a header line (header_lines: 1), but it is a record of cost_centers "
+               f"(column manager_id: 'E-000001', a code like that column of the records after it, 'E-000017', "
+               f"'E-000023', not a name): the load would leave it out; write the file with its header line, or say "
+               f"`header_lines: 0`")
+    with pytest.raises(BatchError) as refused:
+        describe_batch(batch, spec)
+    assert str(refused.value).endswith(refusal), refused.value
+    for header in (b"code,name,manager_id\n", b"CC,Name,Manager\n", b"Cost Centre,Label,Mgr\n"):
+        path.write_bytes(header + b'CC-FIN,"Finance, Accounting & Tax",E-000001\nCC-SAL,Sales,E-000017\n')
+        describe_batch(batch, spec)
+
+
 @pytest.mark.parametrize("quoting", ["csv", "none"])
 def test_a_blank_line_is_refused_by_the_manifest_as_by_the_check(tmp_path, quoting):
     """A blank line is no record of a table of several columns (the load refuses it): `switchyard

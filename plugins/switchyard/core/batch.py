@@ -473,30 +473,34 @@ def _shape(text: str) -> str:
 
 
 def _coded_like_its_records(path: Path, table: Table, fields: list[str]) -> list[str]:
-    """The line skipped as a header, in a table whose key is text (a lookup's code), when its key
-    field is a code written as the key of every record after it (the same shape, with digits:
-    `ADJ-001` before `ADJ-002`, `ADJ-003`) and none of its fields names a column of the spec:
-    the producer left the header out, and the skip would drop that record. A header's name for
-    the key has no digits in the shape of the codes (`adjuster_id`, `ADJ_ID`); a table whose key
-    has no digits (country codes) cannot tell, and passes."""
+    """The line skipped as a header, in a table of text columns, when one of its fields is a code
+    written as that column is in every record after it (the same shape, with digits: `ADJ-001`
+    before `ADJ-002`, `ADJ-003`; a manager's `E-000001` in a lookup keyed by `CC-FIN`), the key's
+    first, and none of its fields names a column of the spec: the producer left the header out,
+    and the skip would drop that record. A header's names have no digits in the shape of the
+    codes (`adjuster_id`, `ADJ_ID`); a table with no column of such codes (country codes and
+    their names) cannot tell, and passes."""
     fmt = table.format
-    if table.key is None or table.key not in table.column_names:
-        return []
-    at = table.column_names.index(table.key)
     spec_names = {_name(n) for n in table.column_names}
-    if at >= len(fields) or any(_name(f) in spec_names for f in fields):
+    if any(_name(f) in spec_names for f in fields):
         return []
-    shape = _shape(fields[at])
-    if not any(ch == "9" for ch in shape):
-        return []
-    after = [r[at] for r in _records_after_header(path, table) if at < len(r)]
-    if len(after) < 2 or any(_shape(code) != shape for code in after):
-        return []
-    shown = ", ".join(repr(code) for code in after[:3])
-    return [f"{path}: line {fmt.header_lines}: skipped as a header line (header_lines: {fmt.header_lines}), but it "
-            f"is a record of {table.name} (column {table.key}: {fields[at]!r}, a code like the key of the records "
-            f"after it, {shown}, not a name): the load would leave it out; write the file with its header line, or "
-            f"say `header_lines: {fmt.header_lines - 1}`"]
+    names = table.column_names
+    order = sorted(range(min(len(names), len(fields))), key=lambda i: names[i] != table.key)
+    after = _records_after_header(path, table)
+    for at in order:
+        shape = _shape(fields[at])
+        if not any(ch == "9" for ch in shape):
+            continue
+        codes = [r[at] for r in after if at < len(r)]
+        if len(codes) < 2 or any(_shape(code) != shape for code in codes):
+            continue
+        shown = ", ".join(repr(code) for code in codes[:3])
+        like = "the key" if names[at] == table.key else "that column"
+        return [f"{path}: line {fmt.header_lines}: skipped as a header line (header_lines: {fmt.header_lines}), but "
+                f"it is a record of {table.name} (column {names[at]}: {fields[at]!r}, a code like {like} of the "
+                f"records after it, {shown}, not a name): the load would leave it out; write the file with its "
+                f"header line, or say `header_lines: {fmt.header_lines - 1}`"]
+    return []
 
 
 def _name(text: str) -> str:
