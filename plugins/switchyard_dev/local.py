@@ -373,6 +373,57 @@ def _alive(pid: int) -> bool:
         return True
 
 
+def left_behind(service: str) -> tuple[int, list[int]] | None:
+    """(the ended pid its pid file names, the processes of its group that still run) of a service
+    that ended without its group (a scheduler killed by the kernel leaves its log server and
+    LocalExecutor workers, which hold its port); None otherwise. Only this home's processes: a
+    group id reused by another program is not taken for it."""
+    path = _pidfile(service)
+    if not path.exists():
+        return None
+    pid = int(path.read_text().split()[0])
+    if _alive(pid) or not _group_alive(pid):
+        return None
+    home = f"AIRFLOW_HOME={airflow_home()}".encode()
+    members = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            if int(stat[2]) != pid or stat[0] == "Z":
+                continue
+            # This home's: its environment says so, or, where Airflow retitled the process over its
+            # environment (a LocalExecutor worker, the log server), an `airflow` process started in
+            # this checkout, as the services are.
+            ours = home in (entry / "environ").read_bytes().split(b"\0") or (
+                os.readlink(entry / "cwd") == str(PROJECT)
+                and (entry / "cmdline").read_bytes().split(b"\0")[0].split(b" ")[0].endswith(b"airflow"))
+            if ours:
+                members.append(int(entry.name))
+        except (OSError, IndexError, ValueError):
+            continue
+    return (pid, sorted(members)) if members else None
+
+
+def _end_group(pgid: int, timeout: float) -> None:
+    """SIGTERM to a process group, SIGKILL to what is left of it at the deadline (an idle
+    LocalExecutor worker ignores SIGTERM)."""
+    try:
+        os.killpg(pgid, signal.SIGTERM)
+    except OSError:
+        return
+    deadline = time.monotonic() + timeout
+    # _alive reaps the group's leader where this process started it (a zombie is still in its group).
+    while (_alive(pgid) or _group_alive(pgid)) and time.monotonic() < deadline:
+        time.sleep(0.3)
+    if _alive(pgid) or _group_alive(pgid):
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except OSError:
+            pass
+
+
 def service_pid(service: str) -> int | None:
     path = _pidfile(service)
     if path.exists():
@@ -424,6 +475,13 @@ def start_services(env: dict[str, str], streams: int, spec: str = "tpch") -> lis
         print(f"    already running, started by hand: "
               f"{', '.join(f'{s} (pid {p[0]})' for s, p in by_hand.items())}")
     for service, variable in SERVICE_PORTS.items():
+        left = left_behind(service)
+        if not service_pid(service) and left:
+            raise LocalStackError(f"the local {service} (pid {left[0]}) ended without its processes: "
+                                  f"{len(left[1])} of its process group still run (pids "
+                                  f"{', '.join(map(str, left[1][:6]))}{' ...' if len(left[1]) > 6 else ''}), and hold "
+                                  f"its port {setting(variable)}; `switchyard services stop` ends them, then start "
+                                  f"again (a task they ran is failed and retried by the next scheduler)")
         if not service_pid(service) and service not in by_hand and port_in_use(setting(variable)):
             raise LocalStackError(f"port {setting(variable)} on 127.0.0.1, which the local {service} would listen on, "
                                   f"is taken by another program (another checkout's or project's Airflow?): set "
@@ -447,27 +505,21 @@ def stop_services(timeout: float = 30) -> list[str]:
     stopped = stop_workers()
     for service in SERVICES:
         pid = service_pid(service)
+        if not pid and (left := left_behind(service)):
+            stopped.append(f"what the ended {service} (pid {left[0]}) left running: {len(left[1])} processes")
+            _end_group(left[0], timeout)
+            _pidfile(service).unlink(missing_ok=True)
+            continue
         if not pid:
             for other in hand_started().get(service, []):
                 stopped.append(f"{service} (pid {other}, started by hand)")
                 _stop_process(other, timeout)
             continue
         stopped.append(f"{service} (pid {pid})")
-        try:
-            os.killpg(pid, signal.SIGTERM)
-        except OSError:
-            pass
         # A service is stopped when its whole process group is gone (the scheduler's
         # LocalExecutor workers and their tasks, the api-server's workers), not only its
         # first process; what is left at the deadline is killed.
-        deadline = time.monotonic() + timeout
-        while (_alive(pid) or _group_alive(pid)) and time.monotonic() < deadline:
-            time.sleep(0.3)
-        if _alive(pid) or _group_alive(pid):
-            try:
-                os.killpg(pid, signal.SIGKILL)
-            except OSError:
-                pass
+        _end_group(pid, timeout)
         _pidfile(service).unlink(missing_ok=True)
     return stopped
 
@@ -562,6 +614,10 @@ def status_lines() -> list[str]:
             state = f"running (pid {pid}){on}"
         elif by_hand.get(service):
             state = f"running (pid {', '.join(map(str, by_hand[service]))}, started by hand){on}"
+        elif left := left_behind(service):
+            state = (f"ended (pid {left[0]}), but {len(left[1])} processes of it still run"
+                     + (f" and hold port {port}" if port and port_in_use(port) else "")
+                     + ": `switchyard services stop` ends them")
         elif port and port_in_use(port):
             state = f"stopped here, but port {port} is taken (another program or checkout?)"
         else:
