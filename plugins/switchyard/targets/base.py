@@ -336,7 +336,8 @@ class TargetAdapter(ABC):
         for s in plan.all_streams():
             if s.empty:
                 continue
-            out.append(f"\n-- {s.group_id}: {s.file}, keys {s.key_min}..{s.key_max}")
+            out.append(f"\n-- {s.group_id}: {s.file}, " + (f"keys {s.key_min}..{s.key_max}" if s.partitioned
+                                                             else "loaded whole"))
             for stmt in [*self.prepare_sql(s), *self.load_sql(s), *self.validate_sql(s),
                          *self.switch_sql(s, replace_existing=False)]:
                 out.append(stmt + ";")

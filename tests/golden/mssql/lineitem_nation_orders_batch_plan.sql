@@ -498,7 +498,7 @@ IF EXISTS (SELECT 1 FROM sys.check_constraints WHERE parent_object_id = OBJECT_I
 GO
 -- switch: the target's indexes built on tpch_staging.lineitem_2 (none on a table setup made from the spec), then the stream is marked ready; the batch's publish moves it in with every table of the batch
 
--- nation_1: nation/nation.1.tbl, keys 0..24, filegroup fg1, port 2000
+-- nation_1: nation/nation.1.tbl, loaded whole, on PRIMARY, port 2000
 -- A failed earlier attempt's staging table is replaced, never appended to (DROP ... IF EXISTS: 2016+).
 DROP TABLE IF EXISTS [tpch_staging].[nation_1];
 GO

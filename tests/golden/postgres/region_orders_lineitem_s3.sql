@@ -155,7 +155,7 @@ CREATE TABLE IF NOT EXISTS "switchyard"."planned_partitions" (
     PRIMARY KEY (target_schema, table_name, staging_table)
 );
 
--- region_1: region/region.1.tbl, keys 0..4
+-- region_1: region/region.1.tbl, loaded whole
 -- A failed earlier attempt's staging table is replaced, never appended to (also when an
 -- earlier attempt of the group's switch had attached it to the table's next version).
 DROP TABLE IF EXISTS "tpch_staging"."region_1";

@@ -255,8 +255,9 @@ class MssqlCommitSql:
         for s in plan.all_streams():
             if s.empty:
                 continue
-            out.append(f"\n-- {s.group_id}: {s.file}, keys {s.key_min}..{s.key_max}, "
-                       f"filegroup {s.filegroup}, port {self.port_for(s.stream)}")
+            where = (f"keys {s.key_min}..{s.key_max}, filegroup {s.filegroup}" if s.partitioned
+                     else "loaded whole, on PRIMARY")
+            out.append(f"\n-- {s.group_id}: {s.file}, {where}, port {self.port_for(s.stream)}")
             # A table loaded whole: its staging table made to the shape setup gives the table (on
             # PRIMARY), which the switch moves it into.
             emit(self.prepare_sql(s) if s.partitioned else self.prepare_sql(s, filegroup="PRIMARY"))
