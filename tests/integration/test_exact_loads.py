@@ -605,6 +605,30 @@ def test_the_field_check_refuses_exactly_the_local_times_of_a_region_that_are_no
             assert (check(text) is None) == (stored is not None and stored == meant), (text, stored, meant, check(text))
 
 
+OFFSETS = ["2026-03-01 10:00+15:59", "2026-03-01 10:00-15:59", "2026-03-01 10:00+16:00", "2026-03-01 10:00-1600",
+           "2026-03-01 10:00+24:00", "2026-03-01 10:00+05:60", "2026-03-01 10:00+14", "2026-03-01 10:00+00:00",
+           "2026-03-01 10:00 posix/Europe/Paris", "2026-03-01 10:00 right/Asia/Tokyo", "2026-03-01 10:00 Europe/Paris"]
+
+
+def test_the_field_check_passes_exactly_the_offsets_and_zones_the_server_reads(pg_uri):
+    """An offset PostgreSQL reads (up to 15:59 either way) and a region of its time zone database
+    pass; an offset past it, minutes past 59, a region of the database's posix/ or right/ trees
+    (which PostgreSQL's does not have) are refused, as the load would refuse them. The same for a
+    time of day with its zone's offset."""
+    from switchyard.core.fields import field_check
+    with psycopg.connect(pg_uri, autocommit=True) as conn:
+        for sql_type, texts in (("timestamptz", OFFSETS),
+                                ("timetz", [t.split(" ", 1)[1] for t in OFFSETS if "/" not in t])):
+            check = field_check(sql_type)
+            for text in texts:
+                try:
+                    conn.execute(f"SELECT %s::{sql_type}", (text,))
+                    read = True
+                except psycopg.errors.DataError:
+                    read = False
+                assert (check(text) is None) == read, (sql_type, text, check(text))
+
+
 DECIMALS = {"numeric(10,3)": ["12.345", "12.3456", "0012.300", "12.3450000", "-.5", "+7.", "12.3451", "1.2345e1", "1.23456e1", "1e-3", "1e-4", "1e2", "0e5",
                              "-1.5E+2", "0.00100e2", "1234567e0", "12345678e0"],
             "numeric(5,2)": ["999.99", "9999e-1", "99999e-3", "999.995", "1e999999999999999999999999"]}

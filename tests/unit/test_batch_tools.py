@@ -1089,6 +1089,25 @@ def test_bytes_a_single_byte_encoding_does_not_decode_are_quoted_as_the_file_hol
                for p in problems), problems
 
 
+@pytest.mark.parametrize("sql_type, neutral, text, why", [
+    ("datetimeoffset(3)", False, "2026-01-05T10:00:00+14:30", "a time zone offset +14:30 out of range: SQL Server's "
+                                                              "datetimeoffset reads offsets up to 14:00 either way"),
+    ("timestamptz", True, "2026-01-05T10:00:00-15:00", "a time zone offset -15:00 out of range: SQL Server's "
+                                                       "datetimeoffset reads offsets up to 14:00 either way"),
+    ("datetimeoffset(3)", False, "2026-01-05T10:00:00 Europe/Paris", "a time zone's name (Europe/Paris): SQL Server's "
+                                                                     "datetimeoffset reads an offset only"),
+    ("datetimeoffset(3)", False, "2026-01-05T10:00:00-14:00", None),
+])
+def test_zones_sql_servers_datetimeoffset_does_not_read_are_refused_by_the_check(sql_type, neutral, text, why):
+    """SQL Server's datetimeoffset reads an offset up to 14:00 either way, and no zone's name (its
+    load refuses the field): the check says so before any load, for that type and for a type
+    given to every target (PostgreSQL's own timestamptz reads up to 15:59 and names; the check
+    against the server: tests/integration/test_exact_loads.py)."""
+    from switchyard.core.fields import field_check
+    found = field_check(sql_type, neutral=neutral)(text)
+    assert (found is None) if why is None else why in (found or ""), found
+
+
 @pytest.mark.parametrize("sql_type, text, why", [
     ("timestamptz", "2026-01-05T10:00:00 UTC+5", "a time zone spelt 'UTC+5'"),
     ("timestamptz", "2026-01-05T10:00:00 GMT-3", "a time zone spelt 'GMT-3'"),

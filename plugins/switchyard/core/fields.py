@@ -430,6 +430,9 @@ def _when(sql_type: str, base: str, size: str | None, neutral: bool) -> Check:
         if zoned and (base in _ZONED_DATES or base in _ZONED_TIMES):
             if not _ZONE_OK.fullmatch(zoned.group(2)):
                 return _zone_unread(zoned.group(2))
+            problem = _zone_out_of_reach(zoned.group(2), base, neutral)
+            if problem:
+                return problem
             region = zoned.group(2) if "/" in zoned.group(2) else None
             field, zoned = zoned.group(1), None      # its zone is read: the time before it is checked
         if zoned:
@@ -611,6 +614,34 @@ def _unread_form(field: str, sql_type: str, base: str) -> str:
     return ("a form of date the check does not read: the server may read it as another value (a word as the "
             "load's own time, 10:30.5 as 00:10:30.5, 24:0 as the next day) without an error; write it as "
             "YYYY-MM-DD HH:MM:SS[.fff]")
+
+
+_OFFSET_PARTS = re.compile(r"[+-](\d{2})(?::?(\d{2}))?", re.ASCII)
+
+
+def _zone_out_of_reach(zone: str, base: str, neutral: bool) -> str | None:
+    """A zone of an accepted spelling that the load would still refuse: an offset past what the
+    server reads (SQL Server's datetimeoffset, and a type for every target, up to 14:00 either
+    way; PostgreSQL up to 15:59, "time zone displacement out of range"), minutes past 59, or a
+    region of the time zone database's `posix/` or `right/` trees, which PostgreSQL's does not
+    have ("time zone ... not recognized")."""
+    if base == "datetimeoffset" and "/" in zone:
+        return (f"a time zone's name ({zone}): SQL Server's datetimeoffset reads an offset only, its load would "
+                f"refuse the field; write the offset the file means (+01:00, Z)")
+    tree = re.match(r"(posix|right)/(.+)", zone, re.IGNORECASE)
+    if tree:
+        return (f"a time zone {zone!r} of the time zone database's {tree.group(1)}/ tree, which PostgreSQL does not "
+                f"read: the load would refuse the field; write the region's name ({tree.group(2)}) or an offset")
+    m = _OFFSET_PARTS.fullmatch(zone)
+    if m is None:
+        return None
+    hours, minutes = int(m.group(1)), int(m.group(2) or 0)
+    most, who = ((14, 0), "SQL Server's datetimeoffset") if base == "datetimeoffset" or neutral else \
+        ((15, 59), "PostgreSQL")
+    if minutes <= 59 and (hours, minutes) <= most:
+        return None
+    return (f"a time zone offset {zone} out of range: {who} reads offsets up to {most[0]:02d}:{most[1]:02d} either "
+            f"way (minutes 00-59), the load would refuse the field; write the offset the file means")
 
 
 def _zone_unread(zone: str, offset_only: bool = False) -> str:
