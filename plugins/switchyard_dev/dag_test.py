@@ -102,13 +102,54 @@ def refused_for_a_run_at_its_date(dag_id: str, rest: list[str], env: dict[str, s
     return bool(found)
 
 
+def schedule_of(dag_id: str, env: dict[str, str]) -> str | None:
+    """The DAG's schedule as the metadata database has it (its timetable's summary), None for a DAG
+    run on demand or not in it yet."""
+    import json
+    out = subprocess.run([local.airflow_bin(), "dags", "details", dag_id, "-o", "json"], env=env,
+                         capture_output=True, text=True)
+    listed = next((line for line in out.stdout.splitlines() if line.startswith("[")), None)
+    if out.returncode != 0 or listed is None:
+        return None
+    details = (json.loads(listed) or [{}])[0]
+    if str(details.get("timetable_periodic")).lower() != "true":
+        return None
+    return str(details.get("timetable_summary") or details.get("timetable_description") or "a schedule")
+
+
+def refused_for_a_future_date(dag_id: str, rest: list[str], env: dict[str, str]) -> bool:
+    """Say so where the test's logical date is in the future and the DAG runs on a schedule: a run
+    at a time of the schedule takes that time's run, which the scheduler then never makes (it makes
+    no scheduled run at a logical date that has one, and goes on to the next time), so that time's
+    batch would never be loaded by the schedule. A batch of the future is tested dated now, with
+    the `batch` param."""
+    import pendulum
+    logical_date = logical_date_of(rest)
+    if not logical_date:
+        return False
+    try:
+        when = pendulum.parse(logical_date, tz="UTC")
+    except (ValueError, pendulum.parsing.exceptions.ParserError):
+        return False     # `airflow dags test` says what it cannot read
+    if when <= pendulum.now("UTC"):
+        return False
+    schedule = schedule_of(dag_id, env)
+    if schedule is None:
+        return False
+    say(f"the logical date {logical_date} is in the future, and {dag_id} runs on a schedule ({schedule}): a test run "
+        f"dated at a time of the schedule takes that time's run, which the scheduler then never makes, and that "
+        f"time's batch would not be loaded by the schedule. None was started. Test a batch of the future dated now, "
+        f"with the batch param: switchyard airflow dags test {dag_id} -c '{{\"batch\": \"<its folder>\"}}'")
+    return True
+
+
 def say(text: str) -> None:
     print(f"{PREFIX}: {text}", file=sys.stderr, flush=True)
 
 
 def run(dag_id: str, command: list[str], env: dict[str, str]) -> int:
     """Run `command` (an `airflow dags test` of `dag_id`) beside the local scheduler, if it runs."""
-    if refused_for_a_run_at_its_date(dag_id, command[1:], env):
+    if refused_for_a_run_at_its_date(dag_id, command[1:], env) or refused_for_a_future_date(dag_id, command[1:], env):
         return 1
     if "scheduler" not in local.running_services():
         return subprocess.call(command, env=env)

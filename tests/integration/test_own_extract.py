@@ -177,6 +177,14 @@ def test_a_run_dated_before_the_dags_start_date_runs_every_task(pg_uri, data_roo
                       f"test` would delete before its own run at that date: none was started") == 2, said
     assert not dag_test.refused_for_a_run_at_its_date(DAG_ID, ["dags", "test", DAG_ID, "2026-11-29T20:22:31Z"], env)
     assert not dag_test.refused_for_a_run_at_its_date(DAG_ID, ["dags", "test", DAG_ID, "-c", "{}"], env)
+    # A test dated at a time the schedule has not reached would take that time's run: the scheduler
+    # then makes none there, and that month's batch would never be loaded by the schedule.
+    capfd.readouterr()
+    assert dag_test.refused_for_a_future_date(DAG_ID, ["dags", "test", DAG_ID, "2030-02-01T02:00:00+00:00"], env)
+    assert (f"the logical date 2030-02-01T02:00:00+00:00 is in the future, and {DAG_ID} runs on a schedule (0 2 1 * *)"
+            in capfd.readouterr().err)
+    assert not dag_test.refused_for_a_future_date(DAG_ID, ["dags", "test", DAG_ID, "2026-11-29T20:22:31Z"], env)
+    assert not dag_test.refused_for_a_future_date(DAG_ID, ["dags", "test", DAG_ID, "-c", "{}"], env)
     missing = run_dag(pg_uri, data_root, schema, 2, {"batch": f"{jan.relative_to(data_root)}-not-there"},
                       tmp_path / "runs", spec=spec, dag_id=DAG_ID, extra_env={**later, "SWITCHYARD_BATCH_WAIT_SECONDS": "1"},
                       logical_date="2026-11-29T20:30:00+00:00")
