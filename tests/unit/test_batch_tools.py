@@ -888,6 +888,23 @@ def test_a_header_lacking_columns_of_the_spec_says_which(tmp_path):
     # A header naming the spec's columns in full says nothing of the kind.
     path.write_bytes(b"trip_id,station,channel\n1,Nord,\n")
     describe_batch(batch, spec)
+    # Written before `note` was renamed `channel` and `rider` added: names on both sides, records as
+    # wide as the header. Said before any load, as the shorter header alone is.
+    renamed = parse_spec({"name": "hdr", "files": "{table}/{table}.{stream}.csv",
+                          "format": {"delimiter": ",", "trailing_delimiter": False, "quoting": "csv", "header_lines": 1},
+                          "tables": {"trips": {"key": "trip_id", "columns": [
+                              {"name": "trip_id", "type": "bigint"}, {"name": "station", "type": "varchar(20)"},
+                              {"name": "channel", "type": "text", "nullable": True},
+                              {"name": "rider", "type": "text", "nullable": True}]}}})
+    path.write_bytes(b"trip_id,station,note\n" + b"".join(b"%d,Nord,x\n" % k for k in range(1, 8)))
+    with pytest.raises(BatchError) as refused:
+        describe_batch(batch, renamed)
+    assert (f"{path}: line 1: the header names 3 fields, the spec's trips 4 columns; not in the spec: note; not in "
+            f"the file: channel, rider, and its records have 3 fields too. Was it written before the spec changed (a "
+            f"column renamed, another added)?") in str(refused.value), refused.value
+    # Records as wide as the spec (a header short of a name): the records load; nothing said.
+    path.write_bytes(b"trip_id,station,note\n" + b"".join(b"%d,Nord,x,y\n" % k for k in range(1, 8)))
+    describe_batch(batch, renamed)
 
 
 def test_a_repeated_unique_key_is_named_by_its_lines_before_any_load(tmp_path):

@@ -581,6 +581,15 @@ def header_width(path: Path, table: Table, head: list[bytes]) -> list[str]:
                     f"the spec had them?): the load takes each field by its place, so have the producer write them "
                     f"(an empty field is NULL where the column allows it and the format's null_marker is empty), or "
                     f"load this batch with the spec it was written for"]
+        if len(names) != len(spec_names) and extra and missing and any(
+                len(record) == len(names) for record in _records_after_header(path, table, count=1)):
+            # Names on both sides and records as wide as the header: a file of another shape of the
+            # table (a column renamed and another added since it was written), each of whose records
+            # the load would refuse for its field count.
+            return [f"{said}; not in the spec: {_first_five(extra)}; not in the file: {_first_five(missing)}, and "
+                    f"its records have {len(names)} fields too. Was it written before the spec changed (a column "
+                    f"renamed, another added)? The load takes each field by its place: load this batch with the spec "
+                    f"it was written for, or have the producer write the spec's columns"]
     return []
 
 
