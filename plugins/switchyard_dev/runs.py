@@ -158,6 +158,14 @@ def what_it_does(api: local.Api, run: dict, wait_seconds: float | None = None) -
         if lease:
             return f"waits to plan batch {batch}, nothing loaded yet: {lease}"
     running = sorted(t["task_id"] for t in tis if t.get("state") == "running")
+    publish = next((t for t in tis if t["task_id"] == "publish_batch" and t.get("state") in ("running", "up_for_retry")
+                    and (t.get("try_number") or 1) > 1), None)
+    if publish is not None:
+        # Its tries are mostly the wait for the tables' readers: the publish's short lock wait
+        # gave up behind a long reader, and each try waits again (PublishBatchOperator).
+        return (f"is publishing batch {batch}: publish_batch is on its try {publish['try_number']}, the earlier one "
+                f"failed, most often behind a long-running reader of the batch's tables, which holds a lock the "
+                f"publish needs; it goes in once the reader ends (the task's log says what it waited for)")
     if running:
         return (f"is loading batch {batch}: {len(running)} task{'' if len(running) == 1 else 's'} running "
                 f"({', '.join(running[:3])}{' ...' if len(running) > 3 else ''})")

@@ -356,6 +356,30 @@ def test_runs_says_a_run_whose_plan_waits_for_its_retry_has_loaded_nothing():
     assert what_it_does(loading, run) == "is loading batch 2026-11-16: 1 task running (events_1.prepare)"
 
 
+def test_runs_says_what_a_plan_put_off_waits_for_and_a_publish_on_its_retry():
+    """A plan up for reschedule waits for the DAG's earlier run (runs load in date order), which it
+    names; a publish on a later try waits, most often, behind a reader of the tables; and a DAG of
+    its own settings file names its batch as its wait said, not as the home's settings would."""
+    from switchyard_dev.runs import what_it_does
+    run = {"dag_id": "payroll", "dag_run_id": "backfill__2026-03-01", "state": "running",
+           "logical_date": "2026-03-01T05:00:00Z", "conf": {}}
+    put_off = _TaskInstances({"setup.wait_for_batch": "success", "setup.plan": "up_for_reschedule"})
+    put_off.xcom = {"setup.plan/earlier_run": {"run_id": "backfill__2026-02-01", "logical_date": "2026-02-01 05:00:00+00:00"},
+                    "setup.wait_for_batch/batch": "payroll/2026-03"}
+    assert what_it_does(put_off, run) == (
+        "waits to plan batch payroll/2026-03, nothing loaded yet: the DAG's earlier run backfill__2026-02-01 (dated "
+        "2026-02-01 05:00:00) is running, and a DAG's runs load in date order; its plan looks again every few seconds")
+    publishing = _TaskInstances({"setup.wait_for_batch": "success", "setup.plan": "success",
+                                 "publish_batch": "running"})
+    publishing.more = {"publish_batch": {"try_number": 2}}
+    publishing.xcom = {"setup.wait_for_batch/batch": "payroll/2026-03"}
+    assert what_it_does(publishing, run).startswith(
+        "is publishing batch payroll/2026-03: publish_batch is on its try 2, the earlier one failed, most often "
+        "behind a long-running reader of the batch's tables")
+    publishing.more = {"publish_batch": {"try_number": 1}}
+    assert what_it_does(publishing, run) == "is loading batch payroll/2026-03: 1 task running (publish_batch)"
+
+
 def test_runs_says_a_plan_waits_to_take_over_the_lease_of_a_run_that_ended():
     """After `switchyard runs fail` (or the UI's mark failed), the next run's plan waits
     SWITCHYARD_LEASE_TAKEOVER_SECONDS before it takes the ended run's lease: `switchyard runs` says
