@@ -119,6 +119,9 @@ def cmd_check(args) -> int:
     # What the check cannot judge without the target: a table with no rows in the batch, which a
     # run refuses where the target already has it (core/preflight.check_table).
     empty = sorted(t for t in tables if spec.table(t).partitioned and not any(e.rows for e in entries if e.table == t))
+    from switchyard.core.preflight import left_out
+    for note in left_out(spec, manifest, asked or list(spec.table_names))[1]:
+        print(f"note: {note}")
     for t in empty:
         mode = spec.table(t).mode
         if spec.table(t).allow_empty:

@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator, NamedTuple
 
 from switchyard import settings
 from switchyard.core.batch import BatchError, resolve_batch, resolve_file, unlisted_files
@@ -174,19 +174,34 @@ def wider_than_the_dag(manifest, tables: list[str], streams: int, settings_path:
               f"process reads as it parses the DAG)"]
 
 
+class Checked(NamedTuple):
+    """A batch as check_batch found it: its folder, its plan, every problem found, the run's tables
+    it holds, and a note for each it leaves out (`optional: true`)."""
+    folder: Path
+    plan: LoadPlan
+    problems: list[str]
+    tables: list[str]
+    notes: list[str]
+
+
 def check_batch(spec: LoadSpec, tables: list[str], name: str, streams: int,
-                settings_file: str | None = None) -> tuple[Path, LoadPlan, list[str]]:
+                settings_file: str | None = None) -> Checked:
     """The batch checked whole (its manifest, its files, the DAG's groups, the declared
-    expectations): (its folder, its plan, every problem found). Without a plan it fails at once
-    with every problem; with one, the problems go to the target's setup, which refuses the
-    batch with its pre-flight's own (`set_up`)."""
+    expectations), the run's tables it leaves out aside (optional ones). Without a plan it fails
+    at once with every problem; with one, the problems go to the target's setup, which refuses
+    the batch with its pre-flight's own (`set_up`). `settings_file`: the DAG's own, named in the
+    advice of a batch wider than the DAG."""
     from switchyard.core.batch import check_files, read_manifest
     from switchyard.core.planner import PlanError, plan_batch
+    from switchyard.core.preflight import left_out
     try:
         folder = resolve_batch(name)
         manifest = read_manifest(folder, spec)
     except BatchError as exc:
         raise StepFailed(str(exc)) from exc
+    tables, notes = left_out(spec, manifest, tables)
+    if not tables:
+        raise StepFailed(f"{manifest.path}: the batch holds none of the run's tables: " + "; ".join(notes))
     problems = wider_than_the_dag(manifest, tables, streams, Path(settings_file) if settings_file
                                   else settings.settings_file())
     plan = None
@@ -207,7 +222,7 @@ def check_batch(spec: LoadSpec, tables: list[str], name: str, streams: int,
             problems.append(str(exc))
     if plan is None:
         raise StepFailed(refusal(problems))
-    return folder, plan, problems
+    return Checked(folder, plan, problems, tables, notes)
 
 
 def groups_without_tasks(plan: LoadPlan, tables: list[str], task_ids: set[str], streams: int) -> str | None:
@@ -249,12 +264,13 @@ def read_small_batch(folder: Path, manifest, spec: LoadSpec, tables: list[str], 
 
 
 def set_up(adapter: TargetAdapter, plan: LoadPlan, problems: list[str], name: str, folder: Path,
-           tables: list[str], replace_newer: bool = False) -> dict:
+           tables: list[str], replace_newer: bool = False, notes: list[str] = ()) -> dict:
     """The target set up for the plan (the pre-flight, which refuses the batch with `problems`
     and its own, then the missing objects); the run's plan as every later step reads it.
     Raises LeaseHeld while another run loads this schema: the task's retries are the wait.
-    `replace_newer`: a replace table holding a newer batch is put back to this one."""
-    preflight = adapter.setup(plan, problems, replace_newer=replace_newer) or []
+    `replace_newer`: a replace table holding a newer batch is put back to this one. `notes`: the
+    batch's own, said with the pre-flight's (the tables it leaves out)."""
+    preflight = [*notes, *(adapter.setup(plan, problems, replace_newer=replace_newer) or [])]
     out = plan.to_dict()
     out.update(batch=name, batch_dir=str(folder), tables=tables, target=adapter.engine,
                schema=adapter.schema, staging_schema=adapter.staging_schema,

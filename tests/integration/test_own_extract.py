@@ -309,6 +309,35 @@ def test_a_stream_that_never_staged_keeps_the_batch_out(pg_uri, data_root, schem
     assert table_rows(pg_uri, schema, "stations") == []
 
 
+def test_a_lookup_the_batch_may_leave_out_keeps_what_it_holds(pg_uri, data_root, schema, tmp_path, batches):
+    """A producer that sends payment_types only when they change: with `optional: true` a batch
+    whose manifest lists no file of it loads the others, and payment_types keeps January's rows,
+    the run's notes say so; without it the batch is refused before any load, naming the table."""
+    plain = spec_file(tmp_path)
+    optional = spec_file(tmp_path, tables={**SPEC["tables"], "payment_types": {
+        **SPEC["tables"]["payment_types"], "optional": True}})
+    jan, feb = batches / "2026-01", batches / "2026-02"
+    produce(jan, 1)
+    produce(feb, 2, stations=9)
+    shutil.rmtree(feb / "payment_types")        # the producer's February: no payment types
+    write_manifest(feb, describe_batch(feb, load_spec(optional)))    # `switchyard manifest` leaves it out
+    assert {e["table"] for e in json.loads((feb / "manifest.json").read_text())["files"]} == {"trips", "stations"}
+    assert run(pg_uri, data_root, schema, tmp_path, jan, optional).returncode == 0
+    january = {t: table_rows(pg_uri, schema, t) for t in ("trips", "stations", "payment_types")}
+    refused = run(pg_uri, data_root, schema, tmp_path, feb, plain)
+    assert refused.returncode != 0 and "no entry for table payment_types" in refused.output, refused.output[-3000:]
+    assert {t: table_rows(pg_uri, schema, t) for t in january} == january
+    february = run(pg_uri, data_root, schema, tmp_path, feb, optional)
+    assert february.returncode == 0, february.output[-4000:]
+    assert table_rows(pg_uri, schema, "payment_types") == file_rows(jan, "payment_types")
+    assert table_rows(pg_uri, schema, "stations") == file_rows(feb, "stations")
+    assert table_rows(pg_uri, schema, "trips") == sorted(file_rows(jan, "trips") + file_rows(feb, "trips"), key=repr)
+    assert ("payment_types: not in this batch (its manifest lists no file of it), and optional: true: this run does "
+            "not load it, and it keeps what it holds") in february.stats["preflight"]
+    assert {g["group"]: g["outcome"] for g in february.stats["groups"]} == {
+        "trips_1": "switched", "trips_2": "switched", "stations_1": "switched", "payment_types_1": "skipped"}
+
+
 def test_an_append_table_allowed_empty_takes_a_batch_without_its_rows(pg_uri, data_root, schema, tmp_path, batches):
     """A quiet month with no trips: the producer writes the trips files with their header only. By
     default a run refuses that (an incomplete batch looks the same); with `allow_empty: true` the

@@ -123,3 +123,18 @@ def test_allow_empty_goes_with_an_append_table_only():
         parse_spec(spec(partitioned=False, allow_empty=True), source="x.yaml")
     with pytest.raises(SpecError, match=r"allow_empty: true or false"):
         parse_spec(spec(mode="append", allow_empty="yes"), source="x.yaml")
+
+
+def test_optional_is_read_as_a_boolean_and_leaves_the_digest_of_a_spec_without_it_alone():
+    """`optional: true` on any table; a spec that does not use it digests as it did before the key
+    existed, so a run planned by the previous version is not taken for a spec changed under it."""
+    def spec(**table):
+        return {"name": "x", "files": "{table}.{stream}.txt", "tables": {"t": {
+            "key": "a", "columns": [{"name": "a", "type": "integer"}], **table}}}
+    assert parse_spec(spec(optional=True), source="x.yaml").table("t").optional is True
+    assert parse_spec(spec(partitioned=False, optional=True), source="x.yaml").table("t").optional is True
+    with pytest.raises(SpecError, match=r"tables\.t\.optional: true or false"):
+        parse_spec(spec(optional="yes"), source="x.yaml")
+    plain, marked = parse_spec(spec(), source="x.yaml"), parse_spec(spec(optional=True), source="x.yaml")
+    assert plain.digests()["t"] != marked.digests()["t"]
+    assert plain.digests()["t"] == parse_spec(spec(optional=False), source="x.yaml").digests()["t"]

@@ -323,7 +323,8 @@ class PlanBatchOperator(_TargetOperator):
             tables = self._tables(spec)
             # A boolean param: Airflow checked its type against the DAG's params.
             replace_newer = bool((context.get("params") or {}).get("replace_newer"))
-            folder, plan, problems = steps.check_batch(spec, tables, name, self.streams, self.settings_file)
+            folder, plan, problems, tables, notes = steps.check_batch(spec, tables, name, self.streams,
+                                                                       self.settings_file)
             from switchyard.observability.stats import task_states
             missing = steps.groups_without_tasks(plan, tables, set(task_states(context)), self.streams)
             if missing:
@@ -336,11 +337,11 @@ class PlanBatchOperator(_TargetOperator):
             # setup: a batch its table's mode does not allow fails here, before any load, with
             # the problems found above.
             try:
-                run = steps.set_up(adapter, plan, problems, name, folder, tables, replace_newer)
+                run = steps.set_up(adapter, plan, problems, name, folder, tables, replace_newer, notes)
             except LeaseHeld as held:
                 if not take_over_ended_lease(context["ti"], adapter, held):
                     raise
-                run = steps.set_up(adapter, plan, problems, name, folder, tables, replace_newer)
+                run = steps.set_up(adapter, plan, problems, name, folder, tables, replace_newer, notes)
             self._done = {"plan": run}
             return run
         except Exception as exc:

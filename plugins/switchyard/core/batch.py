@@ -1119,8 +1119,9 @@ def describe_batch(batch_dir: Path, spec: LoadSpec, tables: Iterable[str] | None
             problems.append(str(exc))
             continue
         if not streams:
-            problems.append(f"{batch_dir / spec.file_for(name, 1)}: no file of table {name} (the spec's files "
-                            f"pattern: {table.files})")
+            if not table.optional:   # a table the spec lets a batch leave out: the manifest leaves it out
+                problems.append(f"{batch_dir / spec.file_for(name, 1)}: no file of table {name} (the spec's files "
+                                f"pattern: {table.files})")
             continue
         if not table.partitioned and streams != [1]:
             problems.append(f"{name} is unpartitioned (one stream), the folder has {len(streams)} of its files")
@@ -1169,8 +1170,10 @@ def check_batch(batch_dir: Path, spec: LoadSpec, tables: Iterable[str] | None = 
         manifest = read_manifest(batch_dir, spec)
     except BatchError as exc:
         return [str(exc)]
-    # A run's tables: its `tables` param, else every table of the spec (steps.chosen_tables).
-    chosen = list(tables) if tables else list(spec.table_names)
+    # A run's tables: its `tables` param, else every table of the spec (steps.chosen_tables), but
+    # those the batch leaves out that the spec lets it (`optional: true`).
+    from switchyard.core.preflight import left_out
+    chosen, _ = left_out(spec, manifest, list(tables) if tables else list(spec.table_names))
     problems = []
     try:
         plan_batch(spec, manifest, chosen)

@@ -128,6 +128,9 @@ class Table:
     # append only: a batch may hold no rows of the table (every stream empty, its file a header
     # only): the run adds nothing to it. Otherwise such a batch is refused as incomplete.
     allow_empty: bool = False
+    # A batch may leave the table out (its manifest lists no file of it: a lookup the producer
+    # sends only when it changes): the run does not load it, and it keeps what it holds.
+    optional: bool = False
     # Scheduling priority of the table's tasks (Airflow's priority_weight): the run lasts as
     # long as its slowest stream, so the biggest tables should get the higher weights.
     weight: int = 1
@@ -208,7 +211,14 @@ class LoadSpec:
             return hashlib.sha256(text.encode()).hexdigest()[:16]
         own = {"publish": self.publish, "sources": {k: list(v) for k, v in self.sources.items()},
                "files": self.files}
-        return {"": digest(own), **{t.name: digest(asdict(t)) for t in self.tables}}
+        def table(t: Table) -> dict:
+            # A field at its default is left out: a spec that does not use a newer key digests as it
+            # did before the key existed (a run planned by the previous version goes on).
+            out = asdict(t)
+            if not t.optional:
+                del out["optional"]
+            return out
+        return {"": digest(own), **{t.name: digest(table(t)) for t in self.tables}}
 
 
 def key_kind(sql_type: str) -> str | None:
@@ -415,7 +425,8 @@ def _unique(raw: Any, key: str | None, columns: list[str], where: str, partition
 
 
 _TABLE_KEYS = {"columns", "key", "partitioned", "format", "files", "unique", "expectations",
-               "mode", "keep", "keep_days", "retire", "allow_empty", "weight", "tasks", "on_spec_change"}
+               "mode", "keep", "keep_days", "retire", "allow_empty", "optional", "weight", "tasks",
+               "on_spec_change"}
 
 
 def _table(name: str, raw: Mapping[str, Any], where: str, fmt: FileFormat, files: str,
@@ -482,6 +493,9 @@ def _table(name: str, raw: Mapping[str, Any], where: str, fmt: FileFormat, files
         # A batch without rows of a table loaded whole would empty it: never allowed in silence.
         raise SpecError(f"{where}.allow_empty: goes with mode: append (a batch with no rows of a table in "
                         f"replace mode, or loaded whole, would empty it)")
+    optional = raw.get("optional", False)
+    if not isinstance(optional, bool):
+        raise SpecError(f"{where}.optional: true or false")
     if keep_days is not None and key_column is not None and column_key_kind(key_column) == "integer":
         raise SpecError(f"{where}.keep_days: needs a date or timestamp key; use keep (batches) instead")
     return Table(name=name, columns=columns, key=key, partitioned=partitioned,
@@ -490,7 +504,7 @@ def _table(name: str, raw: Mapping[str, Any], where: str, fmt: FileFormat, files
                  unique=_unique(raw.get("unique"), key, names, f"{where}.unique", partitioned),
                  expectations=_expectations(raw.get("expectations"), names, f"{where}.expectations",
                                             key if partitioned else None),
-                 mode=mode, keep=keep, keep_days=keep_days, retire=retire, allow_empty=allow_empty,
+                 mode=mode, keep=keep, keep_days=keep_days, retire=retire, allow_empty=allow_empty, optional=optional,
                  weight=_count(raw.get("weight", 1), f"{where}.weight", minimum=1),
                  tasks=_choice(raw.get("tasks", "per-step"), GROUP_TASKS, f"{where}.tasks"),
                  on_spec_change=_choice(raw.get("on_spec_change", on_spec_change), ON_SPEC_CHANGE,
