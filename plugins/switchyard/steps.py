@@ -199,11 +199,14 @@ def check_batch(spec: LoadSpec, tables: list[str], name: str, streams: int,
         manifest = read_manifest(folder, spec)
     except BatchError as exc:
         raise StepFailed(str(exc)) from exc
-    tables, notes = left_out(spec, manifest, tables)
+    asked = tables
+    tables, notes = left_out(spec, manifest, asked)
     if not tables:
         raise StepFailed(f"{manifest.path}: the batch holds none of the run's tables: " + "; ".join(notes))
     problems = wider_than_the_dag(manifest, tables, streams, Path(settings_file) if settings_file
                                   else settings.settings_file())
+    # A table left out whose files are in the folder all the same: a manifest that forgot them.
+    problems += unlisted_files(folder, manifest, spec, [t for t in asked if t not in tables])
     plan = None
     try:
         plan = plan_batch(spec, manifest, tables)

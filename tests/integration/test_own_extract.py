@@ -336,6 +336,12 @@ def test_a_lookup_the_batch_may_leave_out_keeps_what_it_holds(pg_uri, data_root,
             "not load it, and it keeps what it holds") in february.stats["preflight"]
     assert {g["group"]: g["outcome"] for g in february.stats["groups"]} == {
         "trips_1": "switched", "trips_2": "switched", "stations_1": "switched", "payment_types_1": "skipped"}
+    # Its file in the folder all the same, the manifest listing none: a manifest that forgot it.
+    shutil.copytree(jan / "payment_types", feb / "payment_types")
+    forgot = run(pg_uri, data_root, schema, tmp_path, feb, optional)
+    assert forgot.returncode != 0
+    assert f"{feb}/payment_types/payment_types.1.csv" in forgot.output and "the manifest does not list" in forgot.output, \
+        forgot.output[-3000:]
 
 
 def test_an_append_table_allowed_empty_takes_a_batch_without_its_rows(pg_uri, data_root, schema, tmp_path, batches):

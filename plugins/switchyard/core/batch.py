@@ -1173,8 +1173,10 @@ def check_batch(batch_dir: Path, spec: LoadSpec, tables: Iterable[str] | None = 
     # A run's tables: its `tables` param, else every table of the spec (steps.chosen_tables), but
     # those the batch leaves out that the spec lets it (`optional: true`).
     from switchyard.core.preflight import left_out
-    chosen, _ = left_out(spec, manifest, list(tables) if tables else list(spec.table_names))
-    problems = []
+    asked = list(tables) if tables else list(spec.table_names)
+    chosen, _ = left_out(spec, manifest, asked)
+    # A table left out whose files are in the folder all the same: a manifest that forgot them.
+    problems = unlisted_files(batch_dir, manifest, spec, [t for t in asked if t not in chosen])
     try:
         plan_batch(spec, manifest, chosen)
     except PlanError as exc:
