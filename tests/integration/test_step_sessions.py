@@ -133,7 +133,7 @@ def test_each_step_opens_one_session_for_its_statements(tpch_batch, pg_uri, sche
         return adapter
 
     tables = ["orders", "lineitem"]
-    found, plan, problems = steps.check_batch(spec, tables, name, streams=3)
+    found, plan, problems, *_ = steps.check_batch(spec, tables, name, streams=3)
     run = steps.set_up(connect(), plan, problems, name, found, tables)
     for gid, raw in run["groups"].items():
         if raw["table"] not in tables:
@@ -172,7 +172,7 @@ def test_validate_proves_the_constraints_on_its_own_session(tpch_batch, pg_uri, 
         made.append(adapter)
         return adapter
 
-    found, plan, problems = steps.check_batch(SPEC, ["orders"], name, streams=3)
+    found, plan, problems, *_ = steps.check_batch(SPEC, ["orders"], name, streams=3)
     run = steps.set_up(connect(), plan, problems, name, found, ["orders"])
     s = steps.stream_plan(run, "orders", 1)
     steps.prepare(connect, run, s)

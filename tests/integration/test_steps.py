@@ -36,7 +36,7 @@ def test_a_batch_through_every_step_without_airflow(tpch_batch, pg_uri, schema):
         return PostgresAdapter(spec, uri=pg_uri, schema=schema, lease_holder="plain/run-1", lease_batch=name)
 
     tables = steps.chosen_tables(spec, "['orders', 'nation']")
-    found, plan, problems = steps.check_batch(spec, tables, name, streams=3)
+    found, plan, problems, *_ = steps.check_batch(spec, tables, name, streams=3)
     assert found == folder and problems == []
     run = steps.set_up(connect(), plan, problems, name, found, tables)
     assert run["batch"] == name and run["tables"] == ["orders", "nation"] and run["schema"] == schema
@@ -95,7 +95,7 @@ def test_a_step_refuses_a_spec_that_changed_after_the_runs_plan(tpch_batch, pg_u
     from switchyard.airflow.operators import PrepareOperator, PublishBatchOperator
     name, folder = tpch_batch
     tables = ["orders", "nation"]
-    found, plan, problems = steps.check_batch(SPEC, tables, name, streams=3)
+    found, plan, problems, *_ = steps.check_batch(SPEC, tables, name, streams=3)
     run = steps.set_up(PostgresAdapter(SPEC, uri=pg_uri, schema=schema, lease_holder="plain/run-1", lease_batch=name),
                        plan, problems, name, found, tables)
     PostgresAdapter(SPEC, uri=pg_uri, schema=schema, lease_holder="plain/run-1").release_lease()
@@ -140,7 +140,7 @@ def test_a_retry_after_the_groups_switch_went_in_finds_it_in_and_a_clear_is_stil
         return PostgresAdapter(spec, uri=pg_uri, schema=schema, lease_holder="plain/run-2", lease_batch=name)
 
     tables = ["orders", "nation"]
-    found, plan, problems = steps.check_batch(spec, tables, name, streams=3)
+    found, plan, problems, *_ = steps.check_batch(spec, tables, name, streams=3)
     run = steps.set_up(connect(), plan, problems, name, found, tables)
     groups = [steps.stream_plan(run, g["table"], g["stream"]) for g in run["groups"].values() if g["table"] in tables]
     orders = [s for s in groups if s.table == "orders"]
@@ -195,7 +195,7 @@ def test_a_sources_files_are_checked_on_its_workers_before_any_load(tpch_batch, 
     def connect() -> PostgresAdapter:
         return PostgresAdapter(spec, uri=pg_uri, schema=schema, lease_holder="plain/run-2", lease_batch=batch.name)
 
-    found, plan, problems = steps.check_batch(spec, ["orders"], batch.name, streams=4)
+    found, plan, problems, *_ = steps.check_batch(spec, ["orders"], batch.name, streams=4)
     assert problems == [], problems      # neither is the plan's to see: both are on the source
     run = steps.set_up(connect(), plan, problems, batch.name, found, ["orders"])
     with pytest.raises(steps.StepFailed) as refused:
@@ -234,7 +234,7 @@ def test_a_table_with_no_load_on_a_source_has_its_files_there_checked(tpch_batch
     def connect() -> PostgresAdapter:
         return PostgresAdapter(spec, uri=pg_uri, schema=schema, lease_holder="plain/run-3", lease_batch=batch.name)
 
-    found, plan, problems = steps.check_batch(spec, ["orders"], batch.name, streams=4)
+    found, plan, problems, *_ = steps.check_batch(spec, ["orders"], batch.name, streams=4)
     assert problems == [], problems      # on the sources: not the plan's to see
     run = steps.set_up(connect(), plan, problems, batch.name, found, ["orders"])
     with pytest.raises(steps.StepSkipped, match="orders stream 3 is empty in this batch"):
@@ -257,7 +257,7 @@ def test_what_the_operators_skip_or_fail_at_once(tpch_batch, tmp_path, data_root
     name, folder = tpch_batch
     with pytest.raises(steps.StepFailed, match=r"tables: 'ordres' not in spec 'tpch'"):
         steps.chosen_tables(SPEC, ["ordres"])
-    _, plan, _ = steps.check_batch(SPEC, ["orders"], name, streams=3)
+    _, plan, *_ = steps.check_batch(SPEC, ["orders"], name, streams=3)
     run = {**plan.to_dict(), "tables": ["orders"], "batch_dir": str(folder), "staging_schema": "s"}
     with pytest.raises(steps.StepSkipped, match="orders comes in fewer than 4 streams in this batch"):
         steps.stream_plan(run, "orders", 4)
@@ -277,7 +277,7 @@ def test_what_the_operators_skip_or_fail_at_once(tpch_batch, tmp_path, data_root
         steps.prepare(never, {**run, "batch_dir": str(missing)}, s)
     # Too few task groups for the batch's streams, and the missing file: both found at once, and
     # handed to the target's setup, whose pre-flight refuses the batch with its own problems.
-    _, _, problems = steps.check_batch(SPEC, ["orders"], "steps-missing-file", streams=2)
+    _, _, problems, *_ = steps.check_batch(SPEC, ["orders"], "steps-missing-file", streams=2)
     assert len(problems) == 2, problems
     assert "this DAG has task groups for up to 2 per table" in problems[0]
     assert "orders.2.tbl" in problems[1]
@@ -286,7 +286,7 @@ def test_what_the_operators_skip_or_fail_at_once(tpch_batch, tmp_path, data_root
     extra = data_root / "steps-unlisted-file"
     shutil.copytree(folder, extra)
     shutil.copy(extra / "orders" / "orders.3.tbl", extra / "orders" / "orders.4.tbl")
-    _, _, problems = steps.check_batch(SPEC, ["orders"], "steps-unlisted-file", streams=4)
+    _, _, problems, *_ = steps.check_batch(SPEC, ["orders"], "steps-unlisted-file", streams=4)
     assert problems == [f"{extra / 'orders' / 'orders.4.tbl'}: a file of table orders (stream 4) the manifest does "
                         f"not list: a run would not load it; list it (`switchyard manifest` writes the manifest "
                         f"from the folder's files) or move it out of the batch folder"], problems
@@ -307,7 +307,7 @@ def test_a_file_listed_with_0_rows_that_holds_records_is_refused_whatever_the_ba
     batch = data_root / "steps-zero-rows"
     shutil.copytree(folder, batch)
     edit_manifest(batch, "orders", 3, rows=0, key_min=None, key_max=None)
-    _, plan, problems = steps.check_batch(SPEC, ["orders"], batch.name, streams=3)
+    _, plan, problems, *_ = steps.check_batch(SPEC, ["orders"], batch.name, streams=3)
     assert plan.stream("orders", 3).empty
     assert problems == [f"{batch / 'orders' / 'orders.3.tbl'}: line 1: a record, but the manifest lists the file with "
                         f"0 rows (orders stream 3): a run would skip the stream and leave the file's records out; "
@@ -331,7 +331,7 @@ def test_a_file_written_again_after_the_plan_is_checked_again_by_its_load(tpch_b
     def connect() -> PostgresAdapter:
         return PostgresAdapter(SPEC, uri=pg_uri, schema=schema, lease_holder="plain/run-2", lease_batch=batch.name)
 
-    found, plan, problems = steps.check_batch(SPEC, tables, batch.name, streams=3)
+    found, plan, problems, *_ = steps.check_batch(SPEC, tables, batch.name, streams=3)
     assert problems == []
     run = steps.set_up(connect(), plan, problems, batch.name, found, tables)
     s = steps.stream_plan(run, "nation", 1)
@@ -389,7 +389,7 @@ def test_a_batch_written_again_after_its_loads_is_not_published_until_they_load_
     def connect() -> PostgresAdapter:
         return PostgresAdapter(spec, uri=pg_uri, schema=schema, lease_holder="plain/run-3", lease_batch=batch.name)
 
-    found, plan, problems = steps.check_batch(spec, tables, batch.name, streams=3)
+    found, plan, problems, *_ = steps.check_batch(spec, tables, batch.name, streams=3)
     run = steps.set_up(connect(), plan, problems, batch.name, found, tables)
     loads = {}
 
@@ -466,7 +466,7 @@ def orders_set_up(tpch_batch, batch: Path, spec, pg_uri: str, schema: str):
         return PostgresAdapter(spec, uri=pg_uri, schema=schema, lease_holder=f"plain/{batch.name}",
                                lease_batch=batch.name)
 
-    found, plan, problems = steps.check_batch(spec, ["orders"], batch.name, streams=3)
+    found, plan, problems, *_ = steps.check_batch(spec, ["orders"], batch.name, streams=3)
     return batch, connect, steps.set_up(connect(), plan, problems, batch.name, found, ["orders"])
 
 

@@ -277,7 +277,7 @@ def test_duplicates_and_a_declared_range_fail_their_groups_before_the_switch(pg_
     # A batch small enough to read before its loads (SWITCHYARD_CHECK_FIELDS_MB) has its repeated
     # keys named by the plan, every line, before any load (the run is refused whole).
     from switchyard import steps
-    _, _, problems = steps.check_batch(load_spec(str(spec_path)), tables, "bad-validation", streams=3)
+    _, _, problems, *_ = steps.check_batch(load_spec(str(spec_path)), tables, "bad-validation", streams=3)
     assert any(f"orders.1.tbl: line 5: o_orderkey '{duplicated_order}', as on line 4: the table's unique columns "
                f"(o_orderkey) hold each value once" in p for p in problems), problems
     assert any("lineitem.2.tbl: line " in p and "the table's unique columns (l_orderkey, l_linenumber)" in p
