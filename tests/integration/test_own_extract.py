@@ -156,11 +156,12 @@ def test_a_run_dated_before_the_dags_start_date_runs_every_task(pg_uri, data_roo
     `dags test` dated before it (the trigger form's default date is now) loads its batch, each step
     as a task; and a batch that cannot load fails, never an empty `success`."""
     spec = spec_file(tmp_path)
+    dag_id = f"{DAG_ID}_dated"      # a schedule of its own: the other tests parse DAG_ID with the nightly one
     jan = batches / "2026-01"
     produce(jan, 1)
     later = {"SWITCHYARD_START_DATE": "2030-01-01", "SWITCHYARD_SCHEDULE": "0 2 1 * *"}
     first = run_dag(pg_uri, data_root, schema, 2, {"batch": str(jan.relative_to(data_root))}, tmp_path / "runs",
-                    spec=spec, dag_id=DAG_ID, extra_env=later, logical_date="2026-11-29T20:22:30+00:00")
+                    spec=spec, dag_id=dag_id, extra_env=later, logical_date="2026-11-29T20:22:30+00:00")
     assert first.returncode == 0, first.output[-4000:]
     for table in ("trips", "stations", "payment_types"):
         assert table_rows(pg_uri, schema, table) == file_rows(jan, table), table
@@ -169,25 +170,24 @@ def test_a_run_dated_before_the_dags_start_date_runs_every_task(pg_uri, data_roo
         for g in first.stats["groups"])
     # Another test run at that logical date would delete this one (Airflow's `dags test` replaces
     # the run it finds at its date): `switchyard airflow dags test` refuses it, naming the run.
-    env = dag_env(pg_uri, data_root, schema, 2, tmp_path / "runs", later, spec, DAG_ID)
+    env = dag_env(pg_uri, data_root, schema, 2, tmp_path / "runs", later, spec, dag_id)
     for written in ("2026-11-29T20:22:30+00:00", "2026-11-29T21:22:30+01:00"):
-        assert dag_test.refused_for_a_run_at_its_date(DAG_ID, ["dags", "test", DAG_ID, written], env)
+        assert dag_test.refused_for_a_run_at_its_date(dag_id, ["dags", "test", dag_id, written], env)
     said = capfd.readouterr().err
-    assert said.count(f"of {DAG_ID} (success) has the logical date 2026-11-29T20:22:30+00:00, which `airflow dags "
+    assert said.count(f"of {dag_id} (success) has the logical date 2026-11-29T20:22:30+00:00, which `airflow dags "
                       f"test` would delete before its own run at that date: none was started") == 2, said
-    assert not dag_test.refused_for_a_run_at_its_date(DAG_ID, ["dags", "test", DAG_ID, "2026-11-29T20:22:31Z"], env)
-    assert not dag_test.refused_for_a_run_at_its_date(DAG_ID, ["dags", "test", DAG_ID, "-c", "{}"], env)
+    assert not dag_test.refused_for_a_run_at_its_date(dag_id, ["dags", "test", dag_id, "2026-11-29T20:22:31Z"], env)
+    assert not dag_test.refused_for_a_run_at_its_date(dag_id, ["dags", "test", dag_id, "-c", "{}"], env)
     # A test dated at a time the schedule has not reached would take that time's run: the scheduler
     # then makes none there, and that month's batch would never be loaded by the schedule.
     capfd.readouterr()
-    assert dag_test.refused_for_a_future_date(DAG_ID, ["dags", "test", DAG_ID, "2030-02-01T02:00:00+00:00"], env)
-    # (The schedule as the metadata database has it: another test's parse of the DAG may have written another.)
-    assert (f"the logical date 2030-02-01T02:00:00+00:00 is in the future, and {DAG_ID} runs on a schedule ("
+    assert dag_test.refused_for_a_future_date(dag_id, ["dags", "test", dag_id, "2030-02-01T02:00:00+00:00"], env)
+    assert (f"the logical date 2030-02-01T02:00:00+00:00 is in the future, and {dag_id} runs on a schedule (0 2 1 * *)"
             in capfd.readouterr().err)
-    assert not dag_test.refused_for_a_future_date(DAG_ID, ["dags", "test", DAG_ID, "2026-11-29T20:22:31Z"], env)
-    assert not dag_test.refused_for_a_future_date(DAG_ID, ["dags", "test", DAG_ID, "-c", "{}"], env)
+    assert not dag_test.refused_for_a_future_date(dag_id, ["dags", "test", dag_id, "2026-11-29T20:22:31Z"], env)
+    assert not dag_test.refused_for_a_future_date(dag_id, ["dags", "test", dag_id, "-c", "{}"], env)
     missing = run_dag(pg_uri, data_root, schema, 2, {"batch": f"{jan.relative_to(data_root)}-not-there"},
-                      tmp_path / "runs", spec=spec, dag_id=DAG_ID, extra_env={**later, "SWITCHYARD_BATCH_WAIT_SECONDS": "1"},
+                      tmp_path / "runs", spec=spec, dag_id=dag_id, extra_env={**later, "SWITCHYARD_BATCH_WAIT_SECONDS": "1"},
                       logical_date="2026-11-29T20:30:00+00:00")
     assert missing.returncode != 0 and "state=success" not in missing.output, missing.output[-4000:]
 
