@@ -86,7 +86,7 @@ def cmd_manifest(args) -> int:
 def cmd_check(args) -> int:
     """Check a batch without loading it: every file's problems at once (a file's first five bad
     fields named, the rest counted), exit status 1 if any."""
-    from switchyard.core.batch import MANIFEST, BatchError, check_batch, read_manifest
+    from switchyard.core.batch import MANIFEST, BatchError, check_batch, read_manifest, tables_in_batch
     from switchyard.core.spec import SpecError, load_spec
     try:
         spec = load_spec(args.spec)
@@ -119,8 +119,7 @@ def cmd_check(args) -> int:
     # What the check cannot judge without the target: a table with no rows in the batch, which a
     # run refuses where the target already has it (core/preflight.check_table).
     empty = sorted(t for t in tables if spec.table(t).partitioned and not any(e.rows for e in entries if e.table == t))
-    from switchyard.core.preflight import left_out
-    for note in left_out(spec, manifest, asked or list(spec.table_names))[1]:
+    for note in tables_in_batch(folder, manifest, spec, asked or spec.table_names)[1]:
         print(f"note: {note}")
     for t in empty:
         mode = spec.table(t).mode

@@ -191,22 +191,18 @@ def check_batch(spec: LoadSpec, tables: list[str], name: str, streams: int,
     at once with every problem; with one, the problems go to the target's setup, which refuses
     the batch with its pre-flight's own (`set_up`). `settings_file`: the DAG's own, named in the
     advice of a batch wider than the DAG."""
-    from switchyard.core.batch import check_files, read_manifest
+    from switchyard.core.batch import check_files, read_manifest, tables_in_batch
     from switchyard.core.planner import PlanError, plan_batch
-    from switchyard.core.preflight import left_out
     try:
         folder = resolve_batch(name)
         manifest = read_manifest(folder, spec)
     except BatchError as exc:
         raise StepFailed(str(exc)) from exc
-    asked = tables
-    tables, notes = left_out(spec, manifest, asked)
+    tables, notes, unlisted = tables_in_batch(folder, manifest, spec, tables)
     if not tables:
         raise StepFailed(f"{manifest.path}: the batch holds none of the run's tables: " + "; ".join(notes))
     problems = wider_than_the_dag(manifest, tables, streams, Path(settings_file) if settings_file
-                                  else settings.settings_file())
-    # A table left out whose files are in the folder all the same: a manifest that forgot them.
-    problems += unlisted_files(folder, manifest, spec, [t for t in asked if t not in tables])
+                                  else settings.settings_file()) + unlisted
     plan = None
     try:
         plan = plan_batch(spec, manifest, tables)

@@ -21,7 +21,7 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from switchyard_dev import LocalStackError
 from switchyard_dev.embedded import state_dir
@@ -409,19 +409,27 @@ def left_behind(service: str) -> tuple[int, list[int]] | None:
 def _end_group(pgid: int, timeout: float) -> None:
     """SIGTERM to a process group, SIGKILL to what is left of it at the deadline (an idle
     LocalExecutor worker ignores SIGTERM)."""
-    try:
-        os.killpg(pgid, signal.SIGTERM)
-    except OSError:
-        return
-    deadline = time.monotonic() + timeout
-    # _alive reaps the group's leader where this process started it (a zombie is still in its group).
-    while (_alive(pgid) or _group_alive(pgid)) and time.monotonic() < deadline:
-        time.sleep(0.3)
-    if _alive(pgid) or _group_alive(pgid):
+    def kill(sig: int) -> None:
         try:
-            os.killpg(pgid, signal.SIGKILL)
+            os.killpg(pgid, sig)
         except OSError:
             pass
+    # _alive reaps the group's leader where this process started it (a zombie is still in its group).
+    _term_then_kill(pgid, lambda: _alive(pgid) or _group_alive(pgid), kill, timeout)
+
+
+def _term_then_kill(leader: int, left: Callable[[], Any], kill: Callable[[int], None], timeout: float) -> None:
+    """SIGTERM to `leader`'s process group; at the deadline, SIGKILL (`kill`) to what `left` still
+    finds of it."""
+    try:
+        os.killpg(leader, signal.SIGTERM)
+    except OSError:
+        pass
+    deadline = time.monotonic() + timeout
+    while left() and time.monotonic() < deadline:
+        time.sleep(0.3)
+    if left():
+        kill(signal.SIGKILL)
 
 
 def service_pid(service: str) -> int | None:
@@ -788,16 +796,10 @@ def stop_workers(timeout: float = 20) -> list[str]:
     for name, pid in workers().items():
         if pid:
             stopped.append(f"worker {name} (pid {pid})")
-            try:
-                os.killpg(pid, signal.SIGTERM)
-            except OSError:
-                pass
             # The worker forwards SIGTERM to its running tasks; what is left of its session at
             # the deadline is killed.
-            deadline = time.monotonic() + timeout
-            while (_alive(pid) or session_pids(pid)) and time.monotonic() < deadline:
-                time.sleep(0.3)
-            signal_session(pid, signal.SIGKILL)
+            _term_then_kill(pid, lambda: _alive(pid) or session_pids(pid),
+                            lambda sig: signal_session(pid, sig), timeout)
         worker_pidfile(name).unlink(missing_ok=True)
     pid = hand_worker()
     if pid:

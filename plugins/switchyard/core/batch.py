@@ -636,6 +636,24 @@ def _line_fields(raw: bytes, fmt: FileFormat) -> list[str]:
     return text.split(fmt.delimiter)
 
 
+def tables_in_batch(batch_dir: Path, manifest: Manifest, spec: LoadSpec,
+                    tables: Iterable[str]) -> tuple[list[str], list[str], list[str]]:
+    """(the run's `tables` the batch holds, a note for each it leaves out, the problems): a table
+    whose spec says `optional: true` and of which the manifest lists no file is not loaded by the
+    run, and keeps what it holds (a lookup the producer sends only when it changes), unless its
+    files are in the folder all the same (a manifest that forgot them: a problem). Any other table
+    the batch lacks stays among the run's tables, and the plan refuses the batch for it."""
+    kept, left, notes = [], [], []
+    for name in tables:
+        if spec.table(name).optional and not manifest.streams_of(name):
+            left.append(name)
+            notes.append(f"{name}: not in this batch (its manifest lists no file of it), and optional: true: this "
+                         f"run does not load it, and it keeps what it holds")
+        else:
+            kept.append(name)
+    return kept, notes, unlisted_files(batch_dir, manifest, spec, left)
+
+
 def unlisted_files(batch_dir: Path, manifest: Manifest, spec: LoadSpec, tables: Iterable[str],
                    source: str | None = None,
                    said: Callable[[Path, str, int], str] | None = None) -> list[str]:
@@ -1172,11 +1190,7 @@ def check_batch(batch_dir: Path, spec: LoadSpec, tables: Iterable[str] | None = 
         return [str(exc)]
     # A run's tables: its `tables` param, else every table of the spec (steps.chosen_tables), but
     # those the batch leaves out that the spec lets it (`optional: true`).
-    from switchyard.core.preflight import left_out
-    asked = list(tables) if tables else list(spec.table_names)
-    chosen, _ = left_out(spec, manifest, asked)
-    # A table left out whose files are in the folder all the same: a manifest that forgot them.
-    problems = unlisted_files(batch_dir, manifest, spec, [t for t in asked if t not in chosen])
+    chosen, _, problems = tables_in_batch(batch_dir, manifest, spec, list(tables) if tables else spec.table_names)
     try:
         plan_batch(spec, manifest, chosen)
     except PlanError as exc:

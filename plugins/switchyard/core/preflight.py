@@ -24,7 +24,7 @@ from typing import Any, Iterable
 
 from switchyard.core import keys
 from switchyard.core.planner import StreamPlan
-from switchyard.core.spec import LoadSpec, Table
+from switchyard.core.spec import Table
 
 
 @dataclass(frozen=True)
@@ -198,21 +198,6 @@ def replacing_batches(table: Table, held: Iterable[str | None], batch: str, wher
     return [f"{where}: holds {len(others)} batches ({listed}), as a table in append mode does; the spec says "
             f"mode: replace, so this batch would replace all of them. If the table's mode changed on purpose, set "
             f"on_spec_change: sync on it for this run; otherwise put mode: append back in the spec"], []
-
-
-def left_out(spec: LoadSpec, manifest: Any, tables: Iterable[str]) -> tuple[list[str], list[str]]:
-    """(the run's tables the batch holds, a note for each it leaves out): a table whose spec says
-    `optional: true` and of which the manifest lists no file is not loaded by this run, and keeps
-    what it holds (a lookup the producer sends only when it changes). Any other table the batch
-    lacks stays among the run's tables, and the plan refuses the batch for it."""
-    kept, notes = [], []
-    for name in tables:
-        if spec.table(name).optional and not manifest.streams_of(name):
-            notes.append(f"{name}: not in this batch (its manifest lists no file of it), and optional: true: this "
-                         f"run does not load it, and it keeps what it holds")
-        else:
-            kept.append(name)
-    return kept, notes
 
 
 def no_longer_in_the_spec(where: str, batches: Iterable[str], spec_source: str) -> str:
