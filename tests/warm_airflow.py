@@ -14,7 +14,9 @@ target: only the imports and the execution API's route generation come from the 
 
 The parent imports Airflow under one environment, so a command whose Airflow settings
 (`AIRFLOW*` other than connections and variables, `PYTHONPATH`) differ from it runs as a plain
-subprocess instead, as does a command given while another one runs. The user's path (`switchyard airflow dags test`, a process of
+subprocess instead, as does a command given while another one runs. Two settings are the
+child's own (`_PER_COMMAND`): the DAGs folder, which the child sets again from its environment,
+and the OpenLineage provider's, which Airflow reads at their first use, after the fork. The user's path (`switchyard airflow dags test`, a process of
 its own) keeps tests of its own (test_cli_test_runs.py).
 """
 from __future__ import annotations
@@ -39,12 +41,18 @@ class NotStarted(RuntimeError):
     """The warm process did not take the command (it is gone or did not answer)."""
 
 
+# Settings a command may have of its own: the DAGs folder (the child sets airflow.settings'
+# copy again, `_child`) and the OpenLineage provider's (read at their first use, cached then:
+# the parent never uses them, tests/integration/test_lineage.py sees the child's events).
+_PER_COMMAND = ("AIRFLOW__CORE__DAGS_FOLDER", "AIRFLOW__OPENLINEAGE__")
+
+
 def _startup_settings(env: dict[str, str]) -> dict[str, str]:
     """What the parent's imports were made under: Airflow's settings and the import path.
     Connections and variables from the environment are not among them: Airflow reads those
     from the environment at each lookup."""
     return {k: v for k, v in env.items() if (k.startswith("AIRFLOW") or k == "PYTHONPATH")
-            and not k.startswith(("AIRFLOW_CONN_", "AIRFLOW_VAR_"))}
+            and not k.startswith(("AIRFLOW_CONN_", "AIRFLOW_VAR_", *_PER_COMMAND))}
 
 
 class _Parent:
@@ -190,6 +198,10 @@ def _child(request: dict) -> None:
         os.dup2(stderr, 2)
         os.environ.clear()
         os.environ.update(request["env"])
+        import airflow.settings
+        from airflow.configuration import conf
+        # Read once at import: the command's own folder, as a fresh process would read it.
+        airflow.settings.DAGS_FOLDER = os.path.expanduser(conf.get_mandatory_value("core", "dags_folder"))
         sys.argv = ["airflow", *request["argv"]]
         from airflow.__main__ import main
         try:
