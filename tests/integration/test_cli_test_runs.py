@@ -46,24 +46,31 @@ def switchyard(*args: str, env: dict[str, str], timeout: float = 900) -> subproc
     return subprocess.run([SWITCHYARD, *args], env=env, text=True, capture_output=True, timeout=timeout)
 
 
-def json_lines(text: str) -> list:
-    """The JSON list an `airflow ... -o json` command printed (its log lines aside)."""
-    return json.loads(next(line for line in text.splitlines() if line.startswith(("[{", "[]"))))
+def metadata(query: str, *args) -> list[tuple]:
+    """Rows of the local stack's metadata database (the embedded server's), as every shell's
+    `airflow` reads them."""
+    from switchyard_dev.local import metadata_uri
+    with psycopg.connect(metadata_uri().replace("postgresql+psycopg://", "postgresql://", 1)) as conn:
+        return conn.execute(query, args).fetchall()
 
 
-def dag_state(env: dict[str, str], dag_id: str = DAG_ID) -> dict:
-    """What the metadata says of the DAG: paused, schedule, and when the scheduler would create a run."""
-    done = switchyard("airflow", "dags", "details", dag_id, "-o", "json", env=env, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    details = json_lines(done.stdout)[0]
-    return {k: details.get(k) for k in ("is_paused", "timetable_summary", "timetable_description",
-                                        "next_dagrun_run_after", "next_dagrun_logical_date")}
+def dag_state(dag_id: str = DAG_ID) -> dict:
+    """What the metadata says of the DAG: paused, schedule, and when the scheduler would create a
+    run (`airflow dags details` prints these columns of its row: next_dagrun_run_after is
+    next_dagrun_create_after, next_dagrun_logical_date is next_dagrun). Read from the database:
+    an `airflow` process per look cost the suite seconds each, and reads the same row."""
+    keys = ("is_paused", "timetable_summary", "timetable_description", "next_dagrun_run_after",
+            "next_dagrun_logical_date")
+    rows = metadata("SELECT is_paused, timetable_summary, timetable_description, next_dagrun_create_after, "
+                    "next_dagrun FROM dag WHERE dag_id = %s", dag_id)
+    assert rows, f"the metadata database has no DAG {dag_id}"
+    return dict(zip(keys, rows[0]))
 
 
-def run_types(env: dict[str, str], dag_id: str = DAG_ID) -> list[str]:
-    done = switchyard("airflow", "dags", "list-runs", dag_id, "-o", "json", env=env, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return [r["run_id"].split("__")[0] for r in json_lines(done.stdout)]
+def run_types(dag_id: str = DAG_ID) -> list[str]:
+    """The kinds of the DAG's runs, newest first (`airflow dags list-runs`' order), by their ids."""
+    return [r[0].split("__")[0] for r in metadata("SELECT run_id FROM dag_run WHERE dag_id = %s "
+                                                  "ORDER BY logical_date DESC NULLS FIRST, id DESC", dag_id)]
 
 
 @pytest.fixture
@@ -101,7 +108,7 @@ def test_a_cli_test_run_from_another_shell_leaves_the_dag_as_it_was(stack_home, 
                     ["connections", "add", "switchyard_target", "--conn-uri", pg_uri],
                     ["pools", "set", "switchyard_loads", "4", "loads"]):
         local.airflow(*command, env=services)
-    before = dag_state(plain_shell())
+    before = dag_state()
     assert before["is_paused"] in (False, "False") and before["next_dagrun_run_after"] is None, before
 
     # The documented command, from a shell with none of the DAG's settings (its default schedule
@@ -109,8 +116,8 @@ def test_a_cli_test_run_from_another_shell_leaves_the_dag_as_it_was(stack_home, 
     done = switchyard("airflow", "dags", "test", DAG_ID, "-c", json.dumps({"batch": name, "tables": ["orders"]}),
                       env=plain_shell())
     assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
-    assert dag_state(plain_shell()) == before
-    assert run_types(plain_shell()) == ["manual"]
+    assert dag_state() == before
+    assert run_types() == ["manual"]
     with psycopg.connect(pg_uri) as conn:
         assert conn.execute(f'SELECT count(*) FROM "{schema}"."orders"').fetchone()[0] > 0
 
@@ -119,7 +126,7 @@ def test_a_cli_test_run_from_another_shell_leaves_the_dag_as_it_was(stack_home, 
                       env=plain_shell(SWITCHYARD_SCHEDULE="0 2 * * *"))
     assert done.returncode == 2
     assert "SWITCHYARD_SCHEDULE='0 2 * * *' (the file: 'none')" in done.stderr, done.stderr[-2000:]
-    assert dag_state(plain_shell()) == before and run_types(plain_shell()) == ["manual"]
+    assert dag_state() == before and run_types() == ["manual"]
 
 
 @pytest.mark.chaos
@@ -130,7 +137,7 @@ def test_demo_then_a_cli_test_run_then_the_demo_again(stack_home, pg_uri, data_r
     monkeypatch.setenv("SWITCHYARD_SCHEMA", schema)
     assert demo.run(0.01, 2, timeout=600) == 0
     batch = demo.batch_name(0.01, 2)
-    state = dag_state(plain_shell())
+    state = dag_state()
 
     # The scheduler runs: the wrapper pauses the DAG for the test run and unpauses it after, so
     # every task of the test run is run by `airflow dags test` itself, once.
@@ -148,7 +155,7 @@ def test_demo_then_a_cli_test_run_then_the_demo_again(stack_home, pg_uri, data_r
     assert sorted(ran_here) == sorted(t["task_id"] for t in tis), "the scheduler ran tasks of the test run"
     assert {(t["state"], t["try_number"]) for t in tis} == {("success", 1)}
     time.sleep(15)  # scheduler loops: a nightly DAG unpaused would have had its run created by now
-    assert dag_state(plain_shell()) == state and "scheduled" not in run_types(plain_shell())
+    assert dag_state() == state and "scheduled" not in run_types()
     capsys.readouterr()
     assert demo.run(0.01, 2, timeout=600) == 0
     assert "queued behind" not in capsys.readouterr().out
@@ -181,7 +188,7 @@ def test_demo_then_a_cli_test_run_then_the_demo_again(stack_home, pg_uri, data_r
     tis = api.get_all(f"/api/v2/dags/{DAG_ID}/dagRuns/{runs._q(new[0]['dag_run_id'])}/taskInstances",
                       "task_instances")
     assert not [t["task_id"] for t in tis if t["state"] in ("queued", "running", "scheduled")]
-    assert dag_state(plain_shell())["is_paused"] in (False, "False")
+    assert dag_state()["is_paused"] in (False, "False")
 
     # A run that waits for a batch nobody writes holds the DAG; the next run says so within 30 s.
     stuck = api.post(f"/api/v2/dags/{DAG_ID}/dagRuns", {"logical_date": None, "conf": {"batch": "never-written"}})
