@@ -344,8 +344,10 @@ def _field_shapes() -> list[str]:
         ["", "-", "+"], ["0", "7", "0007", "255", "256", "32767", "32768", "999999999", "2147483648",
                          "9223372036854775807", "9223372036854775808", "1234567890123"],
         ["", ".", ".5", ".50", ".125", ".1250", ".12345"])]
-    days = [f"{y}-{m}-{d}" for y, m, d in product(["0000", "2026", "2024"], ["00", "02", "12", "13"],
-                                                    ["00", "01", "28", "29", "31", "32"])]
+    # Leap years and not (2024, 2000, 1756; 2026, 2100, 1900, 1752: datetime's range starts in 1753).
+    days = [f"{y}-{m}-{d}" for y, m, d in product(["0000", "2026", "2024", "2000", "2100", "1900", "1756", "1752"],
+                                                    ["00", "02", "04", "12", "13"],
+                                                    ["00", "01", "28", "29", "30", "31", "32"])]
     clocks = [c + f for c, f in product(["10:00", "23:59:59", "24:00:00", "10:60", "10:00:60", "10:00:00"],
                                         ["", ".0", ".5", ".003", ".001", ".123", ".1234", ".123456",
                                          ".1234567", ".12345678", ".000"]) if not (f and c.count(":") == 1)]
@@ -414,10 +416,58 @@ def test_the_quick_pattern_passes_only_fields_the_full_check_passes(neutral):
     for sql_type in ["integer", "smallint", "bigint", "tinyint", "numeric(12,2)", "numeric(5)", "numeric(3,3)",
                      "decimal(10,4)", "timestamp", "timestamp(0)", "timestamp(3)", "datetime2", "datetime2(7)",
                      "datetime", "smalldatetime", "date", "time", "time(2)", "varchar(4)", "real", "timestamptz(3)",
-                     "datetimeoffset"]:
+                     "datetimeoffset", "money", "smallmoney", "char(3)"]:
         quick, full = field_check(sql_type, neutral), field_check(sql_type, neutral, fast=False)
         differ = [(text, quick(text), full(text)) for text in fields if quick(text) != full(text)]
         assert not differ, (sql_type, differ[:5])
+
+
+@pytest.mark.parametrize("fmt", [
+    {"delimiter": "|", "trailing_delimiter": True, "quoting": "none", "null_marker": "NA"},
+    {"delimiter": ",", "trailing_delimiter": False, "quoting": "csv", "null_marker": ""},
+    {"delimiter": "\t", "trailing_delimiter": False, "quoting": "none"}])
+def test_a_record_passed_on_one_match_is_one_the_field_checks_pass(fmt):
+    """A record whose fields all take common shapes passes on one pattern match of the whole
+    record (RecordCheck.whole); any record, it says what the checks field by field say."""
+    import random
+    from switchyard.core.fields import Quoted, RecordCheck
+    types = ["integer", "bigint", "numeric(12,2)", {"postgres": "numeric(15,2)", "mssql": "money"}, "date",
+             {"postgres": "timestamp", "mssql": "datetime2(3)"}, "time(2)", "char(3)", "varchar(4)", "text",
+             "datetime", "boolean"]
+    spec = parse_spec({"name": "shapes", "format": {"header_lines": 0, **fmt}, "files": "{table}/{stream}.txt",
+                       "tables": {"shapes": {"partitioned": False, "columns": [
+                           {"name": f"c{i}", "type": t, "nullable": i % 2 == 0} for i, t in enumerate(types)]}}})
+    # A boolean has no pattern of its own here: its column sends every record to the field checks.
+    assert RecordCheck(spec.table("shapes")).whole is None
+    table = replace(spec.table("shapes"), columns=spec.table("shapes").columns[:-1])
+    check, by_field = RecordCheck(table), RecordCheck(table)
+    assert check.whole is not None
+    by_field.whole = None
+    delimiter = fmt["delimiter"]
+    shapes = _field_shapes()
+    odd = ["abcd", "abcde", "a b", "x\ry", "\x00", "\udcff", "a" + delimiter + "b", "\\N", "NA", "", "2024-02-29",
+           "2100-02-29", "1999-04-31", "1.2345", "12.50"]
+    good = ["42", "-7", "3.14", "12.5", "2026-01-31", "2024-02-29 23:59:59.123", "10:00:00.5", "abc", "ab", "any text",
+            "1753-01-01 00:00:00"]
+    rng = random.Random(7)
+    records = []
+    for _ in range(4000):
+        fields = list(good)
+        for _ in range(rng.choice([0, 0, 1, 2])):       # most records well formed, some with a bad field
+            fields[rng.randrange(len(fields))] = rng.choice(shapes if rng.random() < 0.5 else odd)
+        if rng.random() < 0.1:
+            fields[rng.randrange(len(fields))] = fmt.get("null_marker") or ""
+        if fmt["quoting"] == "csv" and rng.random() < 0.1:
+            at = rng.randrange(len(fields))
+            fields[at] = Quoted(fields[at])
+        if rng.random() < 0.03:
+            fields = fields[:-1] if rng.random() < 0.5 else fields + ["1"]
+        records.append(fields + ([""] if fmt["trailing_delimiter"] else []))
+    passed_whole = 0
+    for fields in records:
+        assert check.problems(fields) == by_field.problems(fields), fields
+        passed_whole += bool(check.whole.fullmatch(delimiter.join(fields)))
+    assert 1000 < passed_whole < len(records), passed_whole   # both paths taken
 
 
 def test_check_finds_no_bad_field_in_the_generated_batches(tmp_path):

@@ -152,7 +152,7 @@ def field_check(sql_type: str, neutral: bool = False, fast: bool = True,
     if not m:
         return None
     check = _full_check(sql_type, m.group(1), m.group(2), m.group(3), neutral, money_digits)
-    accepts = _accepts(m.group(1), m.group(2), m.group(3), neutral) if fast and check else None
+    accepts = _accepts(m.group(1), m.group(2), m.group(3), neutral, money_digits) if fast and check else None
     if accepts is None:
         return check
     pattern = re.compile(accepts)
@@ -160,6 +160,20 @@ def field_check(sql_type: str, neutral: bool = False, fast: bool = True,
     def passed_or_checked(text: str) -> str | None:
         return None if pattern.fullmatch(text) else check(text)
     return passed_or_checked
+
+
+def passing_pattern(sql_type: str, neutral: bool, char: str) -> str | None:
+    """A pattern of fields that `field_check(sql_type, neutral)` passes, every one of them, with
+    `char` the pattern of one character of a text field: the common well-formed shapes
+    (`_accepts`), any text where the check leaves the type to the load, up to n characters in a
+    character type of length n. None where only the full check can tell."""
+    m = _type_match(sql_type)
+    if not m or _full_check(sql_type, *m.groups(), neutral) is None:
+        return f"{char}*"
+    base, size, scale = m.groups()
+    if base in _CHARS and size and size != "max":
+        return f"{char}{{0,{int(size)}}}"
+    return _accepts(base, size, scale, neutral)
 
 
 def is_money(sql_type: str) -> bool:
@@ -191,7 +205,8 @@ def reads_as_value(sql_type: str, text: str) -> bool:
     return False
 
 
-def _accepts(base: str, size: str | None, scale: str | None, neutral: bool) -> str | None:
+def _accepts(base: str, size: str | None, scale: str | None, neutral: bool,
+             money_digits: int | None = None) -> str | None:
     """A pattern of the common well-formed fields of the type, each of which the full check
     passes (tests/unit/test_batch_tools.py compares the two on every shape of field it makes);
     None where the full check is as quick. About half a plan's read of a batch is these checks.
@@ -203,9 +218,16 @@ def _accepts(base: str, size: str | None, scale: str | None, neutral: bool) -> s
     if base in _DECIMAL and size and size != "max" and int(size) > int(scale or 0):
         whole, kept = int(size) - int(scale or 0), int(scale or 0)
         return rf"[+-]?[0-9]{{1,{whole}}}" + (rf"(\.[0-9]{{1,{kept}}})?" if kept else "")
-    # A day every month has, in a year the type holds (datetime's start in 1753: _RANGES).
+    if base in ("money", "smallmoney"):
+        # The digits after the point a money keeps where known (_money_kept), SQL Server's 4 else.
+        kept = _money_kept(neutral, money_digits)
+        return rf"[+-]?[0-9]{{1,15}}(\.[0-9]{{1,{4 if kept is None else kept}}})?" if kept != 0 else r"[+-]?[0-9]{1,15}"
+    # A real calendar day (29 February in a leap year) in a year the type holds (datetime's
+    # start in 1753: _RANGES).
     year = r"(175[3-9]|17[6-9][0-9]|1[89][0-9]{2}|[2-9][0-9]{3})" if base == "datetime" else r"(?!0000)[0-9]{4}"
-    day = year + r"-(0[1-9]|1[0-2])-(0[1-9]|1[0-9]|2[0-8])"
+    leap = r"([0-9]{2}(0[48]|[2468][048]|[13579][26])|([02468][048]|[13579][26])00)"
+    day = (rf"({year}-((0[13578]|1[02])-(0[1-9]|[12][0-9]|3[01])|(0[469]|11)-(0[1-9]|[12][0-9]|30)"
+           rf"|02-(0[1-9]|1[0-9]|2[0-8]))|(?={year}-){leap}-02-29)")
     # datetime's milliseconds and smalldatetime's seconds have rules of their own: the full check.
     kept = _kept_fraction(base, size, neutral)[0] if base in _FRACTION and base != "datetime" else 0
     clock = r"([01][0-9]|2[0-3]):[0-5][0-9](:[0-5][0-9]" + (rf"(\.[0-9]{{1,{kept}}})?" if kept else "") + ")?"
@@ -724,6 +746,11 @@ def quoted_fields(text: str, delimiter: str, quoted: bool) -> list[tuple[str, bo
             return out
 
 
+# Delimiters no pattern of `_accepts` takes (those take digits, signs, points, colons, T and
+# spaces): fields joined by one split back into the same fields, and only so, in `_whole`.
+_JOINING_DELIMITERS = frozenset("|,;\t")
+
+
 class RecordCheck:
     """Each record of one table's file against the table's columns, on every target."""
 
@@ -735,10 +762,45 @@ class RecordCheck:
         self.marker = table.format.null_marker
         self.bare = table.format.quoting == "none"
         self.trailing = table.format.delimiter if table.format.trailing_delimiter else None
+        self.delimiter = table.format.delimiter
+        self.whole = self._whole()
+
+    def _whole(self) -> re.Pattern | None:
+        """One pattern of a record every field of which passes (`passing_pattern`, or the NULL
+        marker where its column takes NULL), matched against the fields joined by the
+        delimiter: a record it matches has no problem, found in one match instead of a check
+        per field (most of a plan's read of a small batch). A field it does not take sends the
+        record to the checks field by field, which say what is wrong. No field pattern takes the
+        delimiter, so a record of another field count, or a field holding the delimiter (quoted),
+        is not matched. None where a column's types have no common pattern."""
+        if self.delimiter not in _JOINING_DELIMITERS or (self.marker and self.delimiter in self.marker):
+            return None
+        # A text field's character: not the delimiter, a NUL, a byte not decoded, a bare CR.
+        delimiter = re.escape(self.delimiter)
+        char = "[^" + delimiter + r"\x00\udc80-\udcff" + (r"\r" if self.bare else "") + "]"
+        parts = []
+        for column, (_, nullable, _) in zip(self.table.columns, self.columns):
+            patterns = {passing_pattern(sql_type, t == NEUTRAL, char) for t, sql_type in column.types.items()}
+            if None in patterns:
+                return None
+            if len(patterns) > 1:
+                patterns.discard(f"{char}*")        # any text: the other types decide
+            # A field of a column of several types (one per target) passes each type's pattern:
+            # each but the last looks ahead to the field's end (no pattern takes the delimiter).
+            *others, last = sorted(patterns)
+            pattern = "".join(f"(?=(?:{p})(?:{delimiter}|\\Z))" for p in others) + f"(?:{last})"
+            if nullable and self.marker is not None:
+                pattern = f"(?:{re.escape(self.marker)}|{pattern})"
+            parts.append(pattern)
+        return re.compile(delimiter.join(parts) + (delimiter if self.trailing else ""))
 
     def problems(self, fields: Sequence[str]) -> list[str]:
         """What is wrong with one record's fields as read from its line (with `trailing_delimiter`,
         the empty one after the last delimiter included): "column <name>: <field>: <why>"."""
+        if self.whole is not None and self.whole.fullmatch(self.delimiter.join(fields)) and (
+                self.bare or Quoted not in set(map(type, fields))):
+            # A quoted field equal to the NULL marker is a value (Quoted): its column's checks read it.
+            return []
         if self.trailing is not None:
             ended = bool(fields) and fields[-1] == ""
             if not ended and len(fields) in (len(self.columns), len(self.columns) + 1):
