@@ -183,6 +183,15 @@ def serve() -> None:
             protocol.close()
             _child(request)
         protocol.write(json.dumps({"pid": pid}) + "\n")
+        # The child leaves with os._exit, so what it started and a fresh process would have
+        # joined at its exit (OpenLineage's listener keeps a pool of worker processes) is left
+        # behind: ended with its process group once the child has ended, before the child is
+        # reaped, so that its id, the group's, is not reused meanwhile.
+        os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass    # nothing left, or the child ended before it had a group of its own
         _, status = os.waitpid(pid, 0)
         protocol.write(json.dumps({"rc": os.waitstatus_to_exitcode(status)}) + "\n")
 
