@@ -16,8 +16,9 @@ The parent imports Airflow under one environment, so a command whose Airflow set
 (`AIRFLOW*` other than connections and variables, `PYTHONPATH`) differ from it runs as a plain
 subprocess instead, as does a command given while another one runs. Two settings are the
 child's own (`_PER_COMMAND`): the DAGs folder, which the child sets again from its environment,
-and the OpenLineage provider's, which Airflow reads at their first use, after the fork. The user's path (`switchyard airflow dags test`, a process of
-its own) keeps tests of its own (test_cli_test_runs.py).
+and the OpenLineage provider's, which Airflow reads at their first use, after the fork. The
+user's path (`switchyard airflow dags test`, a process of its own) keeps tests of its own
+(test_cli_test_runs.py).
 """
 from __future__ import annotations
 

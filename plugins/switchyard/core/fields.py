@@ -779,7 +779,7 @@ class RecordCheck:
         delimiter = re.escape(self.delimiter)
         char = "[^" + delimiter + r"\x00\udc80-\udcff" + (r"\r" if self.bare else "") + "]"
         parts = []
-        for column, (_, nullable, _) in zip(self.table.columns, self.columns):
+        for column in self.table.columns:
             patterns = {passing_pattern(sql_type, t == NEUTRAL, char) for t, sql_type in column.types.items()}
             if None in patterns:
                 return None
@@ -789,7 +789,7 @@ class RecordCheck:
             # each but the last looks ahead to the field's end (no pattern takes the delimiter).
             *others, last = sorted(patterns)
             pattern = "".join(f"(?=(?:{p})(?:{delimiter}|\\Z))" for p in others) + f"(?:{last})"
-            if nullable and self.marker is not None:
+            if column.nullable and self.marker is not None:
                 pattern = f"(?:{re.escape(self.marker)}|{pattern})"
             parts.append(pattern)
         return re.compile(delimiter.join(parts) + (delimiter if self.trailing else ""))
