@@ -25,8 +25,13 @@ from helpers import TEST_STATE, mode_spec, private_scheduler  # noqa: E402
 WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
 
 # Tests get an Airflow home of their own, so a running demo is never disturbed; each parallel
-# worker its own (`airflow dags test` runs write to the home's SQLite metadata database).
-os.environ.setdefault("SWITCHYARD_AIRFLOW_HOME", str(TEST_STATE / (f"airflow-{WORKER}" if WORKER else "airflow")))
+# worker its own, named after the controlling process's: a worker inherits that process's
+# environment, this setting with it. In one metadata database, a test's run of the DAG would
+# wait behind another worker's run of it as behind an earlier run (runs load in date order).
+if WORKER:
+    os.environ["SWITCHYARD_AIRFLOW_HOME"] = f"{os.environ.get('SWITCHYARD_AIRFLOW_HOME') or TEST_STATE / 'airflow'}-{WORKER}"
+else:
+    os.environ.setdefault("SWITCHYARD_AIRFLOW_HOME", str(TEST_STATE / "airflow"))
 os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")
 
 
