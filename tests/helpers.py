@@ -286,6 +286,26 @@ def dag_env(pg_uri: str, data_root: Path, schema: str, streams: int, runs_dir: P
     })
 
 
+_LEFTOVERS_ENDED: set[str] = set()
+
+
+def end_leftover_runs(metadata: str) -> None:
+    """Marks failed, once a session, the runs an earlier session left running in this metadata
+    database (the test home outlives a session stopped mid-run): each later run of their DAG
+    would wait behind them as behind an earlier run, until its timeout."""
+    if metadata in _LEFTOVERS_ENDED:
+        return
+    from sqlalchemy import create_engine, text
+    engine = create_engine(metadata)
+    try:
+        with engine.begin() as conn:
+            conn.execute(text("UPDATE dag_run SET state = 'failed', end_date = CURRENT_TIMESTAMP "
+                              "WHERE state IN ('running', 'queued')"))
+    finally:
+        engine.dispose()
+    _LEFTOVERS_ENDED.add(metadata)
+
+
 def run_dag(pg_uri: str, data_root: Path, schema: str, streams: int, conf: dict,
             runs_dir: Path, extra_env: dict | None = None, logical_date: str | None = None,
             spec: str = "tpch", dag_id: str = "switchyard_tpch", args: tuple[str, ...] = ()) -> DagRun:
@@ -296,6 +316,7 @@ def run_dag(pg_uri: str, data_root: Path, schema: str, streams: int, conf: dict,
     from switchyard_dev.local import migrate
     env = dag_env(pg_uri, data_root, schema, streams, runs_dir, extra_env, spec, dag_id)
     migrate(env)
+    end_leftover_runs(env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"])
     when = [logical_date] if logical_date else []
     result = warm_airflow.run(["dags", "test", dag_id, *when, "-c", json.dumps(conf), *args], env, timeout=900)
     output = result.stdout + result.stderr
