@@ -337,6 +337,11 @@ def test_a_lookup_the_batch_may_leave_out_keeps_what_it_holds(pg_uri, data_root,
             "not load it, and it keeps what it holds") in february.stats["preflight"]
     assert {g["group"]: g["outcome"] for g in february.stats["groups"]} == {
         "trips_1": "switched", "trips_2": "switched", "stations_1": "switched", "payment_types_1": "skipped"}
+    # The run's summary does not say "0 rows" of a table it left as it was.
+    summary = {line.split()[0]: line for line in february.stats["summary_lines"][1:]}
+    assert summary["payment_types"].split()[1:3] == ["-", "-"], february.stats["summary_lines"]
+    assert summary["payment_types"].endswith("not loaded by this run: its groups were skipped")
+    assert summary["stations"].split()[1] == str(len(file_rows(feb, "stations")))
     # Its file in the folder all the same, the manifest listing none: a manifest that forgot it.
     shutil.copytree(jan / "payment_types", feb / "payment_types")
     forgot = run(pg_uri, data_root, schema, tmp_path, feb, optional)

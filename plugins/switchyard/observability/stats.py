@@ -121,9 +121,10 @@ def group_record(gid: str, group: dict, table_switched: bool = True) -> dict:
 def table_totals(records: list[dict]) -> dict[str, dict]:
     tables: dict[str, dict] = {}
     for r in records:
-        t = tables.setdefault(r["table"], {"rows": 0, "bytes": 0, "partitions": 0, "groups": 0,
+        t = tables.setdefault(r["table"], {"rows": 0, "bytes": 0, "partitions": 0, "groups": 0, "skipped": 0,
                                            "load_seconds": 0.0, "first_start": None, "last_end": None})
         t["groups"] += 1
+        t["skipped"] += r["outcome"] == "skipped"
         if r["outcome"] == "switched":
             t["rows"] += r["rows"] or 0
             t["bytes"] += r["bytes"] or 0
@@ -151,6 +152,12 @@ def summary_table(tables: dict[str, dict]) -> list[str]:
     w = name_width(tables)
     lines = [f"{'table':<{w}} {'rows':>12} {'partitions':>10} {'seconds':>8} {'MB/s':>8} {'MB/s/stream':>11}"]
     for name, t in tables.items():
+        if t["groups"] and t.get("skipped") == t["groups"]:
+            # Not "0 rows": the table was not touched and keeps what it holds (an optional table
+            # the batch leaves out, a run dated before the start date); the run's notes say why.
+            lines.append(f"{name:<{w}} {'-':>12} {'-':>10} {'-':>8} {'-':>8} {'-':>11}  not loaded by this run: "
+                         f"its groups were skipped")
+            continue
         lines.append(f"{name:<{w}} {t['rows']:>12,} {t['partitions']:>10} {num(t['seconds'], '.2f'):>8} "
                      f"{num(t['mb_per_s'], '.1f'):>8} {num(t['mb_per_s_per_stream'], '.1f'):>11}")
     return lines
