@@ -152,7 +152,7 @@ def summary_table(tables: dict[str, dict]) -> list[str]:
     w = name_width(tables)
     lines = [f"{'table':<{w}} {'rows':>12} {'partitions':>10} {'seconds':>8} {'MB/s':>8} {'MB/s/stream':>11}"]
     for name, t in tables.items():
-        if t["groups"] and t.get("skipped") == t["groups"]:
+        if t.get("groups") and t.get("skipped") == t["groups"]:
             # Not "0 rows": the table was not touched and keeps what it holds (an optional table
             # the batch leaves out, a run dated before the start date); the run's notes say why.
             lines.append(f"{name:<{w}} {'-':>12} {'-':>10} {'-':>8} {'-':>8} {'-':>11}  not loaded by this run: "
