@@ -92,7 +92,8 @@ def mssql(request) -> Engine:
 
     def clean() -> None:
         if made:
-            made[0].execute(drop_sql(made[0], TABLES))
+            # Every table of the specs the case loaded (TPC-H's, or a spec of the case's own).
+            made[0].execute(drop_sql(made[0], sorted({t for a in made for t in a.spec.table_names} | set(TABLES))))
             with made[0].connection() as conn:
                 conn.cursor().execute(LEASE_CLEANUP_SQL, schema)
     request.addfinalizer(clean)
