@@ -2,6 +2,8 @@
 
 Whether or not the scheduler runs, a test with a logical date at which the DAG has a run is
 refused, naming that run: `airflow dags test` deletes the run it finds at its logical date.
+Without the scheduler, a test while a run of the DAG is running is refused too, naming it: the
+test run would wait behind it, and nothing carries on a run whose process was stopped.
 
 `airflow dags test` creates an ordinary running DAG run and runs its tasks in its own process.
 A scheduler examines every running run of an unpaused DAG (`DagRun.get_running_dag_runs_to_examine`
@@ -72,19 +74,40 @@ def logical_date_of(rest: list[str]) -> str | None:
     return positional[1] if len(positional) > 1 else None
 
 
-def runs_at(dag_id: str, logical_date: str, env: dict[str, str]) -> list[dict]:
-    """The DAG's runs at `logical_date` (read as Airflow's CLI reads it: pendulum, UTC unless it
-    says otherwise), from the metadata database; [] for a DAG not in it yet."""
+def _list_runs(dag_id: str, env: dict[str, str], *options: str) -> list[dict]:
+    """`airflow dags list-runs` of the DAG, from the metadata database; [] for a DAG not in it yet."""
     import json
-
-    import pendulum
-    when = pendulum.parse(logical_date, tz="UTC")
-    out = subprocess.run([local.airflow_bin(), "dags", "list-runs", dag_id, "-o", "json"], env=env,
+    out = subprocess.run([local.airflow_bin(), "dags", "list-runs", dag_id, *options, "-o", "json"], env=env,
                          capture_output=True, text=True)
     listed = next((line for line in out.stdout.splitlines() if line.startswith("[")), None)
     if out.returncode != 0 or listed is None:
         return []
-    return [r for r in json.loads(listed) if r.get("logical_date") and pendulum.parse(r["logical_date"]) == when]
+    return json.loads(listed)
+
+
+def runs_at(dag_id: str, logical_date: str, env: dict[str, str]) -> list[dict]:
+    """The DAG's runs at `logical_date` (read as Airflow's CLI reads it: pendulum, UTC unless it
+    says otherwise), from the metadata database; [] for a DAG not in it yet."""
+    import pendulum
+    when = pendulum.parse(logical_date, tz="UTC")
+    return [r for r in _list_runs(dag_id, env)
+            if r.get("logical_date") and pendulum.parse(r["logical_date"]) == when]
+
+
+def refused_behind_a_running_run(dag_id: str, env: dict[str, str]) -> bool:
+    """Without the local scheduler: say so, naming them, where the metadata database has runs of
+    the DAG running (another shell's test run, or a run whose process was stopped, which nothing
+    carries on now). The test run's plan would wait behind such a run as behind an earlier run
+    (runs of a DAG load one at a time, in date order), for good where that run's process is gone."""
+    running = _list_runs(dag_id, env, "--state", "running")
+    for r in running:
+        say(f"run {r['run_id']} of {dag_id} is running (since {r.get('start_date') or 'its start'}) and the local "
+            f"scheduler is not: another shell's test run, or a run whose process was stopped, which nothing carries "
+            f"on. A test run now would wait behind it until it ends (runs of this DAG go one at a time), so none was "
+            f"started. Wait for that shell's run; if its process is gone, start the services (`switchyard services "
+            f"start`: the scheduler carries that run on) or, with them running, end it: "
+            f"{runs.fail_command(dag_id, r['run_id'])}")
+    return bool(running)
 
 
 def refused_for_a_run_at_its_date(dag_id: str, rest: list[str], env: dict[str, str]) -> bool:
@@ -152,6 +175,8 @@ def run(dag_id: str, command: list[str], env: dict[str, str]) -> int:
     if refused_for_a_run_at_its_date(dag_id, command[1:], env) or refused_for_a_future_date(dag_id, command[1:], env):
         return 1
     if "scheduler" not in local.running_services():
+        if refused_behind_a_running_run(dag_id, env):
+            return 1
         return subprocess.call(command, env=env)
     api = local.Api()
     try:
