@@ -221,7 +221,8 @@ def _accepts(base: str, size: str | None, scale: str | None, neutral: bool,
     if base in ("money", "smallmoney"):
         # The digits after the point a money keeps where known (_money_kept), SQL Server's 4 else.
         kept = _money_kept(neutral, money_digits)
-        return rf"[+-]?[0-9]{{1,15}}(\.[0-9]{{1,{4 if kept is None else kept}}})?" if kept != 0 else r"[+-]?[0-9]{1,15}"
+        kept = 4 if kept is None else kept
+        return r"[+-]?[0-9]{1,15}" + (rf"(\.[0-9]{{1,{kept}}})?" if kept else "")
     # A real calendar day (29 February in a leap year) in a year the type holds (datetime's
     # start in 1753: _RANGES).
     year = r"(175[3-9]|17[6-9][0-9]|1[89][0-9]{2}|[2-9][0-9]{3})" if base == "datetime" else r"(?!0000)[0-9]{4}"
