@@ -74,10 +74,11 @@ def logical_date_of(rest: list[str]) -> str | None:
     return positional[1] if len(positional) > 1 else None
 
 
-def _list_runs(dag_id: str, env: dict[str, str], *options: str) -> list[dict]:
-    """`airflow dags list-runs` of the DAG, from the metadata database; [] for a DAG not in it yet."""
+def list_runs(dag_id: str, env: dict[str, str]) -> list[dict]:
+    """`airflow dags list-runs` of the DAG, from the metadata database; [] for a DAG not in it yet.
+    Read once per test run: each Airflow CLI command takes seconds to start."""
     import json
-    out = subprocess.run([local.airflow_bin(), "dags", "list-runs", dag_id, *options, "-o", "json"], env=env,
+    out = subprocess.run([local.airflow_bin(), "dags", "list-runs", dag_id, "-o", "json"], env=env,
                          capture_output=True, text=True)
     listed = next((line for line in out.stdout.splitlines() if line.startswith("[")), None)
     if out.returncode != 0 or listed is None:
@@ -85,21 +86,20 @@ def _list_runs(dag_id: str, env: dict[str, str], *options: str) -> list[dict]:
     return json.loads(listed)
 
 
-def runs_at(dag_id: str, logical_date: str, env: dict[str, str]) -> list[dict]:
-    """The DAG's runs at `logical_date` (read as Airflow's CLI reads it: pendulum, UTC unless it
-    says otherwise), from the metadata database; [] for a DAG not in it yet."""
+def runs_at(listed: list[dict], logical_date: str) -> list[dict]:
+    """The runs of `listed` at `logical_date` (read as Airflow's CLI reads it: pendulum, UTC
+    unless it says otherwise)."""
     import pendulum
     when = pendulum.parse(logical_date, tz="UTC")
-    return [r for r in _list_runs(dag_id, env)
-            if r.get("logical_date") and pendulum.parse(r["logical_date"]) == when]
+    return [r for r in listed if r.get("logical_date") and pendulum.parse(r["logical_date"]) == when]
 
 
-def refused_behind_a_running_run(dag_id: str, env: dict[str, str]) -> bool:
+def refused_behind_a_running_run(dag_id: str, listed: list[dict]) -> bool:
     """Without the local scheduler: say so, naming them, where the metadata database has runs of
     the DAG running (another shell's test run, or a run whose process was stopped, which nothing
     carries on now). The test run's plan would wait behind such a run as behind an earlier run
     (runs of a DAG load one at a time, in date order), for good where that run's process is gone."""
-    running = _list_runs(dag_id, env, "--state", "running")
+    running = [r for r in listed if r.get("state") == "running"]
     for r in running:
         say(f"run {r['run_id']} of {dag_id} is running (since {r.get('start_date') or 'its start'}) and the local "
             f"scheduler is not: another shell's test run, or a run whose process was stopped, which nothing carries "
@@ -110,13 +110,13 @@ def refused_behind_a_running_run(dag_id: str, env: dict[str, str]) -> bool:
     return bool(running)
 
 
-def refused_for_a_run_at_its_date(dag_id: str, rest: list[str], env: dict[str, str]) -> bool:
+def refused_for_a_run_at_its_date(dag_id: str, rest: list[str], listed: list[dict]) -> bool:
     """Say so, naming it, where a run of the DAG has the test's logical date: `airflow dags test`
     deletes the run it finds at its logical date before it makes its own
     (airflow.models.dagrun.get_or_create_dagrun), so a backfill's or a schedule's successful run
     would go from the history, and its date would count as tested, not loaded."""
     logical_date = logical_date_of(rest)
-    found = runs_at(dag_id, logical_date, env) if logical_date else []
+    found = runs_at(listed, logical_date) if logical_date else []
     for r in found:
         say(f"run {r['run_id']} of {dag_id} ({r['state']}) has the logical date {r['logical_date']}, which "
             f"`airflow dags test` would delete before its own run at that date: none was started. Test without a "
@@ -172,10 +172,14 @@ def say(text: str) -> None:
 
 def run(dag_id: str, command: list[str], env: dict[str, str]) -> int:
     """Run `command` (an `airflow dags test` of `dag_id`) beside the local scheduler, if it runs."""
-    if refused_for_a_run_at_its_date(dag_id, command[1:], env) or refused_for_a_future_date(dag_id, command[1:], env):
+    scheduled = "scheduler" in local.running_services()
+    # The runs are read where a refusal below needs them, once.
+    listed = list_runs(dag_id, env) if logical_date_of(command[1:]) or not scheduled else []
+    if (refused_for_a_run_at_its_date(dag_id, command[1:], listed)
+            or refused_for_a_future_date(dag_id, command[1:], env)):
         return 1
-    if "scheduler" not in local.running_services():
-        if refused_behind_a_running_run(dag_id, env):
+    if not scheduled:
+        if refused_behind_a_running_run(dag_id, listed):
             return 1
         return subprocess.call(command, env=env)
     api = local.Api()

@@ -171,13 +171,14 @@ def test_a_run_dated_before_the_dags_start_date_runs_every_task(pg_uri, data_roo
     # Another test run at that logical date would delete this one (Airflow's `dags test` replaces
     # the run it finds at its date): `switchyard airflow dags test` refuses it, naming the run.
     env = dag_env(pg_uri, data_root, schema, 2, tmp_path / "runs", later, spec, dag_id)
+    listed = dag_test.list_runs(dag_id, env)
     for written in ("2026-11-29T20:22:30+00:00", "2026-11-29T21:22:30+01:00"):
-        assert dag_test.refused_for_a_run_at_its_date(dag_id, ["dags", "test", dag_id, written], env)
+        assert dag_test.refused_for_a_run_at_its_date(dag_id, ["dags", "test", dag_id, written], listed)
     said = capfd.readouterr().err
     assert said.count(f"of {dag_id} (success) has the logical date 2026-11-29T20:22:30+00:00, which `airflow dags "
                       f"test` would delete before its own run at that date: none was started") == 2, said
-    assert not dag_test.refused_for_a_run_at_its_date(dag_id, ["dags", "test", dag_id, "2026-11-29T20:22:31Z"], env)
-    assert not dag_test.refused_for_a_run_at_its_date(dag_id, ["dags", "test", dag_id, "-c", "{}"], env)
+    assert not dag_test.refused_for_a_run_at_its_date(dag_id, ["dags", "test", dag_id, "2026-11-29T20:22:31Z"], listed)
+    assert not dag_test.refused_for_a_run_at_its_date(dag_id, ["dags", "test", dag_id, "-c", "{}"], listed)
     # Without the local scheduler, a run left running (its process stopped) is carried on by
     # nothing: a test run would wait behind it for good. Refused, naming it and the way out.
     from sqlalchemy import create_engine, text
@@ -187,7 +188,7 @@ def test_a_run_dated_before_the_dags_start_date_runs_every_task(pg_uri, data_roo
         conn.execute(set_state, {"state": "running", "dag": dag_id, "run": first.stats["run_id"]})
     capfd.readouterr()
     try:
-        assert dag_test.refused_behind_a_running_run(dag_id, env)
+        assert dag_test.refused_behind_a_running_run(dag_id, dag_test.list_runs(dag_id, env))
         said = capfd.readouterr().err
         assert f"run {first.stats['run_id']} of {dag_id} is running" in said and "none was started" in said, said
         assert f"switchyard runs fail {dag_id} {first.stats['run_id']}" in said, said
@@ -195,7 +196,7 @@ def test_a_run_dated_before_the_dags_start_date_runs_every_task(pg_uri, data_roo
         with metadata.begin() as conn:
             conn.execute(set_state, {"state": "success", "dag": dag_id, "run": first.stats["run_id"]})
         metadata.dispose()
-    assert not dag_test.refused_behind_a_running_run(dag_id, env)
+    assert not dag_test.refused_behind_a_running_run(dag_id, dag_test.list_runs(dag_id, env))
     # A test dated at a time the schedule has not reached would take that time's run: the scheduler
     # then makes none there, and that month's batch would never be loaded by the schedule.
     capfd.readouterr()
