@@ -138,3 +138,26 @@ def test_optional_is_read_as_a_boolean_and_leaves_the_digest_of_a_spec_without_i
     plain, marked = parse_spec(spec(), source="x.yaml"), parse_spec(spec(optional=True), source="x.yaml")
     assert plain.digests()["t"] != marked.digests()["t"]
     assert plain.digests()["t"] == parse_spec(spec(optional=False), source="x.yaml").digests()["t"]
+
+
+def test_a_columns_unknown_entries_are_refused_naming_them_and_where_they_belong():
+    """A misspelt or misplaced entry on a column, taken for its default, would change what loads:
+    `nulable: true` left the column NOT NULL, and its empty fields loaded as '' instead of NULL,
+    the run a success. Refused, each named, with where the misplaced ones belong."""
+    def spec(column):
+        raw = _spec(delimiter=",", null_marker="")
+        raw["tables"]["t"]["columns"][1] = column
+        return raw
+    with pytest.raises(SpecError) as refused:
+        parse_spec(spec({"name": "b", "type": "text", "nulable": True}), source="x.yaml")
+    assert "tables.t.columns[1]: unknown entries nulable (known: name, type, nullable)" in str(refused.value)
+    with pytest.raises(SpecError) as refused:
+        parse_spec(spec({"name": "b", "type": "text", "unique": True, "null_marker": "NA"}), source="x.yaml")
+    said = str(refused.value)
+    assert "unknown entries null_marker, unique (known: name, type, nullable)" in said, said
+    assert "null_marker belongs to the table's or the spec's `format`" in said, said
+    assert "unique belongs to the table's `unique`: a list of columns unique together, or `true` (its key)" in said
+    with pytest.raises(SpecError, match=r"columns\[1\]: a mapping of name, type, nullable, not 'b text'"):
+        parse_spec(spec("b text"), source="x.yaml")
+    # The three known entries are taken as before.
+    assert parse_spec(spec({"name": "b", "type": "text", "nullable": True}), source="x.yaml").table("t").columns[1].nullable

@@ -249,7 +249,19 @@ def _identifier(value: Any, where: str) -> str:
     return value
 
 
+_COLUMN_KEYS = ("name", "type", "nullable")
+# Entries a user may put on a column that belong elsewhere in a spec: said where, since a
+# misspelt or misplaced entry taken for its default changes what loads (`nulable: true` left the
+# column NOT NULL, and an empty field loads as '' instead of NULL).
+_COLUMN_ELSEWHERE = {
+    "unique": "the table's `unique`: a list of columns unique together, or `true` (its key)",
+    "null_marker": "the table's or the spec's `format`", "key": "the table's `key: <column>`",
+    "default": "nothing: a spec loads every column from its field"}
+
+
 def _column(raw: Mapping[str, Any], where: str) -> Column:
+    if not isinstance(raw, Mapping):
+        raise SpecError(f"{where}: a mapping of {', '.join(_COLUMN_KEYS)}, not {raw!r}")
     name = _identifier(raw.get("name"), f"{where}.name")
     declared = raw.get("type")
     if isinstance(declared, str):
@@ -275,6 +287,12 @@ def _column(raw: Mapping[str, Any], where: str) -> Column:
     nullable = raw.get("nullable", False)
     if not isinstance(nullable, bool):
         raise SpecError(f"{where}.nullable: true or false, not {nullable!r}")
+    # After the type: a type cut at its comma in YAML's `{...}` leaves its rest as an entry
+    # (`3)`), and the type's message says why.
+    unknown = sorted(map(str, set(raw) - set(_COLUMN_KEYS)))
+    if unknown:
+        raise SpecError(f"{where}: unknown entries {', '.join(unknown)} (known: {', '.join(_COLUMN_KEYS)})" + "".join(
+            f"; {k} belongs to {_COLUMN_ELSEWHERE[k]}" for k in unknown if k in _COLUMN_ELSEWHERE))
     return Column(name=name, types=types, nullable=nullable)
 
 
@@ -436,7 +454,8 @@ def _table(name: str, raw: Mapping[str, Any], where: str, fmt: FileFormat, files
         raise SpecError(f"{where}: a mapping with columns and key")
     unknown = set(raw) - _TABLE_KEYS
     if unknown:
-        raise SpecError(f"{where}: unknown entries {', '.join(sorted(map(str, unknown)))}")
+        raise SpecError(f"{where}: unknown entries {', '.join(sorted(map(str, unknown)))} "
+                        f"(known: {', '.join(sorted(_TABLE_KEYS))})")
     # Every column's first problem at once, as every table's (parse_spec).
     columns, problems = [], []
     for i, c in enumerate(raw.get("columns") or []):
