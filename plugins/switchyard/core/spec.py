@@ -250,13 +250,14 @@ def _identifier(value: Any, where: str) -> str:
 
 
 _COLUMN_KEYS = ("name", "type", "nullable")
-# Entries a user may put on a column that belong elsewhere in a spec: said where, since a
+# Entries a user may put on a column that a spec takes elsewhere or not at all: said so, since a
 # misspelt or misplaced entry taken for its default changes what loads (`nulable: true` left the
 # column NOT NULL, and an empty field loads as '' instead of NULL).
 _COLUMN_ELSEWHERE = {
-    "unique": "the table's `unique`: a list of columns unique together, or `true` (its key)",
-    "null_marker": "the table's or the spec's `format`", "key": "the table's `key: <column>`",
-    "default": "nothing: a spec loads every column from its field"}
+    "unique": "unique belongs to the table's `unique`: a list of columns unique together, or `true` (its key)",
+    "null_marker": "null_marker belongs to the table's or the spec's `format`",
+    "key": "key belongs to the table's `key: <column>`",
+    "default": "a column takes no default: each is loaded from its field"}
 
 
 def _column(raw: Mapping[str, Any], where: str) -> Column:
@@ -292,7 +293,7 @@ def _column(raw: Mapping[str, Any], where: str) -> Column:
     unknown = sorted(map(str, set(raw) - set(_COLUMN_KEYS)))
     if unknown:
         raise SpecError(f"{where}: unknown entries {', '.join(unknown)} (known: {', '.join(_COLUMN_KEYS)})" + "".join(
-            f"; {k} belongs to {_COLUMN_ELSEWHERE[k]}" for k in unknown if k in _COLUMN_ELSEWHERE))
+            f"; {_COLUMN_ELSEWHERE[k]}" for k in unknown if k in _COLUMN_ELSEWHERE))
     return Column(name=name, types=types, nullable=nullable)
 
 
