@@ -664,6 +664,35 @@ def test_a_carriage_return_the_load_would_take_for_a_line_end_is_named_before_an
             assert found == [], found
 
 
+def test_a_carriage_return_outside_quotes_is_named_by_its_line_and_column_the_lines_after_it_numbered_as_loaded(
+        tmp_path):
+    """With RFC 4180 quoting a carriage return inside quotes is a character of its field, and
+    outside them a line end to the loads (PostgreSQL: "literal carriage return found in data"),
+    which count lines at LF. The check read such a record as two, each with too few fields, and
+    numbered every later line one past the line the loads and `grep -n` give it. The record is
+    one, its column named; the lines after it keep their numbers."""
+    from switchyard.core.batch import manifest_for
+    spec = parse_spec({"name": "g", "files": "{table}/{table}.{stream}.csv",
+                       "format": {"delimiter": ",", "trailing_delimiter": False, "quoting": "csv", "header_lines": 1,
+                                  "null_marker": ""},
+                       "tables": {"a": {"partitioned": False, "columns": [
+                           {"name": "id", "type": "bigint"}, {"name": "memo", "type": "varchar(20)", "nullable": True},
+                           {"name": "at", "type": "date"}]}}})
+    (tmp_path / "a").mkdir()
+    path = tmp_path / "a" / "a.1.csv"
+    good = b'id,memo,at\n1,"in\rquotes",2026-01-01\n2,out side,2026-01-02\n3,"crlf\r\ninside",2026-01-03\n4,x,2026-02-28\n'
+    path.write_bytes(good)
+    write_manifest(tmp_path, manifest_for(tmp_path, spec, 1))
+    assert read_manifest(tmp_path, spec).entries[0].rows == 4
+    assert check_batch(tmp_path, spec) == []
+    path.write_bytes(good.replace(b"out side", b"out\rside").replace(b"2026-02-28", b"2026-02-30"))
+    assert manifest_for(tmp_path, spec, 1).entries[0].rows == 4     # `switchyard manifest` counts it once
+    found = check_batch(tmp_path, spec)
+    assert found == [f"{path}: line 3, column memo: a carriage return outside quotes, which the load cannot tell from "
+                     f"a line end (PostgreSQL: \"literal carriage return found in data\"): quote the field",
+                     f"{path}: line 6, column at: '2026-02-30': not a date (day is out of range for month)"], found
+
+
 def test_a_quoted_field_longer_than_pythons_csv_default_is_read_like_any_other(tmp_path):
     """A JSON document in a quoted field passes Python's csv default of 128 KB a field; PostgreSQL
     takes up to 1 GB. The batch's description, its check and the loads' value guard read it."""

@@ -802,12 +802,10 @@ def _fields(line: bytes, fmt: FileFormat) -> list[str]:
 
 def _csv_records(fh, fmt: FileFormat) -> tuple[int, list[str] | None, list[str] | None]:
     """Rows of an RFC 4180 file, as Python's csv module reads them after the header lines."""
-    for _ in range(fmt.header_lines):
-        if not fh.readline():
-            return 0, None, None
-    text = io.TextIOWrapper(fh, encoding=fmt.encoding, errors="surrogateescape", newline="")
     rows, first, last = 0, None, None
-    for row in csv.reader(text, delimiter=fmt.delimiter, quotechar='"', doublequote=True):
+    records = _CsvRows(fh, fmt)
+    for row in records:
+        records.taken.clear()
         if rows == 0:
             first = row
         last = row
@@ -913,21 +911,12 @@ def _quoted_records(fh, fmt: FileFormat) -> Iterable[tuple[int, list[str], str |
     """_records with RFC 4180 quoting: Python's csv module reads the fields; the record's own text
     (the lines it took from the file) says which were quoted and how the record's line ends."""
     from switchyard.core.fields import Quoted, quoted_fields
-    for _ in range(fmt.header_lines):
-        if not fh.readline():
-            return
-    text = io.TextIOWrapper(fh, encoding=fmt.encoding, errors="surrogateescape", newline="")
-    taken: list[str] = []
-
-    def lines() -> Iterator[str]:
-        for line in text:
-            taken.append(line)
-            yield line
-    reader = csv.reader(lines(), delimiter=fmt.delimiter, quotechar='"', doublequote=True)
+    records = _CsvRows(fh, fmt)
+    taken = records.taken
     start, first_end = fmt.header_lines + 1, None
     marker = fmt.null_marker
     in_quotes = None if marker is None else f'"{marker}"'
-    for row in reader:
+    for row in records:
         last = taken[-1] if taken else ""
         end = "\r\n" if last.endswith("\r\n") else "\n" if last.endswith("\n") else ""
         if first_end is None:
@@ -945,7 +934,54 @@ def _quoted_records(fh, fmt: FileFormat) -> Iterable[tuple[int, list[str], str |
                 row = [Quoted(v) if quoted and v == marker else v for v, (_, quoted) in zip(row, read)]
         taken.clear()
         yield start, row, wrong
-        start = fmt.header_lines + reader.line_num + 1
+        start = fmt.header_lines + records.line_num + 1
+
+
+class _CsvRows:
+    """The records of an RFC 4180 file after its header lines, as Python's csv module reads them,
+    its lines ending at LF only, as the loads count them: a carriage return alone is no line end
+    to them (inside quotes a character of its field, outside them a record the load refuses), so
+    a record's line is the one `grep -n` and the server's errors name. `taken`: the lines of the
+    record just read (the reader's caller clears it); `line_num`: the lines read so far.
+
+    A record with a carriage return outside quotes, for which the csv module raises "new-line
+    character seen in unquoted field", comes as its fields as RFC 4180 reads its text, each
+    such field a fields.BareCarriageReturn, which RecordCheck refuses naming its column; the
+    reader goes on with the next line."""
+
+    def __init__(self, fh, fmt: FileFormat):
+        self.fh, self.fmt, self.taken, self._reader = fh, fmt, [], None
+
+    @property
+    def line_num(self) -> int:
+        return self._reader.line_num if self._reader is not None else 0
+
+    def _lines(self, text) -> Iterator[str]:
+        for line in text:
+            self.taken.append(line)
+            yield line
+
+    def __iter__(self) -> Iterator[list[str]]:
+        from switchyard.core.fields import BareCarriageReturn, quoted_fields
+        fmt = self.fmt
+        for _ in range(fmt.header_lines):
+            if not self.fh.readline():
+                return
+        text = io.TextIOWrapper(self.fh, encoding=fmt.encoding, errors="surrogateescape", newline="\n")
+        self._reader = csv.reader(self._lines(text), delimiter=fmt.delimiter, quotechar='"', doublequote=True)
+        while True:
+            try:
+                row = next(self._reader)
+            except StopIteration:
+                return
+            except csv.Error as exc:
+                if "new-line character seen in unquoted field" not in str(exc):
+                    raise
+                record = "".join(self.taken)
+                record = record[:-2] if record.endswith("\r\n") else record.removesuffix("\n")
+                read = quoted_fields(record, fmt.delimiter, True) or [(record, False)]
+                row = [BareCarriageReturn(v) if not quoted and "\r" in v else v for v, quoted in read]
+            yield row
 
 
 def _unclosed(text: str, delimiter: str) -> bool:

@@ -710,6 +710,12 @@ class Quoted(str):
     readers take it (`""` is the empty string, `"NA"` the text NA)."""
 
 
+class BareCarriageReturn(str):
+    """A field written without quotes that holds a carriage return (RFC 4180 quoting): a line end
+    to the loads (PostgreSQL: "literal carriage return found in data"), refused by RecordCheck
+    naming its column."""
+
+
 def quoted_fields(text: str, delimiter: str, quoted: bool) -> list[tuple[str, bool]] | None:
     """A record's fields (its line end stripped), each with whether it was quoted; RFC 4180's
     quoting where `quoted`. None for a record RFC 4180 does not read (core/files.guard_quotes
@@ -799,7 +805,7 @@ class RecordCheck:
         """What is wrong with one record's fields as read from its line (with `trailing_delimiter`,
         the empty one after the last delimiter included): "column <name>: <field>: <why>"."""
         if self.whole is not None and self.whole.fullmatch(self.delimiter.join(fields)) and (
-                self.bare or Quoted not in set(map(type, fields))):
+                self.bare or not {Quoted, BareCarriageReturn} & set(map(type, fields))):
             # A quoted field equal to the NULL marker is a value (Quoted): its column's checks read it.
             return []
         if self.trailing is not None:
@@ -817,6 +823,10 @@ class RecordCheck:
                 # carriage return found in data", naming no column), or in a CRLF line of an LF file.
                 out.append(f"column {name}: a carriage return, which the load cannot tell from a line end "
                            f"(quoting: none; the file's first line says its line end)")
+                continue
+            if isinstance(text, BareCarriageReturn):
+                out.append(f"column {name}: a carriage return outside quotes, which the load cannot tell from a "
+                           f"line end (PostgreSQL: \"literal carriage return found in data\"): quote the field")
                 continue
             if nullable and self.marker is not None and text == self.marker and not isinstance(text, Quoted):
                 continue
