@@ -127,11 +127,15 @@ def cmd_services(args) -> int:
             local.reserialize(env)
         print(f"the local Airflow runs: {local.api_url()} ({local.ADMIN_USER} / {local.admin_password()}); "
               f"its DAG's settings: {local.dag_settings_file()}")
+        # Not a DAG setting: each process reads its own, and these keep this shell's until they stop.
+        from switchyard.settings import Settings
+        mine = Settings.from_env(env).data_root
         if started:
-            # Not a DAG setting: each process reads its own, and these keep this shell's until they stop.
-            from switchyard.settings import Settings
-            print(f"{', '.join(started)} started: batches are read from {Settings.from_env(env).data_root} "
-                  f"(SWITCHYARD_DATA_ROOT of this shell)")
+            print(f"{', '.join(started)} started: batches are read from {mine} (SWITCHYARD_DATA_ROOT of this shell)")
+        if (root := local.running_data_root()) not in (None, mine.resolve()):
+            print(f"the running scheduler reads batches from {root}, not from this shell's data root {mine}: runs "
+                  f"wait for their batches there. To read them from {mine}: `switchyard services stop`, then start "
+                  f"them again from this shell")
     for line in local.status_lines():
         print(line)
     if local.service_pid("api-server") or local.port_in_use(local.api_port()):

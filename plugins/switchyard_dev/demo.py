@@ -132,18 +132,45 @@ def _progress_line(tis: list[dict], elapsed: float) -> str:
     return line
 
 
+class _Waits:
+    """A running run whose progress line has not moved for a while is not followed in silence:
+    what it waits for is said (its batch, and the manifest's path as the services resolve it; an
+    earlier run; the target's lease), once, and again when that changes."""
+    QUIET_SECONDS = 15.0
+
+    def __init__(self, api: local.Api, dag_id: str):
+        self.api, self.dag_id = api, dag_id
+        self.since, self.said = time.monotonic(), ""
+
+    def moved(self) -> None:
+        self.since = time.monotonic()
+
+    def check(self, run: dict) -> None:
+        if time.monotonic() - self.since < self.QUIET_SECONDS:
+            return
+        self.since = time.monotonic()
+        from switchyard_dev import runs
+        doing = runs.what_it_does(self.api, {**run, "dag_id": self.dag_id}, runs.batch_wait_seconds())
+        if doing != self.said and not doing.startswith("is loading"):
+            print(f"    the run {doing}", flush=True)
+        self.said = doing
+
+
 def follow(api: local.Api, run_id: str, timeout: float, progress_every: float = 2.0, dag_id: str = DAG_ID,
-           poll_every: float = 2.0, watch_queue: bool = True) -> str:
+           poll_every: float = 2.0, watch_queue: bool = True, say_waits: bool = False) -> str:
     """Wait for the run's end, printing its progress every `progress_every` seconds (the task
     list is the api-server's most expensive answer: the benchmark asks for it less often).
     A run Airflow keeps queued is not waited for in silence: within seconds it says which run
-    of the DAG holds it, what that run waits for, and the command that ends it (and notes it)."""
+    of the DAG holds it, what that run waits for, and the command that ends it (and notes it).
+    With `say_waits`, a running run whose progress stands still says what it waits for (_Waits);
+    the benchmark's runs go without those calls."""
     from switchyard_dev.runs import QueuedWatch
     start = time.monotonic()
     last = ""
     shown = float("-inf")
     quoted = _quote(run_id)
     queued = QueuedWatch(api, dag_id, run_id) if watch_queue else None
+    waits = _Waits(api, dag_id) if say_waits else None
     while True:
         run = api.get(f"/api/v2/dags/{dag_id}/dagRuns/{quoted}")
         if queued is not None:
@@ -156,6 +183,10 @@ def follow(api: local.Api, run_id: str, timeout: float, progress_every: float = 
             if line.split("] ", 1)[1] != last:
                 print(line, flush=True)
                 last = line.split("] ", 1)[1]
+                if waits is not None:
+                    waits.moved()
+        if waits is not None and run["state"] == "running":
+            waits.check(run)
         if done:
             return run["state"]
         if time.monotonic() - start > timeout:
@@ -327,6 +358,11 @@ def run(scale: float, streams: int | None, timeout: float = 3600, spec: str = "t
     elif local.running_executor() not in (None, executor):
         print(f"    restarting Airflow for the {executor} executor")
         local.stop_services()
+    elif (root := local.running_data_root()) not in (None, data_root().resolve()):
+        # The services keep the data root of the shell that started them: the run would wait
+        # there for a batch this shell wrote elsewhere.
+        print(f"    restarting Airflow for this shell's data root {data_root()} (it read batches under {root})")
+        local.stop_services()
     local.start_services(env, streams, spec)
     api = local.Api()
     api.wait_ready()
@@ -361,7 +397,7 @@ def run(scale: float, streams: int | None, timeout: float = 3600, spec: str = "t
     print(f"    run {run_id}: {local.api_url()}/dags/{dag_id}/runs/{run_id}")
 
     say("6/6", "following the run")
-    state = follow(api, run_id, timeout, dag_id=dag_id)
+    state = follow(api, run_id, timeout, dag_id=dag_id, say_waits=True)
     path = stats_path(dag_id, run_id)
     stats = json.loads(path.read_text()) if path.exists() else None
     if stats:

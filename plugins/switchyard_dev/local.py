@@ -468,6 +468,22 @@ def running_executor() -> str | None:
     return None
 
 
+def running_data_root() -> Path | None:
+    """The data root the running scheduler reads batches from: its SWITCHYARD_DATA_ROOT, from its
+    process's environment, which it keeps until it stops (its task processes inherit it); None
+    where no scheduler of a pid file runs or its environment cannot be read."""
+    pid = service_pid("scheduler")
+    if not pid:
+        return None
+    try:
+        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return None
+    from switchyard.settings import Settings
+    env = dict(item.decode(errors="replace").split("=", 1) for item in environ if b"=" in item)
+    return Settings.from_env(env).data_root.resolve()
+
+
 # The port each service listens on, and the setting that moves it.
 SERVICE_PORTS = {"api-server": "SWITCHYARD_AIRFLOW_PORT", "scheduler": "SWITCHYARD_AIRFLOW_LOG_PORT",
                  "triggerer": "SWITCHYARD_AIRFLOW_TRIGGER_LOG_PORT"}
@@ -631,6 +647,8 @@ def status_lines() -> list[str]:
         else:
             state = "stopped"
         lines.append(f"{service:<20} {state}")
+    if root := running_data_root():
+        lines.append(f"{'data root':<20} {root} (the scheduler's, kept until it stops)")
     for name, pid in workers().items():
         lines.append(f"{'worker ' + name:<20} {'running (pid %d)' % pid if pid else 'stopped'}")
     if pid := hand_worker():

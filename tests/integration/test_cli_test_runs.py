@@ -199,6 +199,15 @@ def test_demo_then_a_cli_test_run_then_the_demo_again(stack_home, pg_uri, data_r
                             None) != f"is waiting for batch never-written ({manifest})":
         assert time.monotonic() < deadline
         time.sleep(1)
+    # Followed as the demo follows its run, a run whose progress stands still says what it waits for.
+    from switchyard_dev import LocalStackError
+    monkeypatch.setattr(demo._Waits, "QUIET_SECONDS", 1.0)
+    capsys.readouterr()
+    with pytest.raises(LocalStackError, match="did not finish in 8s"):
+        demo.follow(api, stuck["dag_run_id"], 8, dag_id=DAG_ID, say_waits=True)
+    followed = capsys.readouterr().out
+    assert f"    the run is waiting for batch never-written ({manifest}; up to 6 h" in followed, followed
+    assert followed.count("the run is waiting") == 1, followed     # said once while it stays so
     held = api.post(f"/api/v2/dags/{DAG_ID}/dagRuns", {"logical_date": None, "conf": {"batch": batch}})
     said: list[str] = []
     watch = runs.QueuedWatch(api, DAG_ID, held["dag_run_id"], out=said.append)
@@ -223,6 +232,9 @@ def test_demo_then_a_cli_test_run_then_the_demo_again(stack_home, pg_uri, data_r
     assert f"queued behind {stuck['dag_run_id']}" in note and f"`{command}`" in note
     status = switchyard("services", "status", env=plain_shell())
     assert stuck["dag_run_id"] in status.stdout and held["dag_run_id"] in status.stdout, status.stdout
+    # The services keep the data root of the shell that started them (the demo's here), and say it.
+    assert local.running_data_root() == data_root.resolve()
+    assert f"data root            {data_root.resolve()} (the scheduler's, kept until it stops)" in status.stdout
     listed = switchyard("runs", env=plain_shell())
     assert f"{held['dag_run_id']}" in listed.stdout and command in listed.stdout, listed.stdout
 
