@@ -803,9 +803,7 @@ def _fields(line: bytes, fmt: FileFormat) -> list[str]:
 def _csv_records(fh, fmt: FileFormat) -> tuple[int, list[str] | None, list[str] | None]:
     """Rows of an RFC 4180 file, as Python's csv module reads them after the header lines."""
     rows, first, last = 0, None, None
-    records = _CsvRows(fh, fmt)
-    for row in records:
-        records.taken.clear()
+    for row in _CsvRows(fh, fmt):
         if rows == 0:
             first = row
         last = row
@@ -932,7 +930,6 @@ def _quoted_records(fh, fmt: FileFormat) -> Iterable[tuple[int, list[str], str |
             read = quoted_fields("".join(taken).removesuffix(end), fmt.delimiter, True)
             if read is not None and len(read) == len(row):
                 row = [Quoted(v) if quoted and v == marker else v for v, (_, quoted) in zip(row, read)]
-        taken.clear()
         yield start, row, wrong
         start = fmt.header_lines + records.line_num + 1
 
@@ -942,7 +939,7 @@ class _CsvRows:
     its lines ending at LF only, as the loads count them: a carriage return alone is no line end
     to them (inside quotes a character of its field, outside them a record the load refuses), so
     a record's line is the one `grep -n` and the server's errors name. `taken`: the lines of the
-    record just read (the reader's caller clears it); `line_num`: the lines read so far.
+    record just read; `line_num`: the lines read so far.
 
     A record with a carriage return outside quotes, for which the csv module raises "new-line
     character seen in unquoted field", comes as its fields as RFC 4180 reads its text, each
@@ -982,6 +979,7 @@ class _CsvRows:
                 read = quoted_fields(record, fmt.delimiter, True) or [(record, False)]
                 row = [BareCarriageReturn(v) if not quoted and "\r" in v else v for v, quoted in read]
             yield row
+            self.taken.clear()
 
 
 def _unclosed(text: str, delimiter: str) -> bool:
