@@ -6,15 +6,17 @@ the scheduler uses, so these real runs exercise the same path as a nightly run.
 """
 from __future__ import annotations
 
-import sqlite3
 import threading
 import time
+import uuid
 from urllib.parse import quote
 
 import pytest
+from sqlalchemy import text
+from sqlalchemy.exc import DBAPIError
 
 from helpers import run_dag
-from switchyard_dev.local import airflow_home, api_url
+from switchyard_dev.local import api_url
 from switchyard.airflow.run_notes import NOTE_LIMIT, is_our_note, run_note
 from switchyard.observability.stats import report_url
 
@@ -22,27 +24,32 @@ DAG_ID = "switchyard_tpch"
 HAND_NOTE = "Checked by hand: nation reloaded after the supplier fix. Do not rerun."
 
 
-@pytest.fixture(autouse=True)
-def sqlite_metadata(monkeypatch):
-    """These tests read and write the run's note straight in the metadata database: a SQLite file,
-    in an Airflow home of their own (the local Airflow's default is the embedded PostgreSQL)."""
-    import os
-    from helpers import TEST_STATE
-    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
-    monkeypatch.setenv("SWITCHYARD_AIRFLOW_DATABASE", "sqlite")
-    monkeypatch.setenv("SWITCHYARD_AIRFLOW_HOME", str(TEST_STATE / f"airflow-sqlite{'-' + worker if worker else ''}"))
+def _db():
+    """The metadata database of the tests' Airflow home (the embedded PostgreSQL's), as the UI's
+    note editor and the listener reach it: these tests read and write the run's note straight in it."""
+    from sqlalchemy import create_engine
+    from switchyard_dev.local import airflow_env
+    global _ENGINE
+    if _ENGINE is None:
+        _ENGINE = create_engine(airflow_env()["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"])
+    return _ENGINE.begin()
 
 
-def _db() -> sqlite3.Connection:
-    return sqlite3.connect(airflow_home() / "airflow.db", timeout=30)
+_ENGINE = None
+
+
+def far_logical_date(day: int) -> str:
+    """A logical date no other run of the tests' home has: the home outlives a session, and a
+    note the run of an earlier session left must not stand in for this run's."""
+    return f"{2031 + uuid.uuid4().int % 900}-01-{day:02d}T00:00:00+00:00"
 
 
 def note_of(run_id: str) -> tuple[str | None, str | None, str]:
     """(content, user_id, run state) straight from the metadata DB."""
     with _db() as db:
-        row = db.execute(
+        row = db.execute(text(
             "SELECT n.content, n.user_id, r.state FROM dag_run r LEFT JOIN dag_run_note n ON n.dag_run_id = r.id "
-            "WHERE r.dag_id = ? AND r.run_id = ?", (DAG_ID, run_id)).fetchone()
+            "WHERE r.dag_id = :dag AND r.run_id = :run"), {"dag": DAG_ID, "run": run_id}).fetchone()
     assert row is not None, f"no run {run_id} in the metadata DB"
     return row
 
@@ -61,21 +68,23 @@ class NoteDuringRun(threading.Thread):
         while time.monotonic() < deadline and self.written is None:
             try:
                 with _db() as db:
-                    row = db.execute("SELECT id, run_id, start_date FROM dag_run WHERE dag_id = ? AND logical_date "
-                                     "LIKE ? AND state = 'running'", (DAG_ID, self.logical_date[:10] + "%")).fetchone()
+                    row = db.execute(text(
+                        "SELECT id, run_id, start_date FROM dag_run WHERE dag_id = :dag AND logical_date = :when "
+                        "AND state = 'running'"), {"dag": DAG_ID, "when": self.logical_date}).fetchone()
                     if row:
                         content = self.note(row[1])
-                        db.execute("INSERT INTO dag_run_note (user_id, dag_run_id, content, created_at, updated_at) "
-                                   "VALUES (?, ?, ?, ?, ?)", (self.user, row[0], content, row[2], row[2]))
+                        db.execute(text("INSERT INTO dag_run_note (user_id, dag_run_id, content, created_at, "
+                                        "updated_at) VALUES (:user, :id, :content, :at, :at)"),
+                                   {"user": self.user, "id": row[0], "content": content, "at": row[2]})
                         self.written = content
-            except sqlite3.OperationalError:
-                pass  # a new home: its database file or tables are not there yet (the run migrates it first)
+            except DBAPIError:
+                pass  # a new home: its tables are not there yet (the run migrates it first)
             time.sleep(0.05)
 
 
 def test_a_run_gets_a_note_with_its_figures_and_report_link(pg_uri, data_root, tpch_batch, schema, tmp_path):
     name, _ = tpch_batch
-    when = "2031-01-01T00:00:00+00:00"
+    when = far_logical_date(1)
     # A note Switchyard wrote on an earlier attempt of this run (before a clear): replaced.
     stale = NoteDuringRun(when, lambda run_id: run_note(None, "failed", "Switchyard switchyard_tpch",
                                                         report_url(DAG_ID, run_id, api_url())), None)
@@ -102,7 +111,7 @@ def test_a_run_gets_a_note_with_its_figures_and_report_link(pg_uri, data_root, t
 
 def test_a_note_written_by_hand_during_the_run_is_kept(pg_uri, data_root, tpch_batch, schema, tmp_path):
     name, _ = tpch_batch
-    when = "2031-01-02T00:00:00+00:00"
+    when = far_logical_date(2)
     hand = NoteDuringRun(when, lambda run_id: HAND_NOTE, "admin")
     hand.start()
     run = run_dag(pg_uri, data_root, schema, 3, {"batch": name, "tables": ["nation"]},
