@@ -170,15 +170,16 @@ def ids_batch(folder: Path, ids) -> Path:
     return folder
 
 
-def load_through_steps(uri: str, schema: str, spec, folder: Path, batch: str) -> list[str]:
-    """A batch through the adapter's steps as the DAG runs them (setup, then each stream's
-    prepare, load, validate and switch, then the batch's publish), each checked; the setup's
-    notes. A partition goes in by ATTACH without a scan of its rows."""
+def load_through_steps(uri: str, schema: str, spec, folder: Path, batch: str,
+                       tables: list[str] | None = None) -> list[str]:
+    """A batch (its `tables`, else all) through the adapter's steps as the DAG runs them (setup,
+    then each stream's prepare, load, validate and switch, then the batch's publish), each
+    checked; the setup's notes. A partition goes in by ATTACH without a scan of its rows."""
     from switchyard.core.batch import read_manifest
     from switchyard.core.planner import plan_batch
     from switchyard.observability.validation import describe_failures, validate_stream
     from switchyard.targets.postgres import PostgresAdapter
-    plan = plan_batch(spec, read_manifest(folder, spec))
+    plan = plan_batch(spec, read_manifest(folder, spec), tables)
     adapter = PostgresAdapter(spec, uri=uri, schema=schema, lease_batch=batch)
     notes = adapter.setup(plan)
     for s in plan.all_streams():
