@@ -11,8 +11,6 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
-import shutil
-import subprocess
 import sys
 from importlib.metadata import entry_points
 from pathlib import Path
@@ -232,12 +230,6 @@ def dag_settings_environment() -> dict[str, str]:
     return dict(os.environ)
 
 
-def airflow_bin() -> str:
-    """The `airflow` command beside this Python (its virtualenv), else the one on PATH."""
-    beside = Path(sys.executable).with_name("airflow")
-    return str(beside) if beside.exists() else (shutil.which("airflow") or "airflow")
-
-
 def cmd_pool(args) -> int:
     """Size the load pool from the target server: its load slots (schedulers / cores) x
     SWITCHYARD_POOL_PER_SLOT; the target's slot guard keeps one bulk load per slot."""
@@ -269,11 +261,14 @@ def cmd_pool(args) -> int:
         pools.append((args.prepare_pool, f"Switchyard: prepare tasks of {args.conn_id}, as many as its load pool"))
     if args.dry_run:
         return 0
+    # In this process, as `airflow pools set` does it (Airflow's own pool model, in the metadata
+    # database of the environment above): an `airflow` process per pool cost seconds each.
+    from airflow.models.pool import Pool
     for name, text in pools:
-        result = subprocess.run([airflow_bin(), "pools", "set", name, str(size), text],
-                                env=env, text=True, capture_output=True)
-        if result.returncode != 0:
-            sys.exit(f"pool sync: `airflow pools set` failed:\n{result.stdout}{result.stderr}")
+        try:
+            Pool.create_or_update_pool(name=name, slots=size, description=text, include_deferred=False)
+        except Exception as exc:  # noqa: BLE001 - any database error ends the command, named
+            sys.exit(f"pool sync: setting pool {name} in Airflow's metadata database failed: {exc}")
     return 0
 
 
