@@ -35,7 +35,7 @@ help:
 	@echo "make demo SPEC=shop                the same with the shop example (messy CSV, date keys, NULLs, gzip)"
 	@echo "make demo SPEC=my.yaml BATCH=name  your spec, your producer's batch <data root>/<name>"
 	@echo "make demo EXECUTOR=edge            the loads on two local Edge workers, one per source (docs/deployment.md)"
-	@echo "make test                          run the tests (embedded PostgreSQL, real Airflow; 10 to 17 minutes on 2 cores, as fast or slow as the machine is that day)"
+	@echo "make test                          run the tests (embedded PostgreSQL, real Airflow; 9 to 13 minutes on 2 cores, as fast or slow as the machine is that day)"
 	@echo "make unit                          the unit tests only (no server; a minute or two)"
 	@echo "make chaos                         the fault, rerun and backfill cases, the remote workers (docs/reliability-and-security.md)"
 	@echo "make bench [SCALE=1 STREAMS=4 LEVERS=1]  throughput against the floor and the peers, server apart and all shared (docs/benchmarks.md)"
