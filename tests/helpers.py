@@ -287,6 +287,14 @@ def dag_env(pg_uri: str, data_root: Path, schema: str, streams: int, runs_dir: P
     })
 
 
+def metadata_connection():
+    """A connection to the metadata database of the Airflow home in effect (the embedded
+    server's), as every shell's `airflow` reads it; commits when its `with` block ends well."""
+    import psycopg
+    from switchyard_dev.local import metadata_uri
+    return psycopg.connect(metadata_uri().replace("postgresql+psycopg://", "postgresql://", 1))
+
+
 _LEFTOVERS_ENDED: set[str] = set()
 
 

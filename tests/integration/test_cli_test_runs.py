@@ -24,7 +24,7 @@ import psycopg
 import pytest
 import yaml
 
-from helpers import drop_metadata, files_fingerprint, fingerprint, free_port, run_lease
+from helpers import drop_metadata, files_fingerprint, fingerprint, free_port, metadata_connection, run_lease
 
 SWITCHYARD = str(Path(sys.executable).with_name("switchyard"))
 DAG_ID = "switchyard_tpch"
@@ -49,8 +49,7 @@ def switchyard(*args: str, env: dict[str, str], timeout: float = 900) -> subproc
 def metadata(query: str, *args) -> list[tuple]:
     """Rows of the local stack's metadata database (the embedded server's), as every shell's
     `airflow` reads them."""
-    from switchyard_dev.local import metadata_uri
-    with psycopg.connect(metadata_uri().replace("postgresql+psycopg://", "postgresql://", 1)) as conn:
+    with metadata_connection() as conn:
         return conn.execute(query, args).fetchall()
 
 

@@ -11,31 +11,16 @@ import time
 import uuid
 from urllib.parse import quote
 
+import psycopg
 import pytest
-from sqlalchemy import text
-from sqlalchemy.exc import DBAPIError
 
-from helpers import run_dag
+from helpers import metadata_connection, run_dag
 from switchyard_dev.local import api_url
 from switchyard.airflow.run_notes import NOTE_LIMIT, is_our_note, run_note
 from switchyard.observability.stats import report_url
 
 DAG_ID = "switchyard_tpch"
 HAND_NOTE = "Checked by hand: nation reloaded after the supplier fix. Do not rerun."
-
-
-def _db():
-    """The metadata database of the tests' Airflow home (the embedded PostgreSQL's), as the UI's
-    note editor and the listener reach it: these tests read and write the run's note straight in it."""
-    from sqlalchemy import create_engine
-    from switchyard_dev.local import airflow_env
-    global _ENGINE
-    if _ENGINE is None:
-        _ENGINE = create_engine(airflow_env()["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"])
-    return _ENGINE.begin()
-
-
-_ENGINE = None
 
 
 def far_logical_date(day: int) -> str:
@@ -46,10 +31,10 @@ def far_logical_date(day: int) -> str:
 
 def note_of(run_id: str) -> tuple[str | None, str | None, str]:
     """(content, user_id, run state) straight from the metadata DB."""
-    with _db() as db:
-        row = db.execute(text(
+    with metadata_connection() as db:
+        row = db.execute(
             "SELECT n.content, n.user_id, r.state FROM dag_run r LEFT JOIN dag_run_note n ON n.dag_run_id = r.id "
-            "WHERE r.dag_id = :dag AND r.run_id = :run"), {"dag": DAG_ID, "run": run_id}).fetchone()
+            "WHERE r.dag_id = %s AND r.run_id = %s", (DAG_ID, run_id)).fetchone()
     assert row is not None, f"no run {run_id} in the metadata DB"
     return row
 
@@ -67,17 +52,15 @@ class NoteDuringRun(threading.Thread):
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and self.written is None:
             try:
-                with _db() as db:
-                    row = db.execute(text(
-                        "SELECT id, run_id, start_date FROM dag_run WHERE dag_id = :dag AND logical_date = :when "
-                        "AND state = 'running'"), {"dag": DAG_ID, "when": self.logical_date}).fetchone()
+                with metadata_connection() as db:
+                    row = db.execute("SELECT id, run_id, start_date FROM dag_run WHERE dag_id = %s AND logical_date = %s "
+                                     "AND state = 'running'", (DAG_ID, self.logical_date)).fetchone()
                     if row:
                         content = self.note(row[1])
-                        db.execute(text("INSERT INTO dag_run_note (user_id, dag_run_id, content, created_at, "
-                                        "updated_at) VALUES (:user, :id, :content, :at, :at)"),
-                                   {"user": self.user, "id": row[0], "content": content, "at": row[2]})
+                        db.execute("INSERT INTO dag_run_note (user_id, dag_run_id, content, created_at, updated_at) "
+                                   "VALUES (%s, %s, %s, %s, %s)", (self.user, row[0], content, row[2], row[2]))
                         self.written = content
-            except DBAPIError:
+            except psycopg.Error:
                 pass  # a new home: its tables are not there yet (the run migrates it first)
             time.sleep(0.05)
 
